@@ -1,0 +1,166 @@
+// Package layout is the pure offset arithmetic of a striped, erasure-coded
+// volume. It maps logical byte ranges to segments, stripes, shards and byte
+// offsets inside slots, and says on which slot of a segment each shard of a
+// stripe lives (parity rotates from stripe to stripe).
+//
+// Terms (see DESIGN.md): a volume is cut into segments; a segment is K+M slots
+// of SlotSize bytes, one per namespace; a stripe is K data chunks and M parity
+// chunks of Chunk bytes, one chunk in each slot of the segment at the same slot
+// offset. A segment holds SlotSize/Chunk stripes and SegmentData() logical
+// bytes.
+//
+// Shard index s in [0, K+M) names a position in the stripe: 0..K-1 are the
+// data chunks in logical order, K..K+M-1 the parity chunks. Stripe t of a
+// segment keeps shard s in slot (s + t) mod (K+M), so every slot holds data
+// for K of every K+M stripes and sequential reads use every namespace.
+//
+// Everything here is a pure function of its arguments and safe for concurrent
+// use.
+package layout
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+)
+
+// Limits of a geometry.
+const (
+	MinChunk  = 4 << 10
+	MaxChunk  = 4 << 20
+	MaxShards = 32 // K+M; 16+4 and beyond fit
+)
+
+// ErrGeometry is the class of every invalid-geometry error.
+var ErrGeometry = errors.New("invalid layout geometry")
+
+// Geometry is the layout of one volume.
+//
+// Invariants (checked by Validate):
+//  1. K >= 1, M >= 0, K+M <= MaxShards.
+//  2. Chunk is a power of two in [MinChunk, MaxChunk].
+//  3. SlotSize is a positive multiple of Chunk.
+type Geometry struct {
+	K, M     int
+	Chunk    int64
+	SlotSize int64
+}
+
+// Validate checks the invariants and returns an ErrGeometry error naming the
+// first one broken.
+func (g Geometry) Validate() error {
+	switch {
+	case g.K < 1:
+		return fmt.Errorf("k=%d: need at least one data shard: %w", g.K, ErrGeometry)
+	case g.M < 0:
+		return fmt.Errorf("m=%d: parity shards cannot be negative: %w", g.M, ErrGeometry)
+	case g.K+g.M > MaxShards:
+		return fmt.Errorf("k+m=%d: at most %d shards per stripe: %w", g.K+g.M, MaxShards, ErrGeometry)
+	case g.Chunk < MinChunk || g.Chunk > MaxChunk || bits.OnesCount64(uint64(g.Chunk)) != 1:
+		return fmt.Errorf("chunk=%d: must be a power of two from %d to %d: %w", g.Chunk, MinChunk, MaxChunk, ErrGeometry)
+	case g.SlotSize <= 0 || g.SlotSize%g.Chunk != 0:
+		return fmt.Errorf("slot size=%d: must be a positive multiple of chunk %d: %w", g.SlotSize, g.Chunk, ErrGeometry)
+	}
+	return nil
+}
+
+// String renders the geometry as "k+m/chunk/slot", e.g. "4+2/131072/1073741824".
+func (g Geometry) String() string {
+	return fmt.Sprintf("%d+%d/%d/%d", g.K, g.M, g.Chunk, g.SlotSize)
+}
+
+// N is the number of shards (and slots) per stripe: K+M.
+func (g Geometry) N() int { return g.K + g.M }
+
+// StripeData is the number of logical bytes in one stripe: K*Chunk.
+func (g Geometry) StripeData() int64 { return int64(g.K) * g.Chunk }
+
+// StripesPerSegment is the number of stripes a segment holds.
+func (g Geometry) StripesPerSegment() int64 { return g.SlotSize / g.Chunk }
+
+// SegmentData is the number of logical bytes a segment holds.
+func (g Geometry) SegmentData() int64 { return g.StripesPerSegment() * g.StripeData() }
+
+// Segments is the number of segments a volume of size bytes needs.
+func (g Geometry) Segments(size int64) int64 {
+	return (size + g.SegmentData() - 1) / g.SegmentData()
+}
+
+// SlotOf returns the slot of a segment that holds shard s of stripe t.
+func (g Geometry) SlotOf(t int64, s int) int {
+	return int((int64(s) + t) % int64(g.N()))
+}
+
+// ShardIn returns the shard that slot holds for stripe t: the inverse of SlotOf.
+func (g Geometry) ShardIn(t int64, slot int) int {
+	n := int64(g.N())
+	return int(((int64(slot)-t)%n + n) % n)
+}
+
+// StripeID names one stripe of a volume.
+type StripeID struct {
+	Segment int64 // segment index in the volume
+	Stripe  int64 // stripe index inside the segment
+}
+
+// Offset returns the logical offset of the first byte of the stripe.
+func (g Geometry) Offset(id StripeID) int64 {
+	return id.Segment*g.SegmentData() + id.Stripe*g.StripeData()
+}
+
+// SlotOffset returns the byte offset inside every slot of the segment where the
+// stripe's chunks start.
+func (g Geometry) SlotOffset(id StripeID) int64 { return id.Stripe * g.Chunk }
+
+// Piece is the part of a request that falls in one data chunk.
+type Piece struct {
+	Shard int   // data shard, 0..K-1
+	Off   int64 // offset inside the chunk
+	Len   int64
+	Buf   int64 // offset of the piece in the request buffer
+}
+
+// StripeIO is the part of a request that falls in one stripe: its pieces in
+// logical order, contiguous in the request buffer.
+type StripeIO struct {
+	ID     StripeID
+	Pieces []Piece
+}
+
+// Full reports whether the stripe IO covers the whole stripe.
+func (s StripeIO) Full(g Geometry) bool {
+	var n int64
+	for _, p := range s.Pieces {
+		n += p.Len
+	}
+	return n == g.StripeData()
+}
+
+// Span returns the smallest chunk range [lo, hi) that contains every piece.
+func (s StripeIO) Span() (lo, hi int64) {
+	lo, hi = s.Pieces[0].Off, s.Pieces[0].Off+s.Pieces[0].Len
+	for _, p := range s.Pieces[1:] {
+		lo, hi = min(lo, p.Off), max(hi, p.Off+p.Len)
+	}
+	return lo, hi
+}
+
+// Split cuts the logical range [off, off+n) into per-stripe pieces, in order.
+// n may be zero (no stripes). Callers validate bounds and alignment first.
+func (g Geometry) Split(off, n int64) []StripeIO {
+	var out []StripeIO
+	for done := int64(0); done < n; {
+		cur := off + done
+		seg, inSeg := cur/g.SegmentData(), cur%g.SegmentData()
+		io := StripeIO{ID: StripeID{Segment: seg, Stripe: inSeg / g.StripeData()}}
+		for inStripe := inSeg % g.StripeData(); inStripe < g.StripeData() && done < n; {
+			p := Piece{Shard: int(inStripe / g.Chunk), Off: inStripe % g.Chunk, Buf: done}
+			p.Len = min(g.Chunk-p.Off, n-done)
+			io.Pieces = append(io.Pieces, p)
+			done += p.Len
+			inStripe += p.Len
+		}
+		out = append(out, io)
+	}
+	return out
+}

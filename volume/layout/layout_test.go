@@ -1,0 +1,198 @@
+package layout
+
+import (
+	"errors"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+func TestValidate(t *testing.T) {
+	ok := Geometry{K: 4, M: 2, Chunk: 128 << 10, SlotSize: 1 << 30}
+	cases := []struct {
+		name string
+		g    Geometry
+		bad  bool
+	}{
+		{"4+2", ok, false},
+		{"1+0", Geometry{K: 1, M: 0, Chunk: 4096, SlotSize: 4096}, false},
+		{"16+4", Geometry{K: 16, M: 4, Chunk: 4 << 20, SlotSize: 8 << 20}, false},
+		{"k0", Geometry{K: 0, M: 2, Chunk: 4096, SlotSize: 4096}, true},
+		{"m negative", Geometry{K: 2, M: -1, Chunk: 4096, SlotSize: 4096}, true},
+		{"too wide", Geometry{K: 30, M: 3, Chunk: 4096, SlotSize: 4096}, true},
+		{"chunk small", Geometry{K: 2, M: 1, Chunk: 2048, SlotSize: 4096}, true},
+		{"chunk big", Geometry{K: 2, M: 1, Chunk: 8 << 20, SlotSize: 8 << 20}, true},
+		{"chunk not pow2", Geometry{K: 2, M: 1, Chunk: 12288, SlotSize: 12288}, true},
+		{"slot not multiple", Geometry{K: 2, M: 1, Chunk: 8192, SlotSize: 12288}, true},
+		{"slot zero", Geometry{K: 2, M: 1, Chunk: 8192}, true},
+	}
+	for _, c := range cases {
+		err := c.g.Validate()
+		if (err != nil) != c.bad {
+			t.Errorf("%s: Validate() = %v, want error %v", c.name, err, c.bad)
+		}
+		if err != nil && !errors.Is(err, ErrGeometry) {
+			t.Errorf("%s: error %v is not ErrGeometry", c.name, err)
+		}
+	}
+}
+
+func TestDerived(t *testing.T) {
+	g := Geometry{K: 4, M: 2, Chunk: 128 << 10, SlotSize: 1 << 30}
+	if got := g.StripeData(); got != 512<<10 {
+		t.Errorf("StripeData = %d", got)
+	}
+	if got := g.StripesPerSegment(); got != 8192 {
+		t.Errorf("StripesPerSegment = %d", got)
+	}
+	if got := g.SegmentData(); got != 4<<30 {
+		t.Errorf("SegmentData = %d", got)
+	}
+	if got := g.Segments(4<<30 + 1); got != 2 {
+		t.Errorf("Segments = %d", got)
+	}
+	if got := g.String(); got != "4+2/131072/1073741824" {
+		t.Errorf("String = %q", got)
+	}
+}
+
+// TestSlotOfTable pins the rotation for a 2+1 layout: stripe t keeps data 0 in
+// slot t mod 3.
+func TestSlotOfTable(t *testing.T) {
+	g := Geometry{K: 2, M: 1, Chunk: 4096, SlotSize: 4096 * 8}
+	want := [][]int{ // stripe -> slot of shard 0, 1, parity
+		{0, 1, 2},
+		{1, 2, 0},
+		{2, 0, 1},
+		{0, 1, 2},
+	}
+	for st, slots := range want {
+		for s, slot := range slots {
+			if got := g.SlotOf(int64(st), s); got != slot {
+				t.Errorf("SlotOf(%d, %d) = %d, want %d", st, s, got, slot)
+			}
+			if got := g.ShardIn(int64(st), slot); got != s {
+				t.Errorf("ShardIn(%d, %d) = %d, want %d", st, slot, got, s)
+			}
+		}
+	}
+}
+
+func TestSplitTable(t *testing.T) {
+	g := Geometry{K: 2, M: 1, Chunk: 8192, SlotSize: 8192 * 2} // segment data 32 KiB
+	got := g.Split(12288, 24576)                               // 12K..36K
+	want := []StripeIO{
+		{ID: StripeID{0, 0}, Pieces: []Piece{{Shard: 1, Off: 4096, Len: 4096, Buf: 0}}},
+		{ID: StripeID{0, 1}, Pieces: []Piece{{Shard: 0, Off: 0, Len: 8192, Buf: 4096}, {Shard: 1, Off: 0, Len: 8192, Buf: 12288}}},
+		{ID: StripeID{1, 0}, Pieces: []Piece{{Shard: 0, Off: 0, Len: 4096, Buf: 20480}}},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("Split = %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i].ID != want[i].ID || len(got[i].Pieces) != len(want[i].Pieces) {
+			t.Fatalf("stripe %d: %+v, want %+v", i, got[i], want[i])
+		}
+		for j := range want[i].Pieces {
+			if got[i].Pieces[j] != want[i].Pieces[j] {
+				t.Errorf("stripe %d piece %d: %+v, want %+v", i, j, got[i].Pieces[j], want[i].Pieces[j])
+			}
+		}
+	}
+	if !got[1].Full(g) || got[0].Full(g) {
+		t.Errorf("Full wrong: %v %v", got[0].Full(g), got[1].Full(g))
+	}
+	if lo, hi := got[0].Span(); lo != 4096 || hi != 8192 {
+		t.Errorf("Span = %d,%d", lo, hi)
+	}
+}
+
+// naiveLocate walks the volume block by block in logical order, the way a
+// person would lay the data out by hand, and returns where the block at off
+// lives: segment, slot and byte offset in the slot.
+func naiveLocate(g Geometry, off int64) (seg int64, slot int, slotOff int64) {
+	var pos int64
+	for seg = 0; ; seg++ {
+		for st := int64(0); st < g.SlotSize/g.Chunk; st++ {
+			for d := 0; d < g.K; d++ {
+				if off < pos+g.Chunk {
+					return seg, int((int64(d) + st) % int64(g.K+g.M)), st*g.Chunk + off - pos
+				}
+				pos += g.Chunk
+			}
+		}
+	}
+}
+
+func genGeometry(t *rapid.T) Geometry {
+	k := rapid.IntRange(1, 16).Draw(t, "k")
+	m := rapid.IntRange(0, 4).Draw(t, "m")
+	chunk := int64(4096) << rapid.IntRange(0, 3).Draw(t, "chunkShift")
+	slot := chunk * int64(rapid.IntRange(1, 6).Draw(t, "stripes"))
+	return Geometry{K: k, M: m, Chunk: chunk, SlotSize: slot}
+}
+
+// TestSplitMatchesNaive checks Split, SlotOf and SlotOffset against the naive
+// walk for random geometries and requests, one 4 KiB block at a time.
+func TestSplitMatchesNaive(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		g := genGeometry(t)
+		if err := g.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		blocks := g.SegmentData() * 3 / 4096
+		first := rapid.Int64Range(0, blocks-1).Draw(t, "first")
+		count := rapid.Int64Range(0, blocks-first).Draw(t, "count")
+		var covered int64
+		for _, sio := range g.Split(first*4096, count*4096) {
+			for _, p := range sio.Pieces {
+				if p.Buf != covered {
+					t.Fatalf("piece %+v not contiguous at %d", p, covered)
+				}
+				for b := int64(0); b < p.Len; b += 4096 {
+					seg, slot, slotOff := naiveLocate(g, first*4096+p.Buf+b)
+					gotSlot := g.SlotOf(sio.ID.Stripe, p.Shard)
+					gotOff := g.SlotOffset(sio.ID) + p.Off + b
+					if seg != sio.ID.Segment || slot != gotSlot || slotOff != gotOff {
+						t.Fatalf("block %d: got seg %d slot %d off %d, naive %d %d %d",
+							first+(p.Buf+b)/4096, sio.ID.Segment, gotSlot, gotOff, seg, slot, slotOff)
+					}
+				}
+				covered += p.Len
+			}
+		}
+		if covered != count*4096 {
+			t.Fatalf("covered %d bytes of %d", covered, count*4096)
+		}
+	})
+}
+
+// TestRotation checks that every stripe puts its K+M shards in K+M distinct
+// slots and that over K+M stripes every slot holds parity exactly M times.
+func TestRotation(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		g := genGeometry(t)
+		parity := make([]int, g.N())
+		for st := int64(0); st < int64(g.N()); st++ {
+			seen := make([]bool, g.N())
+			for s := 0; s < g.N(); s++ {
+				slot := g.SlotOf(st, s)
+				if seen[slot] {
+					t.Fatalf("stripe %d: slot %d used twice", st, slot)
+				}
+				seen[slot] = true
+				if g.ShardIn(st, slot) != s {
+					t.Fatalf("ShardIn does not invert SlotOf")
+				}
+				if s >= g.K {
+					parity[slot]++
+				}
+			}
+		}
+		for slot, n := range parity {
+			if n != g.M {
+				t.Fatalf("slot %d holds parity %d times in %d stripes, want %d", slot, n, g.N(), g.M)
+			}
+		}
+	})
+}
