@@ -1,0 +1,169 @@
+package volume
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/blockdev/faultdev"
+	"github.com/nvstripe/nvstripe/ec"
+	"github.com/nvstripe/nvstripe/volume/layout"
+)
+
+// rig is a volume over fault-injecting in-memory namespaces.
+type rig struct {
+	g     layout.Geometry
+	mems  []*blockdev.Mem
+	devs  []*faultdev.Dev
+	names []string
+	alloc *MemAllocator
+	dirty *MemDirtyLog
+	vol   *Volume
+}
+
+type rigOptions struct {
+	namespaces int   // default K+M
+	slots      int64 // per namespace; default enough for size
+	crashable  bool
+	simd       bool
+}
+
+func newRig(t testing.TB, g layout.Geometry, size int64, o rigOptions) *rig {
+	t.Helper()
+	if o.namespaces == 0 {
+		o.namespaces = g.N()
+	}
+	if o.slots == 0 {
+		o.slots = g.Segments(size) + 1
+	}
+	r := &rig{g: g, dirty: NewMemDirtyLog()}
+	dm := DeviceMap{}
+	slots := map[string]int64{}
+	for i := 0; i < o.namespaces; i++ {
+		var m *blockdev.Mem
+		var err error
+		if o.crashable {
+			m, err = blockdev.NewCrashableMem(o.slots*g.SlotSize, 4096)
+		} else {
+			m, err = blockdev.NewMem(o.slots*g.SlotSize, 4096)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := fmt.Sprintf("ns%02d", i)
+		fd := faultdev.New(m, int64(i))
+		r.mems, r.devs, r.names = append(r.mems, m), append(r.devs, fd), append(r.names, name)
+		dm[name] = fd
+		slots[name] = o.slots
+	}
+	r.alloc = NewMemAllocator(g.N(), slots)
+	var opts []ec.Option
+	if !o.simd {
+		opts = append(opts, ec.WithSIMD(false))
+	}
+	v, err := New(Options{Geometry: g, Size: size, Devices: dm, Alloc: r.alloc, Dirty: r.dirty, CodecOptions: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.vol = v
+	return r
+}
+
+// reopen builds a fresh Volume over the same devices (a new owner).
+func (r *rig) reopen(t testing.TB, devs DeviceMap) {
+	t.Helper()
+	v, err := New(Options{Geometry: r.g, Size: r.vol.Size(), Devices: devs, Alloc: r.alloc, Dirty: r.dirty})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.vol = v
+}
+
+func (r *rig) stats() faultdev.Stats {
+	var s faultdev.Stats
+	for _, d := range r.devs {
+		x := d.Stats()
+		s.Reads += x.Reads
+		s.Writes += x.Writes + x.FUAWrites
+		s.Trims += x.Trims
+		s.Flushes += x.Flushes
+	}
+	return s
+}
+
+func (r *rig) resetStats() {
+	for _, d := range r.devs {
+		d.ResetStats()
+	}
+}
+
+// checkParity verifies that every stripe of every allocated segment whose
+// shards are all usable has parity matching its data.
+func (r *rig) checkParity(t testing.TB) {
+	t.Helper()
+	ctx := context.Background()
+	for _, s := range r.vol.cachedSegments() {
+		for st := int64(0); st < r.g.StripesPerSegment(); st++ {
+			shards := make([][]byte, r.g.N())
+			healthy := true
+			for sh := range shards {
+				i := r.g.SlotOf(st, sh)
+				if !s.usable(i, st) {
+					healthy = false
+					break
+				}
+				shards[sh] = make([]byte, r.g.Chunk)
+				sl := s.slots[i]
+				if err := r.mems[r.index(sl.ref.NS)].ReadAt(ctx, shards[sh], sl.ref.Slot*r.g.SlotSize+st*r.g.Chunk); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !healthy {
+				continue
+			}
+			ok, err := r.vol.codec.Verify(shards)
+			if err != nil || !ok {
+				t.Fatalf("segment %d stripe %d: parity does not match data (err %v)", s.id, st, err)
+			}
+		}
+	}
+}
+
+func (r *rig) index(ns string) int {
+	for i, n := range r.names {
+		if n == ns {
+			return i
+		}
+	}
+	panic(fmt.Errorf("no namespace %q", ns))
+}
+
+func pattern(n int, seed byte) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = seed + byte(i*7) + byte(i>>12)
+	}
+	return b
+}
+
+func mustRead(t testing.TB, v *Volume, off int64, n int) []byte {
+	t.Helper()
+	b := make([]byte, n)
+	if err := v.ReadAt(context.Background(), b, off); err != nil {
+		t.Fatalf("read %d+%d: %v", off, n, err)
+	}
+	return b
+}
+
+func mustEqual(t testing.TB, what string, got, want []byte) {
+	t.Helper()
+	if !bytes.Equal(got, want) {
+		i := 0
+		for i < len(got) && got[i] == want[i] {
+			i++
+		}
+		t.Fatalf("%s: differs at byte %d (of %d)", what, i, len(want))
+	}
+}

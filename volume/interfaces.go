@@ -1,0 +1,148 @@
+package volume
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/nvstripe/nvstripe/blockdev"
+)
+
+// SlotRef names one slot: a namespace and the slot's index in it (its byte
+// offset in the namespace is Slot*SlotSize).
+type SlotRef struct {
+	NS   string
+	Slot int64
+}
+
+// DeviceSet resolves namespace ids to devices. The volume does not own the
+// devices: it never closes them.
+type DeviceSet interface {
+	Device(ns string) (blockdev.Device, error)
+}
+
+// DeviceMap is a DeviceSet over a fixed map.
+type DeviceMap map[string]blockdev.Device
+
+// Device returns the device of ns or an ErrUnavailable error.
+func (m DeviceMap) Device(ns string) (blockdev.Device, error) {
+	d, ok := m[ns]
+	if !ok {
+		return nil, fmt.Errorf("namespace %q: no device: %w", ns, blockdev.ErrUnavailable)
+	}
+	return d, nil
+}
+
+// Allocator places segments (thin allocation). Implementations: MemAllocator
+// here, the etcd-backed one in meta.
+type Allocator interface {
+	// Lookup returns the slots of segment seg, or ok=false when the segment is
+	// not allocated.
+	Lookup(ctx context.Context, seg int64) (slots []SlotRef, ok bool, err error)
+	// Allocate places segment seg on K+M slots and records it atomically. It is
+	// idempotent: an allocated segment returns its existing slots.
+	Allocate(ctx context.Context, seg int64) ([]SlotRef, error)
+	// Free releases the segment's slots.
+	Free(ctx context.Context, seg int64) error
+}
+
+// DirtyLog records which segments may have data and parity out of step (a
+// write was in flight). A segment is marked dirty before its first write and
+// clean after a flush with no write in flight; after a crash, dirty segments
+// get their parity recomputed (Volume.Recover).
+type DirtyLog interface {
+	MarkDirty(ctx context.Context, seg int64) error
+	MarkClean(ctx context.Context, segs []int64) error
+	Dirty(ctx context.Context) ([]int64, error)
+}
+
+// MemDirtyLog is an in-memory DirtyLog. It survives a simulated crash of the
+// devices, as an etcd-backed one survives a real one.
+type MemDirtyLog struct {
+	mu    sync.Mutex
+	dirty map[int64]bool
+}
+
+var _ DirtyLog = (*MemDirtyLog)(nil)
+
+// NewMemDirtyLog returns an empty in-memory dirty log.
+func NewMemDirtyLog() *MemDirtyLog { return &MemDirtyLog{dirty: map[int64]bool{}} }
+
+func (l *MemDirtyLog) MarkDirty(_ context.Context, seg int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.dirty[seg] = true
+	return nil
+}
+
+func (l *MemDirtyLog) MarkClean(_ context.Context, segs []int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range segs {
+		delete(l.dirty, s)
+	}
+	return nil
+}
+
+func (l *MemDirtyLog) Dirty(context.Context) ([]int64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]int64, 0, len(l.dirty))
+	for s := range l.dirty {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out, nil
+}
+
+type nopDirtyLog struct{}
+
+func (nopDirtyLog) MarkDirty(context.Context, int64) error   { return nil }
+func (nopDirtyLog) MarkClean(context.Context, []int64) error { return nil }
+func (nopDirtyLog) Dirty(context.Context) ([]int64, error)   { return nil, nil }
+
+// EventListener receives what the volume notices. Every field is optional;
+// callbacks run on the IO path and must not block.
+type EventListener struct {
+	// Degraded is called when an IO had to work around missing shards.
+	Degraded func(DegradedInfo)
+	// Corruption is called when a shard returned data marked corrupt.
+	Corruption func(ShardInfo)
+	// ShardError is called when a shard's device failed an IO.
+	ShardError func(ShardInfo)
+}
+
+// DegradedInfo describes one degraded stripe IO.
+type DegradedInfo struct {
+	Op      string // "read", "write", "trim"
+	Segment int64
+	Stripe  int64
+	Missing []string // namespaces of the missing shards
+}
+
+// ShardInfo names a shard and what happened to it.
+type ShardInfo struct {
+	NS      string
+	Segment int64
+	Slot    int
+	Err     error
+}
+
+func (e EventListener) degraded(d DegradedInfo) {
+	if e.Degraded != nil {
+		e.Degraded(d)
+	}
+}
+
+func (e EventListener) corruption(s ShardInfo) {
+	if e.Corruption != nil {
+		e.Corruption(s)
+	}
+}
+
+func (e EventListener) shardError(s ShardInfo) {
+	if e.ShardError != nil {
+		e.ShardError(s)
+	}
+}

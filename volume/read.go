@@ -1,0 +1,205 @@
+package volume
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/volume/layout"
+)
+
+// ReadAt reads len(p) bytes at off. See blockdev.Device.
+func (v *Volume) ReadAt(ctx context.Context, p []byte, off int64) error {
+	if err := v.check(off, int64(len(p))); err != nil {
+		return err
+	}
+	sios := v.g.Split(off, int64(len(p)))
+	return v.eachLimited(len(sios), func(i int) error {
+		sio := sios[i]
+		lo := sio.Pieces[0].Buf
+		n := sio.Pieces[len(sio.Pieces)-1].Buf + sio.Pieces[len(sio.Pieces)-1].Len - lo
+		return v.readStripe(ctx, sio, p[lo:lo+n], lo)
+	})
+}
+
+// readStripe reads one stripe's pieces into p, which starts at request offset
+// base (piece.Buf - base indexes p).
+func (v *Volume) readStripe(ctx context.Context, sio layout.StripeIO, p []byte, base int64) error {
+	s, err := v.acquire(ctx, sio.ID.Segment, false)
+	if err != nil {
+		return err
+	}
+	if s == nil {
+		clear(p)
+		return nil
+	}
+	defer s.io.RUnlock()
+	if v.allPiecesUsable(s, sio) {
+		err := v.each(len(sio.Pieces), func(i int) error {
+			pc := sio.Pieces[i]
+			return v.shardRead(ctx, s, sio.ID, pc.Shard, p[pc.Buf-base:pc.Buf-base+pc.Len], pc.Off)
+		})
+		if !isShardFault(err) {
+			return err
+		}
+	}
+	mu := v.lock(sio.ID)
+	mu.Lock()
+	defer mu.Unlock()
+	return v.degradedRead(ctx, s, sio, p, base)
+}
+
+func (v *Volume) allPiecesUsable(s *segment, sio layout.StripeIO) bool {
+	for _, pc := range sio.Pieces {
+		if !s.usable(v.g.SlotOf(sio.ID.Stripe, pc.Shard), sio.ID.Stripe) {
+			return false
+		}
+	}
+	return true
+}
+
+// usableShards returns, by shard index, which shards of the stripe can serve IO.
+func (v *Volume) usableShards(s *segment, id layout.StripeID) []bool {
+	u := make([]bool, v.g.N())
+	for sh := range u {
+		u[sh] = s.usable(v.g.SlotOf(id.Stripe, sh), id.Stripe)
+	}
+	return u
+}
+
+// degradedRead reads the pieces of sio, reconstructing those on missing
+// shards from K others over the pieces' span. REQUIRES: stripe lock held.
+func (v *Volume) degradedRead(ctx context.Context, s *segment, sio layout.StripeIO, p []byte, base int64) error {
+	for attempt := 0; attempt <= v.g.M; attempt++ {
+		usable := v.usableShards(s, sio.ID)
+		if count(usable) < v.g.K {
+			return v.stripeError(s, sio.ID, usable)
+		}
+		err := v.reconstructRead(ctx, s, sio, p, base, usable)
+		if !isShardFault(err) {
+			return err
+		}
+	}
+	return v.stripeError(s, sio.ID, v.usableShards(s, sio.ID))
+}
+
+func (v *Volume) reconstructRead(ctx context.Context, s *segment, sio layout.StripeIO, p []byte, base int64, usable []bool) error {
+	lo, hi := sio.Span()
+	shards := make([][]byte, v.g.N())
+	want := make([]bool, v.g.N())
+	var missing []string
+	var bufs []*[]byte
+	defer func() {
+		for _, b := range bufs {
+			v.putBuf(b)
+		}
+	}()
+	direct := map[int][]byte{} // needed shards whose piece is exactly the span
+	for _, pc := range sio.Pieces {
+		if pc.Off == lo && pc.Len == hi-lo {
+			direct[pc.Shard] = p[pc.Buf-base : pc.Buf-base+pc.Len]
+		}
+		if !usable[pc.Shard] {
+			want[pc.Shard] = true
+			missing = append(missing, s.slots[v.g.SlotOf(sio.ID.Stripe, pc.Shard)].ref.NS)
+		}
+	}
+	reads := pickK(v.g, usable)
+	for sh := range shards {
+		b, isDirect := direct[sh]
+		if !isDirect {
+			bp, buf := v.getBuf(hi - lo)
+			bufs = append(bufs, bp)
+			b = buf
+		}
+		if want[sh] {
+			b = b[:0]
+		}
+		shards[sh] = b
+	}
+	err := v.each(len(reads), func(i int) error {
+		return v.shardRead(ctx, s, sio.ID, reads[i], shards[reads[i]], lo)
+	})
+	if err != nil {
+		return err
+	}
+	for sh := range shards {
+		if !want[sh] && !contains(reads, sh) {
+			shards[sh] = shards[sh][:0]
+		}
+	}
+	if err := v.codec.ReconstructRange(shards, want); err != nil {
+		return fmt.Errorf("segment %d stripe %d: reconstruct: %w", sio.ID.Segment, sio.ID.Stripe, err)
+	}
+	for _, pc := range sio.Pieces {
+		dst := p[pc.Buf-base : pc.Buf-base+pc.Len]
+		if src := shards[pc.Shard][pc.Off-lo : pc.Off-lo+pc.Len]; &src[0] != &dst[0] {
+			copy(dst, src)
+		}
+	}
+	v.ev.degraded(DegradedInfo{Op: "read", Segment: sio.ID.Segment, Stripe: sio.ID.Stripe, Missing: missing})
+	return nil
+}
+
+func contains(xs []int, x int) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// shardRead reads shard sh of stripe id at chunk offset off into b. A failure
+// marks the shard's slot (unavailable: namespace down; corrupt: slot stale)
+// and comes back as a shardFault.
+func (v *Volume) shardRead(ctx context.Context, s *segment, id layout.StripeID, sh int, b []byte, off int64) error {
+	i := v.g.SlotOf(id.Stripe, sh)
+	err := s.slots[i].dev.ReadAt(ctx, b, v.g.SlotOffset(id)+off)
+	return v.shardFailed(s, i, id.Stripe, err)
+}
+
+// shardFault is a shard IO error the volume works around by treating the shard
+// as missing.
+type shardFault struct{ err error }
+
+func (f *shardFault) Error() string { return f.err.Error() }
+func (f *shardFault) Unwrap() error { return f.err }
+
+func isShardFault(err error) bool {
+	var f *shardFault
+	return errors.As(err, &f)
+}
+
+// shardFailed classifies a shard IO error. Unavailable marks the namespace
+// down; corrupt marks the slot stale from stripe t. Both become shardFaults.
+// Other errors (fenced, invalid, context) pass through.
+func (v *Volume) shardFailed(s *segment, i int, t int64, err error) error {
+	if err == nil {
+		return nil
+	}
+	sl := s.slots[i]
+	info := ShardInfo{NS: sl.ref.NS, Segment: s.id, Slot: i, Err: err}
+	switch blockdev.Class(err) {
+	case blockdev.ErrUnavailable:
+		sl.ns.down.Store(true)
+		v.ev.shardError(info)
+	case blockdev.ErrCorrupt:
+		s.lowerValid(i, t)
+		v.ev.corruption(info)
+	default:
+		return fmt.Errorf("segment %d slot %d (namespace %s): %w", s.id, i, sl.ref.NS, err)
+	}
+	return &shardFault{err: fmt.Errorf("segment %d slot %d (namespace %s): %w", s.id, i, sl.ref.NS, err)}
+}
+
+func (v *Volume) stripeError(s *segment, id layout.StripeID, usable []bool) error {
+	e := &StripeError{Segment: id.Segment, Stripe: id.Stripe, M: v.g.M, N: v.g.N()}
+	for sh, u := range usable {
+		if !u {
+			e.Missing = append(e.Missing, s.slots[v.g.SlotOf(id.Stripe, sh)].ref.NS)
+		}
+	}
+	return e
+}

@@ -1,0 +1,208 @@
+package volume
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/nvstripe/nvstripe/volume/layout"
+)
+
+// Repair rebuilds every stale slot (one that missed writes or returned
+// corrupt data) whose namespace is up, stripe by stripe, from the other
+// shards. Writes keep flowing: a stripe already rebuilt receives new writes,
+// one not yet rebuilt is rebuilt after them. It returns the number of stripes
+// rebuilt.
+func (v *Volume) Repair(ctx context.Context) (int64, error) {
+	var total int64
+	for _, s := range v.cachedSegments() {
+		for i, sl := range s.slots {
+			if sl.ns.down.Load() || sl.valid.Load() == v.g.StripesPerSegment() {
+				continue
+			}
+			n, err := v.repairSlot(ctx, s, i)
+			total += n
+			if err != nil {
+				return total, err
+			}
+		}
+	}
+	return total, nil
+}
+
+// repairSlot rebuilds slot i of s from its first stale stripe to the end.
+func (v *Volume) repairSlot(ctx context.Context, s *segment, i int) (int64, error) {
+	s.io.RLock()
+	defer s.io.RUnlock()
+	if s.freed {
+		return 0, nil
+	}
+	var n int64
+	for {
+		t := s.slots[i].valid.Load()
+		if t >= v.g.StripesPerSegment() {
+			return n, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		if err := v.rebuildStripe(ctx, s, i, t); err != nil {
+			return n, err
+		}
+		n++
+	}
+}
+
+// rebuildStripe reconstructs the chunk slot i holds for stripe t and, when
+// no write marked the slot stale meanwhile, advances its valid mark past t.
+func (v *Volume) rebuildStripe(ctx context.Context, s *segment, i int, t int64) error {
+	id := layout.StripeID{Segment: s.id, Stripe: t}
+	mu := v.lock(id)
+	mu.Lock()
+	defer mu.Unlock()
+	if s.slots[i].valid.Load() != t {
+		return nil // a write moved the mark; the caller re-reads it
+	}
+	target := v.g.ShardIn(t, i)
+	usable := v.usableShards(s, id)
+	usable[target] = false
+	if count(usable) < v.g.K {
+		return v.stripeError(s, id, usable)
+	}
+	b := &stripeBufs{v: v, shards: make([][]byte, v.g.N())}
+	defer b.release()
+	reads := pickK(v.g, usable)
+	want := make([]bool, v.g.N())
+	want[target] = true
+	for sh := range b.shards {
+		buf := b.alloc(sh, v.g.Chunk)
+		if !contains(reads, sh) {
+			b.shards[sh] = buf[:0]
+		}
+	}
+	if err := v.readShards(ctx, s, id, reads, b.shards, 0); err != nil {
+		return err
+	}
+	if err := v.codec.ReconstructRange(b.shards, want); err != nil {
+		return fmt.Errorf("segment %d stripe %d: reconstruct: %w", s.id, t, err)
+	}
+	if err := v.shardWrite(ctx, s, id, target, b.shards[target][:v.g.Chunk], 0, false); err != nil {
+		return err
+	}
+	s.slots[i].valid.CompareAndSwap(t, t+1)
+	return nil
+}
+
+// Resync recomputes the parity of every stripe of segment seg from its data.
+// It is what an owner runs on segments left dirty by a crash: data shards
+// hold whatever the crash left; parity is made to agree with them. Every data
+// shard must be usable.
+func (v *Volume) Resync(ctx context.Context, seg int64) error {
+	s, err := v.acquire(ctx, seg, false)
+	if err != nil || s == nil {
+		return err
+	}
+	defer s.io.RUnlock()
+	for t := int64(0); t < v.g.StripesPerSegment(); t++ {
+		if err := v.resyncStripe(ctx, s, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (v *Volume) resyncStripe(ctx context.Context, s *segment, t int64) error {
+	id := layout.StripeID{Segment: s.id, Stripe: t}
+	mu := v.lock(id)
+	mu.Lock()
+	defer mu.Unlock()
+	usable := v.usableShards(s, id)
+	data := make([]int, v.g.K)
+	for sh := range data {
+		if !usable[sh] {
+			return fmt.Errorf("segment %d stripe %d: resync needs every data shard: %w", s.id, t, v.stripeError(s, id, usable))
+		}
+		data[sh] = sh
+	}
+	b := &stripeBufs{v: v, shards: make([][]byte, v.g.N())}
+	defer b.release()
+	for sh := range b.shards {
+		b.alloc(sh, v.g.Chunk)
+	}
+	if err := v.readShards(ctx, s, id, data, b.shards, 0); err != nil {
+		return err
+	}
+	if err := v.codec.Encode(b.shards); err != nil {
+		return err
+	}
+	return v.each(v.g.M, func(j int) error {
+		sh := v.g.K + j
+		if !usable[sh] {
+			return nil
+		}
+		return v.shardWrite(ctx, s, id, sh, b.shards[sh], 0, false)
+	})
+}
+
+// Recover makes the volume consistent after an unclean stop: it resyncs every
+// segment the DirtyLog lists, flushes, and marks them clean. Run it once after
+// opening, before serving IO.
+func (v *Volume) Recover(ctx context.Context) (int, error) {
+	segs, err := v.dirty.Dirty(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("reading dirty segments: %w", err)
+	}
+	for _, seg := range segs {
+		if err := v.Resync(ctx, seg); err != nil {
+			return 0, fmt.Errorf("resync segment %d: %w", seg, err)
+		}
+	}
+	if err := v.Flush(ctx); err != nil {
+		return 0, err
+	}
+	if err := v.dirty.MarkClean(ctx, segs); err != nil {
+		return 0, fmt.Errorf("marking %d resynced segments clean: %w", len(segs), err)
+	}
+	return len(segs), nil
+}
+
+// Clean flushes the volume and marks clean every dirty segment that had no
+// write in flight and none since the flush began. The owner calls it when the
+// volume has been idle for a while.
+func (v *Volume) Clean(ctx context.Context) error {
+	segs := v.cachedSegments()
+	gens := make([]int64, len(segs))
+	for i, s := range segs {
+		s.dirtyMu.Lock()
+		gens[i] = s.gen
+		s.dirtyMu.Unlock()
+	}
+	if err := v.Flush(ctx); err != nil {
+		return err
+	}
+	var ids []int64
+	var held []*segment
+	defer func() {
+		for _, s := range held {
+			s.dirtyMu.Unlock()
+		}
+	}()
+	for i, s := range segs {
+		s.dirtyMu.Lock()
+		if s.dirty && s.inflight == 0 && s.gen == gens[i] {
+			ids = append(ids, s.id)
+			held = append(held, s)
+			continue
+		}
+		s.dirtyMu.Unlock()
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	if err := v.dirty.MarkClean(ctx, ids); err != nil {
+		return fmt.Errorf("marking %d segments clean: %w", len(ids), err)
+	}
+	for _, s := range held {
+		s.dirty = false
+	}
+	return nil
+}

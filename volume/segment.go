@@ -1,0 +1,229 @@
+package volume
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/nvstripe/nvstripe/blockdev"
+)
+
+// nsState is what the volume knows about one namespace.
+type nsState struct {
+	id        string
+	dev       blockdev.Device
+	down      atomic.Bool // IO failed with ErrUnavailable; cleared by SetNamespaceUp
+	unflushed atomic.Bool // a write succeeded since the last flush
+}
+
+// slot is one shard slot of a segment.
+//
+// Invariant: stripes [0, valid) of the slot hold current data; stripes at or
+// above valid are stale (missed a write, or not rebuilt yet) and are treated
+// as missing. valid is StripesPerSegment for a healthy slot. It only grows by
+// Repair, which holds the stripe's lock; it shrinks when a write has to skip
+// the slot.
+type slot struct {
+	ref   SlotRef
+	ns    *nsState
+	dev   blockdev.Device // window over the slot
+	valid atomic.Int64
+}
+
+// segment is an allocated segment with its slots.
+type segment struct {
+	id    int64
+	slots []*slot
+
+	// io is held shared by every IO on the segment and exclusively to free it.
+	io    sync.RWMutex
+	freed bool // REQUIRES: io held to read, io held exclusively to write
+
+	dirtyMu  sync.Mutex
+	dirty    bool  // marked dirty in the DirtyLog
+	inflight int   // writes in progress
+	gen      int64 // writes finished
+}
+
+// usable reports whether slot i can serve stripe t.
+func (s *segment) usable(i int, t int64) bool {
+	sl := s.slots[i]
+	return !sl.ns.down.Load() && sl.valid.Load() > t
+}
+
+// lowerValid marks stripe t and above of slot i stale.
+func (s *segment) lowerValid(i int, t int64) {
+	v := &s.slots[i].valid
+	for {
+		cur := v.Load()
+		if cur <= t || v.CompareAndSwap(cur, t) {
+			return
+		}
+	}
+}
+
+// acquire returns segment seg with its io lock held shared (release with
+// s.io.RUnlock), or nil for an unallocated segment when alloc is false.
+func (v *Volume) acquire(ctx context.Context, seg int64, alloc bool) (*segment, error) {
+	for {
+		s, err := v.segmentFor(ctx, seg, alloc)
+		if err != nil || s == nil {
+			return nil, err
+		}
+		s.io.RLock()
+		if !s.freed {
+			return s, nil
+		}
+		s.io.RUnlock()
+	}
+}
+
+// segmentFor returns the cached segment seg, looking it up (and allocating it
+// when alloc is true) on a miss. It returns nil, nil for an unallocated
+// segment when alloc is false.
+func (v *Volume) segmentFor(ctx context.Context, seg int64, alloc bool) (*segment, error) {
+	v.mu.Lock()
+	s, ok := v.segs[seg]
+	v.mu.Unlock()
+	if ok && (s != nil || !alloc) {
+		return s, nil
+	}
+	v.allocMu.Lock()
+	defer v.allocMu.Unlock()
+	v.mu.Lock()
+	s, ok = v.segs[seg]
+	v.mu.Unlock()
+	if ok && (s != nil || !alloc) {
+		return s, nil
+	}
+	refs, found, err := v.alloc.Lookup(ctx, seg)
+	if err != nil {
+		return nil, fmt.Errorf("segment %d: lookup: %w", seg, err)
+	}
+	fresh := false
+	if !found && alloc {
+		if refs, err = v.alloc.Allocate(ctx, seg); err != nil {
+			return nil, fmt.Errorf("segment %d: allocate: %w", seg, err)
+		}
+		found, fresh = true, true
+	}
+	if found {
+		if s, err = v.openSegment(ctx, seg, refs, fresh); err != nil {
+			return nil, err
+		}
+	}
+	v.mu.Lock()
+	v.segs[seg] = s
+	v.mu.Unlock()
+	return s, nil
+}
+
+// openSegment builds the slots of a segment. A freshly allocated segment's
+// slots are trimmed so that unwritten parts read as zeros.
+func (v *Volume) openSegment(ctx context.Context, seg int64, refs []SlotRef, fresh bool) (*segment, error) {
+	if len(refs) != v.g.N() {
+		return nil, fmt.Errorf("segment %d: placement has %d slots, layout needs %d", seg, len(refs), v.g.N())
+	}
+	s := &segment{id: seg, slots: make([]*slot, len(refs))}
+	for i, r := range refs {
+		sl, err := v.openSlot(r)
+		if err != nil {
+			return nil, fmt.Errorf("segment %d slot %d: %w", seg, i, err)
+		}
+		s.slots[i] = sl
+	}
+	if fresh {
+		err := v.each(len(s.slots), func(i int) error {
+			s.slots[i].ns.unflushed.Store(true)
+			err := s.slots[i].dev.Trim(ctx, 0, v.g.SlotSize)
+			if isShardFault(v.shardFailed(s, i, 0, err)) {
+				s.lowerValid(i, 0) // rebuilt (as zeros) by Repair
+				return nil
+			}
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("segment %d: clearing new slots: %w", seg, err)
+		}
+	}
+	return s, nil
+}
+
+func (v *Volume) openSlot(r SlotRef) (*slot, error) {
+	ns, err := v.namespace(r.NS)
+	if err != nil {
+		return nil, err
+	}
+	w, err := blockdev.NewWindow(ns.dev, r.Slot*v.g.SlotSize, v.g.SlotSize)
+	if err != nil {
+		return nil, fmt.Errorf("namespace %s slot %d: %w", r.NS, r.Slot, err)
+	}
+	sl := &slot{ref: r, ns: ns, dev: w}
+	sl.valid.Store(v.g.StripesPerSegment())
+	return sl, nil
+}
+
+func (v *Volume) namespace(id string) (*nsState, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if ns, ok := v.ns[id]; ok {
+		return ns, nil
+	}
+	dev, err := v.devs.Device(id)
+	if err != nil {
+		return nil, err
+	}
+	if dev.BlockSize() > blockSize {
+		return nil, fmt.Errorf("namespace %s: block size %d above the volume's %d", id, dev.BlockSize(), blockSize)
+	}
+	ns := &nsState{id: id, dev: dev}
+	v.ns[id] = ns
+	return ns, nil
+}
+
+// SetNamespaceUp tells the volume that a namespace is reachable again (up) or
+// should be treated as gone (down). Slots that missed writes while it was
+// down stay stale until Repair rebuilds them.
+func (v *Volume) SetNamespaceUp(id string, up bool) {
+	v.mu.Lock()
+	ns := v.ns[id]
+	v.mu.Unlock()
+	if ns != nil {
+		ns.down.Store(!up)
+	}
+}
+
+// cachedSegments returns the allocated segments in the cache.
+func (v *Volume) cachedSegments() []*segment {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	out := make([]*segment, 0, len(v.segs))
+	for _, s := range v.segs {
+		if s != nil {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// beginWrite marks the segment dirty (once) and counts the write in flight.
+func (v *Volume) beginWrite(ctx context.Context, s *segment) error {
+	s.dirtyMu.Lock()
+	defer s.dirtyMu.Unlock()
+	if !s.dirty {
+		if err := v.dirty.MarkDirty(ctx, s.id); err != nil {
+			return fmt.Errorf("segment %d: marking dirty: %w", s.id, err)
+		}
+		s.dirty = true
+	}
+	s.inflight++
+	return nil
+}
+
+func (v *Volume) endWrite(s *segment) {
+	s.dirtyMu.Lock()
+	s.inflight--
+	s.gen++
+	s.dirtyMu.Unlock()
+}

@@ -1,0 +1,203 @@
+package volume
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/volume/layout"
+)
+
+// Trim discards [off, off+n): afterwards it reads as zeros. Whole segments in
+// the range are freed; whole stripes are trimmed on every shard; partial
+// stripes are written with zeros.
+func (v *Volume) Trim(ctx context.Context, off, n int64) error {
+	return v.zero(ctx, off, n, true)
+}
+
+// WriteZeroes makes [off, off+n) read as zeros, like Trim, but keeps segments
+// allocated.
+func (v *Volume) WriteZeroes(ctx context.Context, off, n int64) error {
+	return v.zero(ctx, off, n, false)
+}
+
+// zeroRun is a run of stripes of one segment: whole stripes [first, last], or
+// one partial stripe.
+type zeroRun struct {
+	seg         int64
+	first, last int64
+	partial     *layout.StripeIO
+	off         int64 // logical offset of the run
+}
+
+func (v *Volume) zero(ctx context.Context, off, n int64, free bool) error {
+	if err := v.check(off, n); err != nil {
+		return err
+	}
+	for _, r := range v.zeroRuns(off, n) {
+		if err := v.zeroRun(ctx, r, free); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// zeroRuns groups the stripes of [off, off+n) into runs.
+func (v *Volume) zeroRuns(off, n int64) []zeroRun {
+	var runs []zeroRun
+	for _, sio := range v.g.Split(off, n) {
+		if !sio.Full(v.g) {
+			sio := sio
+			runs = append(runs, zeroRun{seg: sio.ID.Segment, partial: &sio, off: off + sio.Pieces[0].Buf})
+			continue
+		}
+		if k := len(runs) - 1; k >= 0 && runs[k].partial == nil && runs[k].seg == sio.ID.Segment && runs[k].last+1 == sio.ID.Stripe {
+			runs[k].last++
+			continue
+		}
+		runs = append(runs, zeroRun{seg: sio.ID.Segment, first: sio.ID.Stripe, last: sio.ID.Stripe, off: v.g.Offset(sio.ID)})
+	}
+	return runs
+}
+
+func (v *Volume) zeroRun(ctx context.Context, r zeroRun, free bool) error {
+	s, err := v.segmentFor(ctx, r.seg, false)
+	if err != nil || s == nil {
+		return err // unallocated: already zeros
+	}
+	if r.partial != nil {
+		n := r.partial.Pieces[len(r.partial.Pieces)-1].Buf + r.partial.Pieces[len(r.partial.Pieces)-1].Len - r.partial.Pieces[0].Buf
+		sio := *r.partial
+		sio.Pieces = append([]layout.Piece(nil), sio.Pieces...)
+		for i := range sio.Pieces {
+			sio.Pieces[i].Buf -= r.partial.Pieces[0].Buf
+		}
+		return v.writeStripe(ctx, sio, make([]byte, n), false)
+	}
+	if free && r.first == 0 && r.last == v.g.StripesPerSegment()-1 {
+		return v.freeSegment(ctx, s)
+	}
+	return v.zeroStripes(ctx, s, r.first, r.last, free)
+}
+
+// zeroStripes trims (or zeroes) whole stripes [first, last] of a segment on
+// every usable shard: zero data has zero parity, so the stripes stay
+// consistent.
+func (v *Volume) zeroStripes(ctx context.Context, s *segment, first, last int64, trim bool) error {
+	s.io.RLock()
+	defer s.io.RUnlock()
+	if s.freed {
+		return nil
+	}
+	if err := v.beginWrite(ctx, s); err != nil {
+		return err
+	}
+	defer v.endWrite(s)
+	unlock := v.lockStripes(s.id, first, last)
+	defer unlock()
+	ctx = context.WithoutCancel(ctx)
+	off, n := first*v.g.Chunk, (last-first+1)*v.g.Chunk
+	return v.each(len(s.slots), func(i int) error {
+		sl := s.slots[i]
+		if !s.usable(i, first) {
+			s.lowerValid(i, first)
+			return nil
+		}
+		var err error
+		if trim {
+			err = sl.dev.Trim(ctx, off, n)
+		} else {
+			err = sl.dev.WriteZeroes(ctx, off, n)
+		}
+		if err == nil {
+			sl.ns.unflushed.Store(true)
+			return nil
+		}
+		if isShardFault(v.shardFailed(s, i, first, err)) {
+			s.lowerValid(i, first)
+			return nil
+		}
+		return fmt.Errorf("segment %d slot %d: zeroing: %w", s.id, i, err)
+	})
+}
+
+// lockStripes takes the locks of stripes [first, last] of seg in lock order
+// (no deadlock with other multi-stripe lockers) and returns the unlock.
+func (v *Volume) lockStripes(seg, first, last int64) func() {
+	var held [lockCount]bool
+	for t := first; t <= last; t++ {
+		held[lockIndex(layout.StripeID{Segment: seg, Stripe: t})] = true
+	}
+	for i := range held {
+		if held[i] {
+			v.locks[i].Lock()
+		}
+	}
+	return func() {
+		for i := range held {
+			if held[i] {
+				v.locks[i].Unlock()
+			}
+		}
+	}
+}
+
+// freeSegment trims a whole segment's slots and releases it to the
+// allocator. It waits for IO in flight on the segment.
+func (v *Volume) freeSegment(ctx context.Context, s *segment) error {
+	s.io.Lock()
+	defer s.io.Unlock()
+	if s.freed {
+		return nil
+	}
+	err := v.each(len(s.slots), func(i int) error {
+		if s.slots[i].ns.down.Load() {
+			return nil
+		}
+		err := s.slots[i].dev.Trim(ctx, 0, v.g.SlotSize)
+		if blockdev.Class(err) == blockdev.ErrUnavailable {
+			return nil // reallocation trims it again
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("segment %d: trimming before free: %w", s.id, err)
+	}
+	if err := v.alloc.Free(ctx, s.id); err != nil {
+		return fmt.Errorf("segment %d: free: %w", s.id, err)
+	}
+	s.freed = true
+	v.mu.Lock()
+	v.segs[s.id] = nil
+	v.mu.Unlock()
+	if err := v.dirty.MarkClean(ctx, []int64{s.id}); err != nil {
+		return fmt.Errorf("segment %d: marking clean after free: %w", s.id, err)
+	}
+	return nil
+}
+
+// Allocated reports the allocated segments' extents inside [off, off+n).
+func (v *Volume) Allocated(ctx context.Context, off, n int64) ([]blockdev.Extent, error) {
+	if err := v.check(off, n); err != nil {
+		return nil, err
+	}
+	var out []blockdev.Extent
+	sd := v.g.SegmentData()
+	for pos := off; pos < off+n; {
+		seg := pos / sd
+		end := min((seg+1)*sd, off+n)
+		s, err := v.segmentFor(ctx, seg, false)
+		if err != nil {
+			return nil, err
+		}
+		if s != nil {
+			if k := len(out) - 1; k >= 0 && out[k].Off+out[k].Len == pos {
+				out[k].Len += end - pos
+			} else {
+				out = append(out, blockdev.Extent{Off: pos, Len: end - pos})
+			}
+		}
+		pos = end
+	}
+	return out, nil
+}

@@ -1,0 +1,225 @@
+package volume
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/volume/layout"
+)
+
+// WriteAt writes p at off. See blockdev.Device.
+func (v *Volume) WriteAt(ctx context.Context, p []byte, off int64) error {
+	return v.write(ctx, p, off, false)
+}
+
+// WriteAtFUA writes p at off and returns once it is durable on every shard it
+// reached.
+func (v *Volume) WriteAtFUA(ctx context.Context, p []byte, off int64) error {
+	return v.write(ctx, p, off, true)
+}
+
+func (v *Volume) write(ctx context.Context, p []byte, off int64, fua bool) error {
+	if err := v.check(off, int64(len(p))); err != nil {
+		return err
+	}
+	sios := v.g.Split(off, int64(len(p)))
+	return v.eachLimited(len(sios), func(i int) error {
+		return v.writeStripe(ctx, sios[i], p, fua)
+	})
+}
+
+// writeStripe writes the pieces of sio from p (indexed by piece.Buf).
+func (v *Volume) writeStripe(ctx context.Context, sio layout.StripeIO, p []byte, fua bool) error {
+	s, err := v.acquire(ctx, sio.ID.Segment, true)
+	if err != nil {
+		return err
+	}
+	defer s.io.RUnlock()
+	if err := v.beginWrite(ctx, s); err != nil {
+		return err
+	}
+	defer v.endWrite(s)
+	mu := v.lock(sio.ID)
+	mu.Lock()
+	defer mu.Unlock()
+	for attempt := 0; ; attempt++ {
+		usable := v.usableShards(s, sio.ID)
+		plan, ok := planWrite(v.g, sio, usable)
+		if !ok || attempt > v.g.M {
+			return v.stripeError(s, sio.ID, usable)
+		}
+		err := v.execWrite(ctx, s, sio, p, plan, fua)
+		if !isShardFault(err) {
+			return err
+		}
+	}
+}
+
+// stripeBufs holds the span buffers of one stripe write.
+type stripeBufs struct {
+	v      *Volume
+	shards [][]byte
+	pool   []*[]byte
+}
+
+func (b *stripeBufs) alloc(sh int, n int64) []byte {
+	bp, buf := b.v.getBuf(n)
+	b.pool = append(b.pool, bp)
+	b.shards[sh] = buf
+	return buf
+}
+
+func (b *stripeBufs) release() {
+	for _, bp := range b.pool {
+		b.v.putBuf(bp)
+	}
+}
+
+// execWrite carries out a write plan. REQUIRES: stripe lock held.
+func (v *Volume) execWrite(ctx context.Context, s *segment, sio layout.StripeIO, p []byte, plan writePlan, fua bool) error {
+	b := &stripeBufs{v: v, shards: make([][]byte, v.g.N())}
+	defer b.release()
+	var err error
+	switch plan.Mode {
+	case modeFull:
+		err = v.prepareFull(sio, p, b)
+	case modeDelta:
+		err = v.prepareDelta(ctx, s, sio, p, plan, b)
+	case modeReconstructWrite, modeRebuild:
+		err = v.prepareEncode(ctx, s, sio, p, plan, b)
+	}
+	if err != nil {
+		return err
+	}
+	for _, sh := range plan.Skip {
+		s.lowerValid(v.g.SlotOf(sio.ID.Stripe, sh), sio.ID.Stripe)
+	}
+	if len(plan.Skip) > 0 {
+		v.ev.degraded(DegradedInfo{Op: "write", Segment: s.id, Stripe: sio.ID.Stripe, Missing: v.slotNames(s, sio.ID, plan.Skip)})
+	}
+	// Once shards start changing, finish: a write abandoned half-way would
+	// leave data and parity out of step.
+	ctx = context.WithoutCancel(ctx)
+	return v.each(len(plan.Writes), func(i int) error {
+		sh := plan.Writes[i]
+		if sh >= v.g.K || plan.Mode == modeFull {
+			return v.shardWrite(ctx, s, sio.ID, sh, b.shards[sh], plan.Lo, fua)
+		}
+		pc := pieceOf(sio, sh)
+		return v.shardWrite(ctx, s, sio.ID, sh, p[pc.Buf:pc.Buf+pc.Len], pc.Off, fua)
+	})
+}
+
+// prepareFull points the data shards at p and encodes the parity.
+func (v *Volume) prepareFull(sio layout.StripeIO, p []byte, b *stripeBufs) error {
+	for _, pc := range sio.Pieces {
+		b.shards[pc.Shard] = p[pc.Buf : pc.Buf+pc.Len]
+	}
+	for sh := v.g.K; sh < v.g.N(); sh++ {
+		b.alloc(sh, v.g.Chunk)
+	}
+	return v.codec.Encode(b.shards)
+}
+
+// prepareDelta reads the old data of the written shards and the old parity
+// over the span, and applies the change to the parity.
+func (v *Volume) prepareDelta(ctx context.Context, s *segment, sio layout.StripeIO, p []byte, plan writePlan, b *stripeBufs) error {
+	n := plan.Hi - plan.Lo
+	for _, sh := range plan.Reads {
+		b.alloc(sh, n)
+	}
+	if err := v.readShards(ctx, s, sio.ID, plan.Reads, b.shards, plan.Lo); err != nil {
+		return err
+	}
+	oldData := make([][]byte, v.g.K)
+	newData := make([][]byte, v.g.K)
+	for _, pc := range sio.Pieces {
+		oldData[pc.Shard] = b.shards[pc.Shard]
+		if pc.Off == plan.Lo && pc.Len == n {
+			newData[pc.Shard] = p[pc.Buf : pc.Buf+pc.Len]
+			continue
+		}
+		bp, nb := v.getBuf(n)
+		b.pool = append(b.pool, bp)
+		copy(nb, oldData[pc.Shard])
+		copy(nb[pc.Off-plan.Lo:], p[pc.Buf:pc.Buf+pc.Len])
+		newData[pc.Shard] = nb
+	}
+	parity := make([][]byte, v.g.M)
+	for sh := v.g.K; sh < v.g.N(); sh++ {
+		parity[sh-v.g.K] = b.shards[sh] // nil when missing: skipped
+	}
+	return v.codec.UpdateParity(oldData, newData, parity)
+}
+
+// prepareEncode builds all K data shards over the span (reading what the
+// write does not cover, reconstructing missing ones in rebuild mode), overlays
+// the write and encodes the parity.
+func (v *Volume) prepareEncode(ctx context.Context, s *segment, sio layout.StripeIO, p []byte, plan writePlan, b *stripeBufs) error {
+	n := plan.Hi - plan.Lo
+	for sh := 0; sh < v.g.N(); sh++ {
+		b.alloc(sh, n)
+	}
+	if err := v.readShards(ctx, s, sio.ID, plan.Reads, b.shards, plan.Lo); err != nil {
+		return err
+	}
+	if plan.Mode == modeRebuild {
+		want := make([]bool, v.g.N())
+		for sh := 0; sh < v.g.N(); sh++ {
+			if !contains(plan.Reads, sh) {
+				b.shards[sh] = b.shards[sh][:0]
+				want[sh] = sh < v.g.K
+			}
+		}
+		if err := v.codec.ReconstructRange(b.shards, want); err != nil {
+			return fmt.Errorf("segment %d stripe %d: reconstruct: %w", s.id, sio.ID.Stripe, err)
+		}
+		for sh := v.g.K; sh < v.g.N(); sh++ {
+			b.shards[sh] = b.shards[sh][:n]
+		}
+	}
+	for _, pc := range sio.Pieces {
+		copy(b.shards[pc.Shard][pc.Off-plan.Lo:], p[pc.Buf:pc.Buf+pc.Len])
+	}
+	return v.codec.Encode(b.shards)
+}
+
+func (v *Volume) readShards(ctx context.Context, s *segment, id layout.StripeID, shards []int, bufs [][]byte, off int64) error {
+	return v.each(len(shards), func(i int) error {
+		return v.shardRead(ctx, s, id, shards[i], bufs[shards[i]], off)
+	})
+}
+
+// shardWrite writes b at chunk offset off of shard sh of stripe id.
+func (v *Volume) shardWrite(ctx context.Context, s *segment, id layout.StripeID, sh int, b []byte, off int64, fua bool) error {
+	i := v.g.SlotOf(id.Stripe, sh)
+	sl := s.slots[i]
+	var err error
+	if fua {
+		err = blockdev.WriteFUA(ctx, sl.dev, b, v.g.SlotOffset(id)+off)
+	} else {
+		err = sl.dev.WriteAt(ctx, b, v.g.SlotOffset(id)+off)
+	}
+	if err == nil {
+		sl.ns.unflushed.Store(true)
+	}
+	return v.shardFailed(s, i, id.Stripe, err)
+}
+
+func pieceOf(sio layout.StripeIO, sh int) layout.Piece {
+	for _, pc := range sio.Pieces {
+		if pc.Shard == sh {
+			return pc
+		}
+	}
+	panic(fmt.Errorf("volume: no piece for shard %d: %w", sh, blockdev.ErrInvalid))
+}
+
+func (v *Volume) slotNames(s *segment, id layout.StripeID, shards []int) []string {
+	out := make([]string, len(shards))
+	for i, sh := range shards {
+		out[i] = s.slots[v.g.SlotOf(id.Stripe, sh)].ref.NS
+	}
+	return out
+}
