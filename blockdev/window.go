@@ -3,6 +3,7 @@ package blockdev
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 )
 
 // Window is a view of the range [Base, Base+Len) of a parent device, like
@@ -13,6 +14,7 @@ type Window struct {
 	parent Device
 	base   int64
 	size   int64
+	closed atomic.Bool
 }
 
 var (
@@ -37,6 +39,9 @@ func (w *Window) Parent() Device { return w.parent }
 func (w *Window) Base() int64 { return w.base }
 
 func (w *Window) check(off, n int64) error {
+	if w.closed.Load() {
+		return fmt.Errorf("window: closed: %w", ErrUnavailable)
+	}
 	return CheckRange(w.size, w.parent.BlockSize(), off, n)
 }
 
@@ -61,7 +66,12 @@ func (w *Window) WriteAtFUA(ctx context.Context, p []byte, off int64) error {
 	return WriteFUA(ctx, w.parent, p, w.base+off)
 }
 
-func (w *Window) Flush(ctx context.Context) error { return w.parent.Flush(ctx) }
+func (w *Window) Flush(ctx context.Context) error {
+	if err := w.check(0, 0); err != nil {
+		return err
+	}
+	return w.parent.Flush(ctx)
+}
 
 func (w *Window) WriteZeroes(ctx context.Context, off, n int64) error {
 	if err := w.check(off, n); err != nil {
@@ -96,4 +106,10 @@ func (w *Window) Allocated(ctx context.Context, off, n int64) ([]Extent, error) 
 
 func (w *Window) Size() int64    { return w.size }
 func (w *Window) BlockSize() int { return w.parent.BlockSize() }
-func (w *Window) Close() error   { return nil }
+
+// Close makes later calls on the window fail with ErrUnavailable; the parent
+// stays open.
+func (w *Window) Close() error {
+	w.closed.Store(true)
+	return nil
+}
