@@ -4,13 +4,19 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"testing"
-
+	
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/blockdev/faultdev"
 	"github.com/nvstripe/nvstripe/ec"
 	"github.com/nvstripe/nvstripe/volume/layout"
 )
+
+// tb is what the helpers need of *testing.T, *testing.B and *rapid.T.
+type tb interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}
 
 // rig is a volume over fault-injecting in-memory namespaces.
 type rig struct {
@@ -30,7 +36,7 @@ type rigOptions struct {
 	simd       bool
 }
 
-func newRig(t testing.TB, g layout.Geometry, size int64, o rigOptions) *rig {
+func newRig(t tb, g layout.Geometry, size int64, o rigOptions) *rig {
 	t.Helper()
 	if o.namespaces == 0 {
 		o.namespaces = g.N()
@@ -72,7 +78,7 @@ func newRig(t testing.TB, g layout.Geometry, size int64, o rigOptions) *rig {
 }
 
 // reopen builds a fresh Volume over the same devices (a new owner).
-func (r *rig) reopen(t testing.TB, devs DeviceMap) {
+func (r *rig) reopen(t tb, devs DeviceMap) {
 	t.Helper()
 	v, err := New(Options{Geometry: r.g, Size: r.vol.Size(), Devices: devs, Alloc: r.alloc, Dirty: r.dirty})
 	if err != nil {
@@ -101,7 +107,7 @@ func (r *rig) resetStats() {
 
 // checkParity verifies that every stripe of every allocated segment whose
 // shards are all usable has parity matching its data.
-func (r *rig) checkParity(t testing.TB) {
+func (r *rig) checkParity(t tb) {
 	t.Helper()
 	ctx := context.Background()
 	for _, s := range r.vol.cachedSegments() {
@@ -148,7 +154,7 @@ func pattern(n int, seed byte) []byte {
 	return b
 }
 
-func mustRead(t testing.TB, v *Volume, off int64, n int) []byte {
+func mustRead(t tb, v *Volume, off int64, n int) []byte {
 	t.Helper()
 	b := make([]byte, n)
 	if err := v.ReadAt(context.Background(), b, off); err != nil {
@@ -157,7 +163,7 @@ func mustRead(t testing.TB, v *Volume, off int64, n int) []byte {
 	return b
 }
 
-func mustEqual(t testing.TB, what string, got, want []byte) {
+func mustEqual(t tb, what string, got, want []byte) {
 	t.Helper()
 	if !bytes.Equal(got, want) {
 		i := 0
@@ -165,5 +171,12 @@ func mustEqual(t testing.TB, what string, got, want []byte) {
 			i++
 		}
 		t.Fatalf("%s: differs at byte %d (of %d)", what, i, len(want))
+	}
+}
+
+// rebindMems points checkParity at the devices of devs (after a crash).
+func (r *rig) rebindMems(devs DeviceMap) {
+	for i, n := range r.names {
+		r.mems[i] = devs[n].(*blockdev.Mem)
 	}
 }

@@ -37,15 +37,21 @@ func (v *Volume) repairSlot(ctx context.Context, s *segment, i int) (int64, erro
 		return 0, nil
 	}
 	var n int64
+	faults := 0
 	for {
 		t := s.slots[i].valid.Load()
-		if t >= v.g.StripesPerSegment() {
-			return n, nil
+		if t >= v.g.StripesPerSegment() || s.slots[i].ns.down.Load() {
+			return n, nil // done, or the target went away: repair later
 		}
 		if err := ctx.Err(); err != nil {
 			return n, err
 		}
-		if err := v.rebuildStripe(ctx, s, i, t); err != nil {
+		err := v.rebuildStripe(ctx, s, i, t)
+		if isShardFault(err) && faults < v.g.N() {
+			faults++ // the failing shard is marked; try without it
+			continue
+		}
+		if err != nil {
 			return n, err
 		}
 		n++

@@ -160,6 +160,11 @@ func (v *Volume) freeSegment(ctx context.Context, s *segment) error {
 		}
 		return err
 	})
+	if err == nil {
+		// The trim must be durable before the slots can go to a new owner:
+		// a crash must not bring old data back into a reallocated slot.
+		err = v.flushSlots(ctx, s)
+	}
 	if err != nil {
 		return fmt.Errorf("segment %d: trimming before free: %w", s.id, err)
 	}
@@ -200,4 +205,18 @@ func (v *Volume) Allocated(ctx context.Context, off, n int64) ([]blockdev.Extent
 		pos = end
 	}
 	return out, nil
+}
+
+// flushSlots flushes the namespaces of a segment's usable slots.
+func (v *Volume) flushSlots(ctx context.Context, s *segment) error {
+	return v.each(len(s.slots), func(i int) error {
+		if s.slots[i].ns.down.Load() {
+			return nil
+		}
+		err := s.slots[i].ns.dev.Flush(ctx)
+		if blockdev.Class(err) == blockdev.ErrUnavailable {
+			return nil
+		}
+		return err
+	})
 }

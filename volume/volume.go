@@ -170,6 +170,9 @@ func (v *Volume) putBuf(bp *[]byte) { v.bufs.Put(bp) }
 // each runs f(0..n-1) concurrently (f(0) on the calling goroutine) and
 // returns the first error.
 func (v *Volume) each(n int, f func(i int) error) error {
+	if n == 0 {
+		return nil
+	}
 	if n == 1 {
 		return f(0)
 	}
@@ -223,10 +226,7 @@ func (v *Volume) Flush(ctx context.Context) error {
 	}
 	v.mu.Unlock()
 	lost := make([]bool, len(todo))
-	err := v.each(max(len(todo), 1), func(i int) error {
-		if len(todo) == 0 {
-			return nil
-		}
+	err := v.each(len(todo), func(i int) error {
 		err := todo[i].dev.Flush(ctx)
 		if err != nil {
 			todo[i].unflushed.Store(true)
