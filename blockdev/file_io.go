@@ -1,0 +1,190 @@
+package blockdev
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+// errUnsupported is returned by the system helpers when the system or file
+// system lacks a call; the caller falls back.
+var errUnsupported = errors.New("not supported by the system")
+
+// fallocOp is what fileFallocate does to a range.
+type fallocOp uint8
+
+const (
+	fallocReserve fallocOp = iota // allocate space, keep contents
+	fallocPunch                   // release space, read as zeros
+	fallocZero                    // read as zeros, keep the space
+)
+
+func (fl *File) check(ctx context.Context, off, n int64) error {
+	if fl.closed.Load() {
+		return fmt.Errorf("file %s: closed: %w", fl.path, ErrUnavailable)
+	}
+	if err := CheckRange(fl.size, fl.bs, off, n); err != nil {
+		return fmt.Errorf("file %s: %w", fl.path, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("file %s: %w", fl.path, err)
+	}
+	return nil
+}
+
+// fail wraps a system error of op with the request and its class.
+func (fl *File) fail(op string, off, n int64, err error) error {
+	return fmt.Errorf("file %s: %s off=%d len=%d: %w", fl.path, op, off, n, Mark(err, classify(err, op == "read")))
+}
+
+// classify returns the class of a system error; see File.
+func classify(err error, read bool) error {
+	if errors.Is(err, os.ErrClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return ErrUnavailable
+	}
+	if c := classifyErrno(err, read); c != nil {
+		return c
+	}
+	return ErrUnavailable
+}
+
+func (fl *File) ReadAt(ctx context.Context, p []byte, off int64) error {
+	if err := fl.check(ctx, off, int64(len(p))); err != nil {
+		return err
+	}
+	if err := fl.transfer(p, off, false); err != nil {
+		return fl.fail("read", off, int64(len(p)), err)
+	}
+	return nil
+}
+
+func (fl *File) WriteAt(ctx context.Context, p []byte, off int64) error {
+	if err := fl.check(ctx, off, int64(len(p))); err != nil {
+		return err
+	}
+	if err := fl.transfer(p, off, true); err != nil {
+		return fl.fail("write", off, int64(len(p)), err)
+	}
+	return nil
+}
+
+// transfer reads or writes p at off, through bounce buffers when O_DIRECT
+// needs an aligned buffer and p is not one.
+func (fl *File) transfer(p []byte, off int64, write bool) error {
+	if len(p) == 0 {
+		return nil
+	}
+	if !fl.direct || addrOf(p)%dioAlign == 0 {
+		return fl.rw(p, off, write)
+	}
+	bp := fl.bounce.Get().(*[]byte)
+	defer fl.bounce.Put(bp)
+	for done := 0; done < len(p); {
+		b := (*bp)[:min(len(*bp), len(p)-done)]
+		if write {
+			copy(b, p[done:])
+		}
+		if err := fl.rw(b, off+int64(done), write); err != nil {
+			return err
+		}
+		if !write {
+			copy(p[done:], b)
+		}
+		done += len(b)
+	}
+	return nil
+}
+
+// rw is one pread or pwrite of all of p (os.File retries short transfers).
+func (fl *File) rw(p []byte, off int64, write bool) error {
+	var err error
+	if write {
+		_, err = fl.f.WriteAt(p, off)
+	} else {
+		_, err = fl.f.ReadAt(p, off)
+	}
+	return err
+}
+
+// Flush makes every completed write durable (fdatasync).
+func (fl *File) Flush(ctx context.Context) error {
+	if err := fl.check(ctx, 0, 0); err != nil {
+		return err
+	}
+	if err := fileSync(fl.f); err != nil {
+		return fl.fail("flush", 0, 0, err)
+	}
+	return nil
+}
+
+// Trim punches a hole (releasing the space) or zeroes with unmap on a block
+// device, falling back to writing zeros.
+func (fl *File) Trim(ctx context.Context, off, n int64) error {
+	return fl.zero(ctx, "trim", off, n, fallocPunch)
+}
+
+// WriteZeroes zeroes the range in place, falling back to writing zeros.
+func (fl *File) WriteZeroes(ctx context.Context, off, n int64) error {
+	return fl.zero(ctx, "write-zeroes", off, n, fallocZero)
+}
+
+func (fl *File) zero(ctx context.Context, op string, off, n int64, how fallocOp) error {
+	if err := fl.check(ctx, off, n); err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	var err error
+	if fl.blockDev {
+		err = blockDevZero(fl.f, off, n, how == fallocPunch)
+	} else {
+		err = fileFallocate(fl.f, how, off, n)
+	}
+	if errors.Is(err, errUnsupported) {
+		err = fl.writeZeros(off, n)
+	}
+	if err != nil {
+		return fl.fail(op, off, n, err)
+	}
+	return nil
+}
+
+// writeZeros writes zero bytes over the range.
+func (fl *File) writeZeros(off, n int64) error {
+	bp := fl.bounce.Get().(*[]byte)
+	defer fl.bounce.Put(bp)
+	clear(*bp)
+	for done := int64(0); done < n; {
+		b := (*bp)[:min(int64(len(*bp)), n-done)]
+		if err := fl.rw(b, off+done, true); err != nil {
+			return err
+		}
+		done += int64(len(b))
+	}
+	return nil
+}
+
+// Allocated reports the data extents of a regular file, rounded out to
+// blocks; for block devices, and where the system cannot tell, the whole
+// range.
+func (fl *File) Allocated(ctx context.Context, off, n int64) ([]Extent, error) {
+	if err := fl.check(ctx, off, n); err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	if !fl.blockDev {
+		ext, err := fileDataExtents(fl.f, off, n, int64(fl.bs))
+		if !errors.Is(err, errUnsupported) {
+			if err != nil {
+				return nil, fl.fail("allocated", off, n, err)
+			}
+			return ext, nil
+		}
+	}
+	return []Extent{{Off: off, Len: n}}, nil
+}
