@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	
+
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/blockdev/faultdev"
 	"github.com/nvstripe/nvstripe/ec"
@@ -33,7 +33,7 @@ type rigOptions struct {
 	namespaces int   // default K+M
 	slots      int64 // per namespace; default enough for size
 	crashable  bool
-	simd       bool
+	pureGo     bool // ec.WithSIMD(false)
 }
 
 func newRig(t tb, g layout.Geometry, size int64, o rigOptions) *rig {
@@ -66,7 +66,7 @@ func newRig(t tb, g layout.Geometry, size int64, o rigOptions) *rig {
 	}
 	r.alloc = NewMemAllocator(g.N(), slots)
 	var opts []ec.Option
-	if !o.simd {
+	if o.pureGo {
 		opts = append(opts, ec.WithSIMD(false))
 	}
 	v, err := New(Options{Geometry: g, Size: size, Devices: dm, Alloc: r.alloc, Dirty: r.dirty, CodecOptions: opts})

@@ -46,7 +46,7 @@ func TestPropertyAgainstModel(t *testing.T) {
 
 func runModel(t *rapid.T, g layout.Geometry) {
 	size := 3*g.SegmentData() - 4096*int64(rapid.IntRange(0, 2).Draw(t, "shrink"))
-	r := newRig(t, g, size, rigOptions{})
+	r := newRig(t, g, size, rigOptions{pureGo: g.K == 2})
 	ctx := context.Background()
 	model := make([]byte, size)
 	down := map[int]bool{}

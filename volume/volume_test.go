@@ -3,6 +3,7 @@ package volume
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 
 	"github.com/nvstripe/nvstripe/blockdev"
@@ -93,12 +94,12 @@ func TestDegradedReadAndWrite(t *testing.T) {
 	if err := r.vol.WriteAt(ctx, data, 0); err != nil {
 		t.Fatal(err)
 	}
-	var degraded int
-	r.vol.ev.Degraded = func(DegradedInfo) { degraded++ }
+	var degraded atomic.Int64
+	r.vol.ev.Degraded = func(DegradedInfo) { degraded.Add(1) }
 	r.devs[0].SetDown(true)
 	r.devs[3].SetDown(true)
 	mustEqual(t, "degraded read", mustRead(t, r.vol, 0, len(data)), data)
-	if degraded == 0 {
+	if degraded.Load() == 0 {
 		t.Error("no degraded event")
 	}
 	patch := pattern(20<<10, 77)
@@ -140,11 +141,11 @@ func TestCorruptShardIsReconstructed(t *testing.T) {
 	if err := r.vol.WriteAt(ctx, data, 0); err != nil {
 		t.Fatal(err)
 	}
-	var corrupt int
-	r.vol.ev.Corruption = func(ShardInfo) { corrupt++ }
+	var corrupt atomic.Int64
+	r.vol.ev.Corruption = func(ShardInfo) { corrupt.Add(1) }
 	r.devs[1].Add(faultFail(blockdev.ErrCorrupt))
 	mustEqual(t, "read over corrupt shard", mustRead(t, r.vol, 0, len(data)), data)
-	if corrupt == 0 {
+	if corrupt.Load() == 0 {
 		t.Error("no corruption event")
 	}
 	r.devs[1].Clear()
