@@ -1,0 +1,108 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+)
+
+// run calls Run in-process and returns stdout, stderr and the error.
+func run(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	err := Run(context.Background(), args, &out, &errb)
+	return out.String(), errb.String(), err
+}
+
+func TestHelpListsCommands(t *testing.T) {
+	for _, args := range [][]string{nil, {"--help"}, {"help"}} {
+		out, _, err := run(t, args...)
+		if err != nil {
+			t.Fatalf("%q: %v", args, err)
+		}
+		for _, want := range []string{"version", "selftest", "--etcd", "127.0.0.1:2379"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%q output does not mention %q:\n%s", args, want, out)
+			}
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	out, _, err := run(t, "version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out, "nvstripe ") || !strings.Contains(out, runtime.Version()) {
+		t.Errorf("version printed %q, want 'nvstripe <version> ... %s ...'", out, runtime.Version())
+	}
+	out, _, err = run(t, "version", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v versionInfo
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("version --json printed %q: %v", out, err)
+	}
+	if v.Go != runtime.Version() || v.Version == "" || v.Platform != runtime.GOOS+"/"+runtime.GOARCH {
+		t.Errorf("version --json = %+v", v)
+	}
+}
+
+func TestSelfTestCommand(t *testing.T) {
+	out, _, err := run(t, "selftest")
+	if err != nil || !strings.HasPrefix(out, "ec self-test: ok") {
+		t.Errorf("selftest = %q, %v", out, err)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{{"bogus"}, {"version", "--bogus"}, {"version", "extra"}, {"--etcd"}} {
+		_, _, err := run(t, args...)
+		if err == nil {
+			t.Errorf("%q: no error", args)
+			continue
+		}
+		if code := ExitCode(err); code != 2 {
+			t.Errorf("%q: ExitCode(%v) = %d, want 2", args, err, code)
+		}
+	}
+	if got := ExitCode(nil); got != 0 {
+		t.Errorf("ExitCode(nil) = %d", got)
+	}
+	if got := ExitCode(context.Canceled); got != 130 {
+		t.Errorf("ExitCode(context.Canceled) = %d", got)
+	}
+}
+
+func TestEtcdFlag(t *testing.T) {
+	f := newRootCmd().PersistentFlags().Lookup("etcd")
+	if f == nil || f.DefValue != "127.0.0.1:2379" {
+		t.Fatalf("--etcd flag = %+v, want default 127.0.0.1:2379", f)
+	}
+	g := &globals{etcd: " a:1, b:2,,"}
+	if got := g.etcdEndpoints(); !slices.Equal(got, []string{"a:1", "b:2"}) {
+		t.Errorf("etcdEndpoints = %q", got)
+	}
+}
+
+// TestCommandsDocumented keeps --help true: every command has a usage line
+// and a short description.
+func TestCommandsDocumented(t *testing.T) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Use == "" || c.Short == "" {
+			t.Errorf("command %q has no Use or Short", c.CommandPath())
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRootCmd())
+}

@@ -1,0 +1,154 @@
+// Package cli is nvstripe's command line: Run parses arguments with cobra,
+// calls the libraries and prints results. It holds no logic of its own and
+// no state between calls: every Run builds a fresh command tree, so tests run
+// it in-process, concurrently if they like.
+//
+// Adding a verb group: write newXxxCmd(g *globals) *cobra.Command in its own
+// file (volume.go, target.go, ...) and add one line to verbGroups below.
+// Commands read flags into local variables, take their context from
+// cmd.Context(), print to cmd.OutOrStdout() and return errors (never exit).
+// Do not set PersistentPreRun(E) on a verb group: it would replace the root's
+// start-up self-test; use PreRunE.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nvstripe/nvstripe/ec"
+)
+
+// verbGroups lists the constructors of the top-level commands, one line each.
+func verbGroups() []func(*globals) *cobra.Command {
+	return []func(*globals) *cobra.Command{
+		newVersionCmd,
+		newSelfTestCmd,
+	}
+}
+
+// globals are the persistent flags every command sees.
+type globals struct {
+	// etcd is --etcd: comma-separated etcd client endpoints.
+	// Default "127.0.0.1:2379" (DESIGN.md).
+	etcd string
+}
+
+// etcdEndpoints returns --etcd split on commas, blanks dropped.
+func (g *globals) etcdEndpoints() []string {
+	var eps []string
+	for _, e := range strings.Split(g.etcd, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			eps = append(eps, e)
+		}
+	}
+	return eps
+}
+
+// annotationNoSelfTest on a command skips the start-up codec self-test.
+const annotationNoSelfTest = "nvstripe/no-selftest"
+
+// Run executes the nvstripe command line args (without the program name),
+// writing output to stdout and diagnostics to stderr. It returns the
+// command's error; ExitCode maps it to a process exit status.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	root := newRootCmd()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	return root.ExecuteContext(ctx)
+}
+
+// newRootCmd builds the whole command tree.
+func newRootCmd() *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:   "nvstripe",
+		Short: "Erasure-coded block volumes striped over NVMe-oF namespaces",
+		Long: "nvstripe stripes block volumes over NVMe-oF namespaces with Reed-Solomon erasure coding,\n" +
+			"keeps placement in etcd, and serves volumes over NBD or FUSE.",
+		SilenceUsage:      true,
+		SilenceErrors:     true,
+		Args:              cobra.ArbitraryArgs,
+		RunE:              rejectUnknown,
+		PersistentPreRunE: startupSelfTest,
+	}
+	root.PersistentFlags().StringVar(&g.etcd, "etcd", "127.0.0.1:2379", "etcd endpoints, comma-separated")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	for _, newCmd := range verbGroups() {
+		root.AddCommand(newCmd(g))
+	}
+	markArgErrors(root)
+	return root
+}
+
+// markArgErrors makes argument-validation failures of c and its
+// subcommands usage errors (exit status 2).
+func markArgErrors(c *cobra.Command) {
+	if check := c.Args; check != nil {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if err := check(cmd, args); err != nil {
+				return usageError{err}
+			}
+			return nil
+		}
+	}
+	for _, sub := range c.Commands() {
+		markArgErrors(sub)
+	}
+}
+
+// startupSelfTest runs the codec self-test before any command that does not
+// opt out: a node whose erasure code is wrong must not touch data.
+func startupSelfTest(cmd *cobra.Command, _ []string) error {
+	if cmd.Annotations[annotationNoSelfTest] != "" {
+		return nil
+	}
+	if err := ec.SelfTest(); err != nil {
+		return fmt.Errorf("refusing to start: erasure-code self-test failed: %w", err)
+	}
+	return nil
+}
+
+// groupCmd returns a command that only groups subcommands: without
+// arguments it prints its help, with an unknown one it fails with a usage
+// error (cobra alone would print help and succeed).
+func groupCmd(use, short string, subs ...*cobra.Command) *cobra.Command {
+	c := &cobra.Command{Use: use, Short: short, Args: cobra.ArbitraryArgs, RunE: rejectUnknown}
+	c.AddCommand(subs...)
+	return c
+}
+
+// rejectUnknown is the RunE of grouping commands.
+func rejectUnknown(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return cmd.Help()
+	}
+	return usageError{fmt.Errorf("unknown command %q for %q; see '%s --help'", args[0], cmd.CommandPath(), cmd.CommandPath())}
+}
+
+// usageError marks a command-line mistake (exit status 2).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// ExitCode maps Run's error to a process exit status: 0 success, 2 usage
+// error, 130 interrupted (context cancelled by a signal), 1 anything else.
+func ExitCode(err error) int {
+	var ue usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ue):
+		return 2
+	case errors.Is(err, context.Canceled):
+		return 130
+	default:
+		return 1
+	}
+}

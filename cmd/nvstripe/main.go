@@ -1,0 +1,24 @@
+// Command nvstripe is the single nvstripe binary: the CLI, the daemons
+// (agent, controller, target) and the one-process demo. All logic lives in
+// package cli and the libraries; main only wires the process to it.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/nvstripe/nvstripe/cmd/nvstripe/cli"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := cli.Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "nvstripe:", err)
+	}
+	os.Exit(cli.ExitCode(err))
+}
