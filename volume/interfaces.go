@@ -146,3 +146,27 @@ func (e EventListener) shardError(s ShardInfo) {
 		e.ShardError(s)
 	}
 }
+
+// LoggingListener returns a listener that reports every event through logf.
+func LoggingListener(logf func(format string, args ...any)) EventListener {
+	return EventListener{
+		Degraded: func(d DegradedInfo) {
+			logf("degraded %s: segment %d stripe %d, missing %v", d.Op, d.Segment, d.Stripe, d.Missing)
+		},
+		Corruption: func(s ShardInfo) {
+			logf("corruption: namespace %s segment %d slot %d: %v", s.NS, s.Segment, s.Slot, s.Err)
+		},
+		ShardError: func(s ShardInfo) {
+			logf("shard error: namespace %s segment %d slot %d: %v", s.NS, s.Segment, s.Slot, s.Err)
+		},
+	}
+}
+
+// TeeListener returns a listener that calls a and then b.
+func TeeListener(a, b EventListener) EventListener {
+	return EventListener{
+		Degraded:   func(d DegradedInfo) { a.degraded(d); b.degraded(d) },
+		Corruption: func(s ShardInfo) { a.corruption(s); b.corruption(s) },
+		ShardError: func(s ShardInfo) { a.shardError(s); b.shardError(s) },
+	}
+}

@@ -227,3 +227,15 @@ func TestFUAReachesDevices(t *testing.T) {
 	r.reopen(t, crashed)
 	mustEqual(t, "FUA write after crash", mustRead(t, r.vol, 0, len(data)), data)
 }
+
+func TestTeeAndLoggingListener(t *testing.T) {
+	var lines []string
+	var n int
+	l := TeeListener(LoggingListener(func(f string, a ...any) { lines = append(lines, f) }),
+		EventListener{ShardError: func(ShardInfo) { n++ }})
+	l.shardError(ShardInfo{NS: "a"})
+	l.degraded(DegradedInfo{Op: "read"})
+	if len(lines) != 2 || n != 1 {
+		t.Fatalf("lines %v, shard errors %d", lines, n)
+	}
+}
