@@ -1,0 +1,204 @@
+package target
+
+import (
+	"math/bits"
+	"sync"
+
+	"github.com/nvstripe/nvstripe/nvmeof/pdu"
+)
+
+// command is one received command. buf is its pooled host-to-controller
+// data buffer (in-capsule or gathered through R2Ts); data is the part the
+// SGL names.
+type command struct {
+	c         *conn
+	sqe       pdu.SQE
+	buf       []byte
+	data      []byte
+	inCapsule bool
+}
+
+func (cmd *command) release() {
+	if cmd.buf != nil {
+		cmd.c.t.pool.put(cmd.buf)
+		cmd.buf, cmd.data = nil, nil
+	}
+}
+
+// complete sends the CapsuleResp.
+func (cmd *command) complete(st pdu.Status, dw0, dw1 uint32) {
+	c := cmd.c
+	cqe := pdu.CQE{DW0: dw0, DW1: dw1, SQHD: c.sqhd(), SQID: c.qid, CID: cmd.sqe.CID, Status: st}
+	var b [pdu.CapsuleRespLen + pdu.DigestLen]byte
+	c.snd.send(pdu.AppendCapsuleResp(b[:0], &cqe, c.dg), nil, nil, nil)
+	cmd.release()
+}
+
+func (cmd *command) fail(code pdu.StatusCode, dnr bool) {
+	cmd.complete(pdu.MakeStatus(code, dnr), 0, 0)
+}
+
+func (cmd *command) ok(dw0 uint32) { cmd.complete(0, dw0, 0) }
+
+// completeData sends data in one C2HData PDU and completes the command
+// successfully: with the SUCCESS flag when SQ flow control is off (and the
+// optimisation is not disabled), else with a CapsuleResp. release runs when
+// data has been written.
+func (cmd *command) completeData(data []byte, release func()) {
+	c := cmd.c
+	success := c.noSQFlow && !c.t.cfg.DisableSuccessFlag
+	flags := pdu.FlagLastPDU
+	if success {
+		flags |= pdu.FlagSuccess
+	}
+	var hb [pdu.DataHdrLen + pdu.DigestLen]byte
+	hdr := pdu.AppendDataHdr(hb[:0], pdu.TypeC2HData, flags, pdu.DataHdr{CCCID: cmd.sqe.CID, DataL: uint32(len(data))}, c.dg)
+	var tb [pdu.DigestLen + pdu.CapsuleRespLen + pdu.DigestLen]byte
+	trailer := tb[:0]
+	if c.dg.Data {
+		trailer = pdu.AppendDigest(trailer, data)
+	}
+	if !success {
+		cqe := pdu.CQE{SQHD: c.sqhd(), SQID: c.qid, CID: cmd.sqe.CID}
+		trailer = pdu.AppendCapsuleResp(trailer, &cqe, c.dg)
+	}
+	c.snd.send(hdr, data, trailer, release)
+	cmd.release()
+}
+
+// sendData answers a controller-to-host command with the first len(data)
+// bytes; the SGL must be able to take them.
+func (cmd *command) sendData(data []byte) {
+	if len(data) == 0 {
+		cmd.ok(0)
+		return
+	}
+	if int(cmd.sqe.SGL.Length) < len(data) {
+		cmd.fail(pdu.SCDataSGLLengthInvalid, true)
+		return
+	}
+	cmd.completeData(data, nil)
+}
+
+// dataDir is the data direction of a command (opcode bits 0-1; FCTYPE for
+// fabrics commands): 0 none, 1 host to controller, 2 controller to host.
+func dataDir(s *pdu.SQE) uint8 {
+	op := s.Opcode
+	if op == pdu.OpFabrics {
+		op = s.FCType()
+	}
+	return op & 3
+}
+
+// checkSGL validates the data pointer against the data received and says
+// whether the data must still be fetched with R2Ts.
+func (cmd *command) checkSGL() (needR2T bool, st pdu.Status) {
+	g := cmd.sqe.SGL
+	bad := func(code pdu.StatusCode) (bool, pdu.Status) { return false, pdu.MakeStatus(code, true) }
+	switch {
+	case cmd.inCapsule:
+		if g.ID != pdu.SGLInCapsule {
+			return bad(pdu.SCSGLTypeInvalid)
+		}
+		if dataDir(&cmd.sqe) != 1 {
+			return bad(pdu.SCInvalidField)
+		}
+		if g.Addr > uint64(len(cmd.buf)) || uint64(g.Length) > uint64(len(cmd.buf))-g.Addr {
+			return bad(pdu.SCSGLOffsetInvalid)
+		}
+		cmd.data = cmd.buf[g.Addr : g.Addr+uint64(g.Length)]
+		return false, 0
+	case g.Length == 0:
+		return false, 0
+	case g.ID == pdu.SGLInCapsule:
+		return bad(pdu.SCDataSGLLengthInvalid)
+	case g.ID != pdu.SGLTransport:
+		return bad(pdu.SCSGLTypeInvalid)
+	case int64(g.Length) > int64(cmd.c.t.cfg.MaxTransferSize):
+		return bad(pdu.SCInvalidField)
+	}
+	return dataDir(&cmd.sqe) == 1, 0
+}
+
+// dispatch routes a received command.
+func (c *conn) dispatch(cmd *command) {
+	s := &cmd.sqe
+	if c.ctrl == nil && !(s.Opcode == pdu.OpFabrics && s.FCType() == pdu.FabricsConnect) {
+		cmd.fail(pdu.SCCommandSequenceError, true)
+		return
+	}
+	needR2T, st := cmd.checkSGL()
+	if st != 0 {
+		cmd.complete(st, 0, 0)
+		return
+	}
+	if c.qid != 0 && s.Opcode != pdu.OpFabrics {
+		if st := cmd.precheckIO(); st != 0 {
+			cmd.complete(st, 0, 0)
+			return
+		}
+	}
+	if needR2T {
+		cmd.buf = c.t.pool.get(int(s.SGL.Length))
+		cmd.data = cmd.buf
+		c.startXfer(cmd)
+		return
+	}
+	c.execute(cmd)
+}
+
+// execute runs a command whose data is complete: fabrics and admin
+// commands in order on the reader goroutine, I/O commands concurrently.
+func (c *conn) execute(cmd *command) {
+	switch {
+	case cmd.sqe.Opcode == pdu.OpFabrics:
+		c.fabrics(cmd)
+	case c.qid == 0:
+		c.admin(cmd)
+	default:
+		if n := c.ninfl.Add(1); int(n) > 4*c.t.cfg.QueueSize {
+			c.ninfl.Add(-1)
+			cmd.fail(pdu.SCTransientTransport, false)
+			return
+		}
+		c.inflight.Add(1)
+		go func() {
+			defer c.inflight.Done()
+			defer c.ninfl.Add(-1)
+			cmd.runIO()
+		}()
+	}
+}
+
+// bufPool recycles data buffers in power-of-two size classes from 4 KiB
+// to 16 MiB; larger requests are allocated.
+type bufPool struct {
+	classes [13]sync.Pool
+}
+
+func sizeClass(n int) int {
+	if n <= 4096 {
+		return 0
+	}
+	return bits.Len(uint(n-1)) - 12
+}
+
+func (p *bufPool) get(n int) []byte {
+	k := sizeClass(n)
+	if k >= len(p.classes) {
+		return make([]byte, n)
+	}
+	if b, ok := p.classes[k].Get().(*[]byte); ok {
+		return (*b)[:n]
+	}
+	return make([]byte, n, 4096<<k)
+}
+
+func (p *bufPool) put(b []byte) {
+	k := sizeClass(cap(b))
+	if k >= len(p.classes) || cap(b) != 4096<<k {
+		return
+	}
+	b = b[:cap(b)]
+	p.classes[k].Put(&b)
+}

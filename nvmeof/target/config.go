@@ -1,0 +1,298 @@
+package target
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/nvmeof/pdu"
+)
+
+// Config describes a target. Zero fields take the defaults named in their
+// comments (EnsureDefaults); Validate checks the result.
+type Config struct {
+	// Subsystems served. At least one. The discovery subsystem
+	// (pdu.DiscoveryNQN) is always served in addition and must not appear.
+	Subsystems []SubsystemConfig
+	// Listeners are the TCP ports (NVMe "ports"); at least one. Port IDs
+	// in the discovery log are the index + 1.
+	Listeners []ListenerConfig
+	// ANAGroups lists the ANA group IDs that exist besides those the
+	// namespaces use. Group 1 always exists. IDs run from 1 to MaxANAGroups.
+	ANAGroups []uint32
+	// MaxIOQueues is the number of I/O queues granted per controller.
+	// Default 16.
+	MaxIOQueues int
+	// QueueSize is the largest queue size (CAP.MQES+1, MAXCMD). Default
+	// 128; at most 1024.
+	QueueSize int
+	// InCapsuleDataSize is the largest in-capsule data accepted on I/O
+	// queues (IOCCSZ = (64 + it)/16). Default 16384; a multiple of 16, at
+	// least 1024 so that the I/O Connect data fits.
+	InCapsuleDataSize int
+	// MaxH2CData is the largest H2CData PDU accepted (ICResp MAXH2CDATA).
+	// Default 256 KiB; a multiple of 4, at least 4096.
+	MaxH2CData int
+	// MaxR2TLength is the most data one R2T asks for; larger writes get
+	// several R2Ts (as many outstanding as the host's MAXR2T allows).
+	// Default 1 MiB.
+	MaxR2TLength int
+	// MaxTransferSize bounds one command's data (Identify MDTS). Default 1
+	// MiB; a power of two from 16 KiB to 16 MiB... (4 KiB * 2^MDTS).
+	MaxTransferSize int
+	// DisableSuccessFlag stops the C2HData SUCCESS optimisation. By default
+	// it is used only on queues whose Connect disabled SQ flow control
+	// (CATTR bit 2), as nvmet and SPDK do.
+	DisableSuccessFlag bool
+	// DiscoveryKATO is the keep-alive timeout given to discovery
+	// controllers that connect with KATO 0. Default 120 s.
+	DiscoveryKATO time.Duration
+	// ANATT is the ANA transition time reported in Identify. Default 10 s.
+	ANATT time.Duration
+	// Logf receives diagnostic messages (connections, protocol errors).
+	// Default: none.
+	Logf func(format string, args ...any)
+}
+
+// SubsystemConfig is one NVM subsystem.
+type SubsystemConfig struct {
+	// NQN names the subsystem; required, at most 223 bytes.
+	NQN string
+	// Serial is the Identify serial number (20 ASCII characters at most).
+	// Default: derived from the NQN, so it is stable across restarts.
+	Serial string
+	// Model is the Identify model number (40 characters at most). Default
+	// "nvstripe".
+	Model string
+	// Namespaces exported; NSIDs 1..1024, unique.
+	Namespaces []NamespaceConfig
+	// AllowedHosts lists host NQNs that may connect.
+	AllowedHosts []string
+	// AllowAnyHost lets every host connect. Default false: only
+	// AllowedHosts.
+	AllowAnyHost bool
+}
+
+// NamespaceConfig is one namespace.
+type NamespaceConfig struct {
+	// NSID is the namespace ID, 1..1024.
+	NSID uint32
+	// Name feeds the derived UUID/NGUID. Default "nsN".
+	Name string
+	// Device holds the data. Required. The target does not close it.
+	Device blockdev.Device
+	// UUID and NGUID identify the namespace. Zero: derived from the NQN,
+	// NSID and Name, so they are stable across restarts and identical on
+	// every path.
+	UUID  [16]byte
+	NGUID [16]byte
+	// ANAGroup is the namespace's ANA group. Default 1.
+	ANAGroup uint32
+	// ReadOnly rejects writes with Namespace Is Write Protected.
+	ReadOnly bool
+}
+
+// ListenerConfig is one TCP listener (an NVMe port).
+type ListenerConfig struct {
+	// Address is host:port to listen on, e.g. "127.0.0.1:4420" or
+	// "127.0.0.1:0" for any free port.
+	Address string
+	// ANA gives the initial state of groups on this port. Default:
+	// optimized for every group.
+	ANA map[uint32]pdu.ANAState
+}
+
+// Limits.
+const (
+	MaxNamespaces  = 1024 // NN and MNAN
+	MaxANAGroups   = 128  // ANAGRPMAX and NANAGRPID
+	adminQueueSize = 32
+	adminInCapsule = 8192
+)
+
+// EnsureDefaults fills zero fields with their defaults and derives
+// namespace IDs and serial numbers.
+func (c *Config) EnsureDefaults() {
+	setDefault(&c.MaxIOQueues, 16)
+	setDefault(&c.QueueSize, 128)
+	setDefault(&c.InCapsuleDataSize, 16384)
+	setDefault(&c.MaxH2CData, 256<<10)
+	setDefault(&c.MaxR2TLength, 1<<20)
+	setDefault(&c.MaxTransferSize, 1<<20)
+	if c.DiscoveryKATO == 0 {
+		c.DiscoveryKATO = 120 * time.Second
+	}
+	if c.ANATT == 0 {
+		c.ANATT = 10 * time.Second
+	}
+	for i := range c.Subsystems {
+		s := &c.Subsystems[i]
+		if s.Serial == "" {
+			sum := sha256.Sum256([]byte("nvstripe-serial\x00" + s.NQN))
+			s.Serial = hex.EncodeToString(sum[:10])
+		}
+		if s.Model == "" {
+			s.Model = "nvstripe"
+		}
+		for j := range s.Namespaces {
+			ns := &s.Namespaces[j]
+			if ns.Name == "" {
+				ns.Name = fmt.Sprintf("ns%d", ns.NSID)
+			}
+			if ns.ANAGroup == 0 {
+				ns.ANAGroup = 1
+			}
+			u, g := DeriveNamespaceIDs(s.NQN, ns.NSID, ns.Name)
+			if ns.UUID == [16]byte{} {
+				ns.UUID = u
+			}
+			if ns.NGUID == [16]byte{} {
+				ns.NGUID = g
+			}
+		}
+	}
+}
+
+func setDefault(v *int, d int) {
+	if *v == 0 {
+		*v = d
+	}
+}
+
+// DeriveNamespaceIDs returns the UUID (RFC 9562 version 8) and NGUID that
+// a namespace gets when its config names none: both come from a SHA-256 of
+// the subsystem NQN, the NSID and the name, so they are stable across
+// restarts and paths and differ between subsystems.
+func DeriveNamespaceIDs(nqn string, nsid uint32, name string) (uuid, nguid [16]byte) {
+	h := sha256.New()
+	h.Write([]byte("nvstripe-ns\x00" + nqn + "\x00"))
+	h.Write(binary.BigEndian.AppendUint32(nil, nsid))
+	h.Write([]byte("\x00" + name))
+	sum := h.Sum(nil)
+	copy(uuid[:], sum[:16])
+	uuid[6] = uuid[6]&0x0F | 0x80 // version 8
+	uuid[8] = uuid[8]&0x3F | 0x80 // RFC variant
+	copy(nguid[:], sum[16:32])
+	return uuid, nguid
+}
+
+// Validate checks the configuration (after EnsureDefaults).
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if len(c.Subsystems) == 0 {
+		bad("no subsystems")
+	}
+	if len(c.Listeners) == 0 {
+		bad("no listeners")
+	}
+	if c.QueueSize < 2 || c.QueueSize > 1024 {
+		bad("queue size %d not in [2,1024]", c.QueueSize)
+	}
+	if c.MaxIOQueues < 1 || c.MaxIOQueues > 1024 {
+		bad("max io queues %d not in [1,1024]", c.MaxIOQueues)
+	}
+	if c.InCapsuleDataSize < 1024 || c.InCapsuleDataSize%16 != 0 || c.InCapsuleDataSize > 1<<20 {
+		bad("in-capsule data size %d: want a multiple of 16 in [1024, 1 MiB]", c.InCapsuleDataSize)
+	}
+	if c.MaxH2CData < 4096 || c.MaxH2CData%4 != 0 {
+		bad("max h2c data %d: want a multiple of 4, at least 4096", c.MaxH2CData)
+	}
+	if c.MaxR2TLength < 4096 {
+		bad("max r2t length %d below 4096", c.MaxR2TLength)
+	}
+	if mdts(c.MaxTransferSize) < 0 {
+		bad("max transfer size %d: want 4 KiB * 2^n, 16 KiB to 16 MiB", c.MaxTransferSize)
+	}
+	for i, l := range c.Listeners {
+		for g, st := range l.ANA {
+			if g == 0 || g > MaxANAGroups || !st.Valid() {
+				bad("listener %d: ana group %d state %v invalid", i, g, st)
+			}
+		}
+	}
+	for _, g := range c.ANAGroups {
+		if g == 0 || g > MaxANAGroups {
+			bad("ana group %d not in [1,%d]", g, MaxANAGroups)
+		}
+	}
+	c.validateSubsystems(bad)
+	return errors.Join(errs...)
+}
+
+func (c *Config) validateSubsystems(bad func(string, ...any)) {
+	nqns := map[string]bool{pdu.DiscoveryNQN: true}
+	for _, s := range c.Subsystems {
+		if s.NQN == "" || len(s.NQN) > pdu.NQNMaxLen || !printable(s.NQN) {
+			bad("subsystem nqn %q invalid", s.NQN)
+		}
+		if nqns[s.NQN] {
+			bad("subsystem nqn %q used twice (or the discovery nqn)", s.NQN)
+		}
+		nqns[s.NQN] = true
+		if len(s.Serial) > 20 || !printable(s.Serial) || len(s.Model) > 40 || !printable(s.Model) {
+			bad("subsystem %s: serial/model too long or not ASCII", s.NQN)
+		}
+		ids := map[uint32]bool{}
+		for _, ns := range s.Namespaces {
+			if ns.NSID == 0 || ns.NSID > MaxNamespaces || ids[ns.NSID] {
+				bad("subsystem %s: nsid %d invalid or repeated", s.NQN, ns.NSID)
+			}
+			ids[ns.NSID] = true
+			if ns.Device == nil {
+				bad("subsystem %s: nsid %d has no device", s.NQN, ns.NSID)
+			}
+			if ns.ANAGroup == 0 || ns.ANAGroup > MaxANAGroups {
+				bad("subsystem %s: nsid %d ana group %d invalid", s.NQN, ns.NSID, ns.ANAGroup)
+			}
+		}
+	}
+}
+
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7E {
+			return false
+		}
+	}
+	return true
+}
+
+// mdts returns the MDTS value for a max transfer size, or -1.
+func mdts(size int) int {
+	for n := 2; n <= 12; n++ {
+		if 4096<<n == size {
+			return n
+		}
+	}
+	return -1
+}
+
+// groups returns every ANA group ID of the configuration, ascending.
+func (c *Config) groups() []uint32 {
+	set := map[uint32]bool{1: true}
+	for _, g := range c.ANAGroups {
+		set[g] = true
+	}
+	for _, s := range c.Subsystems {
+		for _, ns := range s.Namespaces {
+			set[ns.ANAGroup] = true
+		}
+	}
+	for _, l := range c.Listeners {
+		for g := range l.ANA {
+			set[g] = true
+		}
+	}
+	out := make([]uint32, 0, len(set))
+	for g := range set {
+		out = append(out, g)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}

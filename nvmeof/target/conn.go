@@ -1,0 +1,299 @@
+package target
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nvstripe/nvstripe/nvmeof/pdu"
+)
+
+// icTimeout bounds the wait for the ICReq of a new connection.
+const icTimeout = 10 * time.Second
+
+// maxR2TsPerCmd caps the outstanding R2Ts per command the target uses.
+const readBufSize = 64 << 10
+
+// conn is one NVMe/TCP connection: one queue (admin or I/O).
+//
+// The reader goroutine (serve) owns the read side and the queue state set
+// at Connect; admin commands run on it in order, I/O commands each in
+// their own goroutine; every PDU goes out through snd.
+type conn struct {
+	t      *Target
+	l      *listener
+	nc     net.Conn
+	br     *bufio.Reader
+	snd    *sender
+	ctx    context.Context
+	cancel context.CancelFunc
+	hdr    [pdu.MaxHeaderLen]byte
+
+	dg      pdu.Digests
+	maxData int // largest data length ReadHeader accepts
+
+	// Set by Connect (reader goroutine only; read by command goroutines
+	// after they were started, which orders the accesses).
+	ctrl     *controller
+	qid      uint16
+	sqsize   uint32
+	noSQFlow bool
+
+	fetched  atomic.Uint32 // commands received, for SQHD
+	inflight sync.WaitGroup
+	ninfl    atomic.Int32
+
+	mu      sync.Mutex
+	xfers   map[uint16]*xfer // by TTAG
+	nextTag uint16
+	closed  bool
+}
+
+func (t *Target) newConn(l *listener, nc net.Conn) *conn {
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	ctx, cancel := context.WithCancel(t.ctx)
+	c := &conn{t: t, l: l, nc: nc, ctx: ctx, cancel: cancel, xfers: map[uint16]*xfer{}}
+	c.br = bufio.NewReaderSize(nc, readBufSize)
+	c.snd = newSender(nc, func() error { return t.waitThawed(ctx, l) }, func(error) { c.close() })
+	c.maxData = max(adminInCapsule, t.cfg.InCapsuleDataSize, t.cfg.MaxH2CData)
+	return c
+}
+
+// close tears the connection down from any goroutine.
+func (c *conn) close() {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.cancel()
+	c.nc.Close()
+}
+
+func (c *conn) serve() {
+	go c.snd.run()
+	err := c.handshake()
+	for err == nil {
+		if err = c.t.waitThawed(c.ctx, c.l); err != nil {
+			break
+		}
+		var h pdu.Header
+		h, err = pdu.ReadHeader(c.br, c.hdr[:], c.dg, c.maxData)
+		if err == nil {
+			err = c.handlePDU(h)
+		}
+	}
+	c.finish(err)
+}
+
+// finish reports err (a TermReq for protocol errors), then tears down.
+func (c *conn) finish(err error) {
+	var fe *pdu.FatalError
+	if errors.As(err, &fe) {
+		c.t.logf("nvmeof/target: %s: %v; sending C2HTermReq", c.nc.RemoteAddr(), err)
+		c.snd.send(pdu.AppendTermReq(nil, pdu.TypeC2HTermReq, fe.TermReq()), nil, nil, nil)
+		c.snd.flushAndClose(2 * time.Second)
+	} else if err != nil && !errors.Is(err, io.EOF) && c.ctx.Err() == nil {
+		c.t.logf("nvmeof/target: %s: %v", c.nc.RemoteAddr(), err)
+	}
+	c.close()
+	c.inflight.Wait()
+	c.snd.shutdown()
+	c.mu.Lock()
+	for tag, x := range c.xfers {
+		delete(c.xfers, tag)
+		x.cmd.release()
+	}
+	c.mu.Unlock()
+	if c.ctrl != nil {
+		c.ctrl.queueGone(c)
+	}
+	c.t.removeConn(c)
+}
+
+// handshake reads the ICReq and answers with the ICResp.
+func (c *conn) handshake() error {
+	c.nc.SetReadDeadline(time.Now().Add(icTimeout))
+	h, err := pdu.ReadHeader(c.br, c.hdr[:], pdu.Digests{}, 0)
+	if err != nil {
+		return err
+	}
+	c.nc.SetReadDeadline(time.Time{})
+	if h.Type != pdu.TypeICReq {
+		return pdu.NewFatalError(pdu.FESSequenceError, 0, c.hdr[:h.HLen], "first pdu is %v, want ICReq", h.Type)
+	}
+	req := pdu.ParseICReq(c.hdr[:])
+	if req.PFV != 0 {
+		return pdu.NewFatalError(pdu.FESUnsupportedParameter, 8, c.hdr[:h.HLen], "icreq pfv %d", req.PFV)
+	}
+	if req.HPDA != 0 {
+		return pdu.NewFatalError(pdu.FESUnsupportedParameter, 10, c.hdr[:h.HLen], "icreq hpda %d (only 0 is supported)", req.HPDA)
+	}
+	c.dg = req.Digests
+	resp := pdu.ICResp{Digests: req.Digests, MaxH2CData: uint32(c.t.cfg.MaxH2CData)}
+	c.snd.send(resp.Append(nil), nil, nil, nil)
+	return nil
+}
+
+func (c *conn) handlePDU(h pdu.Header) error {
+	switch h.Type {
+	case pdu.TypeCapsuleCmd:
+		return c.onCapsule(h)
+	case pdu.TypeH2CData:
+		return c.onH2CData(h)
+	case pdu.TypeH2CTermReq:
+		data := make([]byte, h.DataLen())
+		err := pdu.ReadData(c.br, h, data)
+		tr := pdu.ParseTermReq(c.hdr[:], data)
+		c.t.logf("nvmeof/target: %s: host sent H2CTermReq fes %d fei %d", c.nc.RemoteAddr(), tr.FES, tr.FEI)
+		if err == nil {
+			err = io.EOF
+		}
+		return err
+	case pdu.TypeICReq:
+		return pdu.NewFatalError(pdu.FESSequenceError, 0, c.hdr[:h.HLen], "second ICReq")
+	}
+	return pdu.NewFatalError(pdu.FESInvalidHeaderField, pdu.OffType, c.hdr[:h.HLen], "%v is not a host-to-controller pdu", h.Type)
+}
+
+// inCapsuleLimit is the in-capsule data limit of this queue for sqe.
+func (c *conn) inCapsuleLimit(sqe *pdu.SQE) int {
+	if c.qid == 0 || sqe.Opcode == pdu.OpFabrics {
+		return max(adminInCapsule, c.t.cfg.InCapsuleDataSize)
+	}
+	return c.t.cfg.InCapsuleDataSize
+}
+
+func (c *conn) onCapsule(h pdu.Header) error {
+	cmd := &command{c: c}
+	cmd.sqe.Parse(c.hdr[8:pdu.CapsuleCmdLen])
+	c.fetched.Add(1)
+	n := h.DataLen()
+	if n > c.inCapsuleLimit(&cmd.sqe) {
+		if err := pdu.Discard(c.br, h); err != nil {
+			return err
+		}
+		cmd.fail(pdu.SCSGLOffsetInvalid, true)
+		return nil
+	}
+	if n > 0 {
+		cmd.buf = c.t.pool.get(n)
+		err := pdu.ReadData(c.br, h, cmd.buf)
+		if errors.Is(err, pdu.ErrDataDigest) {
+			c.t.logf("nvmeof/target: %s: capsule data digest error: %v", c.nc.RemoteAddr(), err)
+			cmd.fail(pdu.SCTransientTransport, false)
+			return nil
+		}
+		if err != nil {
+			cmd.release()
+			return err
+		}
+		cmd.inCapsule = true
+	}
+	c.dispatch(cmd)
+	return nil
+}
+
+// onH2CData receives data for an R2T.
+func (c *conn) onH2CData(h pdu.Header) error {
+	dh := pdu.ParseDataHdr(c.hdr[:])
+	raw := c.hdr[:h.HLen]
+	c.mu.Lock()
+	x := c.xfers[dh.TTAG]
+	c.mu.Unlock()
+	switch {
+	case x == nil:
+		return pdu.NewFatalError(pdu.FESInvalidHeaderField, 10, raw, "h2cdata for unknown ttag %d", dh.TTAG)
+	case dh.CCCID != x.cmd.sqe.CID:
+		return pdu.NewFatalError(pdu.FESInvalidHeaderField, 8, raw, "h2cdata cccid %#x, r2t was for %#x", dh.CCCID, x.cmd.sqe.CID)
+	case int(dh.DataL) != h.DataLen():
+		return pdu.NewFatalError(pdu.FESInvalidHeaderField, 16, raw, "h2cdata datal %d but pdu carries %d", dh.DataL, h.DataLen())
+	case int(dh.DataL) > c.t.cfg.MaxH2CData:
+		return pdu.NewFatalError(pdu.FESDataLimitExceeded, 0, raw, "h2cdata of %d bytes over maxh2cdata", dh.DataL)
+	case dh.DataO != x.got || uint64(dh.DataO)+uint64(dh.DataL) > uint64(x.end):
+		return pdu.NewFatalError(pdu.FESDataOutOfRange, 0, raw, "h2cdata [%d,+%d) outside the expected [%d,%d)", dh.DataO, dh.DataL, x.got, x.end)
+	}
+	err := pdu.ReadData(c.br, h, x.cmd.buf[dh.DataO:dh.DataO+dh.DataL])
+	if errors.Is(err, pdu.ErrDataDigest) {
+		x.digestErr = true
+	} else if err != nil {
+		return err
+	}
+	x.got += dh.DataL
+	if x.got < x.end {
+		if h.Flags&pdu.FlagLastPDU != 0 {
+			return pdu.NewFatalError(pdu.FESSequenceError, 0, raw, "LAST_PDU at %d before the r2t end %d", x.got, x.end)
+		}
+		return nil
+	}
+	return c.r2tDone(x)
+}
+
+// r2tDone continues a transfer whose current R2T is satisfied.
+func (c *conn) r2tDone(x *xfer) error {
+	if x.got < uint32(len(x.cmd.buf)) {
+		c.sendR2T(x)
+		return nil
+	}
+	c.mu.Lock()
+	delete(c.xfers, x.tag)
+	c.mu.Unlock()
+	if x.digestErr {
+		x.cmd.fail(pdu.SCTransientTransport, false)
+		return nil
+	}
+	c.execute(x.cmd)
+	return nil
+}
+
+// xfer is a host-to-controller transfer driven by R2Ts.
+type xfer struct {
+	cmd       *command
+	tag       uint16
+	got       uint32 // bytes received
+	end       uint32 // end of the current R2T
+	digestErr bool
+}
+
+// startXfer registers a transfer for cmd (whose buf has the full length)
+// and sends its first R2T.
+func (c *conn) startXfer(cmd *command) {
+	c.mu.Lock()
+	x := &xfer{cmd: cmd}
+	for {
+		x.tag = c.nextTag
+		c.nextTag++
+		if _, used := c.xfers[x.tag]; !used && x.tag != 0xFFFF {
+			break
+		}
+	}
+	c.xfers[x.tag] = x
+	c.mu.Unlock()
+	c.sendR2T(x)
+}
+
+func (c *conn) sendR2T(x *xfer) {
+	n := min(uint32(len(x.cmd.buf))-x.got, uint32(c.t.cfg.MaxR2TLength))
+	x.end = x.got + n
+	r := pdu.R2T{CCCID: x.cmd.sqe.CID, TTAG: x.tag, R2TO: x.got, R2TL: n}
+	var b [pdu.R2THdrLen + pdu.DigestLen]byte
+	c.snd.send(pdu.AppendR2T(b[:0], r, c.dg), nil, nil, nil)
+}
+
+// sqhd is the SQ head pointer for completions of this queue.
+func (c *conn) sqhd() uint16 {
+	if c.noSQFlow || c.sqsize == 0 {
+		return 0xFFFF
+	}
+	return uint16(c.fetched.Load() % c.sqsize)
+}
+
+func (c *conn) String() string {
+	return fmt.Sprintf("%s qid %d", c.nc.RemoteAddr(), c.qid)
+}

@@ -1,0 +1,47 @@
+// Package target is a userspace NVMe/TCP target: it serves
+// blockdev.Devices as namespaces of one or more NVM subsystems over one or
+// more TCP listeners, with ANA groups, a discovery controller and fault
+// hooks for tests.
+//
+// # Model
+//
+// A Target has subsystems (NQN, serial, model, namespaces, allowed hosts),
+// listeners (NVMe ports; port ID = index + 1) and ANA groups whose state is
+// kept per listener and changed with SetANAState, which sends an
+// ANA-change asynchronous event to every controller on that listener. The
+// discovery subsystem (nqn.2014-08.org.nvmexpress.discovery) is served on
+// every listener; its log lists every subsystem the host may reach on every
+// listener. Controllers use the dynamic model: each admin Connect creates
+// one, with a target-wide unique controller ID.
+//
+// # Connections
+//
+// Each TCP connection is one queue. A reader goroutine parses PDUs (package
+// pdu), runs fabrics and admin commands in order and starts one goroutine
+// per I/O command, so many commands run at once and complete in any order.
+// One writer goroutine per connection sends everything queued so far in a
+// single writev. Writes larger than the in-capsule size are fetched with
+// R2Ts of at most MaxR2TLength bytes, one outstanding per command. Reads
+// answer with one C2HData PDU; SUCCESS replaces the CapsuleResp only when
+// the queue's Connect disabled SQ flow control. A malformed or oversized
+// PDU gets a C2HTermReq (FES/FEI from pdu.FatalError) and the connection
+// closes; command-level errors get NVMe status codes.
+//
+// # Linux host interop
+//
+// Identify Controller: CNTLID from Connect, VER/VS 1.4, CMIC 0x0B
+// (multi-port, multi-controller, ANA), MDTS from MaxTransferSize, OAES
+// namespace-attribute + ANA change, CTRATT 128-bit host ID, KAS 1 (100 ms),
+// ANATT, ANACAP 0x1F, ANAGRPMAX = NANAGRPID = 128, SQES 0x66, CQES 0x44,
+// MAXCMD = QueueSize, NN = MNAN = 1024, ONCS DSM + Write Zeroes, VWC 1, SGLS
+// bit 0 + bit 20, IOCCSZ (64+InCapsuleDataSize)/16, IORCSZ 1, ICDOFF 0,
+// MSDBD 1, SUBNQN. CAP: MQES, TO 15, CSS NVM only (so hosts keep CC.CSS 0).
+// ICResp: CPDA 0, digests as requested, MAXH2CDATA. Namespaces are shared
+// (NMIC 1), report DLFEAT 0x09, their ANA group, NGUID, and a descriptor
+// list with UUID, NGUID and CSI.
+//
+// # Concurrency
+//
+// All exported methods are safe for concurrent use. Close waits for every
+// goroutine the target started.
+package target
