@@ -82,27 +82,47 @@ func (a *MemAllocator) Free(_ context.Context, seg int64) error {
 	return nil
 }
 
-// Replace moves shard slot idx of segment seg to ref (which must be free) and
-// frees the old slot. It is the commit step of a move.
-func (a *MemAllocator) Replace(_ context.Context, seg int64, idx int, ref SlotRef) error {
+// Reserve takes a free slot out of the free list, as the destination of a
+// move.
+func (a *MemAllocator) Reserve(ref SlotRef) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	s, ok := a.segs[seg]
-	if !ok {
-		return fmt.Errorf("segment %d not allocated", seg)
-	}
 	f := a.free[ref.NS]
 	j := sort.Search(len(f), func(i int) bool { return f[i] >= ref.Slot })
 	if j == len(f) || f[j] != ref.Slot {
 		return fmt.Errorf("slot %s/%d is not free", ref.NS, ref.Slot)
 	}
 	a.free[ref.NS] = append(f[:j:j], f[j+1:]...)
-	old := s[idx]
-	s[idx] = ref
-	f = append(a.free[old.NS], old.Slot)
-	sort.Slice(f, func(i, j int) bool { return f[i] < f[j] })
-	a.free[old.NS] = f
 	return nil
+}
+
+// Replace is the commit step of a move: slot idx of segment seg becomes to
+// (reserved before). The old slot stays reserved until Release.
+func (a *MemAllocator) Replace(_ context.Context, seg int64, idx int, to SlotRef) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s, ok := a.segs[seg]
+	if !ok {
+		return fmt.Errorf("segment %d not allocated", seg)
+	}
+	s[idx] = to
+	return nil
+}
+
+// Release returns a reserved slot to the free list.
+func (a *MemAllocator) Release(ref SlotRef) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	f := append(a.free[ref.NS], ref.Slot)
+	sort.Slice(f, func(i, j int) bool { return f[i] < f[j] })
+	a.free[ref.NS] = f
+}
+
+// FreeSlots returns the number of free slots of a namespace.
+func (a *MemAllocator) FreeSlots(ns string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.free[ns])
 }
 
 // Allocated returns the number of allocated segments.

@@ -156,8 +156,12 @@ func contains(xs []int, x int) bool {
 // and comes back as a shardFault.
 func (v *Volume) shardRead(ctx context.Context, s *segment, id layout.StripeID, sh int, b []byte, off int64) error {
 	i := v.g.SlotOf(id.Stripe, sh)
-	err := s.slots[i].dev.ReadAt(ctx, b, v.g.SlotOffset(id)+off)
-	return v.shardFailed(s, i, id.Stripe, err)
+	sl := s.readSlot(i, id.Stripe)
+	if sl == nil {
+		return &shardFault{err: fmt.Errorf("segment %d slot %d: no usable copy: %w", s.id, i, blockdev.ErrUnavailable)}
+	}
+	err := sl.dev.ReadAt(ctx, b, v.g.SlotOffset(id)+off)
+	return v.shardFailed(s, sl, i, id.Stripe, err)
 }
 
 // shardFault is a shard IO error the volume works around by treating the shard
@@ -172,26 +176,26 @@ func isShardFault(err error) bool {
 	return errors.As(err, &f)
 }
 
-// shardFailed classifies a shard IO error. Unavailable marks the namespace
-// down; corrupt marks the slot stale from stripe t. Both become shardFaults.
-// Other errors (fenced, invalid, context) pass through.
-func (v *Volume) shardFailed(s *segment, i int, t int64, err error) error {
+// shardFailed classifies a shard IO error on copy sl of slot i. Unavailable
+// marks the namespace down; corrupt marks the copy stale from stripe t. Both
+// become shardFaults. Other errors (fenced, invalid, context) pass through.
+func (v *Volume) shardFailed(s *segment, sl *slot, i int, t int64, err error) error {
 	if err == nil {
 		return nil
 	}
-	sl := s.slots[i]
 	info := ShardInfo{NS: sl.ref.NS, Segment: s.id, Slot: i, Err: err}
+	wrapped := fmt.Errorf("segment %d slot %d (namespace %s): %w", s.id, i, sl.ref.NS, err)
 	switch blockdev.Class(err) {
 	case blockdev.ErrUnavailable:
 		sl.ns.down.Store(true)
 		v.ev.shardError(info)
 	case blockdev.ErrCorrupt:
-		s.lowerValid(i, t)
+		sl.lowerValid(t)
 		v.ev.corruption(info)
 	default:
-		return fmt.Errorf("segment %d slot %d (namespace %s): %w", s.id, i, sl.ref.NS, err)
+		return wrapped
 	}
-	return &shardFault{err: fmt.Errorf("segment %d slot %d (namespace %s): %w", s.id, i, sl.ref.NS, err)}
+	return &shardFault{err: wrapped}
 }
 
 func (v *Volume) stripeError(s *segment, id layout.StripeID, usable []bool) error {

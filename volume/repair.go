@@ -15,10 +15,7 @@ import (
 func (v *Volume) Repair(ctx context.Context) (int64, error) {
 	var total int64
 	for _, s := range v.cachedSegments() {
-		for i, sl := range s.slots {
-			if sl.ns.down.Load() || sl.valid.Load() == v.g.StripesPerSegment() {
-				continue
-			}
+		for i := range s.slots {
 			n, err := v.repairSlot(ctx, s, i)
 			total += n
 			if err != nil {
@@ -29,24 +26,37 @@ func (v *Volume) Repair(ctx context.Context) (int64, error) {
 	return total, nil
 }
 
-// repairSlot rebuilds slot i of s from its first stale stripe to the end.
 func (v *Volume) repairSlot(ctx context.Context, s *segment, i int) (int64, error) {
 	s.io.RLock()
 	defer s.io.RUnlock()
-	if s.freed {
-		return 0, nil
+	sl := s.slots[i]
+	if s.freed || sl.ns.down.Load() || sl.prev.Load() != nil || sl.valid.Load() == v.g.StripesPerSegment() {
+		return 0, nil // healthy, gone, or being moved (the move fills it)
 	}
+	return v.fill(ctx, s, i, nil)
+}
+
+// fill brings slot i of s up to date from its first stale stripe to the end:
+// each stripe is copied from the old location during a move when that still
+// serves it, and reconstructed from the other shards otherwise. It stops
+// early, without error, when the slot's namespace goes down. REQUIRES: s.io
+// held shared.
+func (v *Volume) fill(ctx context.Context, s *segment, i int, o *MoveOptions) (int64, error) {
 	var n int64
 	faults := 0
 	for {
-		t := s.slots[i].valid.Load()
-		if t >= v.g.StripesPerSegment() || s.slots[i].ns.down.Load() {
-			return n, nil // done, or the target went away: repair later
+		sl := s.slots[i]
+		t := sl.valid.Load()
+		if t >= v.g.StripesPerSegment() || sl.ns.down.Load() {
+			return n, nil
 		}
 		if err := ctx.Err(); err != nil {
 			return n, err
 		}
-		err := v.rebuildStripe(ctx, s, i, t)
+		if err := o.pace(ctx, v.g.Chunk); err != nil {
+			return n, err
+		}
+		err := v.fillStripe(ctx, s, i, t)
 		if isShardFault(err) && faults < v.g.N() {
 			faults++ // the failing shard is marked; try without it
 			continue
@@ -55,27 +65,49 @@ func (v *Volume) repairSlot(ctx context.Context, s *segment, i int) (int64, erro
 			return n, err
 		}
 		n++
+		o.progress(t+1, v.g.StripesPerSegment())
 	}
 }
 
-// rebuildStripe reconstructs the chunk slot i holds for stripe t and, when
-// no write marked the slot stale meanwhile, advances its valid mark past t.
-func (v *Volume) rebuildStripe(ctx context.Context, s *segment, i int, t int64) error {
+// fillStripe writes the chunk slot i holds for stripe t and, when no write
+// marked the slot stale meanwhile, advances its valid mark past t.
+func (v *Volume) fillStripe(ctx context.Context, s *segment, i int, t int64) error {
 	id := layout.StripeID{Segment: s.id, Stripe: t}
 	mu := v.lock(id)
 	mu.Lock()
 	defer mu.Unlock()
-	if s.slots[i].valid.Load() != t {
+	sl := s.slots[i]
+	if sl.valid.Load() != t {
 		return nil // a write moved the mark; the caller re-reads it
-	}
-	target := v.g.ShardIn(t, i)
-	usable := v.usableShards(s, id)
-	usable[target] = false
-	if count(usable) < v.g.K {
-		return v.stripeError(s, id, usable)
 	}
 	b := &stripeBufs{v: v, shards: make([][]byte, v.g.N())}
 	defer b.release()
+	chunk, err := v.chunkFor(ctx, s, i, id, b)
+	if err != nil {
+		return err
+	}
+	if err := v.slotWrite(ctx, sl, chunk, v.g.SlotOffset(id), false); err != nil {
+		return v.shardFailed(s, sl, i, t, err)
+	}
+	sl.valid.CompareAndSwap(t, t+1)
+	return nil
+}
+
+// chunkFor returns the current content of slot i for stripe id: read from
+// the old location during a move when it serves the stripe, else
+// reconstructed from K other shards. REQUIRES: stripe lock held.
+func (v *Volume) chunkFor(ctx context.Context, s *segment, i int, id layout.StripeID, b *stripeBufs) ([]byte, error) {
+	target := v.g.ShardIn(id.Stripe, i)
+	if p := s.slots[i].prev.Load(); p != nil && p.serves(id.Stripe) {
+		buf := b.alloc(target, v.g.Chunk)
+		err := p.dev.ReadAt(ctx, buf, v.g.SlotOffset(id))
+		return buf, v.shardFailed(s, p, i, id.Stripe, err)
+	}
+	usable := v.usableShards(s, id)
+	usable[target] = false
+	if count(usable) < v.g.K {
+		return nil, v.stripeError(s, id, usable)
+	}
 	reads := pickK(v.g, usable)
 	want := make([]bool, v.g.N())
 	want[target] = true
@@ -86,16 +118,12 @@ func (v *Volume) rebuildStripe(ctx context.Context, s *segment, i int, t int64) 
 		}
 	}
 	if err := v.readShards(ctx, s, id, reads, b.shards, 0); err != nil {
-		return err
+		return nil, err
 	}
 	if err := v.codec.ReconstructRange(b.shards, want); err != nil {
-		return fmt.Errorf("segment %d stripe %d: reconstruct: %w", s.id, t, err)
+		return nil, fmt.Errorf("segment %d stripe %d: reconstruct: %w", s.id, id.Stripe, err)
 	}
-	if err := v.shardWrite(ctx, s, id, target, b.shards[target][:v.g.Chunk], 0, false); err != nil {
-		return err
-	}
-	s.slots[i].valid.CompareAndSwap(t, t+1)
-	return nil
+	return b.shards[target][:v.g.Chunk], nil
 }
 
 // Resync recomputes the parity of every stripe of segment seg from its data.

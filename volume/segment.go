@@ -20,16 +20,22 @@ type nsState struct {
 // slot is one shard slot of a segment.
 //
 // Invariant: stripes [0, valid) of the slot hold current data; stripes at or
-// above valid are stale (missed a write, or not rebuilt yet) and are treated
-// as missing. valid is StripesPerSegment for a healthy slot. It only grows by
-// Repair, which holds the stripe's lock; it shrinks when a write has to skip
-// the slot.
+// above valid are stale (missed a write, or not filled yet) and are not read.
+// valid is StripesPerSegment for a healthy slot. It grows only by fill, which
+// holds the stripe's lock; it shrinks when a write has to skip the slot.
+//
+// During a move or rebuild the segment's slot is the new location and prev the
+// old one: prev serves the stripes at or above valid and receives every write,
+// so it stays current and the move can be abandoned at any point.
 type slot struct {
 	ref   SlotRef
 	ns    *nsState
 	dev   blockdev.Device // window over the slot
 	valid atomic.Int64
+	prev  atomic.Pointer[slot]
 }
+
+func (sl *slot) serves(t int64) bool { return !sl.ns.down.Load() && sl.valid.Load() > t }
 
 // segment is an allocated segment with its slots.
 type segment struct {
@@ -46,18 +52,47 @@ type segment struct {
 	gen      int64 // writes finished
 }
 
-// usable reports whether slot i can serve stripe t.
-func (s *segment) usable(i int, t int64) bool {
+// readSlot returns the copy of slot i that serves stripe t, or nil.
+func (s *segment) readSlot(i int, t int64) *slot {
 	sl := s.slots[i]
-	return !sl.ns.down.Load() && sl.valid.Load() > t
+	if sl.serves(t) {
+		return sl
+	}
+	if p := sl.prev.Load(); p != nil && p.serves(t) {
+		return p
+	}
+	return nil
 }
 
-// lowerValid marks stripe t and above of slot i stale.
+// writeSlots returns the copies of slot i that must receive a write of
+// stripe t: the slot when it serves t, and the old location during a move.
+func (s *segment) writeSlots(i int, t int64) []*slot {
+	var out []*slot
+	if sl := s.slots[i]; sl.serves(t) {
+		out = append(out, sl)
+	}
+	if p := s.slots[i].prev.Load(); p != nil && p.serves(t) {
+		out = append(out, p)
+	}
+	return out
+}
+
+// usable reports whether slot i can serve stripe t.
+func (s *segment) usable(i int, t int64) bool { return s.readSlot(i, t) != nil }
+
+// lowerValid marks stripe t and above of slot i (and of its old location
+// during a move) stale.
 func (s *segment) lowerValid(i int, t int64) {
-	v := &s.slots[i].valid
+	s.slots[i].lowerValid(t)
+	if p := s.slots[i].prev.Load(); p != nil {
+		p.lowerValid(t)
+	}
+}
+
+func (sl *slot) lowerValid(t int64) {
 	for {
-		cur := v.Load()
-		if cur <= t || v.CompareAndSwap(cur, t) {
+		cur := sl.valid.Load()
+		if cur <= t || sl.valid.CompareAndSwap(cur, t) {
 			return
 		}
 	}
@@ -137,7 +172,7 @@ func (v *Volume) openSegment(ctx context.Context, seg int64, refs []SlotRef, fre
 		err := v.each(len(s.slots), func(i int) error {
 			s.slots[i].ns.unflushed.Store(true)
 			err := s.slots[i].dev.Trim(ctx, 0, v.g.SlotSize)
-			if isShardFault(v.shardFailed(s, i, 0, err)) {
+			if isShardFault(v.shardFailed(s, s.slots[i], i, 0, err)) {
 				s.lowerValid(i, 0) // rebuilt (as zeros) by Repair
 				return nil
 			}

@@ -98,27 +98,41 @@ func (v *Volume) zeroStripes(ctx context.Context, s *segment, first, last int64,
 	ctx = context.WithoutCancel(ctx)
 	off, n := first*v.g.Chunk, (last-first+1)*v.g.Chunk
 	return v.each(len(s.slots), func(i int) error {
-		sl := s.slots[i]
-		if !s.usable(i, first) {
-			s.lowerValid(i, first)
-			return nil
+		copies := []*slot{s.slots[i]}
+		if p := s.slots[i].prev.Load(); p != nil {
+			copies = append(copies, p) // during a move both must read zeros
 		}
-		var err error
-		if trim {
-			err = sl.dev.Trim(ctx, off, n)
-		} else {
-			err = sl.dev.WriteZeroes(ctx, off, n)
+		for _, sl := range copies {
+			if err := v.zeroSlot(ctx, s, sl, i, first, off, n, trim); err != nil {
+				return err
+			}
 		}
-		if err == nil {
-			sl.ns.unflushed.Store(true)
-			return nil
-		}
-		if isShardFault(v.shardFailed(s, i, first, err)) {
-			s.lowerValid(i, first)
-			return nil
-		}
-		return fmt.Errorf("segment %d slot %d: zeroing: %w", s.id, i, err)
+		return nil
 	})
+}
+
+// zeroSlot trims or zeroes [off, off+n) of one copy of slot i; a copy that
+// cannot take it is marked stale from stripe first.
+func (v *Volume) zeroSlot(ctx context.Context, s *segment, sl *slot, i int, first, off, n int64, trim bool) error {
+	if sl.ns.down.Load() {
+		sl.lowerValid(first)
+		return nil
+	}
+	var err error
+	if trim {
+		err = sl.dev.Trim(ctx, off, n)
+	} else {
+		err = sl.dev.WriteZeroes(ctx, off, n)
+	}
+	if err == nil {
+		sl.ns.unflushed.Store(true)
+		return nil
+	}
+	if isShardFault(v.shardFailed(s, sl, i, first, err)) {
+		sl.lowerValid(first)
+		return nil
+	}
+	return fmt.Errorf("segment %d slot %d: zeroing: %w", s.id, i, err)
 }
 
 // lockStripes takes the locks of stripes [first, last] of seg in lock order

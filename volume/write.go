@@ -191,20 +191,43 @@ func (v *Volume) readShards(ctx context.Context, s *segment, id layout.StripeID,
 	})
 }
 
-// shardWrite writes b at chunk offset off of shard sh of stripe id.
+// shardWrite writes b at chunk offset off of shard sh of stripe id, to every
+// copy of the slot that must hold it. It fails with a shardFault when no copy
+// took the write.
 func (v *Volume) shardWrite(ctx context.Context, s *segment, id layout.StripeID, sh int, b []byte, off int64, fua bool) error {
 	i := v.g.SlotOf(id.Stripe, sh)
-	sl := s.slots[i]
+	var firstErr error
+	wrote := 0
+	for _, sl := range s.writeSlots(i, id.Stripe) {
+		err := v.slotWrite(ctx, sl, b, v.g.SlotOffset(id)+off, fua)
+		if err = v.shardFailed(s, sl, i, id.Stripe, err); err == nil {
+			wrote++
+		} else if !isShardFault(err) {
+			return err
+		} else if firstErr == nil {
+			firstErr = err
+		}
+	}
+	if wrote == 0 {
+		if firstErr == nil {
+			firstErr = &shardFault{err: fmt.Errorf("segment %d slot %d: no usable copy: %w", s.id, i, blockdev.ErrUnavailable)}
+		}
+		return firstErr
+	}
+	return nil
+}
+
+func (v *Volume) slotWrite(ctx context.Context, sl *slot, b []byte, off int64, fua bool) error {
 	var err error
 	if fua {
-		err = blockdev.WriteFUA(ctx, sl.dev, b, v.g.SlotOffset(id)+off)
+		err = blockdev.WriteFUA(ctx, sl.dev, b, off)
 	} else {
-		err = sl.dev.WriteAt(ctx, b, v.g.SlotOffset(id)+off)
+		err = sl.dev.WriteAt(ctx, b, off)
 	}
 	if err == nil {
 		sl.ns.unflushed.Store(true)
 	}
-	return v.shardFailed(s, i, id.Stripe, err)
+	return err
 }
 
 func pieceOf(sio layout.StripeIO, sh int) layout.Piece {
