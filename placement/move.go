@@ -1,0 +1,262 @@
+package placement
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Segment is the placement of one existing segment.
+type Segment struct {
+	Volume string
+	Index  int64
+	// Shards holds the namespace ID of each shard (index = shard).
+	Shards []string
+	// AllowSharedDomains is the volume's setting: its shards may share
+	// failure domains when there are too few.
+	AllowSharedDomains bool
+}
+
+func (s Segment) seed() uint64 { return SegmentSeed(s.Volume, s.Index) }
+
+// Move relocates one shard of a segment from one namespace to another.
+type Move struct {
+	Volume   string
+	Segment  int64
+	Shard    int
+	From, To string
+}
+
+// DrainTarget names what to empty: every namespace of Host, or the one
+// namespace NS. Exactly one is set.
+type DrainTarget struct {
+	Host string
+	NS   string
+}
+
+// PlanDrain plans moving every shard off the drained namespaces. Targets are
+// chosen as by PlanRebuild, in segment order, counting each planned move
+// against free space. The cluster is not modified. It fails with ErrNoSpace or
+// ErrNotEnoughDomains when some shard has nowhere to go, and ErrInvalid when
+// the target names nothing.
+func PlanDrain(c *Cluster, segs []Segment, t DrainTarget, opts Options) ([]Move, error) {
+	if (t.Host == "") == (t.NS == "") {
+		return nil, fmt.Errorf("drain: name exactly one of host or namespace: %w", ErrInvalid)
+	}
+	w := c.Clone()
+	drained := make([]bool, len(w.ns))
+	found := false
+	for i, n := range w.ns {
+		if n.Host == t.Host || n.ID == t.NS {
+			drained[i], found = true, true
+			w.ns[i].State = StateDraining
+		}
+	}
+	if !found {
+		return nil, fmt.Errorf("drain %+v: no such host or namespace: %w", t, ErrInvalid)
+	}
+	var moves []Move
+	for _, s := range segs {
+		shards := slices.Clone(s.Shards)
+		for j, id := range shards {
+			if i, ok := w.index[id]; !ok || !drained[i] {
+				continue
+			}
+			o := opts
+			o.Seed ^= s.seed()
+			o.AllowSharedDomains = o.AllowSharedDomains || s.AllowSharedDomains
+			to, err := w.replace(shards, j, o)
+			if err != nil {
+				return nil, fmt.Errorf("drain %s segment %d shard %d: %w", s.Volume, s.Index, j, err)
+			}
+			_ = w.Reserve(to)
+			_ = w.Release(id)
+			shards[j] = to
+			moves = append(moves, Move{Volume: s.Volume, Segment: s.Index, Shard: j, From: id, To: to})
+		}
+	}
+	return moves, nil
+}
+
+// epsilon absorbs float rounding when comparing a spread with its threshold.
+const epsilon = 1e-9
+
+// RebalancePlan is the result of PlanRebalance.
+type RebalancePlan struct {
+	Moves []Move
+	// SpreadBefore and SpreadAfter are max(used/capacity) - min(used/capacity)
+	// over namespaces in state In, before and after the moves.
+	SpreadBefore, SpreadAfter float64
+	// Reached reports SpreadAfter <= threshold. When false, no further single
+	// move both keeps the domain rule and narrows the spread.
+	Reached bool
+}
+
+// PlanRebalance plans moves that bring the spread of used/capacity across
+// namespaces in state In to at most threshold (a fraction: 0.05 = five
+// percentage points). Each step moves one shard (one slot, the smallest unit)
+// from the fullest namespace or to the emptiest one, so no plan moves more
+// slots than the greedy bound needs; no move breaks the domain rule or
+// overshoots (a target never ends fuller than its source was). The cluster is
+// not modified.
+func PlanRebalance(c *Cluster, segs []Segment, threshold float64) (RebalancePlan, error) {
+	if threshold < 0 {
+		return RebalancePlan{}, fmt.Errorf("rebalance threshold %g < 0: %w", threshold, ErrInvalid)
+	}
+	b := newBalancer(c, segs)
+	plan := RebalancePlan{SpreadBefore: b.spread()}
+	for b.spread() > threshold+epsilon {
+		m, ok := b.step()
+		if !ok {
+			break
+		}
+		plan.Moves = append(plan.Moves, m)
+	}
+	plan.SpreadAfter = b.spread()
+	plan.Reached = plan.SpreadAfter <= threshold+epsilon
+	return plan, nil
+}
+
+// shardRef is one shard of one segment in a balancer's working copy.
+type shardRef struct {
+	seg   int
+	shard int
+}
+
+// balancer is PlanRebalance's working state.
+type balancer struct {
+	w      *Cluster
+	segs   []Segment    // working copies of the shards
+	on     [][]shardRef // per namespace: the shards it holds
+	active []int        // namespaces in state In with capacity
+}
+
+func newBalancer(c *Cluster, segs []Segment) *balancer {
+	b := &balancer{w: c.Clone(), segs: make([]Segment, len(segs)), on: make([][]shardRef, len(c.ns))}
+	for si, s := range segs {
+		s.Shards = slices.Clone(s.Shards)
+		b.segs[si] = s
+		for j, id := range s.Shards {
+			if i, ok := c.index[id]; ok {
+				b.on[i] = append(b.on[i], shardRef{si, j})
+			}
+		}
+	}
+	for i, n := range c.ns {
+		if n.State == StateIn && n.Capacity > 0 {
+			b.active = append(b.active, i)
+		}
+	}
+	return b
+}
+
+func (b *balancer) util(i int) float64 {
+	return float64(b.w.ns[i].Used) / float64(b.w.ns[i].Capacity)
+}
+
+func (b *balancer) spread() float64 {
+	if len(b.active) == 0 {
+		return 0
+	}
+	lo, hi := b.util(b.active[0]), b.util(b.active[0])
+	for _, i := range b.active[1:] {
+		lo, hi = min(lo, b.util(i)), max(hi, b.util(i))
+	}
+	return hi - lo
+}
+
+// step finds and applies one move that lowers the maximum or raises the
+// minimum utilisation, trying sources fullest first and targets emptiest
+// first. It reports false when no such move exists.
+func (b *balancer) step() (Move, bool) {
+	order := slices.Clone(b.active)
+	slices.SortStableFunc(order, func(x, y int) int {
+		ux, uy := b.util(x), b.util(y)
+		switch {
+		case ux > uy:
+			return -1
+		case ux < uy:
+			return 1
+		}
+		return x - y
+	})
+	hi, lo := order[0], order[len(order)-1]
+	bounds := [2]float64{b.util(lo), b.util(hi)}
+	for _, src := range order {
+		for k := len(order) - 1; k >= 0 && order[k] != src; k-- {
+			dst := order[k]
+			if src != hi && dst != lo {
+				continue
+			}
+			if m, ok := b.tryMove(src, dst, bounds); ok {
+				return m, true
+			}
+		}
+	}
+	return Move{}, false
+}
+
+// improves reports whether moving one slot from src to dst keeps both inside
+// the current [min, max] utilisation (so the spread cannot widen) and
+// strictly lowers the sum of squared utilisations (so the planner always
+// terminates).
+func (b *balancer) improves(src, dst int, bounds [2]float64) bool {
+	s, d := b.w.ns[src], b.w.ns[dst]
+	cs, cd := float64(s.Capacity), float64(d.Capacity)
+	us, ud := float64(s.Used)/cs, float64(d.Used)/cd
+	if d.Free() <= 0 || s.Used <= 0 || (ud+1/cd) > bounds[1] || (us-1/cs) < bounds[0] {
+		return false
+	}
+	return -2*us/cs+1/(cs*cs)+2*ud/cd+1/(cd*cd) < 0
+}
+
+// tryMove moves a shard from src to dst if the move improves the balance and
+// some shard on src may live on dst under the domain rule.
+func (b *balancer) tryMove(src, dst int, bounds [2]float64) (Move, bool) {
+	if !b.improves(src, dst, bounds) {
+		return Move{}, false
+	}
+	d := b.w.ns[dst]
+	for k, r := range b.on[src] {
+		if !b.allowed(r, src, dst) {
+			continue
+		}
+		s := &b.segs[r.seg]
+		m := Move{Volume: s.Volume, Segment: s.Index, Shard: r.shard, From: s.Shards[r.shard], To: d.ID}
+		s.Shards[r.shard] = d.ID
+		b.on[src] = slices.Delete(b.on[src], k, k+1)
+		b.on[dst] = append(b.on[dst], r)
+		b.w.ns[src].Used--
+		b.w.ns[dst].Used++
+		return m, true
+	}
+	return Move{}, false
+}
+
+// allowed reports whether shard r may move from src to dst: dst holds no
+// shard of the segment, and dst's domain is src's, or is used by no other
+// shard of the segment (for volumes allowing shared domains: by no more
+// other shards than src's domain is).
+func (b *balancer) allowed(r shardRef, src, dst int) bool {
+	s := b.segs[r.seg]
+	srcDom, dstDom := b.w.domain[src], b.w.domain[dst]
+	inSrc, inDst := 0, 0
+	for j, id := range s.Shards {
+		i, ok := b.w.index[id]
+		if !ok || j == r.shard {
+			continue
+		}
+		if i == dst {
+			return false
+		}
+		switch b.w.domain[i] {
+		case dstDom:
+			inDst++
+		case srcDom:
+			inSrc++
+		}
+	}
+	if srcDom == dstDom || inDst == 0 {
+		return true
+	}
+	return s.AllowSharedDomains && inDst < inSrc
+}

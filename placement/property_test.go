@@ -1,0 +1,154 @@
+package placement
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// genCluster draws a small cluster: 1-10 hosts, optional rack labels, 1-4
+// namespaces per host with random capacity, use and state.
+func genCluster(t *rapid.T) *Cluster {
+	hosts := rapid.IntRange(1, 10).Draw(t, "hosts")
+	racks := rapid.IntRange(0, 4).Draw(t, "racks")
+	var hs []Host
+	var ns []Namespace
+	for h := range hosts {
+		host := Host{Name: fmt.Sprintf("h%d", h)}
+		if racks > 0 {
+			host.Labels = map[string]string{"rack": fmt.Sprintf("r%d", h%racks)}
+		}
+		hs = append(hs, host)
+		for n := range rapid.IntRange(1, 4).Draw(t, "per") {
+			capacity := rapid.Int64Range(0, 20).Draw(t, "cap")
+			state := StateIn
+			if rapid.IntRange(0, 3).Draw(t, "unwell") == 0 { // a quarter not in service
+				state = State(rapid.IntRange(1, 4).Draw(t, "state"))
+			}
+			ns = append(ns, Namespace{
+				ID: fmt.Sprintf("h%d-n%d", h, n), Host: host.Name, Capacity: capacity,
+				Used: rapid.Int64Range(0, capacity).Draw(t, "used"), State: state,
+			})
+		}
+	}
+	label := ""
+	if racks > 0 {
+		label = "rack"
+	}
+	c, err := NewCluster(hs, ns, label)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// eligibleDomains counts domains with an In namespace that has a free slot.
+func eligibleDomains(c *Cluster) int {
+	seen := map[int]bool{}
+	for i := range c.ns {
+		if c.eligible(i) {
+			seen[c.domain[i]] = true
+		}
+	}
+	return len(seen)
+}
+
+// TestPropertyPlanSegment: a plan uses distinct eligible namespaces, never two
+// in one domain when enough domains exist, fails only when it must, and is
+// deterministic.
+func TestPropertyPlanSegment(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		c := genCluster(t)
+		n := rapid.IntRange(1, 8).Draw(t, "n")
+		opts := Options{Seed: rapid.Uint64().Draw(t, "seed"), AllowSharedDomains: rapid.Bool().Draw(t, "shared")}
+		got, err := PlanSegment(c, n, opts)
+		enough := eligibleDomains(c) >= n
+		if err != nil {
+			if enough {
+				t.Fatalf("%d eligible domains for %d shards, yet: %v", eligibleDomains(c), n, err)
+			}
+			return
+		}
+		again, _ := PlanSegment(c, n, opts)
+		if !slices.Equal(got, again) {
+			t.Fatalf("not deterministic: %v vs %v", got, again)
+		}
+		if len(slices.Compact(slices.Sorted(slices.Values(got)))) != n {
+			t.Fatalf("repeated namespace: %v", got)
+		}
+		for _, id := range got {
+			if !c.eligible(c.index[id]) {
+				t.Fatalf("ineligible namespace %s chosen", id)
+			}
+		}
+		if d := domainsOf(c, got); enough && len(d) != n {
+			t.Fatalf("two shards in one domain although %d domains are eligible: %v", eligibleDomains(c), d)
+		}
+		if !enough && !opts.AllowSharedDomains {
+			t.Fatalf("placed %d shards on %d domains without AllowSharedDomains", n, eligibleDomains(c))
+		}
+	})
+}
+
+// TestPropertyMovesKeepDomainRule: segments placed with distinct domains keep
+// them through any successful drain, and through rebalance; capacities hold.
+func TestPropertyMovesKeepDomainRule(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		c := genCluster(t)
+		n := rapid.IntRange(1, 4).Draw(t, "n")
+		var segs []Segment
+		for i := range rapid.IntRange(0, 30).Draw(t, "segs") {
+			ids, err := PlanSegment(c, n, Options{Seed: uint64(i)})
+			if err != nil {
+				break
+			}
+			_ = c.Reserve(ids...)
+			segs = append(segs, Segment{Volume: "v", Index: int64(i), Shards: ids})
+		}
+		host := fmt.Sprintf("h%d", rapid.IntRange(0, 9).Draw(t, "drain"))
+		if moves, err := PlanDrain(c, segs, DrainTarget{Host: host}, Options{}); err == nil {
+			checkMoves(t, c, segs, moves, n)
+		}
+		p, err := PlanRebalance(c, segs, rapid.Float64Range(0, 0.5).Draw(t, "threshold"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.SpreadAfter > p.SpreadBefore {
+			t.Fatalf("rebalance widened the spread: %+v", p)
+		}
+		checkMoves(t, c, segs, p.Moves, n)
+	})
+}
+
+func checkMoves(t *rapid.T, c *Cluster, segs []Segment, moves []Move, n int) {
+	out := slices.Clone(segs)
+	for i := range out {
+		out[i].Shards = slices.Clone(out[i].Shards)
+	}
+	for _, m := range moves {
+		if out[m.Segment].Shards[m.Shard] != m.From {
+			t.Fatalf("move %+v does not start where the shard is", m)
+		}
+		out[m.Segment].Shards[m.Shard] = m.To
+	}
+	used := map[string]int64{}
+	for _, n := range c.ns {
+		used[n.ID] = n.Used
+	}
+	for _, m := range moves {
+		used[m.From]--
+		used[m.To]++
+	}
+	for _, s := range out {
+		if len(domainsOf(c, s.Shards)) != n {
+			t.Fatalf("segment %d shares a domain after moves: %v", s.Index, s.Shards)
+		}
+	}
+	for _, ns := range c.ns {
+		if used[ns.ID] > ns.Capacity {
+			t.Fatalf("%s over capacity after moves: %d > %d", ns.ID, used[ns.ID], ns.Capacity)
+		}
+	}
+}
