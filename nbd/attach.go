@@ -1,0 +1,152 @@
+package nbd
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mdlayher/netlink"
+	"github.com/nvstripe/nvstripe/blockdev"
+)
+
+// ErrNoKernelNBD is returned by AttachKernel where the kernel has no nbd
+// driver (the generic netlink family "nbd" does not exist).
+var ErrNoKernelNBD = errors.New("nbd kernel module not loaded (modprobe nbd); serve over --nbd-listen or --fuse instead")
+
+// The kernel's generic netlink interface to the nbd driver
+// (include/uapi/linux/nbd-netlink.h), family "nbd", version 1.
+const (
+	genlFamily  = "nbd"
+	genlVersion = 1
+
+	genlCmdConnect    = 1
+	genlCmdDisconnect = 2
+
+	attrIndex           = 1
+	attrSizeBytes       = 2
+	attrBlockSizeBytes  = 3
+	attrTimeout         = 4
+	attrServerFlags     = 5
+	attrClientFlags     = 6
+	attrSockets         = 7
+	attrDeadConnTimeout = 8
+	attrBackendID       = 10
+
+	attrSockItem = 1 // inside attrSockets
+	attrSockFD   = 1 // inside attrSockItem
+
+	clientFlagDisconnectOnClose = 1 << 1
+)
+
+// AttachOptions configure AttachKernel. The zero value of a field means its
+// default.
+type AttachOptions struct {
+	// Connections is the number of sockets the kernel spreads IO over (the
+	// export advertises CAN_MULTI_CONN). Default 4.
+	Connections int
+	// Timeout is the per-request timeout after which the kernel declares a
+	// socket dead and requeues the request on another. Default 0: the
+	// kernel's (no timeout, it only warns).
+	Timeout time.Duration
+	// DeadConnTimeout is how long the kernel waits for a dead socket to be
+	// replaced before failing IO. Default 0: fail at once.
+	DeadConnTimeout time.Duration
+	// BackendID names the backend in sysfs (/sys/block/nbdN/backend), e.g.
+	// the volume name. Default: the export name.
+	BackendID string
+}
+
+func (o *AttachOptions) ensureDefaults(export string) {
+	if o.Connections == 0 {
+		o.Connections = 4
+	}
+	if o.BackendID == "" {
+		o.BackendID = export
+	}
+}
+
+// connectRequest is the content of an NBD_CMD_CONNECT message.
+type connectRequest struct {
+	index      int // -1: let the kernel pick a free device
+	size       uint64
+	blockSize  uint64
+	flags      uint64 // transmission flags
+	fds        []int
+	timeout    time.Duration
+	deadConn   time.Duration
+	backendID  string
+	clientFlag uint64
+}
+
+// encodeConnect returns the netlink attributes of NBD_CMD_CONNECT.
+func encodeConnect(r connectRequest) ([]byte, error) {
+	ae := netlink.NewAttributeEncoder()
+	if r.index >= 0 {
+		ae.Uint32(attrIndex, uint32(r.index))
+	}
+	ae.Uint64(attrSizeBytes, r.size)
+	ae.Uint64(attrBlockSizeBytes, r.blockSize)
+	ae.Uint64(attrServerFlags, r.flags)
+	ae.Uint64(attrClientFlags, r.clientFlag)
+	if r.timeout > 0 {
+		ae.Uint64(attrTimeout, uint64((r.timeout+time.Second-1)/time.Second))
+	}
+	if r.deadConn > 0 {
+		ae.Uint64(attrDeadConnTimeout, uint64((r.deadConn+time.Second-1)/time.Second))
+	}
+	ae.Nested(attrSockets, func(nae *netlink.AttributeEncoder) error {
+		for _, fd := range r.fds {
+			nae.Nested(attrSockItem, func(item *netlink.AttributeEncoder) error {
+				item.Uint32(attrSockFD, uint32(fd))
+				return nil
+			})
+		}
+		return nil
+	})
+	if r.backendID != "" {
+		ae.String(attrBackendID, r.backendID)
+	}
+	return ae.Encode()
+}
+
+// encodeDisconnect returns the netlink attributes of NBD_CMD_DISCONNECT.
+func encodeDisconnect(index int) ([]byte, error) {
+	ae := netlink.NewAttributeEncoder()
+	ae.Uint32(attrIndex, uint32(index))
+	return ae.Encode()
+}
+
+// decodeIndex finds NBD_ATTR_INDEX in the attributes of a CONNECT reply.
+func decodeIndex(b []byte) (int, error) {
+	ad, err := netlink.NewAttributeDecoder(b)
+	if err != nil {
+		return 0, fmt.Errorf("nbd netlink reply: %w", err)
+	}
+	index := -1
+	for ad.Next() {
+		if ad.Type() == attrIndex {
+			index = int(ad.Uint32())
+		}
+	}
+	if err := ad.Err(); err != nil {
+		return 0, fmt.Errorf("nbd netlink reply: %w", err)
+	}
+	if index < 0 {
+		return 0, fmt.Errorf("nbd netlink reply without a device index")
+	}
+	return index, nil
+}
+
+// parseDevPath returns N of "/dev/nbdN", or -1 for "" (any free device).
+func parseDevPath(p string) (int, error) {
+	if p == "" {
+		return -1, nil
+	}
+	n, err := strconv.Atoi(strings.TrimPrefix(p, "/dev/nbd"))
+	if !strings.HasPrefix(p, "/dev/nbd") || err != nil || n < 0 {
+		return 0, fmt.Errorf("nbd: device path %q is not /dev/nbdN: %w", p, blockdev.ErrInvalid)
+	}
+	return n, nil
+}

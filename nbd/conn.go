@@ -1,0 +1,307 @@
+package nbd
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/nvstripe/nvstripe/nbd/proto"
+)
+
+// Transmission limits.
+const (
+	readBufSize = 128 << 10
+	// maxBatch bounds the replies gathered into one writev.
+	maxBatch = 64
+)
+
+// conn is one client connection. The reader goroutine (serve) owns br and
+// out; the writer goroutine owns the socket's write side once transmission
+// starts.
+type conn struct {
+	s   *Server
+	nc  net.Conn
+	br  *bufio.Reader
+	out []byte // handshake replies, flushed per option
+
+	// Set when transmission starts, read-only afterwards.
+	exp        *export
+	structured bool
+	metaID     uint32
+	tflags     proto.TransmissionFlags
+	ioCtx      context.Context // device IO; cancelled after the grace period
+
+	replies chan *reply
+	budget  budget
+	workers sync.WaitGroup
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	return &conn{s: s, nc: nc, br: bufio.NewReaderSize(nc, readBufSize)}
+}
+
+// flushOut writes the pending handshake bytes.
+func (c *conn) flushOut() error {
+	if len(c.out) == 0 {
+		return nil
+	}
+	_, err := c.nc.Write(c.out)
+	c.out = c.out[:0]
+	if err != nil {
+		return fmt.Errorf("write handshake reply: %w", err)
+	}
+	return nil
+}
+
+// serve runs the handshake (unless st is given: a kernel socket starts in
+// transmission) and then transmission. When ctx ends, reads stop at once
+// and, after ShutdownGrace, device IO is cancelled and the socket closed so
+// that nothing waits on a client that does not read.
+func (c *conn) serve(ctx context.Context, st *session) error {
+	ioCtx, ioCancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer ioCancel()
+	c.ioCtx = ioCtx
+	if st == nil {
+		deadline := time.Now().Add(c.s.opts.HandshakeTimeout)
+		c.nc.SetReadDeadline(deadline)
+		c.nc.SetWriteDeadline(deadline)
+	}
+	done, fin := make(chan struct{}), make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(fin)
+		c.nc.SetReadDeadline(time.Unix(1, 0))
+		t := time.NewTimer(c.s.opts.ShutdownGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			ioCancel()
+			c.nc.Close()
+		case <-done:
+		}
+	})
+	defer func() {
+		close(done)
+		if !stop() {
+			<-fin
+		}
+	}()
+	if st == nil {
+		var err error
+		if st, err = c.negotiate(); err != nil {
+			return c.cleanEnd(ctx, "handshake", err)
+		}
+		c.nc.SetReadDeadline(time.Time{})
+		c.nc.SetWriteDeadline(time.Time{})
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+	return c.transmit(ctx, st)
+}
+
+// cleanEnd turns the errors of an orderly end into nil.
+func (c *conn) cleanEnd(ctx context.Context, phase string, err error) error {
+	switch {
+	case err == nil, errors.Is(err, errAbort), ctx.Err() != nil:
+		return nil
+	case errors.Is(err, io.EOF):
+		return nil // the client went away between messages
+	}
+	return fmt.Errorf("nbd %s: %w", phase, err)
+}
+
+// transmit serves requests until DISC, EOF, a protocol error or shutdown,
+// then waits for the requests in progress and their replies.
+func (c *conn) transmit(ctx context.Context, st *session) error {
+	e := st.exp
+	if !c.s.attach(e) {
+		return nil
+	}
+	defer e.conns.Done()
+	defer context.AfterFunc(e.ctx, func() { c.nc.SetReadDeadline(time.Unix(1, 0)) })()
+	if e.ctx.Err() != nil {
+		return nil
+	}
+	c.exp, c.structured, c.metaID = e, st.structured, st.metaID()
+	c.tflags = e.flags(st.structured)
+	c.replies = make(chan *reply, c.s.opts.MaxInFlight+1)
+	c.budget = newBudget(c.s.opts.MaxInFlight, c.s.opts.MaxInFlightBytes)
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		c.writeLoop()
+	}()
+	err := c.readLoop(ctx)
+	c.workers.Wait()
+	close(c.replies)
+	<-writerDone
+	if e.ctx.Err() != nil {
+		return nil
+	}
+	return c.cleanEnd(ctx, "transmission", err)
+}
+
+// readLoop reads requests and starts a goroutine for each.
+func (c *conn) readLoop(ctx context.Context) error {
+	var hdr [proto.RequestSize]byte
+	for {
+		if _, err := io.ReadFull(c.br, hdr[:]); err != nil {
+			return fmt.Errorf("read request: %w", err)
+		}
+		req, err := proto.ParseRequest(hdr[:])
+		if err != nil {
+			return err
+		}
+		if req.Type == proto.CmdDisc {
+			return nil
+		}
+		cost := c.cost(req)
+		if err := c.budget.acquire(ctx, cost); err != nil {
+			return err
+		}
+		var payload *[]byte
+		if req.Type == proto.CmdWrite {
+			payload, err = c.readPayload(req, cost)
+			if err != nil {
+				c.budget.release(cost)
+				return err
+			}
+			if payload == nil {
+				continue // answered already; the reply releases the budget
+			}
+		}
+		c.workers.Add(1)
+		go c.handle(req, payload, cost)
+	}
+}
+
+// cost is what a request holds of the in-flight byte budget.
+func (c *conn) cost(req proto.Request) int {
+	if (req.Type == proto.CmdRead || req.Type == proto.CmdWrite) && int64(req.Length) <= int64(c.s.opts.MaxRequest) {
+		return int(req.Length)
+	}
+	return 0
+}
+
+// readPayload reads a WRITE payload. An over-long payload up to the size
+// the protocol says not to treat as an attack is read, dropped and answered
+// with EINVAL (payload nil); a longer one ends the connection.
+func (c *conn) readPayload(req proto.Request, cost int) (*[]byte, error) {
+	n := int64(req.Length)
+	if n > int64(c.s.opts.MaxRequest) {
+		if n > int64(max(c.s.opts.MaxRequest, proto.DefaultMaxPayload)) {
+			return nil, fmt.Errorf("WRITE payload of %d bytes over the maximum %d", n, c.s.opts.MaxRequest)
+		}
+		if _, err := io.CopyN(io.Discard, c.br, n); err != nil {
+			return nil, fmt.Errorf("discard WRITE payload: %w", err)
+		}
+		r := c.newReply(req, 0)
+		c.fail(r, reqErr(proto.EINVAL, "WRITE of %d bytes over the maximum payload %d", n, c.s.opts.MaxRequest))
+		c.replies <- r
+		return nil, nil
+	}
+	p := c.s.bufs.get(cost)
+	if _, err := io.ReadFull(c.br, *p); err != nil {
+		c.s.bufs.put(p)
+		return nil, fmt.Errorf("read WRITE payload: %w", err)
+	}
+	return p, nil
+}
+
+// handle runs one request and queues its reply.
+func (c *conn) handle(req proto.Request, payload *[]byte, cost int) {
+	defer c.workers.Done()
+	r := c.newReply(req, cost)
+	r.payload = payload
+	if err := c.exec(r); err != nil {
+		c.fail(r, err)
+	}
+	c.replies <- r
+}
+
+// writeLoop sends replies, gathering those that are ready into one writev.
+// After a write error it keeps draining (so workers never block) and closes
+// the socket so the reader stops.
+func (c *conn) writeLoop() {
+	batch := make([]*reply, 0, maxBatch)
+	var vec net.Buffers
+	var failed bool
+	for r := range c.replies {
+		batch = append(batch[:0], r)
+	more:
+		for len(batch) < maxBatch {
+			select {
+			case r, ok := <-c.replies:
+				if !ok {
+					break more
+				}
+				batch = append(batch, r)
+			default:
+				break more
+			}
+		}
+		if !failed {
+			vec = vec[:0]
+			for _, r := range batch {
+				vec = append(vec, r.segs...)
+			}
+			v := vec
+			if _, err := v.WriteTo(c.nc); err != nil {
+				failed = true
+				c.nc.Close()
+			}
+		}
+		for _, r := range batch {
+			c.release(r)
+		}
+	}
+}
+
+// budget bounds the requests and payload bytes in flight. One goroutine
+// (the reader) acquires; any goroutine releases.
+type budget struct {
+	mu              sync.Mutex
+	count, bytes    int // in use; REQUIRES: mu held
+	maxCount, maxBy int
+	wake            chan struct{}
+}
+
+func newBudget(maxCount, maxBytes int) budget {
+	return budget{maxCount: maxCount, maxBy: maxBytes, wake: make(chan struct{}, 1)}
+}
+
+// acquire waits until a request of n bytes fits (a request alone always
+// fits) or ctx ends.
+func (b *budget) acquire(ctx context.Context, n int) error {
+	for {
+		b.mu.Lock()
+		if b.count < b.maxCount && (b.bytes+n <= b.maxBy || b.bytes == 0) {
+			b.count++
+			b.bytes += n
+			b.mu.Unlock()
+			return nil
+		}
+		b.mu.Unlock()
+		select {
+		case <-b.wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (b *budget) release(n int) {
+	b.mu.Lock()
+	b.count--
+	b.bytes -= n
+	b.mu.Unlock()
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,66 @@
+// Package nbd serves blockdev.Devices over the NBD protocol (fixed newstyle
+// handshake, simple and structured replies, base:allocation block status),
+// on any net.Listener: TCP or unix sockets. On Linux it can also hand
+// connected sockets to the kernel's nbd driver (Attach, over generic netlink)
+// so that a device appears as /dev/nbdN.
+//
+// # Serving
+//
+// A Server holds named exports (Options.Exports, AddExport, RemoveExport).
+// Serve accepts connections; ServeConn serves one already-accepted
+// connection. Close (or cancelling the context given to Serve/ServeConn)
+// stops reading new requests, lets requests already in progress finish and
+// their replies go out (for up to Options.ShutdownGrace, after which their
+// device IO is cancelled and the socket closed), and returns when every
+// goroutine the server started has exited.
+//
+// Per connection one reader goroutine parses requests and starts one
+// goroutine per request, bounded by Options.MaxInFlight requests and
+// Options.MaxInFlightBytes of payload; replies go out of order through one
+// writer goroutine that gathers whatever replies are ready into one writev.
+//
+// # Semantics and decisions
+//
+//   - Block sizes: the server advertises a minimum block size of 512, a
+//     preferred size of max(4096, device block size) and a maximum payload of
+//     Options.MaxRequest. Requests not aligned to 512 get EINVAL. Requests
+//     aligned to 512 but not to the device's block size are served by
+//     read-modify-write of the blocks they cover partly, under a lock that
+//     orders them against other writes to the export (aligned writes take it
+//     shared, so they do not wait for each other).
+//   - CAN_MULTI_CONN is advertised: every connection to an export uses the
+//     same Device and the server keeps no cache, and Device.Flush covers every
+//     write completed before it, on any connection.
+//   - READ with structured replies on a Device that implements
+//     blockdev.AllocationReporter answers unallocated ranges with OFFSET_HOLE
+//     chunks (unless DF is set, then one OFFSET_DATA chunk).
+//   - WRITE_ZEROES with NO_HOLE calls Device.WriteZeroes, without it
+//     Device.Trim (both leave the range reading as zeros). FAST_ZERO succeeds
+//     only on a Device that implements FastZeroer and says zeroing that range
+//     is fast; otherwise it fails at once with ENOTSUP, as the protocol asks,
+//     and the client falls back to writing zeros.
+//   - TRIM is a hint: the parts of the range that cover device blocks only
+//     partly are left alone.
+//   - FUA: WRITE uses blockdev.WriteFUA; TRIM and WRITE_ZEROES with FUA are
+//     followed by Device.Flush.
+//   - CACHE succeeds without doing anything; BLOCK_STATUS reports
+//     base:allocation from blockdev.AllocationReporter (everything allocated
+//     for other devices).
+//   - Extended headers and TLS are not offered (NBD_REP_ERR_UNSUP).
+//
+// Errors map to NBD error values as follows: request past the end of the
+// export: ENOSPC for WRITE and WRITE_ZEROES, EINVAL otherwise; misaligned,
+// unknown command, invalid flag, BLOCK_STATUS without a negotiated context,
+// READ over MaxRequest: EINVAL; a write to a read-only export: EPERM;
+// blockdev.ErrOutOfRange: as past the end; blockdev.ErrInvalid: EINVAL;
+// blockdev.ErrFenced (this node lost the right to write): EPERM, so the
+// operator sees a refusal rather than a media error; IO cancelled by
+// shutdown: ESHUTDOWN; anything else (ErrUnavailable, ErrCorrupt, ...): EIO.
+// A wrong request magic, a WRITE payload over max(MaxRequest, 32 MiB) or an
+// option over 64 KiB ends the connection.
+//
+// # Concurrency
+//
+// All Server methods may be called from any goroutine. Devices are called
+// concurrently, as blockdev.Device allows.
+package nbd

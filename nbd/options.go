@@ -1,0 +1,128 @@
+package nbd
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nvstripe/nvstripe/blockdev"
+)
+
+// Export is one device the server offers under a name.
+type Export struct {
+	// Device serves the IO. The server never closes it.
+	Device blockdev.Device
+	// Description is shown by clients (nbdinfo) and in NBD_OPT_LIST.
+	Description string
+	// ReadOnly advertises NBD_FLAG_READ_ONLY and refuses writes with EPERM.
+	ReadOnly bool
+}
+
+// Options configure a Server. The zero value of a field means its default.
+type Options struct {
+	// Exports maps export names to exports. More can be added later with
+	// AddExport. Default: none.
+	Exports map[string]Export
+	// DefaultExport is the export served for the empty name. Default: the
+	// only export when there is exactly one, otherwise none.
+	DefaultExport string
+	// MaxRequest is the largest READ or WRITE payload in bytes, advertised as
+	// the maximum block payload. A multiple of 4096 from 64 KiB to 1 GiB.
+	// Default 32 MiB.
+	MaxRequest int
+	// MaxInFlight bounds the requests in progress per connection. Default 128.
+	MaxInFlight int
+	// MaxInFlightBytes bounds the READ/WRITE payload bytes in progress per
+	// connection (a single request over it still runs, alone). Default 64 MiB.
+	MaxInFlightBytes int
+	// NoStructuredReplies refuses NBD_OPT_STRUCTURED_REPLY (and so block
+	// status and hole reads). Default false: structured replies are offered.
+	NoStructuredReplies bool
+	// HandshakeTimeout bounds the option haggling of one connection.
+	// Default 30 s.
+	HandshakeTimeout time.Duration
+	// ShutdownGrace is how long Close lets in-flight requests run and their
+	// replies drain before cancelling their IO and closing sockets.
+	// Default 5 s.
+	ShutdownGrace time.Duration
+	// Logf receives one line per notable connection event (protocol
+	// violations, IO errors). Default: discard.
+	Logf func(format string, args ...any)
+}
+
+// Defaults of Options.
+const (
+	DefaultMaxRequest       = 32 << 20
+	DefaultMaxInFlight      = 128
+	DefaultMaxInFlightBytes = 64 << 20
+	DefaultHandshakeTimeout = 30 * time.Second
+	DefaultShutdownGrace    = 5 * time.Second
+)
+
+// EnsureDefaults fills zero fields with their defaults.
+func (o *Options) EnsureDefaults() {
+	if o.DefaultExport == "" && len(o.Exports) == 1 {
+		for name := range o.Exports {
+			o.DefaultExport = name
+		}
+	}
+	if o.MaxRequest == 0 {
+		o.MaxRequest = DefaultMaxRequest
+	}
+	if o.MaxInFlight == 0 {
+		o.MaxInFlight = DefaultMaxInFlight
+	}
+	if o.MaxInFlightBytes == 0 {
+		o.MaxInFlightBytes = DefaultMaxInFlightBytes
+	}
+	if o.HandshakeTimeout == 0 {
+		o.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if o.ShutdownGrace == 0 {
+		o.ShutdownGrace = DefaultShutdownGrace
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+}
+
+// Validate checks the options after EnsureDefaults.
+func (o *Options) Validate() error {
+	if o.MaxRequest < 64<<10 || o.MaxRequest > 1<<30 || o.MaxRequest%4096 != 0 {
+		return fmt.Errorf("nbd: MaxRequest %d is not a multiple of 4096 from 64 KiB to 1 GiB: %w", o.MaxRequest, blockdev.ErrInvalid)
+	}
+	if o.MaxInFlight < 1 || o.MaxInFlightBytes < 1 {
+		return fmt.Errorf("nbd: MaxInFlight %d and MaxInFlightBytes %d must be positive: %w", o.MaxInFlight, o.MaxInFlightBytes, blockdev.ErrInvalid)
+	}
+	if o.HandshakeTimeout < 0 || o.ShutdownGrace < 0 {
+		return fmt.Errorf("nbd: negative timeout: %w", blockdev.ErrInvalid)
+	}
+	for name, e := range o.Exports {
+		if err := e.validate(name); err != nil {
+			return err
+		}
+	}
+	if _, ok := o.Exports[o.DefaultExport]; o.DefaultExport != "" && !ok {
+		return fmt.Errorf("nbd: default export %q does not exist: %w", o.DefaultExport, blockdev.ErrInvalid)
+	}
+	return nil
+}
+
+func (e Export) validate(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("nbd: empty export name (use DefaultExport): %w", blockdev.ErrInvalid)
+	case len(name) > 4096 || len(e.Description) > 4096:
+		return fmt.Errorf("nbd: export %.40q: name or description over 4096 bytes: %w", name, blockdev.ErrInvalid)
+	case e.Device == nil:
+		return fmt.Errorf("nbd: export %q has no device: %w", name, blockdev.ErrInvalid)
+	}
+	bs := e.Device.BlockSize()
+	if bs < 512 || bs > 64<<10 || bs&(bs-1) != 0 || e.Device.Size()%512 != 0 {
+		return fmt.Errorf("nbd: export %q: block size %d / size %d unusable: %w", name, bs, e.Device.Size(), blockdev.ErrInvalid)
+	}
+	return nil
+}
+
+// errServerClosed is returned by AddExport after Close.
+var errServerClosed = errors.New("nbd: server closed")

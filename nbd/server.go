@@ -1,0 +1,219 @@
+package nbd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/nvstripe/nvstripe/blockdev"
+)
+
+// Server serves exports over NBD. Create it with NewServer; it is safe for
+// concurrent use.
+type Server struct {
+	opts      Options
+	bufs      bufPool
+	replyPool sync.Pool // *reply
+	// ctx is cancelled by Close; every connection and Serve loop stops then.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// wg counts the running Serve and ServeConn calls.
+	wg sync.WaitGroup
+
+	mu      sync.Mutex
+	closed  bool               // REQUIRES: mu held
+	exports map[string]*export // REQUIRES: mu held
+	defName string             // REQUIRES: mu held
+}
+
+// NewServer validates opts (after filling in defaults) and returns a server
+// offering opts.Exports.
+func NewServer(opts Options) (*Server, error) {
+	opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{opts: opts, exports: make(map[string]*export), defName: opts.DefaultExport}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	for name, e := range opts.Exports {
+		s.exports[name] = newExport(name, e, &s.bufs)
+	}
+	return s, nil
+}
+
+// AddExport offers e under name to new connections. It fails when the name
+// is taken or the server is closed. When the server has no default export,
+// the first export added becomes the default.
+func (s *Server) AddExport(name string, e Export) error {
+	if err := e.validate(name); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errServerClosed
+	}
+	if _, ok := s.exports[name]; ok {
+		return fmt.Errorf("nbd: export %q already exists: %w", name, blockdev.ErrInvalid)
+	}
+	s.exports[name] = newExport(name, e, &s.bufs)
+	if s.defName == "" {
+		s.defName = name
+	}
+	return nil
+}
+
+// RemoveExport stops offering the export and ends its connections the way
+// Close does (in-flight requests finish first). It returns when they have
+// all ended, after which the caller may close the device.
+func (s *Server) RemoveExport(name string) error {
+	s.mu.Lock()
+	e, ok := s.exports[name]
+	if ok {
+		delete(s.exports, name)
+		if s.defName == name {
+			s.defName = ""
+		}
+		e.closeLocked()
+	}
+	s.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("nbd: no export %q: %w", name, blockdev.ErrInvalid)
+	}
+	e.conns.Wait()
+	return nil
+}
+
+// lookup returns the export for a client-supplied name ("" = default).
+func (s *Server) lookup(name string) *export {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if name == "" {
+		name = s.defName
+	}
+	return s.exports[name]
+}
+
+// exportList returns the exports sorted by name.
+func (s *Server) exportList() []*export {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	list := make([]*export, 0, len(s.exports))
+	for _, e := range s.exports {
+		list = append(list, e)
+	}
+	slices.SortFunc(list, func(a, b *export) int { return strings.Compare(a.name, b.name) })
+	return list
+}
+
+// attach registers a connection entering transmission on e; false when e
+// was removed meanwhile.
+func (s *Server) attach(e *export) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e.gone {
+		return false
+	}
+	e.conns.Add(1)
+	return true
+}
+
+// track registers a running Serve/ServeConn; false once closed.
+func (s *Server) track() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.wg.Add(1)
+	return true
+}
+
+// Serve accepts connections on l and serves each in its own goroutine until
+// ctx is cancelled or Close is called; then it closes l, waits for its
+// connections to end (see Close) and returns nil. Other accept errors are
+// returned (after the same wait).
+func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	if !s.track() {
+		l.Close()
+		return errServerClosed
+	}
+	defer s.wg.Done()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(s.ctx, cancel)()
+	stopClose := context.AfterFunc(ctx, func() { l.Close() })
+	defer stopClose()
+	var conns sync.WaitGroup
+	defer conns.Wait()
+	for {
+		nc, err := l.Accept()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			cancel()
+			return fmt.Errorf("nbd: accept on %v: %w", l.Addr(), err)
+		}
+		conns.Go(func() {
+			if err := s.ServeConn(ctx, nc); err != nil {
+				s.opts.Logf("nbd: connection from %v: %v", nc.RemoteAddr(), err)
+			}
+		})
+	}
+}
+
+// ServeConn runs the NBD protocol on one connection until the client
+// disconnects, the export is removed, ctx is cancelled or Close is called;
+// it closes nc before returning. A clean end (NBD_CMD_DISC, NBD_OPT_ABORT,
+// EOF between requests, shutdown) returns nil; a protocol violation or a
+// socket error returns an error describing it.
+func (s *Server) ServeConn(ctx context.Context, nc net.Conn) error {
+	if !s.track() {
+		nc.Close()
+		return errServerClosed
+	}
+	defer s.wg.Done()
+	defer nc.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(s.ctx, cancel)()
+	return newConn(s, nc).serve(ctx, nil)
+}
+
+// serveKernelConn serves a socket whose other end belongs to the kernel's
+// nbd driver: transmission from the first byte, simple replies only.
+func (s *Server) serveKernelConn(ctx context.Context, nc net.Conn, e *export) error {
+	if !s.track() {
+		nc.Close()
+		return errServerClosed
+	}
+	defer s.wg.Done()
+	defer nc.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(s.ctx, cancel)()
+	return newConn(s, nc).serve(ctx, &session{exp: e})
+}
+
+// Close stops every Serve loop and connection: no new requests are read,
+// requests in progress finish and their replies are sent (for up to
+// ShutdownGrace), then sockets close. It returns when all of it is done.
+// Close does not close the exported devices. It is idempotent.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if !s.closed {
+		s.closed = true
+		for _, e := range s.exports {
+			e.closeLocked()
+		}
+	}
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+	return nil
+}
