@@ -124,9 +124,10 @@ func Open(ctx context.Context, opts Options) (*Device, error) {
 			}
 		}
 	}
-	d.mu.Lock()
-	d.unusableSince = time.Now()
-	d.mu.Unlock()
+	for i, p := range d.paths {
+		p.ctrl.Store(ctrls[i])
+	}
+	d.update()
 	for i, p := range d.paths {
 		d.wg.Add(1)
 		go p.supervise(ctrls[i])
@@ -373,10 +374,18 @@ func (c *controller) run(ctx context.Context, r *request) (pdu.CQE, error) {
 }
 
 // pathError reacts to a path error on c: an ANA status marks the path with
-// the state it implies and asks for the ANA log.
+// the state it implies and asks for the ANA log; a command sequence error
+// resets the association.
 func (c *controller) pathError(err error) {
 	var se *StatusError
-	if !errors.As(err, &se) || !se.Status.IsANAError() {
+	if !errors.As(err, &se) {
+		return
+	}
+	if se.Status == pdu.SCCommandSequenceError {
+		c.fail(err) // the association is gone: reconnect
+		return
+	}
+	if !se.Status.IsANAError() {
 		return
 	}
 	st := map[pdu.StatusCode]pdu.ANAState{pdu.SCANAPersistentLoss: pdu.ANAPersistentLoss,

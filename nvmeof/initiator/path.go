@@ -128,16 +128,17 @@ func (p *path) run(c *controller) {
 	c.wait()
 }
 
-// housekeep sends Keep Alive every KATO/2, enforces IOTimeout on every
-// queue, and re-reads the ANA log when asked (async event or ANA error) and
+// housekeep sends Keep Alive every KATO/3 (a margin over the Linux host's
+// KATO/2 against scheduling delays), enforces IOTimeout on every queue,
+// and re-reads the ANA log when asked (async event or ANA error) and
 // periodically while the path is not optimized. It returns when c dies or
-// the device closes (then it fails c).
+// the device closes (then it shuts c down).
 func (p *path) housekeep(c *controller) {
 	o := &p.d.opts
-	tick := min(o.KATO/2, max(o.IOTimeout/4, 10*time.Millisecond))
-	t := time.NewTicker(tick)
-	defer t.Stop()
-	lastKA := time.Now()
+	ka := time.NewTicker(o.KATO / 3)
+	defer ka.Stop()
+	watch := time.NewTicker(max(o.IOTimeout/4, 10*time.Millisecond))
+	defer watch.Stop()
 	for {
 		select {
 		case <-c.dead:
@@ -147,20 +148,18 @@ func (p *path) housekeep(c *controller) {
 			return
 		case <-c.anaKick:
 			p.refreshANA(c)
-		case now := <-t.C:
+		case now := <-watch.C:
 			for _, q := range append([]*queue{c.admin}, c.ios...) {
 				q.checkTimeout(now, o.IOTimeout)
 			}
-			if now.Sub(lastKA) >= o.KATO/2 {
-				lastKA = now
-				r := &request{op: "keep alive", sqe: pdu.SQE{Opcode: pdu.AdminKeepAlive, Flags: pdu.PSDTSGL,
-					SGL: pdu.SGL{ID: pdu.SGLTransport}}}
-				if _, err := c.timedAdmin(r, o.KATO); err != nil {
-					c.fail(err)
-				}
-			}
-			if c.anaState() != pdu.ANAOptimized && c.id.CMIC&pdu.CMICANA != 0 {
+			if c.anaState() != pdu.ANAOptimized {
 				p.refreshANA(c)
+			}
+		case <-ka.C:
+			r := &request{op: "keep alive", sqe: pdu.SQE{Opcode: pdu.AdminKeepAlive, Flags: pdu.PSDTSGL,
+				SGL: pdu.SGL{ID: pdu.SGLTransport}}}
+			if _, err := c.timedAdmin(r, o.KATO); err != nil {
+				c.fail(err)
 			}
 		}
 	}

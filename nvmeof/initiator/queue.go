@@ -94,6 +94,9 @@ type queue struct {
 	tags     *tagPool
 	slots    []slot
 	inflight atomic.Int32
+	// r2ts and h2cPDUs count R2Ts received and H2CData PDUs queued (tests
+	// and diagnostics).
+	r2ts, h2cPDUs atomic.Uint64
 
 	mu      sync.Mutex
 	idle    *sync.Cond // signalled when writing goes false
@@ -537,6 +540,7 @@ func (q *queue) recvR2T(r pdu.R2T) error {
 	s.r2tEnd = int(end)
 	buf := s.buf
 	q.mu.Unlock()
+	q.r2ts.Add(1)
 	items := make([]outItem, 0, (int(r.R2TL)+q.maxH2C-1)/q.maxH2C)
 	for off := int(r.R2TO); off < int(end); off += q.maxH2C {
 		n := min(q.maxH2C, int(end)-off)
@@ -552,6 +556,7 @@ func (q *queue) recvR2T(r pdu.R2T) error {
 		q.mu.Unlock()
 		return nil
 	}
+	q.h2cPDUs.Add(uint64(len(items)))
 	q.pending = append(q.pending, items[:len(items)-1]...)
 	return q.enqueueLocked(items[len(items)-1], false)
 }

@@ -52,13 +52,16 @@ func statusClass(s pdu.StatusCode) error {
 
 // isPathStatus reports whether a status means "this path cannot serve the
 // command now, another may": every path-related status (SCT 3), namespace
-// not ready, transient transport errors and aborts from a dying queue.
+// not ready, transient transport errors, aborts from a dying queue, and a
+// command sequence error on an I/O queue (the controller behind it is gone,
+// for example after a keep-alive expiry; the path is reconnected).
 func isPathStatus(s pdu.StatusCode) bool {
 	if s.IsPathError() {
 		return true
 	}
 	switch s {
-	case pdu.SCNamespaceNotReady, pdu.SCTransientTransport, pdu.SCAbortSQDeleted, pdu.SCDataTransferError:
+	case pdu.SCNamespaceNotReady, pdu.SCTransientTransport, pdu.SCAbortSQDeleted, pdu.SCDataTransferError,
+		pdu.SCCommandSequenceError:
 		return true
 	}
 	return false
