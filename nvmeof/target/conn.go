@@ -17,7 +17,7 @@ import (
 // icTimeout bounds the wait for the ICReq of a new connection.
 const icTimeout = 10 * time.Second
 
-// maxR2TsPerCmd caps the outstanding R2Ts per command the target uses.
+// readBufSize is the size of a connection's read buffer.
 const readBufSize = 64 << 10
 
 // conn is one NVMe/TCP connection: one queue (admin or I/O).
@@ -63,7 +63,7 @@ func (t *Target) newConn(l *listener, nc net.Conn) *conn {
 	c := &conn{t: t, l: l, nc: nc, ctx: ctx, cancel: cancel, xfers: map[uint16]*xfer{}}
 	c.br = bufio.NewReaderSize(nc, readBufSize)
 	c.snd = newSender(nc, func() error { return t.waitThawed(ctx, l) }, func(error) { c.close() })
-	c.maxData = max(adminInCapsule, t.cfg.InCapsuleDataSize, t.cfg.MaxH2CData)
+	c.maxData = max(adminInCapsule, t.cfg.InCapsuleDataSize, t.cfg.MaxH2CData, t.cfg.MaxTransferSize)
 	return c
 }
 
