@@ -1,8 +1,11 @@
 package target
 
 import (
+	"encoding/json"
 	"errors"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"testing"
@@ -413,5 +416,35 @@ func TestCloseReleases(t *testing.T) {
 	}
 	if err := f.t.Start(t.Context()); err == nil {
 		t.Fatal("restart after Close accepted")
+	}
+}
+
+func TestControlHandler(t *testing.T) {
+	f := newFixture(t, 2, nil)
+	srv := httptest.NewServer(f.t.ControlHandler())
+	defer srv.Close()
+	resp, err := http.Post(srv.URL+"/v1/ana?listener="+f.t.Addr(1)+"&group=2&state=inaccessible", "", nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("post: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if st, _ := f.t.ANAState(1, 2); st != pdu.ANAInaccessible {
+		t.Fatalf("state %v", st)
+	}
+	for _, q := range []string{"listener=0&group=2&state=bogus", "listener=9&group=1&state=change", "listener=0&group=77&state=change"} {
+		resp, err := http.Post(srv.URL+"/v1/ana?"+q, "", nil)
+		if err != nil || resp.StatusCode != 400 {
+			t.Fatalf("%s: %v %v", q, resp, err)
+		}
+		resp.Body.Close()
+	}
+	resp, err = http.Get(srv.URL + "/v1/ana")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var es []ANAEntry
+	if err := json.NewDecoder(resp.Body).Decode(&es); err != nil || len(es) != 4 || es[3].State != "inaccessible" {
+		t.Fatalf("entries %+v %v", es, err)
 	}
 }

@@ -1,0 +1,294 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/nvmeof/target"
+)
+
+func newTargetCmd(*globals) *cobra.Command {
+	return groupCmd("target", "Userspace NVMe/TCP target", newTargetServeCmd(), newTargetANAStateCmd())
+}
+
+// targetServeFlags are the flags of `target serve`.
+type targetServeFlags struct {
+	dir        string
+	listen     string
+	nqn        string
+	ns         []string
+	anaGroups  []string
+	allowHosts []string
+	blockSize  int
+	control    string
+}
+
+func newTargetServeCmd() *cobra.Command {
+	var f targetServeFlags
+	c := &cobra.Command{
+		Use:   "serve --dir D --listen ADDR[,ADDR...] --nqn NQN --ns NAME:SIZE [--ns ...] --allow-host NQN|any",
+		Short: "Serve file-backed namespaces over NVMe/TCP until interrupted",
+		Long: "serve exports one subsystem whose namespaces are files DIR/NAME.img (created sparse at SIZE\n" +
+			"when missing; an existing file must have that size). NSIDs follow the order of --ns.\n" +
+			"Every listener also serves the discovery subsystem. --ana-group NAME:GROUP puts a namespace\n" +
+			"in an ANA group (default 1); all groups start optimized on every listener. --control ADDR\n" +
+			"serves an HTTP control API (see 'target ana-state') on a loopback address.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runTargetServe(cmd, &f) },
+	}
+	fl := c.Flags()
+	fl.StringVar(&f.dir, "dir", "", "directory holding the namespace files (required)")
+	fl.StringVar(&f.listen, "listen", "127.0.0.1:4420", "listen addresses, comma-separated")
+	fl.StringVar(&f.nqn, "nqn", "", "subsystem NQN (required)")
+	fl.StringArrayVar(&f.ns, "ns", nil, "namespace NAME:SIZE (e.g. data0:10GiB), repeatable")
+	fl.StringArrayVar(&f.anaGroups, "ana-group", nil, "ANA group of a namespace, NAME:GROUP, repeatable")
+	fl.StringArrayVar(&f.allowHosts, "allow-host", nil, "host NQN allowed to connect, or 'any', repeatable (required)")
+	fl.IntVar(&f.blockSize, "block-size", 4096, "logical block size of new namespaces")
+	fl.StringVar(&f.control, "control", "", "serve the HTTP control API on this loopback address (e.g. 127.0.0.1:4480)")
+	return c
+}
+
+func runTargetServe(cmd *cobra.Command, f *targetServeFlags) error {
+	cfg, devs, err := f.config()
+	defer func() {
+		for _, d := range devs {
+			d.Close()
+		}
+	}()
+	if err != nil {
+		return err
+	}
+	errOut := cmd.ErrOrStderr()
+	cfg.Logf = func(format string, args ...any) { fmt.Fprintf(errOut, format+"\n", args...) }
+	t, err := target.New(cfg)
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	if err := t.Start(ctx); err != nil {
+		return err
+	}
+	defer t.Close()
+	stopControl, ctlAddr, err := serveControl(t, f.control)
+	if err != nil {
+		return err
+	}
+	defer stopControl()
+	printServing(cmd.OutOrStdout(), t, &cfg, ctlAddr)
+	<-ctx.Done()
+	return nil
+}
+
+// config turns the flags into a target configuration, opening (creating)
+// the namespace files.
+func (f *targetServeFlags) config() (target.Config, []blockdev.Device, error) {
+	var cfg target.Config
+	if f.dir == "" || f.nqn == "" || len(f.ns) == 0 {
+		return cfg, nil, usageError{errors.New("--dir, --nqn and at least one --ns are required")}
+	}
+	if len(f.allowHosts) == 0 {
+		return cfg, nil, usageError{errors.New("no --allow-host: name the host NQNs, or 'any' to allow every host")}
+	}
+	sub := target.SubsystemConfig{NQN: f.nqn}
+	for _, h := range f.allowHosts {
+		if h == "any" {
+			sub.AllowAnyHost = true
+		} else {
+			sub.AllowedHosts = append(sub.AllowedHosts, h)
+		}
+	}
+	groups, err := parseANAGroups(f.anaGroups)
+	if err != nil {
+		return cfg, nil, err
+	}
+	if err := os.MkdirAll(f.dir, 0o755); err != nil {
+		return cfg, nil, err
+	}
+	var devs []blockdev.Device
+	for i, spec := range f.ns {
+		name, size, err := parseNSSpec(spec)
+		if err != nil {
+			return cfg, devs, err
+		}
+		d, err := blockdev.OpenFile(filepath.Join(f.dir, name+".img"),
+			&blockdev.FileOptions{Size: size, BlockSize: f.blockSize, Sparse: true})
+		if err != nil {
+			return cfg, devs, err
+		}
+		devs = append(devs, d)
+		sub.Namespaces = append(sub.Namespaces, target.NamespaceConfig{
+			NSID: uint32(i + 1), Name: name, Device: d, ANAGroup: groups[name]})
+		delete(groups, name)
+	}
+	for name := range groups {
+		return cfg, devs, usageError{fmt.Errorf("--ana-group names unknown namespace %q", name)}
+	}
+	cfg.Subsystems = []target.SubsystemConfig{sub}
+	for _, a := range strings.Split(f.listen, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			cfg.Listeners = append(cfg.Listeners, target.ListenerConfig{Address: a})
+		}
+	}
+	return cfg, devs, nil
+}
+
+func parseNSSpec(spec string) (string, int64, error) {
+	name, sz, ok := strings.Cut(spec, ":")
+	if !ok || name == "" || strings.ContainsAny(name, "/\\") {
+		return "", 0, usageError{fmt.Errorf("--ns %q: want NAME:SIZE", spec)}
+	}
+	size, err := parseByteSize(sz)
+	if err != nil {
+		return "", 0, usageError{fmt.Errorf("--ns %q: %w", spec, err)}
+	}
+	return name, size, nil
+}
+
+func parseANAGroups(specs []string) (map[string]uint32, error) {
+	out := map[string]uint32{}
+	for _, s := range specs {
+		name, g, ok := strings.Cut(s, ":")
+		n, err := strconv.ParseUint(g, 10, 32)
+		if !ok || err != nil || n == 0 {
+			return nil, usageError{fmt.Errorf("--ana-group %q: want NAME:GROUP with GROUP >= 1", s)}
+		}
+		out[name] = uint32(n)
+	}
+	return out, nil
+}
+
+// parseByteSize reads sizes like 4096, 64KiB, 10GiB, 1G (binary units).
+func parseByteSize(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		m      int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+		{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"T", 1 << 40}, {"B", 1}} {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSuffix(s, u.suffix), u.m
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("size %q invalid", s)
+	}
+	return n * mult, nil
+}
+
+// serveControl starts the HTTP control API on addr ("" : none).
+func serveControl(t *target.Target, addr string) (stop func(), bound string, err error) {
+	if addr == "" {
+		return func() {}, "", nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, "", fmt.Errorf("control: %w", err)
+	}
+	srv := &http.Server{Handler: t.ControlHandler(), ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	return func() { srv.Close() }, ln.Addr().String(), nil
+}
+
+func printServing(w io.Writer, t *target.Target, cfg *target.Config, ctl string) {
+	s := cfg.Subsystems[0]
+	fmt.Fprintf(w, "subsystem %s\n", s.NQN)
+	for i, a := range t.Addrs() {
+		fmt.Fprintf(w, "listener %d: %s\n", i, a)
+	}
+	for _, ns := range s.Namespaces {
+		u, _ := target.DeriveNamespaceIDs(s.NQN, ns.NSID, ns.Name)
+		fmt.Fprintf(w, "ns %d: %s size %d uuid %x ana-group %d\n", ns.NSID, ns.Name, ns.Device.Size(), u, max(ns.ANAGroup, 1))
+	}
+	if ctl != "" {
+		fmt.Fprintf(w, "control: http://%s\n", ctl)
+	}
+	fmt.Fprintln(w, "ready")
+}
+
+func newTargetANAStateCmd() *cobra.Command {
+	var control, listener, state string
+	var group uint32
+	c := &cobra.Command{
+		Use:   "ana-state --control ADDR [--listener L --group G --state S]",
+		Short: "Show or change ANA group states of a running 'target serve'",
+		Long: "Without --state, lists the state of every group on every listener. With --listener (index\n" +
+			"or address), --group and --state (optimized, non-optimized, inaccessible, persistent-loss,\n" +
+			"change), sets one state; the target sends an ANA-change event to the hosts on that listener.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if control == "" {
+				return usageError{errors.New("--control is required")}
+			}
+			if state == "" {
+				return anaList(cmd.Context(), cmd.OutOrStdout(), control)
+			}
+			q := url.Values{"listener": {listener}, "group": {strconv.FormatUint(uint64(group), 10)}, "state": {state}}
+			return anaSet(cmd.Context(), cmd.OutOrStdout(), control, q)
+		},
+	}
+	c.Flags().StringVar(&control, "control", "", "address of the target's control API (its --control)")
+	c.Flags().StringVar(&listener, "listener", "0", "listener index or address")
+	c.Flags().Uint32Var(&group, "group", 1, "ANA group ID")
+	c.Flags().StringVar(&state, "state", "", "new state; empty lists the states")
+	return c
+}
+
+func anaList(ctx context.Context, w io.Writer, control string) error {
+	body, err := controlCall(ctx, http.MethodGet, "http://"+control+"/v1/ana")
+	if err != nil {
+		return err
+	}
+	var es []target.ANAEntry
+	if err := json.Unmarshal(body, &es); err != nil {
+		return fmt.Errorf("control: %w", err)
+	}
+	for _, e := range es {
+		fmt.Fprintf(w, "listener %d %s group %d %s\n", e.Listener, e.Address, e.Group, e.State)
+	}
+	return nil
+}
+
+func anaSet(ctx context.Context, w io.Writer, control string, q url.Values) error {
+	if _, err := controlCall(ctx, http.MethodPost, "http://"+control+"/v1/ana?"+q.Encode()); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "listener %s group %s: %s\n", q.Get("listener"), q.Get("group"), q.Get("state"))
+	return err
+}
+
+func controlCall(ctx context.Context, method, u string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("control: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, fmt.Errorf("control: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("control: %s: %s", resp.Status, strings.TrimSpace(string(body)))
+	}
+	return body, nil
+}
