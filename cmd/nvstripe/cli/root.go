@@ -28,6 +28,7 @@ func verbGroups() []func(*globals) *cobra.Command {
 	return []func(*globals) *cobra.Command{
 		newVersionCmd,
 		newSelfTestCmd,
+		newTargetCmd,
 	}
 }
 
