@@ -72,7 +72,7 @@ func serve(t *testing.T, opts Options, network string) (*Server, string) {
 	go func() { done <- s.Serve(context.Background(), l) }()
 	t.Cleanup(func() {
 		s.Close()
-		if err := <-done; err != nil {
+		if err := <-done; err != nil && !errors.Is(err, ErrServerClosed) {
 			t.Errorf("Serve: %v", err)
 		}
 	})

@@ -124,5 +124,6 @@ func (e Export) validate(name string) error {
 	return nil
 }
 
-// errServerClosed is returned by AddExport after Close.
-var errServerClosed = errors.New("nbd: server closed")
+// ErrServerClosed is returned by Serve, ServeConn and AddExport called after
+// Close.
+var ErrServerClosed = errors.New("nbd: server closed")

@@ -55,7 +55,7 @@ func (s *Server) AddExport(name string, e Export) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return errServerClosed
+		return ErrServerClosed
 	}
 	if _, ok := s.exports[name]; ok {
 		return fmt.Errorf("nbd: export %q already exists: %w", name, blockdev.ErrInvalid)
@@ -140,7 +140,7 @@ func (s *Server) track() bool {
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	if !s.track() {
 		l.Close()
-		return errServerClosed
+		return ErrServerClosed
 	}
 	defer s.wg.Done()
 	ctx, cancel := context.WithCancel(ctx)
@@ -175,7 +175,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 func (s *Server) ServeConn(ctx context.Context, nc net.Conn) error {
 	if !s.track() {
 		nc.Close()
-		return errServerClosed
+		return ErrServerClosed
 	}
 	defer s.wg.Done()
 	defer nc.Close()
@@ -190,7 +190,7 @@ func (s *Server) ServeConn(ctx context.Context, nc net.Conn) error {
 func (s *Server) serveKernelConn(ctx context.Context, nc net.Conn, e *export) error {
 	if !s.track() {
 		nc.Close()
-		return errServerClosed
+		return ErrServerClosed
 	}
 	defer s.wg.Done()
 	defer nc.Close()
