@@ -1,0 +1,146 @@
+package health
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// eventLog collects the events one node reports.
+type eventLog struct {
+	mu     sync.Mutex
+	events []Member
+}
+
+func (l *eventLog) add(m Member) {
+	l.mu.Lock()
+	l.events = append(l.events, m)
+	l.mu.Unlock()
+}
+
+// saw reports whether some event named name with status st.
+func (l *eventLog) saw(name string, st Status) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.ContainsFunc(l.events, func(m Member) bool { return m.Name == name && m.Status == st })
+}
+
+// waitFor polls cond until it holds or a generous deadline passes. The
+// deadline only bounds a broken test; no timing is asserted.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// testLogf returns a Logf that writes to t until the test's cleanup, when
+// memberlist goroutines winding down must no longer touch t.
+func testLogf(t *testing.T) func(string, ...any) {
+	var mu sync.Mutex
+	done := false
+	t.Cleanup(func() { mu.Lock(); done = true; mu.Unlock() }) // runs after the nodes' Shutdown
+	return func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !done {
+			t.Logf(format, args...)
+		}
+	}
+}
+
+func startNodes(t *testing.T, n int) ([]*Node, []*eventLog) {
+	t.Helper()
+	logf := testLogf(t)
+	nodes, logs := make([]*Node, n), make([]*eventLog, n)
+	for i := range n {
+		logs[i] = &eventLog{}
+		host := fmt.Sprintf("h%d", i+1)
+		node, err := Start(Config{
+			Meta:    Meta{Role: RoleTarget, Host: host, Labels: map[string]string{"rack": "r1"}, Namespaces: []string{host + "-n1"}},
+			Profile: ProfileTest, OnEvent: logs[i].add, Logf: logf,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = node.Shutdown() })
+		nodes[i] = node
+	}
+	for _, node := range nodes[1:] {
+		if _, err := node.Join([]string{nodes[0].Addr()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, node := range nodes {
+		waitFor(t, fmt.Sprintf("node %d to see %d members", i, n), func() bool { return len(node.Members()) == n })
+	}
+	return nodes, logs
+}
+
+func TestNodesSeeDeathAndLeave(t *testing.T) {
+	nodes, logs := startNodes(t, 3)
+	ms := nodes[0].Members()
+	if ms[1].Name != "h2" || ms[1].Meta.Host != "h2" || ms[1].Meta.Labels["rack"] != "r1" ||
+		!slices.Equal(ms[1].Meta.Namespaces, []string{"h2-n1"}) || ms[1].Status != StatusAlive {
+		t.Fatalf("h1's view of h2: %+v", ms[1])
+	}
+	if err := nodes[2].Shutdown(); err != nil { // silent stop: the others must declare it dead
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		waitFor(t, fmt.Sprintf("h%d to see h3 dead", i+1), func() bool { return logs[i].saw("h3", StatusDead) })
+		waitFor(t, fmt.Sprintf("h%d to drop h3", i+1), func() bool { return len(nodes[i].Members()) == 2 })
+	}
+	if err := nodes[1].Leave(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "h1 to see h2 gone", func() bool { return logs[0].saw("h2", StatusDead) && len(nodes[0].Members()) == 1 })
+	if err := nodes[2].Leave(time.Second); !errors.Is(err, errShutdown) {
+		t.Errorf("Leave after Shutdown = %v", err)
+	}
+}
+
+func TestNodeSetMeta(t *testing.T) {
+	nodes, logs := startNodes(t, 2)
+	m := Meta{Role: RoleTarget, Host: "h2", Namespaces: []string{"h2-n1", "h2-n2"}}
+	if err := nodes[1].SetMeta(m, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "h1 to see h2's new namespaces", func() bool {
+		ms := nodes[0].Members()
+		return len(ms) == 2 && slices.Equal(ms[1].Meta.Namespaces, m.Namespaces)
+	})
+	if !logs[0].saw("h2", StatusAlive) {
+		t.Error("no alive event for h2 on h1")
+	}
+	big := Meta{Role: RoleTarget, Host: "h2", Namespaces: make([]string, MaxMetaSize)}
+	if err := nodes[1].SetMeta(big, time.Second); !errors.Is(err, ErrInvalid) {
+		t.Errorf("SetMeta(oversized) = %v", err)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	for name, c := range map[string]Config{
+		"no host": {Meta: Meta{Role: RoleTarget}},
+		"no role": {Meta: Meta{Host: "h"}},
+		"port":    {Meta: Meta{Role: RoleTarget, Host: "h"}, BindPort: 70000},
+		"addr":    {Meta: Meta{Role: RoleTarget, Host: "h"}, BindAddr: "localhost"},
+		"profile": {Meta: Meta{Role: RoleTarget, Host: "h"}, Profile: 9},
+	} {
+		if _, err := Start(c); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: Start = %v, want ErrInvalid", name, err)
+		}
+	}
+	c := Config{Meta: Meta{Role: RoleAgent, Host: "h"}}
+	c.EnsureDefaults()
+	if c.Name != "h/agent" || c.BindAddr != "127.0.0.1" || c.BindPort != 0 {
+		t.Errorf("defaults: %+v", c)
+	}
+}
