@@ -1,0 +1,161 @@
+//go:build linux
+
+package fuse
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nvstripe/nvstripe/blockdev"
+)
+
+func sh(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// loopMount attaches file to a loop device with direct IO, mounts it on a
+// new directory and registers cleanups (lazy unmount, detach) that run
+// even when the test fails. It returns the mount point, the loop device and
+// a function that undoes both now.
+func loopMount(t *testing.T, file string) (string, string, func()) {
+	t.Helper()
+	out, err := exec.Command("losetup", "--find", "--show", "--direct-io=on", file).CombinedOutput()
+	if err != nil {
+		t.Skipf("no loop device available here: %v: %s", err, out)
+	}
+	loop := strings.TrimSpace(string(out))
+	dir := t.TempDir()
+	done := false
+	undo := func() {
+		if done {
+			return
+		}
+		done = true
+		if err := syscall.Unmount(dir, 0); err != nil {
+			syscall.Unmount(dir, syscall.MNT_DETACH)
+		}
+		exec.Command("losetup", "-d", loop).Run()
+	}
+	t.Cleanup(undo)
+	if strings.Contains(sh(t, "losetup", "--list", "--noheadings", "-O", "DIO", loop), "0") {
+		t.Errorf("%s: direct IO not enabled on the loop device", loop)
+	}
+	return dir, loop, undo
+}
+
+// unmountRetry unmounts m, waiting for a loop device to let go of its file.
+func unmountRetry(t *testing.T, m *FS) {
+	t.Helper()
+	var err error
+	for range 100 {
+		if err = m.Unmount(); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("unmount: %v", err)
+}
+
+// writeTree writes a tree of files with random content and returns their
+// SHA-256 sums by relative path.
+func writeTree(t *testing.T, root string) map[string][32]byte {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(42, 1))
+	sums := map[string][32]byte{}
+	for d := range 5 {
+		for f := range 8 {
+			rel := filepath.Join(fmt.Sprintf("dir%d", d), fmt.Sprintf("sub%d", f%3), fmt.Sprintf("file%d.bin", f))
+			b := make([]byte, rng.IntN(3<<20)+1)
+			for i := range b {
+				b[i] = byte(rng.Uint32())
+			}
+			p := filepath.Join(root, rel)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			sums[rel] = sha256.Sum256(b)
+		}
+	}
+	return sums
+}
+
+// The FUSE file as a disk: loop device (direct IO), mkfs.ext4, mount, a tree
+// of files, sync, unmount everything, mount the FUSE file system again over
+// the same device, loop and mount again, and every file checks out.
+func TestLoopExt4(t *testing.T) {
+	requireFUSE(t)
+	for _, tool := range []string{"losetup", "mkfs.ext4", "mount"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed: %v", tool, err)
+		}
+	}
+	m, err := blockdev.NewMem(256<<20, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsA, dirA := mountNoCleanup(t, map[string]blockdev.Device{"vol": m})
+	dir, loop, undo := loopMount(t, filepath.Join(dirA, "vol"))
+	sh(t, "mkfs.ext4", "-q", "-F", "-E", "nodiscard", loop)
+	sh(t, "mount", loop, dir)
+	sums := writeTree(t, dir)
+	sh(t, "sync", "-f", dir)
+	sh(t, "umount", dir)
+	undo()
+	unmountRetry(t, fsA)
+
+	fsB, dirB := mountNoCleanup(t, map[string]blockdev.Device{"vol": m})
+	dir, loop, undo = loopMount(t, filepath.Join(dirB, "vol"))
+	sh(t, "mount", loop, dir)
+	for rel, want := range sums {
+		b, err := os.ReadFile(filepath.Join(dir, rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sha256.Sum256(b) != want {
+			t.Fatalf("%s: checksum differs after remount", rel)
+		}
+	}
+	sh(t, "umount", dir)
+	sh(t, "fsck.ext4", "-n", "-f", loop)
+	undo()
+	unmountRetry(t, fsB)
+	if mounted(t, dirA) || mounted(t, dirB) {
+		t.Fatal("a FUSE mount was left behind")
+	}
+}
+
+// mountNoCleanup mounts with only a lazy unmount as the safety net: the test
+// unmounts itself, in order, behind the loop device.
+func mountNoCleanup(t *testing.T, files map[string]blockdev.Device) (*FS, string) {
+	t.Helper()
+	dir := t.TempDir()
+	m, err := Mount(dir, files, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if mounted(t, dir) {
+			syscall.Unmount(dir, syscall.MNT_DETACH)
+		}
+	})
+	return m, dir
+}
