@@ -386,15 +386,13 @@ func (c *controller) queuesLocked() []*queue {
 	return append([]*queue{c.admin}, c.ios...)
 }
 
-// wait blocks until every queue's reader has finished.
+// wait blocks until no goroutine reads any queue of the controller.
 func (c *controller) wait() {
 	c.mu.Lock()
 	qs := c.queuesLocked()
 	c.mu.Unlock()
 	for _, q := range qs {
-		if q.started {
-			<-q.readerDone
-		}
+		q.quiesce()
 	}
 }
 

@@ -23,11 +23,19 @@ func (d *Device) ReadAt(ctx context.Context, p []byte, off int64) error {
 	if err := d.check(off, int64(len(p))); err != nil {
 		return err
 	}
-	return d.split(ctx, p, off, func(ctx context.Context, p []byte, off int64) error {
-		r := request{op: "read", sqe: d.rwSQE(pdu.IORead, p, off, 0), data: p, dir: dirC2H}
-		_, err := d.exec(ctx, &r, kindRead)
-		return err
-	})
+	if len(p) <= d.maxXfr {
+		return d.readChunk(ctx, p, off)
+	}
+	return d.split(ctx, p, off, d.readChunk)
+}
+
+func (d *Device) readChunk(ctx context.Context, p []byte, off int64) error {
+	if len(p) == 0 {
+		return nil
+	}
+	r := request{op: "read", sqe: d.rwSQE(pdu.IORead, p, off, 0), data: p, dir: dirC2H}
+	_, err := d.exec(ctx, &r, kindRead)
+	return err
 }
 
 // WriteAt writes p at off.
@@ -45,11 +53,21 @@ func (d *Device) write(ctx context.Context, p []byte, off int64, ctl uint32) err
 	if err := d.check(off, int64(len(p))); err != nil {
 		return err
 	}
+	if len(p) <= d.maxXfr {
+		return d.writeChunk(ctx, p, off, ctl)
+	}
 	return d.split(ctx, p, off, func(ctx context.Context, p []byte, off int64) error {
-		r := request{op: "write", sqe: d.rwSQE(pdu.IOWrite, p, off, ctl), data: p, dir: dirH2C}
-		_, err := d.exec(ctx, &r, kindWrite)
-		return err
+		return d.writeChunk(ctx, p, off, ctl)
 	})
+}
+
+func (d *Device) writeChunk(ctx context.Context, p []byte, off int64, ctl uint32) error {
+	if len(p) == 0 {
+		return nil
+	}
+	r := request{op: "write", sqe: d.rwSQE(pdu.IOWrite, p, off, ctl), data: p, dir: dirH2C}
+	_, err := d.exec(ctx, &r, kindWrite)
+	return err
 }
 
 func (d *Device) rwSQE(op uint8, p []byte, off int64, ctl uint32) pdu.SQE {
@@ -59,15 +77,8 @@ func (d *Device) rwSQE(op uint8, p []byte, off int64, ctl uint32) pdu.SQE {
 	return s
 }
 
-// split runs fn over p in pieces of at most maxXfr bytes, concurrently
-// when there is more than one.
+// split runs fn over p in pieces of at most maxXfr bytes, concurrently.
 func (d *Device) split(ctx context.Context, p []byte, off int64, fn func(context.Context, []byte, int64) error) error {
-	if len(p) <= d.maxXfr {
-		if len(p) == 0 {
-			return nil
-		}
-		return fn(ctx, p, off)
-	}
 	var wg sync.WaitGroup
 	errs := make([]error, (len(p)+d.maxXfr-1)/d.maxXfr)
 	for i := range errs {

@@ -3,8 +3,10 @@ package initiator
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -112,9 +114,15 @@ type queue struct {
 	hbuf  []byte
 	marks []iovMark
 	iov   [][]byte
+	wbufs net.Buffers
 
-	readerDone chan struct{}
-	started    bool
+	// tok is the reader token: whoever holds it reads PDUs from the
+	// connection and completes commands (leader/followers: a waiting
+	// submitter reads for everyone, so a lone command needs no goroutine
+	// handoff). br and hdr belong to the holder.
+	tok chan struct{}
+	br  *bufio.Reader
+	hdr []byte
 	// onDead, set before start, is called once when the queue fails.
 	onDead func(error)
 }
@@ -145,11 +153,13 @@ func dialQueue(ctx context.Context, o *Options, addr string, qid uint16, depth i
 func newQueue(conn net.Conn, addr string, qid uint16, depth int, dg pdu.Digests) *queue {
 	q := &queue{
 		addr: addr, qid: qid, conn: conn, dg: dg,
-		slots:      make([]slot, depth),
-		deadCh:     make(chan struct{}),
-		kick:       make(chan struct{}, 1),
-		readerDone: make(chan struct{}),
+		slots:  make([]slot, depth),
+		deadCh: make(chan struct{}),
+		kick:   make(chan struct{}, 1),
+		tok:    make(chan struct{}, 1),
+		hdr:    make([]byte, pdu.MaxHeaderLen),
 	}
+	q.tok <- struct{}{}
 	q.idle = sync.NewCond(&q.mu)
 	q.tags = newTagPool(depth, q.deadCh)
 	for i := range q.slots {
@@ -199,11 +209,17 @@ func (q *queue) connErr(what string, err error) error {
 		blockdev.ErrUnavailable)
 }
 
-// start runs the reader and writer goroutines.
+// start runs the writer goroutine and readies the reader.
 func (q *queue) start() {
-	q.started = true
-	go q.readLoop()
+	q.br = bufio.NewReaderSize(q.conn, 64<<10)
 	go q.writeLoop()
+}
+
+// quiesce waits until no goroutine is reading the connection. After the
+// queue failed, nothing reads it again.
+func (q *queue) quiesce() {
+	<-q.tok
+	q.tok <- struct{}{}
 }
 
 // fail kills the queue: the connection is closed, every command in flight
@@ -250,7 +266,7 @@ func (q *queue) do(ctx context.Context, r *request) (pdu.CQE, error) {
 		q.tags.put(tag)
 		return pdu.CQE{}, err
 	}
-	<-s.done
+	q.await(s)
 	cqe, err := s.cqe, s.err
 	s.buf = nil
 	q.inflight.Add(-1)
@@ -342,8 +358,8 @@ func (q *queue) flush() {
 		q.encodeLocked(batch)
 		q.spare = batch[:0]
 		q.mu.Unlock()
-		bufs := net.Buffers(q.iov)
-		if _, err := bufs.WriteTo(q.conn); err != nil {
+		q.wbufs = q.iov
+		if _, err := q.wbufs.WriteTo(q.conn); err != nil {
 			q.fail(fmt.Errorf("write: %w", err))
 		}
 	}
@@ -363,7 +379,7 @@ func (q *queue) encodeLocked(batch []outItem) {
 			if s.inCapsule {
 				m.data, dgst = s.buf, s.icDigest
 			}
-			q.hbuf = pdu.AppendCapsuleCmdHdr(q.hbuf, &s.sqe, len(m.data), q.dg)
+			q.hbuf = appendCapsuleHdr(q.hbuf, &s.sqe, len(m.data), q.dg)
 		case outH2C:
 			var fl pdu.Flags
 			if it.last {
@@ -411,18 +427,37 @@ func (q *queue) buildIOV() {
 	}
 }
 
-// readLoop reads PDUs and completes commands until the connection fails;
-// then it fails every command still in flight.
-func (q *queue) readLoop() {
-	defer close(q.readerDone)
-	br := bufio.NewReaderSize(q.conn, 64<<10)
-	hdr := make([]byte, pdu.MaxHeaderLen)
-	var err error
-	for err == nil {
-		err = q.readOne(br, hdr)
+// await waits for s to complete. While it waits it may take the reader
+// token and read for every command of the queue until s completes.
+func (q *queue) await(s *slot) {
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-q.tok:
+			q.lead(s)
+		}
 	}
-	q.fail(err)
+}
+
+// lead reads PDUs and completes commands until s has completed or the
+// connection fails (then every command in flight fails), and passes the
+// reader token on. REQUIRES: the token is held.
+func (q *queue) lead(s *slot) {
+	defer func() { q.tok <- struct{}{} }()
+	for len(s.done) == 0 {
+		if err := q.readOne(q.br, q.hdr); err != nil {
+			q.fail(err)
+			q.sweep()
+			return
+		}
+	}
+}
+
+// sweep fails every command still in flight on a dead queue.
+func (q *queue) sweep() {
 	q.mu.Lock()
+	defer q.mu.Unlock()
 	for q.writing {
 		q.idle.Wait()
 	}
@@ -434,7 +469,6 @@ func (q *queue) readLoop() {
 			s.done <- struct{}{}
 		}
 	}
-	q.mu.Unlock()
 }
 
 // readOne reads and handles one PDU.
@@ -503,7 +537,7 @@ func (q *queue) recvData(br *bufio.Reader, h pdu.Header, d pdu.DataHdr) error {
 		return fmt.Errorf("C2HData cid 0x%04x off %d len %d does not fit (received %d of %d): %w",
 			d.CCCID, d.DataO, d.DataL, s.rcvd, len(s.buf), pdu.ErrProtocol)
 	}
-	derr := pdu.ReadData(br, h, s.buf[d.DataO:end])
+	derr := readData(br, h, s.buf[d.DataO:end])
 	if derr != nil && !errors.Is(derr, pdu.ErrDataDigest) {
 		return derr
 	}
@@ -577,4 +611,56 @@ func (q *queue) checkTimeout(now time.Time, limit time.Duration) {
 	if late {
 		q.fail(fmt.Errorf("command timed out after %v", limit))
 	}
+}
+
+// appendCapsuleHdr appends a CapsuleCmd header (and header digest) for a
+// command with dataLen bytes of in-capsule data; the same encoding as
+// pdu.AppendCapsuleCmdHdr, without its per-call allocation.
+func appendCapsuleHdr(b []byte, sqe *pdu.SQE, dataLen int, dg pdu.Digests) []byte {
+	n := len(b)
+	b = append(b, make([]byte, pdu.CapsuleCmdLen)...)
+	h := pdu.Header{Type: pdu.TypeCapsuleCmd, HLen: pdu.CapsuleCmdLen}
+	hdrEnd := pdu.CapsuleCmdLen
+	if dg.Header {
+		h.Flags |= pdu.FlagHDGST
+		hdrEnd += pdu.DigestLen
+	}
+	h.PLen = uint32(hdrEnd + dataLen)
+	if dataLen > 0 {
+		h.PDO = uint8(hdrEnd)
+		if dg.Data {
+			h.Flags |= pdu.FlagDDGST
+			h.PLen += pdu.DigestLen
+		}
+	}
+	h.Put(b[n:])
+	sqe.Put(b[n+pdu.CommonHeaderLen:])
+	if dg.Header {
+		b = binary.LittleEndian.AppendUint32(b, pdu.Digest(b[n:]))
+	}
+	return b
+}
+
+// readData reads the data of a C2HData PDU into dst like pdu.ReadData, but
+// without allocating when there is no padding (the common case).
+func readData(br *bufio.Reader, h pdu.Header, dst []byte) error {
+	if h.PadLen() != 0 {
+		return pdu.ReadData(br, h, dst)
+	}
+	if _, err := io.ReadFull(br, dst); err != nil {
+		return err
+	}
+	if h.DDigestLen() == 0 {
+		return nil
+	}
+	d, err := br.Peek(pdu.DigestLen)
+	if err != nil {
+		return err
+	}
+	got := binary.LittleEndian.Uint32(d)
+	_, _ = br.Discard(pdu.DigestLen)
+	if want := pdu.Digest(dst); got != want {
+		return &pdu.DataDigestError{Got: got, Want: want}
+	}
+	return nil
 }

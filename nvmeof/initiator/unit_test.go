@@ -1,6 +1,7 @@
 package initiator
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"sync"
@@ -155,5 +156,21 @@ func TestOptionsValidate(t *testing.T) {
 	}
 	if _, err := Open(context.Background(), Options{}); !errors.Is(err, blockdev.ErrInvalid) {
 		t.Errorf("Open with empty options: %v", err)
+	}
+}
+
+// TestCapsuleHeaderEncoding checks the allocation-free capsule header
+// against pdu.AppendCapsuleCmdHdr.
+func TestCapsuleHeaderEncoding(t *testing.T) {
+	sqe := pdu.SQE{Opcode: pdu.IOWrite, Flags: pdu.PSDTSGL, CID: 0x1234, NSID: 1, CDW10: 99, CDW12: 7,
+		SGL: pdu.SGL{ID: pdu.SGLInCapsule, Length: 4096}}
+	for _, dg := range []pdu.Digests{{}, {Header: true}, {Data: true}, {Header: true, Data: true}} {
+		for _, n := range []int{0, 512, 4096, 16384} {
+			want := pdu.AppendCapsuleCmdHdr([]byte{9}, &sqe, n, dg)
+			got := appendCapsuleHdr([]byte{9}, &sqe, n, dg)
+			if !bytes.Equal(got, want) {
+				t.Fatalf("digests %+v data %d:\n got %x\nwant %x", dg, n, got, want)
+			}
+		}
 	}
 }
