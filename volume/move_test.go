@@ -3,6 +3,7 @@ package volume
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -26,7 +27,9 @@ func moveUnderLoad(t *testing.T, r *rig, idx int, before func()) {
 	if err := r.alloc.Reserve(to); err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex // guards model
+	var mu sync.Mutex       // guards model
+	var writes atomic.Int64 // writes done, to interleave them with the move
+	var failed atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for w := 0; w < 3; w++ {
@@ -45,7 +48,9 @@ func moveUnderLoad(t *testing.T, r *rig, idx int, before func()) {
 				err := r.vol.WriteAt(ctx, data, off)
 				copy(model[off:], data)
 				mu.Unlock()
+				writes.Add(1)
 				if err != nil {
+					failed.Add(1)
 					t.Error(err)
 					return
 				}
@@ -56,6 +61,14 @@ func moveUnderLoad(t *testing.T, r *rig, idx int, before func()) {
 	err := r.vol.MoveSlot(ctx, 0, idx, to, MoveOptions{
 		Commit:   func(ctx context.Context) error { return r.alloc.Replace(ctx, 0, idx, to) },
 		Progress: func(done, total int64) { last.Store(done) },
+		// Let a few writes land between stripes, so that writes hit stripes
+		// both below and above the move's mark.
+		Pace: func(ctx context.Context, n int64) error {
+			for target := writes.Load() + 3; writes.Load() < target && failed.Load() == 0; {
+				runtime.Gosched()
+			}
+			return nil
+		},
 	})
 	close(stop)
 	wg.Wait()

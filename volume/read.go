@@ -71,17 +71,17 @@ func (v *Volume) usableShards(s *segment, id layout.StripeID) []bool {
 // degradedRead reads the pieces of sio, reconstructing those on missing
 // shards from K others over the pieces' span. REQUIRES: stripe lock held.
 func (v *Volume) degradedRead(ctx context.Context, s *segment, sio layout.StripeIO, p []byte, base int64) error {
-	for attempt := 0; attempt <= v.g.M; attempt++ {
+	var err error
+	for attempt := 0; attempt <= v.g.N(); attempt++ {
 		usable := v.usableShards(s, sio.ID)
 		if count(usable) < v.g.K {
 			return v.stripeError(s, sio.ID, usable)
 		}
-		err := v.reconstructRead(ctx, s, sio, p, base, usable)
-		if !isShardFault(err) {
+		if err = v.reconstructRead(ctx, s, sio, p, base, usable); !isShardFault(err) {
 			return err
 		}
 	}
-	return v.stripeError(s, sio.ID, v.usableShards(s, sio.ID))
+	return err // every attempt hit a failing shard
 }
 
 func (v *Volume) reconstructRead(ctx context.Context, s *segment, sio layout.StripeIO, p []byte, base int64, usable []bool) error {

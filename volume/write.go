@@ -43,17 +43,17 @@ func (v *Volume) writeStripe(ctx context.Context, sio layout.StripeIO, p []byte,
 	mu := v.lock(sio.ID)
 	mu.Lock()
 	defer mu.Unlock()
-	for attempt := 0; ; attempt++ {
+	for attempt := 0; attempt <= v.g.N(); attempt++ {
 		usable := v.usableShards(s, sio.ID)
 		plan, ok := planWrite(v.g, sio, usable)
-		if !ok || attempt > v.g.M {
+		if !ok {
 			return v.stripeError(s, sio.ID, usable)
 		}
-		err := v.execWrite(ctx, s, sio, p, plan, fua)
-		if !isShardFault(err) {
+		if err = v.execWrite(ctx, s, sio, p, plan, fua); !isShardFault(err) {
 			return err
 		}
 	}
+	return err // every attempt hit a failing shard
 }
 
 // stripeBufs holds the span buffers of one stripe write.
