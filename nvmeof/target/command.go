@@ -16,6 +16,16 @@ type command struct {
 	buf       []byte
 	data      []byte
 	inCapsule bool
+	direct    bool // runs on its own goroutine: may write to the socket itself
+}
+
+// send queues a PDU for the command's connection.
+func (cmd *command) send(hdr, data, trailer []byte, release func()) {
+	if cmd.direct {
+		cmd.c.snd.sendDirect(hdr, data, trailer, release)
+	} else {
+		cmd.c.snd.send(hdr, data, trailer, release)
+	}
 }
 
 func (cmd *command) release() {
@@ -30,7 +40,7 @@ func (cmd *command) complete(st pdu.Status, dw0, dw1 uint32) {
 	c := cmd.c
 	cqe := pdu.CQE{DW0: dw0, DW1: dw1, SQHD: c.sqhd(), SQID: c.qid, CID: cmd.sqe.CID, Status: st}
 	var b [pdu.CapsuleRespLen + pdu.DigestLen]byte
-	c.snd.send(pdu.AppendCapsuleResp(b[:0], &cqe, c.dg), nil, nil, nil)
+	cmd.send(pdu.AppendCapsuleResp(b[:0], &cqe, c.dg), nil, nil, nil)
 	cmd.release()
 }
 
@@ -62,7 +72,7 @@ func (cmd *command) completeData(data []byte, release func()) {
 		cqe := pdu.CQE{SQHD: c.sqhd(), SQID: c.qid, CID: cmd.sqe.CID}
 		trailer = pdu.AppendCapsuleResp(trailer, &cqe, c.dg)
 	}
-	c.snd.send(hdr, data, trailer, release)
+	cmd.send(hdr, data, trailer, release)
 	cmd.release()
 }
 
@@ -161,7 +171,15 @@ func (c *conn) execute(cmd *command) {
 			cmd.fail(pdu.SCTransientTransport, false)
 			return
 		}
+		if c.ninfl.Load() == 1 && c.br.Buffered() == 0 && !c.t.cfg.DisableInlineIO {
+			// The queue is idle: run here and save a goroutine hand-off
+			// (QD1 latency). The reply still goes through the writer.
+			defer c.ninfl.Add(-1)
+			cmd.runIO()
+			return
+		}
 		c.inflight.Add(1)
+		cmd.direct = true
 		go func() {
 			defer c.inflight.Done()
 			defer c.ninfl.Add(-1)

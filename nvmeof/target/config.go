@@ -42,13 +42,19 @@ type Config struct {
 	// several R2Ts (as many outstanding as the host's MAXR2T allows).
 	// Default 1 MiB.
 	MaxR2TLength int
-	// MaxTransferSize bounds one command's data (Identify MDTS). Default 1
-	// MiB; a power of two from 16 KiB to 16 MiB... (4 KiB * 2^MDTS).
+	// MaxTransferSize bounds one command's data (Identify MDTS: 4 KiB <<
+	// MDTS). Default 1 MiB; a power of two from 16 KiB to 16 MiB.
 	MaxTransferSize int
 	// DisableSuccessFlag stops the C2HData SUCCESS optimisation. By default
 	// it is used only on queues whose Connect disabled SQ flow control
 	// (CATTR bit 2), as nvmet and SPDK do.
 	DisableSuccessFlag bool
+	// DisableInlineIO makes every I/O command run on its own goroutine. By
+	// default a command that arrives on an idle queue (nothing in flight,
+	// nothing more received) runs on the queue's reader goroutine, which
+	// saves a hand-off at queue depth 1; a command arriving meanwhile waits
+	// for it.
+	DisableInlineIO bool
 	// DiscoveryKATO is the keep-alive timeout given to discovery
 	// controllers that connect with KATO 0. Default 120 s.
 	DiscoveryKATO time.Duration

@@ -87,7 +87,7 @@ func dialRaw(tb testing.TB, addr string) *host {
 	}
 	tb.Cleanup(func() { nc.Close() })
 	nc.SetDeadline(time.Now().Add(30 * time.Second))
-	return &host{tb: tb, nc: nc, br: bufio.NewReader(nc)}
+	return &host{tb: tb, nc: nc, br: bufio.NewReaderSize(nc, 256<<10)}
 }
 
 // dial connects and does the ICReq/ICResp exchange (A.1.5).

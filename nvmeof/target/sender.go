@@ -26,28 +26,55 @@ type sender struct {
 	arena     []byte   // copied small bytes; segs reference it
 	mark      int      // arena[mark:] not yet in segs
 	rel       []func() // run once the queued bytes were written
-	spare     []byte
+	spares    [][]byte // free arenas
 	spareSegs [][]byte
-	flushEnd  bool // close the connection after the next flush
+	flushEnd  bool // close the connection once the queue is empty
+	writing   bool // a goroutine is in drain
 	dead      bool
 }
 
 func newSender(nc net.Conn, gate func() error, onErr func(error)) *sender {
 	return &sender{nc: nc, wake: make(chan struct{}, 1), done: make(chan struct{}), stop: make(chan struct{}),
-		gate: gate, onErr: onErr, arena: make([]byte, 0, 64<<10)}
+		gate: gate, onErr: onErr, arena: make([]byte, 0, 16<<10)}
 }
 
 // send queues a PDU made of hdr (copied), data (copied when small, else
 // referenced until written) and trailer (copied). release, if not nil,
-// runs once data is no longer needed.
+// runs once data is no longer needed. The writer goroutine sends it; send
+// never blocks on the network, so the reader goroutine may use it.
 func (s *sender) send(hdr, data, trailer []byte, release func()) {
+	if s.queue(hdr, data, trailer, release) {
+		s.notify()
+	}
+}
+
+// sendDirect is send for command goroutines: when no write is in progress
+// the caller writes the queue itself (saving a goroutine hand-off at low
+// queue depth); otherwise the active writer takes the PDU along.
+func (s *sender) sendDirect(hdr, data, trailer []byte, release func()) {
+	if !s.queue(hdr, data, trailer, release) {
+		return
+	}
+	s.mu.Lock()
+	if s.writing || s.dead {
+		s.mu.Unlock()
+		return
+	}
+	s.writing = true
+	s.mu.Unlock()
+	s.drain()
+}
+
+// queue appends a PDU; it reports whether a writer must be started (none
+// is active).
+func (s *sender) queue(hdr, data, trailer []byte, release func()) bool {
 	s.mu.Lock()
 	if s.dead {
 		s.mu.Unlock()
 		if release != nil {
 			release()
 		}
-		return
+		return false
 	}
 	s.arena = append(s.arena, hdr...)
 	if len(data) <= smallData {
@@ -63,8 +90,9 @@ func (s *sender) send(hdr, data, trailer []byte, release func()) {
 		}
 	}
 	s.arena = append(s.arena, trailer...)
+	idle := !s.writing
 	s.mu.Unlock()
-	s.notify()
+	return idle
 }
 
 func (s *sender) notify() {
@@ -86,40 +114,63 @@ func (s *sender) takeLocked() (segs [][]byte, rel []func(), arena []byte) {
 	s.cutLocked()
 	segs, rel, arena = s.segs, s.rel, s.arena
 	s.segs, s.rel = s.spareSegs[:0], nil
-	s.arena, s.mark, s.spare, s.spareSegs = s.spare[:0], 0, nil, nil
-	if s.arena == nil {
-		s.arena = make([]byte, 0, 64<<10)
+	s.mark, s.spareSegs = 0, nil
+	if n := len(s.spares); n > 0 {
+		s.arena, s.spares = s.spares[n-1][:0], s.spares[:n-1]
+	} else {
+		s.arena = make([]byte, 0, 16<<10)
 	}
 	return segs, rel, arena
 }
 
-// run is the writer loop; it returns when stop is closed, a write fails,
-// or the connection is to be closed after a flush.
+// run is the writer goroutine: it drains the queue whenever woken and no
+// other writer is active; it returns when stop is closed or the sender
+// died.
 func (s *sender) run() {
 	defer close(s.done)
-	defer s.kill()
 	for {
 		select {
 		case <-s.wake:
 		case <-s.stop:
+			s.kill()
 			return
 		}
-		for {
-			s.mu.Lock()
-			segs, rel, arena := s.takeLocked()
+		s.mu.Lock()
+		if s.dead {
+			s.mu.Unlock()
+			return
+		}
+		if s.writing {
+			s.mu.Unlock()
+			continue
+		}
+		s.writing = true
+		s.mu.Unlock()
+		s.drain()
+	}
+}
+
+// drain writes batches until the queue is empty. REQUIRES: the caller set
+// s.writing; drain clears it.
+func (s *sender) drain() {
+	for {
+		s.mu.Lock()
+		segs, rel, arena := s.takeLocked()
+		if len(segs) == 0 {
+			s.writing = false
 			end := s.flushEnd
 			s.mu.Unlock()
-			if len(segs) == 0 {
-				if end {
-					s.nc.Close()
-					return
-				}
-				break
+			if end {
+				s.nc.Close()
+				s.kill()
 			}
-			if err := s.write(segs, rel, arena); err != nil {
-				s.onErr(err)
-				return
-			}
+			return
+		}
+		s.mu.Unlock()
+		if err := s.write(segs, rel, arena); err != nil {
+			s.kill()
+			s.onErr(err)
+			return
 		}
 	}
 }
@@ -137,8 +188,8 @@ func (s *sender) write(segs [][]byte, rel []func(), arena []byte) error {
 	_, err := bufs.WriteTo(s.nc)
 	clear(segs)
 	s.mu.Lock()
-	if cap(arena) <= 1<<20 {
-		s.spare = arena[:0]
+	if cap(arena) <= 1<<20 && len(s.spares) < 4 {
+		s.spares = append(s.spares, arena[:0])
 	}
 	s.spareSegs = segs[:0]
 	s.mu.Unlock()
@@ -157,18 +208,22 @@ func (s *sender) kill() {
 	}
 }
 
-// flushAndClose asks the writer to send what is queued and then close the
-// connection, waiting up to d for it.
+// flushAndClose sends what is queued and then closes the connection,
+// waiting up to d for it.
 func (s *sender) flushAndClose(d time.Duration) {
 	s.mu.Lock()
 	s.flushEnd = true
 	s.mu.Unlock()
 	s.notify()
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-s.done:
-	case <-t.C:
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		s.mu.Lock()
+		dead := s.dead
+		s.mu.Unlock()
+		if dead {
+			return
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 

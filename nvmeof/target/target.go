@@ -432,3 +432,26 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	}
 }
+
+// NamespaceChanged reports that namespace nsid of subsystem nqn changed
+// (for example its size or state): every controller of that subsystem gets
+// a Namespace Attribute Changed event and the NSID in its Changed
+// Namespace List log.
+func (t *Target) NamespaceChanged(nqn string, nsid uint32) error {
+	s := t.subs[nqn]
+	if s == nil {
+		return fmt.Errorf("no subsystem %q: %w", nqn, blockdev.ErrInvalid)
+	}
+	t.mu.Lock()
+	var ctrls []*controller
+	for _, c := range t.ctrls {
+		if c.sub == s {
+			ctrls = append(ctrls, c)
+		}
+	}
+	t.mu.Unlock()
+	for _, c := range ctrls {
+		c.nsChanged(nsid)
+	}
+	return nil
+}
