@@ -1,0 +1,242 @@
+package meta
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"math/bits"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/nvstripe/nvstripe/placement"
+)
+
+// Slot size limits. A slot size is a power of two so that every chunk size
+// divides it.
+const (
+	MinSlotSize = 64 << 10
+	MaxSlotSize = 64 << 30
+)
+
+// CheckSlotSize validates a slot size: a power of two from MinSlotSize to
+// MaxSlotSize.
+func CheckSlotSize(n int64) error {
+	if n < MinSlotSize || n > MaxSlotSize || bits.OnesCount64(uint64(n)) != 1 {
+		return fmt.Errorf("slot size %d: must be a power of two from 64KiB to 64GiB: %w", n, ErrInvalid)
+	}
+	return nil
+}
+
+// InitOptions configure InitCluster. The zero value is valid.
+type InitOptions struct {
+	// SlotSize is the cluster-wide slot size. Default DefaultSlotSize.
+	SlotSize int64
+	// DomainLabel is the host label that names failure domains ("rack").
+	// Default "": each host is its own failure domain.
+	DomainLabel string
+}
+
+// InitCluster creates the cluster record with a new random id. It fails with
+// ErrExists when the cluster is already initialized.
+func (s *Store) InitCluster(ctx context.Context, o InitOptions) (*ClusterRecord, error) {
+	if o.SlotSize == 0 {
+		o.SlotSize = DefaultSlotSize
+	}
+	if err := CheckSlotSize(o.SlotSize); err != nil {
+		return nil, err
+	}
+	rec := &ClusterRecord{ID: newUUID(), Name: s.cfg.Cluster, SlotSize: o.SlotSize, Schema: SchemaVersion, DomainLabel: o.DomainLabel}
+	if err := s.create(ctx, s.keys.cluster(), rec); err != nil {
+		if errors.Is(err, ErrExists) {
+			return nil, fmt.Errorf("cluster %q is already initialized: %w", s.cfg.Cluster, ErrExists)
+		}
+		return nil, err
+	}
+	return rec, nil
+}
+
+// Cluster returns the cluster record (ErrNotInitialized before InitCluster).
+func (s *Store) Cluster(ctx context.Context) (*ClusterRecord, error) {
+	s.mu.Lock()
+	c := s.cluster
+	s.mu.Unlock()
+	if c != nil {
+		return c, nil
+	}
+	c = &ClusterRecord{}
+	if _, err := s.get(ctx, s.keys.cluster(), c); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return nil, fmt.Errorf("cluster %q at %v: %w", s.cfg.Cluster, s.cfg.Endpoints, ErrNotInitialized)
+		}
+		return nil, err
+	}
+	s.mu.Lock()
+	s.cluster = c
+	s.mu.Unlock()
+	return c, nil
+}
+
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}
+
+// AddHost records a host. Duplicate names fail with ErrExists.
+func (s *Store) AddHost(ctx context.Context, name string, labels map[string]string) (*HostRecord, error) {
+	if _, err := s.Cluster(ctx); err != nil {
+		return nil, err
+	}
+	rec := &HostRecord{Name: name, Labels: labels}
+	if err := rec.check(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if err := s.create(ctx, s.keys.host(name), rec); err != nil {
+		if errors.Is(err, ErrExists) {
+			return nil, fmt.Errorf("host %q already exists: %w", name, ErrExists)
+		}
+		return nil, err
+	}
+	s.invalidate()
+	return rec, nil
+}
+
+// Hosts lists the hosts in name order.
+func (s *Store) Hosts(ctx context.Context) ([]*HostRecord, error) {
+	hs, _, err := list(ctx, s, s.keys.hosts(), func() *HostRecord { return &HostRecord{} })
+	return hs, err
+}
+
+// NamespaceSpec is what AddNamespace needs to know about a namespace.
+type NamespaceSpec struct {
+	ID    string // cluster-wide name; default "<host>-<nqn suffix>-<nsid>"
+	Host  string
+	NQN   string
+	NSID  uint32
+	UUID  string // optional NGUID/UUID as reported by the target
+	Size  int64  // bytes
+	Paths []PathRecord
+}
+
+// AddNamespace records a namespace in state "in" with an empty allocation
+// bitmap (slot 0 reserved for its label), in one transaction. The host must
+// exist (ErrNotFound); the id and the (NQN, NSID) pair must be new
+// (ErrExists). The caller writes the namespace label (ClusterRecord.Label).
+func (s *Store) AddNamespace(ctx context.Context, spec NamespaceSpec) (*NamespaceRecord, error) {
+	c, err := s.Cluster(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rec := &NamespaceRecord{ID: spec.ID, Host: spec.Host, NQN: spec.NQN, NSID: spec.NSID, UUID: spec.UUID,
+		Size: spec.Size, Slots: spec.Size / c.SlotSize, State: placement.StateIn.String(), Paths: spec.Paths}
+	for i := range rec.Paths {
+		if rec.Paths[i].ANAState == "" {
+			rec.Paths[i].ANAState = ANAUnknown
+		}
+	}
+	if rec.ID == "" {
+		rec.ID = fmt.Sprintf("%s-n%d", spec.Host, spec.NSID)
+	}
+	*rec.version() = RecordVersion
+	if err := rec.check(); err != nil {
+		return nil, fmt.Errorf("namespace %s (slot size %d): %w: %w", rec.ID, c.SlotSize, ErrInvalid, err)
+	}
+	if err := s.checkNewNamespace(ctx, rec); err != nil {
+		return nil, err
+	}
+	return rec, s.putNamespace(ctx, rec)
+}
+
+func (s *Store) checkNewNamespace(ctx context.Context, rec *NamespaceRecord) error {
+	all, err := s.Namespaces(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range all {
+		if n.NQN == rec.NQN && n.NSID == rec.NSID {
+			return fmt.Errorf("namespace %s nsid %d is already recorded as %q: %w", rec.NQN, rec.NSID, n.ID, ErrExists)
+		}
+	}
+	return nil
+}
+
+func (s *Store) putNamespace(ctx context.Context, rec *NamespaceRecord) error {
+	nsOp, err := putOp(s.keys.namespace(rec.ID), rec)
+	if err != nil {
+		return err
+	}
+	allocOp, err := putOp(s.keys.alloc(rec.ID), newAlloc(rec.Slots))
+	if err != nil {
+		return err
+	}
+	hostKey := s.keys.host(rec.Host)
+	resp, err := s.cli.Txn(ctx).If(
+		clientv3.Compare(clientv3.CreateRevision(s.keys.namespace(rec.ID)), "=", 0),
+		clientv3.Compare(clientv3.CreateRevision(s.keys.alloc(rec.ID)), "=", 0),
+		clientv3.Compare(clientv3.CreateRevision(hostKey), ">", 0),
+	).Then(nsOp, allocOp).Else(clientv3.OpGet(hostKey, clientv3.WithCountOnly())).Commit()
+	if err != nil {
+		return s.wrap("add namespace "+rec.ID, err)
+	}
+	if !resp.Succeeded {
+		if resp.Responses[0].GetResponseRange().Count == 0 {
+			return fmt.Errorf("host %q not found (add it first with `nvstripe host add %s`): %w", rec.Host, rec.Host, ErrNotFound)
+		}
+		return fmt.Errorf("namespace %q already exists: %w", rec.ID, ErrExists)
+	}
+	s.invalidate()
+	return nil
+}
+
+// Namespaces lists the namespaces in id order.
+func (s *Store) Namespaces(ctx context.Context) ([]*NamespaceRecord, error) {
+	ns, _, err := list(ctx, s, s.keys.namespaces(), func() *NamespaceRecord { return &NamespaceRecord{} })
+	return ns, err
+}
+
+// Namespace reads one namespace.
+func (s *Store) Namespace(ctx context.Context, id string) (*NamespaceRecord, error) {
+	n := &NamespaceRecord{}
+	if _, err := s.get(ctx, s.keys.namespace(id), n); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// Allocation reads a namespace's slot allocation.
+func (s *Store) Allocation(ctx context.Context, id string) (*AllocRecord, error) {
+	a := &AllocRecord{}
+	if _, err := s.get(ctx, s.keys.alloc(id), a); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// SetNamespaceState changes a namespace's state (in, draining, down, out,
+// failed). Only namespaces "in" receive new segments.
+func (s *Store) SetNamespaceState(ctx context.Context, id string, state placement.State) error {
+	if _, err := placement.ParseState(state.String()); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	defer s.invalidate()
+	return update(ctx, s, s.keys.namespace(id), func() *NamespaceRecord { return &NamespaceRecord{} },
+		func(n *NamespaceRecord) error { n.State = state.String(); return nil })
+}
+
+// SetPathState records the last-known ANA group and state of one path of a
+// namespace (ErrNotFound when the namespace has no such path).
+func (s *Store) SetPathState(ctx context.Context, id, addr string, group uint32, state string) error {
+	return update(ctx, s, s.keys.namespace(id), func() *NamespaceRecord { return &NamespaceRecord{} },
+		func(n *NamespaceRecord) error {
+			for i := range n.Paths {
+				if n.Paths[i].Addr == addr {
+					n.Paths[i].ANAGroup, n.Paths[i].ANAState = group, state
+					return nil
+				}
+			}
+			return fmt.Errorf("namespace %s has no path %s: %w", id, addr, ErrNotFound)
+		})
+}

@@ -1,0 +1,83 @@
+package meta
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// MarkDirty records that segment seg may have data and parity out of step.
+// With an owner it fails with ErrLeaseLost once the owner lost its lease.
+func (m *VolumeMap) MarkDirty(ctx context.Context, seg int64) error {
+	if err := m.checkSeg(seg); err != nil {
+		return err
+	}
+	rec := &DirtyRecord{}
+	if m.owner != nil {
+		rec.Epoch = m.owner.epoch
+	}
+	op, err := putOp(m.s.keys.dirty(m.name, seg), rec)
+	if err != nil {
+		return err
+	}
+	return m.fencedTxn(ctx, "mark dirty", op)
+}
+
+// MarkClean clears the dirty marks of segs (in transactions of at most
+// maxTxnOps deletes).
+func (m *VolumeMap) MarkClean(ctx context.Context, segs []int64) error {
+	for len(segs) > 0 {
+		n := min(len(segs), maxTxnOps)
+		ops := make([]clientv3.Op, 0, n)
+		for _, seg := range segs[:n] {
+			if err := m.checkSeg(seg); err != nil {
+				return err
+			}
+			ops = append(ops, clientv3.OpDelete(m.s.keys.dirty(m.name, seg)))
+		}
+		if err := m.fencedTxn(ctx, "mark clean", ops...); err != nil {
+			return err
+		}
+		segs = segs[n:]
+	}
+	return nil
+}
+
+// fencedTxn runs ops if the owner (if any) still holds its key.
+func (m *VolumeMap) fencedTxn(ctx context.Context, what string, ops ...clientv3.Op) error {
+	resp, err := m.s.cli.Txn(ctx).If(m.ownerCmps()...).Then(ops...).Else(m.ownerGet()).Commit()
+	if err != nil {
+		return m.s.wrap(what+" "+m.name, err)
+	}
+	if !resp.Succeeded {
+		if err := m.ownerLost(resp); err != nil {
+			return err
+		}
+		return fmt.Errorf("%s %s: %w", what, m.name, ErrConflict)
+	}
+	return nil
+}
+
+// Dirty lists the dirty segments in ascending order.
+func (m *VolumeMap) Dirty(ctx context.Context) ([]int64, error) {
+	prefix := m.s.keys.dirties(m.name)
+	resp, err := m.s.cli.Get(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, m.s.wrap("list "+prefix, err)
+	}
+	out := make([]int64, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		seg, err := segmentIndex(string(kv.Key), prefix)
+		if err != nil {
+			return nil, err
+		}
+		if err := decodeKV(kv, &DirtyRecord{}); err != nil {
+			return nil, err
+		}
+		out = append(out, seg)
+	}
+	slices.Sort(out)
+	return out, nil
+}

@@ -1,0 +1,128 @@
+package meta
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+)
+
+// LabelSize is the size of a namespace label: the first 4 KiB of the
+// namespace, inside its slot 0.
+const LabelSize = 4096
+
+// Label errors, tested with errors.Is.
+var (
+	// ErrNoLabel: the label block is all zeros (a fresh namespace).
+	ErrNoLabel = errors.New("namespace has no nvstripe label")
+	// ErrLabelMismatch: the namespace carries another label, a corrupt one,
+	// or other data; it must not be used or overwritten.
+	ErrLabelMismatch = errors.New("namespace label does not match")
+)
+
+// Label identifies a namespace as part of a cluster. It is written at byte 0
+// of every namespace when it is added, and checked whenever it is opened.
+//
+// Wire format (LabelSize bytes, integers little-endian):
+//
+//	off  len  field
+//	  0    8  magic "NVSTRIPE"
+//	  8    4  label format version, 1
+//	 12    4  zero
+//	 16    8  slot size in bytes
+//	 24    2  length of the cluster id (1-64)
+//	 26   64  cluster id, zero padded
+//	 90    2  length of the namespace id (1-64)
+//	 92   64  namespace id, zero padded
+//	156 3936  zero
+//	4092   4  CRC32C (Castagnoli) of bytes 0-4091
+type Label struct {
+	ClusterID string // ClusterRecord.ID
+	Namespace string // NamespaceRecord.ID
+	SlotSize  int64
+}
+
+const (
+	labelMagic   = "NVSTRIPE"
+	labelVersion = 1
+	labelIDMax   = 64
+	labelCRCOff  = LabelSize - 4
+)
+
+// Label returns the label the namespace must carry in this cluster.
+func (c *ClusterRecord) Label(namespace string) Label {
+	return Label{ClusterID: c.ID, Namespace: namespace, SlotSize: c.SlotSize}
+}
+
+// EncodeLabel returns the LabelSize bytes of l.
+func EncodeLabel(l Label) ([]byte, error) {
+	if len(l.ClusterID) < 1 || len(l.ClusterID) > labelIDMax || len(l.Namespace) < 1 || len(l.Namespace) > labelIDMax || l.SlotSize <= 0 {
+		return nil, fmt.Errorf("label %+v: ids must be 1-%d bytes and the slot size positive: %w", l, labelIDMax, ErrInvalid)
+	}
+	b := make([]byte, LabelSize)
+	copy(b, labelMagic)
+	binary.LittleEndian.PutUint32(b[8:], labelVersion)
+	binary.LittleEndian.PutUint64(b[16:], uint64(l.SlotSize))
+	binary.LittleEndian.PutUint16(b[24:], uint16(len(l.ClusterID)))
+	copy(b[26:], l.ClusterID)
+	binary.LittleEndian.PutUint16(b[90:], uint16(len(l.Namespace)))
+	copy(b[92:], l.Namespace)
+	binary.LittleEndian.PutUint32(b[labelCRCOff:], crc32.Checksum(b[:labelCRCOff], crc32.MakeTable(crc32.Castagnoli)))
+	return b, nil
+}
+
+// DecodeLabel reads a label from the first LabelSize bytes of b. All zeros
+// is ErrNoLabel; anything else that is not a valid label (other data, a bad
+// checksum, an unknown version) is ErrLabelMismatch.
+func DecodeLabel(b []byte) (Label, error) {
+	if len(b) < LabelSize {
+		return Label{}, fmt.Errorf("label needs %d bytes, got %d: %w", LabelSize, len(b), ErrInvalid)
+	}
+	b = b[:LabelSize]
+	if allZero(b) {
+		return Label{}, ErrNoLabel
+	}
+	if string(b[:8]) != labelMagic {
+		return Label{}, fmt.Errorf("%w: the namespace holds other data, not an nvstripe label (refusing to use or overwrite it)", ErrLabelMismatch)
+	}
+	if got, want := binary.LittleEndian.Uint32(b[labelCRCOff:]), crc32.Checksum(b[:labelCRCOff], crc32.MakeTable(crc32.Castagnoli)); got != want {
+		return Label{}, fmt.Errorf("%w: label checksum %08x, computed %08x (corrupt label)", ErrLabelMismatch, got, want)
+	}
+	if v := binary.LittleEndian.Uint32(b[8:]); v != labelVersion {
+		return Label{}, fmt.Errorf("%w: label format version %d, this build reads %d", ErrLabelMismatch, v, labelVersion)
+	}
+	cl, nl := int(binary.LittleEndian.Uint16(b[24:])), int(binary.LittleEndian.Uint16(b[90:]))
+	if cl < 1 || cl > labelIDMax || nl < 1 || nl > labelIDMax {
+		return Label{}, fmt.Errorf("%w: label id lengths %d and %d out of range", ErrLabelMismatch, cl, nl)
+	}
+	return Label{
+		ClusterID: string(b[26 : 26+cl]),
+		Namespace: string(b[92 : 92+nl]),
+		SlotSize:  int64(binary.LittleEndian.Uint64(b[16:])),
+	}, nil
+}
+
+// CheckLabel decodes the label in b and compares it with want. It returns
+// nil when they match, ErrNoLabel for a blank namespace (the caller may write
+// want there if it is adding the namespace), and ErrLabelMismatch, saying
+// what differs, otherwise.
+func CheckLabel(b []byte, want Label) error {
+	got, err := DecodeLabel(b)
+	if err != nil {
+		return err
+	}
+	if got != want {
+		return fmt.Errorf("%w: the namespace says cluster %s, namespace %s, slot size %d; etcd says cluster %s, namespace %s, slot size %d (it belongs to another cluster or namespace record; refusing to use it)",
+			ErrLabelMismatch, got.ClusterID, got.Namespace, got.SlotSize, want.ClusterID, want.Namespace, want.SlotSize)
+	}
+	return nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,117 @@
+package meta
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/nvstripe/nvstripe/meta/embed"
+)
+
+// One embedded etcd serves every test of the package; each test works in a
+// cluster (key prefix) of its own.
+var (
+	testEndpoints []string
+	testClusterN  atomic.Int64
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "meta-test-etcd-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	srv, err := embed.Start(context.Background(), embed.Options{Dir: dir, Fast: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	testEndpoints = srv.Endpoints()
+	code := m.Run()
+	_ = srv.Close()
+	_ = srv.Close() // Close is idempotent
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// testCtx is a context bounded well above anything a test needs, so that a
+// bug fails the test instead of hanging it.
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// newStore opens a Store on a cluster name unique to this test.
+func newStore(t testing.TB) *Store {
+	t.Helper()
+	name := fmt.Sprintf("t%d-%s", testClusterN.Add(1), strings.NewReplacer("/", "-", "#", "-").Replace(t.Name()))
+	if len(name) > 63 {
+		name = name[:63]
+	}
+	s, err := Open(testCtx(t), Config{Endpoints: testEndpoints, Cluster: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// rawClient is a plain etcd client for tampering with keys.
+func rawClient(t testing.TB) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: testEndpoints, DialTimeout: 5 * time.Second, Logger: nopLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
+
+const testSlot = 64 << 10 // MinSlotSize keeps the test clusters tiny
+
+// setup initializes a cluster of hosts h0..h(hosts-1), each with per
+// namespaces of slots usable slots (+1 for the label).
+func setup(t testing.TB, hosts, per int, slots int64) *Store {
+	t.Helper()
+	s := newStore(t)
+	ctx := testCtx(t)
+	if _, err := s.InitCluster(ctx, InitOptions{SlotSize: testSlot}); err != nil {
+		t.Fatal(err)
+	}
+	for h := range hosts {
+		host := fmt.Sprintf("h%d", h)
+		if _, err := s.AddHost(ctx, host, map[string]string{"rack": fmt.Sprintf("r%d", h%2)}); err != nil {
+			t.Fatal(err)
+		}
+		for n := range per {
+			_, err := s.AddNamespace(ctx, NamespaceSpec{Host: host, NQN: "nqn.2024-01.io.nvstripe:" + host, NSID: uint32(n + 1),
+				Size: (slots + 1) * testSlot, Paths: []PathRecord{{Addr: fmt.Sprintf("tcp://127.0.0.1:%d", 4420+h)}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return s
+}
+
+// addVolume creates a volume of segs segments of layout k+m.
+func addVolume(t testing.TB, s *Store, name string, k, m int, segs int64) *VolumeMap {
+	t.Helper()
+	ctx := testCtx(t)
+	_, err := s.CreateVolume(ctx, VolumeSpec{Name: name, Size: segs * int64(k) * testSlot, Layout: Layout{K: k, M: m, Chunk: 4096}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm, err := s.VolumeMap(ctx, name, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vm
+}

@@ -1,0 +1,177 @@
+// Package meta keeps nvstripe's cluster state in etcd: the cluster record,
+// hosts, namespaces and their slot allocation, volumes, segments (placement),
+// dirty-segment marks, volume owners, controller leadership and tasks. It is
+// the only package that imports the etcd client.
+//
+// Schema: every key lives under one prefix per cluster, /nvstripe/<name>/
+// (keys.go lists them). Values are JSON records with a "v" version field,
+// decoded strictly: an unknown field, a wrong version, trailing bytes or a
+// broken invariant is an ErrCorruptRecord error naming the key, never a zero
+// value.
+//
+// Atomicity: every change that must be atomic is one etcd transaction that
+// compares the mod revisions of what it read: creating a volume; allocating
+// a segment (its k+m slots in the namespaces' allocation bitmaps plus the
+// segment record); freeing one; beginning, committing and finishing a move.
+// A transaction that loses a race is retried from fresh reads, so two
+// allocators never hand out one slot and no slot is leaked (a slot is set in a
+// bitmap exactly when a segment record or an in-flight move names it).
+//
+// Ownership: a volume has one read-write owner or any number of read-only
+// ones, each an etcd key bound to a lease with a TTL. The owner's context is
+// cancelled the moment its key or lease disappears, and its epoch (the key's
+// create revision) grows with every new owner, for fencing.
+//
+// Concurrency: a Store and the handles it returns are safe for concurrent
+// use. Watches deliver events on channels from their own goroutine until
+// their context ends.
+package meta
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// Error classes, tested with errors.Is.
+var (
+	// ErrNotFound: the record does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrExists: a record with that name already exists.
+	ErrExists = errors.New("already exists")
+	// ErrConflict: a transaction kept losing races with other writers.
+	ErrConflict = errors.New("conflicting concurrent update")
+	// ErrLeaseLost: the caller's ownership lease expired or was revoked.
+	ErrLeaseLost = errors.New("ownership lease lost")
+	// ErrBusy: the volume is owned (mapped) by someone else.
+	ErrBusy = errors.New("in use")
+	// ErrUnreachable: no etcd endpoint answered.
+	ErrUnreachable = errors.New("etcd unreachable")
+	// ErrCorruptRecord: a stored record cannot be decoded or breaks its
+	// invariants. The error names the key.
+	ErrCorruptRecord = errors.New("corrupt record")
+	// ErrInvalid: a malformed argument (name, size, layout, state).
+	ErrInvalid = errors.New("invalid argument")
+	// ErrNotInitialized: the cluster record does not exist yet.
+	ErrNotInitialized = errors.New("cluster not initialized (run `nvstripe cluster init`)")
+)
+
+// Config says how to reach etcd. The zero value reaches 127.0.0.1:2379 and
+// the cluster named "default".
+type Config struct {
+	// Endpoints are etcd client URLs or host:port pairs.
+	// Default ["127.0.0.1:2379"].
+	Endpoints []string
+	// Cluster names the cluster; its keys live under /nvstripe/<Cluster>/.
+	// Default "default".
+	Cluster string
+	// DialTimeout bounds the first contact with etcd in Open. Default 5s.
+	DialTimeout time.Duration
+	// TLS, when set, is used for every connection. Default nil (plain).
+	TLS *tls.Config
+	// Username and Password authenticate to etcd when both are set.
+	Username, Password string
+	// SnapshotTTL is how long Allocate trusts its cached view of hosts,
+	// namespaces and allocation counts before reading them again (stale
+	// entries only affect the balance of choices, never correctness: every
+	// allocation compares the revisions of what it uses). Default 10s.
+	SnapshotTTL time.Duration
+	// Logger receives the etcd client's logs. Default: none.
+	Logger *zap.Logger
+}
+
+// EnsureDefaults fills unset fields with their defaults.
+func (c *Config) EnsureDefaults() {
+	if len(c.Endpoints) == 0 {
+		c.Endpoints = []string{"127.0.0.1:2379"}
+	}
+	if c.Cluster == "" {
+		c.Cluster = "default"
+	}
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = 5 * time.Second
+	}
+	if c.SnapshotTTL <= 0 {
+		c.SnapshotTTL = 10 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+}
+
+// Store is a connection to one cluster's state in etcd.
+type Store struct {
+	cli    *clientv3.Client
+	cfg    Config
+	keys   keys
+	closer sync.Once
+
+	mu      sync.Mutex
+	cluster *ClusterRecord // cached: immutable once created
+	snap    *snapshot      // allocation view, see alloc.go
+}
+
+// Open connects to etcd and checks that it answers within DialTimeout. An
+// unreachable etcd is an ErrUnreachable error naming the endpoints.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	cfg.EnsureDefaults()
+	if err := checkName("cluster", cfg.Cluster); err != nil {
+		return nil, err
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints: cfg.Endpoints, DialTimeout: cfg.DialTimeout, TLS: cfg.TLS,
+		Username: cfg.Username, Password: cfg.Password, Logger: cfg.Logger,
+		DialKeepAliveTime: 10 * time.Second, DialKeepAliveTimeout: 5 * time.Second,
+	})
+	if err != nil {
+		return nil, unreachable(cfg.Endpoints, err)
+	}
+	s := &Store{cli: cli, cfg: cfg, keys: newKeys(cfg.Cluster)}
+	pctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
+	defer cancel()
+	if _, err := cli.Get(pctx, s.keys.cluster(), clientv3.WithCountOnly()); err != nil {
+		_ = cli.Close()
+		return nil, unreachable(cfg.Endpoints, err)
+	}
+	return s, nil
+}
+
+func unreachable(endpoints []string, err error) error {
+	return fmt.Errorf("%w at %s: %w (is etcd running there? start one with `nvstripe etcd --dir DIR`, or pass --etcd with your cluster's endpoints)",
+		ErrUnreachable, strings.Join(endpoints, ","), err)
+}
+
+// Close closes the connection. It is safe to call more than once.
+func (s *Store) Close() error {
+	var err error
+	s.closer.Do(func() { err = s.cli.Close() })
+	return err
+}
+
+// Endpoints returns the etcd endpoints in use.
+func (s *Store) Endpoints() []string { return s.cfg.Endpoints }
+
+// wrap maps an etcd client error to this package's classes: a request that
+// could not reach etcd becomes ErrUnreachable naming the endpoints.
+func (s *Store) wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("%s: %w", op, unreachable(s.cfg.Endpoints, err))
+		}
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if isUnavailable(err) {
+		return fmt.Errorf("%s: %w", op, unreachable(s.cfg.Endpoints, err))
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}

@@ -1,0 +1,211 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// OwnerOptions configure Acquire.
+type OwnerOptions struct {
+	// Holder names the owner (host or agent name), shown to others.
+	// Required.
+	Holder string
+	// ReadOnly asks for a shared read-only lease instead of the exclusive
+	// read-write one. Default false (read-write).
+	ReadOnly bool
+	// TTL is the lease time to live: how long the volume stays owned after
+	// the owner stops renewing it (crash, partition). Default 10s; at
+	// least 2s.
+	TTL time.Duration
+}
+
+// Owner is a held ownership of a volume. Its Context is cancelled, with
+// cause ErrLeaseLost, the moment the lease expires, is revoked, or the
+// owner key is deleted; from then on fenced writes fail with ErrLeaseLost.
+type Owner struct {
+	s      *Store
+	volume string
+	key    string
+	lease  clientv3.LeaseID
+	epoch  int64
+	rec    OwnerRecord
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	done   chan struct{}
+	once   sync.Once
+}
+
+// Epoch is the owner's epoch: the etcd revision that created its key. A new
+// owner of the same volume always has a higher epoch than every earlier one.
+func (o *Owner) Epoch() int64 { return o.epoch }
+
+// Context is cancelled when ownership is lost or released; context.Cause
+// then wraps ErrLeaseLost (or is context.Canceled after Release).
+func (o *Owner) Context() context.Context { return o.ctx }
+
+// Volume returns the owned volume's name.
+func (o *Owner) Volume() string { return o.volume }
+
+// Acquire takes ownership of a volume: the exclusive read-write lease, or a
+// shared read-only one. It fails with ErrBusy when the volume is owned in a
+// conflicting mode, and ErrNotFound for a missing or deleting volume. The
+// lease is renewed in the background until Release or until ctx ends.
+func (s *Store) Acquire(ctx context.Context, volume string, o OwnerOptions) (*Owner, error) {
+	if o.TTL == 0 {
+		o.TTL = 10 * time.Second
+	}
+	if o.TTL < 2*time.Second {
+		return nil, fmt.Errorf("owner TTL %v: at least 2s: %w", o.TTL, ErrInvalid)
+	}
+	rec := OwnerRecord{Holder: o.Holder, Mode: ModeRW}
+	key := s.keys.ownerRW(volume)
+	if o.ReadOnly {
+		rec.Mode, key = ModeRO, s.keys.ownerRO(volume, o.Holder)
+	}
+	if err := rec.check(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	lease, err := s.cli.Grant(ctx, int64((o.TTL+time.Second-1)/time.Second))
+	if err != nil {
+		return nil, s.wrap("grant lease", err)
+	}
+	epoch, err := s.claim(ctx, volume, key, &rec, lease.ID)
+	if err != nil {
+		_, _ = s.cli.Revoke(context.WithoutCancel(ctx), lease.ID)
+		return nil, err
+	}
+	return s.startOwner(ctx, volume, key, rec, lease.ID, epoch)
+}
+
+// claim writes the owner key under the lease if the volume is ready and no
+// conflicting owner exists; it returns the key's create revision.
+func (s *Store) claim(ctx context.Context, volume, key string, rec *OwnerRecord, lease clientv3.LeaseID) (int64, error) {
+	for range maxRetries {
+		v, rev, err := s.volume(ctx, volume)
+		if err != nil {
+			return 0, err
+		}
+		if v.State != VolumeReady {
+			return 0, fmt.Errorf("volume %s is being deleted: %w", volume, ErrNotFound)
+		}
+		cmps := []clientv3.Cmp{
+			clientv3.Compare(clientv3.ModRevision(s.keys.volume(volume)), "=", rev),
+			clientv3.Compare(clientv3.CreateRevision(s.keys.ownerRW(volume)), "=", 0),
+			clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
+		}
+		if rec.Mode == ModeRW {
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(s.keys.ownersRO(volume)), "=", 0).WithPrefix())
+		}
+		op, err := putOp(key, rec, clientv3.WithLease(lease))
+		if err != nil {
+			return 0, err
+		}
+		resp, err := s.cli.Txn(ctx).If(cmps...).Then(op).Else(clientv3.OpGet(s.keys.owners(volume), clientv3.WithPrefix())).Commit()
+		if err != nil {
+			return 0, s.wrap("acquire "+volume, err)
+		}
+		if resp.Succeeded {
+			return resp.Header.Revision, nil
+		}
+		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+			other := &OwnerRecord{}
+			if err := decodeKV(kvs[0], other); err != nil {
+				return 0, err
+			}
+			return 0, fmt.Errorf("volume %s is mapped %s by %s (epoch %d): %w", volume, other.Mode, other.Holder, kvs[0].CreateRevision, ErrBusy)
+		}
+	}
+	return 0, fmt.Errorf("acquire %s: %w", volume, ErrConflict)
+}
+
+// startOwner begins renewing the lease and watching the key.
+func (s *Store) startOwner(ctx context.Context, volume, key string, rec OwnerRecord, lease clientv3.LeaseID, epoch int64) (*Owner, error) {
+	octx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	o := &Owner{s: s, volume: volume, key: key, lease: lease, epoch: epoch, rec: rec, ctx: octx, cancel: cancel, done: make(chan struct{})}
+	ka, err := s.cli.KeepAlive(octx, lease)
+	if err != nil {
+		cancel(err)
+		_, _ = s.cli.Revoke(context.WithoutCancel(ctx), lease)
+		return nil, s.wrap("keep lease alive", err)
+	}
+	wch := s.cli.Watch(clientv3.WithRequireLeader(octx), key, clientv3.WithRev(epoch+1))
+	go o.run(ka, wch)
+	return o, nil
+}
+
+// run cancels the owner's context when the keep-alive stream ends or the
+// key is deleted or replaced.
+func (o *Owner) run(ka <-chan *clientv3.LeaseKeepAliveResponse, wch clientv3.WatchChan) {
+	defer close(o.done)
+	lost := func(why string) {
+		o.cancel(fmt.Errorf("volume %s epoch %d: %s: %w", o.volume, o.epoch, why, ErrLeaseLost))
+	}
+	for {
+		select {
+		case <-o.ctx.Done():
+			return
+		case _, ok := <-ka:
+			if !ok {
+				lost("lease expired or revoked")
+				return
+			}
+		case wr, ok := <-wch:
+			if !ok || wr.Err() != nil {
+				lost("lost the watch on the owner key")
+				return
+			}
+			for _, ev := range wr.Events {
+				if ev.Type == clientv3.EventTypeDelete || ev.Kv.CreateRevision != o.epoch {
+					lost("owner key deleted")
+					return
+				}
+			}
+		}
+	}
+}
+
+// Release gives ownership up: it stops renewing and revokes the lease,
+// which deletes the owner key at once. It is safe to call more than once.
+func (o *Owner) Release(ctx context.Context) error {
+	var err error
+	o.once.Do(func() {
+		o.cancel(context.Canceled)
+		<-o.done
+		_, err = o.s.cli.Revoke(ctx, o.lease)
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			err = nil // a lease that is already gone is released
+		}
+		err = o.s.wrap("release "+o.volume, err)
+	})
+	return err
+}
+
+// OwnerInfo describes one current owner of a volume.
+type OwnerInfo struct {
+	Holder string `json:"holder"`
+	Mode   string `json:"mode"`
+	Epoch  int64  `json:"epoch"`
+}
+
+// Owners lists a volume's current owners.
+func (s *Store) Owners(ctx context.Context, volume string) ([]OwnerInfo, error) {
+	resp, err := s.cli.Get(ctx, s.keys.owners(volume), clientv3.WithPrefix())
+	if err != nil {
+		return nil, s.wrap("list owners of "+volume, err)
+	}
+	out := make([]OwnerInfo, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		r := &OwnerRecord{}
+		if err := decodeKV(kv, r); err != nil {
+			return nil, err
+		}
+		out = append(out, OwnerInfo{Holder: r.Holder, Mode: r.Mode, Epoch: kv.CreateRevision})
+	}
+	return out, nil
+}

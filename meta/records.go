@@ -1,0 +1,454 @@
+package meta
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/bits"
+	"net"
+	"net/url"
+	"strconv"
+
+	"github.com/nvstripe/nvstripe/placement"
+)
+
+// Versions. RecordVersion is the "v" of every record this code writes and the
+// only one it reads; SchemaVersion is the layout of keys, kept in the cluster
+// record.
+const (
+	RecordVersion = 1
+	SchemaVersion = 1
+)
+
+// versioned is embedded in every record: its "v" field.
+type versioned struct {
+	V int `json:"v"`
+}
+
+func (v *versioned) version() *int { return &v.V }
+
+// record is what the strict codec reads and writes.
+type record interface {
+	version() *int
+	// check validates the record's invariants.
+	check() error
+}
+
+// encode stamps the current version on r and marshals it.
+func encode(r record) ([]byte, error) {
+	*r.version() = RecordVersion
+	if err := r.check(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return json.Marshal(r)
+}
+
+// decode reads r strictly from the value stored at key: unknown fields, a
+// version other than RecordVersion, trailing data or a failed check are an
+// ErrCorruptRecord error naming the key.
+func decode(key string, data []byte, r record) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(r)
+	if err == nil {
+		var extra json.RawMessage
+		if dec.Decode(&extra) != io.EOF {
+			err = errors.New("trailing data after the record")
+		}
+	}
+	if err == nil && *r.version() != RecordVersion {
+		err = fmt.Errorf("record version %d, this build reads version %d", *r.version(), RecordVersion)
+	}
+	if err == nil {
+		err = r.check()
+	}
+	if err != nil {
+		return fmt.Errorf("record %s: %w: %w", key, ErrCorruptRecord, err)
+	}
+	return nil
+}
+
+// ClusterRecord describes the cluster. It never changes after init.
+type ClusterRecord struct {
+	versioned
+	ID       string `json:"id"` // random UUID, written into every namespace label
+	Name     string `json:"name"`
+	SlotSize int64  `json:"slot_size"`
+	Schema   int    `json:"schema"`
+	// DomainLabel is the host label naming failure domains ("rack");
+	// empty means every host is its own domain.
+	DomainLabel string `json:"domain_label,omitempty"`
+}
+
+func (c *ClusterRecord) check() error {
+	switch {
+	case c.ID == "":
+		return errors.New("empty cluster id")
+	case c.Schema != SchemaVersion:
+		return fmt.Errorf("schema version %d, this build knows %d", c.Schema, SchemaVersion)
+	}
+	return CheckSlotSize(c.SlotSize)
+}
+
+// HostRecord is a storage host and its failure-domain labels.
+type HostRecord struct {
+	versioned
+	Name   string            `json:"name"`
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+func (h *HostRecord) check() error {
+	if err := checkName("host", h.Name); err != nil {
+		return err
+	}
+	for k := range h.Labels {
+		if k == "" {
+			return errors.New("empty label key")
+		}
+	}
+	return nil
+}
+
+// ANA states of a path, as last seen.
+const (
+	ANAOptimized      = "optimized"
+	ANANonOptimized   = "non-optimized"
+	ANAInaccessible   = "inaccessible"
+	ANAPersistentLoss = "persistent-loss"
+	ANAChange         = "change"
+	ANAUnknown        = "unknown"
+)
+
+// PathRecord is one way to reach a namespace.
+type PathRecord struct {
+	Addr     string `json:"addr"` // tcp://HOST:PORT
+	ANAGroup uint32 `json:"ana_group"`
+	ANAState string `json:"ana_state"`
+}
+
+// CheckPathAddr validates a path address of the form tcp://HOST:PORT.
+func CheckPathAddr(addr string) error {
+	u, err := url.Parse(addr)
+	if err != nil || u.Scheme != "tcp" || u.Path != "" || u.User != nil {
+		return fmt.Errorf("path %q: want tcp://HOST:PORT: %w", addr, ErrInvalid)
+	}
+	host, port, err := net.SplitHostPort(u.Host)
+	if p, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || p < 1 || p > 65535 {
+		return fmt.Errorf("path %q: want tcp://HOST:PORT with a port from 1 to 65535: %w", addr, ErrInvalid)
+	}
+	return nil
+}
+
+func (p PathRecord) check() error {
+	if err := CheckPathAddr(p.Addr); err != nil {
+		return err
+	}
+	switch p.ANAState {
+	case ANAOptimized, ANANonOptimized, ANAInaccessible, ANAPersistentLoss, ANAChange, ANAUnknown:
+		return nil
+	}
+	return fmt.Errorf("path %s: unknown ANA state %q", p.Addr, p.ANAState)
+}
+
+// NamespaceRecord is one NVMe namespace in the cluster. Slot 0 holds its
+// label; slots 1..Slots-1 hold shards.
+type NamespaceRecord struct {
+	versioned
+	ID    string       `json:"id"`
+	Host  string       `json:"host"`
+	NQN   string       `json:"nqn"`
+	NSID  uint32       `json:"nsid"`
+	UUID  string       `json:"uuid,omitempty"`
+	Size  int64        `json:"size"`  // bytes
+	Slots int64        `json:"slots"` // Size / slot size, slot 0 included
+	State string       `json:"state"` // placement.State names: in, draining, down, out, failed
+	Paths []PathRecord `json:"paths"`
+}
+
+// Capacity is the number of slots available to shards (all but the label's).
+func (n *NamespaceRecord) Capacity() int64 { return n.Slots - 1 }
+
+func (n *NamespaceRecord) check() error {
+	if err := checkName("namespace", n.ID); err != nil {
+		return err
+	}
+	if err := checkName("host", n.Host); err != nil {
+		return err
+	}
+	switch {
+	case n.NQN == "":
+		return errors.New("empty NQN")
+	case n.NSID == 0 || n.NSID == 0xffffffff:
+		return fmt.Errorf("NSID %d: must be from 1 to 0xfffffffe", n.NSID)
+	case n.Size <= 0 || n.Slots < 2:
+		return fmt.Errorf("size %d bytes holds %d slots: need at least 2 (one for the label)", n.Size, n.Slots)
+	}
+	if _, err := placement.ParseState(n.State); err != nil {
+		return err
+	}
+	for _, p := range n.Paths {
+		if err := p.check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// AllocRecord is a namespace's slot allocation: bit i of Bitmap (LSB first)
+// is set when slot i is in use. Slot 0 (the label) is always set.
+//
+// Invariants: len(Bitmap) == ceil(Slots/8); bit 0 set; no bit at or above
+// Slots set; Used == set bits - 1.
+type AllocRecord struct {
+	versioned
+	Slots  int64  `json:"slots"`
+	Used   int64  `json:"used"`
+	Bitmap []byte `json:"bitmap"`
+}
+
+func newAlloc(slots int64) *AllocRecord {
+	a := &AllocRecord{Slots: slots, Bitmap: make([]byte, (slots+7)/8)}
+	a.Bitmap[0] = 1
+	return a
+}
+
+func (a *AllocRecord) check() error {
+	if a.Slots < 2 || int64(len(a.Bitmap)) != (a.Slots+7)/8 {
+		return fmt.Errorf("bitmap of %d bytes for %d slots", len(a.Bitmap), a.Slots)
+	}
+	if a.Bitmap[0]&1 == 0 {
+		return errors.New("label slot 0 not reserved")
+	}
+	if rem := a.Slots % 8; rem != 0 && a.Bitmap[len(a.Bitmap)-1]>>rem != 0 {
+		return errors.New("bits set past the last slot")
+	}
+	n := int64(0)
+	for _, b := range a.Bitmap {
+		n += int64(bits.OnesCount8(b))
+	}
+	if n-1 != a.Used {
+		return fmt.Errorf("used %d but %d slots set", a.Used, n-1)
+	}
+	return nil
+}
+
+func (a *AllocRecord) isSet(slot int64) bool { return a.Bitmap[slot/8]&(1<<(slot%8)) != 0 }
+
+// take reserves the lowest free slot and returns it, or -1 when full.
+func (a *AllocRecord) take() int64 {
+	for i, b := range a.Bitmap {
+		if b == 0xff {
+			continue
+		}
+		slot := int64(i)*8 + int64(bits.TrailingZeros8(^b))
+		if slot >= a.Slots {
+			return -1
+		}
+		a.Bitmap[i] |= 1 << (slot % 8)
+		a.Used++
+		return slot
+	}
+	return -1
+}
+
+// release frees slot; it fails when the slot is not in use (a double free).
+func (a *AllocRecord) release(slot int64) error {
+	if slot < 1 || slot >= a.Slots || !a.isSet(slot) {
+		return fmt.Errorf("slot %d is not allocated", slot)
+	}
+	a.Bitmap[slot/8] &^= 1 << (slot % 8)
+	a.Used--
+	return nil
+}
+
+func (a *AllocRecord) clone() *AllocRecord {
+	c := *a
+	c.Bitmap = bytes.Clone(a.Bitmap)
+	return &c
+}
+
+// Layout is a volume's erasure-coding layout: K data and M parity shards of
+// Chunk bytes per stripe.
+type Layout struct {
+	K     int   `json:"k"`
+	M     int   `json:"m"`
+	Chunk int64 `json:"chunk"`
+}
+
+// Limits of a layout (the volume engine's limits).
+const (
+	MinChunk  = 4 << 10
+	MaxChunk  = 4 << 20
+	MaxShards = 32
+)
+
+// Check validates the layout against a slot size: K >= 1, M >= 0,
+// K+M <= MaxShards, Chunk a power of two in [MinChunk, MaxChunk] dividing
+// the slot size.
+func (l Layout) Check(slotSize int64) error {
+	switch {
+	case l.K < 1 || l.M < 0 || l.K+l.M > MaxShards:
+		return fmt.Errorf("layout k=%d m=%d: need k >= 1, m >= 0, k+m <= %d: %w", l.K, l.M, MaxShards, ErrInvalid)
+	case l.Chunk < MinChunk || l.Chunk > MaxChunk || bits.OnesCount64(uint64(l.Chunk)) != 1:
+		return fmt.Errorf("chunk %d: must be a power of two from 4KiB to 4MiB: %w", l.Chunk, ErrInvalid)
+	case slotSize > 0 && slotSize%l.Chunk != 0:
+		return fmt.Errorf("chunk %d does not divide the slot size %d: %w", l.Chunk, slotSize, ErrInvalid)
+	}
+	return nil
+}
+
+// Volume states.
+const (
+	VolumeReady    = "ready"
+	VolumeDeleting = "deleting"
+)
+
+// VolumeRecord is a volume.
+type VolumeRecord struct {
+	versioned
+	Name               string `json:"name"`
+	Size               int64  `json:"size"` // bytes, a multiple of BlockSize
+	Layout             Layout `json:"layout"`
+	AllowSharedDomains bool   `json:"allow_shared_domains,omitempty"`
+	State              string `json:"state"`
+}
+
+// BlockSize is the logical block size of volumes; sizes are multiples of it.
+const BlockSize = 4096
+
+func (v *VolumeRecord) check() error {
+	if err := checkName("volume", v.Name); err != nil {
+		return err
+	}
+	if v.Size <= 0 || v.Size%BlockSize != 0 {
+		return fmt.Errorf("size %d: must be a positive multiple of %d bytes", v.Size, BlockSize)
+	}
+	if v.State != VolumeReady && v.State != VolumeDeleting {
+		return fmt.Errorf("unknown volume state %q", v.State)
+	}
+	return v.Layout.Check(0)
+}
+
+// SlotRef names one slot: a namespace and the slot's index in it (its byte
+// offset in the namespace is Slot*SlotSize). It has the shape of the volume
+// engine's SlotRef.
+type SlotRef struct {
+	NS   string `json:"ns"`
+	Slot int64  `json:"slot"`
+}
+
+func (r SlotRef) check() error {
+	if r.NS == "" || r.Slot < 1 {
+		return fmt.Errorf("slot %s/%d: need a namespace and a slot >= 1", r.NS, r.Slot)
+	}
+	return nil
+}
+
+// MoveRecord is an in-flight move of one shard. Before commit Slots[Shard]
+// is the old slot and To the reserved new one; CommitMove points
+// Slots[Shard] at To and keeps the old slot reserved in From until
+// FinishMove releases it.
+type MoveRecord struct {
+	Shard int      `json:"shard"`
+	To    SlotRef  `json:"to"`
+	From  *SlotRef `json:"from,omitempty"`
+}
+
+// Committed reports whether the move's new placement is recorded.
+func (m *MoveRecord) Committed() bool { return m.From != nil }
+
+// SegmentRecord is the placement of one segment: Slots[i] holds shard slot i.
+type SegmentRecord struct {
+	versioned
+	Slots []SlotRef   `json:"slots"`
+	Ver   int64       `json:"ver"` // grows with every change of Slots
+	Move  *MoveRecord `json:"move,omitempty"`
+}
+
+func (s *SegmentRecord) check() error {
+	if len(s.Slots) < 1 || len(s.Slots) > MaxShards || s.Ver < 1 {
+		return fmt.Errorf("segment with %d slots, version %d", len(s.Slots), s.Ver)
+	}
+	for _, r := range s.Slots {
+		if err := r.check(); err != nil {
+			return err
+		}
+	}
+	if m := s.Move; m != nil {
+		if m.Shard < 0 || m.Shard >= len(s.Slots) {
+			return fmt.Errorf("move of shard %d in a segment of %d", m.Shard, len(s.Slots))
+		}
+		if err := m.To.check(); err != nil {
+			return err
+		}
+		if m.From != nil {
+			return m.From.check()
+		}
+	}
+	return nil
+}
+
+// DirtyRecord marks a segment dirty; Epoch is the owner epoch that marked it.
+type DirtyRecord struct {
+	versioned
+	Epoch int64 `json:"epoch"`
+}
+
+func (d *DirtyRecord) check() error { return nil }
+
+// Owner modes.
+const (
+	ModeRW = "rw"
+	ModeRO = "ro"
+)
+
+// OwnerRecord is a volume owner, stored under the owner's lease.
+type OwnerRecord struct {
+	versioned
+	Holder string `json:"holder"`
+	Mode   string `json:"mode"`
+}
+
+func (o *OwnerRecord) check() error {
+	if o.Mode != ModeRW && o.Mode != ModeRO {
+		return fmt.Errorf("unknown owner mode %q", o.Mode)
+	}
+	return checkName("holder", o.Holder)
+}
+
+// Task states.
+const (
+	TaskRunning = "running"
+	TaskDone    = "done"
+	TaskFailed  = "failed"
+)
+
+// TaskRecord is the progress of a long-running job (rebuild, drain, ...).
+type TaskRecord struct {
+	versioned
+	ID     string `json:"id"`
+	Kind   string `json:"kind"`
+	Volume string `json:"volume,omitempty"`
+	Holder string `json:"holder,omitempty"`
+	Done   int64  `json:"done"`
+	Total  int64  `json:"total"`
+	State  string `json:"state"`
+	Error  string `json:"error,omitempty"`
+}
+
+func (t *TaskRecord) check() error {
+	if err := checkName("task", t.ID); err != nil {
+		return err
+	}
+	switch {
+	case t.Kind == "":
+		return errors.New("task without kind")
+	case t.Done < 0 || t.Total < 0:
+		return fmt.Errorf("task progress %d/%d", t.Done, t.Total)
+	case t.State != TaskRunning && t.State != TaskDone && t.State != TaskFailed:
+		return fmt.Errorf("unknown task state %q", t.State)
+	}
+	return nil
+}

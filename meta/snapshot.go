@@ -1,0 +1,180 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/nvstripe/nvstripe/placement"
+)
+
+// snapshot is Allocate's cached view of hosts, namespaces and allocation
+// bitmaps, with the mod revision of each record. A stale entry can only make
+// a transaction fail its revision compare (then the entry is refreshed from
+// the transaction's Else reads); it never lets a slot be handed out twice.
+type snapshot struct {
+	at     time.Time
+	hosts  []*HostRecord
+	ids    []string // namespace ids, sorted
+	ns     map[string]*nsEntry
+	domain string // cluster's domain label
+}
+
+type nsEntry struct {
+	rec      *NamespaceRecord
+	nsRev    int64
+	alloc    *AllocRecord // nil when missing
+	allocRev int64
+}
+
+// invalidate drops the cached snapshot (after local admin changes).
+func (s *Store) invalidate() {
+	s.mu.Lock()
+	s.snap = nil
+	s.mu.Unlock()
+}
+
+// loadSnapshot reads hosts, namespaces and allocations at one revision.
+func (s *Store) loadSnapshot(ctx context.Context) (*snapshot, error) {
+	c, err := s.Cluster(ctx)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.cli.Txn(ctx).Then(
+		clientv3.OpGet(s.keys.hosts(), clientv3.WithPrefix()),
+		clientv3.OpGet(s.keys.namespaces(), clientv3.WithPrefix()),
+		clientv3.OpGet(s.keys.allocs(), clientv3.WithPrefix()),
+	).Commit()
+	if err != nil {
+		return nil, s.wrap("read cluster state", err)
+	}
+	snap := &snapshot{at: time.Now(), ns: map[string]*nsEntry{}, domain: c.DomainLabel}
+	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
+		h := &HostRecord{}
+		if err := decodeKV(kv, h); err != nil {
+			return nil, err
+		}
+		snap.hosts = append(snap.hosts, h)
+	}
+	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+		if err := snap.setNamespace(kv); err != nil {
+			return nil, err
+		}
+	}
+	for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
+		if err := snap.setAlloc(kv, s.keys.allocs()); err != nil {
+			return nil, err
+		}
+	}
+	return snap, nil
+}
+
+// setNamespace records a namespace key-value read from etcd.
+func (sn *snapshot) setNamespace(kv *mvccpb.KeyValue) error {
+	n := &NamespaceRecord{}
+	if err := decodeKV(kv, n); err != nil {
+		return err
+	}
+	e := sn.ns[n.ID]
+	if e == nil {
+		e = &nsEntry{}
+		sn.ns[n.ID] = e
+		sn.ids = append(sn.ids, n.ID)
+		slices.Sort(sn.ids)
+	}
+	if kv.ModRevision >= e.nsRev {
+		e.rec, e.nsRev = n, kv.ModRevision
+	}
+	return nil
+}
+
+// setAlloc records an allocation key-value read from etcd.
+func (sn *snapshot) setAlloc(kv *mvccpb.KeyValue, prefix string) error {
+	a := &AllocRecord{}
+	if err := decodeKV(kv, a); err != nil {
+		return err
+	}
+	id := string(kv.Key[len(prefix):])
+	if e := sn.ns[id]; e != nil && kv.ModRevision >= e.allocRev {
+		e.alloc, e.allocRev = a, kv.ModRevision
+	}
+	return nil
+}
+
+// cluster builds the placement view: namespaces with an allocation record
+// and a known host.
+func (sn *snapshot) cluster() (*placement.Cluster, error) {
+	hosts := make([]placement.Host, 0, len(sn.hosts))
+	known := map[string]bool{}
+	for _, h := range sn.hosts {
+		hosts = append(hosts, placement.Host{Name: h.Name, Labels: h.Labels})
+		known[h.Name] = true
+	}
+	nss := make([]placement.Namespace, 0, len(sn.ids))
+	for _, id := range sn.ids {
+		e := sn.ns[id]
+		if e.alloc == nil || !known[e.rec.Host] {
+			continue
+		}
+		st, _ := placement.ParseState(e.rec.State) // checked when decoded
+		nss = append(nss, placement.Namespace{ID: id, Host: e.rec.Host, State: st, Capacity: e.alloc.Slots - 1, Used: e.alloc.Used})
+	}
+	c, err := placement.NewCluster(hosts, nss, sn.domain)
+	if err != nil {
+		return nil, fmt.Errorf("cluster state: %w: %w", ErrCorruptRecord, err)
+	}
+	return c, nil
+}
+
+// errRetry asks an optimistic loop to run again.
+var errRetry = errors.New("retry")
+
+// withSnapshot runs fn on a fresh-enough snapshot under s.mu.
+func (s *Store) withSnapshot(ctx context.Context, fn func(*snapshot) error) error {
+	s.mu.Lock()
+	snap := s.snap
+	s.mu.Unlock()
+	var fresh *snapshot
+	if snap == nil || time.Since(snap.at) > s.cfg.SnapshotTTL {
+		var err error
+		if fresh, err = s.loadSnapshot(ctx); err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if fresh != nil && (s.snap == nil || s.snap == snap) {
+		s.snap = fresh
+	}
+	if s.snap == nil {
+		return errRetry // invalidated while we were not reading
+	}
+	return fn(s.snap)
+}
+
+// refresh applies key-values read by a failed transaction to the snapshot.
+func (s *Store) refresh(kvs []*mvccpb.KeyValue) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.snap == nil {
+		return nil
+	}
+	for _, kv := range kvs {
+		var err error
+		switch key := string(kv.Key); {
+		case len(key) > len(s.keys.namespaces()) && key[:len(s.keys.namespaces())] == s.keys.namespaces():
+			err = s.snap.setNamespace(kv)
+		case len(key) > len(s.keys.allocs()) && key[:len(s.keys.allocs())] == s.keys.allocs():
+			err = s.snap.setAlloc(kv, s.keys.allocs())
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,185 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/nvstripe/nvstripe/placement"
+)
+
+// VolumeSpec is what CreateVolume needs.
+type VolumeSpec struct {
+	Name   string
+	Size   int64 // bytes, a multiple of BlockSize (4 KiB)
+	Layout Layout
+	// AllowSharedDomains lets shards of a segment share a failure domain
+	// when the cluster has fewer domains than K+M.
+	AllowSharedDomains bool
+}
+
+// CreateVolume records a new volume. It fails with ErrExists for a taken
+// name, ErrInvalid for a bad size or layout, and placement's
+// ErrNotEnoughDomains when K+M exceeds the failure domains in service
+// (unless AllowSharedDomains). No space is allocated: segments are placed
+// on first write (thin provisioning).
+func (s *Store) CreateVolume(ctx context.Context, spec VolumeSpec) (*VolumeRecord, error) {
+	c, err := s.Cluster(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := spec.Layout.Check(c.SlotSize); err != nil {
+		return nil, err
+	}
+	rec := &VolumeRecord{Name: spec.Name, Size: spec.Size, Layout: spec.Layout, AllowSharedDomains: spec.AllowSharedDomains, State: VolumeReady}
+	if err := rec.check(); err != nil {
+		return nil, fmt.Errorf("volume %s: %w: %w", spec.Name, ErrInvalid, err)
+	}
+	if err := s.checkPlaceable(ctx, spec); err != nil {
+		return nil, err
+	}
+	if err := s.create(ctx, s.keys.volume(spec.Name), rec); err != nil {
+		if errors.Is(err, ErrExists) {
+			return nil, fmt.Errorf("volume %q already exists: %w", spec.Name, ErrExists)
+		}
+		return nil, err
+	}
+	return rec, nil
+}
+
+// checkPlaceable refuses a layout wider than the failure domains in service.
+func (s *Store) checkPlaceable(ctx context.Context, spec VolumeSpec) error {
+	var domains int
+	err := s.withSnapshot(ctx, func(sn *snapshot) error {
+		c, err := sn.cluster()
+		if err == nil {
+			domains = c.Domains()
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	n := spec.Layout.K + spec.Layout.M
+	if domains == 0 {
+		return fmt.Errorf("volume %s: no namespaces in service to place it on (add hosts and namespaces first): %w", spec.Name, placement.ErrNoSpace)
+	}
+	if n > domains && !spec.AllowSharedDomains {
+		return fmt.Errorf("volume %s: layout %d+%d needs %d failure domains, the cluster has %d in service (add hosts, choose a narrower layout, or pass --allow-shared-domains): %w",
+			spec.Name, spec.Layout.K, spec.Layout.M, n, domains, placement.ErrNotEnoughDomains)
+	}
+	return nil
+}
+
+// Volumes lists the volumes in name order.
+func (s *Store) Volumes(ctx context.Context) ([]*VolumeRecord, error) {
+	vs, _, err := list(ctx, s, s.keys.volumes(), func() *VolumeRecord { return &VolumeRecord{} })
+	return vs, err
+}
+
+// Volume reads one volume (ErrNotFound when there is none by that name).
+func (s *Store) Volume(ctx context.Context, name string) (*VolumeRecord, error) {
+	v, _, err := s.volume(ctx, name)
+	return v, err
+}
+
+func (s *Store) volume(ctx context.Context, name string) (*VolumeRecord, int64, error) {
+	if err := checkName("volume", name); err != nil {
+		return nil, 0, err
+	}
+	v := &VolumeRecord{}
+	rev, err := s.get(ctx, s.keys.volume(name), v)
+	if errors.Is(err, ErrNotFound) {
+		return nil, 0, fmt.Errorf("volume %q: %w", name, ErrNotFound)
+	}
+	return v, rev, err
+}
+
+// ResizeVolume grows a volume to size bytes (a multiple of BlockSize).
+// Shrinking is refused: it would discard data past the new end.
+func (s *Store) ResizeVolume(ctx context.Context, name string, size int64) (*VolumeRecord, error) {
+	if _, _, err := s.volume(ctx, name); err != nil {
+		return nil, err
+	}
+	var out *VolumeRecord
+	err := update(ctx, s, s.keys.volume(name), func() *VolumeRecord { return &VolumeRecord{} }, func(v *VolumeRecord) error {
+		switch {
+		case v.State != VolumeReady:
+			return fmt.Errorf("volume %s is %s: %w", name, v.State, ErrInvalid)
+		case size < v.Size:
+			return fmt.Errorf("volume %s: shrinking from %d to %d bytes is not supported: %w", name, v.Size, size, ErrInvalid)
+		case size%BlockSize != 0:
+			return fmt.Errorf("volume %s: size %d is not a multiple of %d bytes: %w", name, size, BlockSize, ErrInvalid)
+		}
+		v.Size, out = size, v
+		return nil
+	})
+	return out, err
+}
+
+// DeleteVolume removes a volume and frees its slots. A volume with an owner
+// (mapped) is refused with ErrBusy. The volume is first marked deleting (no
+// one can map it any more); an interrupted delete resumes when run again.
+func (s *Store) DeleteVolume(ctx context.Context, name string) error {
+	if err := s.markDeleting(ctx, name); err != nil {
+		return err
+	}
+	m, err := s.VolumeMap(ctx, name, nil)
+	if err != nil {
+		return err
+	}
+	segs, _, err := m.Segments(ctx)
+	if err != nil {
+		return err
+	}
+	for seg := range segs {
+		if err := m.Free(ctx, seg); err != nil {
+			return err
+		}
+	}
+	_, err = s.cli.Txn(ctx).Then(
+		clientv3.OpDelete(s.keys.dirties(name), clientv3.WithPrefix()),
+		clientv3.OpDelete(s.keys.segments(name), clientv3.WithPrefix()),
+		clientv3.OpDelete(s.keys.volume(name)),
+	).Commit()
+	return s.wrap("delete volume "+name, err)
+}
+
+// markDeleting sets the volume's state to deleting if it has no owner.
+func (s *Store) markDeleting(ctx context.Context, name string) error {
+	for range maxRetries {
+		v, rev, err := s.volume(ctx, name)
+		if err != nil {
+			return err
+		}
+		owners, err := s.Owners(ctx, name)
+		if err != nil {
+			return err
+		}
+		if len(owners) > 0 {
+			return fmt.Errorf("volume %s is mapped (%s by %s, epoch %d); unmap it first: %w",
+				name, owners[0].Mode, owners[0].Holder, owners[0].Epoch, ErrBusy)
+		}
+		if v.State == VolumeDeleting {
+			return nil
+		}
+		v.State = VolumeDeleting
+		op, err := putOp(s.keys.volume(name), v)
+		if err != nil {
+			return err
+		}
+		resp, err := s.cli.Txn(ctx).If(
+			clientv3.Compare(clientv3.ModRevision(s.keys.volume(name)), "=", rev),
+			clientv3.Compare(clientv3.CreateRevision(s.keys.owners(name)), "=", 0).WithPrefix(),
+		).Then(op).Commit()
+		if err != nil {
+			return s.wrap("delete volume "+name, err)
+		}
+		if resp.Succeeded {
+			return nil
+		}
+	}
+	return fmt.Errorf("delete volume %s: %w", name, ErrConflict)
+}

@@ -1,0 +1,99 @@
+package meta
+
+import (
+	"context"
+	"fmt"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// SegmentEvent is a change of one segment's placement. Record is nil when
+// the segment was freed. Err is set (and the channel then closed) when the
+// watch failed, e.g. because fromRev was compacted: re-read and watch again.
+type SegmentEvent struct {
+	Segment int64
+	Record  *SegmentRecord
+	Rev     int64
+	Err     error
+}
+
+// NamespaceEvent is a change of a namespace record (state, paths, ANA
+// states). Record is nil when the namespace was removed.
+type NamespaceEvent struct {
+	ID     string
+	Record *NamespaceRecord
+	Rev    int64
+	Err    error
+}
+
+// WatchSegments delivers every change of the volume's segments after
+// revision fromRev (use the revision returned by Segments; 0 means from
+// now), in order, until ctx ends; then the channel is closed.
+func (m *VolumeMap) WatchSegments(ctx context.Context, fromRev int64) <-chan SegmentEvent {
+	prefix := m.s.keys.segments(m.name)
+	out := make(chan SegmentEvent, 16)
+	watchPrefix(ctx, m.s, prefix, fromRev, out, func(ev *clientv3.Event) SegmentEvent {
+		e := SegmentEvent{Rev: ev.Kv.ModRevision}
+		if e.Segment, e.Err = segmentIndex(string(ev.Kv.Key), prefix); e.Err != nil {
+			return e
+		}
+		if ev.Type == clientv3.EventTypePut {
+			e.Record = &SegmentRecord{}
+			e.Err = decodeKV(ev.Kv, e.Record)
+		}
+		return e
+	}, func(err error) SegmentEvent { return SegmentEvent{Err: err} })
+	return out
+}
+
+// WatchNamespaces delivers every change of namespace records after fromRev
+// (0: from now) until ctx ends; then the channel is closed.
+func (s *Store) WatchNamespaces(ctx context.Context, fromRev int64) <-chan NamespaceEvent {
+	prefix := s.keys.namespaces()
+	out := make(chan NamespaceEvent, 16)
+	watchPrefix(ctx, s, prefix, fromRev, out, func(ev *clientv3.Event) NamespaceEvent {
+		e := NamespaceEvent{ID: string(ev.Kv.Key[len(prefix):]), Rev: ev.Kv.ModRevision}
+		if ev.Type == clientv3.EventTypePut {
+			e.Record = &NamespaceRecord{}
+			e.Err = decodeKV(ev.Kv, e.Record)
+		}
+		return e
+	}, func(err error) NamespaceEvent { return NamespaceEvent{Err: err} })
+	return out
+}
+
+// watchPrefix runs one etcd watch and converts its events onto out, closing
+// out when ctx ends or after delivering a failure.
+func watchPrefix[E any](ctx context.Context, s *Store, prefix string, fromRev int64, out chan<- E,
+	conv func(*clientv3.Event) E, fail func(error) E) {
+	opts := []clientv3.OpOption{clientv3.WithPrefix()}
+	if fromRev > 0 {
+		opts = append(opts, clientv3.WithRev(fromRev+1))
+	}
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	wch := s.cli.Watch(wctx, prefix, opts...)
+	go func() {
+		defer close(out)
+		defer cancel()
+		for wr := range wch {
+			if err := wr.Err(); err != nil {
+				send(ctx, out, fail(fmt.Errorf("watch %s: %w", prefix, s.wrap("watch", err))))
+				return
+			}
+			for _, ev := range wr.Events {
+				if !send(ctx, out, conv(ev)) {
+					return
+				}
+			}
+		}
+	}()
+}
+
+func send[E any](ctx context.Context, out chan<- E, e E) bool {
+	select {
+	case out <- e:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
