@@ -71,6 +71,25 @@ func (c *conn) serve(ctx context.Context, st *session) error {
 		c.nc.SetReadDeadline(deadline)
 		c.nc.SetWriteDeadline(deadline)
 	}
+	defer c.watchShutdown(ctx, ioCancel)()
+	if st == nil {
+		var err error
+		if st, err = c.negotiate(); err != nil {
+			return c.cleanEnd(ctx, "handshake", err)
+		}
+		c.nc.SetReadDeadline(time.Time{})
+		c.nc.SetWriteDeadline(time.Time{})
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+	return c.transmit(ctx, st)
+}
+
+// watchShutdown arranges that when ctx ends, reads stop at once and, after
+// ShutdownGrace, device IO is cancelled and the socket closed. The returned
+// function ends the watch and waits for it.
+func (c *conn) watchShutdown(ctx context.Context, ioCancel context.CancelFunc) func() {
 	done, fin := make(chan struct{}), make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
 		defer close(fin)
@@ -84,24 +103,12 @@ func (c *conn) serve(ctx context.Context, st *session) error {
 		case <-done:
 		}
 	})
-	defer func() {
+	return func() {
 		close(done)
 		if !stop() {
 			<-fin
 		}
-	}()
-	if st == nil {
-		var err error
-		if st, err = c.negotiate(); err != nil {
-			return c.cleanEnd(ctx, "handshake", err)
-		}
-		c.nc.SetReadDeadline(time.Time{})
-		c.nc.SetWriteDeadline(time.Time{})
-		if ctx.Err() != nil {
-			return nil
-		}
 	}
-	return c.transmit(ctx, st)
 }
 
 // cleanEnd turns the errors of an orderly end into nil.

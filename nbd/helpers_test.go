@@ -322,3 +322,5 @@ func mustf(t *testing.T, err error, format string, args ...any) {
 		t.Fatalf("%s: %v", fmt.Sprintf(format, args...), err)
 	}
 }
+
+func newBenchMem(size int64) (*blockdev.Mem, error) { return blockdev.NewMem(size, 4096) }

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# bench/nbd.sh: nvstripe's NBD server against nbdkit's memory plugin, same
+# clients (fio's nbd engine and nbdcopy), side by side, one table.
+#
+# Usage: bench/nbd.sh [SERVE_CMD...]
+#   SERVE_CMD is a command that serves an export over NBD on 127.0.0.1:$PORT
+#   and prints "ready: nbd://..." once listening (default: the nbd package's
+#   own test server over an in-memory device, nbd/internal/nbdbench). The
+#   command may use $PORT and $SIZE, e.g.
+#     bench/nbd.sh ./nvstripe map vol --nbd-listen 127.0.0.1:\$PORT
+# Environment: SIZE (default 1G), RUNTIME seconds per fio job (default 10),
+#   PORT (default 10819; nbdkit gets PORT+1), EXPORT (default bench).
+# Needs fio, nbdkit, nbdcopy. Figures are only comparable within one run.
+set -euo pipefail
+
+SIZE=${SIZE:-1G}
+RUNTIME=${RUNTIME:-10}
+PORT=${PORT:-10819}
+KPORT=$((PORT + 1))
+EXPORT=${EXPORT:-bench}
+export SIZE PORT EXPORT
+cd "$(dirname "$0")/.."
+
+for tool in fio nbdkit nbdcopy; do
+	command -v "$tool" >/dev/null || { echo "bench/nbd.sh: $tool not installed" >&2; exit 2; }
+done
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+	for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+	for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+# start NAME CMD...: run CMD in the background, wait for it to accept NBD.
+start() {
+	local name=$1 port=$2
+	shift 2
+	"$@" >"$work/$name.log" 2>&1 &
+	pids+=($!)
+	for _ in $(seq 1 300); do
+		if nbdinfo --size "nbd://127.0.0.1:$port/$EXPORT" >/dev/null 2>&1 ||
+			nbdinfo --size "nbd://127.0.0.1:$port/" >/dev/null 2>&1; then
+			return 0
+		fi
+		sleep 0.1
+	done
+	echo "bench/nbd.sh: $name did not start:" >&2
+	cat "$work/$name.log" >&2
+	exit 1
+}
+
+if [ $# -gt 0 ]; then
+	start nvstripe "$PORT" bash -c "$*"
+else
+	go build -o "$work/nbdbench" ./nbd/internal/nbdbench
+	start nvstripe "$PORT" "$work/nbdbench" -listen "127.0.0.1:$PORT" -size "$SIZE" -export "$EXPORT"
+fi
+start nbdkit "$KPORT" nbdkit -f -i 127.0.0.1 -p "$KPORT" -e "$EXPORT" memory "$SIZE"
+
+declare -A URI=([nvstripe]="nbd://127.0.0.1:$PORT/$EXPORT" [nbdkit]="nbd://127.0.0.1:$KPORT/$EXPORT")
+declare -A RESULT
+
+# fio_job TARGET RW BS QD [time_based]: prints "MiB/s IOPS".
+fio_job() {
+	local target=$1 rw=$2 bs=$3 qd=$4 out="$work/fio.json"
+	local timing=(--time_based "--runtime=$RUNTIME")
+	[ "${5:-}" = once ] && timing=()
+	fio --name=bench --ioengine=nbd --uri="${URI[$target]}" --rw="$rw" --bs="$bs" \
+		--iodepth="$qd" --size="$SIZE" "${timing[@]}" --output-format=json \
+		--output="$out" >/dev/null 2>&1
+	python3 - "$out" "$rw" <<'PY'
+import json, sys
+job = json.load(open(sys.argv[1]))["jobs"][0]
+side = "write" if "write" in sys.argv[2] else "read"
+print("%.0f %.0f" % (job[side]["bw"] / 1024, job[side]["iops"]))
+PY
+}
+
+# nbdcopy_job TARGET read|write: prints MiB/s for a copy of SIZE.
+nbdcopy_job() {
+	local target=$1 dir=$2 t0 t1 bytes
+	bytes=$(nbdinfo --size "${URI[$target]}")
+	t0=$(date +%s.%N)
+	if [ "$dir" = read ]; then
+		nbdcopy --no-extents "${URI[$target]}" null:
+	else
+		nbdcopy --flush "$src" "${URI[$target]}"
+	fi
+	t1=$(date +%s.%N)
+	python3 -c "print('%.0f' % ($bytes / 1048576 / ($t1 - $t0)))"
+}
+
+# The write source for nbdcopy lives in memory.
+src=/dev/shm/nvstripe-bench.$$
+head -c "$(nbdinfo --size "${URI[nbdkit]}")" /dev/urandom >"$src"
+trap 'rm -f "$src"; cleanup' EXIT
+
+for target in nvstripe nbdkit; do
+	# Fill once: first writes allocate (nbdkit memory runs at 0.2 GB/s then).
+	fio_job "$target" write 1M 16 once >/dev/null
+	RESULT[$target,seqread]=$(fio_job "$target" read 1M 16)
+	RESULT[$target,seqwrite]=$(fio_job "$target" write 1M 16)
+	RESULT[$target,randread]=$(fio_job "$target" randread 4k 32)
+	RESULT[$target,copyread]=$(nbdcopy_job "$target" read)
+	RESULT[$target,copywrite]=$(nbdcopy_job "$target" write)
+done
+
+row() { # row LABEL KEY FIELD(1=MiB/s,2=IOPS) UNIT
+	local a b
+	a=$(echo "${RESULT[nvstripe,$2]}" | cut -d' ' -f"$3")
+	b=$(echo "${RESULT[nbdkit,$2]}" | cut -d' ' -f"$3")
+	printf "%-34s %12s %12s %7s\n" "$1" "$a $4" "$b $4" \
+		"$(python3 -c "print('%.0f%%' % (100.0 * $a / $b if $b else 0))")"
+}
+echo
+echo "size $SIZE, fio runtime ${RUNTIME}s per job, $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+printf "%-34s %12s %12s %7s\n" "job" "nvstripe" "nbdkit" "ratio"
+row "fio seq read 1MiB QD16" seqread 1 MiB/s
+row "fio seq write 1MiB QD16" seqwrite 1 MiB/s
+row "fio rand read 4KiB QD32 (IOPS)" randread 2 ""
+row "nbdcopy read -> null:" copyread 1 MiB/s
+row "nbdcopy write (from /dev/shm)" copywrite 1 MiB/s
