@@ -29,6 +29,12 @@ func verbGroups() []func(*globals) *cobra.Command {
 		newVersionCmd,
 		newSelfTestCmd,
 		newTargetCmd,
+		newDemoCmd,
+		newClusterCmd,
+		newHostCmd,
+		newNamespaceCmd,
+		newVolumeCmd,
+		newEtcdCmd,
 	}
 }
 

@@ -1,0 +1,45 @@
+package agent
+
+import (
+	"context"
+
+	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/volume"
+)
+
+// placement adapts a meta.VolumeMap to the volume engine's Allocator and
+// DirtyLog (the two packages may not import each other).
+type placement struct{ m *meta.VolumeMap }
+
+var (
+	_ volume.Allocator = placement{}
+	_ volume.DirtyLog  = placement{}
+)
+
+func toVolume(refs []meta.SlotRef) []volume.SlotRef {
+	out := make([]volume.SlotRef, len(refs))
+	for i, r := range refs {
+		out[i] = volume.SlotRef{NS: r.NS, Slot: r.Slot}
+	}
+	return out
+}
+
+func (p placement) Lookup(ctx context.Context, seg int64) ([]volume.SlotRef, bool, error) {
+	refs, ok, err := p.m.Lookup(ctx, seg)
+	return toVolume(refs), ok, err
+}
+
+func (p placement) Allocate(ctx context.Context, seg int64) ([]volume.SlotRef, error) {
+	refs, err := p.m.Allocate(ctx, seg)
+	return toVolume(refs), err
+}
+
+func (p placement) Free(ctx context.Context, seg int64) error { return p.m.Free(ctx, seg) }
+
+func (p placement) MarkDirty(ctx context.Context, seg int64) error { return p.m.MarkDirty(ctx, seg) }
+
+func (p placement) MarkClean(ctx context.Context, segs []int64) error {
+	return p.m.MarkClean(ctx, segs)
+}
+
+func (p placement) Dirty(ctx context.Context) ([]int64, error) { return p.m.Dirty(ctx) }

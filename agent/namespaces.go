@@ -1,0 +1,147 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/nvmeof/initiator"
+)
+
+// NamespaceOptions say how namespaces are reached.
+type NamespaceOptions struct {
+	// HostNQN identifies this node to the targets. Default
+	// initiator.DefaultHostNQN.
+	HostNQN string
+	// IOQueues per path. Default 2.
+	IOQueues int
+	// ControllerLossTimeout is how long IO to an unreachable namespace waits
+	// before it fails (and the volume reconstructs around it). Default 5s.
+	ControllerLossTimeout time.Duration
+	// ConnectTimeout bounds connecting to a namespace. Default 5s.
+	ConnectTimeout time.Duration
+	// Logf receives path events. Default: none.
+	Logf func(format string, args ...any)
+}
+
+func (o *NamespaceOptions) ensureDefaults() {
+	if o.IOQueues == 0 {
+		o.IOQueues = 2
+	}
+	if o.ControllerLossTimeout == 0 {
+		o.ControllerLossTimeout = 5 * time.Second
+	}
+	if o.ConnectTimeout == 0 {
+		o.ConnectTimeout = 5 * time.Second
+	}
+}
+
+// Namespaces is the volume engine's DeviceSet over etcd's namespace records:
+// it connects to a namespace on first use, checks its label and keeps the
+// connection. It is safe for concurrent use.
+type Namespaces struct {
+	store   *meta.Store
+	cluster *meta.ClusterRecord
+	opts    NamespaceOptions
+
+	mu   sync.Mutex
+	devs map[string]blockdev.Device
+}
+
+// NewNamespaces returns a DeviceSet for the namespaces of store's cluster.
+func NewNamespaces(ctx context.Context, store *meta.Store, opts NamespaceOptions) (*Namespaces, error) {
+	opts.ensureDefaults()
+	c, err := store.Cluster(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the cluster record: %w", err)
+	}
+	return &Namespaces{store: store, cluster: c, opts: opts, devs: map[string]blockdev.Device{}}, nil
+}
+
+// Device returns the connected, label-checked device of namespace id.
+func (n *Namespaces) Device(id string) (blockdev.Device, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if d, ok := n.devs[id]; ok {
+		return d, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), n.opts.ConnectTimeout+5*time.Second)
+	defer cancel()
+	d, err := n.open(ctx, id)
+	if err != nil {
+		return nil, blockdev.Mark(fmt.Errorf("namespace %s: %w", id, err), blockdev.ErrUnavailable)
+	}
+	n.devs[id] = d
+	return d, nil
+}
+
+func (n *Namespaces) open(ctx context.Context, id string) (blockdev.Device, error) {
+	rec, err := n.store.Namespace(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	dev, err := Connect(ctx, rec, n.opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckLabel(ctx, dev, n.cluster.Label(id)); err != nil {
+		dev.Close()
+		return nil, err
+	}
+	return dev, nil
+}
+
+// Connect opens an NVMe/TCP initiator over every path of a namespace.
+func Connect(ctx context.Context, rec *meta.NamespaceRecord, o NamespaceOptions) (*initiator.Device, error) {
+	o.ensureDefaults()
+	paths := make([]string, 0, len(rec.Paths))
+	for _, p := range rec.Paths {
+		paths = append(paths, strings.TrimPrefix(p.Addr, "tcp://"))
+	}
+	return initiator.Open(ctx, initiator.Options{
+		HostNQN: o.HostNQN, SubsysNQN: rec.NQN, NSID: rec.NSID, Paths: paths,
+		IOQueues: o.IOQueues, ControllerLossTimeout: o.ControllerLossTimeout,
+		ConnectTimeout: o.ConnectTimeout, Logf: o.Logf,
+	})
+}
+
+// Close closes every connection.
+func (n *Namespaces) Close() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var errs []error
+	for id, d := range n.devs {
+		errs = append(errs, d.Close())
+		delete(n.devs, id)
+	}
+	return errors.Join(errs...)
+}
+
+// CheckLabel reads the label block of dev and compares it with want.
+func CheckLabel(ctx context.Context, dev blockdev.Device, want meta.Label) error {
+	b := make([]byte, meta.LabelSize)
+	if err := dev.ReadAt(ctx, b, 0); err != nil {
+		return fmt.Errorf("reading the label: %w", err)
+	}
+	return meta.CheckLabel(b, want)
+}
+
+// WriteLabel labels a namespace for the cluster. A namespace that already
+// carries the same label is left alone; one with another label or with data
+// in its label block is refused (never overwritten).
+func WriteLabel(ctx context.Context, dev blockdev.Device, l meta.Label) error {
+	err := CheckLabel(ctx, dev, l)
+	if !errors.Is(err, meta.ErrNoLabel) {
+		return err // nil (already labelled) or a mismatch
+	}
+	b, err := meta.EncodeLabel(l)
+	if err != nil {
+		return err
+	}
+	return blockdev.WriteFUA(ctx, dev, b, 0)
+}

@@ -1,0 +1,329 @@
+// Package demo is the one-process nvstripe of `nvstripe demo`: an embedded
+// etcd, several userspace NVMe/TCP targets on 127.0.0.1 with file-backed
+// namespaces, a k+m volume placed over them, served over NBD (and as a FUSE
+// file where /dev/fuse works) until the context ends. Only cmd imports it.
+//
+// Concurrency: Run blocks until ctx is done, then shuts everything down.
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nvstripe/nvstripe/agent"
+	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/fuse"
+	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/meta/embed"
+	"github.com/nvstripe/nvstripe/nbd"
+)
+
+// Options configure Run. Zero fields take the defaults in their comments.
+type Options struct {
+	// Dir holds etcd's data and the namespace files. Required (the CLI
+	// makes a temporary one by default).
+	Dir string
+	// Targets is the number of NVMe/TCP targets (one host each). Default 6.
+	Targets int
+	// K and M are the layout. Default 4 and 2.
+	K, M int
+	// Size is the volume size in bytes. Default 4 GiB.
+	Size int64
+	// Chunk is the stripe unit. Default 128 KiB.
+	Chunk int64
+	// SlotSize is the cluster's slot size. Default 256 MiB (small, so that a
+	// demo volume spans several segments).
+	SlotSize int64
+	// NBDListen is the NBD listener address. Default 127.0.0.1:10809.
+	NBDListen string
+	// FUSEDir, when set, also mounts the volume there as a file.
+	FUSEDir string
+	// Name is the volume and export name. Default "demo".
+	Name string
+	// Stats is how often live throughput is printed; 0: every 5s, <0: never.
+	Stats time.Duration
+	// Out receives progress lines (and "ready: nbd://HOST:PORT/NAME").
+	Out io.Writer
+	// Ready, when set, is called with the NBD URL once serving.
+	Ready func(url string)
+}
+
+func (o *Options) ensureDefaults() {
+	def := func(p *int64, v int64) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	if o.Targets == 0 {
+		o.Targets = 6
+	}
+	if o.K == 0 {
+		o.K, o.M = 4, 2
+	}
+	def(&o.Size, 4<<30)
+	def(&o.Chunk, 128<<10)
+	def(&o.SlotSize, 256<<20)
+	def((*int64)(&o.Stats), int64(5*time.Second))
+	if o.NBDListen == "" {
+		o.NBDListen = "127.0.0.1:10809"
+	}
+	if o.Name == "" {
+		o.Name = "demo"
+	}
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+}
+
+// nsSize is the size of each namespace: room for this volume's share twice
+// over (so a rebuild has space), plus the label slot.
+func (o *Options) nsSize() int64 {
+	segData := int64(o.K) * o.SlotSize
+	segs := (o.Size + segData - 1) / segData
+	perNS := (segs*int64(o.K+o.M) + int64(o.Targets) - 1) / int64(o.Targets)
+	return (2*perNS + 1) * o.SlotSize
+}
+
+// Run starts everything, prints "ready: nbd://HOST:PORT/NAME" and serves
+// until ctx is done; then it shuts down cleanly.
+func Run(ctx context.Context, o Options) error {
+	o.ensureDefaults()
+	if o.Dir == "" {
+		return errors.New("demo: a directory is required (--dir)")
+	}
+	d := &demo{o: o}
+	defer d.shutdown()
+	if err := d.start(ctx); err != nil {
+		return err
+	}
+	url := fmt.Sprintf("nbd://%s/%s", d.nbdAddr, o.Name)
+	fmt.Fprintf(o.Out, "ready: %s\n", url)
+	if o.Ready != nil {
+		o.Ready(url)
+	}
+	d.showStats(ctx)
+	fmt.Fprintln(o.Out, "shutting down")
+	return nil
+}
+
+// demo holds what Run started, for shutdown.
+type demo struct {
+	o       Options
+	etcd    *embed.Server
+	store   *meta.Store
+	targets []*demoTarget
+	mapped  *agent.Mapped
+	counted *agent.Counted
+	nbd     *nbd.Server
+	nbdAddr string
+	served  chan error
+	fs      *fuse.FS
+}
+
+func (d *demo) start(ctx context.Context) error {
+	steps := []struct {
+		what string
+		do   func(context.Context) error
+	}{
+		{"etcd", d.startEtcd},
+		{"targets", d.startTargets},
+		{"cluster", d.register},
+		{"volume", d.openVolume},
+		{"nbd", d.serveNBD},
+		{"fuse", d.mountFUSE},
+	}
+	for _, s := range steps {
+		if err := s.do(ctx); err != nil {
+			return fmt.Errorf("demo: %s: %w", s.what, err)
+		}
+	}
+	return nil
+}
+
+func (d *demo) startEtcd(ctx context.Context) error {
+	var err error
+	d.etcd, err = embed.Start(ctx, embed.Options{Dir: filepath.Join(d.o.Dir, "etcd")})
+	if err != nil {
+		return err
+	}
+	d.store, err = meta.Open(ctx, meta.Config{Endpoints: d.etcd.Endpoints(), Cluster: "demo"})
+	if err == nil {
+		fmt.Fprintf(d.o.Out, "etcd: embedded, %v (data in %s)\n", d.etcd.Endpoints(), filepath.Join(d.o.Dir, "etcd"))
+	}
+	return err
+}
+
+func (d *demo) startTargets(ctx context.Context) error {
+	for i := 1; i <= d.o.Targets; i++ {
+		t, err := startTarget(ctx, d.o.Dir, i, d.o.nsSize())
+		if err != nil {
+			return err
+		}
+		d.targets = append(d.targets, t)
+		fmt.Fprintf(d.o.Out, "target %d: nvme-tcp %s %s, namespace 1 = %s (%d MiB, sparse)\n",
+			i, t.addr(), t.nqn, filepath.Join(d.o.Dir, fmt.Sprintf("target%d", i), "ns1.img"), d.o.nsSize()>>20)
+	}
+	return nil
+}
+
+// register records the cluster, hosts and namespaces in etcd and labels the
+// namespaces; a restarted demo over the same --dir finds them there.
+func (d *demo) register(ctx context.Context) error {
+	c, err := d.store.Cluster(ctx)
+	if errors.Is(err, meta.ErrNotInitialized) {
+		c, err = d.store.InitCluster(ctx, meta.InitOptions{SlotSize: d.o.SlotSize})
+	}
+	if err != nil {
+		return err
+	}
+	for _, t := range d.targets {
+		if err := d.registerTarget(ctx, c, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *demo) registerTarget(ctx context.Context, c *meta.ClusterRecord, t *demoTarget) error {
+	if _, err := d.store.AddHost(ctx, t.host, nil); err != nil && !errors.Is(err, meta.ErrExists) {
+		return err
+	}
+	spec := meta.NamespaceSpec{Host: t.host, NQN: t.nqn, NSID: 1, Size: t.file.Size(),
+		Paths: []meta.PathRecord{{Addr: "tcp://" + t.addr(), ANAGroup: 1, ANAState: meta.ANAOptimized}}}
+	rec, err := d.store.AddNamespace(ctx, spec)
+	if errors.Is(err, meta.ErrExists) {
+		rec, err = d.refreshPaths(ctx, spec)
+	}
+	if err != nil {
+		return err
+	}
+	dev, err := agent.Connect(ctx, rec, agent.NamespaceOptions{})
+	if err != nil {
+		return err
+	}
+	defer dev.Close()
+	return agent.WriteLabel(ctx, dev, c.Label(rec.ID))
+}
+
+// refreshPaths accepts an existing namespace record only when it names the
+// same address (targets listen on new ports each run).
+func (d *demo) refreshPaths(ctx context.Context, spec meta.NamespaceSpec) (*meta.NamespaceRecord, error) {
+	id := fmt.Sprintf("%s-n%d", spec.Host, spec.NSID)
+	rec, err := d.store.Namespace(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if len(rec.Paths) == 0 || rec.Paths[0].Addr != spec.Paths[0].Addr {
+		return nil, fmt.Errorf("namespace %s exists from an earlier run at %v: start the demo with a fresh --dir", id, rec.Paths)
+	}
+	return rec, nil
+}
+
+func (d *demo) openVolume(ctx context.Context) error {
+	_, err := d.store.Volume(ctx, d.o.Name)
+	if errors.Is(err, meta.ErrNotFound) {
+		_, err = d.store.CreateVolume(ctx, meta.VolumeSpec{Name: d.o.Name, Size: d.o.Size,
+			Layout: meta.Layout{K: d.o.K, M: d.o.M, Chunk: d.o.Chunk}})
+	}
+	if err != nil {
+		return err
+	}
+	host, _ := os.Hostname()
+	d.mapped, err = agent.OpenVolume(ctx, d.store, d.o.Name, agent.OpenOptions{Holder: "demo." + host})
+	if err != nil {
+		return err
+	}
+	d.counted = agent.NewCounted(d.mapped.Volume)
+	fmt.Fprintf(d.o.Out, "volume %s: %d MiB, %d+%d, chunk %d KiB, over %d namespaces\n",
+		d.o.Name, d.o.Size>>20, d.o.K, d.o.M, d.o.Chunk>>10, d.o.Targets)
+	return nil
+}
+
+func (d *demo) serveNBD(ctx context.Context) error {
+	srv, err := nbd.NewServer(nbd.Options{Exports: map[string]nbd.Export{
+		d.o.Name: {Device: d.counted, Description: fmt.Sprintf("nvstripe %d+%d demo volume", d.o.K, d.o.M)},
+	}})
+	if err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", d.o.NBDListen)
+	if err != nil {
+		return fmt.Errorf("listening on %s (is another demo running? use --nbd-listen): %w", d.o.NBDListen, err)
+	}
+	d.nbd, d.nbdAddr, d.served = srv, l.Addr().String(), make(chan error, 1)
+	go func() { d.served <- srv.Serve(context.WithoutCancel(ctx), l) }()
+	return nil
+}
+
+func (d *demo) mountFUSE(context.Context) error {
+	if d.o.FUSEDir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(d.o.FUSEDir, 0o755); err != nil {
+		return err
+	}
+	fs, err := fuse.Mount(d.o.FUSEDir, map[string]blockdev.Device{d.o.Name: d.counted}, nil)
+	if err != nil {
+		fmt.Fprintf(d.o.Out, "fuse: not mounted (%v); NBD still serves\n", err)
+		return nil
+	}
+	d.fs = fs
+	fmt.Fprintf(d.o.Out, "fuse: %s\n", filepath.Join(d.o.FUSEDir, d.o.Name))
+	return nil
+}
+
+// showStats prints throughput until ctx is done.
+func (d *demo) showStats(ctx context.Context) {
+	if d.o.Stats < 0 {
+		<-ctx.Done()
+		return
+	}
+	tick := time.NewTicker(d.o.Stats)
+	defer tick.Stop()
+	var lastR, lastW int64
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		r, w := d.counted.ReadBytes.Load(), d.counted.WriteBytes.Load()
+		if r != lastR || w != lastW {
+			secs := d.o.Stats.Seconds()
+			fmt.Fprintf(d.o.Out, "io: read %.1f MB/s, write %.1f MB/s, errors %d\n",
+				float64(r-lastR)/secs/1e6, float64(w-lastW)/secs/1e6, d.counted.Errors.Load())
+		}
+		lastR, lastW = r, w
+	}
+}
+
+// shutdown stops everything Run started, in reverse order.
+func (d *demo) shutdown() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if d.fs != nil {
+		d.fs.Unmount()
+	}
+	if d.nbd != nil {
+		d.nbd.Close()
+		<-d.served
+	}
+	if d.mapped != nil {
+		d.mapped.Close(ctx)
+	}
+	for _, t := range d.targets {
+		t.close()
+	}
+	if d.store != nil {
+		d.store.Close()
+	}
+	if d.etcd != nil {
+		d.etcd.Close()
+	}
+}
