@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -22,6 +23,13 @@ func invariantErrors(st State, cfg Config, acts []Action) []error {
 	nss, segs, vols := map[string]Namespace{}, map[SegmentID]Segment{}, map[string]Volume{}
 	for _, n := range st.Namespaces {
 		nss[n.ID] = n
+	}
+	for _, a := range acts {
+		if mo, ok := a.(MarkOut); ok { // out from here on
+			n := nss[mo.NS]
+			n.State = placement.StateOut
+			nss[mo.NS] = n
+		}
 	}
 	for _, s := range st.Segments {
 		segs[s.ID] = s
@@ -76,6 +84,43 @@ func invariantErrors(st State, cfg Config, acts []Action) []error {
 	for ns := range touched {
 		if perNS[ns] > cfg.MaxMovesPerNS {
 			errs = append(errs, fmt.Errorf("I3: %d moves on %s, cap %d", perNS[ns], ns, cfg.MaxMovesPerNS))
+		}
+	}
+	if total < cfg.MaxMoves && !anyAtCap(nss, perNS, cfg) {
+		errs = append(errs, liveness(st, nss, acts)...)
+	}
+	return errs
+}
+
+func anyAtCap(nss map[string]Namespace, perNS map[string]int, cfg Config) bool {
+	for id, n := range nss {
+		if n.State == placement.StateIn && perNS[id] >= cfg.MaxMovesPerNS {
+			return true
+		}
+	}
+	return false
+}
+
+// liveness: with no cap in the way, every idle segment with a lost shard
+// gets a rebuild or is reported blocked.
+func liveness(st State, nss map[string]Namespace, acts []Action) []error {
+	handled := map[SegmentID]bool{}
+	for _, a := range acts {
+		switch a := a.(type) {
+		case RebuildShard:
+			handled[a.Segment] = true
+		case Blocked:
+			handled[a.Segment] = true
+		}
+	}
+	var errs []error
+	for _, s := range st.Segments {
+		lost := slices.ContainsFunc(s.Slots, func(sl Slot) bool {
+			n, ok := nss[sl.NS]
+			return !ok || n.State == placement.StateOut || n.State == placement.StateFailed
+		})
+		if s.Move == nil && lost && !handled[s.ID] {
+			errs = append(errs, fmt.Errorf("liveness: %v lost a shard and got no rebuild", s.ID))
 		}
 	}
 	return errs
