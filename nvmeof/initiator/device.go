@@ -314,12 +314,15 @@ func (d *Device) exec(ctx context.Context, r *request, kind opKind) (pdu.CQE, er
 			}
 			delay = min(2*delay, 100*time.Millisecond)
 		}
+		c.inflight.Add(1)
 		cqe, err := c.run(ctx, r)
 		p := d.paths[c.pathIndex]
 		if err == nil {
 			p.count(kind, len(r.data))
+			c.inflight.Add(-1)
 			return cqe, nil
 		}
+		c.inflight.Add(-1)
 		if !isRetryable(err) || ctx.Err() != nil {
 			return cqe, err
 		}
@@ -358,7 +361,7 @@ func (p *path) count(k opKind, n int) {
 }
 
 // run sends r on the least busy I/O queue of c, choosing in-capsule or
-// R2T transfer for writes by c's limit.
+// R2T transfer for writes by c's limit. The caller accounts c.inflight.
 func (c *controller) run(ctx context.Context, r *request) (pdu.CQE, error) {
 	if r.dir == dirH2C {
 		r.inCapsule = len(r.data) <= c.inCap
@@ -368,8 +371,6 @@ func (c *controller) run(ctx context.Context, r *request) (pdu.CQE, error) {
 			r.sqe.SGL = pdu.SGL{ID: pdu.SGLTransport, Length: uint32(len(r.data))}
 		}
 	}
-	c.inflight.Add(1)
-	defer c.inflight.Add(-1)
 	return c.pickQueue().do(ctx, r)
 }
 

@@ -69,12 +69,16 @@ func (a *anaFixture) grows(t *testing.T, i int, n uint64, what string) {
 	})
 }
 
-// settlesOn waits until IO runs on path i only: after i has done enough
-// IO for every worker to have moved, the other path must not grow while i
-// does another round.
+// settlesOn waits until IO runs on path i only: once i has done IO and
+// the commands still in flight on the other path have drained, the other
+// path must not grow while i does another round.
 func (a *anaFixture) settlesOn(t *testing.T, i int, what string) {
 	t.Helper()
 	a.grows(t, i, 64, what)
+	waitFor(t, what+": other path drained", func() bool {
+		c := a.d.paths[1-i].ctrl.Load()
+		return c == nil || c.inflight.Load() == 0
+	})
 	other := ioCount(a.d.Paths()[1-i])
 	a.grows(t, i, 64, what)
 	if now := ioCount(a.d.Paths()[1-i]); now != other {

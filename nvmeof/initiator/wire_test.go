@@ -1,0 +1,199 @@
+package initiator
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nvstripe/nvstripe/nvmeof/target"
+)
+
+// TestWireCheck captures the initiator's traffic (bring-up, in-capsule and
+// R2T writes, reads, flush, write zeroes, deallocate, keep-alive,
+// discovery; with and without digests) and has Wireshark's nvme-tcp
+// dissector check it: any malformed packet or NVMe/TCP expert warning
+// fails the test.
+func TestWireCheck(t *testing.T) {
+	for _, tool := range []string{"tshark", "dumpcap"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed (apt-get install tshark): %v", tool, err)
+		}
+	}
+	f := newFixture(t, 1, 4<<20, func(c *target.Config) { c.InCapsuleDataSize = 8192 })
+	_, port, _ := net.SplitHostPort(f.addrs[0])
+	file := filepath.Join(t.TempDir(), "nvme.pcapng")
+	stop := capture(t, port, file)
+
+	for _, dg := range []bool{false, true} {
+		o := f.options(t)
+		o.IOQueues, o.HeaderDigest, o.DataDigest = 2, dg, dg
+		d := open(t, o)
+		ctx := context.Background()
+		for _, n := range []int{4096, 8192, 65536} {
+			p := bytes.Repeat([]byte{byte(n >> 12)}, n)
+			if err := d.WriteAt(ctx, p, 0); err != nil {
+				t.Fatal(err)
+			}
+			if err := d.ReadAt(ctx, p, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := d.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.WriteZeroes(ctx, 0, 8192); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Trim(ctx, 8192, 8192); err != nil {
+			t.Fatal(err)
+		}
+		d.Close()
+	}
+	if _, err := Discover(context.Background(), f.addrs[0], DiscoverOptions{HostNQN: testHost}); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	checkCapture(t, port, file)
+}
+
+// capture starts dumpcap on the loopback interface for port and returns a
+// function that stops it once everything was written. dumpcap starts
+// capturing and writes packets some time after it says so, so a probe
+// listener is captured too: capture waits until a probe connection shows
+// up in the file, and stop waits for one made after the test's traffic.
+func capture(t *testing.T, port, file string) func() {
+	probe, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { probe.Close() })
+	go func() {
+		for {
+			c, err := probe.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	_, pport, _ := net.SplitHostPort(probe.Addr().String())
+	cmd := exec.Command("dumpcap", "-q", "-i", "lo", "-f", "tcp port "+port+" or tcp port "+pport, "-w", file)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if msg := waitCapturing(stderr); msg != "" {
+		cmd.Wait()
+		t.Skipf("dumpcap cannot capture on lo here: %s", msg)
+	}
+	probed := func(after int) int {
+		var n int
+		waitFor(t, "probe traffic in the capture", func() bool {
+			if c, err := net.Dial("tcp", probe.Addr().String()); err == nil {
+				c.Close()
+			}
+			out, _ := exec.Command("tshark", "-r", file, "-Y", "tcp.port=="+pport).Output()
+			n = bytes.Count(out, []byte("\n"))
+			return n > after
+		})
+		return n
+	}
+	seen := probed(0)
+	var stopped bool
+	stopFn := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		probed(seen)
+		_ = cmd.Process.Signal(syscall.SIGINT)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			t.Fatal("dumpcap did not stop")
+		}
+	}
+	t.Cleanup(stopFn)
+	return stopFn
+}
+
+// waitCapturing reads dumpcap's stderr until it says it is capturing
+// (returns "") or exits (returns what it said).
+func waitCapturing(stderr io.Reader) string {
+	ready := make(chan string, 2)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		var log strings.Builder
+		for sc.Scan() {
+			log.WriteString(sc.Text() + "\n")
+			if strings.Contains(sc.Text(), "Capturing on") {
+				ready <- ""
+			}
+		}
+		ready <- log.String()
+	}()
+	return <-ready
+}
+
+// checkCapture runs tshark over file, decoding port as NVMe/TCP with
+// digest verification on, and fails on malformed packets, NVMe/TCP expert
+// warnings or errors (bad digests among them), or PDUs it could not make
+// sense of; it also checks that every kind of PDU the test meant to send
+// was seen.
+func checkCapture(t *testing.T, port, file string) {
+	tshark := func(filter string, fields ...string) []string {
+		args := []string{"-r", file, "-d", "tcp.port==" + port + ",nvme-tcp",
+			"-o", "nvme-tcp.check_hdgst:TRUE", "-o", "nvme-tcp.check_ddgst:TRUE", "-Y", filter, "-T", "fields"}
+		for _, f := range append([]string{"frame.number"}, fields...) {
+			args = append(args, "-e", f)
+		}
+		out, err := exec.Command("tshark", args...).Output()
+		if err != nil {
+			t.Fatalf("tshark -Y %q: %v", filter, err)
+		}
+		var lines []string
+		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			if l != "" {
+				lines = append(lines, l)
+			}
+		}
+		return lines
+	}
+	bad := tshark("_ws.malformed || nvme-tcp.unknown_data || (_ws.expert.severity >= warning && (nvme-tcp || nvme) && !tcp.analysis.flags)",
+		"_ws.col.Info", "_ws.expert.message")
+	if len(bad) > 0 {
+		keep := filepath.Join(os.TempDir(), "nvstripe-initiator-wire.pcapng")
+		if b, err := os.ReadFile(file); err == nil {
+			_ = os.WriteFile(keep, b, 0o644)
+		}
+		t.Fatalf("wire check found problems (capture kept in %s):\n%s", keep, strings.Join(bad, "\n"))
+	}
+	for _, want := range []struct{ what, filter string }{
+		{"ICReq", "nvme-tcp.type == 0"},
+		{"in-capsule write", "nvme-tcp.type == 4 && nvme-tcp.pdo > 0"},
+		{"R2T", "nvme-tcp.type == 9"},
+		{"H2CData", "nvme-tcp.type == 6"},
+		{"C2HData", "nvme-tcp.type == 7"},
+		{"verified header digest", "nvme-tcp.hdgst.status == 1"},
+		{"verified data digest", "nvme-tcp.ddgst.status == 1"},
+	} {
+		if len(tshark(want.filter)) == 0 {
+			t.Errorf("no %s in the capture", want.what)
+		}
+	}
+}
