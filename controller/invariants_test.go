@@ -174,4 +174,3 @@ func domainFunc(st State, cfg Config) func(string) string {
 		return "host=" + h.Name
 	}
 }
-
