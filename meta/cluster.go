@@ -110,9 +110,13 @@ func (s *Store) Hosts(ctx context.Context) ([]*HostRecord, error) {
 	return hs, err
 }
 
+// DefaultNamespaceID is the id AddNamespace gives a namespace without one:
+// "<host>-n<nsid>".
+func DefaultNamespaceID(host string, nsid uint32) string { return fmt.Sprintf("%s-n%d", host, nsid) }
+
 // NamespaceSpec is what AddNamespace needs to know about a namespace.
 type NamespaceSpec struct {
-	ID    string // cluster-wide name; default "<host>-<nqn suffix>-<nsid>"
+	ID    string // cluster-wide name; default DefaultNamespaceID(Host, NSID)
 	Host  string
 	NQN   string
 	NSID  uint32
@@ -138,7 +142,7 @@ func (s *Store) AddNamespace(ctx context.Context, spec NamespaceSpec) (*Namespac
 		}
 	}
 	if rec.ID == "" {
-		rec.ID = fmt.Sprintf("%s-n%d", spec.Host, spec.NSID)
+		rec.ID = DefaultNamespaceID(spec.Host, spec.NSID)
 	}
 	*rec.version() = RecordVersion
 	if err := rec.check(); err != nil {

@@ -1,0 +1,195 @@
+package cli
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nvstripe/nvstripe/meta"
+)
+
+// etcdAuth holds the etcd connection flags shared by the cluster, host, ns
+// and volume commands (--etcd itself is a root flag).
+type etcdAuth struct {
+	cluster            string
+	cacert, cert, key  string
+	user, password     string
+	timeout            time.Duration
+	insecureSkipVerify bool
+}
+
+// addEtcdFlags registers the etcd connection flags on a verb group.
+func addEtcdFlags(c *cobra.Command, a *etcdAuth) {
+	fl := c.PersistentFlags()
+	fl.StringVar(&a.cluster, "cluster", "default", "cluster name (its keys live under /nvstripe/NAME/)")
+	fl.StringVar(&a.cacert, "etcd-cacert", "", "CA certificate file to verify etcd's TLS certificate (enables TLS)")
+	fl.StringVar(&a.cert, "etcd-cert", "", "client certificate file for etcd TLS")
+	fl.StringVar(&a.key, "etcd-key", "", "client key file for etcd TLS")
+	fl.BoolVar(&a.insecureSkipVerify, "etcd-insecure-skip-verify", false, "use TLS without verifying etcd's certificate (testing only)")
+	fl.StringVar(&a.user, "etcd-user", "", "etcd user name (with --etcd-password)")
+	fl.StringVar(&a.password, "etcd-password", "", "etcd password")
+	fl.DurationVar(&a.timeout, "etcd-timeout", 5*time.Second, "how long to wait for etcd to answer at first")
+}
+
+// tlsConfig builds the TLS configuration from the flags, or nil for plain
+// connections.
+func (a *etcdAuth) tlsConfig() (*tls.Config, error) {
+	if a.cacert == "" && a.cert == "" && a.key == "" && !a.insecureSkipVerify {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: a.insecureSkipVerify}
+	if a.cacert != "" {
+		pem, err := os.ReadFile(a.cacert)
+		if err != nil {
+			return nil, fmt.Errorf("--etcd-cacert: %w", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--etcd-cacert %s: no PEM certificate found", a.cacert)
+		}
+	}
+	if (a.cert == "") != (a.key == "") {
+		return nil, usageError{fmt.Errorf("--etcd-cert and --etcd-key go together")}
+	}
+	if a.cert != "" {
+		pair, err := tls.LoadX509KeyPair(a.cert, a.key)
+		if err != nil {
+			return nil, fmt.Errorf("--etcd-cert/--etcd-key: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
+}
+
+// openStore connects to the cluster named by the flags.
+func openStore(ctx context.Context, g *globals, a *etcdAuth) (*meta.Store, error) {
+	tc, err := a.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	if (a.user == "") != (a.password == "") {
+		return nil, usageError{fmt.Errorf("--etcd-user and --etcd-password go together")}
+	}
+	return meta.Open(ctx, meta.Config{Endpoints: g.etcdEndpoints(), Cluster: a.cluster, DialTimeout: a.timeout,
+		TLS: tc, Username: a.user, Password: a.password})
+}
+
+// withStore wraps a command body with opening and closing the store.
+func withStore(g *globals, a *etcdAuth, fn func(cmd *cobra.Command, args []string, s *meta.Store) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		s, err := openStore(cmd.Context(), g, a)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		return fn(cmd, args, s)
+	}
+}
+
+// metadataOnly marks commands that only read or write etcd records (no
+// shard data) so that they skip the start-up codec self-test.
+func metadataOnly(cmds ...*cobra.Command) {
+	for _, c := range cmds {
+		if c.Annotations == nil {
+			c.Annotations = map[string]string{}
+		}
+		c.Annotations[annotationNoSelfTest] = "metadata only"
+	}
+}
+
+// printJSON writes v as indented JSON.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// fmtBytes renders n with a binary unit when it divides evenly.
+func fmtBytes(n int64) string {
+	for _, u := range []struct {
+		s string
+		m int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.m && n%u.m == 0 {
+			return fmt.Sprintf("%d%s", n/u.m, u.s)
+		}
+	}
+	if n >= 1<<30 {
+		return fmt.Sprintf("%.2fGiB", float64(n)/(1<<30))
+	}
+	return fmt.Sprintf("%dB", n)
+}
+
+func newClusterCmd(g *globals) *cobra.Command {
+	a := &etcdAuth{}
+	c := groupCmd("cluster", "Create and show the cluster record in etcd", newClusterInitCmd(g, a), newClusterInfoCmd(g, a))
+	addEtcdFlags(c, a)
+	metadataOnly(c.Commands()...)
+	return c
+}
+
+func newClusterInitCmd(g *globals, a *etcdAuth) *cobra.Command {
+	var slotSize, domain string
+	c := &cobra.Command{
+		Use:   "init [--slot-size 1GiB] [--domain-label rack]",
+		Short: "Initialize the cluster: a new id and the cluster-wide slot size",
+		Long: "init creates the cluster record. The slot size (a power of two from 64KiB to 64GiB) is the\n" +
+			"unit of placement and cannot change later; the default keeps a fully allocated cluster of\n" +
+			"100 hosts x 16 x 7.68TB namespaces within what etcd holds well. --domain-label names the host\n" +
+			"label that defines failure domains (default: each host is one).",
+		Args: cobra.NoArgs,
+		RunE: withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
+			size := int64(meta.DefaultSlotSize)
+			if slotSize != "" {
+				n, err := parseSize(slotSize)
+				if err != nil {
+					return usageError{fmt.Errorf("--slot-size: %w", err)}
+				}
+				size = n
+			}
+			rec, err := s.InitCluster(cmd.Context(), meta.InitOptions{SlotSize: size, DomainLabel: domain})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "cluster %s initialized: id %s, slot size %s\n", rec.Name, rec.ID, fmtBytes(rec.SlotSize))
+			return nil
+		}),
+	}
+	c.Flags().StringVar(&slotSize, "slot-size", "", "slot size (default "+fmtBytes(meta.DefaultSlotSize)+")")
+	c.Flags().StringVar(&domain, "domain-label", "", "host label naming failure domains, e.g. rack (default: hosts)")
+	return c
+}
+
+func newClusterInfoCmd(g *globals, a *etcdAuth) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "info [--json]",
+		Short: "Show the cluster record",
+		Args:  cobra.NoArgs,
+		RunE: withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
+			rec, err := s.Cluster(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), rec)
+			}
+			domain := rec.DomainLabel
+			if domain == "" {
+				domain = "host"
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "cluster %s\nid %s\nslot size %s\nfailure domain %s\nschema %d\n",
+				rec.Name, rec.ID, fmtBytes(rec.SlotSize), domain, rec.Schema)
+			return nil
+		}),
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}

@@ -1,0 +1,43 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nvstripe/nvstripe/meta/embed"
+)
+
+func newEtcdCmd(*globals) *cobra.Command {
+	var dir, listen, peer string
+	c := &cobra.Command{
+		Use:   "etcd --dir D [--listen 127.0.0.1:2379]",
+		Short: "Run a single-node embedded etcd in the foreground",
+		Long: "etcd runs a one-member etcd server with its data in DIR until interrupted, for single-machine\n" +
+			"setups. Production clusters should run a replicated etcd and pass --etcd to every command.",
+		Args:        cobra.NoArgs,
+		Annotations: map[string]string{annotationNoSelfTest: "1"},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if dir == "" {
+				return usageError{errors.New("nvstripe etcd needs --dir")}
+			}
+			srv, err := embed.Start(cmd.Context(), embed.Options{Dir: dir, ClientAddr: listen, PeerAddr: peer})
+			if err != nil {
+				return err
+			}
+			defer srv.Close()
+			fmt.Fprintf(cmd.OutOrStdout(), "etcd ready: %s (data in %s)\n", srv.Endpoints()[0], dir)
+			select {
+			case <-cmd.Context().Done():
+				return nil
+			case err := <-srv.Err():
+				return fmt.Errorf("etcd: %w", err)
+			}
+		},
+	}
+	c.Flags().StringVar(&dir, "dir", "", "data directory (required)")
+	c.Flags().StringVar(&listen, "listen", "127.0.0.1:2379", "client address HOST:PORT")
+	c.Flags().StringVar(&peer, "peer-listen", "127.0.0.1:2380", "peer (raft) address HOST:PORT")
+	return c
+}

@@ -1,0 +1,77 @@
+package cli
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nvstripe/nvstripe/meta"
+)
+
+func newHostCmd(g *globals) *cobra.Command {
+	a := &etcdAuth{}
+	c := groupCmd("host", "Storage hosts and their failure-domain labels", newHostAddCmd(g, a), newHostLsCmd(g, a))
+	addEtcdFlags(c, a)
+	metadataOnly(c.Commands()...)
+	return c
+}
+
+func newHostAddCmd(g *globals, a *etcdAuth) *cobra.Command {
+	var labels []string
+	c := &cobra.Command{
+		Use:   "add NAME [--label rack=r1 ...]",
+		Short: "Add a storage host",
+		Args:  cobra.ExactArgs(1),
+		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
+			lm := map[string]string{}
+			for _, l := range labels {
+				k, v, ok := strings.Cut(l, "=")
+				if !ok || k == "" {
+					return usageError{fmt.Errorf("--label %q: want KEY=VALUE", l)}
+				}
+				lm[k] = v
+			}
+			if _, err := s.AddHost(cmd.Context(), args[0], lm); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "host %s added\n", args[0])
+			return nil
+		}),
+	}
+	c.Flags().StringArrayVar(&labels, "label", nil, "failure-domain label KEY=VALUE, repeatable")
+	return c
+}
+
+func newHostLsCmd(g *globals, a *etcdAuth) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "ls [--json]",
+		Short: "List hosts",
+		Args:  cobra.NoArgs,
+		RunE: withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
+			hosts, err := s.Hosts(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), hosts)
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "NAME\tLABELS")
+			for _, h := range hosts {
+				var ls []string
+				for _, k := range slices.Sorted(maps.Keys(h.Labels)) {
+					ls = append(ls, k+"="+h.Labels[k])
+				}
+				fmt.Fprintf(w, "%s\t%s\n", h.Name, strings.Join(ls, ","))
+			}
+			return w.Flush()
+		}),
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}

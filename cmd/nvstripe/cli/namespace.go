@@ -1,0 +1,281 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/nvmeof/initiator"
+	"github.com/nvstripe/nvstripe/nvmeof/pdu"
+	"github.com/nvstripe/nvstripe/placement"
+)
+
+func newNamespaceCmd(g *globals) *cobra.Command {
+	a := &etcdAuth{}
+	ls, set := newNSLsCmd(g, a), newNSSetStateCmd(g, a)
+	c := groupCmd("ns", "NVMe-oF namespaces: add, discover, list, change state",
+		newNSAddCmd(g, a), newNSDiscoverCmd(g, a), ls, set)
+	addEtcdFlags(c, a)
+	metadataOnly(ls, set) // add and discover write labels: they keep the self-test
+	return c
+}
+
+// nsAddFlags are the flags of `ns add`.
+type nsAddFlags struct {
+	host, nqn, id, uuid, size, hostNQN string
+	nsid                               uint32
+	paths                              []string
+}
+
+func newNSAddCmd(g *globals, a *etcdAuth) *cobra.Command {
+	var f nsAddFlags
+	c := &cobra.Command{
+		Use:   "add --host H --nqn NQN --nsid N --path tcp://ADDR:PORT [--path ...] [--size S]",
+		Short: "Add a namespace: connect, check or write its label, record it in etcd",
+		Long: "add connects to the namespace over its paths, reads its size, checks the nvstripe label in its\n" +
+			"first 4KiB (a blank namespace gets one; another cluster's label or foreign data is refused)\n" +
+			"and records it in state in. With --size it records the namespace without connecting; the\n" +
+			"label is then written by the first node that opens it.",
+		Args: cobra.NoArgs,
+		RunE: withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
+			if f.host == "" || f.nqn == "" || f.nsid == 0 || len(f.paths) == 0 {
+				return usageError{errors.New("ns add needs --host, --nqn, --nsid and at least one --path")}
+			}
+			spec := meta.NamespaceSpec{ID: f.id, Host: f.host, NQN: f.nqn, NSID: f.nsid, UUID: f.uuid}
+			for _, p := range f.paths {
+				spec.Paths = append(spec.Paths, meta.PathRecord{Addr: p})
+			}
+			if f.size != "" {
+				n, err := parseSize(f.size)
+				if err != nil {
+					return usageError{fmt.Errorf("--size: %w", err)}
+				}
+				spec.Size = n
+			}
+			rec, err := addNamespace(cmd.Context(), s, spec, f.hostNQN)
+			if err != nil {
+				return err
+			}
+			printAdded(cmd, rec)
+			return nil
+		}),
+	}
+	fl := c.Flags()
+	fl.StringVar(&f.host, "host", "", "host the namespace lives on (required)")
+	fl.StringVar(&f.nqn, "nqn", "", "subsystem NQN (required)")
+	fl.Uint32Var(&f.nsid, "nsid", 0, "namespace ID in the subsystem (required)")
+	fl.StringArrayVar(&f.paths, "path", nil, "path tcp://ADDR:PORT, repeatable (required)")
+	fl.StringVar(&f.size, "size", "", "record this size without connecting (e.g. 7TiB)")
+	fl.StringVar(&f.id, "id", "", "namespace id in the cluster (default HOST-nNSID)")
+	fl.StringVar(&f.uuid, "uuid", "", "namespace UUID/NGUID, informational")
+	fl.StringVar(&f.hostNQN, "host-nqn", "", "host NQN to connect as (default the initiator's)")
+	return c
+}
+
+func printAdded(cmd *cobra.Command, rec *meta.NamespaceRecord) {
+	fmt.Fprintf(cmd.OutOrStdout(), "namespace %s added: host %s, %s nsid %d, %s, %d slots\n",
+		rec.ID, rec.Host, rec.NQN, rec.NSID, fmtBytes(rec.Size), rec.Capacity())
+}
+
+// addNamespace records spec; without a size it first connects, reads the
+// size and checks or writes the label.
+func addNamespace(ctx context.Context, s *meta.Store, spec meta.NamespaceSpec, hostNQN string) (*meta.NamespaceRecord, error) {
+	for _, p := range spec.Paths {
+		if err := meta.CheckPathAddr(p.Addr); err != nil {
+			return nil, usageError{err}
+		}
+	}
+	if spec.Size == 0 {
+		c, err := s.Cluster(ctx)
+		if err != nil {
+			return nil, err
+		}
+		id := spec.ID
+		if id == "" {
+			id = meta.DefaultNamespaceID(spec.Host, spec.NSID)
+		}
+		if spec.Size, err = labelNamespace(ctx, spec, hostNQN, c.Label(id)); err != nil {
+			return nil, err
+		}
+	}
+	return s.AddNamespace(ctx, spec)
+}
+
+// labelNamespace opens the namespace, checks its label (writing want on a
+// blank one) and returns its size.
+func labelNamespace(ctx context.Context, spec meta.NamespaceSpec, hostNQN string, want meta.Label) (int64, error) {
+	var addrs []string
+	for _, p := range spec.Paths {
+		addrs = append(addrs, strings.TrimPrefix(p.Addr, "tcp://"))
+	}
+	dev, err := initiator.Open(ctx, initiator.Options{HostNQN: hostNQN, SubsysNQN: spec.NQN, NSID: spec.NSID, Paths: addrs, IOQueues: 1})
+	if err != nil {
+		return 0, connectError{fmt.Errorf("connect to %s nsid %d at %s: %w", spec.NQN, spec.NSID, strings.Join(addrs, ","), err)}
+	}
+	defer dev.Close()
+	buf := make([]byte, meta.LabelSize)
+	if err := dev.ReadAt(ctx, buf, 0); err != nil {
+		return 0, fmt.Errorf("read the label of %s nsid %d: %w", spec.NQN, spec.NSID, err)
+	}
+	err = meta.CheckLabel(buf, want)
+	if errors.Is(err, meta.ErrNoLabel) {
+		var b []byte
+		if b, err = meta.EncodeLabel(want); err == nil {
+			err = blockdev.WriteFUA(ctx, dev, b, 0)
+		}
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%s nsid %d: %w", spec.NQN, spec.NSID, err)
+	}
+	return dev.Size(), nil
+}
+
+// connectError is a failure to open a namespace over NVMe/TCP.
+type connectError struct{ err error }
+
+func (e connectError) Error() string { return e.err.Error() }
+func (e connectError) Unwrap() error { return e.err }
+
+func newNSDiscoverCmd(g *globals, a *etcdAuth) *cobra.Command {
+	var host, hostNQN string
+	var maxNSID uint32
+	c := &cobra.Command{
+		Use:   "discover tcp://ADDR:PORT --host H",
+		Short: "Add every namespace a discovery controller lists",
+		Long: "discover reads the discovery log page at ADDR:PORT, and for every NVMe subsystem in it adds\n" +
+			"namespaces 1, 2, ... (until one does not answer, at most --max-nsid) with all the subsystem's\n" +
+			"TCP paths, as 'ns add' does (connect, label, record). Namespaces already recorded are skipped.",
+		Args: cobra.ExactArgs(1),
+		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
+			if host == "" {
+				return usageError{errors.New("ns discover needs --host")}
+			}
+			if err := meta.CheckPathAddr(args[0]); err != nil {
+				return usageError{err}
+			}
+			return discover(cmd, s, args[0], host, hostNQN, maxNSID)
+		}),
+	}
+	c.Flags().StringVar(&host, "host", "", "host the discovered namespaces live on (required)")
+	c.Flags().StringVar(&hostNQN, "host-nqn", "", "host NQN to connect as (default the initiator's)")
+	c.Flags().Uint32Var(&maxNSID, "max-nsid", 64, "highest namespace ID to probe per subsystem")
+	return c
+}
+
+func discover(cmd *cobra.Command, s *meta.Store, addr, host, hostNQN string, maxNSID uint32) error {
+	ctx := cmd.Context()
+	entries, err := initiator.Discover(ctx, strings.TrimPrefix(addr, "tcp://"), initiator.DiscoverOptions{HostNQN: hostNQN})
+	if err != nil {
+		return fmt.Errorf("discover %s: %w", addr, err)
+	}
+	paths := map[string][]meta.PathRecord{}
+	var order []string
+	for _, e := range entries {
+		if e.SubType != pdu.SubTypeNVMe {
+			continue
+		}
+		if _, seen := paths[e.SubNQN]; !seen {
+			order = append(order, e.SubNQN)
+		}
+		paths[e.SubNQN] = append(paths[e.SubNQN], meta.PathRecord{Addr: "tcp://" + e.TrAddr + ":" + e.TrSvcID})
+	}
+	known, err := s.Namespaces(ctx)
+	if err != nil {
+		return err
+	}
+	recorded := map[string]string{}
+	for _, n := range known {
+		recorded[fmt.Sprintf("%s/%d", n.NQN, n.NSID)] = n.ID
+	}
+	added := 0
+	for _, nqn := range order {
+		for nsid := uint32(1); nsid <= maxNSID; nsid++ {
+			if id, ok := recorded[fmt.Sprintf("%s/%d", nqn, nsid)]; ok {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s nsid %d: already recorded as %s\n", nqn, nsid, id)
+				continue
+			}
+			rec, err := addNamespace(ctx, s, meta.NamespaceSpec{Host: host, NQN: nqn, NSID: nsid, Paths: paths[nqn]}, hostNQN)
+			if ce := (connectError{}); nsid > 1 && errors.As(err, &ce) {
+				break // no namespace nsid: the subsystem's list ended
+			}
+			if err != nil {
+				return err
+			}
+			printAdded(cmd, rec)
+			added++
+		}
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "%d namespaces added from %d subsystems at %s\n", added, len(order), addr)
+	return nil
+}
+
+// nsView is one line of `ns ls --json`.
+type nsView struct {
+	*meta.NamespaceRecord
+	Used     int64 `json:"used_slots"`
+	Capacity int64 `json:"capacity_slots"`
+}
+
+func newNSLsCmd(g *globals, a *etcdAuth) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "ls [--json]",
+		Short: "List namespaces with state, size and slot use",
+		Args:  cobra.NoArgs,
+		RunE: withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
+			nss, err := s.Namespaces(cmd.Context())
+			if err != nil {
+				return err
+			}
+			views := make([]nsView, 0, len(nss))
+			for _, n := range nss {
+				al, err := s.Allocation(cmd.Context(), n.ID)
+				if err != nil {
+					return err
+				}
+				views = append(views, nsView{NamespaceRecord: n, Used: al.Used, Capacity: n.Capacity()})
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), views)
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "ID\tHOST\tSTATE\tSIZE\tUSED\tNQN\tNSID\tPATHS")
+			for _, v := range views {
+				var ps []string
+				for _, p := range v.Paths {
+					ps = append(ps, fmt.Sprintf("%s(%s)", strings.TrimPrefix(p.Addr, "tcp://"), p.ANAState))
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%d\t%s\n", v.ID, v.Host, v.State, fmtBytes(v.Size),
+					v.Used, v.Capacity, v.NQN, v.NSID, strings.Join(ps, ","))
+			}
+			return w.Flush()
+		}),
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}
+
+func newNSSetStateCmd(g *globals, a *etcdAuth) *cobra.Command {
+	return &cobra.Command{
+		Use:   "set-state NS in|draining|down|out|failed",
+		Short: "Change a namespace's state (only 'in' receives new segments)",
+		Args:  cobra.ExactArgs(2),
+		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
+			st, err := placement.ParseState(args[1])
+			if err != nil {
+				return usageError{err}
+			}
+			if err := s.SetNamespaceState(cmd.Context(), args[0], st); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "namespace %s is now %s\n", args[0], st)
+			return nil
+		}),
+	}
+}

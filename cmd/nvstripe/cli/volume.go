@@ -1,0 +1,202 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nvstripe/nvstripe/meta"
+)
+
+func newVolumeCmd(g *globals) *cobra.Command {
+	a := &etcdAuth{}
+	c := groupCmd("volume", "Create, list, inspect, resize and remove volumes",
+		newVolumeCreateCmd(g, a), newVolumeLsCmd(g, a), newVolumeInfoCmd(g, a), newVolumeResizeCmd(g, a), newVolumeRmCmd(g, a))
+	addEtcdFlags(c, a)
+	metadataOnly(c.Commands()...)
+	return c
+}
+
+func newVolumeCreateCmd(g *globals, a *etcdAuth) *cobra.Command {
+	var size, chunk string
+	var k, m int
+	var shared bool
+	c := &cobra.Command{
+		Use:   "create NAME --size S [--k 4 --m 2 --chunk 128KiB] [--allow-shared-domains]",
+		Short: "Create a thin volume (space is placed on first write)",
+		Long: "create records a volume of --size bytes (a multiple of 4KiB) striped as k data + m parity\n" +
+			"chunks. Every segment puts its k+m shards in distinct failure domains, so k+m may not exceed\n" +
+			"the domains in service unless --allow-shared-domains.",
+		Args: cobra.ExactArgs(1),
+		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
+			if size == "" {
+				return usageError{errors.New("volume create needs --size")}
+			}
+			n, err := parseSize(size)
+			if err != nil {
+				return usageError{fmt.Errorf("--size: %w", err)}
+			}
+			ch, err := parseSize(chunk)
+			if err != nil {
+				return usageError{fmt.Errorf("--chunk: %w", err)}
+			}
+			rec, err := s.CreateVolume(cmd.Context(), meta.VolumeSpec{Name: args[0], Size: n,
+				Layout: meta.Layout{K: k, M: m, Chunk: ch}, AllowSharedDomains: shared})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "volume %s created: %s, %d+%d, chunk %s\n", rec.Name, fmtBytes(rec.Size), k, m, fmtBytes(ch))
+			return nil
+		}),
+	}
+	fl := c.Flags()
+	fl.StringVar(&size, "size", "", "volume size, e.g. 4GiB (required)")
+	fl.IntVar(&k, "k", 4, "data shards per stripe")
+	fl.IntVar(&m, "m", 2, "parity shards per stripe")
+	fl.StringVar(&chunk, "chunk", "128KiB", "chunk (stripe unit) size, a power of two from 4KiB to 4MiB")
+	fl.BoolVar(&shared, "allow-shared-domains", false, "allow shards of a segment to share a failure domain when there are too few")
+	return c
+}
+
+func newVolumeLsCmd(g *globals, a *etcdAuth) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "ls [--json]",
+		Short: "List volumes",
+		Args:  cobra.NoArgs,
+		RunE: withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
+			vols, err := s.Volumes(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), vols)
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "NAME\tSIZE\tLAYOUT\tCHUNK\tSTATE")
+			for _, v := range vols {
+				fmt.Fprintf(w, "%s\t%s\t%d+%d\t%s\t%s\n", v.Name, fmtBytes(v.Size), v.Layout.K, v.Layout.M, fmtBytes(v.Layout.Chunk), v.State)
+			}
+			return w.Flush()
+		}),
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}
+
+// volumeInfo is `volume info --json`.
+type volumeInfo struct {
+	*meta.VolumeRecord
+	Segments  int64            `json:"segments"`
+	Allocated int              `json:"allocated_segments"`
+	Dirty     int              `json:"dirty_segments"`
+	Moving    int              `json:"moving_segments"`
+	Owners    []meta.OwnerInfo `json:"owners"`
+}
+
+func newVolumeInfoCmd(g *globals, a *etcdAuth) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "info NAME [--json]",
+		Short: "Show a volume: layout, allocation, dirty segments, owners",
+		Args:  cobra.ExactArgs(1),
+		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
+			info, err := readVolumeInfo(cmd, s, args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), info)
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "volume %s\nsize %s\nlayout %d+%d chunk %s\nstate %s\nsegments %d allocated of %d (%d dirty, %d moving)\n",
+				info.Name, fmtBytes(info.Size), info.Layout.K, info.Layout.M, fmtBytes(info.Layout.Chunk), info.State,
+				info.Allocated, info.Segments, info.Dirty, info.Moving)
+			for _, o := range info.Owners {
+				fmt.Fprintf(out, "owner %s (%s, epoch %d)\n", o.Holder, o.Mode, o.Epoch)
+			}
+			if len(info.Owners) == 0 {
+				fmt.Fprintln(out, "not mapped")
+			}
+			return nil
+		}),
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}
+
+func readVolumeInfo(cmd *cobra.Command, s *meta.Store, name string) (*volumeInfo, error) {
+	ctx := cmd.Context()
+	v, err := s.Volume(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	c, err := s.Cluster(ctx)
+	if err != nil {
+		return nil, err
+	}
+	vm, err := s.VolumeMap(ctx, name, nil)
+	if err != nil {
+		return nil, err
+	}
+	segs, _, err := vm.Segments(ctx)
+	if err != nil {
+		return nil, err
+	}
+	dirty, err := vm.Dirty(ctx)
+	if err != nil {
+		return nil, err
+	}
+	owners, err := s.Owners(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	segData := int64(v.Layout.K) * c.SlotSize
+	info := &volumeInfo{VolumeRecord: v, Segments: (v.Size + segData - 1) / segData, Allocated: len(segs), Dirty: len(dirty), Owners: owners}
+	for _, r := range segs {
+		if r.Move != nil {
+			info.Moving++
+		}
+	}
+	return info, nil
+}
+
+func newVolumeResizeCmd(g *globals, a *etcdAuth) *cobra.Command {
+	var size string
+	c := &cobra.Command{
+		Use:   "resize NAME --size S",
+		Short: "Grow a volume (shrinking is refused)",
+		Args:  cobra.ExactArgs(1),
+		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
+			n, err := parseSize(size)
+			if err != nil {
+				return usageError{fmt.Errorf("--size: %w", err)}
+			}
+			v, err := s.ResizeVolume(cmd.Context(), args[0], n)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "volume %s is now %s\n", v.Name, fmtBytes(v.Size))
+			return nil
+		}),
+	}
+	c.Flags().StringVar(&size, "size", "", "new size (required)")
+	return c
+}
+
+func newVolumeRmCmd(g *globals, a *etcdAuth) *cobra.Command {
+	return &cobra.Command{
+		Use:   "rm NAME",
+		Short: "Remove a volume and free its space (refused while it is mapped)",
+		Args:  cobra.ExactArgs(1),
+		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
+			if err := s.DeleteVolume(cmd.Context(), args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "volume %s removed\n", args[0])
+			return nil
+		}),
+	}
+}
