@@ -210,7 +210,9 @@ func TestEtcdCommand(t *testing.T) {
 	_, _ = l.Close(), p.Close()
 	done := make(chan error, 1)
 	var out strings.Builder
-	go func() { done <- Run(ctx, []string{"etcd", "--dir", dir, "--listen", client, "--peer-listen", peer}, &out, &out) }()
+	go func() {
+		done <- Run(ctx, []string{"etcd", "--dir", dir, "--listen", client, "--peer-listen", peer}, &out, &out)
+	}()
 	var s *meta.Store
 	var err error
 	for range 100 {
