@@ -47,6 +47,25 @@ func TestRoundTripQD32(t *testing.T) {
 	}
 }
 
+// TestSuccessFlag disables SQ flow control so the target completes reads
+// with the C2HData SUCCESS flag instead of a response capsule.
+func TestSuccessFlag(t *testing.T) {
+	f := newFixture(t, 1, 8<<20, nil)
+	o := f.options(t)
+	o.IOQueues, o.DisableSQFlow = 2, true
+	d := open(t, o)
+	if err := runWorkers(d, 8, 40, 16, nil); err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, q := range d.paths[0].ctrl.Load().ios {
+		n += q.successes.Load()
+	}
+	if n == 0 {
+		t.Fatal("no read completed through a C2HData SUCCESS flag")
+	}
+}
+
 // TestInCapsuleAndR2T writes sizes on both sides of the controller's
 // in-capsule limit and checks which went through R2T, with a small
 // MAXH2CDATA so R2T data is split into several H2CData PDUs.

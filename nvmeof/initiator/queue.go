@@ -99,6 +99,8 @@ type queue struct {
 	// r2ts and h2cPDUs count R2Ts received and H2CData PDUs queued (tests
 	// and diagnostics).
 	r2ts, h2cPDUs atomic.Uint64
+	// successes counts reads completed by a C2HData SUCCESS flag.
+	successes atomic.Uint64
 
 	mu      sync.Mutex
 	idle    *sync.Cond // signalled when writing goes false
@@ -551,6 +553,7 @@ func (q *queue) recvData(br *bufio.Reader, h pdu.Header, d pdu.DataHdr) error {
 		if end != int64(len(s.buf)) {
 			return fmt.Errorf("C2HData SUCCESS before all data: %w", pdu.ErrProtocol)
 		}
+		q.successes.Add(1)
 		return q.complete(d.CCCID, pdu.CQE{CID: d.CCCID, SQID: q.qid}, nil)
 	}
 	return nil
