@@ -1,0 +1,201 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/fuse"
+	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/nbd"
+)
+
+// stackVolume is a 4+2 volume of size bytes on six userspace NVMe/TCP targets.
+func stackVolume(t *testing.T, size int64) (*testCluster, *Mapped) {
+	t.Helper()
+	tc := newTestCluster(t, 6, 96<<20, 4<<20)
+	ctx := context.Background()
+	if _, err := tc.store.CreateVolume(ctx, meta.VolumeSpec{Name: "v", Size: size, Layout: meta.Layout{K: 4, M: 2, Chunk: 128 << 10}}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := OpenVolume(ctx, tc.store, "v", OpenOptions{Holder: "test",
+		Namespaces: NamespaceOptions{ControllerLossTimeout: time.Second, ConnectTimeout: 2 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(context.Background()) })
+	return tc, m
+}
+
+func run(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func needTools(t *testing.T, tools ...string) {
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed (CI installs libnbd-bin, qemu-utils, e2fsprogs, util-linux): %v", tool, err)
+		}
+	}
+}
+
+// TestNBDOverTargetsDegraded writes through NBD with nbdcopy and qemu-io into
+// a volume on NVMe/TCP targets, stops one target half-way, writes more, and
+// verifies everything read back through NBD (issue 5).
+func TestNBDOverTargetsDegraded(t *testing.T) {
+	needTools(t, "nbdcopy", "qemu-io")
+	const size = 64 << 20
+	tc, m := stackVolume(t, size)
+	srv, err := nbd.NewServer(nbd.Options{Exports: map[string]nbd.Export{"v": {Device: m.Volume}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(context.Background(), l)
+	t.Cleanup(func() { srv.Close() })
+	url := "nbd://" + l.Addr().String() + "/v"
+
+	dir := t.TempDir()
+	data := make([]byte, size)
+	rand.Read(data)
+	half := filepath.Join(dir, "half")
+	os.WriteFile(half, data[:size/2], 0o644)
+	run(t, "nbdcopy", "--connections=4", half, url)
+	tc.targets[4].Close() // degraded from here on
+	os.WriteFile(half, data[size/2:], 0o644)
+	// nbdcopy writes from offset 0; the second half goes in with qemu-io.
+	img := "driver=nbd,server.type=inet,server.host=" + hostOf(l) + ",server.port=" + portOf(l) + ",export=v"
+	run(t, "qemu-io", "--image-opts", "-c", fmt.Sprintf("write -s %s %d %d", half, size/2, size/2), img)
+	// A pattern at an odd (512-aligned) offset, written and checked degraded.
+	run(t, "qemu-io", "--image-opts", "-c", "write -P 0x5a 12800 7168", img)
+	copy(data[12800:12800+7168], bytes.Repeat([]byte{0x5a}, 7168))
+	run(t, "qemu-io", "--image-opts", "-c", "read -P 0x5a 12800 7168", img)
+
+	back := filepath.Join(dir, "back")
+	run(t, "nbdcopy", "--connections=4", url, back)
+	got, err := os.ReadFile(back)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("data read back through NBD after a target stopped differs (err %v)", err)
+	}
+}
+
+func hostOf(l net.Listener) string { h, _, _ := net.SplitHostPort(l.Addr().String()); return h }
+func portOf(l net.Listener) string { _, p, _ := net.SplitHostPort(l.Addr().String()); return p }
+
+// TestFUSELoopExt4OverTargetsDegraded formats the volume, shown as a FUSE
+// file and attached to a loop device, with ext4; writes a tree of files; stops
+// a target; writes more; remounts everything and verifies checksums (issue 5).
+func TestFUSELoopExt4OverTargetsDegraded(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for FUSE DirectMount, losetup and mount (CI runs as root)")
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skipf("no /dev/fuse: %v", err)
+	}
+	needTools(t, "losetup", "mkfs.ext4")
+	tc, m := stackVolume(t, 128<<20)
+	fdir := t.TempDir()
+	mountFS := func() *fuse.FS {
+		fs, err := fuse.Mount(fdir, map[string]blockdev.Device{"v": m.Volume}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fs
+	}
+	fs := mountFS()
+	file := filepath.Join(fdir, "v")
+	run(t, "mkfs.ext4", "-q", "-F", "-E", "nodiscard", file)
+	mnt, undo := loopMountExt4(t, file)
+	sums := writeFiles(t, mnt, "a", 20)
+	tc.targets[1].Close() // degraded from here on
+	for k, v := range writeFiles(t, mnt, "b", 20) {
+		sums[k] = v
+	}
+	run(t, "sync")
+	undo()
+	unmountFS(t, fs)
+	fs = mountFS()
+	defer unmountFS(t, fs)
+	mnt, undo = loopMountExt4(t, file)
+	defer undo()
+	for name, want := range sums {
+		b, err := os.ReadFile(filepath.Join(mnt, name))
+		if err != nil || sha256.Sum256(b) != want {
+			t.Fatalf("%s: differs after remount (err %v)", name, err)
+		}
+	}
+}
+
+func loopMountExt4(t *testing.T, file string) (string, func()) {
+	t.Helper()
+	loop := strings.TrimSpace(run(t, "losetup", "--find", "--show", "--direct-io=on", file))
+	dir := t.TempDir()
+	done := false
+	undo := func() {
+		if done {
+			return
+		}
+		done = true
+		if err := syscall.Unmount(dir, 0); err != nil {
+			syscall.Unmount(dir, syscall.MNT_DETACH)
+		}
+		exec.Command("losetup", "-d", loop).Run()
+	}
+	t.Cleanup(undo)
+	run(t, "mount", "-t", "ext4", loop, dir)
+	return dir, undo
+}
+
+func unmountFS(t *testing.T, fs *fuse.FS) {
+	t.Helper()
+	var err error
+	for range 100 {
+		if err = fs.Unmount(); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond) // the loop device lets go asynchronously
+	}
+	t.Fatalf("fuse unmount: %v", err)
+}
+
+// writeFiles writes n files of random sizes under dir/prefix and returns
+// their checksums by relative path.
+func writeFiles(t *testing.T, dir, prefix string, n int) map[string][32]byte {
+	t.Helper()
+	sums := map[string][32]byte{}
+	os.MkdirAll(filepath.Join(dir, prefix, "sub"), 0o755)
+	for i := 0; i < n; i++ {
+		name := filepath.Join(prefix, fmt.Sprintf("f%02d", i))
+		if i%2 == 1 {
+			name = filepath.Join(prefix, "sub", fmt.Sprintf("f%02d", i))
+		}
+		b := make([]byte, 4096*(i+1)+i*37)
+		rand.Read(b)
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		sums[name] = sha256.Sum256(b)
+	}
+	return sums
+}
