@@ -8,13 +8,17 @@
 #   own test server over an in-memory device, nbd/internal/nbdbench). The
 #   command may use $PORT and $SIZE, e.g.
 #     bench/nbd.sh ./nvstripe map vol --nbd-listen 127.0.0.1:\$PORT
-# Environment: SIZE (default 1G), RUNTIME seconds per fio job (default 10),
-#   PORT (default 10819; nbdkit gets PORT+1), EXPORT (default bench).
+# Environment: SIZE (default 1G), RUNTIME seconds per fio job (default 5),
+#   ROUNDS (default 3), PORT (default 10819; nbdkit gets PORT+1), EXPORT
+#   (default bench).
+# Each job runs ROUNDS times, alternating between the two servers so that
+# load from other processes hits both alike; the table shows the median.
 # Needs fio, nbdkit, nbdcopy. Figures are only comparable within one run.
 set -euo pipefail
 
 SIZE=${SIZE:-1G}
-RUNTIME=${RUNTIME:-10}
+RUNTIME=${RUNTIME:-5}
+ROUNDS=${ROUNDS:-3}
 PORT=${PORT:-10819}
 KPORT=$((PORT + 1))
 EXPORT=${EXPORT:-bench}
@@ -101,11 +105,23 @@ trap 'rm -f "$src"; cleanup' EXIT
 for target in nvstripe nbdkit; do
 	# Fill once: first writes allocate (nbdkit memory runs at 0.2 GB/s then).
 	fio_job "$target" write 1M 16 once >/dev/null
-	RESULT[$target,seqread]=$(fio_job "$target" read 1M 16)
-	RESULT[$target,seqwrite]=$(fio_job "$target" write 1M 16)
-	RESULT[$target,randread]=$(fio_job "$target" randread 4k 32)
-	RESULT[$target,copyread]=$(nbdcopy_job "$target" read)
-	RESULT[$target,copywrite]=$(nbdcopy_job "$target" write)
+done
+
+# median: the middle line (by first field) of its input.
+median() { sort -n | awk '{ l[NR] = $0 } END { print l[int((NR + 1) / 2)] }'; }
+
+declare -A RUNS
+for round in $(seq 1 "$ROUNDS"); do
+	for target in nvstripe nbdkit; do
+		RUNS[$target,seqread]+="$(fio_job "$target" read 1M 16)"$'\n'
+		RUNS[$target,seqwrite]+="$(fio_job "$target" write 1M 16)"$'\n'
+		RUNS[$target,randread]+="$(fio_job "$target" randread 4k 32)"$'\n'
+		RUNS[$target,copyread]+="$(nbdcopy_job "$target" read)"$'\n'
+		RUNS[$target,copywrite]+="$(nbdcopy_job "$target" write)"$'\n'
+	done
+done
+for key in "${!RUNS[@]}"; do
+	RESULT[$key]=$(printf '%s' "${RUNS[$key]}" | sed '/^$/d' | median)
 done
 
 row() { # row LABEL KEY FIELD(1=MiB/s,2=IOPS) UNIT
@@ -116,7 +132,7 @@ row() { # row LABEL KEY FIELD(1=MiB/s,2=IOPS) UNIT
 		"$(python3 -c "print('%.0f%%' % (100.0 * $a / $b if $b else 0))")"
 }
 echo
-echo "size $SIZE, fio runtime ${RUNTIME}s per job, $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "size $SIZE, median of $ROUNDS rounds, fio ${RUNTIME}s per job, $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 printf "%-34s %12s %12s %7s\n" "job" "nvstripe" "nbdkit" "ratio"
 row "fio seq read 1MiB QD16" seqread 1 MiB/s
 row "fio seq write 1MiB QD16" seqwrite 1 MiB/s
