@@ -83,7 +83,7 @@ func (c *conn) identifyController() []byte {
 	t, ct := c.t, c.ctrl
 	id := pdu.IdentifyController{
 		FR: "1.0", RAB: 6, MDTS: uint8(mdts(t.cfg.MaxTransferSize)), CNTLID: ct.id,
-		VER: nvmeVersion(), OAES: ct.oaes(), CTRATT: pdu.CTRATTHostID128,
+		VER: nvmeVersion(), OAES: ct.oaes(), CTRATT: pdu.CTRATTHostID128 | pdu.CTRATTTBKAS,
 		ACL: 3, AERL: aerLimit - 1, LPA: 0x04, KAS: 1,
 		SQES: 0x66, CQES: 0x44, MAXCMD: uint16(t.cfg.QueueSize),
 		SGLS: pdu.SGLSSupported | pdu.SGLSOffsetData, MSDBD: 1, IORCSZ: 1,

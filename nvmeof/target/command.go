@@ -149,8 +149,6 @@ func (c *conn) dispatch(cmd *command) {
 		}
 	}
 	if needR2T {
-		cmd.buf = c.t.pool.get(int(s.SGL.Length))
-		cmd.data = cmd.buf
 		c.startXfer(cmd)
 		return
 	}
@@ -166,7 +164,7 @@ func (c *conn) execute(cmd *command) {
 	case c.qid == 0:
 		c.admin(cmd)
 	default:
-		if n := c.ninfl.Add(1); int(n) > 4*c.t.cfg.QueueSize {
+		if n := c.ninfl.Add(1); int(n) > c.maxInflight() {
 			c.ninfl.Add(-1)
 			cmd.fail(pdu.SCTransientTransport, false)
 			return

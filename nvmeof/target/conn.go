@@ -52,7 +52,6 @@ type conn struct {
 	mu      sync.Mutex
 	xfers   map[uint16]*xfer // by TTAG
 	nextTag uint16
-	closed  bool
 }
 
 func (t *Target) newConn(l *listener, nc net.Conn) *conn {
@@ -69,9 +68,6 @@ func (t *Target) newConn(l *listener, nc net.Conn) *conn {
 
 // close tears the connection down from any goroutine.
 func (c *conn) close() {
-	c.mu.Lock()
-	c.closed = true
-	c.mu.Unlock()
 	c.cancel()
 	c.nc.Close()
 }
@@ -174,6 +170,9 @@ func (c *conn) onCapsule(h pdu.Header) error {
 	cmd := &command{c: c}
 	cmd.sqe.Parse(c.hdr[8:pdu.CapsuleCmdLen])
 	c.fetched.Add(1)
+	if c.ctrl != nil {
+		c.ctrl.traffic.Store(true)
+	}
 	n := h.DataLen()
 	if n > c.inCapsuleLimit(&cmd.sqe) {
 		if err := pdu.Discard(c.br, h); err != nil {
@@ -265,6 +264,13 @@ type xfer struct {
 // and sends its first R2T.
 func (c *conn) startXfer(cmd *command) {
 	c.mu.Lock()
+	if len(c.xfers) >= c.maxInflight() {
+		c.mu.Unlock()
+		cmd.fail(pdu.SCTransientTransport, false)
+		return
+	}
+	cmd.buf = c.t.pool.get(int(cmd.sqe.SGL.Length))
+	cmd.data = cmd.buf
 	x := &xfer{cmd: cmd}
 	for {
 		x.tag = c.nextTag
@@ -285,6 +291,11 @@ func (c *conn) sendR2T(x *xfer) {
 	var b [pdu.R2THdrLen + pdu.DigestLen]byte
 	c.snd.send(pdu.AppendR2T(b[:0], r, c.dg), nil, nil, nil)
 }
+
+// maxInflight bounds the commands of one queue that hold resources (R2T
+// transfers, running I/O): twice the largest queue size, which a host that
+// respects its SQ size never reaches.
+func (c *conn) maxInflight() int { return 2 * c.t.cfg.QueueSize }
 
 // sqhd is the SQ head pointer for completions of this queue.
 func (c *conn) sqhd() uint16 {

@@ -448,3 +448,23 @@ func TestControlHandler(t *testing.T) {
 		t.Fatalf("entries %+v %v", es, err)
 	}
 }
+
+// TestResourceLimits: a host that opens more R2T transfers than twice the
+// queue size without sending data gets Transient Transport Error instead
+// of tying up unbounded memory.
+func TestResourceLimits(t *testing.T) {
+	f := newFixture(t, 1, func(c *Config) { c.QueueSize = 8 })
+	a := dial(t, f.t.Addr(0), pdu.Digests{})
+	cntlid := a.adminUp(0)
+	io := dial(t, f.t.Addr(0), pdu.Digests{})
+	mustOK(t, "io connect", io.connect(1, 7, cntlid, testNQN, testHost, 0, 0))
+	for i := 0; i < 16; i++ {
+		s := rwSQE(pdu.IOWrite, 1, uint64(i), 1, false)
+		s.CID, s.Flags = uint16(i), pdu.PSDTSGL
+		io.submit(&s, nil)
+		if p := io.read(); p.Header.Type != pdu.TypeR2T {
+			t.Fatalf("command %d: %v", i, p.Header.Type)
+		}
+	}
+	expectStatus(t, "17th transfer", io.do(rwSQE(pdu.IOWrite, 1, 20, 1, false), nil, nil), pdu.SCTransientTransport, false)
+}

@@ -2,6 +2,7 @@ package target
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
@@ -25,6 +26,7 @@ type controller struct {
 	hostID  [16]byte
 	lst     int
 	kato    time.Duration
+	traffic atomic.Bool // a command arrived since the keep-alive timer was armed
 
 	mu        sync.Mutex
 	cc, csts  uint32
@@ -85,8 +87,11 @@ func (ct *controller) stopTimer() {
 	}
 }
 
+// keepAliveExpired ends the association unless a command arrived on one
+// of its queues during the period (traffic-based keep-alive, CTRATT.TBKAS,
+// as nvmet does) or its listener is frozen.
 func (ct *controller) keepAliveExpired() {
-	if ct.t.frozen(ct.t.listeners[ct.lst]) {
+	if ct.traffic.Swap(false) || ct.t.frozen(ct.t.listeners[ct.lst]) {
 		ct.keepAlive()
 		return
 	}

@@ -31,7 +31,8 @@
 //
 // Identify Controller: CNTLID from Connect, VER/VS 1.4, CMIC 0x0B
 // (multi-port, multi-controller, ANA), MDTS from MaxTransferSize, OAES
-// namespace-attribute + ANA change, CTRATT 128-bit host ID, KAS 1 (100 ms),
+// namespace-attribute + ANA change, CTRATT 128-bit host ID + TBKAS (any
+// command counts as keep-alive traffic, as in nvmet), KAS 1 (100 ms),
 // ANATT, ANACAP 0x1F, ANAGRPMAX = NANAGRPID = 128, SQES 0x66, CQES 0x44,
 // MAXCMD = QueueSize, NN = MNAN = 1024, ONCS DSM + Write Zeroes, VWC 1, SGLS
 // bit 0 + bit 20, IOCCSZ (64+InCapsuleDataSize)/16, IORCSZ 1, ICDOFF 0,

@@ -62,7 +62,11 @@ func (c *conn) connect(cmd *command) {
 		invalidParam(cmd, pdu.ConnectOffSubNQN, true)
 		return
 	}
-	if cc.SQSize == 0 || int(cc.SQSize) >= c.t.cfg.QueueSize {
+	limit := c.t.cfg.QueueSize
+	if cc.QID == 0 {
+		limit = max(limit, adminQueueSize) // Linux always asks for 32 admin entries
+	}
+	if cc.SQSize == 0 || int(cc.SQSize) >= limit {
 		invalidParam(cmd, sqeOffSQSize, false)
 		return
 	}
