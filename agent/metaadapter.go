@@ -7,13 +7,13 @@ import (
 	"github.com/nvstripe/nvstripe/volume"
 )
 
-// placement adapts a meta.VolumeMap to the volume engine's Allocator and
+// segmentMap adapts a meta.VolumeMap to the volume engine's Allocator and
 // DirtyLog (the two packages may not import each other).
-type placement struct{ m *meta.VolumeMap }
+type segmentMap struct{ m *meta.VolumeMap }
 
 var (
-	_ volume.Allocator = placement{}
-	_ volume.DirtyLog  = placement{}
+	_ volume.Allocator = segmentMap{}
+	_ volume.DirtyLog  = segmentMap{}
 )
 
 func toVolume(refs []meta.SlotRef) []volume.SlotRef {
@@ -24,22 +24,22 @@ func toVolume(refs []meta.SlotRef) []volume.SlotRef {
 	return out
 }
 
-func (p placement) Lookup(ctx context.Context, seg int64) ([]volume.SlotRef, bool, error) {
+func (p segmentMap) Lookup(ctx context.Context, seg int64) ([]volume.SlotRef, bool, error) {
 	refs, ok, err := p.m.Lookup(ctx, seg)
 	return toVolume(refs), ok, err
 }
 
-func (p placement) Allocate(ctx context.Context, seg int64) ([]volume.SlotRef, error) {
+func (p segmentMap) Allocate(ctx context.Context, seg int64) ([]volume.SlotRef, error) {
 	refs, err := p.m.Allocate(ctx, seg)
 	return toVolume(refs), err
 }
 
-func (p placement) Free(ctx context.Context, seg int64) error { return p.m.Free(ctx, seg) }
+func (p segmentMap) Free(ctx context.Context, seg int64) error { return p.m.Free(ctx, seg) }
 
-func (p placement) MarkDirty(ctx context.Context, seg int64) error { return p.m.MarkDirty(ctx, seg) }
+func (p segmentMap) MarkDirty(ctx context.Context, seg int64) error { return p.m.MarkDirty(ctx, seg) }
 
-func (p placement) MarkClean(ctx context.Context, segs []int64) error {
+func (p segmentMap) MarkClean(ctx context.Context, segs []int64) error {
 	return p.m.MarkClean(ctx, segs)
 }
 
-func (p placement) Dirty(ctx context.Context) ([]int64, error) { return p.m.Dirty(ctx) }
+func (p segmentMap) Dirty(ctx context.Context) ([]int64, error) { return p.m.Dirty(ctx) }

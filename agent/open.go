@@ -73,7 +73,7 @@ func open(ctx context.Context, store *meta.Store, rec *meta.VolumeRecord, cluste
 	g := layout.Geometry{K: rec.Layout.K, M: rec.Layout.M, Chunk: rec.Layout.Chunk, SlotSize: cluster.SlotSize}
 	vol, err := volume.New(volume.Options{
 		Geometry: g, Size: rec.Size, Devices: devs,
-		Alloc: placement{vm}, Dirty: placement{vm}, Events: o.Events,
+		Alloc: segmentMap{vm}, Dirty: segmentMap{vm}, Events: o.Events,
 	})
 	if err != nil {
 		devs.Close()

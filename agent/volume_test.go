@@ -16,6 +16,7 @@ import (
 	"github.com/nvstripe/nvstripe/meta/metatest"
 	"github.com/nvstripe/nvstripe/nvmeof/initiator"
 	"github.com/nvstripe/nvstripe/nvmeof/target"
+	"github.com/nvstripe/nvstripe/placement"
 	"github.com/nvstripe/nvstripe/volume"
 )
 
@@ -162,5 +163,109 @@ func randomIO(t *testing.T, v blockdev.Device, model []byte, base int64, rng *ra
 			t.Errorf("write %d+%d: %v", base+off, n, err)
 		}
 		copy(model[off:], data)
+	}
+}
+
+// TestRebuildRestoresRedundancy kills a target holding shards of a 4+2 volume
+// with IO running, marks its namespace failed, rebuilds, and checks that
+// every segment again has six shards on six distinct hosts, the data
+// verifies, and two more targets can go (full redundancy is back).
+func TestRebuildRestoresRedundancy(t *testing.T) {
+	const size = 32 << 20
+	tc := newTestCluster(t, 8, 64<<20, 4<<20)
+	ctx := context.Background()
+	if _, err := tc.store.CreateVolume(ctx, meta.VolumeSpec{Name: "v", Size: size, Layout: meta.Layout{K: 4, M: 2, Chunk: 64 << 10}}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := OpenVolume(ctx, tc.store, "v", OpenOptions{Holder: "test",
+		Namespaces: NamespaceOptions{ControllerLossTimeout: time.Second, ConnectTimeout: 2 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(ctx)
+	model := make([]byte, size)
+	var done atomic.Int64
+	randomIO(t, m.Volume, model, 0, rand.New(rand.NewSource(7)), 150, &done)
+	full := make([]byte, size)
+	rand.New(rand.NewSource(8)).Read(full[:8<<20])
+	if err := m.Volume.WriteAt(ctx, full[:8<<20], 0); err != nil {
+		t.Fatal(err)
+	}
+	copy(model, full[:8<<20])
+
+	victim := tc.hostWithShards(t, m)
+	tc.targets[victim].Close()
+	if err := tc.store.SetNamespaceState(ctx, fmt.Sprintf("h%d-n1", victim), placement.StateFailed); err != nil {
+		t.Fatal(err)
+	}
+	var last MoveProgress
+	n, err := m.Rebuild(ctx, tc.store, 4, func(p MoveProgress) { last = p })
+	if err != nil || n == 0 {
+		t.Fatalf("rebuild: %d shards, %v", n, err)
+	}
+	if !last.Finished || last.Err != nil {
+		t.Errorf("last progress report %+v", last)
+	}
+	if lost, _ := m.LostShards(ctx, tc.store); len(lost) != 0 {
+		t.Fatalf("%d shards still on the failed namespace", len(lost))
+	}
+	tc.checkDistinctHosts(t, m)
+	got := make([]byte, size)
+	if err := m.Volume.ReadAt(ctx, got, 0); err != nil || !bytes.Equal(got, model) {
+		t.Fatalf("after rebuild: err %v, equal %v", err, bytes.Equal(got, model))
+	}
+	for _, h := range tc.twoOtherHosts(victim) {
+		tc.targets[h].Close()
+	}
+	if err := m.Volume.ReadAt(ctx, got, 0); err != nil || !bytes.Equal(got, model) {
+		t.Fatalf("after rebuild and two more targets lost: err %v, equal %v", err, bytes.Equal(got, model))
+	}
+}
+
+// hostWithShards returns the index of a target that holds shards of m.
+func (tc *testCluster) hostWithShards(t *testing.T, m *Mapped) int {
+	segs, _, err := m.Map.Segments(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rec := range segs {
+		var i int
+		fmt.Sscanf(rec.Slots[0].NS, "h%d-n1", &i)
+		return i
+	}
+	t.Fatal("no segment allocated")
+	return 0
+}
+
+func (tc *testCluster) twoOtherHosts(victim int) []int {
+	var out []int
+	for i := range tc.targets {
+		if i != victim && len(out) < 2 {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+func (tc *testCluster) checkDistinctHosts(t *testing.T, m *Mapped) {
+	segs, _, err := m.Map.Segments(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, rec := range segs {
+		seen := map[string]bool{}
+		for _, s := range rec.Slots {
+			ns, err := tc.store.Namespace(context.Background(), s.NS)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if seen[ns.Host] || ns.State != placement.StateIn.String() {
+				t.Fatalf("segment %d: shard on %s (host %s, state %s) repeats a host or is not in", id, s.NS, ns.Host, ns.State)
+			}
+			seen[ns.Host] = true
+		}
+		if rec.Move != nil {
+			t.Fatalf("segment %d: move left in flight", id)
+		}
 	}
 }
