@@ -146,11 +146,16 @@ func TestPacerForegroundFirst(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(t.Context())
+		defer synctest.Wait() // the observer has returned
 		defer cancel()
 		go func() { // foreground IO at 8ms, four times the 2ms limit
-			for ctx.Err() == nil {
+			for {
 				p.Observe(8 * time.Millisecond)
-				time.Sleep(100 * time.Millisecond)
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
 			}
 		}()
 		synctest.Wait()
