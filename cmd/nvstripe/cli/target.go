@@ -111,31 +111,9 @@ func (f *targetServeFlags) config() (target.Config, []blockdev.Device, error) {
 			sub.AllowedHosts = append(sub.AllowedHosts, h)
 		}
 	}
-	groups, err := parseANAGroups(f.anaGroups)
+	devs, err := f.openNamespaces(&sub)
 	if err != nil {
-		return cfg, nil, err
-	}
-	if err := os.MkdirAll(f.dir, 0o755); err != nil {
-		return cfg, nil, err
-	}
-	var devs []blockdev.Device
-	for i, spec := range f.ns {
-		name, size, err := parseNSSpec(spec)
-		if err != nil {
-			return cfg, devs, err
-		}
-		d, err := blockdev.OpenFile(filepath.Join(f.dir, name+".img"),
-			&blockdev.FileOptions{Size: size, BlockSize: f.blockSize, Sparse: true})
-		if err != nil {
-			return cfg, devs, err
-		}
-		devs = append(devs, d)
-		sub.Namespaces = append(sub.Namespaces, target.NamespaceConfig{
-			NSID: uint32(i + 1), Name: name, Device: d, ANAGroup: groups[name]})
-		delete(groups, name)
-	}
-	for name := range groups {
-		return cfg, devs, usageError{fmt.Errorf("--ana-group names unknown namespace %q", name)}
+		return cfg, devs, err
 	}
 	cfg.Subsystems = []target.SubsystemConfig{sub}
 	for _, a := range strings.Split(f.listen, ",") {
@@ -144,6 +122,38 @@ func (f *targetServeFlags) config() (target.Config, []blockdev.Device, error) {
 		}
 	}
 	return cfg, devs, nil
+}
+
+// openNamespaces opens (creates) DIR/NAME.img for every --ns and adds the
+// namespaces to sub.
+func (f *targetServeFlags) openNamespaces(sub *target.SubsystemConfig) ([]blockdev.Device, error) {
+	groups, err := parseANAGroups(f.anaGroups)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(f.dir, 0o755); err != nil {
+		return nil, err
+	}
+	var devs []blockdev.Device
+	for i, spec := range f.ns {
+		name, size, err := parseNSSpec(spec)
+		if err != nil {
+			return devs, err
+		}
+		d, err := blockdev.OpenFile(filepath.Join(f.dir, name+".img"),
+			&blockdev.FileOptions{Size: size, BlockSize: f.blockSize, Sparse: true})
+		if err != nil {
+			return devs, err
+		}
+		devs = append(devs, d)
+		sub.Namespaces = append(sub.Namespaces, target.NamespaceConfig{
+			NSID: uint32(i + 1), Name: name, Device: d, ANAGroup: groups[name]})
+		delete(groups, name)
+	}
+	for name := range groups {
+		return devs, usageError{fmt.Errorf("--ana-group names unknown namespace %q", name)}
+	}
+	return devs, nil
 }
 
 func parseNSSpec(spec string) (string, int64, error) {
