@@ -79,14 +79,19 @@ func open(ctx context.Context, store *meta.Store, rec *meta.VolumeRecord, cluste
 		devs.Close()
 		return nil, err
 	}
+	m := &Mapped{Volume: vol, Owner: owner, Map: vm, Record: rec, devs: devs}
 	if !o.ReadOnly {
+		if _, err := m.ResumeMoves(ctx); err != nil {
+			devs.Close()
+			return nil, fmt.Errorf("volume %s: %w", rec.Name, err)
+		}
 		if _, err := vol.Recover(ctx); err != nil {
 			devs.Close()
 			return nil, fmt.Errorf("volume %s: resync after an unclean stop: %w", rec.Name, err)
 		}
 	}
 	watch, stop := context.WithCancel(context.Background())
-	m := &Mapped{Volume: vol, Owner: owner, Map: vm, Record: rec, devs: devs, stop: stop}
+	m.stop = stop
 	go m.fenceOnLoss(watch)
 	return m, nil
 }

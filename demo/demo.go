@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/nvstripe/nvstripe/agent"
@@ -22,6 +23,7 @@ import (
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/embed"
 	"github.com/nvstripe/nvstripe/nbd"
+	"github.com/nvstripe/nvstripe/volume"
 )
 
 // Options configure Run. Zero fields take the defaults in their comments.
@@ -44,6 +46,10 @@ type Options struct {
 	NBDListen string
 	// FUSEDir, when set, also mounts the volume there as a file.
 	FUSEDir string
+	// Chaos, after ready, stops a target, shows degraded reads, rebuilds the
+	// lost shards with progress and verifies redundancy is restored. The
+	// default number of targets becomes 7 (a spare host for the rebuild).
+	Chaos bool
 	// Name is the volume and export name. Default "demo".
 	Name string
 	// Stats is how often live throughput is printed; 0: every 5s, <0: never.
@@ -62,6 +68,9 @@ func (o *Options) ensureDefaults() {
 	}
 	if o.Targets == 0 {
 		o.Targets = 6
+		if o.Chaos {
+			o.Targets = 7
+		}
 	}
 	if o.K == 0 {
 		o.K, o.M = 4, 2
@@ -107,6 +116,11 @@ func Run(ctx context.Context, o Options) error {
 	if o.Ready != nil {
 		o.Ready(url)
 	}
+	if o.Chaos {
+		if err := d.chaos(ctx); err != nil {
+			return fmt.Errorf("demo: chaos: %w", err)
+		}
+	}
 	d.showStats(ctx)
 	fmt.Fprintln(o.Out, "shutting down")
 	return nil
@@ -124,6 +138,8 @@ type demo struct {
 	nbdAddr string
 	served  chan error
 	fs      *fuse.FS
+
+	degraded atomic.Int64 // stripes read or written degraded
 }
 
 func (d *demo) start(ctx context.Context) error {
@@ -235,7 +251,9 @@ func (d *demo) openVolume(ctx context.Context) error {
 		return err
 	}
 	host, _ := os.Hostname()
-	d.mapped, err = agent.OpenVolume(ctx, d.store, d.o.Name, agent.OpenOptions{Holder: "demo." + host})
+	d.mapped, err = agent.OpenVolume(ctx, d.store, d.o.Name, agent.OpenOptions{Holder: "demo." + host,
+		Namespaces: agent.NamespaceOptions{ControllerLossTimeout: 2 * time.Second},
+		Events:     volume.EventListener{Degraded: func(volume.DegradedInfo) { d.degraded.Add(1) }}})
 	if err != nil {
 		return err
 	}
