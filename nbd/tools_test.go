@@ -290,7 +290,8 @@ func TestFioVerify(t *testing.T) {
 	for _, rw := range []string{"randwrite", "write"} {
 		out := run(t, "fio", "--name=verify", "--ioengine=nbd", "--uri="+uri(addr, "mem"),
 			"--rw="+rw, "--bsrange=4k-256k", "--iodepth=16", "--size=32M", "--verify=crc32c",
-			"--do_verify=1", "--verify_fatal=1", "--norandommap", "--randrepeat=0")
+			"--do_verify=1", "--verify_fatal=1", "--norandommap", "--randrepeat=0",
+			"--verify_state_save=0")
 		if !strings.Contains(out, "err= 0") {
 			t.Fatalf("fio %s: %s", rw, out)
 		}
