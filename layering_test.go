@@ -74,7 +74,8 @@ func importRules() map[string]rule {
 	layoutStd := pureStd()
 	layoutStd["time"] = "volume/layout is pure offset maths: it takes no clock"
 	syncPkgs := []string{"golang.org/x/sync/..."}
-	wiring := []string{"golang.org/x/sync/...", "github.com/prometheus/client_golang/...", "github.com/vbauerster/mpb/v8/..."}
+	wiring := []string{"golang.org/x/sync/...", "github.com/prometheus/client_golang/...", "github.com/vbauerster/mpb/v8/...",
+		"google.golang.org/grpc/...", "google.golang.org/protobuf/...", "github.com/dgraph-io/badger/v4/..."}
 	return map[string]rule{
 		"": {why: "the module root holds only repository-wide tests"},
 		"blockdev/...": {ours: []string{"blockdev"},
@@ -104,6 +105,7 @@ func importRules() map[string]rule {
 			third: syncPkgs, why: "controller reconciles the cluster through meta and volume"},
 		"agent/...":       {ours: []string{"*"}, third: wiring, why: "agent is node-side wiring"},
 		"demo/...":        {ours: []string{"*"}, third: wiring, why: "demo is one-process wiring"},
+		"bench/...":       {ours: []string{"*"}, third: wiring, why: "bench holds benchmark tools: wiring, like demo"},
 		"cmd/...":         {ours: []string{"*"}, third: []string{"*"}, why: "cmd is the top: it parses, calls and prints"},
 		defaultRuleMarker: {ours: []string{"blockdev"}, why: "default for packages without a row"},
 	}

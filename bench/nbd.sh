@@ -5,7 +5,7 @@
 # Usage: bench/nbd.sh [SERVE_CMD...]
 #   SERVE_CMD is a command that serves an export over NBD on 127.0.0.1:$PORT
 #   and prints "ready: nbd://..." once listening (default: the nbd package's
-#   own test server over an in-memory device, nbd/internal/nbdbench). The
+#   own test server over an in-memory device, bench/nbdbench). The
 #   command may use $PORT and $SIZE, e.g.
 #     bench/nbd.sh ./nvstripe map vol --nbd-listen 127.0.0.1:\$PORT
 # Environment: SIZE (default 1G), RUNTIME seconds per fio job (default 5),
@@ -59,7 +59,7 @@ start() {
 if [ $# -gt 0 ]; then
 	start nvstripe "$PORT" bash -c "$*"
 else
-	go build -o "$work/nbdbench" ./nbd/internal/nbdbench
+	go build -o "$work/nbdbench" ./bench/nbdbench
 	start nvstripe "$PORT" "$work/nbdbench" -listen "127.0.0.1:$PORT" -size "$SIZE" -export "$EXPORT"
 fi
 start nbdkit "$KPORT" nbdkit -f -i 127.0.0.1 -p "$KPORT" -e "$EXPORT" memory "$SIZE"
