@@ -5,10 +5,13 @@
 # Usage: bench/nbd.sh [SERVE_CMD...]
 #   SERVE_CMD is a command that serves an export over NBD on 127.0.0.1:$PORT
 #   and prints "ready: nbd://..." once listening (default: the nbd package's
-#   own test server over an in-memory device, bench/nbdbench). The
+#   bench/nbdbench: a 4+2 volume over in-memory namespaces). The
 #   command may use $PORT and $SIZE, e.g.
 #     bench/nbd.sh ./nvstripe map vol --nbd-listen 127.0.0.1:\$PORT
 # Environment: SIZE (default 1G), RUNTIME seconds per fio job (default 5),
+#   BASELINE memory|file (nbdkit plugin to compare with; default memory; use
+#   file for the full stack: bench/nbd.sh ./nvstripe demo --nbd-listen
+#   127.0.0.1:\$PORT --size \$SIZE with EXPORT=demo),
 #   ROUNDS (default 3), PORT (default 10819; nbdkit gets PORT+1), EXPORT
 #   (default bench).
 # Each job runs ROUNDS times, alternating between the two servers so that
@@ -62,7 +65,13 @@ else
 	go build -o "$work/nbdbench" ./bench/nbdbench
 	start nvstripe "$PORT" "$work/nbdbench" -listen "127.0.0.1:$PORT" -size "$SIZE" -export "$EXPORT"
 fi
-start nbdkit "$KPORT" nbdkit -f -i 127.0.0.1 -p "$KPORT" -e "$EXPORT" memory "$SIZE"
+if [ "${BASELINE:-memory}" = file ]; then
+	# The full-stack comparison: nbdkit serving one file on the same disk.
+	truncate -s "$SIZE" "$work/baseline.img"
+	start nbdkit "$KPORT" nbdkit -f -i 127.0.0.1 -p "$KPORT" -e "$EXPORT" file "$work/baseline.img"
+else
+	start nbdkit "$KPORT" nbdkit -f -i 127.0.0.1 -p "$KPORT" -e "$EXPORT" memory "$SIZE"
+fi
 
 declare -A URI=([nvstripe]="nbd://127.0.0.1:$PORT/$EXPORT" [nbdkit]="nbd://127.0.0.1:$KPORT/$EXPORT")
 declare -A RESULT
