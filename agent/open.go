@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/volume"
@@ -17,6 +18,10 @@ type OpenOptions struct {
 	Holder string
 	// ReadOnly takes a shared read-only lease. Default false.
 	ReadOnly bool
+	// LeaseTTL is the ownership lease's time to live (meta.OwnerOptions.TTL):
+	// how long the volume stays owned, and this process keeps writing, when
+	// etcd cannot be reached. Default meta's (10s).
+	LeaseTTL time.Duration
 	// Namespaces say how to reach the namespaces.
 	Namespaces NamespaceOptions
 	// Events receives the volume's events.
@@ -49,7 +54,7 @@ func OpenVolume(ctx context.Context, store *meta.Store, name string, o OpenOptio
 	if err != nil {
 		return nil, err
 	}
-	owner, err := store.Acquire(ctx, name, meta.OwnerOptions{Holder: o.Holder, ReadOnly: o.ReadOnly})
+	owner, err := store.Acquire(ctx, name, meta.OwnerOptions{Holder: o.Holder, ReadOnly: o.ReadOnly, TTL: o.LeaseTTL})
 	if err != nil {
 		return nil, fmt.Errorf("volume %s: taking ownership: %w", name, err)
 	}

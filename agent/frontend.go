@@ -1,0 +1,147 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/fuse"
+	"github.com/nvstripe/nvstripe/nbd"
+)
+
+// frontend is how a mapping is served: an NBD listener, a kernel nbd device
+// or a FUSE mount.
+type frontend interface {
+	// url is what clients use.
+	url() string
+	// where is the resolved Spec.Where (a TCP port 0 becomes the port).
+	where() string
+	// close stops serving; the device is not closed. It fails, and keeps
+	// serving, when a FUSE file is still in use.
+	close() error
+}
+
+// startFrontend serves dev as spec asks.
+func startFrontend(ctx context.Context, spec Spec, dev blockdev.Device, logf func(string, ...any)) (frontend, error) {
+	switch spec.Via {
+	case ViaNBDListen, ViaNBDDevice:
+		srv, err := nbd.NewServer(nbd.Options{Logf: logf, Exports: map[string]nbd.Export{
+			spec.Volume: {Device: dev, ReadOnly: spec.ReadOnly, Description: "nvstripe volume " + spec.Volume},
+		}})
+		if err != nil {
+			return nil, err
+		}
+		if spec.Via == ViaNBDDevice {
+			return attachKernel(ctx, srv, spec)
+		}
+		return listenNBD(srv, spec)
+	case ViaFUSE:
+		return mountFUSE(spec, dev, logf)
+	}
+	return nil, spec.Validate()
+}
+
+// nbdListener serves NBD on a listener.
+type nbdListener struct {
+	srv    *nbd.Server
+	addr   string // resolved Where
+	link   string
+	served chan error
+}
+
+func listenNBD(srv *nbd.Server, spec Spec) (*nbdListener, error) {
+	network, addr := "tcp", spec.Where
+	if p, ok := strings.CutPrefix(spec.Where, "unix:"); ok {
+		network, addr = "unix", p
+		removeStaleSocket(p)
+	}
+	l, err := net.Listen(network, addr)
+	if err != nil {
+		srv.Close()
+		return nil, fmt.Errorf("NBD listener: %w", err)
+	}
+	f := &nbdListener{srv: srv, addr: spec.Where, served: make(chan error, 1)}
+	if network == "tcp" {
+		f.addr = l.Addr().String()
+		f.link = "nbd://" + f.addr + "/" + spec.Volume
+	} else {
+		f.link = "nbd+unix:///" + spec.Volume + "?socket=" + addr
+	}
+	go func() { f.served <- srv.Serve(context.Background(), l) }()
+	return f, nil
+}
+
+// removeStaleSocket removes a unix socket file nobody listens on (left by a
+// crashed agent), so that listening on it works again.
+func removeStaleSocket(path string) {
+	fi, err := os.Lstat(path)
+	if err != nil || fi.Mode()&os.ModeSocket == 0 {
+		return
+	}
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err == nil {
+		c.Close() // someone serves it: leave it, Listen will say so
+		return
+	}
+	os.Remove(path)
+}
+
+func (f *nbdListener) url() string   { return f.link }
+func (f *nbdListener) where() string { return f.addr }
+func (f *nbdListener) close() error {
+	err := f.srv.Close()
+	return errors.Join(err, <-f.served)
+}
+
+// nbdKernel is an export attached to /dev/nbdN.
+type nbdKernel struct {
+	srv *nbd.Server
+	att *nbd.Attachment
+}
+
+func attachKernel(ctx context.Context, srv *nbd.Server, spec Spec) (*nbdKernel, error) {
+	att, err := srv.AttachKernel(ctx, spec.Volume, spec.Where, nbd.AttachOptions{BackendID: spec.Volume})
+	if err != nil {
+		srv.Close()
+		return nil, fmt.Errorf("attaching to %s: %w", spec.Where, err)
+	}
+	return &nbdKernel{srv: srv, att: att}, nil
+}
+
+func (f *nbdKernel) url() string   { return f.att.Path }
+func (f *nbdKernel) where() string { return f.att.Path }
+func (f *nbdKernel) close() error  { return errors.Join(f.att.Close(), f.srv.Close()) }
+
+// fuseMount shows the volume as DIR/VOLUME.
+type fuseMount struct {
+	fs   *fuse.FS
+	file string
+	dir  string
+}
+
+func mountFUSE(spec Spec, dev blockdev.Device, logf func(string, ...any)) (*fuseMount, error) {
+	if err := os.MkdirAll(spec.Where, 0o755); err != nil {
+		return nil, fmt.Errorf("FUSE directory: %w", err)
+	}
+	fs, err := fuse.Mount(spec.Where, map[string]blockdev.Device{spec.Volume: dev},
+		&fuse.Options{ReadOnly: spec.ReadOnly, FsName: "nvstripe:" + spec.Volume, Logf: logf})
+	if err != nil {
+		return nil, fmt.Errorf("FUSE mount at %s: %w", spec.Where, err)
+	}
+	return &fuseMount{fs: fs, dir: spec.Where, file: filepath.Join(spec.Where, spec.Volume)}, nil
+}
+
+func (f *fuseMount) url() string   { return f.file }
+func (f *fuseMount) where() string { return f.dir }
+func (f *fuseMount) close() error {
+	if err := f.fs.Unmount(); err != nil {
+		return fmt.Errorf("unmounting %s (is %s still in use, e.g. by a loop device?): %w", f.dir, f.file, err)
+	}
+	return nil
+}

@@ -1,0 +1,242 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nvstripe/nvstripe/agent/api"
+	"github.com/nvstripe/nvstripe/volume"
+)
+
+// mapping is one volume the agent serves, or is trying to.
+//
+// Life: starting -> serving (opened: lease held, frontend up) -> fenced when
+// the lease is lost; a restored mapping that cannot be opened is retrying
+// until it can. stop ends any of these.
+type mapping struct {
+	a    *Agent
+	name string // the volume; never changes
+	ev   *volEvents
+
+	// openCtx ends when the mapping is stopped: it aborts open attempts and
+	// the retry loop.
+	openCtx    context.Context
+	cancelOpen context.CancelFunc
+	retryDone  chan struct{} // closed when the retry loop ends; nil without one
+
+	// opMu serialises open attempts and stop.
+	opMu sync.Mutex
+
+	mu        sync.Mutex
+	spec      Spec
+	state     string
+	err       error
+	since     time.Time
+	opened    *Mapped
+	dev       *metered
+	front     frontend
+	stopWatch chan struct{}
+	watchDone chan struct{}
+}
+
+func newMapping(a *Agent, spec Spec) *mapping {
+	ctx, cancel := context.WithCancel(context.Background())
+	mp := &mapping{a: a, name: spec.Volume, spec: spec, openCtx: ctx, cancelOpen: cancel,
+		ev: newVolEvents(spec.Volume, a.metrics, a.rep)}
+	mp.setState(api.StateStarting, nil)
+	return mp
+}
+
+// setState records the mapping's state and last error.
+func (mp *mapping) setState(state string, err error) {
+	mp.mu.Lock()
+	mp.setStateLocked(state, err)
+	mp.mu.Unlock()
+}
+
+// setStateLocked is setState. REQUIRES: mp.mu held.
+func (mp *mapping) setStateLocked(state string, err error) {
+	if state != mp.state {
+		mp.since = time.Now()
+	}
+	mp.state, mp.err = state, err
+	mp.a.metrics.setState(mp.name, state)
+}
+
+func (mp *mapping) currentSpec() Spec {
+	mp.mu.Lock()
+	defer mp.mu.Unlock()
+	return mp.spec
+}
+
+// openLocked takes ownership, opens the volume and starts serving it.
+// REQUIRES: mp.opMu held.
+func (mp *mapping) openLocked(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(mp.openCtx, cancel)()
+	spec, a := mp.currentSpec(), mp.a
+	if err := CheckSpec(spec); err != nil {
+		return err
+	}
+	m, err := OpenVolume(ctx, a.o.Store, spec.Volume, OpenOptions{
+		Holder: a.o.Holder, ReadOnly: spec.ReadOnly, LeaseTTL: a.o.LeaseTTL, Namespaces: a.o.Namespaces,
+		Events: volume.TeeListener(mp.ev.listener(), a.o.Events),
+	})
+	if err != nil {
+		return err
+	}
+	dev := newMetered(m.Volume, a.metrics, spec.Volume)
+	front, err := startFrontend(ctx, spec, dev, a.o.Logf)
+	if err == nil && mp.openCtx.Err() != nil {
+		err = errors.Join(fmt.Errorf("map %s: unmapped while mapping: %w", spec.Volume, api.ErrBusy), front.close())
+	}
+	if err != nil {
+		return errors.Join(err, m.Close(context.WithoutCancel(ctx)))
+	}
+	stop, done := make(chan struct{}), make(chan struct{})
+	mp.mu.Lock()
+	mp.spec.Where = front.where()
+	mp.opened, mp.dev, mp.front, mp.stopWatch, mp.watchDone = m, dev, front, stop, done
+	mp.setStateLocked(api.StateServing, nil)
+	mp.mu.Unlock()
+	a.metrics.epoch.WithLabelValues(spec.Volume).Set(float64(m.Owner.Epoch()))
+	a.logf("agent: %s served at %s (epoch %d)", spec.Volume, front.url(), m.Owner.Epoch())
+	go mp.watch(m, dev, stop, done)
+	return nil
+}
+
+// watch fences the mapping when its lease is lost and marks idle segments
+// clean every CleanInterval, until stop is closed.
+func (mp *mapping) watch(m *Mapped, dev *metered, stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	tick := time.NewTicker(mp.a.o.CleanInterval)
+	defer tick.Stop()
+	var seen int64 // writes seen at the last tick
+	pending := false
+	for {
+		select {
+		case <-stop:
+			return
+		case <-m.Owner.Context().Done():
+			cause := context.Cause(m.Owner.Context())
+			dev.fence(cause)
+			mp.setState(api.StateFenced, cause)
+			mp.a.logf("agent: %s fenced: %v", m.Record.Name, cause)
+			return
+		case <-tick.C:
+			if w := dev.writes.Load(); w != seen {
+				seen, pending = w, true // written since the last tick: not idle
+				continue
+			}
+			if pending {
+				pending = !mp.clean(m)
+			}
+		}
+	}
+}
+
+// clean marks the idle volume's dirty segments clean; it reports success.
+func (mp *mapping) clean(m *Mapped) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), mp.a.o.CleanInterval)
+	defer cancel()
+	if err := m.Volume.Clean(ctx); err != nil {
+		mp.a.logf("agent: %s: marking idle segments clean: %v", m.Record.Name, err)
+		return false
+	}
+	return true
+}
+
+// restore opens a persisted mapping, retrying with backoff until it works or
+// the mapping is stopped. first is called after the first attempt.
+func (mp *mapping) restore(first func()) {
+	defer close(mp.retryDone)
+	delay := mp.a.o.RetryInterval
+	for {
+		mp.opMu.Lock()
+		err := mp.openCtx.Err()
+		if err == nil {
+			err = mp.openLocked(mp.openCtx)
+		}
+		mp.opMu.Unlock()
+		if first != nil {
+			first()
+			first = nil
+		}
+		if err == nil || mp.openCtx.Err() != nil {
+			return
+		}
+		mp.setState(api.StateRetrying, err)
+		mp.a.logf("agent: restoring %s: %v (retrying in %v)", mp.name, err, delay)
+		t := time.NewTimer(delay)
+		select {
+		case <-mp.openCtx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		delay = min(2*delay, 30*time.Second)
+	}
+}
+
+// stop ends the mapping: aborts open attempts, stops the frontend, then
+// flushes the volume, marks it clean and releases the lease. When the
+// frontend cannot stop (a FUSE file in use) it fails and keeps serving.
+func (mp *mapping) stop(ctx context.Context) error {
+	mp.cancelOpen()
+	if mp.retryDone != nil {
+		<-mp.retryDone
+	}
+	mp.opMu.Lock()
+	defer mp.opMu.Unlock()
+	mp.mu.Lock()
+	front, m, stopWatch, done := mp.front, mp.opened, mp.stopWatch, mp.watchDone
+	mp.mu.Unlock()
+	if front != nil {
+		if err := front.close(); err != nil {
+			return fmt.Errorf("unmap %s: %w: %w", mp.name, api.ErrBusy, err)
+		}
+	}
+	if stopWatch != nil {
+		close(stopWatch)
+		<-done
+	}
+	var err error
+	if m != nil {
+		err = m.Close(ctx)
+	}
+	mp.mu.Lock()
+	mp.front, mp.opened, mp.stopWatch, mp.watchDone = nil, nil, nil, nil
+	mp.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("unmap %s: %w", mp.name, err)
+	}
+	return nil
+}
+
+// info describes the mapping for List.
+func (mp *mapping) info() api.Mapping {
+	mp.mu.Lock()
+	defer mp.mu.Unlock()
+	out := api.Mapping{Volume: mp.spec.Volume, Via: string(mp.spec.Via), Where: mp.spec.Where,
+		ReadOnly: mp.spec.ReadOnly, State: mp.state, Since: mp.since, Holder: mp.a.o.Holder}
+	if mp.err != nil {
+		out.Error = mp.err.Error()
+	}
+	if mp.front != nil {
+		out.URL = mp.front.url()
+	}
+	if mp.opened != nil {
+		out.Epoch, out.Size = mp.opened.Owner.Epoch(), mp.opened.Volume.Size()
+	}
+	if d := mp.dev; d != nil {
+		out.Stats = api.Stats{ReadBytes: d.readBytes.Load(), WriteBytes: d.writeBytes.Load(),
+			Reads: d.reads.Load(), Writes: d.writes.Load(), Errors: d.errors.Load()}
+	}
+	out.Stats.Degraded = mp.ev.degraded.Load()
+	out.Stats.NamespaceErrors, out.Stats.FailedReported = mp.ev.namespaceErrors()
+	return out
+}

@@ -1,0 +1,95 @@
+package agent
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/nvstripe/nvstripe/agent/api"
+)
+
+// Metrics are the agent's Prometheus metrics, in a private registry (never
+// the global one): per volume IO bytes, operations, errors and latency, per
+// volume degraded stripe IO, per volume and namespace shard errors, mapping
+// states and reports sent to etcd. Metrics of a volume are removed when it is
+// unmapped.
+type Metrics struct {
+	reg      *prometheus.Registry
+	bytes    *prometheus.CounterVec   // volume, op
+	ops      *prometheus.CounterVec   // volume, op
+	errs     *prometheus.CounterVec   // volume, op
+	latency  *prometheus.HistogramVec // volume, op
+	degraded *prometheus.CounterVec   // volume, op
+	nsErrs   *prometheus.CounterVec   // volume, namespace, kind
+	reports  *prometheus.CounterVec   // namespace, result
+	state    *prometheus.GaugeVec     // volume, state
+	epoch    *prometheus.GaugeVec     // volume
+}
+
+// mappingStates are the values of the state label, one-hot per volume.
+func mappingStates() []string {
+	return []string{api.StateStarting, api.StateServing, api.StateRetrying, api.StateFenced}
+}
+
+// NewMetrics builds the metrics in a new registry (with the Go runtime and
+// process collectors).
+func NewMetrics() *Metrics {
+	const ns = "nvstripe_agent"
+	vol := []string{"volume", "op"}
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "io_bytes_total",
+			Help: "Bytes read and written through the served volume (op: read, write)."}, vol),
+		ops: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "io_ops_total",
+			Help: "IO requests to the served volume (op: read, write, flush, trim, write_zeroes), failed ones included."}, vol),
+		errs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "io_errors_total",
+			Help: "IO requests to the served volume that failed."}, vol),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "io_latency_seconds",
+			Help:    "Latency of IO requests to the served volume.",
+			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18)}, vol), // 50µs .. 6.5s
+		degraded: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "degraded_io_total",
+			Help: "Stripe IOs that worked around missing shards (op: read, write, trim)."}, vol),
+		nsErrs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "namespace_errors_total",
+			Help: "Shard IO errors per namespace (kind: io, corrupt)."}, []string{"volume", "namespace", "kind"}),
+		reports: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "namespace_failed_reports_total",
+			Help: "Namespaces reported failed to etcd (result: ok, error)."}, []string{"namespace", "result"}),
+		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "mapping_state",
+			Help: "1 for the current state of each mapping (starting, serving, retrying, fenced)."}, []string{"volume", "state"}),
+		epoch: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "owner_epoch",
+			Help: "Epoch of the ownership lease held for the volume."}, []string{"volume"}),
+	}
+	m.reg.MustRegister(m.bytes, m.ops, m.errs, m.latency, m.degraded, m.nsErrs, m.reports, m.state, m.epoch,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Registry returns the private registry (to add collectors or gather).
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the metrics in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// setState makes state the one current state of volume's mapping.
+func (m *Metrics) setState(volume, state string) {
+	for _, s := range mappingStates() {
+		v := 0.0
+		if s == state {
+			v = 1
+		}
+		m.state.WithLabelValues(volume, s).Set(v)
+	}
+}
+
+// forget removes every series of volume.
+func (m *Metrics) forget(volume string) {
+	l := prometheus.Labels{"volume": volume}
+	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
+		m.bytes, m.ops, m.errs, m.latency, m.degraded, m.nsErrs, m.state, m.epoch,
+	} {
+		v.DeletePartialMatch(l)
+	}
+}

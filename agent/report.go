@@ -1,0 +1,210 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/placement"
+	"github.com/nvstripe/nvstripe/volume"
+)
+
+// ReportOptions say when the agent reports a namespace failed in etcd.
+//
+// Only media errors count: a namespace that answered with data it could not
+// read (volume Corruption events, class blockdev.ErrCorrupt). Unreachable
+// namespaces (ShardError events, class ErrUnavailable) are only counted in
+// the metrics and in List: whether a host is down is decided by membership
+// and the controller's grace period, not by one node's view of the network.
+type ReportOptions struct {
+	// FailNamespaceAfter is how many media errors of one namespace, seen by
+	// this agent, mark it failed in etcd (its shards are then rebuilt
+	// elsewhere by the controller). Default 1: DESIGN.md's "IO errors
+	// reported by owners mark a namespace failed at once". Negative: never.
+	FailNamespaceAfter int
+	// Timeout bounds one etcd update. Default 5s.
+	Timeout time.Duration
+}
+
+func (o *ReportOptions) ensureDefaults() {
+	if o.FailNamespaceAfter == 0 {
+		o.FailNamespaceAfter = 1
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 5 * time.Second
+	}
+}
+
+// namespaceStates is what the reporter needs of meta.Store.
+type namespaceStates interface {
+	Namespace(ctx context.Context, id string) (*meta.NamespaceRecord, error)
+	SetNamespaceState(ctx context.Context, id string, state placement.State) error
+}
+
+var _ namespaceStates = (*meta.Store)(nil)
+
+// reporter marks namespaces failed in etcd, from its own goroutine so that
+// volume callbacks (which run on the IO path) never wait for etcd.
+type reporter struct {
+	st   namespaceStates
+	o    ReportOptions
+	m    *Metrics
+	logf func(string, ...any)
+	ch   chan string // namespace ids with a new media error
+
+	mu       sync.Mutex
+	counts   map[string]int
+	reported map[string]bool
+	dropped  atomic.Int64
+}
+
+func newReporter(st namespaceStates, o ReportOptions, m *Metrics, logf func(string, ...any)) *reporter {
+	o.ensureDefaults()
+	return &reporter{st: st, o: o, m: m, logf: logf, ch: make(chan string, 256),
+		counts: map[string]int{}, reported: map[string]bool{}}
+}
+
+// mediaError records a media error of namespace ns without blocking.
+func (r *reporter) mediaError(ns string) {
+	select {
+	case r.ch <- ns:
+	default:
+		r.dropped.Add(1) // the next error of ns gets through
+	}
+}
+
+// run processes media errors until ctx ends.
+func (r *reporter) run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ns := <-r.ch:
+			if r.due(ns) {
+				r.report(ctx, ns)
+			}
+		}
+	}
+}
+
+// due counts an error of ns and says whether ns should be reported now.
+func (r *reporter) due(ns string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.counts[ns]++
+	return r.o.FailNamespaceAfter > 0 && !r.reported[ns] && r.counts[ns] >= r.o.FailNamespaceAfter
+}
+
+// report marks ns failed unless it is already out of service. A failed
+// attempt is retried on the namespace's next error.
+func (r *reporter) report(ctx context.Context, ns string) {
+	ctx, cancel := context.WithTimeout(ctx, r.o.Timeout)
+	defer cancel()
+	err := r.markFailed(ctx, ns)
+	result := "ok"
+	if err != nil {
+		result = "error"
+		r.logf("agent: reporting namespace %s failed: %v", ns, err)
+	} else {
+		r.mu.Lock()
+		r.reported[ns] = true
+		r.mu.Unlock()
+		r.logf("agent: namespace %s reported failed after %d media errors", ns, r.o.FailNamespaceAfter)
+	}
+	r.m.reports.WithLabelValues(ns, result).Inc()
+}
+
+func (r *reporter) markFailed(ctx context.Context, ns string) error {
+	rec, err := r.st.Namespace(ctx, ns)
+	if err != nil {
+		return err
+	}
+	st, err := placement.ParseState(rec.State)
+	if err != nil {
+		return fmt.Errorf("namespace %s: %w", ns, err)
+	}
+	if st == placement.StateOut || st == placement.StateFailed {
+		return nil // already being rebuilt elsewhere
+	}
+	return r.st.SetNamespaceState(ctx, ns, placement.StateFailed)
+}
+
+// wasReported says whether ns was reported failed by this agent.
+func (r *reporter) wasReported(ns string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.reported[ns]
+}
+
+// volEvents collects one mapping's volume events: counters for List, metrics,
+// and media errors for the reporter.
+type volEvents struct {
+	volume   string
+	m        *Metrics
+	rep      *reporter
+	degraded atomic.Int64
+	degOps   map[string]prometheus.Counter // read, write, trim
+
+	mu     sync.Mutex
+	nsErrs map[string]int64
+}
+
+func newVolEvents(volumeName string, m *Metrics, rep *reporter) *volEvents {
+	e := &volEvents{volume: volumeName, m: m, rep: rep, degOps: map[string]prometheus.Counter{}, nsErrs: map[string]int64{}}
+	for _, op := range []string{"read", "write", "trim"} {
+		e.degOps[op] = m.degraded.WithLabelValues(volumeName, op)
+	}
+	return e
+}
+
+// listener returns the volume EventListener feeding e.
+func (e *volEvents) listener() volume.EventListener {
+	return volume.EventListener{
+		Degraded: func(d volume.DegradedInfo) {
+			e.degraded.Add(1)
+			c, ok := e.degOps[d.Op]
+			if !ok {
+				c = e.m.degraded.WithLabelValues(e.volume, d.Op)
+			}
+			c.Inc()
+		},
+		ShardError: func(s volume.ShardInfo) { e.nsError(s.NS, "io") },
+		Corruption: func(s volume.ShardInfo) {
+			e.nsError(s.NS, "corrupt")
+			e.rep.mediaError(s.NS)
+		},
+	}
+}
+
+func (e *volEvents) nsError(ns, kind string) {
+	e.mu.Lock()
+	e.nsErrs[ns]++
+	e.mu.Unlock()
+	e.m.nsErrs.WithLabelValues(e.volume, ns, kind).Inc()
+}
+
+// namespaceErrors returns a copy of the per-namespace error counts and the
+// namespaces among them that were reported failed.
+func (e *volEvents) namespaceErrors() (map[string]int64, []string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.nsErrs) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]int64, len(e.nsErrs))
+	var failed []string
+	for ns, n := range e.nsErrs {
+		out[ns] = n
+		if e.rep.wasReported(ns) {
+			failed = append(failed, ns)
+		}
+	}
+	slices.Sort(failed)
+	return out, failed
+}

@@ -1,0 +1,117 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/nvstripe/nvstripe/agent/api"
+	"github.com/nvstripe/nvstripe/nbd"
+)
+
+// Via says how a mapping serves its volume.
+type Via string
+
+// The ways to serve a volume.
+const (
+	// ViaNBDListen: an NBD server on a TCP ("HOST:PORT") or unix
+	// ("unix:/path") listener; the export is named after the volume.
+	ViaNBDListen Via = "nbd-listen"
+	// ViaNBDDevice: the kernel's nbd driver, as /dev/nbdN.
+	ViaNBDDevice Via = "nbd-device"
+	// ViaFUSE: the file DIR/VOLUME in a FUSE mount at DIR.
+	ViaFUSE Via = "fuse"
+)
+
+// Spec is one mapping as asked for and as persisted: what the agent restores
+// after a restart.
+type Spec struct {
+	Volume string `json:"volume"`
+	Via    Via    `json:"via"`
+	// Where is the listener address, /dev/nbdN, or the FUSE directory.
+	Where    string `json:"where"`
+	ReadOnly bool   `json:"read_only,omitempty"`
+}
+
+// SpecOf turns an API request into a Spec (validated).
+func SpecOf(r *api.MapRequest) (Spec, error) {
+	s := Spec{Volume: r.Volume, ReadOnly: r.ReadOnly}
+	n := 0
+	for _, w := range []struct {
+		via   Via
+		where string
+	}{{ViaNBDListen, r.NBDListen}, {ViaNBDDevice, r.NBDDevice}, {ViaFUSE, r.FUSEDir}} {
+		if w.where != "" {
+			s.Via, s.Where = w.via, w.where
+			n++
+		}
+	}
+	if n != 1 {
+		return Spec{}, fmt.Errorf("map %s: give exactly one of an NBD listener, an NBD device or a FUSE directory: %w", r.Volume, api.ErrInvalid)
+	}
+	return s, s.Validate()
+}
+
+// Validate checks the spec's form (nothing on the machine).
+func (s Spec) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("map %s: %s: %w", s.Volume, fmt.Sprintf(format, args...), api.ErrInvalid)
+	}
+	if s.Volume == "" || strings.ContainsAny(s.Volume, "/\x00") || s.Volume == "." || s.Volume == ".." {
+		return bad("%q is not a volume name", s.Volume)
+	}
+	switch s.Via {
+	case ViaNBDListen:
+		if p, ok := strings.CutPrefix(s.Where, "unix:"); ok {
+			if !filepath.IsAbs(p) {
+				return bad("NBD unix socket %q: an absolute path is needed", p)
+			}
+			return nil
+		}
+		if _, port, err := net.SplitHostPort(s.Where); err != nil || port == "" {
+			return bad("NBD listener %q is not HOST:PORT or unix:/PATH", s.Where)
+		}
+	case ViaNBDDevice:
+		n, err := strconv.Atoi(strings.TrimPrefix(s.Where, "/dev/nbd"))
+		if !strings.HasPrefix(s.Where, "/dev/nbd") || err != nil || n < 0 {
+			return bad("%q is not an nbd device (/dev/nbdN)", s.Where)
+		}
+	case ViaFUSE:
+		if !filepath.IsAbs(s.Where) {
+			return bad("FUSE directory %q: an absolute path is needed", s.Where)
+		}
+	default:
+		return bad("unknown way to serve %q", s.Via)
+	}
+	return nil
+}
+
+// CheckSpec validates s and checks, before anything is opened or leased,
+// that this machine can serve it that way: for a kernel nbd device, that the
+// nbd driver is there. Without it the error is nbd.ErrNoKernelNBD (which
+// says to modprobe nbd or to use --nbd-listen or --fuse).
+func CheckSpec(s Spec) error {
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	if s.Via == ViaNBDDevice && !kernelNBDPresent(s.Where) {
+		return fmt.Errorf("map %s on %s: %w", s.Volume, s.Where, nbd.ErrNoKernelNBD)
+	}
+	return nil
+}
+
+// kernelNBDPresent is a quick check for the nbd driver: the device node or
+// the loaded module. (AttachKernel is the authority; this only avoids taking
+// a lease for a mapping that cannot be served.)
+func kernelNBDPresent(dev string) bool {
+	for _, p := range []string{dev, "/sys/module/nbd"} {
+		if _, err := os.Stat(p); err == nil || !errors.Is(err, os.ErrNotExist) {
+			return true
+		}
+	}
+	return false
+}
