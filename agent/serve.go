@@ -106,7 +106,10 @@ func serveMetrics(a *Agent, addr string) (*http.Server, string, error) {
 }
 
 // stopGRPC lets calls in progress finish until ctx ends, then cuts them.
-func stopGRPC(ctx context.Context, gs interface{ GracefulStop(); Stop() }) {
+func stopGRPC(ctx context.Context, gs interface {
+	GracefulStop()
+	Stop()
+}) {
 	done := make(chan struct{})
 	go func() { gs.GracefulStop(); close(done) }()
 	select {
