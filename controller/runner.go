@@ -1,0 +1,268 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nvstripe/nvstripe/health"
+	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/placement"
+)
+
+// MoveRequest is one shard move the runner asks a Mover to carry out.
+type MoveRequest struct {
+	Volume  string
+	Segment int64
+	Shard   int
+	To      string // destination namespace
+	// Pace is called before each stripe with the bytes it will write
+	// (volume.MoveOptions.Pace); nil when unpaced.
+	Pace func(ctx context.Context, n int64) error
+	// Progress receives bytes of shard data done of total. Never nil.
+	Progress func(done, total int64)
+}
+
+// Mover carries out moves of volumes nobody has mapped. It takes the
+// volume's read-write ownership under RunnerConfig.Holder (several moves of
+// one volume may run at once and must share it), settles interrupted moves
+// when it opens the volume, and runs the crash-safe sequence BeginMove, copy,
+// CommitMove, FinishMove (AbortMove on failure). agent.TaskMover is the
+// implementation `nvstripe controller` uses.
+type Mover interface {
+	MoveShard(ctx context.Context, req MoveRequest) error
+}
+
+// RunnerConfig configures a Runner.
+type RunnerConfig struct {
+	// Store is the cluster's metadata. Required.
+	Store *meta.Store
+	// Holder names this controller (leader key, task holder, volume owner).
+	// Required; unique among controllers.
+	Holder string
+	// Decide tunes the decisions.
+	Decide Config
+	// Interval is the time between ticks. Default 1s.
+	Interval time.Duration
+	// LeaderTTL is the leadership lease's TTL. Default 10s.
+	LeaderTTL time.Duration
+	// Mover moves data of volumes without an owner. Default nil: such
+	// moves wait until someone maps the volume.
+	Mover Mover
+	// Pacer paces this controller's own moves. Default nil: unpaced.
+	Pacer *Pacer
+	// Probe reports whether a namespace answers (a host is alive when one
+	// of its namespaces does). Default nil: no liveness tracking, namespace
+	// states come from metadata only. ProbeTCP dials the paths.
+	Probe func(ctx context.Context, ns *meta.NamespaceRecord) bool
+	// Health tunes the liveness tracker (Grace, flapping). Its OutAfter is
+	// unused: Decide.OutAfter marks namespaces out.
+	Health health.TrackerConfig
+	// ProgressEvery is the least time between progress writes of a
+	// task. Default 500ms.
+	ProgressEvery time.Duration
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// Logf receives one line per event. Default: discarded.
+	Logf func(format string, args ...any)
+}
+
+func (c *RunnerConfig) ensureDefaults() error {
+	if c.Store == nil || c.Holder == "" {
+		return fmt.Errorf("runner: Store and Holder are required: %w", ErrInvalid)
+	}
+	c.Decide.EnsureDefaults()
+	if err := c.Decide.Validate(); err != nil {
+		return err
+	}
+	if c.Interval <= 0 {
+		c.Interval = time.Second
+	}
+	if c.LeaderTTL <= 0 {
+		c.LeaderTTL = 10 * time.Second
+	}
+	if c.ProgressEvery <= 0 {
+		c.ProgressEvery = 500 * time.Millisecond
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logf == nil {
+		c.Logf = func(string, ...any) {}
+	}
+	return nil
+}
+
+// Runner is the controller daemon's loop: it campaigns for leadership and,
+// while it leads, reads the cluster from metadata every Interval, calls
+// Decide and carries the Actions out (see Action). It stops acting the moment
+// leadership is lost: its moves are cancelled (they roll back) and it
+// campaigns again. State it keeps between ticks (when a namespace changed
+// state, when a move last progressed) only refines timing; a new leader
+// rebuilds it from metadata and the clock.
+type Runner struct {
+	cfg RunnerConfig
+
+	mu      sync.Mutex
+	leading bool
+	running map[SegmentID]*running
+	nsSeen  map[string]nsSeen
+	mvSeen  map[SegmentID]mvSeen
+	tracker *health.Tracker
+	wg      sync.WaitGroup
+}
+
+type running struct {
+	cancel context.CancelFunc
+	task   MoveTask
+	wrote  time.Time
+}
+
+type nsSeen struct {
+	state placement.State
+	since time.Time
+}
+
+type mvSeen struct {
+	shard   int
+	done    int64
+	started time.Time
+	updated time.Time
+}
+
+// NewRunner checks cfg and returns a Runner.
+func NewRunner(cfg RunnerConfig) (*Runner, error) {
+	if err := cfg.ensureDefaults(); err != nil {
+		return nil, err
+	}
+	if _, err := health.NewTracker(cfg.Health); err != nil {
+		return nil, err
+	}
+	return &Runner{cfg: cfg}, nil
+}
+
+// Leading reports whether the runner leads now.
+func (r *Runner) Leading() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.leading
+}
+
+// Run campaigns and leads until ctx ends; then it resigns and returns nil.
+func (r *Runner) Run(ctx context.Context) error {
+	for ctx.Err() == nil {
+		lead, err := r.cfg.Store.Campaign(ctx, r.cfg.Holder, r.cfg.LeaderTTL)
+		if err != nil {
+			if ctx.Err() == nil {
+				r.cfg.Logf("campaign: %v", err)
+				sleep(ctx, r.cfg.Interval)
+			}
+			continue
+		}
+		r.cfg.Logf("%s leads", r.cfg.Holder)
+		r.lead(ctx, lead.Context())
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_ = lead.Resign(rctx)
+		cancel()
+		r.cfg.Logf("%s stopped leading", r.cfg.Holder)
+	}
+	return nil
+}
+
+// lead ticks until leadership or ctx ends, then cancels its moves and waits
+// for them.
+func (r *Runner) lead(ctx, leadCtx context.Context) {
+	lctx, cancel := context.WithCancel(leadCtx)
+	stop := context.AfterFunc(ctx, cancel)
+	defer stop()
+	tr, _ := health.NewTracker(r.cfg.Health)
+	r.mu.Lock()
+	r.leading, r.tracker = true, tr
+	r.running, r.nsSeen, r.mvSeen = map[SegmentID]*running{}, map[string]nsSeen{}, map[SegmentID]mvSeen{}
+	r.mu.Unlock()
+	for lctx.Err() == nil {
+		if err := r.Tick(lctx); err != nil && lctx.Err() == nil {
+			r.cfg.Logf("tick: %v", err)
+		}
+		sleep(lctx, r.cfg.Interval)
+	}
+	cancel()
+	r.wg.Wait()
+	r.mu.Lock()
+	r.leading = false
+	r.mu.Unlock()
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// Tick runs one round: read, probe, clean up, decide, act. Run calls it
+// while leading; ctx must end when leadership does.
+func (r *Runner) Tick(ctx context.Context) error {
+	snap, err := LoadSnapshot(ctx, r.cfg.Store)
+	if err != nil {
+		return err
+	}
+	now := r.cfg.Now()
+	if r.cfg.Probe != nil {
+		r.probe(ctx, snap, now)
+	}
+	r.fill(snap, now)
+	r.cleanup(ctx, snap)
+	acts, err := Decide(snap.State, now, r.cfg.Decide)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, a := range acts {
+		if ctx.Err() != nil {
+			break
+		}
+		if err := r.do(ctx, snap, a, now); err != nil {
+			errs = append(errs, fmt.Errorf("%v: %w", a, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// fill completes State with the times the runner has seen: when each
+// namespace entered its state, when each move started and last progressed.
+func (r *Runner) fill(snap *Snapshot, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := range snap.State.Namespaces {
+		n := &snap.State.Namespaces[i]
+		s, ok := r.nsSeen[n.ID]
+		if !ok || s.state != n.State {
+			s = nsSeen{state: n.State, since: now}
+			r.nsSeen[n.ID] = s
+		}
+		n.Since = s.since
+	}
+	for i := range snap.State.Segments {
+		s := &snap.State.Segments[i]
+		if s.Move == nil {
+			delete(r.mvSeen, s.ID)
+			continue
+		}
+		m, ok := r.mvSeen[s.ID]
+		if !ok || m.shard != s.Move.Shard {
+			m = mvSeen{shard: s.Move.Shard, done: s.Move.Done, started: now, updated: now}
+		} else if s.Move.Done != m.done {
+			m.done, m.updated = s.Move.Done, now
+		}
+		r.mvSeen[s.ID] = m
+		if s.Move.Started.IsZero() {
+			s.Move.Started = m.started
+		}
+		s.Move.Updated = m.updated
+	}
+}

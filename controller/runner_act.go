@@ -1,0 +1,199 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/placement"
+)
+
+// do carries out one Action.
+func (r *Runner) do(ctx context.Context, snap *Snapshot, a Action, now time.Time) error {
+	switch a := a.(type) {
+	case MarkOut:
+		r.cfg.Logf("%v", a)
+		return r.cfg.Store.SetNamespaceState(ctx, a.NS, placement.StateOut)
+	case AbortMove:
+		r.cfg.Logf("%v", a)
+		return r.abort(ctx, a.Segment)
+	case FinishTask:
+		r.cfg.Logf("%v", a)
+		return r.cfg.Store.DeleteTask(ctx, a.Task)
+	case Blocked:
+		r.cfg.Logf("%v", a)
+		return nil
+	case RebuildShard:
+		return r.start(ctx, snap, MoveTask{Segment: a.Segment, Shard: a.Shard, Kind: MoveRebuild,
+			From: a.From, To: a.To, Started: now, State: meta.TaskRunning})
+	case MoveShard:
+		return r.start(ctx, snap, MoveTask{Segment: a.Segment, Shard: a.Shard, Kind: a.Kind,
+			From: a.From, To: a.To, Started: now, State: meta.TaskRunning})
+	}
+	return fmt.Errorf("unknown action %T: %w", a, ErrInvalid)
+}
+
+// abort rolls back a move: this runner's own is cancelled (its mover rolls
+// it back), any other is cleared in metadata.
+func (r *Runner) abort(ctx context.Context, seg SegmentID) error {
+	r.mu.Lock()
+	run := r.running[seg]
+	r.mu.Unlock()
+	if run != nil {
+		run.cancel()
+		return nil
+	}
+	vm, err := r.cfg.Store.VolumeMap(ctx, seg.Volume, nil)
+	if err != nil {
+		return err
+	}
+	if err := vm.AbortMove(ctx, seg.Index); err != nil {
+		return err
+	}
+	return r.cfg.Store.DeleteTask(ctx, MoveTaskID(seg))
+}
+
+// start hands a new move to the volume's owner (a task record it executes)
+// or, for a volume nobody maps, runs it through the Mover.
+func (r *Runner) start(ctx context.Context, snap *Snapshot, t MoveTask) error {
+	r.mu.Lock()
+	busy := r.running[t.Segment] != nil
+	r.mu.Unlock()
+	if busy {
+		return nil
+	}
+	owner := snap.Owners[t.Segment.Volume]
+	if old, ok := snap.MoveTasks[t.Segment]; ok && old.State == meta.TaskRunning && old.Holder == owner && owner != "" {
+		return nil // handed to the owner, which has not begun it yet
+	}
+	if owner != "" && owner != r.cfg.Holder {
+		t.Holder = owner
+		r.cfg.Logf("%s/%d shard %d: %s to %s, by owner %s", t.Segment.Volume, t.Segment.Index, t.Shard, t.Kind, t.To, owner)
+		return r.cfg.Store.PutTask(ctx, t.Record())
+	}
+	if r.cfg.Mover == nil {
+		return nil
+	}
+	t.Holder = r.cfg.Holder
+	if err := r.cfg.Store.PutTask(ctx, t.Record()); err != nil {
+		return err
+	}
+	r.cfg.Logf("%s/%d shard %d: %s to %s, by the controller", t.Segment.Volume, t.Segment.Index, t.Shard, t.Kind, t.To)
+	mctx, cancel := context.WithCancel(ctx)
+	run := &running{cancel: cancel, task: t}
+	r.mu.Lock()
+	r.running[t.Segment] = run
+	r.mu.Unlock()
+	r.wg.Add(1)
+	go r.runMove(mctx, run)
+	return nil
+}
+
+// runMove runs one move through the Mover and records its progress.
+func (r *Runner) runMove(ctx context.Context, run *running) {
+	defer r.wg.Done()
+	defer run.cancel()
+	t := run.task
+	req := MoveRequest{Volume: t.Segment.Volume, Segment: t.Segment.Index, Shard: t.Shard, To: t.To,
+		Progress: func(done, total int64) { r.progress(ctx, run, done, total) }}
+	if r.cfg.Pacer != nil {
+		req.Pace = r.cfg.Pacer.Wait
+	}
+	err := r.cfg.Mover.MoveShard(ctx, req)
+	r.mu.Lock()
+	delete(r.running, t.Segment)
+	t = run.task
+	r.mu.Unlock()
+	if ctx.Err() != nil {
+		return // leadership lost or aborted: the next leader cleans up
+	}
+	t.State = meta.TaskDone
+	if err != nil {
+		t.State, t.Err = meta.TaskFailed, err.Error()
+		r.cfg.Logf("%s/%d shard %d: %v", t.Segment.Volume, t.Segment.Index, t.Shard, err)
+	}
+	if err := r.cfg.Store.PutTask(ctx, t.Record()); err != nil {
+		r.cfg.Logf("task %s: %v", MoveTaskID(t.Segment), err)
+	}
+}
+
+// progress records a move's progress, writing it at most every
+// ProgressEvery.
+func (r *Runner) progress(ctx context.Context, run *running, done, total int64) {
+	now := r.cfg.Now()
+	r.mu.Lock()
+	run.task.Done, run.task.Total = done, total
+	t := run.task
+	write := now.Sub(run.wrote) >= r.cfg.ProgressEvery || done == total
+	if write {
+		run.wrote = now
+	}
+	r.mu.Unlock()
+	if write && ctx.Err() == nil {
+		if err := r.cfg.Store.PutTask(ctx, t.Record()); err != nil && ctx.Err() == nil {
+			r.cfg.Logf("task %s: %v", MoveTaskID(t.Segment), err)
+		}
+	}
+}
+
+// cleanup removes finished and stale task records and settles moves
+// nobody carries out any more (their mover crashed or lost its lease).
+func (r *Runner) cleanup(ctx context.Context, snap *Snapshot) {
+	r.mu.Lock()
+	mine := map[SegmentID]bool{}
+	for id := range r.running {
+		mine[id] = true
+	}
+	r.mu.Unlock()
+	for id, t := range snap.MoveTasks {
+		owner := snap.Owners[id.Volume]
+		stale := t.State != meta.TaskRunning || t.Holder != owner || owner == r.cfg.Holder
+		if mine[id] || !stale {
+			continue
+		}
+		if err := r.cfg.Store.DeleteTask(ctx, MoveTaskID(id)); err != nil {
+			r.cfg.Logf("task %s: %v", MoveTaskID(id), err)
+		}
+		delete(snap.MoveTasks, id)
+	}
+	for _, s := range snap.State.Segments {
+		owner := snap.Owners[s.ID.Volume]
+		if s.Move == nil || mine[s.ID] || (owner != "" && owner != r.cfg.Holder) {
+			continue
+		}
+		if err := r.settle(ctx, s.ID, owner == ""); err != nil {
+			r.cfg.Logf("%s: settling an interrupted move: %v", s.ID, err)
+		}
+	}
+}
+
+// settle finishes a committed move or rolls an uncommitted one back, under
+// the volume's ownership when take is set.
+func (r *Runner) settle(ctx context.Context, seg SegmentID, take bool) error {
+	var owner *meta.Owner
+	if take {
+		o, err := r.cfg.Store.Acquire(ctx, seg.Volume, meta.OwnerOptions{Holder: r.cfg.Holder, TTL: r.cfg.LeaderTTL})
+		if errors.Is(err, meta.ErrBusy) {
+			return nil // mapped meanwhile: the new owner settles it on open
+		} else if err != nil {
+			return err
+		}
+		defer o.Release(context.WithoutCancel(ctx))
+		owner = o
+	}
+	vm, err := r.cfg.Store.VolumeMap(ctx, seg.Volume, owner)
+	if err != nil {
+		return err
+	}
+	rec, err := vm.Segment(ctx, seg.Index)
+	if err != nil || rec.Move == nil {
+		return err
+	}
+	r.cfg.Logf("%s: settling an interrupted move of shard %d (committed %v)", seg, rec.Move.Shard, rec.Move.Committed())
+	if rec.Move.Committed() {
+		return vm.FinishMove(ctx, seg.Index)
+	}
+	return vm.AbortMove(ctx, seg.Index)
+}

@@ -1,0 +1,200 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/placement"
+)
+
+// Snapshot is the cluster as one read of metadata saw it: the State Decide
+// works on plus what the runner and `admin status` need besides. Namespace
+// Since and Move Started/Updated are only as good as the task records (the
+// runner completes them from what it has seen).
+type Snapshot struct {
+	State      State
+	Namespaces map[string]*meta.NamespaceRecord
+	Volumes    map[string]*meta.VolumeRecord
+	// Owners maps a volume to the holder of its read-write lease ("" none).
+	Owners map[string]string
+	// MoveTasks are the move task records by segment; Tasks all records.
+	MoveTasks map[SegmentID]MoveTask
+	Tasks     []*meta.TaskRecord
+	// Segments holds each volume's segment records by index.
+	Segments map[string]map[int64]*meta.SegmentRecord
+}
+
+// LoadSnapshot reads hosts, namespaces (with allocation counts), volumes,
+// their owners and segments, and tasks.
+func LoadSnapshot(ctx context.Context, store *meta.Store) (*Snapshot, error) {
+	s := &Snapshot{Namespaces: map[string]*meta.NamespaceRecord{}, Volumes: map[string]*meta.VolumeRecord{},
+		Owners: map[string]string{}, MoveTasks: map[SegmentID]MoveTask{},
+		Segments: map[string]map[int64]*meta.SegmentRecord{}}
+	if err := s.loadHosts(ctx, store); err != nil {
+		return nil, err
+	}
+	if err := s.loadTasks(ctx, store); err != nil {
+		return nil, err
+	}
+	vols, err := store.Volumes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range vols {
+		if err := s.loadVolume(ctx, store, v); err != nil {
+			return nil, err
+		}
+	}
+	sort.Slice(s.State.Segments, func(i, j int) bool { return s.State.Segments[i].ID.compare(s.State.Segments[j].ID) < 0 })
+	return s, nil
+}
+
+func (s *Snapshot) loadHosts(ctx context.Context, store *meta.Store) error {
+	hosts, err := store.Hosts(ctx)
+	if err != nil {
+		return err
+	}
+	for _, h := range hosts {
+		s.State.Hosts = append(s.State.Hosts, Host{Name: h.Name, Labels: h.Labels})
+	}
+	nss, err := store.Namespaces(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range nss {
+		st, err := placement.ParseState(n.State)
+		if err != nil {
+			return fmt.Errorf("namespace %s: %w", n.ID, err)
+		}
+		a, err := store.Allocation(ctx, n.ID)
+		if err != nil {
+			return err
+		}
+		s.Namespaces[n.ID] = n
+		s.State.Namespaces = append(s.State.Namespaces, Namespace{ID: n.ID, Host: n.Host, State: st,
+			Capacity: n.Capacity(), Used: a.Used})
+	}
+	return nil
+}
+
+func (s *Snapshot) loadTasks(ctx context.Context, store *meta.Store) error {
+	ts, err := store.Tasks(ctx)
+	if err != nil {
+		return err
+	}
+	s.Tasks = ts
+	for _, r := range ts {
+		if mt, ok, err := ParseMoveTask(r); ok && err == nil {
+			s.MoveTasks[mt.Segment] = mt
+		} else if t, ok, err := ParseTask(r); ok && err == nil && r.State == meta.TaskRunning {
+			s.State.Tasks = append(s.State.Tasks, t)
+		}
+	}
+	return nil
+}
+
+func (s *Snapshot) loadVolume(ctx context.Context, store *meta.Store, v *meta.VolumeRecord) error {
+	if v.State != meta.VolumeReady {
+		return nil
+	}
+	owners, err := store.Owners(ctx, v.Name)
+	if err != nil {
+		return err
+	}
+	for _, o := range owners {
+		if o.Mode == meta.ModeRW {
+			s.Owners[v.Name] = o.Holder
+		}
+	}
+	vm, err := store.VolumeMap(ctx, v.Name, nil)
+	if err != nil {
+		return err
+	}
+	segs, _, err := vm.Segments(ctx)
+	if err != nil {
+		return err
+	}
+	s.Volumes[v.Name] = v
+	s.Segments[v.Name] = segs
+	s.State.Volumes = append(s.State.Volumes, Volume{ID: v.Name, K: v.Layout.K, M: v.Layout.M,
+		OwnerPresent: s.Owners[v.Name] != "", AllowSharedDomains: v.AllowSharedDomains})
+	for idx, r := range segs {
+		s.State.Segments = append(s.State.Segments, s.segment(SegmentID{Volume: v.Name, Index: idx}, r, v))
+	}
+	return nil
+}
+
+func (s *Snapshot) segment(id SegmentID, r *meta.SegmentRecord, v *meta.VolumeRecord) Segment {
+	seg := Segment{ID: id, Slots: make([]Slot, len(r.Slots))}
+	for i, sl := range r.Slots {
+		seg.Slots[i] = Slot{NS: sl.NS, Slot: sl.Slot}
+	}
+	if r.Move == nil {
+		return seg
+	}
+	mv := &Move{Shard: r.Move.Shard, To: Slot{NS: r.Move.To.NS, Slot: r.Move.To.Slot}, Kind: MoveRebalance}
+	if t, ok := s.MoveTasks[id]; ok && t.Shard == r.Move.Shard {
+		mv.Kind, mv.Started, mv.Done, mv.Total = t.Kind, t.Started, t.Done, t.Total
+	} else if n := s.Namespaces[r.Slots[r.Move.Shard].NS]; n != nil && n.State == placement.StateDraining.String() {
+		mv.Kind = MoveDrain
+	} else if n == nil || n.State == placement.StateOut.String() || n.State == placement.StateFailed.String() {
+		mv.Kind = MoveRebuild
+	}
+	seg.Move = mv
+	return seg
+}
+
+// VolumeHealth is one volume's redundancy.
+type VolumeHealth struct {
+	Volume string
+	K, M   int
+	// Segments allocated; Lost is the most shards one segment has on
+	// namespaces not in service (down, out, failed or unknown).
+	Segments, Lost int
+	// Degraded counts segments with a lost shard; Moving those with a
+	// move in flight.
+	Degraded, Moving int
+}
+
+// Status returns healthy, "degraded by N", "at risk" (no redundancy left)
+// or "unreadable" (more shards lost than parity).
+func (h VolumeHealth) Status() string {
+	switch {
+	case h.Lost == 0:
+		return "healthy"
+	case h.Lost > h.M:
+		return "unreadable"
+	case h.Lost == h.M:
+		return "at risk"
+	}
+	return fmt.Sprintf("degraded by %d", h.Lost)
+}
+
+// Health returns each volume's redundancy, in volume order.
+func (s *Snapshot) Health() []VolumeHealth {
+	var out []VolumeHealth
+	for _, v := range s.State.Volumes {
+		h := VolumeHealth{Volume: v.ID, K: v.K, M: v.M}
+		for _, r := range s.Segments[v.ID] {
+			h.Segments++
+			lost := 0
+			for _, sl := range r.Slots {
+				n := s.Namespaces[sl.NS]
+				if n == nil || (n.State != placement.StateIn.String() && n.State != placement.StateDraining.String()) {
+					lost++
+				}
+			}
+			h.Lost = max(h.Lost, lost)
+			if lost > 0 {
+				h.Degraded++
+			}
+			if r.Move != nil {
+				h.Moving++
+			}
+		}
+		out = append(out, h)
+	}
+	return out
+}
