@@ -1,0 +1,317 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/meta/metatest"
+	"github.com/nvstripe/nvstripe/placement"
+)
+
+// metaCluster is an etcd with n hosts of one namespace each (no data path:
+// the paths lead nowhere) and a 4+2 volume "v" with segs allocated segments.
+func metaCluster(t *testing.T, n, segs int) []string {
+	t.Helper()
+	ctx := context.Background()
+	eps := metatest.Start(t)
+	store := openStore(t, eps)
+	if _, err := store.InitCluster(ctx, meta.InitOptions{SlotSize: 1 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < n; i++ {
+		host := fmt.Sprintf("h%d", i)
+		if _, err := store.AddHost(ctx, host, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.AddNamespace(ctx, meta.NamespaceSpec{Host: host, NQN: "nqn.2026-11.io.nvstripe:" + host,
+			NSID: 1, Size: 32 << 20, Paths: []meta.PathRecord{{Addr: "tcp://127.0.0.1:1", ANAGroup: 1}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := store.CreateVolume(ctx, meta.VolumeSpec{Name: "v", Size: int64(segs) * 4 << 20,
+		Layout: meta.Layout{K: 4, M: 2, Chunk: 64 << 10}}); err != nil {
+		t.Fatal(err)
+	}
+	vm, err := store.VolumeMap(ctx, "v", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s := 0; s < segs; s++ {
+		if _, err := vm.Allocate(ctx, int64(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return eps
+}
+
+func openStore(t *testing.T, eps []string) *meta.Store {
+	t.Helper()
+	s, err := meta.Open(context.Background(), meta.Config{Endpoints: eps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// actors records which controllers' movers run, to check that two never
+// act at once.
+type actors struct {
+	mu        sync.Mutex
+	active    map[string]int
+	overlap   []string
+	moved     map[string]int
+	started   chan string
+	startOnce sync.Once
+}
+
+func newActors() *actors {
+	return &actors{active: map[string]int{}, moved: map[string]int{}, started: make(chan string, 1)}
+}
+
+func (a *actors) enter(holder string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for h, n := range a.active {
+		if h != holder && n > 0 {
+			a.overlap = append(a.overlap, holder+" while "+h)
+		}
+	}
+	a.active[holder]++
+}
+
+func (a *actors) leave(holder string, ok bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.active[holder]--
+	if ok {
+		a.moved[holder]++
+	}
+}
+
+// metaMover is a Mover without a data path: it runs the crash-safe
+// metadata sequence of a move (ownership, BeginMove, progress, CommitMove,
+// FinishMove, AbortMove on failure) and copies nothing.
+type metaMover struct {
+	store  *meta.Store
+	holder string
+	steps  int
+	step   time.Duration
+	act    *actors
+
+	mu     sync.Mutex
+	owner  *meta.Owner
+	owners int
+}
+
+func (m *metaMover) acquire(ctx context.Context, vol string) (*meta.Owner, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.owners == 0 {
+		o, err := m.store.Acquire(ctx, vol, meta.OwnerOptions{Holder: m.holder, TTL: 2 * time.Second})
+		if err != nil {
+			return nil, err
+		}
+		m.owner = o
+	}
+	m.owners++
+	return m.owner, nil
+}
+
+func (m *metaMover) release(ctx context.Context) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.owners--; m.owners == 0 {
+		_ = m.owner.Release(ctx)
+	}
+}
+
+func (m *metaMover) MoveShard(ctx context.Context, req MoveRequest) (err error) {
+	m.act.enter(m.holder)
+	defer func() { m.act.leave(m.holder, err == nil) }()
+	o, err := m.acquire(ctx, req.Volume)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		m.release(rctx)
+	}()
+	vm, err := m.store.VolumeMap(ctx, req.Volume, o)
+	if err != nil {
+		return err
+	}
+	if _, err := vm.BeginMove(ctx, req.Segment, req.Shard, req.To); err != nil {
+		return err
+	}
+	m.act.startOnce.Do(func() { m.act.started <- m.holder })
+	if err = m.copy(ctx, req); err == nil {
+		err = vm.CommitMove(ctx, req.Segment)
+	}
+	if err != nil {
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		return errors.Join(err, vm.AbortMove(actx, req.Segment))
+	}
+	return vm.FinishMove(ctx, req.Segment)
+}
+
+func (m *metaMover) copy(ctx context.Context, req MoveRequest) error {
+	const chunk = 64 << 10
+	for i := 1; i <= m.steps; i++ {
+		if req.Pace != nil {
+			if err := req.Pace(ctx, chunk); err != nil {
+				return err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(m.step):
+		}
+		req.Progress(int64(i)*chunk, int64(m.steps)*chunk)
+	}
+	return nil
+}
+
+func startRunner(t *testing.T, ctx context.Context, store *meta.Store, holder string, mv Mover) (*Runner, chan error) {
+	t.Helper()
+	r, err := NewRunner(RunnerConfig{Store: store, Holder: holder, Mover: mv, Interval: 100 * time.Millisecond,
+		LeaderTTL: 2 * time.Second, Decide: Config{OutAfter: time.Second, MaxMovesPerNS: 1},
+		Logf: func(f string, a ...any) { t.Logf(holder+": "+f, a...) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	return r, done
+}
+
+// shardsOn counts the shards of volume v on namespace ns, and the moves in
+// flight.
+func shardsOn(t *testing.T, store *meta.Store, ns string) (shards, moves int) {
+	t.Helper()
+	vm, err := store.VolumeMap(context.Background(), "v", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	segs, _, err := vm.Segments(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range segs {
+		for _, sl := range s.Slots {
+			if sl.NS == ns {
+				shards++
+			}
+		}
+		if s.Move != nil {
+			moves++
+		}
+	}
+	return shards, moves
+}
+
+// checkNoLeaks compares every namespace's allocation count with the slots
+// segment records and moves name, and checks the domain rule.
+func checkNoLeaks(t *testing.T, store *meta.Store) {
+	t.Helper()
+	ctx := context.Background()
+	snap, err := LoadSnapshot(ctx, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := map[string]int64{}
+	for _, segs := range snap.Segments {
+		for idx, s := range segs {
+			hosts := map[string]bool{}
+			for _, sl := range s.Slots {
+				named[sl.NS]++
+				hosts[snap.Namespaces[sl.NS].Host] = true
+			}
+			if len(hosts) != len(s.Slots) {
+				t.Errorf("segment %d: shards share hosts: %v", idx, s.Slots)
+			}
+			if s.Move != nil {
+				named[s.Move.To.NS]++
+				if s.Move.From != nil {
+					named[s.Move.From.NS]++
+				}
+			}
+		}
+	}
+	for _, n := range snap.State.Namespaces {
+		if n.Used != named[n.ID] {
+			t.Errorf("namespace %s: %d slots allocated, %d named by segments: %d leaked", n.ID, n.Used, named[n.ID], n.Used-named[n.ID])
+		}
+	}
+}
+
+// TestRunnerFailover fails a namespace, lets the leading controller start
+// the rebuild, kills it (its etcd client closes without resigning) and
+// checks that the second controller takes over, settles the interrupted
+// moves and finishes: no shard left on the failed namespace, no slot
+// leaked, and the two never moved data at once.
+func TestRunnerFailover(t *testing.T) {
+	eps := metaCluster(t, 8, 8)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	admin := openStore(t, eps)
+	lost, _ := shardsOn(t, admin, "h0-n1")
+	if lost == 0 {
+		t.Fatal("no shard on h0-n1")
+	}
+	if err := admin.SetNamespaceState(ctx, "h0-n1", placement.StateFailed); err != nil {
+		t.Fatal(err)
+	}
+	act := newActors()
+	storeA, storeB := openStore(t, eps), openStore(t, eps)
+	ra, doneA := startRunner(t, ctx, storeA, "ctl-a", &metaMover{store: storeA, holder: "ctl-a", steps: 40, step: 25 * time.Millisecond, act: act})
+	waitFor(t, "ctl-a leads", ra.Leading)
+	rb, doneB := startRunner(t, ctx, storeB, "ctl-b", &metaMover{store: storeB, holder: "ctl-b", steps: 4, step: 10 * time.Millisecond, act: act})
+	if who := <-act.started; who != "ctl-a" {
+		t.Fatalf("%s moved data while ctl-a led", who)
+	}
+	if rb.Leading() {
+		t.Fatal("two leaders")
+	}
+	storeA.Close() // ctl-a dies mid-rebuild
+	waitFor(t, "ctl-b leads", rb.Leading)
+	waitFor(t, "rebuild done", func() bool {
+		n, m := shardsOn(t, admin, "h0-n1")
+		ts, _ := admin.Tasks(ctx)
+		return n == 0 && m == 0 && len(ts) == 0
+	})
+	cancel()
+	for _, done := range []chan error{doneA, doneB} {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkNoLeaks(t, admin)
+	act.mu.Lock()
+	defer act.mu.Unlock()
+	if len(act.overlap) > 0 {
+		t.Errorf("controllers acted at once: %v", act.overlap)
+	}
+	if act.moved["ctl-a"] >= lost || act.moved["ctl-b"] == 0 {
+		t.Errorf("moves finished: %v of %d: the kill was not mid-rebuild", act.moved, lost)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
