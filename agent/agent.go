@@ -159,7 +159,8 @@ func (a *Agent) Map(ctx context.Context, spec Spec) (api.Mapping, error) {
 	}
 	mp.opMu.Unlock()
 	if putErr != nil {
-		err = errors.Join(putErr, mp.stop(ctx))
+		_, stopErr := mp.stop(ctx)
+		err = errors.Join(putErr, stopErr)
 	}
 	if err != nil {
 		a.drop(mp)
@@ -204,7 +205,9 @@ func (a *Agent) drop(mp *mapping) {
 
 // Unmap stops serving a volume, flushes it, marks it clean, releases its
 // lease and forgets the mapping. It fails, and keeps serving, while a FUSE
-// file of it is in use.
+// file of it is in use. Once serving has stopped the mapping is forgotten
+// even if flushing or releasing the lease failed (the error says so; the
+// lease then expires after its TTL).
 func (a *Agent) Unmap(ctx context.Context, name string) error {
 	a.mu.Lock()
 	mp := a.maps[name]
@@ -212,11 +215,12 @@ func (a *Agent) Unmap(ctx context.Context, name string) error {
 	if mp == nil {
 		return fmt.Errorf("volume %s is not mapped by this agent: %w", name, api.ErrNotFound)
 	}
-	if err := mp.stop(ctx); err != nil {
+	stopped, err := mp.stop(ctx)
+	if !stopped {
 		return err
 	}
 	a.drop(mp)
-	return a.state.remove(name)
+	return errors.Join(err, a.state.remove(name))
 }
 
 // List describes every mapping, in volume-name order.
@@ -266,7 +270,7 @@ func (a *Agent) Close(ctx context.Context) error {
 	errs := make([]error, len(maps))
 	var wg sync.WaitGroup
 	for i, mp := range maps {
-		wg.Go(func() { errs[i] = mp.stop(ctx) })
+		wg.Go(func() { _, errs[i] = mp.stop(ctx) })
 	}
 	wg.Wait()
 	a.stopRep()

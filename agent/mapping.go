@@ -184,8 +184,12 @@ func (mp *mapping) restore(first func()) {
 
 // stop ends the mapping: aborts open attempts, stops the frontend, then
 // flushes the volume, marks it clean and releases the lease. When the
-// frontend cannot stop (a FUSE file in use) it fails and keeps serving.
-func (mp *mapping) stop(ctx context.Context) error {
+// frontend cannot stop (a FUSE file in use) it fails with stopped false and
+// keeps serving. Otherwise the mapping is gone (stopped true) even when
+// flushing or releasing failed (err says so; a lease that could not be
+// released expires after its TTL). A fenced mapping has no lease to release:
+// errors releasing it are only logged.
+func (mp *mapping) stop(ctx context.Context) (stopped bool, err error) {
 	mp.cancelOpen()
 	if mp.retryDone != nil {
 		<-mp.retryDone
@@ -197,24 +201,28 @@ func (mp *mapping) stop(ctx context.Context) error {
 	mp.mu.Unlock()
 	if front != nil {
 		if err := front.close(); err != nil {
-			return fmt.Errorf("unmap %s: %w: %w", mp.name, api.ErrBusy, err)
+			return false, fmt.Errorf("unmap %s: %w: %w", mp.name, api.ErrBusy, err)
 		}
 	}
 	if stopWatch != nil {
 		close(stopWatch)
 		<-done
 	}
-	var err error
 	if m != nil {
 		err = m.Close(ctx)
 	}
 	mp.mu.Lock()
+	fenced := mp.state == api.StateFenced
 	mp.front, mp.opened, mp.stopWatch, mp.watchDone = nil, nil, nil, nil
 	mp.mu.Unlock()
-	if err != nil {
-		return fmt.Errorf("unmap %s: %w", mp.name, err)
+	if err != nil && fenced {
+		mp.a.logf("agent: unmapping fenced %s: %v", mp.name, err)
+		err = nil
 	}
-	return nil
+	if err != nil {
+		return true, fmt.Errorf("unmapped %s, but: %w", mp.name, err)
+	}
+	return true, nil
 }
 
 // info describes the mapping for List.

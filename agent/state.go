@@ -40,7 +40,7 @@ func openState(dir string) (*stateStore, error) {
 		WithMemTableSize(1 << 20).WithBaseTableSize(256 << 10).WithValueLogFileSize(1 << 20).
 		WithBlockCacheSize(0).WithIndexCacheSize(0).WithCompression(options.None).
 		WithNumCompactors(2).WithNumMemtables(1).WithNumLevelZeroTables(1).WithNumLevelZeroTablesStall(2).
-		WithMetricsEnabled(false)
+		WithMetricsEnabled(false).WithValueThreshold(4 << 10)
 	db, err := badger.Open(o)
 	if err != nil {
 		return nil, fmt.Errorf("agent state in %s (is another agent using it?): %w", dir, err)

@@ -1,0 +1,259 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/blockdev/faultdev"
+	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/meta/metatest"
+	"github.com/nvstripe/nvstripe/nvmeof/initiator"
+	"github.com/nvstripe/nvstripe/nvmeof/target"
+)
+
+// agentEnv is an etcd, three userspace NVMe/TCP targets on 127.0.0.1 (one
+// host each, one in-memory namespace each behind a fault injector),
+// registered and labelled, and a 2+1 volume "v" of envVolSize bytes.
+type agentEnv struct {
+	store  *meta.Store
+	faults []*faultdev.Dev
+	nsIDs  []string
+	// proxy and proxied are set by newAgentEnvProxied.
+	proxy   *tcpProxy
+	proxied *meta.Store
+}
+
+const (
+	envVolSize  = 16 << 20
+	envSlotSize = 1 << 20
+	envNSSize   = 32 << 20
+)
+
+func newAgentEnv(t *testing.T) *agentEnv {
+	t.Helper()
+	e := &agentEnv{}
+	e.setUp(t, metatest.Start(t))
+	return e
+}
+
+// newAgentEnvProxied also puts a TCP proxy between the agent's store
+// (e.proxied) and etcd, so that a test can cut the agent off etcd (a network
+// partition: etcd and its lease timers keep running) and let it back.
+func newAgentEnvProxied(t *testing.T) *agentEnv {
+	t.Helper()
+	eps := metatest.Start(t)
+	e := &agentEnv{}
+	e.setUp(t, eps)
+	e.proxy = startProxy(t, strings.TrimPrefix(eps[0], "http://"))
+	s, err := meta.Open(context.Background(), meta.Config{Endpoints: []string{e.proxy.addr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	e.proxied = s
+	return e
+}
+
+// tcpProxy forwards connections to one address until cut.
+type tcpProxy struct {
+	t      *testing.T
+	to     string
+	addr   string
+	mu     sync.Mutex
+	l      net.Listener
+	conns  []net.Conn
+	closed bool
+}
+
+func startProxy(t *testing.T, to string) *tcpProxy {
+	p := &tcpProxy{t: t, to: to, addr: "127.0.0.1:0"}
+	p.listen()
+	t.Cleanup(p.cut)
+	return p
+}
+
+// listen (again) on p.addr.
+func (p *tcpProxy) listen() {
+	l, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.mu.Lock()
+	p.l, p.addr = l, l.Addr().String()
+	p.mu.Unlock()
+	go p.accept(l)
+}
+
+func (p *tcpProxy) accept(l net.Listener) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		u, err := net.Dial("tcp", p.to)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns = append(p.conns, c, u)
+		p.mu.Unlock()
+		go func() { io.Copy(u, c); u.Close() }()
+		go func() { io.Copy(c, u); c.Close() }()
+	}
+}
+
+// cut closes the listener and every forwarded connection.
+func (p *tcpProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.l.Close()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+func (e *agentEnv) setUp(t *testing.T, endpoints []string) {
+	t.Helper()
+	ctx := context.Background()
+	store, err := meta.Open(ctx, meta.Config{Endpoints: endpoints})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	e.store = store
+	c, err := store.InitCluster(ctx, meta.InitOptions{SlotSize: envSlotSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		e.addTarget(t, c, i)
+	}
+	if _, err := store.CreateVolume(ctx, meta.VolumeSpec{Name: "v", Size: envVolSize,
+		Layout: meta.Layout{K: 2, M: 1, Chunk: 64 << 10}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e *agentEnv) addTarget(t *testing.T, c *meta.ClusterRecord, i int) {
+	t.Helper()
+	ctx := context.Background()
+	mem, err := blockdev.NewMem(envNSSize, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd := faultdev.New(mem, int64(i))
+	nqn := fmt.Sprintf("nqn.2026-11.io.nvstripe:agent-test-t%d", i)
+	tgt, err := target.New(target.Config{
+		Subsystems: []target.SubsystemConfig{{NQN: nqn, Namespaces: []target.NamespaceConfig{{NSID: 1, Device: fd}},
+			AllowedHosts: []string{initiator.DefaultHostNQN}}},
+		Listeners: []target.ListenerConfig{{Address: "127.0.0.1:0"}},
+	})
+	if err == nil {
+		err = tgt.Start(ctx)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tgt.Close() })
+	host := fmt.Sprintf("h%d", i)
+	if _, err := e.store.AddHost(ctx, host, nil); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := e.store.AddNamespace(ctx, meta.NamespaceSpec{Host: host, NQN: nqn, NSID: 1, Size: envNSSize,
+		Paths: []meta.PathRecord{{Addr: "tcp://" + tgt.Addr(0), ANAGroup: 1, ANAState: meta.ANAOptimized}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := Connect(ctx, rec, NamespaceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	if err := WriteLabel(ctx, dev, c.Label(rec.ID)); err != nil {
+		t.Fatal(err)
+	}
+	e.faults, e.nsIDs = append(e.faults, fd), append(e.nsIDs, rec.ID)
+}
+
+// options are agent options for tests: fast retries and timeouts, logs to t.
+func (e *agentEnv) options(t *testing.T, stateDir string) Options {
+	return Options{Store: e.store, Holder: "agent-test", StateDir: stateDir, RetryInterval: 100 * time.Millisecond,
+		Namespaces: NamespaceOptions{ControllerLossTimeout: time.Second, ConnectTimeout: 2 * time.Second},
+		Logf:       t.Logf}
+}
+
+// newAgent starts an agent closed at the end of the test.
+func (e *agentEnv) newAgent(t *testing.T, o Options) *Agent {
+	t.Helper()
+	a, err := New(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		a.Close(ctx)
+	})
+	return a
+}
+
+// waitFor polls cond until it holds, failing the test after a generous
+// deadline (the deadline only bounds a hang, it is not what is tested).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// needTool skips t when an NBD client tool is missing.
+func needTool(t *testing.T, tool string) {
+	t.Helper()
+	if _, err := exec.LookPath(tool); err != nil {
+		t.Skipf("%s not installed (apt-get install libnbd-bin): %v", tool, err)
+	}
+}
+
+// runTool runs a tool and fails t on error.
+func runTool(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// metricValue finds the value of one sample line "name{labels} value" in a
+// Prometheus text exposition; labels must match exactly as printed.
+func metricValue(t *testing.T, text, series string) float64 {
+	t.Helper()
+	for line := range strings.Lines(text) {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), series+" "); ok {
+			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			if err != nil {
+				t.Fatalf("metric %s: %v", series, err)
+			}
+			return v
+		}
+	}
+	t.Fatalf("metric %s not found in:\n%s", series, text)
+	return 0
+}
