@@ -104,7 +104,10 @@ func PlanRebalance(c *Cluster, segs []Segment, threshold float64) (RebalancePlan
 	}
 	b := newBalancer(c, segs)
 	plan := RebalancePlan{SpreadBefore: b.spread()}
-	for b.spread() > threshold+epsilon {
+	// Every step strictly lowers the sum of squared utilisations, so the
+	// loop ends; the bound only guards against a bug turning into a hang.
+	limit := 4*len(b.segs)*maxShards(segs) + len(c.ns)
+	for b.spread() > threshold+epsilon && len(plan.Moves) < limit {
 		m, ok := b.step()
 		if !ok {
 			break
@@ -114,6 +117,14 @@ func PlanRebalance(c *Cluster, segs []Segment, threshold float64) (RebalancePlan
 	plan.SpreadAfter = b.spread()
 	plan.Reached = plan.SpreadAfter <= threshold+epsilon
 	return plan, nil
+}
+
+func maxShards(segs []Segment) int {
+	n := 0
+	for _, s := range segs {
+		n = max(n, len(s.Shards))
+	}
+	return n
 }
 
 // shardRef is one shard of one segment in a balancer's working copy.
@@ -206,7 +217,12 @@ func (b *balancer) improves(src, dst int, bounds [2]float64) bool {
 	if d.Free() <= 0 || s.Used <= 0 || (ud+1/cd) > bounds[1] || (us-1/cs) < bounds[0] {
 		return false
 	}
-	return -2*us/cs+1/(cs*cs)+2*ud/cd+1/(cd*cd) < 0
+	// The exact change of the sum of squares is a multiple of 1/(cs²cd²);
+	// demanding a margin far above float rounding (about 1e-16 of the terms)
+	// keeps a zero change, such as a swap of two utilisations, from passing
+	// as an improvement and looping.
+	margin := 1e-6 * (1/(cs*cs) + 1/(cd*cd))
+	return -2*us/cs+1/(cs*cs)+2*ud/cd+1/(cd*cd) < -margin
 }
 
 // tryMove moves a shard from src to dst if the move improves the balance and

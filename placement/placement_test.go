@@ -369,3 +369,22 @@ func TestReserveRelease(t *testing.T) {
 		t.Fatalf("failed release changed the cluster: %+v", n)
 	}
 }
+
+// TestPlanRebalanceNoSwapLoop: moving a slot from 6/10 to 5/10 only swaps
+// the two utilisations; the planner must see no gain and stop.
+func TestPlanRebalanceNoSwapLoop(t *testing.T) {
+	c := build(t, 2, 1, 10, 0)
+	var segs []Segment
+	for i := range 11 {
+		id := "h0-n0"
+		if i >= 6 {
+			id = "h1-n0"
+		}
+		segs = append(segs, Segment{Volume: "v", Index: int64(i), Shards: []string{id}})
+		_ = c.Reserve(id)
+	}
+	p, err := PlanRebalance(c, segs, 0)
+	if err != nil || len(p.Moves) != 0 || p.Reached {
+		t.Fatalf("plan %+v, %v: want no moves and not reached", p, err)
+	}
+}
