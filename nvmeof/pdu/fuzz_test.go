@@ -127,11 +127,9 @@ func FuzzParseLogs(f *testing.F) {
 	})
 }
 
-// TestWriteSeedCorpus rewrites testdata/fuzz when run with -update-corpus.
-func TestWriteSeedCorpus(t *testing.T) {
-	if !*updateCorpus {
-		t.Skip("run with -update-corpus to rewrite the seed corpus")
-	}
+// TestSeedCorpus checks that the committed seed corpus under testdata/fuzz
+// holds every seed (rewrite it with -update-corpus).
+func TestSeedCorpus(t *testing.T) {
 	dg := Digests{Header: true, Data: true}
 	for i, s := range seedPDUs() {
 		writeSeed(t, "FuzzReadPDU", fmt.Sprintf("[]byte(%q)\nbyte(%q)\n", s, byte(i%4)))
@@ -150,12 +148,21 @@ func TestWriteSeedCorpus(t *testing.T) {
 
 func writeSeed(t *testing.T, fuzzName, body string) {
 	dir := filepath.Join("testdata", "fuzz", fuzzName)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
+	if *updateCorpus {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	sum := sha256.Sum256([]byte(body))
 	name := filepath.Join(dir, fmt.Sprintf("seed-%x", sum[:8]))
-	if err := os.WriteFile(name, []byte("go test fuzz v1\n"+body), 0o644); err != nil {
+	want := []byte("go test fuzz v1\n" + body)
+	if !*updateCorpus {
+		if got, err := os.ReadFile(name); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("seed %s missing or stale (run go test -run TestSeedCorpus -update-corpus): %v", name, err)
+		}
+		return
+	}
+	if err := os.WriteFile(name, want, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
