@@ -1,0 +1,133 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nvstripe/nvstripe/controller"
+	"github.com/nvstripe/nvstripe/meta"
+)
+
+// TaskOptions configure ServeTasks.
+type TaskOptions struct {
+	// Holder is the name this process owns the volume under
+	// (OpenOptions.Holder): the controller addresses tasks to it. Required.
+	Holder string
+	// Interval is how often the task records are read. Default 500ms.
+	Interval time.Duration
+	// ProgressEvery is the least time between progress writes. Default
+	// 500ms.
+	ProgressEvery time.Duration
+	// Pacer paces the moves (shared with the volume's foreground IO
+	// latency reports through Pacer.Observe). Default nil: unpaced.
+	Pacer *controller.Pacer
+	// Logf receives one line per event. Default: discarded.
+	Logf func(format string, args ...any)
+}
+
+// ServeTasks carries out the shard moves the controller addresses to this
+// owner of the mapped volume (move task records whose Holder is o.Holder):
+// each runs MoveShardPaced, with progress (bytes of shard data) written back
+// to the task, and ends as done or failed. It returns when ctx ends, after
+// the moves it started have stopped (a cancelled move rolls back).
+func (m *Mapped) ServeTasks(ctx context.Context, store *meta.Store, o TaskOptions) error {
+	if o.Holder == "" {
+		return fmt.Errorf("serve tasks: no holder: %w", meta.ErrInvalid)
+	}
+	if o.Interval <= 0 {
+		o.Interval = 500 * time.Millisecond
+	}
+	if o.ProgressEvery <= 0 {
+		o.ProgressEvery = 500 * time.Millisecond
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	s := &taskServer{m: m, store: store, o: o, busy: map[int64]bool{}}
+	defer s.wg.Wait()
+	t := time.NewTicker(o.Interval)
+	defer t.Stop()
+	for {
+		if err := s.poll(ctx); err != nil && ctx.Err() == nil {
+			o.Logf("volume %s: reading tasks: %v", m.Record.Name, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+type taskServer struct {
+	m     *Mapped
+	store *meta.Store
+	o     TaskOptions
+	mu    sync.Mutex
+	busy  map[int64]bool // segments with a move running here
+	wg    sync.WaitGroup
+}
+
+// poll starts the moves addressed to this owner that are not running yet.
+func (s *taskServer) poll(ctx context.Context) error {
+	recs, err := s.store.Tasks(ctx)
+	if err != nil {
+		return err
+	}
+	for _, r := range recs {
+		t, ok, err := controller.ParseMoveTask(r)
+		if !ok || err != nil || t.Segment.Volume != s.m.Record.Name || t.Holder != s.o.Holder || t.State != meta.TaskRunning {
+			continue
+		}
+		s.mu.Lock()
+		busy := s.busy[t.Segment.Index]
+		s.busy[t.Segment.Index] = true
+		s.mu.Unlock()
+		if !busy {
+			s.wg.Add(1)
+			go s.run(ctx, t)
+		}
+	}
+	return nil
+}
+
+// run carries out one move task and records how it ended.
+func (s *taskServer) run(ctx context.Context, t controller.MoveTask) {
+	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		delete(s.busy, t.Segment.Index)
+		s.mu.Unlock()
+	}()
+	chunk := s.m.Record.Layout.Chunk
+	var wrote time.Time
+	var pace func(context.Context, int64) error
+	if s.o.Pacer != nil {
+		pace = s.o.Pacer.Wait
+	}
+	s.o.Logf("volume %s: %s of segment %d shard %d to %s", t.Segment.Volume, t.Kind, t.Segment.Index, t.Shard, t.To)
+	err := s.m.MoveShardPaced(ctx, t.Segment.Index, t.Shard, t.To, pace, func(p MoveProgress) {
+		t.Done, t.Total = p.Done*chunk, p.Total*chunk
+		if !p.Finished && time.Since(wrote) >= s.o.ProgressEvery {
+			wrote = time.Now()
+			s.put(ctx, t)
+		}
+	})
+	if ctx.Err() != nil {
+		return // stopped: the controller re-plans the rolled-back move
+	}
+	t.State = meta.TaskDone
+	if err != nil {
+		t.State, t.Err = meta.TaskFailed, err.Error()
+		s.o.Logf("volume %s: segment %d shard %d: %v", t.Segment.Volume, t.Segment.Index, t.Shard, err)
+	}
+	s.put(ctx, t)
+}
+
+func (s *taskServer) put(ctx context.Context, t controller.MoveTask) {
+	if err := s.store.PutTask(ctx, t.Record()); err != nil && ctx.Err() == nil {
+		s.o.Logf("task %s: %v", controller.MoveTaskID(t.Segment), err)
+	}
+}

@@ -1,0 +1,170 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nvstripe/nvstripe/controller"
+	"github.com/nvstripe/nvstripe/health"
+	"github.com/nvstripe/nvstripe/meta"
+)
+
+// runController starts a leading controller whose liveness signal is a TCP
+// probe of the namespaces' paths, with test timings (down after 300ms of
+// silence, out one second later). It stops when the test ends.
+func runController(t *testing.T, store *meta.Store) {
+	t.Helper()
+	mover := NewTaskMover(store, OpenOptions{Holder: "ctl", LeaseTTL: 2 * time.Second,
+		Namespaces: NamespaceOptions{ControllerLossTimeout: time.Second, ConnectTimeout: 2 * time.Second}})
+	r, err := controller.NewRunner(controller.RunnerConfig{Store: store, Holder: "ctl", Mover: mover,
+		Interval: 100 * time.Millisecond, LeaderTTL: 2 * time.Second,
+		Decide: controller.Config{OutAfter: time.Second}, Probe: controller.ProbeTCP(200 * time.Millisecond),
+		Health: health.TrackerConfig{Grace: 300 * time.Millisecond},
+		Logf:   func(f string, a ...any) { t.Logf("controller: "+f, a...) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); r.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// waitRebuilt waits until no shard of volume v sits on namespace ns, no move
+// is in flight and no task is left.
+func waitRebuilt(t *testing.T, store *meta.Store, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(45 * time.Second)
+	for {
+		snap, err := controller.LoadSnapshot(ctx, store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		left := 0
+		for _, s := range snap.Segments["v"] {
+			for _, sl := range s.Slots {
+				if sl.NS == ns {
+					left++
+				}
+			}
+			if s.Move != nil {
+				left++
+			}
+		}
+		if left == 0 && len(snap.Tasks) == 0 && snap.Namespaces[ns].State == "out" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("rebuild not done: %d shards or moves left, %d tasks, %s is %s", left, len(snap.Tasks), ns, snap.Namespaces[ns].State)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func fillVolume(t *testing.T, m *Mapped, size int) []byte {
+	t.Helper()
+	model := make([]byte, size)
+	rand.New(rand.NewSource(3)).Read(model)
+	if err := m.Volume.WriteAt(context.Background(), model, 0); err != nil {
+		t.Fatal(err)
+	}
+	return model
+}
+
+func verifyVolume(t *testing.T, m *Mapped, model []byte) {
+	t.Helper()
+	got := make([]byte, len(model))
+	if err := m.Volume.ReadAt(context.Background(), got, 0); err != nil || !bytes.Equal(got, model) {
+		t.Fatalf("read back: err %v, equal %v", err, bytes.Equal(got, model))
+	}
+}
+
+// TestControllerRebuildsUnmappedVolume kills a target under a 4+2 volume
+// nobody maps: the controller sees it silent, marks its namespace down then
+// out, opens the volume itself and reconstructs the lost shards elsewhere;
+// the data then reads back with two more targets gone.
+func TestControllerRebuildsUnmappedVolume(t *testing.T) {
+	const size = 32 << 20
+	tc := newTestCluster(t, 8, 64<<20, 4<<20)
+	ctx := context.Background()
+	if _, err := tc.store.CreateVolume(ctx, meta.VolumeSpec{Name: "v", Size: size, Layout: meta.Layout{K: 4, M: 2, Chunk: 64 << 10}}); err != nil {
+		t.Fatal(err)
+	}
+	opts := OpenOptions{Holder: "writer", Namespaces: NamespaceOptions{ControllerLossTimeout: time.Second, ConnectTimeout: 2 * time.Second}}
+	m, err := OpenVolume(ctx, tc.store, "v", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := fillVolume(t, m, size)
+	victim := tc.hostWithShards(t, m)
+	if err := m.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	runController(t, tc.store)
+	tc.targets[victim].Close()
+	waitRebuilt(t, tc.store, fmt.Sprintf("h%d-n1", victim))
+
+	m, err = OpenVolume(ctx, tc.store, "v", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(ctx)
+	tc.checkDistinctHosts(t, m)
+	verifyVolume(t, m, model) // also connects every namespace
+	for _, h := range tc.twoOtherHosts(victim) {
+		tc.targets[h].Close()
+	}
+	verifyVolume(t, m, model)
+}
+
+// TestOwnerExecutesRebuildTask kills a target under a mapped 4+2 volume: the
+// controller hands the rebuild to the owner through task records, the owner
+// (ServeTasks) reconstructs the shards while the volume stays in use, and
+// the data reads back with two more targets gone.
+func TestOwnerExecutesRebuildTask(t *testing.T) {
+	const size = 32 << 20
+	tc := newTestCluster(t, 8, 64<<20, 4<<20)
+	ctx := context.Background()
+	if _, err := tc.store.CreateVolume(ctx, meta.VolumeSpec{Name: "v", Size: size, Layout: meta.Layout{K: 4, M: 2, Chunk: 64 << 10}}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := OpenVolume(ctx, tc.store, "v", OpenOptions{Holder: "node1",
+		Namespaces: NamespaceOptions{ControllerLossTimeout: time.Second, ConnectTimeout: 2 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(ctx)
+	model := fillVolume(t, m, size)
+	sctx, stop := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	var moves atomic.Int64
+	go func() {
+		served <- m.ServeTasks(sctx, tc.store, TaskOptions{Holder: "node1", Interval: 100 * time.Millisecond,
+			Logf: func(f string, a ...any) { moves.Add(1); t.Logf("owner: "+f, a...) }})
+	}()
+	runController(t, tc.store)
+	victim := tc.hostWithShards(t, m)
+	tc.targets[victim].Close()
+	waitRebuilt(t, tc.store, fmt.Sprintf("h%d-n1", victim))
+	stop()
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	if moves.Load() == 0 {
+		t.Fatal("the owner moved nothing")
+	}
+	if owners, _ := tc.store.Owners(ctx, "v"); len(owners) != 1 || owners[0].Holder != "node1" {
+		t.Fatalf("owners %v: the controller took the mapped volume", owners)
+	}
+	tc.checkDistinctHosts(t, m)
+	for _, h := range tc.twoOtherHosts(victim) {
+		tc.targets[h].Close()
+	}
+	verifyVolume(t, m, model)
+}
