@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/agent/api"
+	"github.com/nvstripe/nvstripe/controller"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/volume"
 )
@@ -41,6 +42,10 @@ type Options struct {
 	// RetryInterval is the first delay between attempts to restore a
 	// mapping after a restart; it doubles up to 30s. Default 1s.
 	RetryInterval time.Duration
+	// Pacer paces the shard moves (rebuild, drain, rebalance) the controller
+	// gives this agent for the volumes it owns; foreground read and write
+	// latency slows them down. Default: controller.PacerConfig's defaults.
+	Pacer controller.PacerConfig
 	// Metrics receive the agent's metrics. Default NewMetrics().
 	Metrics *Metrics
 	// Events also receives every volume's events. Default: none.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/agent/api"
+	"github.com/nvstripe/nvstripe/controller"
 	"github.com/nvstripe/nvstripe/volume"
 )
 
@@ -40,6 +41,10 @@ type mapping struct {
 	front     frontend
 	stopWatch chan struct{}
 	watchDone chan struct{}
+	// stopTasks ends ServeTasks (read-write mappings); tasksDone is closed
+	// when it has returned.
+	stopTasks context.CancelFunc
+	tasksDone chan struct{}
 }
 
 func newMapping(a *Agent, spec Spec) *mapping {
@@ -90,6 +95,11 @@ func (mp *mapping) openLocked(ctx context.Context) error {
 		return err
 	}
 	dev := newMetered(m.Volume, a.metrics, spec.Volume)
+	pacer, err := controller.NewPacer(a.o.Pacer)
+	if err != nil {
+		return errors.Join(err, m.Close(context.WithoutCancel(ctx)))
+	}
+	dev.observe = pacer.Observe
 	front, err := startFrontend(ctx, spec, dev, a.o.Logf)
 	if err == nil && mp.openCtx.Err() != nil {
 		err = errors.Join(fmt.Errorf("map %s: unmapped while mapping: %w", spec.Volume, api.ErrBusy), front.close())
@@ -106,7 +116,24 @@ func (mp *mapping) openLocked(ctx context.Context) error {
 	a.metrics.epoch.WithLabelValues(spec.Volume).Set(float64(m.Owner.Epoch()))
 	a.logf("agent: %s served at %s (epoch %d)", spec.Volume, front.url(), m.Owner.Epoch())
 	go mp.watch(m, dev, stop, done)
+	if !spec.ReadOnly {
+		mp.serveTasks(m, pacer)
+	}
 	return nil
+}
+
+// serveTasks runs the shard moves the controller addresses to this owner
+// (Mapped.ServeTasks) until stop. REQUIRES: mp.opMu held.
+func (mp *mapping) serveTasks(m *Mapped, pacer *controller.Pacer) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	mp.mu.Lock()
+	mp.stopTasks, mp.tasksDone = cancel, done
+	mp.mu.Unlock()
+	go func() {
+		defer close(done)
+		m.ServeTasks(ctx, mp.a.o.Store, TaskOptions{Holder: mp.a.o.Holder, Pacer: pacer, Logf: mp.a.o.Logf})
+	}()
 }
 
 // watch fences the mapping when its lease is lost and marks idle segments
@@ -161,16 +188,19 @@ func (mp *mapping) restore(first func()) {
 		if err == nil {
 			err = mp.openLocked(mp.openCtx)
 		}
+		stopped := mp.openCtx.Err() != nil
+		if err != nil && !stopped {
+			mp.setState(api.StateRetrying, err)
+			mp.a.logf("agent: restoring %s: %v (retrying in %v)", mp.name, err, delay)
+		}
 		mp.opMu.Unlock()
 		if first != nil {
 			first()
 			first = nil
 		}
-		if err == nil || mp.openCtx.Err() != nil {
+		if err == nil || stopped {
 			return
 		}
-		mp.setState(api.StateRetrying, err)
-		mp.a.logf("agent: restoring %s: %v (retrying in %v)", mp.name, err, delay)
 		t := time.NewTimer(delay)
 		select {
 		case <-mp.openCtx.Done():
@@ -198,11 +228,16 @@ func (mp *mapping) stop(ctx context.Context) (stopped bool, err error) {
 	defer mp.opMu.Unlock()
 	mp.mu.Lock()
 	front, m, stopWatch, done := mp.front, mp.opened, mp.stopWatch, mp.watchDone
+	stopTasks, tasksDone := mp.stopTasks, mp.tasksDone
 	mp.mu.Unlock()
 	if front != nil {
 		if err := front.close(); err != nil {
 			return false, fmt.Errorf("unmap %s: %w: %w", mp.name, api.ErrBusy, err)
 		}
+	}
+	if stopTasks != nil {
+		stopTasks() // a move in progress rolls back
+		<-tasksDone
 	}
 	if stopWatch != nil {
 		close(stopWatch)
@@ -213,7 +248,7 @@ func (mp *mapping) stop(ctx context.Context) (stopped bool, err error) {
 	}
 	mp.mu.Lock()
 	fenced := mp.state == api.StateFenced
-	mp.front, mp.opened, mp.stopWatch, mp.watchDone = nil, nil, nil, nil
+	mp.front, mp.opened, mp.stopWatch, mp.watchDone, mp.stopTasks, mp.tasksDone = nil, nil, nil, nil, nil, nil
 	mp.mu.Unlock()
 	if err != nil && fenced {
 		mp.a.logf("agent: unmapping fenced %s: %v", mp.name, err)

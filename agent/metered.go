@@ -31,6 +31,9 @@ func newOpMeter(m *Metrics, volume, op string) opMeter {
 type metered struct {
 	dev    blockdev.Device
 	fenced atomic.Pointer[error]
+	// observe, when set, receives the latency of every read and write (the
+	// pacer of shard moves slows down when foreground IO suffers).
+	observe func(time.Duration)
 
 	readBytes, writeBytes, reads, writes, errors atomic.Int64
 
@@ -71,7 +74,11 @@ func (d *metered) do(m *opMeter, bytes int64, call func() error) error {
 	if err == nil {
 		err = call()
 	}
-	m.lat.Observe(time.Since(start).Seconds())
+	lat := time.Since(start)
+	m.lat.Observe(lat.Seconds())
+	if d.observe != nil && (m == &d.read || m == &d.write) {
+		d.observe(lat)
+	}
 	m.ops.Inc()
 	if err != nil {
 		m.errs.Inc()

@@ -13,6 +13,13 @@ import (
 	"github.com/nvstripe/nvstripe/agent/api"
 )
 
+// Defaults of `nvstripe agent`.
+const (
+	DefaultSocket      = "/run/nvstripe/agent.sock"
+	DefaultStateDir    = "/var/lib/nvstripe/agent"
+	DefaultMetricsAddr = "127.0.0.1:9475"
+)
+
 // ServeOptions configure Serve: an Agent plus its gRPC socket and metrics
 // listener.
 type ServeOptions struct {

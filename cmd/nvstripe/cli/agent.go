@@ -1,0 +1,64 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nvstripe/nvstripe/agent"
+	"github.com/nvstripe/nvstripe/meta"
+)
+
+// newAgentCmd is `nvstripe agent`: the node daemon, in the foreground.
+func newAgentCmd(g *globals) *cobra.Command {
+	a := &etcdAuth{}
+	o := agent.ServeOptions{}
+	c := &cobra.Command{
+		Use:   "agent [--socket PATH] [--state-dir DIR] [--metrics 127.0.0.1:9475] [--holder NAME]",
+		Short: "Run the node agent: map volumes on request, hold their leases, restore them after a restart",
+		Long: "agent runs in the foreground until interrupted. It serves a gRPC API on --socket, used by\n" +
+			"`nvstripe map|unmap|ls --agent SOCKET`; maps volumes over NBD (TCP or unix listener, or a\n" +
+			"kernel /dev/nbdN) or FUSE; holds each volume's ownership lease in etcd (a volume whose lease\n" +
+			"is lost is fenced: IO fails until it is unmapped); records its mappings in a badger database\n" +
+			"under --state-dir and restores them when it starts again; reports namespaces that return\n" +
+			"media errors as failed in etcd; and serves Prometheus metrics on --metrics (\"\" turns it off).\n" +
+			"While etcd is unreachable it keeps serving for up to --lease-ttl; then it fences.",
+		Args: cobra.NoArgs,
+		RunE: withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
+			out := cmd.OutOrStdout()
+			o.Store, o.Logf = s, lineLogger(cmd.ErrOrStderr())
+			o.Ready = func(ag *agent.Agent, metrics string) {
+				st := ag.Status()
+				fmt.Fprintf(out, "agent %s: API on %s, state in %s", st.Holder, o.Socket, o.StateDir)
+				if metrics != "" {
+					fmt.Fprintf(out, ", metrics on http://%s/metrics", metrics)
+				}
+				fmt.Fprintln(out)
+			}
+			return agent.Serve(cmd.Context(), o)
+		}),
+	}
+	addEtcdFlags(c, a)
+	fl := c.Flags()
+	fl.StringVar(&o.Socket, "socket", agent.DefaultSocket, "unix socket of the agent's gRPC API")
+	fl.StringVar(&o.StateDir, "state-dir", agent.DefaultStateDir, "directory of the agent's local state (the mappings to restore)")
+	fl.StringVar(&o.MetricsAddr, "metrics", agent.DefaultMetricsAddr, "HOST:PORT of the Prometheus metrics listener (\"\": off)")
+	fl.StringVar(&o.Holder, "holder", "", "owner name in etcd (default agent.HOSTNAME)")
+	fl.DurationVar(&o.LeaseTTL, "lease-ttl", 0, "ownership lease TTL: how long volumes are served while etcd is unreachable (default 10s)")
+	fl.IntVar(&o.Report.FailNamespaceAfter, "fail-namespace-after", 1, "media errors after which a namespace is reported failed in etcd (-1: never)")
+	fl.StringVar(&o.Namespaces.HostNQN, "host-nqn", "", "NVMe host NQN of this node (default: nvstripe's)")
+	return c
+}
+
+// lineLogger returns a Logf that writes one line per call to w, safe for
+// concurrent use.
+func lineLogger(w io.Writer) func(string, ...any) {
+	var mu sync.Mutex
+	return func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(w, format+"\n", args...)
+	}
+}

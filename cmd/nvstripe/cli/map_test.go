@@ -1,0 +1,176 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nvstripe/nvstripe/agent/api"
+	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/meta/metatest"
+	"github.com/nvstripe/nvstripe/nvmeof/target"
+)
+
+// TestMapKernelNBDMissing: `nvstripe map NAME --nbd /dev/nbd0` where the nbd
+// driver is missing fails with the message that says what to do, before
+// contacting etcd.
+func TestMapKernelNBDMissing(t *testing.T) {
+	if _, err := os.Stat("/sys/module/nbd"); err == nil {
+		t.Skip("the nbd driver is loaded here; this test checks the message where it is missing")
+	}
+	_, _, err := run(t, "map", "v", "--nbd", "/dev/nbd0", "--etcd", "127.0.0.1:1")
+	want := "map v on /dev/nbd0: nbd kernel module not loaded (modprobe nbd); serve over --nbd-listen or --fuse instead"
+	if err == nil || err.Error() != want || ExitCode(err) != 1 {
+		t.Fatalf("map --nbd /dev/nbd0: %v, want %q", err, want)
+	}
+}
+
+func TestMapUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"map", "v"},
+		{"map", "v", "--nbd-listen", "127.0.0.1:1", "--fuse", "/mnt"},
+		{"map", "v", "--nbd", "/dev/sda"},
+		{"map", "--nbd-listen", "127.0.0.1:1"},
+		{"unmap"},
+		{"ls", "extra"},
+	} {
+		if _, _, err := run(t, args...); ExitCode(err) != 2 {
+			t.Errorf("%q: %v, want a usage error", args, err)
+		}
+	}
+	_, _, err := run(t, "ls", "--agent", filepath.Join(t.TempDir(), "none.sock"))
+	if err == nil || !strings.Contains(err.Error(), "is `nvstripe agent` running?") {
+		t.Errorf("ls without an agent: %v", err)
+	}
+}
+
+// startMapTarget serves three in-memory namespaces (one subsystem each).
+func startMapTarget(t *testing.T) string {
+	t.Helper()
+	var subs []target.SubsystemConfig
+	for i := range 3 {
+		d, err := blockdev.NewMem(32<<20, 4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		subs = append(subs, target.SubsystemConfig{NQN: fmt.Sprintf("nqn.2024-01.io.test:map-%d", i), AllowAnyHost: true,
+			Namespaces: []target.NamespaceConfig{{NSID: 1, Device: d}}})
+	}
+	tg, err := target.New(target.Config{Listeners: []target.ListenerConfig{{Address: "127.0.0.1:0"}}, Subsystems: subs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tg.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tg.Close() })
+	return tg.Addrs()[0]
+}
+
+// syncBuffer is a bytes.Buffer safe for a command writing while the test
+// reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestAgentMapUnmapLs runs `nvstripe agent` in-process and drives it with
+// map --agent, ls and unmap; then `nvstripe map` in the foreground.
+func TestAgentMapUnmapLs(t *testing.T) {
+	ep := metatest.Start(t)[0]
+	cl := adminCLI{t: t, etcd: ep, cluster: "default"}
+	addr := startMapTarget(t)
+	cl.ok("initialized", "cluster", "init", "--slot-size", "1MiB")
+	for i := range 3 {
+		h := fmt.Sprintf("h%d", i)
+		cl.ok("added", "host", "add", h)
+		cl.ok("added", "ns", "add", "--host", h, "--nqn", fmt.Sprintf("nqn.2024-01.io.test:map-%d", i), "--nsid", "1", "--path", "tcp://"+addr)
+	}
+	cl.ok("created", "volume", "create", "v", "--size", "8MiB", "--k", "2", "--m", "1", "--chunk", "64KiB")
+
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "agent.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errb syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, []string{"agent", "--etcd", ep, "--socket", sock, "--state-dir", filepath.Join(dir, "state"),
+			"--metrics", "127.0.0.1:0", "--holder", "node-a"}, &out, &errb)
+	}()
+	waitOutput(t, &out, done, "agent node-a: API on "+sock)
+
+	o, _, err := run(t, "map", "v", "--nbd-listen", "127.0.0.1:0", "--agent", sock)
+	if err != nil || !strings.HasPrefix(o, "mapped: nbd://127.0.0.1:") {
+		t.Fatalf("map --agent: %q, %v", o, err)
+	}
+	if _, _, err := run(t, "map", "v", "--nbd-listen", "127.0.0.1:0", "--agent", sock); err == nil || !strings.Contains(err.Error(), "already mapped") {
+		t.Errorf("second map: %v", err)
+	}
+	o, _, err = run(t, "ls", "--agent", sock)
+	if err != nil || !strings.Contains(o, "serving") || !strings.Contains(o, "VOLUME") {
+		t.Errorf("ls: %q, %v", o, err)
+	}
+	o, _, err = run(t, "ls", "--agent", sock, "--json")
+	var ms []api.Mapping
+	if err != nil || json.Unmarshal([]byte(o), &ms) != nil || len(ms) != 1 || ms[0].Holder != "node-a" || ms[0].State != api.StateServing {
+		t.Errorf("ls --json: %q, %v", o, err)
+	}
+	cl.ok("node-a", "volume", "info", "v")
+	if o, _, err = run(t, "unmap", "v", "--agent", sock); err != nil || o != "unmapped v\n" {
+		t.Errorf("unmap: %q, %v", o, err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("agent: %v\n%s", err, errb.String())
+	}
+
+	// In the foreground: serving until interrupted, then the lease is free.
+	fctx, fcancel := context.WithCancel(context.Background())
+	var fout syncBuffer
+	go func() {
+		done <- Run(fctx, []string{"map", "v", "--nbd-listen", "unix:" + filepath.Join(dir, "v.sock"), "--etcd", ep}, &fout, &errb)
+	}()
+	waitOutput(t, &fout, done, "serving: nbd+unix:///v?socket="+filepath.Join(dir, "v.sock"))
+	fcancel()
+	if err := <-done; err != nil {
+		t.Errorf("map in the foreground: %v", err)
+	}
+	if o := cl.ok("v", "volume", "info", "v"); strings.Contains(o, "map.") {
+		t.Errorf("lease still held after the foreground map ended:\n%s", o)
+	}
+}
+
+// waitOutput waits until out contains want, failing if the command ends.
+func waitOutput(t *testing.T, out *syncBuffer, done chan error, want string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), want) {
+		select {
+		case err := <-done:
+			t.Fatalf("command ended before printing %q: %v\n%s", want, err, out.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q in output:\n%s", want, out.String())
+		}
+	}
+}
