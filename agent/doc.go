@@ -5,6 +5,48 @@
 // erasure-coded engine (package volume) on top — and serves it over NBD or
 // FUSE.
 //
-// Concurrency: a Mapped volume is safe for concurrent use; Close is
-// idempotent.
+// # The node daemon
+//
+// Agent (and Serve, which adds the gRPC API of package agent/api on a unix
+// socket and Prometheus metrics over HTTP) is `nvstripe agent`. It maps
+// volumes on request (Map: an NBD listener, a kernel /dev/nbdN, or a FUSE
+// file), unmaps them (Unmap: stop serving, flush, mark clean, release the
+// lease, unmount, close the listener) and lists them (List). Each mapping
+// holds its volume's ownership lease (meta.Owner), runs the shard moves the
+// controller addresses to it (Mapped.ServeTasks), and marks idle segments
+// clean every CleanInterval. Mappings are recorded in a badger database in
+// StateDir; a restarted agent restores them, retrying in the background (state
+// "retrying") while a volume cannot be opened — for instance while the lease
+// of the crashed previous agent has not expired yet.
+//
+// # etcd unreachable, lease lost
+//
+// The lease is renewed every TTL/3 by the etcd client. While etcd cannot be
+// reached the client keeps retrying and meta.Owner's context stays alive; it
+// is cancelled only when a renewal has not been answered for the whole TTL
+// (the client checks that deadline, receipt of the last renewal + TTL, once a
+// second) or when the owner key is deleted. So the agent keeps serving reads
+// and writes for up to the TTL (OpenOptions.LeaseTTL, default 10s) of
+// outage: segments already marked dirty and cached placement need no etcd;
+// the first write to a clean segment, and a new segment, wait for etcd. When
+// the lease is lost the volume is fenced: the volume closes (OpenVolume) and
+// the mapping's device fails every call with blockdev.ErrFenced (EPERM over
+// NBD and FUSE); List shows "fenced" until the mapping is unmapped. Because
+// the client's deadline is taken when the last renewal is answered and
+// checked once a second, this node may keep writing up to about a second
+// after etcd expired the lease; meta would need to cancel Owner earlier (see
+// the agent's report) to close that window without target-side fencing.
+//
+// # Errors reported
+//
+// Volume events are counted per volume and per namespace (List, metrics).
+// Media errors (Corruption events: a namespace answered with unreadable
+// data) mark the namespace failed in etcd (meta.Store.SetNamespaceState)
+// after ReportOptions.FailNamespaceAfter of them, so the controller rebuilds
+// its shards; unreachable namespaces are left to membership and the
+// controller's grace period. Degraded IO is only counted: meta has no record
+// for per-node health reports.
+//
+// Concurrency: a Mapped volume and an Agent are safe for concurrent use;
+// their Close methods are idempotent.
 package agent

@@ -115,10 +115,10 @@ func (mp *mapping) openLocked(ctx context.Context) error {
 	mp.mu.Unlock()
 	a.metrics.epoch.WithLabelValues(spec.Volume).Set(float64(m.Owner.Epoch()))
 	a.logf("agent: %s served at %s (epoch %d)", spec.Volume, front.url(), m.Owner.Epoch())
-	go mp.watch(m, dev, stop, done)
 	if !spec.ReadOnly {
 		mp.serveTasks(m, pacer)
 	}
+	go mp.watch(m, dev, stop, done)
 	return nil
 }
 
@@ -151,7 +151,12 @@ func (mp *mapping) watch(m *Mapped, dev *metered, stop <-chan struct{}, done cha
 		case <-m.Owner.Context().Done():
 			cause := context.Cause(m.Owner.Context())
 			dev.fence(cause)
-			mp.setState(api.StateFenced, cause)
+			mp.mu.Lock()
+			if mp.stopTasks != nil {
+				mp.stopTasks() // no new moves on a fenced volume
+			}
+			mp.setStateLocked(api.StateFenced, cause)
+			mp.mu.Unlock()
 			mp.a.logf("agent: %s fenced: %v", m.Record.Name, cause)
 			return
 		case <-tick.C:
