@@ -23,7 +23,7 @@ const (
 type fileNode struct {
 	fs.Inode
 	dev  blockdev.Device
-	bio  *blockIO
+	bio  *blockdev.ByteIO
 	name string
 	opts *Options
 }
@@ -83,7 +83,7 @@ func (f *fileNode) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off 
 		return gofuse.ReadResultData(nil), 0
 	}
 	p := dest[:min(int64(len(dest)), size-off)]
-	if err := f.bio.read(ctx, p, off); err != nil {
+	if err := f.bio.ReadAt(ctx, p, off); err != nil {
 		return nil, f.errno(err, "read", off, len(p))
 	}
 	return gofuse.ReadResultData(p), 0
@@ -103,7 +103,7 @@ func (f *fileNode) Write(ctx context.Context, fh fs.FileHandle, data []byte, off
 		return 0, syscall.ENOSPC
 	}
 	p := data[:min(int64(len(data)), size-off)]
-	if err := f.bio.write(ctx, p, off); err != nil {
+	if err := f.bio.WriteAt(ctx, p, off, false); err != nil {
 		return 0, f.errno(err, "write", off, len(p))
 	}
 	return uint32(len(p)), 0
@@ -157,7 +157,7 @@ func (f *fileNode) zero(ctx context.Context, off, n int64, keep bool) error {
 	if n == 0 {
 		return nil
 	}
-	return f.bio.zero(ctx, off, n, keep)
+	return f.bio.Zero(ctx, off, n, keep)
 }
 
 // errno maps a device error to the errno the kernel gets.

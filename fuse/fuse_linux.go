@@ -95,7 +95,7 @@ func (r *rootNode) OnAdd(ctx context.Context) {
 	}
 	slices.Sort(names)
 	for i, name := range names {
-		f := &fileNode{dev: r.files[name], bio: newBlockIO(r.files[name]), name: name, opts: &r.opts}
+		f := &fileNode{dev: r.files[name], bio: blockdev.NewByteIO(r.files[name]), name: name, opts: &r.opts}
 		ch := r.NewPersistentInode(ctx, f, fs.StableAttr{Mode: syscall.S_IFREG, Ino: uint64(i + 2)})
 		r.AddChild(name, ch, false)
 	}

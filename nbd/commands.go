@@ -76,7 +76,7 @@ func (c *conn) write(r *reply) error {
 	if err := c.check(req, proto.ENOSPC); err != nil {
 		return err
 	}
-	err := c.exp.bio.write(c.ioCtx, *r.payload, int64(req.Offset), req.Flags&proto.CmdFlagFUA != 0)
+	err := c.exp.bio.WriteAt(c.ioCtx, *r.payload, int64(req.Offset), req.Flags&proto.CmdFlagFUA != 0)
 	c.s.bufs.put(r.payload)
 	r.payload = nil
 	return err
@@ -89,7 +89,7 @@ func (c *conn) trim(req proto.Request) error {
 	if err := c.check(req, proto.EINVAL); err != nil {
 		return err
 	}
-	if err := c.exp.bio.trim(c.ioCtx, int64(req.Offset), int64(req.Length)); err != nil {
+	if err := c.exp.bio.TrimInner(c.ioCtx, int64(req.Offset), int64(req.Length)); err != nil {
 		return err
 	}
 	return c.flushIfFUA(req)
@@ -106,14 +106,14 @@ func (c *conn) writeZeroes(req proto.Request) error {
 	noHole := req.Flags&proto.CmdFlagNoHole != 0
 	if req.Flags&proto.CmdFlagFastZero != 0 {
 		fz, ok := c.exp.Device.(FastZeroer)
-		if !ok || !c.exp.bio.aligned(off, n) || !fz.ZeroIsFast(off, n, !noHole) {
+		if !ok || !c.exp.bio.Aligned(off, n) || !fz.ZeroIsFast(off, n, !noHole) {
 			return reqErr(proto.ENOTSUP, "zeroing %d+%d is not fast on this export", off, n)
 		}
 	}
 	if n == 0 {
 		return nil
 	}
-	if err := c.exp.bio.zero(c.ioCtx, off, n, noHole); err != nil {
+	if err := c.exp.bio.Zero(c.ioCtx, off, n, noHole); err != nil {
 		return err
 	}
 	return c.flushIfFUA(req)
@@ -152,7 +152,7 @@ func (c *conn) read(r *reply) error {
 	pieces := c.pieces(off, n, req.Flags&proto.CmdFlagDF != 0)
 	for _, p := range pieces {
 		if !p.hole {
-			if err := c.exp.bio.read(c.ioCtx, buf[p.off-off:p.off-off+p.n], p.off); err != nil {
+			if err := c.exp.bio.ReadAt(c.ioCtx, buf[p.off-off:p.off-off+p.n], p.off); err != nil {
 				return err
 			}
 		}
@@ -180,7 +180,7 @@ func (c *conn) read(r *reply) error {
 func (c *conn) pieces(off, n int64, df bool) []piece {
 	all := []piece{{off: off, n: n}}
 	ar, ok := c.exp.Device.(blockdev.AllocationReporter)
-	if !c.structured || df || !ok || !c.exp.bio.aligned(off, n) {
+	if !c.structured || df || !ok || !c.exp.bio.Aligned(off, n) {
 		return all
 	}
 	exts, err := ar.Allocated(c.ioCtx, off, n)
@@ -255,7 +255,7 @@ func (c *conn) allocation(off, n int64) ([]proto.BlockDescriptor, error) {
 	if !ok {
 		return all, nil
 	}
-	s0, sn := c.exp.bio.span(off, n)
+	s0, sn := c.exp.bio.Span(off, n)
 	exts, err := ar.Allocated(c.ioCtx, s0, sn)
 	if err != nil {
 		return nil, err

@@ -372,7 +372,10 @@ if h.can_meta_context("base:allocation"):
 	}
 	replies := strings.Count(decode("nbd.type == 0 && nbd.error == 0 && nbd.magic == 0x67446698"), "\n")
 	requests := strings.Count(decode("nbd.magic == 0x25609513"), "\n")
-	if requests < 4 || replies < 2 { // the 4.0 heuristic dissector skips some
+	// The 4.0 heuristic dissector recognises a message only at the start of
+	// a TCP segment, so how many it decodes depends on how the kernel
+	// segmented the batched writes: demand some of each, not a count.
+	if requests < 1 || replies < 1 {
 		t.Fatalf("tshark decoded %d NBD requests and %d simple READ replies", requests, replies)
 	}
 }
