@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -142,5 +143,9 @@ func ETA(start, now time.Time, done, total int64) (time.Duration, bool) {
 	if done >= total {
 		return 0, true
 	}
-	return time.Duration(float64(el) * float64(total-done) / float64(done)), true
+	eta := el.Seconds() * float64(total-done) / float64(done)
+	if eta > float64(math.MaxInt64/int64(time.Second)) {
+		return 0, false
+	}
+	return time.Duration(eta * float64(time.Second)), true
 }

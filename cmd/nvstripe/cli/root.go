@@ -35,6 +35,8 @@ func verbGroups() []func(*globals) *cobra.Command {
 		newNamespaceCmd,
 		newVolumeCmd,
 		newEtcdCmd,
+		newControllerCmd,
+		newAdminCmd,
 	}
 }
 

@@ -1,0 +1,137 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nvstripe/nvstripe/controller"
+	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/meta/metatest"
+)
+
+// adminFixture records 8 hosts of one namespace each (no data path), a
+// 4+2 volume with 4 segments, and a move task half done.
+func adminFixture(t *testing.T) (adminCLI, *meta.Store) {
+	t.Helper()
+	ep := metatest.Start(t)[0]
+	a := adminCLI{t: t, etcd: ep, cluster: "adm"}
+	a.ok("slot size 1MiB", "cluster", "init", "--slot-size", "1MiB")
+	for i := 0; i < 8; i++ {
+		h := fmt.Sprintf("h%d", i)
+		a.ok("host "+h+" added", "host", "add", h)
+		a.ok("added", "ns", "add", "--host", h, "--nqn", "nqn.test:"+h, "--nsid", "1", "--path", "tcp://127.0.0.1:1", "--size", "64MiB")
+	}
+	s, err := meta.Open(context.Background(), meta.Config{Endpoints: []string{ep}, Cluster: "adm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ctx := context.Background()
+	if _, err := s.CreateVolume(ctx, meta.VolumeSpec{Name: "v", Size: 16 << 20, Layout: meta.Layout{K: 4, M: 2, Chunk: 64 << 10}}); err != nil {
+		t.Fatal(err)
+	}
+	vm, err := s.VolumeMap(ctx, "v", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := int64(0); i < 4; i++ {
+		if _, err := vm.Allocate(ctx, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return a, s
+}
+
+// TestAdminStatusAndCommands checks admin status (text and JSON) through
+// healthy, degraded and at-risk volumes with a task in flight, and the
+// drain, fail and rebalance commands' effects on etcd.
+func TestAdminStatusAndCommands(t *testing.T) {
+	a, s := adminFixture(t)
+	ctx := context.Background()
+	out := a.ok("healthy", "admin", "status")
+	if !strings.Contains(out, "none (no controller running)") || !strings.Contains(out, "no tasks") {
+		t.Fatalf("status:\n%s", out)
+	}
+	segs, _ := mustSegments(t, s)
+	first := segs[0].Slots[0].NS
+	a.ok("namespace "+first+": failed", "admin", "fail", first)
+	a.ok("degraded by 1", "admin", "status")
+	second := segs[0].Slots[1].NS
+	a.ok("namespace "+second+": failed", "admin", "fail", second)
+	a.ok("at risk", "admin", "status")
+
+	mt := controller.MoveTask{Segment: controller.SegmentID{Volume: "v", Index: 0}, Shard: 0, Kind: controller.MoveRebuild,
+		From: first, To: "hX-n1", Holder: "ctl", Done: 1 << 20, Total: 4 << 20, State: meta.TaskRunning}
+	mt.Started = time.Now().Add(-time.Minute) // 1/4 done in a minute: about 3 minutes to go
+	if err := s.PutTask(ctx, mt.Record()); err != nil {
+		t.Fatal(err)
+	}
+	out = a.ok("[#####---------------]  25%", "admin", "status")
+	if !strings.Contains(out, "mv-v-0") || !strings.Contains(out, "shard 0 "+first+" -> hX-n1") {
+		t.Fatalf("status with a task:\n%s", out)
+	}
+	var st statusJSON
+	if err := json.Unmarshal([]byte(a.ok(`"health": "at risk"`, "admin", "status", "--json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Tasks) != 1 || st.Tasks[0].Kind != "rebuild" || st.Tasks[0].ETASeconds < 150 || st.Tasks[0].ETASeconds > 210 || st.Volumes[0].Lost != 2 {
+		t.Fatalf("status --json: %+v", st)
+	}
+
+	a.ok("namespace h7-n1: draining", "admin", "drain", "h7")
+	a.ok("namespace h6-n1: draining", "admin", "drain", "h6-n1")
+	a.ok("nothing to drain", "admin", "drain", "h7")
+	a.fails("neither a namespace nor a host", "admin", "drain", "nope")
+	a.fails("not found", "admin", "fail", "nope-n1")
+	if out, err := a.run("admin", "drain"); err == nil || ExitCode(err) != 2 {
+		t.Fatalf("drain without an argument: %v %q", err, out)
+	}
+	a.ok("draining", "admin", "status")
+}
+
+// TestAdminRebalancePlan fills six namespaces, adds two empty ones and
+// checks that rebalance prints moves to them and --apply records a task the
+// controller reads.
+func TestAdminRebalancePlan(t *testing.T) {
+	a, s := adminFixture(t)
+	ctx := context.Background()
+	out := a.ok("moves", "admin", "rebalance", "--threshold", "0.01")
+	if strings.Contains(out, "task") {
+		t.Fatalf("rebalance without --apply recorded a task:\n%s", out)
+	}
+	for i := 8; i < 10; i++ {
+		h := fmt.Sprintf("h%d", i)
+		a.ok("added", "host", "add", h)
+		a.ok("added", "ns", "add", "--host", h, "--nqn", "nqn.test:"+h, "--nsid", "1", "--path", "tcp://127.0.0.1:1", "--size", "64MiB")
+	}
+	out = a.ok("SEGMENT", "admin", "rebalance", "--threshold", "0.01")
+	if !strings.Contains(out, "h8-n1") && !strings.Contains(out, "h9-n1") {
+		t.Fatalf("no move to the new namespaces:\n%s", out)
+	}
+	a.fails("want a fraction", "admin", "rebalance", "--threshold", "2")
+	a.ok("recorded", "admin", "rebalance", "--threshold", "0.01", "--apply")
+	snap, err := controller.LoadSnapshot(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.State.Tasks) != 1 || snap.State.Tasks[0].Kind != controller.TaskRebalance || snap.State.Tasks[0].Threshold != 0.01 {
+		t.Fatalf("tasks the controller sees: %+v", snap.State.Tasks)
+	}
+}
+
+func mustSegments(t *testing.T, s *meta.Store) (map[int64]*meta.SegmentRecord, int64) {
+	t.Helper()
+	vm, err := s.VolumeMap(context.Background(), "v", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	segs, rev, err := vm.Segments(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return segs, rev
+}
