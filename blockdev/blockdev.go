@@ -88,6 +88,14 @@ type AllocationReporter interface {
 	Allocated(ctx context.Context, off, n int64) ([]Extent, error)
 }
 
+// FastZeroer is the optional capability of a device to say whether making
+// [off, off+n) read as zeros (by Trim when mayTrim, else by WriteZeroes) is
+// much cheaper than writing zeros. Servers use it to honour "fail fast
+// rather than write zeros" requests (NBD_CMD_FLAG_FAST_ZERO).
+type FastZeroer interface {
+	ZeroIsFast(off, n int64, mayTrim bool) bool
+}
+
 // WriteFUA writes p at off durably, with the device's FUA capability when it
 // has one and with WriteAt plus Flush otherwise.
 func WriteFUA(ctx context.Context, d Device, p []byte, off int64) error {

@@ -23,7 +23,7 @@ func TestByteIOAgainstModel(t *testing.T) {
 	model := make([]byte, size)
 	rng := rand.New(rand.NewSource(1))
 	for i := 0; i < 500; i++ {
-		off := int64(rng.Intn(size / 512)) * 512
+		off := int64(rng.Intn(size/512)) * 512
 		n := min(int64(rng.Intn(64)+1)*512, size-off)
 		switch rng.Intn(4) {
 		case 0, 1:

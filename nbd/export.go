@@ -8,14 +8,8 @@ import (
 	"github.com/nvstripe/nvstripe/nbd/proto"
 )
 
-// FastZeroer is an optional capability of a served Device: ZeroIsFast
-// reports whether making [off, off+n) read as zeros (by Trim when mayTrim,
-// else by WriteZeroes) is much cheaper than writing zeros. The server asks
-// it for NBD_CMD_WRITE_ZEROES with NBD_CMD_FLAG_FAST_ZERO; a Device without
-// it gets ENOTSUP for such requests.
-type FastZeroer interface {
-	ZeroIsFast(off, n int64, mayTrim bool) bool
-}
+// FastZeroer is blockdev.FastZeroer, kept under this name for callers.
+type FastZeroer = blockdev.FastZeroer
 
 // minBlock is the minimum block size the server advertises and the
 // alignment every request must have.

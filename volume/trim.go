@@ -234,3 +234,11 @@ func (v *Volume) flushSlots(ctx context.Context, s *segment) error {
 		return err
 	})
 }
+
+// ZeroIsFast reports whether zeroing [off, off+n) needs no data written: the
+// range covers whole stripes only, which are trimmed or zeroed on every
+// shard (zero data has zero parity).
+func (v *Volume) ZeroIsFast(off, n int64, _ bool) bool {
+	sd := v.g.StripeData()
+	return off%sd == 0 && n%sd == 0
+}

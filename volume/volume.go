@@ -111,6 +111,7 @@ var (
 	_ blockdev.Device             = (*Volume)(nil)
 	_ blockdev.FUAWriter          = (*Volume)(nil)
 	_ blockdev.AllocationReporter = (*Volume)(nil)
+	_ blockdev.FastZeroer         = (*Volume)(nil)
 )
 
 // New opens a volume. It does not touch the devices until the first IO.

@@ -239,3 +239,19 @@ func TestTeeAndLoggingListener(t *testing.T) {
 		t.Fatalf("lines %v, shard errors %d", lines, n)
 	}
 }
+
+func TestZeroIsFast(t *testing.T) {
+	r := newRig(t, g42, g42.SegmentData(), rigOptions{})
+	sd := g42.StripeData()
+	cases := []struct {
+		off, n int64
+		fast   bool
+	}{
+		{0, sd, true}, {sd, 3 * sd, true}, {0, 4096, false}, {4096, sd, false}, {sd, sd + 4096, false},
+	}
+	for _, c := range cases {
+		if got := r.vol.ZeroIsFast(c.off, c.n, true); got != c.fast {
+			t.Errorf("ZeroIsFast(%d, %d) = %v, want %v", c.off, c.n, got, c.fast)
+		}
+	}
+}
