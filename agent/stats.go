@@ -18,6 +18,7 @@ var (
 	_ blockdev.Device             = (*Counted)(nil)
 	_ blockdev.FUAWriter          = (*Counted)(nil)
 	_ blockdev.AllocationReporter = (*Counted)(nil)
+	_ blockdev.FastZeroer         = (*Counted)(nil)
 )
 
 // NewCounted wraps d.
@@ -52,4 +53,11 @@ func (c *Counted) Allocated(ctx context.Context, off, n int64) ([]blockdev.Exten
 		return r.Allocated(ctx, off, n)
 	}
 	return []blockdev.Extent{{Off: off, Len: n}}, nil
+}
+
+// ZeroIsFast passes the wrapped device's answer through (false when it
+// cannot tell).
+func (c *Counted) ZeroIsFast(off, n int64, mayTrim bool) bool {
+	z, ok := c.Device.(blockdev.FastZeroer)
+	return ok && z.ZeroIsFast(off, n, mayTrim)
 }
