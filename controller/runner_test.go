@@ -24,14 +24,7 @@ func metaCluster(t *testing.T, n, segs int) []string {
 		t.Fatal(err)
 	}
 	for i := 0; i < n; i++ {
-		host := fmt.Sprintf("h%d", i)
-		if _, err := store.AddHost(ctx, host, nil); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := store.AddNamespace(ctx, meta.NamespaceSpec{Host: host, NQN: "nqn.2026-11.io.nvstripe:" + host,
-			NSID: 1, Size: 32 << 20, Paths: []meta.PathRecord{{Addr: "tcp://127.0.0.1:1", ANAGroup: 1}}}); err != nil {
-			t.Fatal(err)
-		}
+		addMetaHost(t, store, i)
 	}
 	if _, err := store.CreateVolume(ctx, meta.VolumeSpec{Name: "v", Size: int64(segs) * 4 << 20,
 		Layout: meta.Layout{K: 4, M: 2, Chunk: 64 << 10}}); err != nil {
@@ -47,6 +40,20 @@ func metaCluster(t *testing.T, n, segs int) []string {
 		}
 	}
 	return eps
+}
+
+// addMetaHost records host hI with namespace hI-n1 of 31 slots.
+func addMetaHost(t *testing.T, store *meta.Store, i int) {
+	t.Helper()
+	ctx := context.Background()
+	host := fmt.Sprintf("h%d", i)
+	if _, err := store.AddHost(ctx, host, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.AddNamespace(ctx, meta.NamespaceSpec{Host: host, NQN: "nqn.2026-11.io.nvstripe:" + host,
+		NSID: 1, Size: 32 << 20, Paths: []meta.PathRecord{{Addr: "tcp://127.0.0.1:1", ANAGroup: 1}}}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func openStore(t *testing.T, eps []string) *meta.Store {
@@ -314,4 +321,55 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestRunnerRebalanceAndDrain fills six namespaces, adds three, applies a
+// rebalance task (the runner carries it out and removes it: the spread falls
+// under the threshold), then drains a host (no shard left on it); no slot
+// leaks and the domain rule holds throughout.
+func TestRunnerRebalanceAndDrain(t *testing.T) {
+	eps := metaCluster(t, 6, 20)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	admin := openStore(t, eps)
+	for i := 6; i < 9; i++ {
+		addMetaHost(t, admin, i)
+	}
+	const threshold = 0.1
+	if err := admin.PutTask(ctx, RebalanceRecord("rebalance-1", threshold)); err != nil {
+		t.Fatal(err)
+	}
+	store := openStore(t, eps)
+	_, done := startRunner(t, ctx, store, "ctl", &metaMover{store: store, holder: "ctl", steps: 2, step: time.Millisecond, act: newActors()})
+	waitFor(t, "rebalance done", func() bool {
+		ts, _ := admin.Tasks(ctx)
+		return len(ts) == 0
+	})
+	snap, err := LoadSnapshot(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo, hi := 1.0, 0.0
+	for _, n := range snap.State.Namespaces {
+		f := float64(n.Used) / float64(n.Capacity)
+		lo, hi = min(lo, f), max(hi, f)
+	}
+	if hi-lo > threshold {
+		t.Errorf("spread %.3f after rebalance, threshold %.3f", hi-lo, threshold)
+	}
+	checkNoLeaks(t, admin)
+
+	if err := admin.SetNamespaceState(ctx, "h2-n1", placement.StateDraining); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "drain done", func() bool {
+		n, m := shardsOn(t, admin, "h2-n1")
+		ts, _ := admin.Tasks(ctx)
+		return n == 0 && m == 0 && len(ts) == 0
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	checkNoLeaks(t, admin)
 }
