@@ -37,6 +37,10 @@ func verbGroups() []func(*globals) *cobra.Command {
 		newEtcdCmd,
 		newControllerCmd,
 		newAdminCmd,
+		newAgentCmd,
+		newMapCmd,
+		newUnmapCmd,
+		newLsCmd,
 	}
 }
 
