@@ -44,6 +44,7 @@ var (
 	_ blockdev.Device             = (*metered)(nil)
 	_ blockdev.FUAWriter          = (*metered)(nil)
 	_ blockdev.AllocationReporter = (*metered)(nil)
+	_ blockdev.FastZeroer         = (*metered)(nil)
 )
 
 func newMetered(dev blockdev.Device, m *Metrics, volume string) *metered {
@@ -141,4 +142,11 @@ func (d *metered) Allocated(ctx context.Context, off, n int64) ([]blockdev.Exten
 		return r.Allocated(ctx, off, n)
 	}
 	return []blockdev.Extent{{Off: off, Len: n}}, nil
+}
+
+// ZeroIsFast passes the volume's answer through (false once fenced, or for a
+// device that cannot say).
+func (d *metered) ZeroIsFast(off, n int64, mayTrim bool) bool {
+	z, ok := d.dev.(blockdev.FastZeroer)
+	return ok && d.gate() == nil && z.ZeroIsFast(off, n, mayTrim)
 }
