@@ -1,0 +1,227 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/controller"
+	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/meta/metatest"
+	"github.com/nvstripe/nvstripe/nvmeof/initiator"
+	"github.com/nvstripe/nvstripe/nvmeof/target"
+	"github.com/nvstripe/nvstripe/placement"
+)
+
+// benchCluster is newTestCluster for benchmarks: n userspace targets with an
+// in-memory namespace each, and a written 4+2 volume "v" mapped by "bench".
+func benchCluster(b *testing.B, n int, nsSize, slotSize, volSize int64) (*meta.Store, []*target.Target, *Mapped) {
+	ctx := context.Background()
+	store, err := meta.Open(ctx, meta.Config{Endpoints: metatest.Start(b)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { store.Close() })
+	c, err := store.InitCluster(ctx, meta.InitOptions{SlotSize: slotSize})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var tgts []*target.Target
+	for i := 0; i < n; i++ {
+		tgts = append(tgts, benchTarget(b, store, c, i, nsSize))
+	}
+	if _, err := store.CreateVolume(ctx, meta.VolumeSpec{Name: "v", Size: volSize, Layout: meta.Layout{K: 4, M: 2, Chunk: 128 << 10}}); err != nil {
+		b.Fatal(err)
+	}
+	m, err := OpenVolume(ctx, store, "v", OpenOptions{Holder: "bench",
+		Namespaces: NamespaceOptions{ControllerLossTimeout: time.Second, ConnectTimeout: 2 * time.Second}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { m.Close(ctx) })
+	buf := make([]byte, 8<<20)
+	rand.New(rand.NewSource(1)).Read(buf)
+	for off := int64(0); off < volSize; off += int64(len(buf)) {
+		if err := m.Volume.WriteAt(ctx, buf, off); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return store, tgts, m
+}
+
+func benchTarget(b *testing.B, store *meta.Store, c *meta.ClusterRecord, i int, nsSize int64) *target.Target {
+	ctx := context.Background()
+	mem, err := blockdev.NewMem(nsSize, 4096)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := mem.WriteAt(ctx, mustLabel(b, c.Label(fmt.Sprintf("h%d-n1", i))), 0); err != nil {
+		b.Fatal(err)
+	}
+	nqn := fmt.Sprintf("nqn.2026-11.io.nvstripe:bench-t%d", i)
+	tgt, err := target.New(target.Config{
+		Subsystems: []target.SubsystemConfig{{NQN: nqn, Namespaces: []target.NamespaceConfig{{NSID: 1, Device: mem}},
+			AllowedHosts: []string{initiator.DefaultHostNQN}}},
+		Listeners: []target.ListenerConfig{{Address: "127.0.0.1:0"}},
+	})
+	if err == nil {
+		err = tgt.Start(ctx)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { tgt.Close() })
+	host := fmt.Sprintf("h%d", i)
+	if _, err := store.AddHost(ctx, host, nil); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := store.AddNamespace(ctx, meta.NamespaceSpec{Host: host, NQN: nqn, NSID: 1, Size: nsSize,
+		Paths: []meta.PathRecord{{Addr: "tcp://" + tgt.Addr(0), ANAGroup: 1}}}); err != nil {
+		b.Fatal(err)
+	}
+	return tgt
+}
+
+func mustLabel(b *testing.B, l meta.Label) []byte {
+	p, err := meta.EncodeLabel(l)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return p
+}
+
+// rebuildAll reconstructs every lost shard of m with parallel moves, paced
+// by pacer (nil: unpaced), and returns the bytes of shard data rebuilt.
+func rebuildAll(b *testing.B, store *meta.Store, m *Mapped, pacer *controller.Pacer, parallel int) int64 {
+	ctx := context.Background()
+	lost, err := m.LostShards(ctx, store)
+	if err != nil || len(lost) == 0 {
+		b.Fatalf("lost shards %v: %v", lost, err)
+	}
+	var pace func(context.Context, int64) error
+	if pacer != nil {
+		pace = pacer.Wait
+	}
+	var bytes atomic.Int64
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	for _, l := range lost {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			err := m.MoveShardPaced(ctx, l[0], int(l[1]), "", pace, func(p MoveProgress) {
+				if p.Finished && p.Err == nil {
+					bytes.Add(p.Total * m.Record.Layout.Chunk)
+				}
+			})
+			if err != nil {
+				b.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	return bytes.Load()
+}
+
+// foreground reads 1 MiB blocks at random until stop, reporting each read's
+// latency to pacer (when set), and returns the bytes read.
+func foreground(m *Mapped, pacer *controller.Pacer, stop <-chan struct{}) int64 {
+	ctx := context.Background()
+	rng := rand.New(rand.NewSource(2))
+	buf := make([]byte, 1<<20)
+	blocks := m.Record.Size / int64(len(buf))
+	var n int64
+	for {
+		select {
+		case <-stop:
+			return n
+		default:
+		}
+		t0 := time.Now()
+		if err := m.Volume.ReadAt(ctx, buf, rng.Int63n(blocks)*int64(len(buf))); err != nil {
+			return n
+		}
+		if pacer != nil {
+			pacer.Observe(time.Since(t0))
+		}
+		n += int64(len(buf))
+	}
+}
+
+// BenchmarkRebuildIdle measures rebuild speed (bytes of reconstructed shard
+// data per second) of a 4+2 volume on 8 userspace NVMe/TCP targets with
+// in-memory namespaces, one target killed, unpaced, no foreground IO.
+func BenchmarkRebuildIdle(b *testing.B) {
+	benchRebuild(b, false)
+}
+
+// BenchmarkRebuildUnderReads is BenchmarkRebuildIdle with a foreground
+// reader running and the default Pacer (256 MiB/s, slowed by foreground
+// latency). fg-ratio is the foreground throughput during the rebuild over
+// that of the second before it.
+func BenchmarkRebuildUnderReads(b *testing.B) {
+	benchRebuild(b, true)
+}
+
+// settle reads the whole volume once (degraded) so that the dead target's
+// connection loss is noticed before anything is timed.
+func settle(b *testing.B, m *Mapped) {
+	buf := make([]byte, 8<<20)
+	for off := int64(0); off < m.Record.Size; off += int64(len(buf)) {
+		if err := m.Volume.ReadAt(context.Background(), buf, off); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func benchRebuild(b *testing.B, reads bool) {
+	const slot, vol = 16 << 20, 512 << 20
+	var total int64
+	var ratio float64
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		store, tgts, m := benchCluster(b, 8, 192<<20, slot, vol)
+		victim := 0
+		if segs, _, err := m.Map.Segments(context.Background()); err == nil {
+			for _, s := range segs {
+				fmt.Sscanf(s.Slots[0].NS, "h%d-n1", &victim)
+				break
+			}
+		}
+		tgts[victim].Close()
+		if err := store.SetNamespaceState(context.Background(), fmt.Sprintf("h%d-n1", victim), placement.StateFailed); err != nil {
+			b.Fatal(err)
+		}
+		settle(b, m) // the volume notices the dead target before the clock starts
+		var pacer *controller.Pacer
+		var before float64
+		stop := make(chan struct{})
+		fgDone := make(chan int64, 1)
+		if reads {
+			pacer, _ = controller.NewPacer(controller.PacerConfig{})
+			go func() { fgDone <- foreground(m, pacer, stop) }()
+			time.Sleep(time.Second) // first second: the baseline
+			close(stop)
+			before = float64(<-fgDone)
+			stop = make(chan struct{})
+			go func() { fgDone <- foreground(m, pacer, stop) }()
+		}
+		t0 := time.Now()
+		b.StartTimer()
+		total += rebuildAll(b, store, m, pacer, 4)
+		b.StopTimer()
+		if reads {
+			close(stop)
+			ratio += float64(<-fgDone) / time.Since(t0).Seconds() / before
+		}
+	}
+	b.SetBytes(total / int64(b.N))
+	if reads {
+		b.ReportMetric(ratio/float64(b.N), "fg-ratio")
+	}
+}
