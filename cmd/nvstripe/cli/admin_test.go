@@ -1,10 +1,14 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -134,4 +138,97 @@ func mustSegments(t *testing.T, s *meta.Store) (map[int64]*meta.SegmentRecord, i
 		t.Fatal(err)
 	}
 	return segs, rev
+}
+
+// ctlOutput is a bytes.Buffer safe for a command writing while the test
+// reads.
+type ctlOutput struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *ctlOutput) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *ctlOutput) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startController runs `nvstripe controller` in the background with test
+// timings; cancel stops it and returns Run's error.
+func startController(t *testing.T, a adminCLI, holder string) (out *ctlOutput, stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out = &ctlOutput{}
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, []string{"controller", "--holder", holder, "--interval", "100ms", "--grace", "300ms",
+			"--out-after", "1s", "--leader-ttl", "2s", "--probe-timeout", "200ms", "--metrics", "127.0.0.1:0",
+			"--etcd", a.etcd, "--cluster", a.cluster}, out, io.Discard)
+	}()
+	var once sync.Once
+	var err error
+	stop = func() error {
+		once.Do(func() { cancel(); err = <-done })
+		return err
+	}
+	t.Cleanup(func() { stop() })
+	return out, stop
+}
+
+func waitCLI(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestControllerCommand runs two controllers: one leads (admin status names
+// it), its TCP probes find every namespace unreachable (the fixture's paths
+// lead nowhere) and mark them down, then out; its metrics say so; when it
+// stops the other takes over.
+func TestControllerCommand(t *testing.T) {
+	a, _ := adminFixture(t)
+	out1, stop1 := startController(t, a, "c1")
+	waitCLI(t, "c1 leads", func() bool {
+		o, _ := a.run("admin", "status")
+		return strings.Contains(o, "controller leader: c1")
+	})
+	_, stop2 := startController(t, a, "c2")
+	waitCLI(t, "namespaces out", func() bool {
+		o, _ := a.run("admin", "status", "--json")
+		return strings.Count(o, `"state": "out"`) == 8 && strings.Contains(o, `"health": "unreadable"`)
+	})
+	_, addr, _ := strings.Cut(out1.String(), "metrics on ")
+	addr, _, _ = strings.Cut(addr, "\n")
+	resp, err := http.Get(addr)
+	if err != nil {
+		t.Fatalf("metrics %q: %v", addr, err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`nvstripe_controller_leader{holder="c1"} 1`, `nvstripe_namespaces{state="out"} 8`, `nvstripe_volume_lost_shards{volume="v"} 6`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %s:\n%s", want, body)
+		}
+	}
+	if err := stop1(); err != nil {
+		t.Fatal(err)
+	}
+	waitCLI(t, "c2 leads", func() bool {
+		o, _ := a.run("admin", "status")
+		return strings.Contains(o, "controller leader: c2")
+	})
+	if err := stop2(); err != nil {
+		t.Fatal(err)
+	}
 }

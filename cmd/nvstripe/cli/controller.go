@@ -1,10 +1,16 @@
 package cli
 
 import (
+	"context"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
+	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
 	"github.com/nvstripe/nvstripe/agent"
@@ -16,6 +22,7 @@ import (
 // controllerFlags are the flags of `nvstripe controller`.
 type controllerFlags struct {
 	holder, bandwidth, hostNQN string
+	metrics                    string
 	outAfter, interval, grace  time.Duration
 	probeTimeout, leaderTTL    time.Duration
 	maxMoves, maxMovesPerNS    int
@@ -46,6 +53,14 @@ func newControllerCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if f.metrics != "" {
+				addr, stop, err := serveControllerMetrics(s, r, cfg.Holder, f.metrics)
+				if err != nil {
+					return err
+				}
+				defer stop()
+				fmt.Fprintf(cmd.OutOrStdout(), "controller %s: metrics on http://%s/metrics\n", cfg.Holder, addr)
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "controller %s: campaigning for leadership\n", cfg.Holder)
 			return r.Run(cmd.Context())
 		}),
@@ -61,6 +76,7 @@ func newControllerCmd(g *globals) *cobra.Command {
 	fl.StringVar(&f.bandwidth, "bandwidth", "256MiB", "bytes per second the controller's own moves may use (0: unlimited)")
 	fl.IntVar(&f.maxMoves, "max-moves", 32, "moves in flight in the whole cluster")
 	fl.IntVar(&f.maxMovesPerNS, "max-moves-per-ns", 2, "moves in flight writing to or copying from one namespace")
+	fl.StringVar(&f.metrics, "metrics", "", "HOST:PORT of the Prometheus metrics listener (tasks, volume health; \"\": off)")
 	fl.StringVar(&f.hostNQN, "host-nqn", "", "NVMe host NQN the controller connects as (default: nvstripe's)")
 	return c
 }
@@ -96,4 +112,101 @@ func (f *controllerFlags) runnerConfig(cmd *cobra.Command, s *meta.Store) (contr
 			DomainLabel: cl.DomainLabel},
 		Mover: mover, Pacer: pacer, Probe: controller.ProbeTCP(f.probeTimeout),
 		Health: health.TrackerConfig{Grace: f.grace}, Logf: logf}, nil
+}
+
+// serveControllerMetrics serves Prometheus metrics on addr: whether this
+// controller leads, and, read from etcd at each scrape, task progress,
+// volume redundancy and namespace states. It returns the bound address and
+// a function that stops the listener.
+func serveControllerMetrics(s *meta.Store, r *controller.Runner, holder, addr string) (string, func(), error) {
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(newControllerCollector(s, r, holder)); err != nil {
+		return "", nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", nil, fmt.Errorf("metrics listener: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go hs.Serve(ln)
+	return ln.Addr().String(), func() { hs.Close() }, nil
+}
+
+// newControllerCollector builds the collector and its metric descriptions.
+func newControllerCollector(s *meta.Store, r *controller.Runner, holder string) *controllerCollector {
+	return &controllerCollector{store: s, runner: r, holder: holder,
+		leader:      prometheus.NewDesc("nvstripe_controller_leader", "1 while this controller leads.", []string{"holder"}, nil),
+		taskDone:    prometheus.NewDesc("nvstripe_task_done_bytes", "Bytes of shard data a move task has copied.", []string{"task", "kind", "volume", "state"}, nil),
+		taskTotal:   prometheus.NewDesc("nvstripe_task_total_bytes", "Bytes of shard data a move task copies in all.", []string{"task", "kind", "volume", "state"}, nil),
+		tasks:       prometheus.NewDesc("nvstripe_tasks", "Task records by kind and state.", []string{"kind", "state"}, nil),
+		lost:        prometheus.NewDesc("nvstripe_volume_lost_shards", "Most shards one segment of the volume has on namespaces not in service.", []string{"volume"}, nil),
+		degraded:    prometheus.NewDesc("nvstripe_volume_degraded_segments", "Segments of the volume with a lost shard.", []string{"volume"}, nil),
+		namespaces:  prometheus.NewDesc("nvstripe_namespaces", "Namespaces by state.", []string{"state"}, nil),
+		scrapeError: prometheus.NewDesc("nvstripe_controller_scrape_error", "1 when etcd could not be read for this scrape.", nil, nil),
+	}
+}
+
+// controllerCollector reads the cluster from etcd at each scrape.
+type controllerCollector struct {
+	store  *meta.Store
+	runner *controller.Runner
+	holder string
+
+	leader      *prometheus.Desc
+	taskDone    *prometheus.Desc
+	taskTotal   *prometheus.Desc
+	tasks       *prometheus.Desc
+	lost        *prometheus.Desc
+	degraded    *prometheus.Desc
+	namespaces  *prometheus.Desc
+	scrapeError *prometheus.Desc
+}
+
+func (c *controllerCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.leader, c.taskDone, c.taskTotal, c.tasks, c.lost, c.degraded, c.namespaces, c.scrapeError} {
+		ch <- d
+	}
+}
+
+func (c *controllerCollector) Collect(ch chan<- prometheus.Metric) {
+	leading := 0.0
+	if c.runner.Leading() {
+		leading = 1
+	}
+	ch <- prometheus.MustNewConstMetric(c.leader, prometheus.GaugeValue, leading, c.holder)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	snap, err := controller.LoadSnapshot(ctx, c.store)
+	if err != nil {
+		ch <- prometheus.MustNewConstMetric(c.scrapeError, prometheus.GaugeValue, 1)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.scrapeError, prometheus.GaugeValue, 0)
+	st := buildStatus(snap, time.Now())
+	counts := map[[2]string]int{}
+	for _, t := range st.Tasks {
+		kind := strings.Fields(t.Kind + " -")[0]
+		counts[[2]string{kind, t.State}]++
+		if t.Segment != "" {
+			vol, _, _ := strings.Cut(t.Segment, "/")
+			ch <- prometheus.MustNewConstMetric(c.taskDone, prometheus.GaugeValue, float64(t.Done), t.ID, kind, vol, t.State)
+			ch <- prometheus.MustNewConstMetric(c.taskTotal, prometheus.GaugeValue, float64(t.Total), t.ID, kind, vol, t.State)
+		}
+	}
+	for k, n := range counts {
+		ch <- prometheus.MustNewConstMetric(c.tasks, prometheus.GaugeValue, float64(n), k[0], k[1])
+	}
+	for _, v := range st.Volumes {
+		ch <- prometheus.MustNewConstMetric(c.lost, prometheus.GaugeValue, float64(v.Lost), v.Volume)
+		ch <- prometheus.MustNewConstMetric(c.degraded, prometheus.GaugeValue, float64(v.Degraded), v.Volume)
+	}
+	states := map[string]int{}
+	for _, n := range st.Namespaces {
+		states[n.State]++
+	}
+	for state, n := range states {
+		ch <- prometheus.MustNewConstMetric(c.namespaces, prometheus.GaugeValue, float64(n), state)
+	}
 }
