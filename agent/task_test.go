@@ -12,6 +12,7 @@ import (
 	"github.com/nvstripe/nvstripe/controller"
 	"github.com/nvstripe/nvstripe/health"
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/placement"
 )
 
 // runController starts a leading controller whose liveness signal is a TCP
@@ -39,6 +40,12 @@ func runController(t *testing.T, store *meta.Store) {
 // is in flight and no task is left.
 func waitRebuilt(t *testing.T, store *meta.Store, ns string) {
 	t.Helper()
+	waitRebuiltState(t, store, ns, "out")
+}
+
+// waitRebuiltState is waitRebuilt for namespace ns in state state.
+func waitRebuiltState(t *testing.T, store *meta.Store, ns, state string) {
+	t.Helper()
 	ctx := context.Background()
 	deadline := time.Now().Add(45 * time.Second)
 	for {
@@ -57,7 +64,7 @@ func waitRebuilt(t *testing.T, store *meta.Store, ns string) {
 				left++
 			}
 		}
-		if left == 0 && len(snap.Tasks) == 0 && snap.Namespaces[ns].State == "out" {
+		if left == 0 && len(snap.Tasks) == 0 && snap.Namespaces[ns].State == state {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -167,4 +174,93 @@ func TestOwnerExecutesRebuildTask(t *testing.T) {
 		tc.targets[h].Close()
 	}
 	verifyVolume(t, m, model)
+}
+
+// TestOwnerRebalancesAndDrains fills six targets under a mapped 4+2 volume,
+// adds three, applies a rebalance under a verified workload (the owner
+// moves the shards; the spread falls under the threshold), then drains a
+// host (no shard left on it); the data verifies.
+func TestOwnerRebalancesAndDrains(t *testing.T) {
+	const size, nsSize = 160 << 20, 64 << 20
+	tc := newTestCluster(t, 6, nsSize, 4<<20)
+	ctx := context.Background()
+	if _, err := tc.store.CreateVolume(ctx, meta.VolumeSpec{Name: "v", Size: size, Layout: meta.Layout{K: 4, M: 2, Chunk: 64 << 10}}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := OpenVolume(ctx, tc.store, "v", OpenOptions{Holder: "node1",
+		Namespaces: NamespaceOptions{ControllerLossTimeout: time.Second, ConnectTimeout: 2 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(ctx)
+	model := fillVolume(t, m, size)
+	c, err := tc.store.Cluster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 6; i < 9; i++ {
+		tc.addTarget(t, c, i, nsSize)
+	}
+	sctx, stopServe := context.WithCancel(ctx)
+	defer stopServe()
+	go m.ServeTasks(sctx, tc.store, TaskOptions{Holder: "node1", Interval: 50 * time.Millisecond})
+	runController(t, tc.store)
+	stop := make(chan struct{})
+	wg := workload(t, m, model, stop)
+	const threshold = 0.15
+	if err := tc.store.PutTask(ctx, controller.RebalanceRecord("rebalance-1", threshold)); err != nil {
+		t.Fatal(err)
+	}
+	waitTasksGone(t, tc.store)
+	snap, err := controller.LoadSnapshot(ctx, tc.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan, err := snap.PlanRebalance(threshold, ""); err != nil || plan.SpreadBefore > threshold {
+		t.Fatalf("spread after rebalance %.3f (threshold %.2f), %v", plan.SpreadBefore, threshold, err)
+	}
+	if err := tc.store.SetNamespaceState(ctx, "h8-n1", placement.StateDraining); err != nil {
+		t.Fatal(err)
+	}
+	waitRebuiltState(t, tc.store, "h8-n1", "draining")
+	close(stop)
+	wg.Wait()
+	segs, _, err := m.Map.Segments(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for idx, s := range segs {
+		for _, sl := range s.Slots {
+			if sl.NS == "h8-n1" {
+				t.Fatalf("segment %d still has a shard on the drained h8-n1", idx)
+			}
+		}
+	}
+	verifyVolume(t, m, model)
+}
+
+// waitTasksGone waits until no task record is left and no move is in flight.
+func waitTasksGone(t *testing.T, store *meta.Store) {
+	t.Helper()
+	time.Sleep(300 * time.Millisecond) // let the controller pick up what was just recorded
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		snap, err := controller.LoadSnapshot(context.Background(), store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		moving := 0
+		for _, s := range snap.State.Segments {
+			if s.Move != nil {
+				moving++
+			}
+		}
+		if len(snap.Tasks) == 0 && moving == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d tasks and %d moves left", len(snap.Tasks), moving)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
