@@ -181,7 +181,7 @@ func TestOwnerExecutesRebuildTask(t *testing.T) {
 // moves the shards; the spread falls under the threshold), then drains a
 // host (no shard left on it); the data verifies.
 func TestOwnerRebalancesAndDrains(t *testing.T) {
-	const size, nsSize = 160 << 20, 64 << 20
+	const size, nsSize = 96 << 20, 64 << 20
 	tc := newTestCluster(t, 6, nsSize, 4<<20)
 	ctx := context.Background()
 	if _, err := tc.store.CreateVolume(ctx, meta.VolumeSpec{Name: "v", Size: size, Layout: meta.Layout{K: 4, M: 2, Chunk: 64 << 10}}); err != nil {
