@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nvstripe/nvstripe/health"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/metatest"
 	"github.com/nvstripe/nvstripe/placement"
@@ -366,6 +367,77 @@ func TestRunnerRebalanceAndDrain(t *testing.T) {
 		n, m := shardsOn(t, admin, "h2-n1")
 		ts, _ := admin.Tasks(ctx)
 		return n == 0 && m == 0 && len(ts) == 0
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	checkNoLeaks(t, admin)
+}
+
+// TestRunnerProbeDownAndBack drives the liveness probe: a host that goes
+// silent is marked down after Grace and back in when it answers again before
+// OutAfter (no rebuild starts); one silent past OutAfter is marked out and
+// its shards are rebuilt.
+func TestRunnerProbeDownAndBack(t *testing.T) {
+	eps := metaCluster(t, 8, 4)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	admin := openStore(t, eps)
+	var mu sync.Mutex
+	dead := map[string]bool{}
+	setDead := func(host string, d bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		dead[host] = d
+	}
+	store := openStore(t, eps)
+	act := newActors()
+	r, err := NewRunner(RunnerConfig{Store: store, Holder: "ctl", Interval: 50 * time.Millisecond, LeaderTTL: 2 * time.Second,
+		Mover:  &metaMover{store: store, holder: "ctl", steps: 2, step: time.Millisecond, act: act},
+		Decide: Config{OutAfter: 2 * time.Second}, Health: health.TrackerConfig{Grace: 200 * time.Millisecond},
+		Probe: func(_ context.Context, ns *meta.NamespaceRecord) bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return !dead[ns.Host]
+		},
+		Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	state := func(ns string) string {
+		n, err := admin.Namespace(ctx, ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n.State
+	}
+	waitFor(t, "leading", r.Leading)
+	setDead("h1", true)
+	waitFor(t, "h1 down", func() bool { return state("h1-n1") == "down" })
+	setDead("h1", false)
+	waitFor(t, "h1 back in", func() bool { return state("h1-n1") == "in" })
+	act.mu.Lock()
+	moved := act.moved["ctl"]
+	act.mu.Unlock()
+	if moved != 0 {
+		t.Fatalf("%d moves for a host down shorter than OutAfter", moved)
+	}
+	victim := ""
+	for i := 2; i < 8 && victim == ""; i++ {
+		if n, _ := shardsOn(t, admin, fmt.Sprintf("h%d-n1", i)); n > 0 {
+			victim = fmt.Sprintf("h%d", i)
+		}
+	}
+	if victim == "" {
+		t.Fatal("no host other than h0 and h1 holds shards")
+	}
+	setDead(victim, true)
+	waitFor(t, victim+" out and rebuilt", func() bool {
+		n, m := shardsOn(t, admin, victim+"-n1")
+		return state(victim+"-n1") == "out" && n == 0 && m == 0
 	})
 	cancel()
 	if err := <-done; err != nil {
