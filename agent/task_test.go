@@ -18,7 +18,13 @@ import (
 // runController starts a leading controller whose liveness signal is a TCP
 // probe of the namespaces' paths, with test timings (down after 300ms of
 // silence, out one second later). It stops when the test ends.
-func runController(t *testing.T, store *meta.Store) {
+func runController(t testing.TB, store *meta.Store) {
+	t.Helper()
+	runControllerLog(t, store, func(f string, a ...any) { t.Logf("controller: "+f, a...) })
+}
+
+// runControllerLog is runController logging to logf.
+func runControllerLog(t testing.TB, store *meta.Store, logf func(string, ...any)) {
 	t.Helper()
 	mover := NewTaskMover(store, OpenOptions{Holder: "ctl", LeaseTTL: 2 * time.Second,
 		Namespaces: NamespaceOptions{ControllerLossTimeout: time.Second, ConnectTimeout: 2 * time.Second}})
@@ -26,7 +32,7 @@ func runController(t *testing.T, store *meta.Store) {
 		Interval: 100 * time.Millisecond, LeaderTTL: 2 * time.Second,
 		Decide: controller.Config{OutAfter: time.Second}, Probe: controller.ProbeTCP(200 * time.Millisecond),
 		Health: health.TrackerConfig{Grace: 300 * time.Millisecond},
-		Logf:   func(f string, a ...any) { t.Logf("controller: "+f, a...) }})
+		Logf:   logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,13 +44,13 @@ func runController(t *testing.T, store *meta.Store) {
 
 // waitRebuilt waits until no shard of volume v sits on namespace ns, no move
 // is in flight and no task is left.
-func waitRebuilt(t *testing.T, store *meta.Store, ns string) {
+func waitRebuilt(t testing.TB, store *meta.Store, ns string) {
 	t.Helper()
 	waitRebuiltState(t, store, ns, "out")
 }
 
 // waitRebuiltState is waitRebuilt for namespace ns in state state.
-func waitRebuiltState(t *testing.T, store *meta.Store, ns, state string) {
+func waitRebuiltState(t testing.TB, store *meta.Store, ns, state string) {
 	t.Helper()
 	ctx := context.Background()
 	deadline := time.Now().Add(45 * time.Second)
