@@ -174,6 +174,7 @@ func TestProcessTargetsKilledAndRebuilt(t *testing.T) {
 		procs[victim].kill()
 		waitRebuilt(t, store, fmt.Sprintf("h%d-n1", victim))
 		tc.checkDistinctHosts(t, m)
+		checkNoLeakedSlots(t, store)
 	}
 	for i := range procs {
 		if !procs[i].dead {

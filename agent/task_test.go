@@ -129,6 +129,7 @@ func TestControllerRebuildsUnmappedVolume(t *testing.T) {
 	}
 	defer m.Close(ctx)
 	tc.checkDistinctHosts(t, m)
+	checkNoLeakedSlots(t, tc.store)
 	verifyVolume(t, m, model) // also connects every namespace
 	for _, h := range tc.twoOtherHosts(victim) {
 		tc.targets[h].Close()
@@ -176,6 +177,7 @@ func TestOwnerExecutesRebuildTask(t *testing.T) {
 		t.Fatalf("owners %v: the controller took the mapped volume", owners)
 	}
 	tc.checkDistinctHosts(t, m)
+	checkNoLeakedSlots(t, tc.store)
 	for _, h := range tc.twoOtherHosts(victim) {
 		tc.targets[h].Close()
 	}
@@ -242,6 +244,7 @@ func TestOwnerRebalancesAndDrains(t *testing.T) {
 			}
 		}
 	}
+	checkNoLeakedSlots(t, tc.store)
 	verifyVolume(t, m, model)
 }
 
@@ -268,5 +271,34 @@ func waitTasksGone(t *testing.T, store *meta.Store) {
 			t.Fatalf("%d tasks and %d moves left", len(snap.Tasks), moving)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// checkNoLeakedSlots compares every namespace's allocation count with the
+// slots that segment records and moves name.
+func checkNoLeakedSlots(t testing.TB, store *meta.Store) {
+	t.Helper()
+	snap, err := controller.LoadSnapshot(context.Background(), store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := map[string]int64{}
+	for _, segs := range snap.Segments {
+		for _, s := range segs {
+			for _, sl := range s.Slots {
+				named[sl.NS]++
+			}
+			if s.Move != nil {
+				named[s.Move.To.NS]++
+				if s.Move.From != nil {
+					named[s.Move.From.NS]++
+				}
+			}
+		}
+	}
+	for _, n := range snap.State.Namespaces {
+		if n.Used != named[n.ID] {
+			t.Errorf("namespace %s: %d slots allocated, %d named: %d leaked", n.ID, n.Used, named[n.ID], n.Used-named[n.ID])
+		}
 	}
 }
