@@ -32,6 +32,9 @@ type statusJSON struct {
 	Volumes    []volumeJSON `json:"volumes"`
 	Namespaces []nsJSON     `json:"namespaces"`
 	Tasks      []taskJSON   `json:"tasks"`
+	// Blocked lists shards that need a new home and have none (what
+	// Decide reports as Blocked on this snapshot).
+	Blocked []string `json:"blocked,omitempty"`
 }
 
 type volumeJSON struct {
@@ -75,6 +78,9 @@ func newAdminStatusCmd(g *globals, a *etcdAuth) *cobra.Command {
 				return err
 			}
 			st := buildStatus(snap, time.Now())
+			if cl, err := s.Cluster(cmd.Context()); err == nil {
+				st.Blocked = blocked(snap, cl.DomainLabel)
+			}
 			if st.Leader, err = s.Leader(cmd.Context()); err != nil && !errors.Is(err, meta.ErrNotFound) {
 				return err
 			}
@@ -110,6 +116,22 @@ func buildStatus(snap *controller.Snapshot, now time.Time) statusJSON {
 	return st
 }
 
+// blocked runs the controller's decision on snap and returns what it
+// reports as Blocked.
+func blocked(snap *controller.Snapshot, domainLabel string) []string {
+	acts, err := controller.Decide(snap.State, time.Now(), controller.Config{DomainLabel: domainLabel})
+	if err != nil {
+		return []string{"cannot decide: " + err.Error()}
+	}
+	var out []string
+	for _, a := range acts {
+		if b, ok := a.(controller.Blocked); ok {
+			out = append(out, fmt.Sprintf("%s shard %d: %v", b.Segment, b.Shard, b.Err))
+		}
+	}
+	return out
+}
+
 func printStatus(w io.Writer, st statusJSON) {
 	leader := st.Leader
 	if leader == "" {
@@ -126,6 +148,9 @@ func printStatus(w io.Writer, st statusJSON) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t\n", n.ID, n.Host, n.State, n.Used, n.Capacity)
 	}
 	tw.Flush()
+	if len(st.Blocked) > 0 {
+		fmt.Fprintf(w, "\nblocked (no home for a shard):\n  %s\n", strings.Join(st.Blocked, "\n  "))
+	}
 	if len(st.Tasks) == 0 {
 		fmt.Fprintln(w, "\nno tasks")
 		return

@@ -67,6 +67,17 @@ func TestAdminStatusAndCommands(t *testing.T) {
 	second := segs[0].Slots[1].NS
 	a.ok("namespace "+second+": failed", "admin", "fail", second)
 	a.ok("at risk", "admin", "status")
+	for i := 0; i < 8; i++ {
+		if ns := fmt.Sprintf("h%d-n1", i); ns != first && ns != second {
+			a.ok("failed", "admin", "fail", ns)
+		}
+	}
+	a.ok("blocked (no home for a shard)", "admin", "status")
+	for i := 0; i < 8; i++ {
+		if ns := fmt.Sprintf("h%d-n1", i); ns != first && ns != second {
+			a.ok("is now in", "ns", "set-state", ns, "in")
+		}
+	}
 
 	mt := controller.MoveTask{Segment: controller.SegmentID{Volume: "v", Index: 0}, Shard: 0, Kind: controller.MoveRebuild,
 		From: first, To: "hX-n1", Holder: "ctl", Done: 1 << 20, Total: 4 << 20, State: meta.TaskRunning}
