@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -9,21 +11,51 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/nvstripe/nvstripe/controller"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/placement"
 )
 
-// The admin commands read and write etcd directly (the records the
-// controller acts on); there is no admin RPC server yet.
+// newAdminCmd is `nvstripe admin`. Its commands work on the records the
+// controller acts on: directly in etcd, or with --controller ADDR through the
+// leading controller's gRPC admin API (`nvstripe controller --api ADDR`).
 func newAdminCmd(g *globals) *cobra.Command {
 	a := &etcdAuth{}
-	subs := []*cobra.Command{newAdminStatusCmd(g, a), newAdminRebalanceCmd(g, a), newAdminDrainCmd(g, a), newAdminFailCmd(g, a)}
+	f := &adminFlags{}
+	subs := []*cobra.Command{newAdminStatusCmd(g, a, f), newAdminRebalanceCmd(g, a, f), newAdminDrainCmd(g, a, f), newAdminFailCmd(g, a, f)}
 	c := groupCmd("admin", "Cluster health, rebalance, drain and forced rebuilds (through the controller)", subs...)
 	addEtcdFlags(c, a)
+	c.PersistentFlags().StringVar(&f.controller, "controller", "", "HOST:PORT of a controller's admin API (default: work on etcd directly)")
 	metadataOnly(subs...)
 	return c
+}
+
+// adminFlags are the flags every admin command shares.
+type adminFlags struct {
+	controller string
+}
+
+// withAdmin runs fn with the admin operations: through the controller's
+// gRPC API with --controller, else on etcd directly.
+func withAdmin(g *globals, a *etcdAuth, f *adminFlags, fn func(cmd *cobra.Command, args []string, ops adminOps) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if f.controller == "" {
+			return withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
+				return fn(cmd, args, etcdAdmin{s})
+			})(cmd, args)
+		}
+		cc, err := grpc.NewClient(f.controller, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithDefaultCallOptions(grpc.ForceCodec(adminCodec{})))
+		if err != nil {
+			return fmt.Errorf("controller admin API %s: %w", f.controller, err)
+		}
+		defer cc.Close()
+		return fn(cmd, args, rpcAdmin{cc})
+	}
 }
 
 // statusJSON is `admin status --json`.
@@ -66,28 +98,21 @@ type taskJSON struct {
 	Error      string  `json:"error,omitempty"`
 }
 
-func newAdminStatusCmd(g *globals, a *etcdAuth) *cobra.Command {
+func newAdminStatusCmd(g *globals, a *etcdAuth, f *adminFlags) *cobra.Command {
 	var asJSON bool
 	c := &cobra.Command{
 		Use:   "status [--json]",
 		Short: "Cluster health: volumes (healthy, degraded by N, at risk), namespaces, tasks with progress",
 		Args:  cobra.NoArgs,
-		RunE: withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
-			snap, err := controller.LoadSnapshot(cmd.Context(), s)
+		RunE: withAdmin(g, a, f, func(cmd *cobra.Command, _ []string, ops adminOps) error {
+			st, err := ops.Status(cmd.Context(), &statusRequest{})
 			if err != nil {
-				return err
-			}
-			st := buildStatus(snap, time.Now())
-			if cl, err := s.Cluster(cmd.Context()); err == nil {
-				st.Blocked = blocked(snap, cl.DomainLabel)
-			}
-			if st.Leader, err = s.Leader(cmd.Context()); err != nil && !errors.Is(err, meta.ErrNotFound) {
 				return err
 			}
 			if asJSON {
 				return printJSON(cmd.OutOrStdout(), st)
 			}
-			printStatus(cmd.OutOrStdout(), st)
+			printStatus(cmd.OutOrStdout(), *st)
 			return nil
 		}),
 	}
@@ -189,9 +214,8 @@ func progressBar(done, total int64) string {
 	return fmt.Sprintf("[%s%s] %3d%%", strings.Repeat("#", n), strings.Repeat("-", width-n), done*100/total)
 }
 
-func newAdminRebalanceCmd(g *globals, a *etcdAuth) *cobra.Command {
-	var apply bool
-	var threshold float64
+func newAdminRebalanceCmd(g *globals, a *etcdAuth, f *adminFlags) *cobra.Command {
+	req := &rebalanceRequest{}
 	c := &cobra.Command{
 		Use:   "rebalance [--threshold 0.1] [--apply]",
 		Short: "Print the moves that even out capacity use; --apply has the controller carry them out",
@@ -201,55 +225,40 @@ func newAdminRebalanceCmd(g *globals, a *etcdAuth) *cobra.Command {
 			"records a rebalance task; the leading controller carries it out (re-planning as it goes) and\n" +
 			"removes the task when done.",
 		Args: cobra.NoArgs,
-		RunE: withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
-			if threshold <= 0 || threshold >= 1 {
-				return usageError{fmt.Errorf("--threshold %g: want a fraction between 0 and 1", threshold)}
+		RunE: withAdmin(g, a, f, func(cmd *cobra.Command, _ []string, ops adminOps) error {
+			if req.Threshold <= 0 || req.Threshold >= 1 {
+				return usageError{fmt.Errorf("--threshold %g: want a fraction between 0 and 1", req.Threshold)}
 			}
-			return rebalance(cmd, s, threshold, apply)
+			rep, err := ops.Rebalance(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			printRebalance(cmd.OutOrStdout(), req, rep)
+			return nil
 		}),
 	}
-	c.Flags().BoolVar(&apply, "apply", false, "record the task for the controller")
-	c.Flags().Float64Var(&threshold, "threshold", 0.1, "largest acceptable spread of used/capacity (0.1 = 10 points)")
+	c.Flags().BoolVar(&req.Apply, "apply", false, "record the task for the controller")
+	c.Flags().Float64Var(&req.Threshold, "threshold", 0.1, "largest acceptable spread of used/capacity (0.1 = 10 points)")
 	return c
 }
 
-func rebalance(cmd *cobra.Command, s *meta.Store, threshold float64, apply bool) error {
-	ctx, w := cmd.Context(), cmd.OutOrStdout()
-	cl, err := s.Cluster(ctx)
-	if err != nil {
-		return err
-	}
-	snap, err := controller.LoadSnapshot(ctx, s)
-	if err != nil {
-		return err
-	}
-	plan, err := snap.PlanRebalance(threshold, cl.DomainLabel)
-	if err != nil {
-		return err
-	}
+func printRebalance(w io.Writer, req *rebalanceRequest, rep *rebalanceReply) {
 	fmt.Fprintf(w, "spread before %.1f%%, after %.1f%% (threshold %.1f%%): %d moves, %s of shard data\n",
-		plan.SpreadBefore*100, plan.SpreadAfter*100, threshold*100, len(plan.Moves), formatBytes(int64(len(plan.Moves))*cl.SlotSize))
-	if len(plan.Moves) > 0 {
+		rep.SpreadBefore*100, rep.SpreadAfter*100, req.Threshold*100, len(rep.Moves), formatBytes(rep.Bytes))
+	if len(rep.Moves) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "SEGMENT\tSHARD\tFROM\tTO")
-		for _, m := range plan.Moves {
+		for _, m := range rep.Moves {
 			fmt.Fprintf(tw, "%s/%d\t%d\t%s\t%s\n", m.Volume, m.Segment, m.Shard, m.From, m.To)
 		}
 		tw.Flush()
 	}
 	switch {
-	case !apply:
-		return nil
-	case len(plan.Moves) == 0:
+	case rep.Task != "":
+		fmt.Fprintf(w, "task %s recorded: the leading controller carries it out (nvstripe admin status)\n", rep.Task)
+	case req.Apply:
 		fmt.Fprintln(w, "nothing to do: no task recorded")
-		return nil
 	}
-	id := fmt.Sprintf("rebalance-%d", time.Now().UnixMilli())
-	if err := s.PutTask(ctx, controller.RebalanceRecord(id, threshold)); err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "task %s recorded: the leading controller carries it out (nvstripe admin status)\n", id)
-	return nil
 }
 
 // formatBytes prints n in the largest binary unit that keeps it >= 1.
@@ -265,7 +274,7 @@ func formatBytes(n int64) string {
 	return fmt.Sprintf("%.1f%s", f, units[i])
 }
 
-func newAdminDrainCmd(g *globals, a *etcdAuth) *cobra.Command {
+func newAdminDrainCmd(g *globals, a *etcdAuth, f *adminFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "drain HOST|NS",
 		Short: "Empty a host or a namespace: its shards are copied away by the controller",
@@ -273,15 +282,15 @@ func newAdminDrainCmd(g *globals, a *etcdAuth) *cobra.Command {
 			"receives no new segments and the leading controller copies its shards elsewhere (each stays\n" +
 			"readable where it is until its copy commits). `ns set-state NS in` undoes it.",
 		Args: cobra.ExactArgs(1),
-		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
-			ids, err := drainTargets(cmd, s, args[0])
+		RunE: withAdmin(g, a, f, func(cmd *cobra.Command, args []string, ops adminOps) error {
+			rep, err := ops.Drain(cmd.Context(), &drainRequest{Name: args[0]})
 			if err != nil {
 				return err
 			}
-			for _, id := range ids {
-				if err := s.SetNamespaceState(cmd.Context(), id, placement.StateDraining); err != nil {
-					return err
-				}
+			if len(rep.Namespaces) == 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "host %s has no namespace in service: nothing to drain\n", args[0])
+			}
+			for _, id := range rep.Namespaces {
 				fmt.Fprintf(cmd.OutOrStdout(), "namespace %s: draining\n", id)
 			}
 			return nil
@@ -289,15 +298,130 @@ func newAdminDrainCmd(g *globals, a *etcdAuth) *cobra.Command {
 	}
 }
 
-// drainTargets resolves a namespace ID, or a host's namespaces in state in.
-func drainTargets(cmd *cobra.Command, s *meta.Store, name string) ([]string, error) {
-	nss, err := s.Namespaces(cmd.Context())
+func newAdminFailCmd(g *globals, a *etcdAuth, f *adminFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "fail NS",
+		Short: "Mark a namespace failed: the controller rebuilds its shards elsewhere at once",
+		Args:  cobra.ExactArgs(1),
+		RunE: withAdmin(g, a, f, func(cmd *cobra.Command, args []string, ops adminOps) error {
+			if _, err := ops.Fail(cmd.Context(), &failRequest{NS: args[0]}); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "namespace %s: failed; its shards will be rebuilt\n", args[0])
+			return nil
+		}),
+	}
+}
+
+// Requests and replies of the admin operations (the gRPC messages, as JSON).
+type (
+	statusRequest    struct{}
+	rebalanceRequest struct {
+		Threshold float64 `json:"threshold"`
+		Apply     bool    `json:"apply"`
+	}
+	rebalanceReply struct {
+		SpreadBefore float64          `json:"spread_before"`
+		SpreadAfter  float64          `json:"spread_after"`
+		Moves        []placement.Move `json:"moves"`
+		Bytes        int64            `json:"bytes"`
+		Task         string           `json:"task,omitempty"` // the recorded task (--apply)
+	}
+	drainRequest struct {
+		Name string `json:"name"` // a namespace or a host
+	}
+	drainReply struct {
+		Namespaces []string `json:"namespaces"` // set to draining
+	}
+	failRequest struct {
+		NS string `json:"ns"`
+	}
+	failReply struct{}
+)
+
+// adminOps are the admin operations: etcdAdmin does them on etcd, rpcAdmin
+// asks a controller's admin API, which does them with etcdAdmin.
+type adminOps interface {
+	Status(context.Context, *statusRequest) (*statusJSON, error)
+	Rebalance(context.Context, *rebalanceRequest) (*rebalanceReply, error)
+	Drain(context.Context, *drainRequest) (*drainReply, error)
+	Fail(context.Context, *failRequest) (*failReply, error)
+}
+
+// etcdAdmin does the admin operations on etcd.
+type etcdAdmin struct{ s *meta.Store }
+
+func (e etcdAdmin) Status(ctx context.Context, _ *statusRequest) (*statusJSON, error) {
+	snap, err := controller.LoadSnapshot(ctx, e.s)
 	if err != nil {
 		return nil, err
 	}
-	var ids []string
+	st := buildStatus(snap, time.Now())
+	if cl, err := e.s.Cluster(ctx); err == nil {
+		st.Blocked = blocked(snap, cl.DomainLabel)
+	}
+	if st.Leader, err = e.s.Leader(ctx); err != nil && !errors.Is(err, meta.ErrNotFound) {
+		return nil, err
+	}
+	return &st, nil
+}
+
+func (e etcdAdmin) Rebalance(ctx context.Context, req *rebalanceRequest) (*rebalanceReply, error) {
+	if req.Threshold <= 0 || req.Threshold >= 1 {
+		return nil, fmt.Errorf("threshold %g: want a fraction between 0 and 1: %w", req.Threshold, meta.ErrInvalid)
+	}
+	cl, err := e.s.Cluster(ctx)
+	if err != nil {
+		return nil, err
+	}
+	snap, err := controller.LoadSnapshot(ctx, e.s)
+	if err != nil {
+		return nil, err
+	}
+	plan, err := snap.PlanRebalance(req.Threshold, cl.DomainLabel)
+	if err != nil {
+		return nil, err
+	}
+	rep := &rebalanceReply{SpreadBefore: plan.SpreadBefore, SpreadAfter: plan.SpreadAfter, Moves: plan.Moves,
+		Bytes: int64(len(plan.Moves)) * cl.SlotSize}
+	if req.Apply && len(plan.Moves) > 0 {
+		rep.Task = fmt.Sprintf("rebalance-%d", time.Now().UnixMilli())
+		if err := e.s.PutTask(ctx, controller.RebalanceRecord(rep.Task, req.Threshold)); err != nil {
+			return nil, err
+		}
+	}
+	return rep, nil
+}
+
+func (e etcdAdmin) Drain(ctx context.Context, req *drainRequest) (*drainReply, error) {
+	ids, err := drainTargets(ctx, e.s, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
+		if err := e.s.SetNamespaceState(ctx, id, placement.StateDraining); err != nil {
+			return nil, err
+		}
+	}
+	return &drainReply{Namespaces: ids}, nil
+}
+
+func (e etcdAdmin) Fail(ctx context.Context, req *failRequest) (*failReply, error) {
+	return &failReply{}, e.s.SetNamespaceState(ctx, req.NS, placement.StateFailed)
+}
+
+// drainTargets resolves a namespace ID, or a host's namespaces in state in.
+func drainTargets(ctx context.Context, s *meta.Store, name string) ([]string, error) {
+	nss, err := s.Namespaces(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ids := []string{}
 	host := false
 	for _, n := range nss {
+		if n.ID == name && n.State != placement.StateIn.String() && n.State != placement.StateDraining.String() {
+			return nil, fmt.Errorf("namespace %s is %s: only a namespace in service can be drained (lost shards are rebuilt): %w", n.ID, n.State, meta.ErrInvalid)
+		}
 		if n.ID == name {
 			return []string{n.ID}, nil
 		}
@@ -311,23 +435,77 @@ func drainTargets(cmd *cobra.Command, s *meta.Store, name string) ([]string, err
 	if !host {
 		return nil, fmt.Errorf("%q is neither a namespace nor a host with namespaces: %w", name, meta.ErrNotFound)
 	}
-	if len(ids) == 0 {
-		fmt.Fprintf(cmd.OutOrStdout(), "host %s has no namespace in service: nothing to drain\n", name)
-	}
 	return ids, nil
 }
 
-func newAdminFailCmd(g *globals, a *etcdAuth) *cobra.Command {
-	return &cobra.Command{
-		Use:   "fail NS",
-		Short: "Mark a namespace failed: the controller rebuilds its shards elsewhere at once",
-		Args:  cobra.ExactArgs(1),
-		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
-			if err := s.SetNamespaceState(cmd.Context(), args[0], placement.StateFailed); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "namespace %s: failed; its shards will be rebuilt\n", args[0])
-			return nil
-		}),
+// adminService is the gRPC service name of the controller's admin API.
+const adminService = "nvstripe.controller.v1.Admin"
+
+// adminCodec is the admin API's gRPC codec: messages as JSON.
+type adminCodec struct{}
+
+func (adminCodec) Marshal(v any) ([]byte, error) { return json.Marshal(v) }
+func (adminCodec) Unmarshal(data []byte, v any) error {
+	if len(data) == 0 {
+		return nil
 	}
+	return json.Unmarshal(data, v)
+}
+func (adminCodec) Name() string { return "json" }
+
+// rpcAdmin asks a controller's admin API.
+type rpcAdmin struct{ cc *grpc.ClientConn }
+
+func rpcCall[Req, Rep any](ctx context.Context, cc *grpc.ClientConn, name string, req *Req) (*Rep, error) {
+	rep := new(Rep)
+	if err := cc.Invoke(ctx, "/"+adminService+"/"+name, req, rep); err != nil {
+		return nil, fmt.Errorf("controller admin API: %s", status.Convert(err).Message())
+	}
+	return rep, nil
+}
+
+func (r rpcAdmin) Status(ctx context.Context, req *statusRequest) (*statusJSON, error) {
+	return rpcCall[statusRequest, statusJSON](ctx, r.cc, "Status", req)
+}
+func (r rpcAdmin) Rebalance(ctx context.Context, req *rebalanceRequest) (*rebalanceReply, error) {
+	return rpcCall[rebalanceRequest, rebalanceReply](ctx, r.cc, "Rebalance", req)
+}
+func (r rpcAdmin) Drain(ctx context.Context, req *drainRequest) (*drainReply, error) {
+	return rpcCall[drainRequest, drainReply](ctx, r.cc, "Drain", req)
+}
+func (r rpcAdmin) Fail(ctx context.Context, req *failRequest) (*failReply, error) {
+	return rpcCall[failRequest, failReply](ctx, r.cc, "Fail", req)
+}
+
+// newAdminServer returns the controller's admin API server: the admin
+// operations on s.
+func newAdminServer(s *meta.Store) *grpc.Server {
+	srv := grpc.NewServer(grpc.ForceServerCodec(adminCodec{}))
+	srv.RegisterService(&grpc.ServiceDesc{
+		ServiceName: adminService,
+		HandlerType: (*adminOps)(nil),
+		Methods: []grpc.MethodDesc{
+			adminMethod("Status", adminOps.Status),
+			adminMethod("Rebalance", adminOps.Rebalance),
+			adminMethod("Drain", adminOps.Drain),
+			adminMethod("Fail", adminOps.Fail),
+		},
+	}, adminOps(etcdAdmin{s}))
+	return srv
+}
+
+// adminMethod adapts one typed operation to a grpc.MethodDesc.
+func adminMethod[Req, Rep any](name string, call func(adminOps, context.Context, *Req) (*Rep, error)) grpc.MethodDesc {
+	h := func(srv any, ctx context.Context, dec func(any) error, icpt grpc.UnaryServerInterceptor) (any, error) {
+		req := new(Req)
+		if err := dec(req); err != nil {
+			return nil, err
+		}
+		if icpt == nil {
+			return call(srv.(adminOps), ctx, req)
+		}
+		info := &grpc.UnaryServerInfo{Server: srv, FullMethod: "/" + adminService + "/" + name}
+		return icpt(ctx, req, info, func(ctx context.Context, r any) (any, error) { return call(srv.(adminOps), ctx, r.(*Req)) })
+	}
+	return grpc.MethodDesc{MethodName: name, Handler: h}
 }

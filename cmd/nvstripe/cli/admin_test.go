@@ -97,9 +97,17 @@ func TestAdminStatusAndCommands(t *testing.T) {
 		t.Fatalf("status --json: %+v", st)
 	}
 
-	a.ok("namespace h7-n1: draining", "admin", "drain", "h7")
-	a.ok("namespace h6-n1: draining", "admin", "drain", "h6-n1")
-	a.ok("nothing to drain", "admin", "drain", "h7")
+	var spare []string // namespaces still in service
+	for i := 0; i < 8; i++ {
+		if ns := fmt.Sprintf("h%d-n1", i); ns != first && ns != second {
+			spare = append(spare, ns)
+		}
+	}
+	third, host := spare[0], strings.TrimSuffix(spare[1], "-n1")
+	a.ok("namespace "+host+"-n1: draining", "admin", "drain", host)
+	a.ok("namespace "+third+": draining", "admin", "drain", third)
+	a.fails(first+" is failed", "admin", "drain", first)
+	a.ok("nothing to drain", "admin", "drain", host)
 	a.fails("neither a namespace nor a host", "admin", "drain", "nope")
 	a.fails("not found", "admin", "fail", "nope-n1")
 	if out, err := a.run("admin", "drain"); err == nil || ExitCode(err) != 2 {
@@ -179,7 +187,7 @@ func startController(t *testing.T, a adminCLI, holder string) (out *ctlOutput, s
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, []string{"controller", "--holder", holder, "--interval", "100ms", "--grace", "300ms",
-			"--out-after", "1s", "--leader-ttl", "2s", "--probe-timeout", "200ms", "--metrics", "127.0.0.1:0",
+			"--out-after", "1s", "--leader-ttl", "2s", "--probe-timeout", "200ms", "--metrics", "127.0.0.1:0", "--api", "127.0.0.1:0",
 			"--etcd", a.etcd, "--cluster", a.cluster}, out, io.Discard)
 	}()
 	var once sync.Once
@@ -232,6 +240,16 @@ func TestControllerCommand(t *testing.T) {
 			t.Errorf("metrics lack %s:\n%s", want, body)
 		}
 	}
+	_, api, _ := strings.Cut(out1.String(), "admin API on ")
+	api, _, _ = strings.Cut(api, "\n")
+	rpc := adminCLI{t: t, etcd: "127.0.0.1:1", cluster: a.cluster} // etcd unreachable: only the API works
+	rpc.ok(`"health": "unreadable"`, "admin", "status", "--json", "--controller", api)
+	rpc.ok("controller leader: c1", "admin", "status", "--controller", api)
+	rpc.fails("h3-n1 is out", "admin", "drain", "h3-n1", "--controller", api)
+	rpc.fails("neither a namespace nor a host", "admin", "drain", "nope", "--controller", api)
+	rpc.ok("0 moves", "admin", "rebalance", "--controller", api)
+	rpc.ok("namespace h4-n1: failed", "admin", "fail", "h4-n1", "--controller", api)
+	a.ok("h4-n1      h4    failed", "admin", "status")
 	if err := stop1(); err != nil {
 		t.Fatal(err)
 	}

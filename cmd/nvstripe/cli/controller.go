@@ -22,7 +22,7 @@ import (
 // controllerFlags are the flags of `nvstripe controller`.
 type controllerFlags struct {
 	holder, bandwidth, hostNQN string
-	metrics                    string
+	metrics, api               string
 	outAfter, interval, grace  time.Duration
 	probeTimeout, leaderTTL    time.Duration
 	maxMoves, maxMovesPerNS    int
@@ -61,6 +61,14 @@ func newControllerCmd(g *globals) *cobra.Command {
 				defer stop()
 				fmt.Fprintf(cmd.OutOrStdout(), "controller %s: metrics on http://%s/metrics\n", cfg.Holder, addr)
 			}
+			if f.api != "" {
+				addr, stop, err := serveAdminAPI(s, f.api)
+				if err != nil {
+					return err
+				}
+				defer stop()
+				fmt.Fprintf(cmd.OutOrStdout(), "controller %s: admin API on %s\n", cfg.Holder, addr)
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "controller %s: campaigning for leadership\n", cfg.Holder)
 			return r.Run(cmd.Context())
 		}),
@@ -76,6 +84,7 @@ func newControllerCmd(g *globals) *cobra.Command {
 	fl.StringVar(&f.bandwidth, "bandwidth", "256MiB", "bytes per second the controller's own moves may use (0: unlimited)")
 	fl.IntVar(&f.maxMoves, "max-moves", 32, "moves in flight in the whole cluster")
 	fl.IntVar(&f.maxMovesPerNS, "max-moves-per-ns", 2, "moves in flight writing to or copying from one namespace")
+	fl.StringVar(&f.api, "api", "", "HOST:PORT of the gRPC admin API (`admin --controller`; \"\": off)")
 	fl.StringVar(&f.metrics, "metrics", "", "HOST:PORT of the Prometheus metrics listener (tasks, volume health; \"\": off)")
 	fl.StringVar(&f.hostNQN, "host-nqn", "", "NVMe host NQN the controller connects as (default: nvstripe's)")
 	return c
@@ -112,6 +121,18 @@ func (f *controllerFlags) runnerConfig(cmd *cobra.Command, s *meta.Store) (contr
 			DomainLabel: cl.DomainLabel},
 		Mover: mover, Pacer: pacer, Probe: controller.ProbeTCP(f.probeTimeout),
 		Health: health.TrackerConfig{Grace: f.grace}, Logf: logf}, nil
+}
+
+// serveAdminAPI serves the gRPC admin API on addr. It returns the bound
+// address and a function that stops the server.
+func serveAdminAPI(s *meta.Store, addr string) (string, func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", nil, fmt.Errorf("admin API listener: %w", err)
+	}
+	srv := newAdminServer(s)
+	go srv.Serve(ln)
+	return ln.Addr().String(), srv.Stop, nil
 }
 
 // serveControllerMetrics serves Prometheus metrics on addr: whether this
