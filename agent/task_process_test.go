@@ -129,6 +129,7 @@ func workload(t *testing.T, m *Mapped, model []byte, stop <-chan struct{}) *sync
 // then a second target, after the first rebuild. A third kill leaves five
 // hosts, too few for 4+2: the volume stays readable, degraded by one.
 func TestProcessTargetsKilledAndRebuilt(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the nvstripe binary and runs eight target processes; not in -short")
 	}
@@ -182,7 +183,7 @@ func TestProcessTargetsKilledAndRebuilt(t *testing.T) {
 			break
 		}
 	}
-	time.Sleep(2 * time.Second) // IO goes on degraded; no rebuild is possible
+	time.Sleep(time.Second) // IO goes on degraded; no rebuild is possible
 	close(stop)
 	wg.Wait()
 	got := make([]byte, size)

@@ -111,6 +111,7 @@ func verifyVolume(t *testing.T, m *Mapped, model []byte) {
 // out, opens the volume itself and reconstructs the lost shards elsewhere;
 // the data then reads back with two more targets gone.
 func TestControllerRebuildsUnmappedVolume(t *testing.T) {
+	t.Parallel()
 	const size = 32 << 20
 	tc := newTestCluster(t, 8, 64<<20, 4<<20)
 	ctx := context.Background()
@@ -150,6 +151,7 @@ func TestControllerRebuildsUnmappedVolume(t *testing.T) {
 // (ServeTasks) reconstructs the shards while the volume stays in use, and
 // the data reads back with two more targets gone.
 func TestOwnerExecutesRebuildTask(t *testing.T) {
+	t.Parallel()
 	const size = 32 << 20
 	tc := newTestCluster(t, 8, 64<<20, 4<<20)
 	ctx := context.Background()
@@ -197,7 +199,8 @@ func TestOwnerExecutesRebuildTask(t *testing.T) {
 // moves the shards; the spread falls under the threshold), then drains a
 // host (no shard left on it); the data verifies.
 func TestOwnerRebalancesAndDrains(t *testing.T) {
-	const size, nsSize = 96 << 20, 64 << 20
+	t.Parallel()
+	const size, nsSize = 64 << 20, 64 << 20
 	tc := newTestCluster(t, 6, nsSize, 4<<20)
 	ctx := context.Background()
 	if _, err := tc.store.CreateVolume(ctx, meta.VolumeSpec{Name: "v", Size: size, Layout: meta.Layout{K: 4, M: 2, Chunk: 64 << 10}}); err != nil {
@@ -318,6 +321,7 @@ func checkNoLeakedSlots(t testing.TB, store *meta.Store) {
 // moves and finishes. No slot leaks, the domain rule holds and the data
 // verifies with two more targets gone.
 func TestControllerFailoverMidRebuild(t *testing.T) {
+	t.Parallel()
 	const size = 32 << 20
 	tc := newTestCluster(t, 8, 64<<20, 4<<20)
 	ctx := context.Background()
