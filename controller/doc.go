@@ -9,10 +9,22 @@
 //     operator tasks) and the time, it returns the Actions to take now. It
 //     reads no clock, does no IO and keeps nothing between calls; it is
 //     safe to call from any goroutine.
-//   - A runner (wired elsewhere) reads State from metadata, calls Decide,
-//     carries the Actions out (metadata transactions, data movement through
-//     the volume's owner or itself) and calls Decide again. What Decide
-//     emits and what the runner does is listed on Action.
+//   - Runner (the `nvstripe controller` daemon's loop) campaigns for
+//     leadership in etcd; while it leads it reads a Snapshot from metadata
+//     every tick, probes the namespaces (ProbeTCP) and feeds a
+//     health.Tracker (down after a grace period, back in when they answer,
+//     flapping held down), calls Decide and carries the Actions out: MarkOut
+//     and AbortMove in metadata; a move of a mapped volume becomes a task
+//     record its owner executes (agent's Mapped.ServeTasks); a move of a
+//     volume nobody maps runs here, through a Mover (agent.TaskMover) under
+//     the volume's ownership, paced by a Pacer. Moves nobody carries out any
+//     more (a crashed mover) are settled: finished when committed, rolled
+//     back otherwise. Leadership lost: every move of this runner is cancelled
+//     at once and rolls back; the next leader re-decides from etcd. What
+//     Decide emits and what the runner does is listed on Action.
+//   - Task records: a move's parameters and progress live in a
+//     meta.TaskRecord (see MoveTask for the encoding), one per segment; a
+//     rebalance request is a task record too (RebalanceRecord).
 //   - Pacer meters the bytes the movers copy: a bandwidth limit that shrinks
 //     while foreground latency rises. Its pure core Throttle takes time as
 //     an argument; Pacer adds a lock and a Wait loop and is safe for
