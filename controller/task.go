@@ -12,20 +12,18 @@ import (
 	"github.com/nvstripe/nvstripe/meta"
 )
 
-// Task records in etcd.
+// MoveTask is a move task as stored in a meta.TaskRecord.
 //
 // meta.TaskRecord has a free-form Kind and no fields for a move's
-// parameters, so the runner encodes them in Kind as space-separated words:
+// parameters, so they are encoded in Kind as space-separated words:
 //
 //	move KIND seg=INDEX shard=N from=NS to=NS start=UNIXMILLI
-//	rebalance threshold=FRACTION
+//	rebalance threshold=FRACTION          (a rebalance request, see ParseTask)
 //
 // KIND is rebuild, drain or rebalance (MoveKind.String). A move task's ID is
 // MoveTaskID(segment): a segment has at most one move in flight, so it has at
 // most one move task. Done and Total count bytes of shard data; Holder names
 // who carries the move out (the volume's owner, or the controller).
-
-// MoveTask is a move task as stored in a meta.TaskRecord.
 type MoveTask struct {
 	Segment  SegmentID
 	Shard    int
