@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -442,6 +444,66 @@ func TestRunnerProbeDownAndBack(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+	checkNoLeaks(t, admin)
+}
+
+// TestRunnerFlappingHost makes a host go silent and come back again and
+// again: after its second silence it counts as flapping and is held down,
+// goes out once, and each of its shards is rebuilt exactly once (no
+// start-abort loop), although it keeps answering now and then.
+func TestRunnerFlappingHost(t *testing.T) {
+	eps := metaCluster(t, 8, 6)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	admin := openStore(t, eps)
+	victim := ""
+	lost := 0
+	for i := 0; i < 8 && victim == ""; i++ {
+		if n, _ := shardsOn(t, admin, fmt.Sprintf("h%d-n1", i)); n > 0 {
+			victim, lost = fmt.Sprintf("h%d", i), n
+		}
+	}
+	var flapping atomic.Bool
+	store := openStore(t, eps)
+	act := newActors()
+	var aborts atomic.Int32
+	r, err := NewRunner(RunnerConfig{Store: store, Holder: "ctl", Interval: 50 * time.Millisecond, LeaderTTL: 2 * time.Second,
+		Mover:  &metaMover{store: store, holder: "ctl", steps: 4, step: 20 * time.Millisecond, act: act},
+		Decide: Config{OutAfter: 1500 * time.Millisecond},
+		Health: health.TrackerConfig{Grace: 150 * time.Millisecond, FlapLimit: 2, FlapWindow: time.Minute, StableFor: time.Minute},
+		Probe: func(_ context.Context, ns *meta.NamespaceRecord) bool {
+			// The victim answers only during the first 300ms of every 700ms.
+			return ns.Host != victim || !flapping.Load() || time.Now().UnixMilli()%700 < 300
+		},
+		Logf: func(f string, a ...any) {
+			if strings.HasPrefix(f, "%v") && len(a) > 0 && strings.HasPrefix(fmt.Sprint(a[0]), "abort") {
+				aborts.Add(1)
+			}
+			t.Logf(f, a...)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	waitFor(t, "leading", r.Leading)
+	flapping.Store(true)
+	waitFor(t, victim+" out and rebuilt", func() bool {
+		n, m := shardsOn(t, admin, victim+"-n1")
+		ns, _ := admin.Namespace(ctx, victim+"-n1")
+		return ns.State == "out" && n == 0 && m == 0
+	})
+	time.Sleep(time.Second) // it goes on flapping: nothing more may happen
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	act.mu.Lock()
+	moved := act.moved["ctl"]
+	act.mu.Unlock()
+	if moved != lost || aborts.Load() != 0 {
+		t.Fatalf("%d moves and %d aborts for %d lost shards", moved, aborts.Load(), lost)
 	}
 	checkNoLeaks(t, admin)
 }
