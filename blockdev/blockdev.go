@@ -96,6 +96,14 @@ type FastZeroer interface {
 	ZeroIsFast(off, n int64, mayTrim bool) bool
 }
 
+// Synchronous is the optional capability of a device whose IO completes on
+// the calling goroutine without waiting for anything (an in-memory copy).
+// Callers that fan IO out to goroutines to overlap waiting may run such IO
+// in line instead: the goroutines would cost more than they overlap.
+type Synchronous interface {
+	Synchronous() bool
+}
+
 // WriteFUA writes p at off durably, with the device's FUA capability when it
 // has one and with WriteAt plus Flush otherwise.
 func WriteFUA(ctx context.Context, d Device, p []byte, off int64) error {

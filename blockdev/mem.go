@@ -82,6 +82,10 @@ func NewCrashableMem(size int64, blockSize int) (*Mem, error) {
 // went away and came back.
 func (m *Mem) SetUnavailable(down bool) { m.down.Store(down) }
 
+// Synchronous reports true: Mem IO is a memory copy on the caller's
+// goroutine.
+func (m *Mem) Synchronous() bool { return true }
+
 func (m *Mem) Size() int64    { return m.size }
 func (m *Mem) BlockSize() int { return m.bs }
 

@@ -44,17 +44,26 @@ func benchVolume(b *testing.B) (*Volume, []*blockdev.Mem) {
 
 // BenchmarkMemcpy is the machine's limit for the volume benchmarks: a plain
 // copy() of 1 MiB into a 256 MiB area, as the volume copies into its devices.
+// 1MiB-as-128KiB copies the same bytes in 128 KiB pieces, the size of the
+// volume's chunk copies: Go's memmove uses non-temporal stores only from
+// 1 MiB up, so this is the limit the volume's chunk copies actually face.
 func BenchmarkMemcpy(b *testing.B) {
-	b.Run("1MiB", func(b *testing.B) {
-		src := pattern(benchReq, 1)
-		dst := make([]byte, 256<<20)
-		b.SetBytes(benchReq)
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			off := (i * benchReq) % len(dst)
-			copy(dst[off:off+benchReq], src)
+	bench := func(piece int) func(b *testing.B) {
+		return func(b *testing.B) {
+			src := pattern(benchReq, 1)
+			dst := make([]byte, 256<<20)
+			b.SetBytes(benchReq)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				off := (i * benchReq) % len(dst)
+				for p := 0; p < benchReq; p += piece {
+					copy(dst[off+p:off+p+piece], src[p:])
+				}
+			}
 		}
-	})
+	}
+	b.Run("1MiB", bench(benchReq))
+	b.Run("1MiB-as-128KiB", bench(128<<10))
 }
 
 func BenchmarkVolume(b *testing.B) {

@@ -214,6 +214,7 @@ func (v *Volume) namespace(id string) (*nsState, error) {
 	}
 	ns := &nsState{id: id, dev: dev}
 	v.ns[id] = ns
+	v.sync.Store(allSynchronous(v.ns))
 	return ns, nil
 }
 
@@ -261,4 +262,15 @@ func (v *Volume) endWrite(s *segment) {
 	s.inflight--
 	s.gen++
 	s.dirtyMu.Unlock()
+}
+
+// allSynchronous reports whether every namespace device completes IO on the
+// calling goroutine without waiting (blockdev.Synchronous).
+func allSynchronous(nss map[string]*nsState) bool {
+	for _, ns := range nss {
+		if s, ok := ns.dev.(blockdev.Synchronous); !ok || !s.Synchronous() {
+			return false
+		}
+	}
+	return len(nss) > 0
 }

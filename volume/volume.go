@@ -97,6 +97,7 @@ type Volume struct {
 	ev     EventListener
 	par    int
 	closed atomic.Bool
+	sync   atomic.Bool // every namespace so far is blockdev.Synchronous
 
 	locks [lockCount]sync.Mutex
 	bufs  sync.Pool // *[]byte of Chunk bytes
@@ -168,9 +169,26 @@ func (v *Volume) getBuf(n int64) (*[]byte, []byte) {
 
 func (v *Volume) putBuf(bp *[]byte) { v.bufs.Put(bp) }
 
-// each runs f(0..n-1) concurrently (f(0) on the calling goroutine) and
-// returns the first error.
+// each runs f(0..n-1), the shard IOs of one stripe: concurrently (f(0) on
+// the calling goroutine), or one after the other when every namespace of
+// the volume completes IO synchronously (blockdev.Synchronous: a goroutine
+// per in-memory copy costs more than it overlaps). It returns the first
+// error.
 func (v *Volume) each(n int, f func(i int) error) error {
+	if v.sync.Load() {
+		for i := 0; i < n; i++ {
+			if err := f(i); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return parallel(n, f)
+}
+
+// parallel runs f(0..n-1) concurrently (f(0) on the calling goroutine) and
+// returns the first error.
+func parallel(n int, f func(i int) error) error {
 	if n == 0 {
 		return nil
 	}
@@ -199,11 +217,11 @@ func (v *Volume) each(n int, f func(i int) error) error {
 // eachLimited is each with at most v.par calls in flight.
 func (v *Volume) eachLimited(n int, f func(i int) error) error {
 	if n <= v.par {
-		return v.each(n, f)
+		return parallel(n, f)
 	}
 	for lo := 0; lo < n; lo += v.par {
 		hi := min(lo+v.par, n)
-		if err := v.each(hi-lo, func(i int) error { return f(lo + i) }); err != nil {
+		if err := parallel(hi-lo, func(i int) error { return f(lo + i) }); err != nil {
 			return err
 		}
 	}
