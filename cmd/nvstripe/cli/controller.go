@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/nvstripe/nvstripe/agent"
 	"github.com/nvstripe/nvstripe/controller"
@@ -74,7 +75,12 @@ func newControllerCmd(g *globals) *cobra.Command {
 		}),
 	}
 	addEtcdFlags(c, a)
-	fl := c.Flags()
+	f.register(c.Flags())
+	return c
+}
+
+// register defines the flags on fl.
+func (f *controllerFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.holder, "holder", "", "this controller's name in etcd (default controller.HOSTNAME)")
 	fl.DurationVar(&f.outAfter, "out-after", 10*time.Minute, "a namespace down this long is marked out and rebuilt")
 	fl.DurationVar(&f.grace, "grace", 5*time.Second, "a host silent this long is down")
@@ -84,10 +90,9 @@ func newControllerCmd(g *globals) *cobra.Command {
 	fl.StringVar(&f.bandwidth, "bandwidth", "256MiB", "bytes per second the controller's own moves may use (0: unlimited)")
 	fl.IntVar(&f.maxMoves, "max-moves", 32, "moves in flight in the whole cluster")
 	fl.IntVar(&f.maxMovesPerNS, "max-moves-per-ns", 2, "moves in flight writing to or copying from one namespace")
-	fl.StringVar(&f.api, "api", "", "HOST:PORT of the gRPC admin API (`admin --controller`; \"\": off)")
+	fl.StringVar(&f.api, "api", "", "HOST:PORT of the gRPC admin API, for admin --controller (\"\": off)")
 	fl.StringVar(&f.metrics, "metrics", "", "HOST:PORT of the Prometheus metrics listener (tasks, volume health; \"\": off)")
 	fl.StringVar(&f.hostNQN, "host-nqn", "", "NVMe host NQN the controller connects as (default: nvstripe's)")
-	return c
 }
 
 func (f *controllerFlags) runnerConfig(cmd *cobra.Command, s *meta.Store) (controller.RunnerConfig, error) {
