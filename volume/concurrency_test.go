@@ -115,3 +115,26 @@ func TestConcurrentStripeSharing(t *testing.T) {
 		mustEqual(t, fmt.Sprintf("block %d", b), got[b*4096:(b+1)*4096], pattern(4096, byte(b)))
 	}
 }
+
+// TestConformanceSynchronous runs the conformance suite on a volume over
+// plain in-memory namespaces, whose shard IO runs in line
+// (blockdev.Synchronous) instead of fanned out.
+func TestConformanceSynchronous(t *testing.T) {
+	g := layout.Geometry{K: 4, M: 2, Chunk: 64 << 10, SlotSize: 512 << 10}
+	devtest.Run(t, func(t *testing.T, size int64) blockdev.Device {
+		dm, slots := DeviceMap{}, map[string]int64{}
+		for i := 0; i < g.N(); i++ {
+			m, err := blockdev.NewMem((g.Segments(size)+1)*g.SlotSize, 4096)
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := fmt.Sprintf("m%d", i)
+			dm[name], slots[name] = m, g.Segments(size)+1
+		}
+		v, err := New(Options{Geometry: g, Size: size, Devices: dm, Alloc: NewMemAllocator(g.N(), slots)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	})
+}
