@@ -9,7 +9,6 @@ import (
 
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/placement"
-	"github.com/nvstripe/nvstripe/volume"
 )
 
 // MoveProgress reports one shard move.
@@ -27,38 +26,9 @@ type MoveProgress struct {
 // crash-safe: the move is recorded in etcd (BeginMove) before any data moves,
 // committed only when the new slot is complete and flushed (CommitMove),
 // and the old slot is released last (FinishMove). ResumeMoves cleans up
-// after a crash at any step.
+// after a crash at any step. MoveShardPaced is the same with pacing.
 func (m *Mapped) MoveShard(ctx context.Context, seg int64, idx int, to string, progress func(MoveProgress)) error {
-	rec, err := m.Map.Segment(ctx, seg)
-	if err != nil {
-		return err
-	}
-	dst, err := m.Map.BeginMove(ctx, seg, idx, to)
-	if err != nil {
-		return fmt.Errorf("segment %d shard %d: reserving a destination: %w", seg, idx, err)
-	}
-	p := MoveProgress{Segment: seg, Shard: idx, From: rec.Slots[idx], To: dst}
-	err = m.Volume.MoveSlot(ctx, seg, idx, volume.SlotRef{NS: dst.NS, Slot: dst.Slot}, volume.MoveOptions{
-		Commit: func(ctx context.Context) error { return m.Map.CommitMove(ctx, seg) },
-		Progress: func(done, total int64) {
-			if progress != nil {
-				p.Done, p.Total = done, total
-				progress(p)
-			}
-		},
-	})
-	if err != nil {
-		if aerr := m.Map.AbortMove(context.WithoutCancel(ctx), seg); aerr != nil {
-			err = errors.Join(err, fmt.Errorf("releasing the reserved slot: %w (ResumeMoves will)", aerr))
-		}
-	} else {
-		err = m.Map.FinishMove(ctx, seg)
-	}
-	if progress != nil {
-		p.Finished, p.Err = true, err
-		progress(p)
-	}
-	return err
+	return m.MoveShardPaced(ctx, seg, idx, to, nil, progress)
 }
 
 // ResumeMoves settles moves a crash left in etcd: a committed move is

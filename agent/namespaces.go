@@ -73,12 +73,39 @@ func (n *Namespaces) Device(id string) (blockdev.Device, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), n.opts.ConnectTimeout+5*time.Second)
 	defer cancel()
 	d, err := n.open(ctx, id)
-	if err != nil {
-		return nil, blockdev.Mark(fmt.Errorf("namespace %s: %w", id, err), blockdev.ErrUnavailable)
+	if err == nil {
+		n.devs[id] = d
+		return d, nil
 	}
-	n.devs[id] = d
-	return d, nil
+	err = fmt.Errorf("namespace %s: %w", id, err)
+	if blockdev.Class(err) != blockdev.ErrUnavailable {
+		return nil, err // a label mismatch, say: never serve it
+	}
+	// Unreachable (its target is down): a device that fails every IO as
+	// unavailable, so the volume works degraded around it instead of
+	// failing. It is not kept: a later open tries to connect again.
+	rec, rerr := n.store.Namespace(ctx, id)
+	if rerr != nil {
+		return nil, err
+	}
+	return unreachable{size: rec.Size, err: err}, nil
 }
+
+// unreachable is a namespace that could not be connected: every IO fails
+// with the connection error (class blockdev.ErrUnavailable).
+type unreachable struct {
+	size int64
+	err  error
+}
+
+func (u unreachable) ReadAt(context.Context, []byte, int64) error     { return u.err }
+func (u unreachable) WriteAt(context.Context, []byte, int64) error    { return u.err }
+func (u unreachable) Flush(context.Context) error                     { return u.err }
+func (u unreachable) WriteZeroes(context.Context, int64, int64) error { return u.err }
+func (u unreachable) Trim(context.Context, int64, int64) error        { return u.err }
+func (u unreachable) Size() int64                                     { return u.size }
+func (u unreachable) BlockSize() int                                  { return meta.BlockSize }
+func (u unreachable) Close() error                                    { return nil }
 
 func (n *Namespaces) open(ctx context.Context, id string) (blockdev.Device, error) {
 	rec, err := n.store.Namespace(ctx, id)
