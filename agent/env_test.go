@@ -212,7 +212,7 @@ func (e *agentEnv) newAgent(t *testing.T, o Options) *Agent {
 // deadline (the deadline only bounds a hang, it is not what is tested).
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(90 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

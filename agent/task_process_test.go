@@ -59,7 +59,7 @@ func startProcTarget(t *testing.T, bin string, store *meta.Store, c *meta.Cluste
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.kill() })
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		c, err := net.DialTimeout("tcp", p.addr, time.Second)
 		if err == nil {

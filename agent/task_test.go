@@ -61,7 +61,7 @@ func waitRebuilt(t testing.TB, store *meta.Store, ns string) {
 func waitRebuiltState(t testing.TB, store *meta.Store, ns, state string) {
 	t.Helper()
 	ctx := context.Background()
-	deadline := time.Now().Add(45 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute) // a hang guard: CI machines are slow under -race
 	for {
 		snap, err := controller.LoadSnapshot(ctx, store)
 		if err != nil {
@@ -263,7 +263,7 @@ func TestOwnerRebalancesAndDrains(t *testing.T) {
 func waitTasksGone(t *testing.T, store *meta.Store) {
 	t.Helper()
 	time.Sleep(300 * time.Millisecond) // let the controller pick up what was just recorded
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		snap, err := controller.LoadSnapshot(context.Background(), store)
 		if err != nil {
@@ -384,7 +384,7 @@ func TestControllerFailoverMidRebuild(t *testing.T) {
 
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(90 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

@@ -202,7 +202,7 @@ func startController(t *testing.T, a adminCLI, holder string) (out *ctlOutput, s
 
 func waitCLI(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(90 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

@@ -162,7 +162,7 @@ func TestAgentMapUnmapLs(t *testing.T) {
 // waitOutput waits until out contains want, failing if the command ends.
 func waitOutput(t *testing.T, out *syncBuffer, done chan error, want string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(90 * time.Second)
 	for !strings.Contains(out.String(), want) {
 		select {
 		case err := <-done:
