@@ -105,12 +105,18 @@ func workload(t *testing.T, m *Mapped, model []byte, stop <-chan struct{}) *sync
 	var wg sync.WaitGroup
 	q := int64(len(model) / 4)
 	var done atomic.Int64
+	// If the test ends early (t.Fatal), stop the workers before it is over:
+	// a worker reporting to a finished test panics the whole binary.
+	quit := make(chan struct{})
+	t.Cleanup(func() { close(quit); wg.Wait() })
 	for w := int64(0); w < 4; w++ {
 		wg.Go(func() {
 			rng := rand.New(rand.NewSource(w + 100))
 			for {
 				select {
 				case <-stop:
+					return
+				case <-quit:
 					return
 				default:
 				}

@@ -49,7 +49,9 @@ func (r *Runner) abort(ctx context.Context, seg SegmentID) error {
 	if err != nil {
 		return err
 	}
-	if err := vm.AbortMove(ctx, seg.Index); err != nil {
+	// A task its owner never began has no move record to abort (ErrInvalid):
+	// dropping the task is all there is to undo.
+	if err := vm.AbortMove(ctx, seg.Index); err != nil && !errors.Is(err, meta.ErrInvalid) {
 		return err
 	}
 	return r.cfg.Store.DeleteTask(ctx, MoveTaskID(seg))

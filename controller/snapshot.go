@@ -132,6 +132,13 @@ func (s *Snapshot) segment(id SegmentID, r *meta.SegmentRecord, v *meta.VolumeRe
 		seg.Slots[i] = Slot{NS: sl.NS, Slot: sl.Slot}
 	}
 	if r.Move == nil {
+		if t, ok := s.MoveTasks[id]; ok && t.State == meta.TaskRunning {
+			// Handed to the owner, which has not begun it (no move record
+			// yet): it is in flight all the same, so Decide must neither
+			// plan the segment again nor think a rebalance is over.
+			seg.Move = &Move{Shard: t.Shard, To: Slot{NS: t.To, Slot: -1}, Kind: t.Kind,
+				Started: t.Started, Done: t.Done, Total: t.Total}
+		}
 		return seg
 	}
 	mv := &Move{Shard: r.Move.Shard, To: Slot{NS: r.Move.To.NS, Slot: r.Move.To.Slot}, Kind: MoveRebalance}
