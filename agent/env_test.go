@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net"
 	"os/exec"
@@ -16,8 +15,6 @@ import (
 	"github.com/nvstripe/nvstripe/blockdev/faultdev"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/metatest"
-	"github.com/nvstripe/nvstripe/nvmeof/initiator"
-	"github.com/nvstripe/nvstripe/nvmeof/target"
 )
 
 // agentEnv is an etcd, three userspace NVMe/TCP targets on 127.0.0.1 (one
@@ -147,42 +144,12 @@ func (e *agentEnv) setUp(t *testing.T, endpoints []string) {
 
 func (e *agentEnv) addTarget(t *testing.T, c *meta.ClusterRecord, i int) {
 	t.Helper()
-	ctx := context.Background()
 	mem, err := blockdev.NewMem(envNSSize, 4096)
 	if err != nil {
 		t.Fatal(err)
 	}
 	fd := faultdev.New(mem, int64(i))
-	nqn := fmt.Sprintf("nqn.2026-11.io.nvstripe:agent-test-t%d", i)
-	tgt, err := target.New(target.Config{
-		Subsystems: []target.SubsystemConfig{{NQN: nqn, Namespaces: []target.NamespaceConfig{{NSID: 1, Device: fd}},
-			AllowedHosts: []string{initiator.DefaultHostNQN}}},
-		Listeners: []target.ListenerConfig{{Address: "127.0.0.1:0"}},
-	})
-	if err == nil {
-		err = tgt.Start(ctx)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tgt.Close() })
-	host := fmt.Sprintf("h%d", i)
-	if _, err := e.store.AddHost(ctx, host, nil); err != nil {
-		t.Fatal(err)
-	}
-	rec, err := e.store.AddNamespace(ctx, meta.NamespaceSpec{Host: host, NQN: nqn, NSID: 1, Size: envNSSize,
-		Paths: []meta.PathRecord{{Addr: "tcp://" + tgt.Addr(0), ANAGroup: 1, ANAState: meta.ANAOptimized}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev, err := Connect(ctx, rec, NamespaceOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
-	if err := WriteLabel(ctx, dev, c.Label(rec.ID)); err != nil {
-		t.Fatal(err)
-	}
+	_, rec := serveNamespace(t, e.store, c, i, fd)
 	e.faults, e.nsIDs = append(e.faults, fd), append(e.nsIDs, rec.ID)
 }
 

@@ -13,7 +13,6 @@ import (
 	"github.com/nvstripe/nvstripe/controller"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/metatest"
-	"github.com/nvstripe/nvstripe/nvmeof/initiator"
 	"github.com/nvstripe/nvstripe/nvmeof/target"
 	"github.com/nvstripe/nvstripe/placement"
 )
@@ -55,44 +54,12 @@ func benchCluster(b *testing.B, n int, nsSize, slotSize, volSize int64) (*meta.S
 }
 
 func benchTarget(b *testing.B, store *meta.Store, c *meta.ClusterRecord, i int, nsSize int64) *target.Target {
-	ctx := context.Background()
 	mem, err := blockdev.NewMem(nsSize, 4096)
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := mem.WriteAt(ctx, mustLabel(b, c.Label(fmt.Sprintf("h%d-n1", i))), 0); err != nil {
-		b.Fatal(err)
-	}
-	nqn := fmt.Sprintf("nqn.2026-11.io.nvstripe:bench-t%d", i)
-	tgt, err := target.New(target.Config{
-		Subsystems: []target.SubsystemConfig{{NQN: nqn, Namespaces: []target.NamespaceConfig{{NSID: 1, Device: mem}},
-			AllowedHosts: []string{initiator.DefaultHostNQN}}},
-		Listeners: []target.ListenerConfig{{Address: "127.0.0.1:0"}},
-	})
-	if err == nil {
-		err = tgt.Start(ctx)
-	}
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { tgt.Close() })
-	host := fmt.Sprintf("h%d", i)
-	if _, err := store.AddHost(ctx, host, nil); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := store.AddNamespace(ctx, meta.NamespaceSpec{Host: host, NQN: nqn, NSID: 1, Size: nsSize,
-		Paths: []meta.PathRecord{{Addr: "tcp://" + tgt.Addr(0), ANAGroup: 1}}}); err != nil {
-		b.Fatal(err)
-	}
+	tgt, _ := serveNamespace(b, store, c, i, mem)
 	return tgt
-}
-
-func mustLabel(b *testing.B, l meta.Label) []byte {
-	p, err := meta.EncodeLabel(l)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return p
 }
 
 // rebuildAll reconstructs every lost shard of m with parallel moves, paced

@@ -47,14 +47,23 @@ func newTestCluster(t *testing.T, n int, nsSize, slotSize int64) *testCluster {
 }
 
 func (tc *testCluster) addTarget(t *testing.T, c *meta.ClusterRecord, i int, nsSize int64) {
-	ctx := context.Background()
 	mem, err := blockdev.NewMem(nsSize, 4096)
 	if err != nil {
 		t.Fatal(err)
 	}
+	tgt, _ := serveNamespace(t, tc.store, c, i, mem)
+	tc.targets = append(tc.targets, tgt)
+}
+
+// serveNamespace serves dev as namespace 1 of a userspace NVMe/TCP target on
+// 127.0.0.1, registers host h<i> and namespace h<i>-n1 in etcd and labels it:
+// the set-up `nvstripe target serve` + `host add` + `ns add` do by hand.
+func serveNamespace(t testing.TB, store *meta.Store, c *meta.ClusterRecord, i int, dev blockdev.Device) (*target.Target, *meta.NamespaceRecord) {
+	t.Helper()
+	ctx := context.Background()
 	nqn := fmt.Sprintf("nqn.2026-11.io.nvstripe:test-t%d", i)
 	tgt, err := target.New(target.Config{
-		Subsystems: []target.SubsystemConfig{{NQN: nqn, Namespaces: []target.NamespaceConfig{{NSID: 1, Device: mem}},
+		Subsystems: []target.SubsystemConfig{{NQN: nqn, Namespaces: []target.NamespaceConfig{{NSID: 1, Device: dev}},
 			AllowedHosts: []string{initiator.DefaultHostNQN}}},
 		Listeners: []target.ListenerConfig{{Address: "127.0.0.1:0"}},
 	})
@@ -65,24 +74,24 @@ func (tc *testCluster) addTarget(t *testing.T, c *meta.ClusterRecord, i int, nsS
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tgt.Close() })
-	tc.targets = append(tc.targets, tgt)
 	host := fmt.Sprintf("h%d", i)
-	if _, err := tc.store.AddHost(ctx, host, nil); err != nil {
+	if _, err := store.AddHost(ctx, host, nil); err != nil {
 		t.Fatal(err)
 	}
-	rec, err := tc.store.AddNamespace(ctx, meta.NamespaceSpec{Host: host, NQN: nqn, NSID: 1, Size: nsSize,
-		Paths: []meta.PathRecord{{Addr: "tcp://" + tgt.Addr(0), ANAGroup: 1}}})
+	rec, err := store.AddNamespace(ctx, meta.NamespaceSpec{Host: host, NQN: nqn, NSID: 1, Size: dev.Size(),
+		Paths: []meta.PathRecord{{Addr: "tcp://" + tgt.Addr(0), ANAGroup: 1, ANAState: meta.ANAOptimized}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dev, err := Connect(ctx, rec, NamespaceOptions{})
+	conn, err := Connect(ctx, rec, NamespaceOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer dev.Close()
-	if err := WriteLabel(ctx, dev, c.Label(rec.ID)); err != nil {
+	defer conn.Close()
+	if err := WriteLabel(ctx, conn, c.Label(rec.ID)); err != nil {
 		t.Fatal(err)
 	}
+	return tgt, rec
 }
 
 // TestVolumeSurvivesTargetDeath runs verified random IO on a 4+2 volume whose
