@@ -28,17 +28,26 @@ type OwnerOptions struct {
 // Owner is a held ownership of a volume. Its Context is cancelled, with
 // cause ErrLeaseLost, the moment the lease expires, is revoked, or the
 // owner key is deleted; from then on fenced writes fail with ErrLeaseLost.
+//
+// It is also cancelled, on the owner's own clock, when no renewal has been
+// answered for the lease's TTL less a safety margin (see renewMargin): the
+// etcd client only notices an expired lease up to a second late, and a new
+// owner may be granted the volume the moment etcd expires the old lease, so
+// the old owner must stop first.
 type Owner struct {
 	s      *Store
 	volume string
 	key    string
 	lease  clientv3.LeaseID
 	epoch  int64
+	ttl    time.Duration
 	rec    OwnerRecord
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	done   chan struct{}
 	once   sync.Once
+	ka     <-chan *clientv3.LeaseKeepAliveResponse
+	wch    clientv3.WatchChan
 }
 
 // Epoch is the owner's epoch: the etcd revision that created its key. A new
@@ -71,6 +80,7 @@ func (s *Store) Acquire(ctx context.Context, volume string, o OwnerOptions) (*Ow
 	if err := rec.check(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
+	granted := time.Now() // the lease cannot expire before granted + TTL
 	lease, err := s.cli.Grant(ctx, int64((o.TTL+time.Second-1)/time.Second))
 	if err != nil {
 		return nil, s.wrap("grant lease", err)
@@ -80,7 +90,13 @@ func (s *Store) Acquire(ctx context.Context, volume string, o OwnerOptions) (*Ow
 		_, _ = s.cli.Revoke(context.WithoutCancel(ctx), lease.ID)
 		return nil, err
 	}
-	return s.startOwner(ctx, volume, key, rec, lease.ID, epoch)
+	ow, err := s.startOwner(ctx, volume, key, rec, lease.ID, epoch)
+	if err != nil {
+		return nil, err
+	}
+	ow.ttl = o.TTL
+	go ow.run(granted)
+	return ow, nil
 }
 
 // claim writes the owner key under the lease if the volume is ready and no
@@ -134,28 +150,40 @@ func (s *Store) startOwner(ctx context.Context, volume, key string, rec OwnerRec
 		_, _ = s.cli.Revoke(context.WithoutCancel(ctx), lease)
 		return nil, s.wrap("keep lease alive", err)
 	}
-	wch := s.cli.Watch(clientv3.WithRequireLeader(octx), key, clientv3.WithRev(epoch+1))
-	go o.run(ka, wch)
+	o.ka, o.wch = ka, s.cli.Watch(clientv3.WithRequireLeader(octx), key, clientv3.WithRev(epoch+1))
 	return o, nil
 }
 
-// run cancels the owner's context when the keep-alive stream ends or the
-// key is deleted or replaced.
-func (o *Owner) run(ka <-chan *clientv3.LeaseKeepAliveResponse, wch clientv3.WatchChan) {
+// renewMargin is how long before the lease could expire in etcd the owner
+// gives up on its own: a second (round trips, the client's once-a-second
+// check) or a fifth of the TTL, whichever is longer.
+func renewMargin(ttl time.Duration) time.Duration { return max(time.Second, ttl/5) }
+
+// run cancels the owner's context when the keep-alive stream ends, the key
+// is deleted or replaced, or no renewal was answered in time (TTL less
+// renewMargin since the grant or the last answer).
+func (o *Owner) run(granted time.Time) {
 	defer close(o.done)
 	lost := func(why string) {
 		o.cancel(fmt.Errorf("volume %s epoch %d: %s: %w", o.volume, o.epoch, why, ErrLeaseLost))
 	}
+	expiry := time.NewTimer(time.Until(granted.Add(o.ttl - renewMargin(o.ttl))))
+	defer expiry.Stop()
 	for {
 		select {
 		case <-o.ctx.Done():
 			return
-		case _, ok := <-ka:
+		case <-expiry.C:
+			lost("no lease renewal answered within the TTL less the safety margin")
+			return
+		case resp, ok := <-o.ka:
 			if !ok {
 				lost("lease expired or revoked")
 				return
 			}
-		case wr, ok := <-wch:
+			// The answer left etcd after it renewed the lease for resp.TTL.
+			expiry.Reset(time.Duration(resp.TTL)*time.Second - renewMargin(o.ttl))
+		case wr, ok := <-o.wch:
 			if !ok || wr.Err() != nil {
 				lost("lost the watch on the owner key")
 				return

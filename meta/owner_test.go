@@ -172,3 +172,17 @@ func TestLeaderElection(t *testing.T) {
 		t.Fatalf("leader after resign: %q", who)
 	}
 }
+
+// TestRenewMargin pins the owner's own safety margin: the owner stops at
+// TTL - margin after the last answered renewal, before etcd can expire the
+// lease and grant the volume to someone else.
+func TestRenewMargin(t *testing.T) {
+	for _, c := range []struct{ ttl, want time.Duration }{
+		{2 * time.Second, time.Second}, {5 * time.Second, time.Second},
+		{10 * time.Second, 2 * time.Second}, {60 * time.Second, 12 * time.Second},
+	} {
+		if got := renewMargin(c.ttl); got != c.want {
+			t.Errorf("renewMargin(%v) = %v, want %v", c.ttl, got, c.want)
+		}
+	}
+}
