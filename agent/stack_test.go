@@ -17,7 +17,6 @@ import (
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/fuse"
-	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/nbd"
 )
 
@@ -25,17 +24,7 @@ import (
 func stackVolume(t *testing.T, size int64) (*testCluster, *Mapped) {
 	t.Helper()
 	tc := newTestCluster(t, 6, 96<<20, 4<<20)
-	ctx := context.Background()
-	if _, err := tc.store.CreateVolume(ctx, meta.VolumeSpec{Name: "v", Size: size, Layout: meta.Layout{K: 4, M: 2, Chunk: 128 << 10}}); err != nil {
-		t.Fatal(err)
-	}
-	m, err := OpenVolume(ctx, tc.store, "v", OpenOptions{Holder: "test",
-		Namespaces: NamespaceOptions{ControllerLossTimeout: time.Second, ConnectTimeout: 2 * time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close(context.Background()) })
-	return tc, m
+	return tc, tc.openVolume(t, size, 128<<10, testOpenOptions("test"))
 }
 
 func run(t *testing.T, name string, args ...string) string {

@@ -116,14 +116,8 @@ func TestControllerRebuildsUnmappedVolume(t *testing.T) {
 	const size = 32 << 20
 	tc := newTestCluster(t, 8, 64<<20, 4<<20)
 	ctx := context.Background()
-	if _, err := tc.store.CreateVolume(ctx, meta.VolumeSpec{Name: "v", Size: size, Layout: meta.Layout{K: 4, M: 2, Chunk: 64 << 10}}); err != nil {
-		t.Fatal(err)
-	}
-	opts := OpenOptions{Holder: "writer", Namespaces: NamespaceOptions{ControllerLossTimeout: time.Second, ConnectTimeout: 2 * time.Second}}
-	m, err := OpenVolume(ctx, tc.store, "v", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	opts := testOpenOptions("writer")
+	m := tc.openVolume(t, size, 64<<10, opts)
 	model := fillVolume(t, m, size)
 	victim := tc.hostWithShards(t, m)
 	if err := m.Close(ctx); err != nil {
@@ -133,7 +127,7 @@ func TestControllerRebuildsUnmappedVolume(t *testing.T) {
 	tc.targets[victim].Close()
 	waitRebuilt(t, tc.store, fmt.Sprintf("h%d-n1", victim))
 
-	m, err = OpenVolume(ctx, tc.store, "v", opts)
+	m, err := OpenVolume(ctx, tc.store, "v", opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,15 +150,7 @@ func TestOwnerExecutesRebuildTask(t *testing.T) {
 	const size = 32 << 20
 	tc := newTestCluster(t, 8, 64<<20, 4<<20)
 	ctx := context.Background()
-	if _, err := tc.store.CreateVolume(ctx, meta.VolumeSpec{Name: "v", Size: size, Layout: meta.Layout{K: 4, M: 2, Chunk: 64 << 10}}); err != nil {
-		t.Fatal(err)
-	}
-	m, err := OpenVolume(ctx, tc.store, "v", OpenOptions{Holder: "node1",
-		Namespaces: NamespaceOptions{ControllerLossTimeout: time.Second, ConnectTimeout: 2 * time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close(ctx)
+	m := tc.openVolume(t, size, 64<<10, testOpenOptions("node1"))
 	model := fillVolume(t, m, size)
 	sctx, stop := context.WithCancel(ctx)
 	served := make(chan error, 1)
@@ -204,15 +190,7 @@ func TestOwnerRebalancesAndDrains(t *testing.T) {
 	const size, nsSize = 64 << 20, 64 << 20
 	tc := newTestCluster(t, 6, nsSize, 4<<20)
 	ctx := context.Background()
-	if _, err := tc.store.CreateVolume(ctx, meta.VolumeSpec{Name: "v", Size: size, Layout: meta.Layout{K: 4, M: 2, Chunk: 64 << 10}}); err != nil {
-		t.Fatal(err)
-	}
-	m, err := OpenVolume(ctx, tc.store, "v", OpenOptions{Holder: "node1",
-		Namespaces: NamespaceOptions{ControllerLossTimeout: time.Second, ConnectTimeout: 2 * time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close(ctx)
+	m := tc.openVolume(t, size, 64<<10, testOpenOptions("node1"))
 	model := fillVolume(t, m, size)
 	c, err := tc.store.Cluster(ctx)
 	if err != nil {
@@ -332,14 +310,8 @@ func TestControllerFailoverMidRebuild(t *testing.T) {
 	const size = 32 << 20
 	tc := newTestCluster(t, 8, 64<<20, 4<<20)
 	ctx := context.Background()
-	if _, err := tc.store.CreateVolume(ctx, meta.VolumeSpec{Name: "v", Size: size, Layout: meta.Layout{K: 4, M: 2, Chunk: 64 << 10}}); err != nil {
-		t.Fatal(err)
-	}
-	opts := OpenOptions{Holder: "writer", Namespaces: NamespaceOptions{ControllerLossTimeout: time.Second, ConnectTimeout: 2 * time.Second}}
-	m, err := OpenVolume(ctx, tc.store, "v", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	opts := testOpenOptions("writer")
+	m := tc.openVolume(t, size, 64<<10, opts)
 	model := fillVolume(t, m, size)
 	victim := tc.hostWithShards(t, m)
 	if err := m.Close(ctx); err != nil {

@@ -55,6 +55,29 @@ func (tc *testCluster) addTarget(t *testing.T, c *meta.ClusterRecord, i int, nsS
 	tc.targets = append(tc.targets, tgt)
 }
 
+// openVolume creates volume "v" (4+2, chunk bytes per chunk) and opens it
+// with o; it is closed when the test ends (Close is idempotent, so a test
+// may close it earlier).
+func (tc *testCluster) openVolume(t *testing.T, size, chunk int64, o OpenOptions) *Mapped {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := tc.store.CreateVolume(ctx, meta.VolumeSpec{Name: "v", Size: size, Layout: meta.Layout{K: 4, M: 2, Chunk: chunk}}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := OpenVolume(ctx, tc.store, "v", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(context.Background()) })
+	return m
+}
+
+// testOpenOptions are OpenOptions with short timeouts, so that a dead
+// target turns into degraded IO quickly.
+func testOpenOptions(holder string) OpenOptions {
+	return OpenOptions{Holder: holder, Namespaces: NamespaceOptions{ControllerLossTimeout: time.Second, ConnectTimeout: 2 * time.Second}}
+}
+
 // serveNamespace serves dev as namespace 1 of a userspace NVMe/TCP target on
 // 127.0.0.1, registers host h<i> and namespace h<i>-n1 in etcd and labels it:
 // the set-up `nvstripe target serve` + `host add` + `ns add` do by hand.
@@ -101,17 +124,10 @@ func TestVolumeSurvivesTargetDeath(t *testing.T) {
 	const size = 48 << 20
 	tc := newTestCluster(t, 6, 64<<20, 4<<20)
 	ctx := context.Background()
-	if _, err := tc.store.CreateVolume(ctx, meta.VolumeSpec{Name: "v", Size: size, Layout: meta.Layout{K: 4, M: 2, Chunk: 64 << 10}}); err != nil {
-		t.Fatal(err)
-	}
 	var degraded atomic.Int64
-	m, err := OpenVolume(ctx, tc.store, "v", OpenOptions{Holder: "test",
-		Namespaces: NamespaceOptions{ControllerLossTimeout: time.Second, ConnectTimeout: 2 * time.Second},
-		Events:     volume.EventListener{Degraded: func(volume.DegradedInfo) { degraded.Add(1) }}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close(ctx)
+	opts := testOpenOptions("test")
+	opts.Events = volume.EventListener{Degraded: func(volume.DegradedInfo) { degraded.Add(1) }}
+	m := tc.openVolume(t, size, 64<<10, opts)
 
 	model := make([]byte, size)
 	var done atomic.Int64 // ops finished, to kill the target mid-run
@@ -183,15 +199,7 @@ func TestRebuildRestoresRedundancy(t *testing.T) {
 	const size = 32 << 20
 	tc := newTestCluster(t, 8, 64<<20, 4<<20)
 	ctx := context.Background()
-	if _, err := tc.store.CreateVolume(ctx, meta.VolumeSpec{Name: "v", Size: size, Layout: meta.Layout{K: 4, M: 2, Chunk: 64 << 10}}); err != nil {
-		t.Fatal(err)
-	}
-	m, err := OpenVolume(ctx, tc.store, "v", OpenOptions{Holder: "test",
-		Namespaces: NamespaceOptions{ControllerLossTimeout: time.Second, ConnectTimeout: 2 * time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close(ctx)
+	m := tc.openVolume(t, size, 64<<10, testOpenOptions("test"))
 	model := make([]byte, size)
 	var done atomic.Int64
 	randomIO(t, m.Volume, model, 0, rand.New(rand.NewSource(7)), 150, &done)
