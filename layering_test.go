@@ -85,6 +85,8 @@ func importRules() map[string]rule {
 		"placement":     pureRule("placement is pure planning over a Cluster value"),
 		"nvmeof/pdu":    pureRule("nvmeof/pdu is a pure codec over []byte and io.Reader"),
 		"nbd/proto":     pureRule("nbd/proto is a pure codec over []byte and io.Reader"),
+		"nbd/nbdtest": {ours: []string{"blockdev", "nbd/proto"},
+			why: "nbd/nbdtest is a test NBD client: it speaks the protocol of nbd/proto to any server"},
 		"volume": {ours: []string{"blockdev", "ec", "volume/layout"}, third: syncPkgs,
 			std: map[string]string{"os": whyVolumeIO, "net": whyVolumeIO, "net/...": whyVolumeIO},
 			why: "volume is the IO engine over blockdev.Device"},
