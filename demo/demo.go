@@ -3,6 +3,12 @@
 // namespaces, a k+m volume placed over them, served over NBD (and as a FUSE
 // file where /dev/fuse works) until the context ends. Only cmd imports it.
 //
+// With Options.Chaos an in-process controller (controller.Runner with short
+// timings, TCP probes of the targets) and the mapping's task server run
+// too: after ready the demo stops a target and shows the real machinery at
+// work (namespace down, then out, rebuild tasks handed to the mapping with
+// their progress, redundancy and data checked).
+//
 // Concurrency: Run blocks until ctx is done, then shuts everything down.
 package demo
 
@@ -46,9 +52,13 @@ type Options struct {
 	NBDListen string
 	// FUSEDir, when set, also mounts the volume there as a file.
 	FUSEDir string
-	// Chaos, after ready, stops a target, shows degraded reads, rebuilds the
-	// lost shards with progress and verifies redundancy is restored. The
-	// default number of targets becomes 7 (a spare host for the rebuild).
+	// Chaos, after ready, stops a target, shows degraded reads, and lets an
+	// in-process controller (short timings: down after 1s, out 3s later)
+	// mark its namespace out and hand the rebuild to this demo's mapping,
+	// showing the task records' progress; then it verifies that redundancy
+	// is restored and the data intact. A rebuild onto a distinct host needs
+	// a spare host: with Chaos, Targets defaults to, and is raised to at
+	// least, K+M+1 (7 for 4+2).
 	Chaos bool
 	// Name is the volume and export name. Default "demo".
 	Name string
@@ -66,14 +76,14 @@ func (o *Options) ensureDefaults() {
 			*p = v
 		}
 	}
+	if o.K == 0 {
+		o.K, o.M = 4, 2
+	}
 	if o.Targets == 0 {
 		o.Targets = 6
 		if o.Chaos {
-			o.Targets = 7
+			o.Targets = o.K + o.M + 1
 		}
-	}
-	if o.K == 0 {
-		o.K, o.M = 4, 2
 	}
 	def(&o.Size, 4<<30)
 	def(&o.Chunk, 128<<10)
@@ -105,6 +115,10 @@ func Run(ctx context.Context, o Options) error {
 	o.ensureDefaults()
 	if o.Dir == "" {
 		return errors.New("demo: a directory is required (--dir)")
+	}
+	if spare := o.K + o.M + 1; o.Chaos && o.Targets < spare {
+		fmt.Fprintf(o.Out, "chaos: %d targets leave no spare host to rebuild a %d+%d volume onto: starting %d\n", o.Targets, o.K, o.M, spare)
+		o.Targets = spare
 	}
 	d := &demo{o: o}
 	defer d.shutdown()
@@ -138,6 +152,12 @@ type demo struct {
 	nbdAddr string
 	served  chan error
 	fs      *fuse.FS
+	holder  string // the mapping's owner name (task records address it)
+
+	// stopControl and controlDone stop and wait for the controller and the
+	// task server (Chaos only).
+	stopControl context.CancelFunc
+	controlDone chan struct{}
 
 	degraded atomic.Int64 // stripes read or written degraded
 }
@@ -153,6 +173,7 @@ func (d *demo) start(ctx context.Context) error {
 		{"volume", d.openVolume},
 		{"nbd", d.serveNBD},
 		{"fuse", d.mountFUSE},
+		{"controller", d.startControl},
 	}
 	for _, s := range steps {
 		if err := s.do(ctx); err != nil {
@@ -251,7 +272,8 @@ func (d *demo) openVolume(ctx context.Context) error {
 		return err
 	}
 	host, _ := os.Hostname()
-	d.mapped, err = agent.OpenVolume(ctx, d.store, d.o.Name, agent.OpenOptions{Holder: "demo." + host,
+	d.holder = "demo." + host
+	d.mapped, err = agent.OpenVolume(ctx, d.store, d.o.Name, agent.OpenOptions{Holder: d.holder,
 		Namespaces: agent.NamespaceOptions{ControllerLossTimeout: 2 * time.Second},
 		Events:     volume.EventListener{Degraded: func(volume.DegradedInfo) { d.degraded.Add(1) }}})
 	if err != nil {
@@ -332,6 +354,7 @@ func (d *demo) shutdown() {
 		d.nbd.Close()
 		<-d.served
 	}
+	d.stopControlLoops()
 	if d.mapped != nil {
 		d.mapped.Close(ctx)
 	}
