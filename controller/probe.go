@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -29,19 +30,99 @@ func ProbeTCP(timeout time.Duration) func(ctx context.Context, ns *meta.Namespac
 	}
 }
 
-// probe asks every host whether it is alive, feeds the answers to the
-// tracker and applies its transitions: a host down past Grace puts its
+// liveness feeds the tracker what this tick learned — the gossip events
+// queued since the last tick, then TCP probes of the hosts gossip does not
+// judge — and applies its transitions: a host down past Grace puts its
 // namespaces that are in service down; one back up puts its down ones back
 // in. Out and failed are left alone: they are cleared by an operator.
-func (r *Runner) probe(ctx context.Context, snap *Snapshot, now time.Time) {
+func (r *Runner) liveness(ctx context.Context, snap *Snapshot, now time.Time) {
 	hosts := map[string][]*meta.NamespaceRecord{}
 	for _, n := range snap.Namespaces {
 		hosts[n.Host] = append(hosts[n.Host], n)
 	}
+	for _, nss := range hosts {
+		slices.SortFunc(nss, func(a, b *meta.NamespaceRecord) int { return strings.Compare(a.ID, b.ID) })
+	}
+	r.observeGossip(hosts, now)
+	if r.cfg.Probe != nil && !r.probe(ctx, hosts, now) {
+		return
+	}
+	r.observed = now
+	for _, tr := range r.tracker.Tick(now) {
+		r.transition(ctx, snap, tr)
+	}
+}
+
+// observeGossip feeds the tracker the queued gossip events, each at the
+// time it was seen, then the current state of every host gossip judges.
+// A host is alive while one of its target members is.
+func (r *Runner) observeGossip(hosts map[string][]*meta.NamespaceRecord, now time.Time) {
+	if r.cfg.Gossip == nil {
+		return
+	}
+	var evs []memberEvent
+	if r.gossipResume {
+		evs, r.gossipResume = r.cfg.Gossip.resume(), false
+	} else {
+		evs = r.cfg.Gossip.take()
+	}
+	for _, ev := range evs {
+		ms := r.gossipHosts[ev.host]
+		if ms == nil {
+			ms = map[string]bool{}
+			r.gossipHosts[ev.host] = ms
+		}
+		ms[ev.name] = ev.alive
+		at := ev.at
+		if at.Before(r.observed) {
+			at = r.observed // the tracker's clock never runs back
+		}
+		if at.After(now) {
+			at = now
+		}
+		r.observed = at
+		r.tracker.Observe(hostMember(ev.host, hosts[ev.host], anyAlive(ms)), at)
+	}
+	for h, ms := range r.gossipHosts {
+		if nss, ok := hosts[h]; ok {
+			r.tracker.Observe(hostMember(h, nss, anyAlive(ms)), now) // namespaces added since
+		}
+	}
+}
+
+func anyAlive(ms map[string]bool) bool {
+	for _, alive := range ms {
+		if alive {
+			return true
+		}
+	}
+	return false
+}
+
+// hostMember is the tracker's member for a host: named after it, serving
+// its namespaces.
+func hostMember(host string, nss []*meta.NamespaceRecord, alive bool) health.Member {
+	m := health.Member{Name: host, Status: health.StatusDead, Meta: health.Meta{Role: health.RoleTarget, Host: host}}
+	if alive {
+		m.Status = health.StatusAlive
+	}
+	for _, n := range nss {
+		m.Meta.Namespaces = append(m.Meta.Namespaces, n.ID)
+	}
+	return m
+}
+
+// probe asks every host that gossip does not judge whether it is alive (a
+// host is when one of its namespaces answers) and feeds the answers to the
+// tracker. It returns false when ctx ended meanwhile.
+func (r *Runner) probe(ctx context.Context, hosts map[string][]*meta.NamespaceRecord, now time.Time) bool {
 	alive := map[string]bool{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for h, nss := range hosts {
+		if r.gossipHosts[h] != nil {
+			continue
+		}
 		wg.Go(func() {
 			ok := false
 			for _, n := range nss {
@@ -56,21 +137,12 @@ func (r *Runner) probe(ctx context.Context, snap *Snapshot, now time.Time) {
 	}
 	wg.Wait()
 	if ctx.Err() != nil {
-		return
+		return false
 	}
-	for h, nss := range hosts {
-		m := health.Member{Name: h, Status: health.StatusDead, Meta: health.Meta{Role: health.RoleTarget, Host: h}}
-		if alive[h] {
-			m.Status = health.StatusAlive
-		}
-		for _, n := range nss {
-			m.Meta.Namespaces = append(m.Meta.Namespaces, n.ID)
-		}
-		r.tracker.Observe(m, now)
+	for h, ok := range alive {
+		r.tracker.Observe(hostMember(h, hosts[h], ok), now)
 	}
-	for _, tr := range r.tracker.Tick(now) {
-		r.transition(ctx, snap, tr)
-	}
+	return true
 }
 
 // transition applies one tracker transition to metadata and snap.
@@ -84,6 +156,10 @@ func (r *Runner) transition(ctx context.Context, snap *Snapshot, tr health.Trans
 	default:
 		return
 	}
+	by := "probe"
+	if r.gossipHosts[tr.Host] != nil {
+		by = "gossip"
+	}
 	for _, id := range tr.Namespaces {
 		n := snap.Namespaces[id]
 		if n == nil || n.State != from.String() {
@@ -93,7 +169,7 @@ func (r *Runner) transition(ctx context.Context, snap *Snapshot, tr health.Trans
 			r.cfg.Logf("namespace %s: %v", id, err)
 			continue
 		}
-		r.cfg.Logf("namespace %s: host %s %s, %s -> %s", id, tr.Host, tr.To, from, to)
+		r.cfg.Logf("namespace %s: host %s %s by %s, %s -> %s", id, tr.Host, tr.To, by, from, to)
 		n.State = to.String()
 		for i := range snap.State.Namespaces {
 			if snap.State.Namespaces[i].ID == id {

@@ -53,9 +53,15 @@ type RunnerConfig struct {
 	Mover Mover
 	// Pacer paces this controller's own moves. Default nil: unpaced.
 	Pacer *Pacer
+	// Gossip, when set, carries the membership events of this controller's
+	// health.Node (see Gossip): a host with a target member in the gossip
+	// pool is judged by gossip alone, from the first event about it on.
+	// Default nil: no gossip.
+	Gossip *Gossip
 	// Probe reports whether a namespace answers (a host is alive when one
-	// of its namespaces does). Default nil: no liveness tracking, namespace
-	// states come from metadata only. ProbeTCP dials the paths.
+	// of its namespaces does); it judges the hosts gossip does not. Default
+	// nil: hosts without gossip are not tracked, their namespace states
+	// come from metadata only. ProbeTCP dials the paths.
 	Probe func(ctx context.Context, ns *meta.NamespaceRecord) bool
 	// Health tunes the liveness tracker (Grace, flapping). Its OutAfter is
 	// unused: Decide.OutAfter marks namespaces out.
@@ -110,8 +116,15 @@ type Runner struct {
 	running map[SegmentID]*running
 	nsSeen  map[string]nsSeen
 	mvSeen  map[SegmentID]mvSeen
-	tracker *health.Tracker
 	wg      sync.WaitGroup
+
+	// Owned by the loop (lead and Tick), reset when leadership starts.
+	tracker      *health.Tracker
+	gossipHosts  map[string]map[string]bool // host -> its target members -> alive
+	gossipResume bool                       // the next tick starts from Gossip.resume
+	observed     time.Time                  // the latest time given to the tracker
+	heldNoted    map[string]string          // volume -> why it is held back, as logged
+	backoff      map[string]volBackoff      // volumes whose moves wait, by volume; REQUIRES: mu held
 }
 
 type running struct {
@@ -180,6 +193,8 @@ func (r *Runner) lead(ctx, leadCtx context.Context) {
 	tr, _ := health.NewTracker(r.cfg.Health)
 	r.mu.Lock()
 	r.leading, r.tracker = true, tr
+	r.gossipHosts, r.gossipResume, r.observed = map[string]map[string]bool{}, true, time.Time{}
+	r.backoff, r.heldNoted = map[string]volBackoff{}, map[string]string{}
 	r.running, r.nsSeen, r.mvSeen = map[SegmentID]*running{}, map[string]nsSeen{}, map[SegmentID]mvSeen{}
 	r.mu.Unlock()
 	for lctx.Err() == nil {
@@ -204,7 +219,8 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-// Tick runs one round: read, probe, clean up, decide, act. Run calls it
+// Tick runs one round: read, judge liveness (gossip, probes), clean up,
+// decide, act. Run calls it
 // while leading; ctx must end when leadership does.
 func (r *Runner) Tick(ctx context.Context) error {
 	snap, err := LoadSnapshot(ctx, r.cfg.Store)
@@ -212,12 +228,12 @@ func (r *Runner) Tick(ctx context.Context) error {
 		return err
 	}
 	now := r.cfg.Now()
-	if r.cfg.Probe != nil {
-		r.probe(ctx, snap, now)
+	if r.cfg.Probe != nil || r.cfg.Gossip != nil {
+		r.liveness(ctx, snap, now)
 	}
 	r.fill(snap, now)
 	r.cleanup(ctx, snap)
-	acts, err := Decide(snap.State, now, r.cfg.Decide)
+	acts, err := Decide(r.holdBack(snap, now), now, r.cfg.Decide)
 	if err != nil {
 		return err
 	}

@@ -107,6 +107,9 @@ func (r *Runner) runMove(ctx context.Context, run *running) {
 	r.mu.Lock()
 	delete(r.running, t.Segment)
 	t = run.task
+	if ctx.Err() == nil {
+		r.busyLocked(t.Segment.Volume, err, r.cfg.Now())
+	}
 	r.mu.Unlock()
 	if ctx.Err() != nil {
 		return // leadership lost or aborted: the next leader cleans up

@@ -19,6 +19,8 @@ type Snapshot struct {
 	Volumes    map[string]*meta.VolumeRecord
 	// Owners maps a volume to the holder of its read-write lease ("" none).
 	Owners map[string]string
+	// Readers maps a volume to the holders of its read-only leases.
+	Readers map[string][]string
 	// MoveTasks are the move task records by segment; Tasks all records.
 	MoveTasks map[SegmentID]MoveTask
 	Tasks     []*meta.TaskRecord
@@ -30,7 +32,7 @@ type Snapshot struct {
 // their owners and segments, and tasks.
 func LoadSnapshot(ctx context.Context, store *meta.Store) (*Snapshot, error) {
 	s := &Snapshot{Namespaces: map[string]*meta.NamespaceRecord{}, Volumes: map[string]*meta.VolumeRecord{},
-		Owners: map[string]string{}, MoveTasks: map[SegmentID]MoveTask{},
+		Owners: map[string]string{}, Readers: map[string][]string{}, MoveTasks: map[SegmentID]MoveTask{},
 		Segments: map[string]map[int64]*meta.SegmentRecord{}}
 	if err := s.loadHosts(ctx, store); err != nil {
 		return nil, err
@@ -106,6 +108,8 @@ func (s *Snapshot) loadVolume(ctx context.Context, store *meta.Store, v *meta.Vo
 	for _, o := range owners {
 		if o.Mode == meta.ModeRW {
 			s.Owners[v.Name] = o.Holder
+		} else {
+			s.Readers[v.Name] = append(s.Readers[v.Name], o.Holder)
 		}
 	}
 	vm, err := store.VolumeMap(ctx, v.Name, nil)

@@ -1,0 +1,87 @@
+package controller
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nvstripe/nvstripe/meta"
+)
+
+// maxBackoff caps how long a volume's moves wait after its ownership was
+// found busy.
+const maxBackoff = time.Minute
+
+// volBackoff is a volume whose moves wait: until when, and the last wait.
+type volBackoff struct {
+	until time.Time
+	wait  time.Duration
+}
+
+// holdBack returns the State Decide works on: snap's, less the segments of
+// volumes whose moves cannot start now, so that they neither take the move
+// budget of other volumes every tick nor start and fail in a loop.
+//
+// A volume is held back while it is mapped read-only and read-write by
+// nobody: its owner cannot carry moves out, and the Mover cannot take the
+// read-write lease, which metadata refuses while readers hold theirs (a
+// reader follows the segment map it opened, so a shard moved under it would
+// be read from a freed slot). Its moves start once the readers unmap; reads
+// meanwhile reconstruct lost shards. A volume is also held back for a while
+// after the Mover found its ownership busy (a mapping raced the snapshot):
+// from Interval, doubling, to maxBackoff.
+func (r *Runner) holdBack(snap *Snapshot, now time.Time) State {
+	held := map[string]bool{}
+	for v := range snap.Volumes {
+		readers := snap.Readers[v]
+		if snap.Owners[v] == "" && len(readers) > 0 {
+			held[v] = true
+			r.noteHeld(v, "mapped read-only by "+strings.Join(readers, ",")+
+				": its moves wait until the readers unmap (no read-write owner to run them, and the controller may not take the volume under readers)")
+		}
+	}
+	r.mu.Lock()
+	for v, b := range r.backoff {
+		if now.Before(b.until) {
+			held[v] = true
+		}
+	}
+	r.mu.Unlock()
+	for v := range r.heldNoted {
+		if !held[v] || snap.Volumes[v] == nil {
+			delete(r.heldNoted, v)
+		}
+	}
+	if len(held) == 0 {
+		return snap.State
+	}
+	st := snap.State
+	st.Segments = slices.DeleteFunc(slices.Clone(st.Segments), func(s Segment) bool { return held[s.ID.Volume] })
+	return st
+}
+
+// noteHeld logs why a volume is held back, once per reason.
+func (r *Runner) noteHeld(v, why string) {
+	if r.heldNoted[v] == why {
+		return
+	}
+	r.heldNoted[v] = why
+	r.cfg.Logf("volume %s: %s", v, why)
+}
+
+// busy records that the Mover found a volume's ownership busy (err wraps
+// meta.ErrBusy) or that its move succeeded (err nil). REQUIRES: mu held.
+func (r *Runner) busyLocked(vol string, err error, now time.Time) {
+	if err == nil {
+		delete(r.backoff, vol)
+		return
+	}
+	if !errors.Is(err, meta.ErrBusy) {
+		return
+	}
+	b := r.backoff[vol]
+	b.wait = min(max(2*b.wait, r.cfg.Interval), maxBackoff)
+	b.until = now.Add(b.wait)
+	r.backoff[vol] = b
+}

@@ -1,0 +1,153 @@
+package controller
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/placement"
+)
+
+// countingMover counts the moves asked of it, by volume.
+type countingMover struct {
+	Mover
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (m *countingMover) MoveShard(ctx context.Context, req MoveRequest) error {
+	m.mu.Lock()
+	m.calls[req.Volume]++
+	m.mu.Unlock()
+	return m.Mover.MoveShard(ctx, req)
+}
+
+func (m *countingMover) count(vol string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.calls[vol]
+}
+
+// volumeShardsOn counts the shards of vol on namespace ns, and its moves in
+// flight.
+func volumeShardsOn(t *testing.T, store *meta.Store, vol, ns string) (shards, moves int) {
+	t.Helper()
+	vm, err := store.VolumeMap(context.Background(), vol, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	segs, _, err := vm.Segments(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range segs {
+		for _, sl := range s.Slots {
+			if sl.NS == ns {
+				shards++
+			}
+		}
+		if s.Move != nil {
+			moves++
+		}
+	}
+	return shards, moves
+}
+
+// TestRunnerReadOnlyMapped: volume v is mapped read-only only (no
+// read-write owner) and one of its namespaces fails. The controller neither
+// hands its moves to anyone nor runs them through its Mover (which could
+// not take the volume under readers) tick after tick: it says why once and
+// rebuilds the other volume w meanwhile, whose moves v's must not starve.
+// Once the reader unmaps, v is rebuilt too.
+func TestRunnerReadOnlyMapped(t *testing.T) {
+	eps := metaCluster(t, 8, 4)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	admin := openStore(t, eps)
+	if _, err := admin.CreateVolume(ctx, meta.VolumeSpec{Name: "w", Size: 4 * 4 << 20,
+		Layout: meta.Layout{K: 4, M: 2, Chunk: 64 << 10}}); err != nil {
+		t.Fatal(err)
+	}
+	wm, err := admin.VolumeMap(ctx, "w", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s := range int64(4) {
+		if _, err := wm.Allocate(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	failed := ""
+	for _, h := range []string{"h0", "h1", "h2", "h3", "h4", "h5", "h6", "h7"} {
+		nv, _ := volumeShardsOn(t, admin, "v", h+"-n1")
+		nw, _ := volumeShardsOn(t, admin, "w", h+"-n1")
+		if nv > 0 && nw > 0 {
+			failed = h + "-n1"
+			break
+		}
+	}
+	if failed == "" {
+		t.Fatal("no namespace holds shards of both v and w")
+	}
+	reader, err := admin.Acquire(ctx, "v", meta.OwnerOptions{Holder: "reader", ReadOnly: true, TTL: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Release(context.WithoutCancel(ctx))
+	if err := admin.SetNamespaceState(ctx, failed, placement.StateFailed); err != nil {
+		t.Fatal(err)
+	}
+	store := openStore(t, eps)
+	mv := &countingMover{Mover: &metaMover{store: store, holder: "ctl", steps: 2, step: time.Millisecond, act: newActors()},
+		calls: map[string]int{}}
+	var held atomic.Int32
+	r, err := NewRunner(RunnerConfig{Store: store, Holder: "ctl", Mover: mv, Interval: 50 * time.Millisecond,
+		LeaderTTL: 2 * time.Second, Decide: Config{MaxMovesPerNS: 1},
+		Logf: func(f string, a ...any) {
+			if strings.Contains(f, "volume %s: %s") && strings.Contains(a[1].(string), "read-only") {
+				held.Add(1)
+			}
+			t.Logf(f, a...)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	waitFor(t, "w rebuilt", func() bool {
+		n, m := volumeShardsOn(t, admin, "w", failed)
+		return n == 0 && m == 0
+	})
+	// w's rebuild took many ticks; v's moves were held all along.
+	if n := mv.count("v"); n != 0 {
+		t.Errorf("the mover was asked %d moves of v, mapped read-only", n)
+	}
+	ts, err := admin.Tasks(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range ts {
+		if tr.Volume == "v" {
+			t.Errorf("task of read-only mapped v: %+v", tr)
+		}
+	}
+	if n := held.Load(); n != 1 {
+		t.Errorf("said %d times that v is held back; want once", n)
+	}
+	if err := reader.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "v rebuilt after the reader unmapped", func() bool {
+		n, m := volumeShardsOn(t, admin, "v", failed)
+		return n == 0 && m == 0
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	checkNoLeaks(t, admin)
+}
