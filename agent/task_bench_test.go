@@ -2,8 +2,13 @@ package agent
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"math/rand"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,6 +25,20 @@ import (
 // benchCluster is newTestCluster for benchmarks: n userspace targets with an
 // in-memory namespace each, and a written 4+2 volume "v" mapped by "bench".
 func benchCluster(b *testing.B, n int, nsSize, slotSize, volSize int64) (*meta.Store, []*target.Target, *Mapped) {
+	store, tgts, m, _ := benchClusterOn(b, n, slotSize, volSize, func(int) blockdev.Device {
+		mem, err := blockdev.NewMem(nsSize, 4096)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return mem
+	})
+	return store, tgts, m
+}
+
+// benchClusterOn is benchCluster with namespace i on newDev(i). It also
+// returns how long writing the volume took (four writers of 8 MiB
+// requests).
+func benchClusterOn(b *testing.B, n int, slotSize, volSize int64, newDev func(i int) blockdev.Device) (*meta.Store, []*target.Target, *Mapped, time.Duration) {
 	ctx := context.Background()
 	store, err := meta.Open(ctx, meta.Config{Endpoints: metatest.Start(b)})
 	if err != nil {
@@ -32,7 +51,8 @@ func benchCluster(b *testing.B, n int, nsSize, slotSize, volSize int64) (*meta.S
 	}
 	var tgts []*target.Target
 	for i := 0; i < n; i++ {
-		tgts = append(tgts, benchTarget(b, store, c, i, nsSize))
+		tgt, _ := serveNamespace(b, store, c, i, newDev(i))
+		tgts = append(tgts, tgt)
 	}
 	if _, err := store.CreateVolume(ctx, meta.VolumeSpec{Name: "v", Size: volSize, Layout: meta.Layout{K: 4, M: 2, Chunk: 128 << 10}}); err != nil {
 		b.Fatal(err)
@@ -43,23 +63,31 @@ func benchCluster(b *testing.B, n int, nsSize, slotSize, volSize int64) (*meta.S
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { m.Close(ctx) })
-	buf := make([]byte, 8<<20)
-	rand.New(rand.NewSource(1)).Read(buf)
-	for off := int64(0); off < volSize; off += int64(len(buf)) {
-		if err := m.Volume.WriteAt(ctx, buf, off); err != nil {
-			b.Fatal(err)
-		}
-	}
-	return store, tgts, m
+	t0 := time.Now()
+	fillBench(b, m, volSize)
+	return store, tgts, m, time.Since(t0)
 }
 
-func benchTarget(b *testing.B, store *meta.Store, c *meta.ClusterRecord, i int, nsSize int64) *target.Target {
-	mem, err := blockdev.NewMem(nsSize, 4096)
-	if err != nil {
-		b.Fatal(err)
+// fillBench writes the whole volume with four writers of 8 MiB requests.
+func fillBench(b *testing.B, m *Mapped, volSize int64) {
+	const req, writers = 8 << 20, 4
+	buf := make([]byte, req)
+	rand.New(rand.NewSource(1)).Read(buf)
+	var wg sync.WaitGroup
+	for w := int64(0); w < writers; w++ {
+		wg.Go(func() {
+			for off := w * req; off < volSize; off += writers * req {
+				if err := m.Volume.WriteAt(context.Background(), buf[:min(req, volSize-off)], off); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
 	}
-	tgt, _ := serveNamespace(b, store, c, i, mem)
-	return tgt
+	wg.Wait()
+	if b.Failed() {
+		b.FailNow()
+	}
 }
 
 // rebuildAll reconstructs every lost shard of m with parallel moves, paced
@@ -193,32 +221,190 @@ func benchRebuild(b *testing.B, reads bool) {
 	}
 }
 
+// Flags of BenchmarkDeathToRedundancy.
+var (
+	deathSize = flag.String("death-size", "512MiB",
+		"volume size of BenchmarkDeathToRedundancy (KiB/MiB/GiB/TiB suffixes); above 1GiB the namespaces are files under -death-dir")
+	deathDir = flag.String("death-dir", "",
+		"directory for the file-backed namespaces of BenchmarkDeathToRedundancy (default: a temporary directory)")
+)
+
+// parseBenchSize parses "512MiB", "10GiB", "4096" (bytes).
+func parseBenchSize(s string) (int64, error) {
+	mult := int64(1)
+	for i, suf := range []string{"KiB", "MiB", "GiB", "TiB"} {
+		if v, ok := strings.CutSuffix(s, suf); ok {
+			s, mult = v, int64(1)<<(10*(i+1))
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("size %q: want a positive number with an optional KiB/MiB/GiB/TiB suffix", s)
+	}
+	return n * mult, nil
+}
+
+// deathConfig is one BenchmarkDeathToRedundancy set-up.
+type deathConfig struct {
+	vol, slot, nsSize int64
+	files             bool   // file-backed namespaces (else in memory)
+	dir               string // for the files
+}
+
+// newDeathConfig derives the set-up from -death-size and -death-dir: up to
+// 1 GiB, 16 MiB slots on in-memory namespaces; above, 256 MiB slots on
+// sparse files (10 GiB of 4+2 data is 15 GiB of shards, too much for memory
+// next to everything else). Namespaces hold twice an even share of the
+// shards plus the label slot, so that the seven survivors can take the
+// eighth's shards.
+func newDeathConfig(b *testing.B) deathConfig {
+	vol, err := parseBenchSize(*deathSize)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := deathConfig{vol: vol, slot: 16 << 20, dir: *deathDir}
+	if vol > 1<<30 {
+		c.slot, c.files = 256<<20, true
+	}
+	segs := (vol + 4*c.slot - 1) / (4 * c.slot)
+	perNS := (segs*6 + 7) / 8
+	c.nsSize = (2*perNS + 1) * c.slot
+	if c.files && c.dir == "" {
+		c.dir = b.TempDir()
+	}
+	return c
+}
+
+// device returns namespace i's device, closed when the benchmark ends.
+func (c deathConfig) device(b *testing.B, i int) blockdev.Device {
+	if !c.files {
+		mem, err := blockdev.NewMem(c.nsSize, 4096)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return mem
+	}
+	path := filepath.Join(c.dir, fmt.Sprintf("death-ns%d.img", i))
+	f, err := blockdev.OpenFile(path, &blockdev.FileOptions{Size: c.nsSize, Sparse: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { f.Close(); os.Remove(path) })
+	return f
+}
+
+// deathTimes are the phases of one death-to-redundancy run.
+type deathTimes struct {
+	fill, out, total time.Duration
+	rebuilt          int64 // bytes of shard data reconstructed
+}
+
 // BenchmarkDeathToRedundancy measures the time from a target's death to
-// full redundancy of a mapped 512 MiB 4+2 volume on 8 userspace targets:
-// the controller's probe notices (Grace 300ms), marks the namespace out
-// (OutAfter 1s, test timings), the owner rebuilds (unpaced). SetBytes is the
-// volume size.
+// full redundancy of a mapped 4+2 volume (-death-size, default 512 MiB) on
+// 8 userspace NVMe/TCP targets: the controller's TCP probe notices (Grace
+// 300ms) and marks the namespace out (OutAfter 1s; test timings, so
+// death->out is about 1.3s plus probe and tick delays), the owner rebuilds
+// through task records (unpaced, the controller's default limits of moves
+// in flight). ns/op is death to redundancy; the metrics split it into
+// out-s (death to out) and rebuild-s (out to redundancy), report fill-s
+// (writing the volume, before the clock starts), rebuilt-GB (shard data
+// reconstructed: lost shards x slot size) and rebuilt-GB/s (over
+// rebuild-s). SetBytes is the volume size. Above 1 GiB the namespaces are
+// sparse files (see newDeathConfig), e.g.
+//
+//	go test -run XXX -bench BenchmarkDeathToRedundancy -benchtime 1x ./agent/ -args -death-size 10GiB
 func BenchmarkDeathToRedundancy(b *testing.B) {
-	const slot, vol = 16 << 20, 512 << 20
+	cfg := newDeathConfig(b)
+	var sum deathTimes
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		store, tgts, m := benchCluster(b, 8, 192<<20, slot, vol)
-		ctx, stop := context.WithCancel(context.Background())
-		go m.ServeTasks(ctx, store, TaskOptions{Holder: "bench", Interval: 50 * time.Millisecond})
-		runControllerLog(b, store, func(string, ...any) {})
-		victim := 0
-		if segs, _, err := m.Map.Segments(ctx); err == nil {
-			for _, s := range segs {
-				fmt.Sscanf(s.Slots[0].NS, "h%d-n1", &victim)
-				break
+		t := deathRun(b, cfg)
+		sum.fill += t.fill
+		sum.out += t.out
+		sum.total += t.total
+		sum.rebuilt += t.rebuilt
+	}
+	n := float64(b.N)
+	b.SetBytes(cfg.vol)
+	b.ReportMetric(sum.fill.Seconds()/n, "fill-s")
+	b.ReportMetric(sum.out.Seconds()/n, "out-s")
+	b.ReportMetric((sum.total-sum.out).Seconds()/n, "rebuild-s")
+	b.ReportMetric(float64(sum.rebuilt)/1e9/n, "rebuilt-GB")
+	b.ReportMetric(float64(sum.rebuilt)/1e9/(sum.total-sum.out).Seconds(), "rebuilt-GB/s")
+}
+
+// deathRun sets up a cluster, kills the target holding the first shard of
+// the first segment and times the way back to redundancy (with the
+// benchmark timer running from the kill to the end).
+func deathRun(b *testing.B, cfg deathConfig) deathTimes {
+	store, tgts, m, fill := benchClusterOn(b, 8, cfg.slot, cfg.vol, func(i int) blockdev.Device { return cfg.device(b, i) })
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		m.ServeTasks(ctx, store, TaskOptions{Holder: "bench", Interval: 50 * time.Millisecond})
+	}()
+	defer func() { stop(); <-served }()
+	r := startCtl(b, store, "ctl", nil, func(string, ...any) {})
+	for !r.Leading() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond) // the controller has seen every host up
+	segs, _, err := m.Map.Segments(ctx)
+	if err != nil || len(segs) == 0 {
+		b.Fatalf("segments %d: %v", len(segs), err)
+	}
+	ns := segs[0].Slots[0].NS
+	victim, lost := 0, int64(0)
+	fmt.Sscanf(ns, "h%d-n1", &victim)
+	for _, s := range segs {
+		for _, sl := range s.Slots {
+			if sl.NS == ns {
+				lost++
 			}
 		}
-		time.Sleep(500 * time.Millisecond) // the controller leads and has seen every host up
-		b.StartTimer()
-		tgts[victim].Close()
-		waitRebuilt(b, store, fmt.Sprintf("h%d-n1", victim))
-		b.StopTimer()
-		stop()
 	}
-	b.SetBytes(vol)
+	t0 := time.Now()
+	b.StartTimer()
+	tgts[victim].Close()
+	out := waitRedundancy(b, store, ns, cfg.vol)
+	b.StopTimer()
+	return deathTimes{fill: fill, out: out.Sub(t0), total: time.Since(t0), rebuilt: lost * cfg.slot}
+}
+
+// waitRedundancy polls metadata until namespace ns is out, holds no shard
+// and no move or task is left; it returns when ns was first seen out.
+func waitRedundancy(b *testing.B, store *meta.Store, ns string, vol int64) time.Time {
+	deadline := time.Now().Add(2*time.Minute + time.Duration(vol/(5<<20))*time.Second) // a hang guard: 5 MB/s
+	var out time.Time
+	for {
+		snap, err := controller.LoadSnapshot(context.Background(), store)
+		if err != nil {
+			b.Fatal(err)
+		}
+		isOut := snap.Namespaces[ns].State == placement.StateOut.String()
+		if isOut && out.IsZero() {
+			out = time.Now()
+		}
+		left := 0
+		for _, s := range snap.Segments["v"] {
+			for _, sl := range s.Slots {
+				if sl.NS == ns {
+					left++
+				}
+			}
+			if s.Move != nil {
+				left++
+			}
+		}
+		if isOut && left == 0 && len(snap.Tasks) == 0 {
+			return out
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("no redundancy yet: %d shards or moves left, %d tasks, %s is %s", left, len(snap.Tasks), ns, snap.Namespaces[ns].State)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
