@@ -16,8 +16,6 @@ import (
 // Transmission limits.
 const (
 	readBufSize = 128 << 10
-	// maxBatch bounds the replies gathered into one writev.
-	maxBatch = 64
 )
 
 // conn is one client connection. The reader goroutine (serve) owns br and
@@ -27,7 +25,8 @@ type conn struct {
 	s   *Server
 	nc  net.Conn
 	br  *bufio.Reader
-	out []byte // handshake replies, flushed per option
+	raw *rawSock // nc's raw reads and writes; nil: use nc itself
+	out []byte   // handshake replies, flushed per option
 
 	// Set when transmission starts, read-only afterwards.
 	exp        *export
@@ -36,13 +35,20 @@ type conn struct {
 	tflags     proto.TransmissionFlags
 	ioCtx      context.Context // device IO; cancelled after the grace period
 
-	replies chan *reply
 	budget  budget
-	workers sync.WaitGroup
+	workers sync.WaitGroup // requests in progress, until their reply is sent
+	jobs    chan job       // to idle worker goroutines; see workers.go
+	tx      sender         // the socket's write side during transmission
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
-	return &conn{s: s, nc: nc, br: bufio.NewReaderSize(nc, readBufSize)}
+	c := &conn{s: s, nc: nc, raw: newRawSock(nc)}
+	var r io.Reader = nc
+	if c.raw != nil {
+		r = c.raw
+	}
+	c.br = bufio.NewReaderSize(r, readBufSize)
+	return c
 }
 
 // flushOut writes the pending handshake bytes.
@@ -136,17 +142,11 @@ func (c *conn) transmit(ctx context.Context, st *session) error {
 	}
 	c.exp, c.structured, c.metaID = e, st.structured, st.metaID()
 	c.tflags = e.flags(st.structured)
-	c.replies = make(chan *reply, c.s.opts.MaxInFlight+1)
 	c.budget = newBudget(c.s.opts.MaxInFlight, c.s.opts.MaxInFlightBytes)
-	writerDone := make(chan struct{})
-	go func() {
-		defer close(writerDone)
-		c.writeLoop()
-	}()
+	c.jobs = make(chan job)
 	err := c.readLoop(ctx)
 	c.workers.Wait()
-	close(c.replies)
-	<-writerDone
+	close(c.jobs)
 	if e.ctx.Err() != nil {
 		return nil
 	}
@@ -183,7 +183,7 @@ func (c *conn) readLoop(ctx context.Context) error {
 			}
 		}
 		c.workers.Add(1)
-		go c.handle(req, payload, cost)
+		c.dispatch(job{req: req, payload: payload, cost: cost})
 	}
 }
 
@@ -209,7 +209,7 @@ func (c *conn) readPayload(req proto.Request, cost int) (*[]byte, error) {
 		}
 		r := c.newReply(req, 0)
 		c.fail(r, reqErr(proto.EINVAL, "WRITE of %d bytes over the maximum payload %d", n, c.s.opts.MaxRequest))
-		c.replies <- r
+		c.send(r)
 		return nil, nil
 	}
 	p := c.s.bufs.get(cost)
@@ -218,55 +218,6 @@ func (c *conn) readPayload(req proto.Request, cost int) (*[]byte, error) {
 		return nil, fmt.Errorf("read WRITE payload: %w", err)
 	}
 	return p, nil
-}
-
-// handle runs one request and queues its reply.
-func (c *conn) handle(req proto.Request, payload *[]byte, cost int) {
-	defer c.workers.Done()
-	r := c.newReply(req, cost)
-	r.payload = payload
-	if err := c.exec(r); err != nil {
-		c.fail(r, err)
-	}
-	c.replies <- r
-}
-
-// writeLoop sends replies, gathering those that are ready into one writev.
-// After a write error it keeps draining (so workers never block) and closes
-// the socket so the reader stops.
-func (c *conn) writeLoop() {
-	batch := make([]*reply, 0, maxBatch)
-	var vec net.Buffers
-	var failed bool
-	for r := range c.replies {
-		batch = append(batch[:0], r)
-	more:
-		for len(batch) < maxBatch {
-			select {
-			case r, ok := <-c.replies:
-				if !ok {
-					break more
-				}
-				batch = append(batch, r)
-			default:
-				break more
-			}
-		}
-		if !failed {
-			vec = vec[:0]
-			for _, r := range batch {
-				vec = append(vec, r.segs...)
-			}
-			v := vec
-			if _, err := v.WriteTo(c.nc); err != nil {
-				failed = true
-				c.nc.Close()
-			}
-		}
-		for _, r := range batch {
-			c.release(r)
-		}
-	}
 }
 
 // budget bounds the requests and payload bytes in flight. One goroutine

@@ -14,10 +14,16 @@
 // device IO is cancelled and the socket closed), and returns when every
 // goroutine the server started has exited.
 //
-// Per connection one reader goroutine parses requests and starts one
-// goroutine per request, bounded by Options.MaxInFlight requests and
-// Options.MaxInFlightBytes of payload; replies go out of order through one
-// writer goroutine that gathers whatever replies are ready into one writev.
+// Per connection one reader goroutine parses requests (and reads WRITE
+// payloads) and hands each to a worker goroutine, bounded by
+// Options.MaxInFlight requests and Options.MaxInFlightBytes of payload;
+// workers are kept for the connection's life. Replies go out of order with
+// no writer goroutine: the worker that finds the socket idle writes its own
+// reply at once (its READ data still in the CPU cache) and then, in one
+// writev, whatever replies others queued meanwhile. On Linux the socket is
+// read and written with raw system calls (it is non-blocking, so they only
+// copy): the scheduler then does not hand the goroutine's P to another
+// thread during a long copy (see rawsock_linux.go).
 //
 // # Semantics and decisions
 //

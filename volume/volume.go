@@ -214,8 +214,14 @@ func parallel(n int, f func(i int) error) error {
 	return nil
 }
 
-// eachLimited is each with at most v.par calls in flight.
+// eachLimited runs f(0..n-1), the stripes of one request, with at most
+// v.par calls in flight; one after the other when the volume completes IO
+// synchronously (the caller's own concurrency, e.g. NBD's requests in
+// flight, keeps the CPUs busy without a goroutine per stripe).
 func (v *Volume) eachLimited(n int, f func(i int) error) error {
+	if v.sync.Load() {
+		return v.each(n, f)
+	}
 	if n <= v.par {
 		return parallel(n, f)
 	}
