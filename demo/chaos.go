@@ -133,7 +133,7 @@ func (d *demo) watchRebuild(ctx context.Context, ns string, stopped time.Time) e
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("rebuild of %s not done (namespace %s, last error %v): %w", ns, w.state, err, ctx.Err())
+			return errors.Join(fmt.Errorf("rebuild of %s not done (namespace %s): %w", ns, w.state, ctx.Err()), err)
 		case <-tick.C:
 		}
 	}

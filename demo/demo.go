@@ -131,8 +131,10 @@ func Run(ctx context.Context, o Options) error {
 		o.Ready(url)
 	}
 	if o.Chaos {
-		if err := d.chaos(ctx); err != nil {
+		if err := d.chaos(ctx); err != nil && ctx.Err() == nil {
 			return fmt.Errorf("demo: chaos: %w", err)
+		} else if err != nil {
+			fmt.Fprintln(o.Out, "chaos: interrupted")
 		}
 	}
 	d.showStats(ctx)
