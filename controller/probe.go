@@ -71,6 +71,7 @@ func (r *Runner) observeGossip(hosts map[string][]*meta.NamespaceRecord, now tim
 		if ms == nil {
 			ms = map[string]bool{}
 			r.gossipHosts[ev.host] = ms
+			r.cfg.Logf("host %s: judged by gossip from now on (target member %s)", ev.host, ev.name)
 		}
 		ms[ev.name] = ev.alive
 		at := ev.at

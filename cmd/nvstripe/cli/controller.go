@@ -27,6 +27,9 @@ type controllerFlags struct {
 	outAfter, interval, grace  time.Duration
 	probeTimeout, leaderTTL    time.Duration
 	maxMoves, maxMovesPerNS    int
+	probe                      bool
+	gossip                     gossipFlags
+	gossipHost                 string
 }
 
 // newControllerCmd is `nvstripe controller`: the rebuild, drain and
@@ -35,15 +38,19 @@ func newControllerCmd(g *globals) *cobra.Command {
 	a := &etcdAuth{}
 	var f controllerFlags
 	c := &cobra.Command{
-		Use:   "controller [--out-after 10m] [--holder NAME] [--bandwidth 256MiB]",
+		Use:   "controller [--out-after 10m] [--holder NAME] [--bandwidth 256MiB] [--gossip IP:PORT [--gossip-join IP:PORT,...]]",
 		Short: "Run the controller: rebuild lost shards, drain and rebalance (one of several leads)",
 		Long: "controller runs in the foreground until interrupted. Several may run: one leads, elected\n" +
-			"through etcd; the others wait and take over when the leader goes away. The leader probes\n" +
-			"every namespace's paths over TCP (a host none of whose namespaces answers for --grace is\n" +
-			"down; down for --out-after it is out), rebuilds the shards of out and failed namespaces,\n" +
-			"drains draining ones and carries out `admin rebalance --apply`. A mapped volume's moves are\n" +
-			"handed to its owner as task records in etcd; an unmapped volume is opened by the controller\n" +
-			"itself. Progress is in the task records (`nvstripe admin status`).",
+			"through etcd; the others wait and take over when the leader goes away. With --gossip the\n" +
+			"controller joins the health gossip pool (--gossip-join, or the members registered in etcd;\n" +
+			"it registers itself there): a host with a gossiping target ('target serve --gossip', 'target\n" +
+			"agent') is judged by gossip; the leader probes the paths of the other hosts' namespaces over\n" +
+			"TCP (--probe). A host silent for --grace is down; down for --out-after it is out (a host that\n" +
+			"flaps is held down instead of coming and going). The leader rebuilds the shards of out and\n" +
+			"failed namespaces, drains draining ones and carries out `admin rebalance --apply`. A mapped\n" +
+			"volume's moves are handed to its owner as task records in etcd; an unmapped volume is opened\n" +
+			"by the controller itself, unless readers map it read-only: its moves then wait until they\n" +
+			"unmap. Progress is in the task records (`nvstripe admin status`).",
 		Args: cobra.NoArgs,
 		RunE: withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
 			cfg, err := f.runnerConfig(cmd, s)
@@ -53,6 +60,13 @@ func newControllerCmd(g *globals) *cobra.Command {
 			r, err := controller.NewRunner(cfg)
 			if err != nil {
 				return err
+			}
+			if cfg.Gossip != nil {
+				stop, err := f.startGossip(cmd, s, cfg)
+				if err != nil {
+					return err
+				}
+				defer stop()
 			}
 			if f.metrics != "" {
 				addr, stop, err := serveControllerMetrics(s, r, cfg.Holder, f.metrics)
@@ -93,6 +107,34 @@ func (f *controllerFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.api, "api", "", "HOST:PORT of the gRPC admin API, for admin --controller (\"\": off)")
 	fl.StringVar(&f.metrics, "metrics", "", "HOST:PORT of the Prometheus metrics listener (tasks, volume health; \"\": off)")
 	fl.StringVar(&f.hostNQN, "host-nqn", "", "NVMe host NQN the controller connects as (default: nvstripe's)")
+	fl.BoolVar(&f.probe, "probe", true, "TCP-probe the namespace paths of hosts that do not gossip (false: such hosts are not tracked)")
+	fl.StringVar(&f.gossipHost, "gossip-host", "", "the host name this controller gossips (default: the machine's host name)")
+	f.gossip.register(fl)
+}
+
+// startGossip puts the controller in the gossip pool, its events feeding
+// cfg.Gossip, and registers its address in etcd. It returns the function
+// that leaves the pool.
+func (f *controllerFlags) startGossip(cmd *cobra.Command, s *meta.Store, cfg controller.RunnerConfig) (func(), error) {
+	host := f.gossipHost
+	if host == "" {
+		var err error
+		if host, err = os.Hostname(); err != nil {
+			return nil, err
+		}
+	}
+	hc, err := f.gossip.config(health.Meta{Role: health.RoleController, Host: host}, cfg.Holder)
+	if err != nil {
+		return nil, err
+	}
+	hc.OnEvent = cfg.Gossip.OnEvent
+	store := func(context.Context) (*meta.Store, error) { return s, nil }
+	gs, err := startGossip(hc, f.gossip.gossipSeeds(store), store, cfg.Logf)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "controller %s: gossip on %s\n", cfg.Holder, gs.node.Addr())
+	return gs.stop, nil
 }
 
 func (f *controllerFlags) runnerConfig(cmd *cobra.Command, s *meta.Store) (controller.RunnerConfig, error) {
@@ -118,14 +160,23 @@ func (f *controllerFlags) runnerConfig(cmd *cobra.Command, s *meta.Store) (contr
 	if err != nil {
 		return controller.RunnerConfig{}, usageError{err}
 	}
+	if f.gossip.addr == "" && (len(f.gossip.join) > 0 || f.gossipHost != "") {
+		return controller.RunnerConfig{}, usageError{fmt.Errorf("--gossip-join and --gossip-host need --gossip")}
+	}
 	logf := lineLogger(cmd.ErrOrStderr())
 	mover := agent.NewTaskMover(s, agent.OpenOptions{Holder: f.holder, LeaseTTL: f.leaderTTL,
 		Namespaces: agent.NamespaceOptions{HostNQN: f.hostNQN}})
-	return controller.RunnerConfig{Store: s, Holder: f.holder, Interval: f.interval, LeaderTTL: f.leaderTTL,
+	cfg := controller.RunnerConfig{Store: s, Holder: f.holder, Interval: f.interval, LeaderTTL: f.leaderTTL,
 		Decide: controller.Config{OutAfter: f.outAfter, MaxMoves: f.maxMoves, MaxMovesPerNS: f.maxMovesPerNS,
 			DomainLabel: cl.DomainLabel},
-		Mover: mover, Pacer: pacer, Probe: controller.ProbeTCP(f.probeTimeout),
-		Health: health.TrackerConfig{Grace: f.grace}, Logf: logf}, nil
+		Mover: mover, Pacer: pacer, Health: health.TrackerConfig{Grace: f.grace}, Logf: logf}
+	if f.probe {
+		cfg.Probe = controller.ProbeTCP(f.probeTimeout)
+	}
+	if f.gossip.addr != "" {
+		cfg.Gossip = controller.NewGossip(nil)
+	}
+	return cfg, nil
 }
 
 // serveAdminAPI serves the gRPC admin API on addr. It returns the bound

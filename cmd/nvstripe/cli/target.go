@@ -21,8 +21,9 @@ import (
 	"github.com/nvstripe/nvstripe/nvmeof/target"
 )
 
-func newTargetCmd(*globals) *cobra.Command {
-	return groupCmd("target", "Userspace NVMe/TCP target", newTargetServeCmd(), newTargetANAStateCmd())
+func newTargetCmd(g *globals) *cobra.Command {
+	return groupCmd("target", "Userspace NVMe/TCP target; health gossip for a host's target",
+		newTargetServeCmd(g), newTargetANAStateCmd(), newTargetAgentCmd(g))
 }
 
 // targetServeFlags are the flags of `target serve`.
@@ -35,21 +36,32 @@ type targetServeFlags struct {
 	allowHosts []string
 	blockSize  int
 	control    string
+	host       string      // --host: this host's name in etcd, for gossip
+	gossip     gossipFlags // --gossip, --gossip-join, --gossip-profile, --label
+	auth       etcdAuth    // etcd, only to find gossip seeds without --gossip-join
 }
 
-func newTargetServeCmd() *cobra.Command {
+func newTargetServeCmd(g *globals) *cobra.Command {
 	var f targetServeFlags
 	c := &cobra.Command{
-		Use:   "serve --dir D --listen ADDR[,ADDR...] --nqn NQN --ns NAME:SIZE [--ns ...] --allow-host NQN|any",
+		Use: "serve --dir D --listen ADDR[,ADDR...] --nqn NQN --ns NAME:SIZE [--ns ...] --allow-host NQN|any\n" +
+			"      [--gossip IP:PORT --host NAME [--gossip-join IP:PORT,...] [--label KEY=VALUE ...]]",
 		Short: "Serve file-backed namespaces over NVMe/TCP until interrupted",
 		Long: "serve exports one subsystem whose namespaces are files DIR/NAME.img (created sparse at SIZE\n" +
 			"when missing; an existing file must have that size). NSIDs follow the order of --ns.\n" +
 			"Every listener also serves the discovery subsystem. --ana-group NAME:GROUP puts a namespace\n" +
 			"in an ANA group (default 1); all groups start optimized on every listener. --control ADDR\n" +
-			"serves an HTTP control API (see 'target ana-state') on a loopback address.",
+			"serves an HTTP control API (see 'target ana-state') on a loopback address.\n\n" +
+			"--gossip IP:PORT puts the target in the health gossip pool as host --host (its name in etcd,\n" +
+			"see 'nvstripe host add'): the controller then judges the host alive or dead by gossip instead\n" +
+			"of TCP probes. It joins --gossip-join, or without it the members registered in etcd (--etcd),\n" +
+			"registering itself there too; it keeps retrying until it finds the pool. On interrupt it\n" +
+			"leaves the pool cleanly (its namespaces go down after the controller's --grace); a crash is\n" +
+			"noticed by gossip's failure detection.",
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runTargetServe(cmd, &f) },
+		RunE: func(cmd *cobra.Command, _ []string) error { return runTargetServe(cmd, g, &f) },
 	}
+	addEtcdFlags(c, &f.auth)
 	fl := c.Flags()
 	fl.StringVar(&f.dir, "dir", "", "directory holding the namespace files (required)")
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:4420", "listen addresses, comma-separated")
@@ -59,10 +71,16 @@ func newTargetServeCmd() *cobra.Command {
 	fl.StringArrayVar(&f.allowHosts, "allow-host", nil, "host NQN allowed to connect, or 'any', repeatable (required)")
 	fl.IntVar(&f.blockSize, "block-size", 4096, "logical block size of new namespaces")
 	fl.StringVar(&f.control, "control", "", "serve the HTTP control API on this loopback address (e.g. 127.0.0.1:4480)")
+	fl.StringVar(&f.host, "host", "", "this host's name in etcd (nvstripe host add), gossiped with --gossip")
+	fl.StringArrayVar(&f.gossip.labels, "label", nil, "failure-domain label KEY=VALUE gossiped with --gossip, repeatable")
+	f.gossip.register(fl)
 	return c
 }
 
-func runTargetServe(cmd *cobra.Command, f *targetServeFlags) error {
+func runTargetServe(cmd *cobra.Command, g *globals, f *targetServeFlags) error {
+	if _, err := f.gossip.targetConfig(f.host, nil); err != nil {
+		return err // before anything listens
+	}
 	cfg, devs, err := f.config()
 	defer func() {
 		for _, d := range devs {
@@ -88,7 +106,16 @@ func runTargetServe(cmd *cobra.Command, f *targetServeFlags) error {
 		return err
 	}
 	defer stopControl()
-	printServing(cmd.OutOrStdout(), t, &cfg, ctlAddr)
+	var names []string
+	for _, ns := range cfg.Subsystems[0].Namespaces {
+		names = append(names, ns.Name)
+	}
+	leave, gossipAddr, err := startTargetGossip(cmd, g, &f.auth, &f.gossip, f.host, names)
+	if err != nil {
+		return err
+	}
+	defer leave()
+	printServing(cmd.OutOrStdout(), t, &cfg, ctlAddr, gossipAddr)
 	<-ctx.Done()
 	return nil
 }
@@ -216,7 +243,7 @@ func serveControl(t *target.Target, addr string) (stop func(), bound string, err
 	return func() { srv.Close() }, ln.Addr().String(), nil
 }
 
-func printServing(w io.Writer, t *target.Target, cfg *target.Config, ctl string) {
+func printServing(w io.Writer, t *target.Target, cfg *target.Config, ctl, gossip string) {
 	s := cfg.Subsystems[0]
 	fmt.Fprintf(w, "subsystem %s\n", s.NQN)
 	for i, a := range t.Addrs() {
@@ -228,6 +255,9 @@ func printServing(w io.Writer, t *target.Target, cfg *target.Config, ctl string)
 	}
 	if ctl != "" {
 		fmt.Fprintf(w, "control: http://%s\n", ctl)
+	}
+	if gossip != "" {
+		fmt.Fprintf(w, "gossip: %s\n", gossip)
 	}
 	fmt.Fprintln(w, "ready")
 }
