@@ -11,9 +11,9 @@
 //     safe to call from any goroutine.
 //   - Runner (the `nvstripe controller` daemon's loop) campaigns for
 //     leadership in etcd; while it leads it reads a Snapshot from metadata
-//     every tick, probes the namespaces (ProbeTCP) and feeds a
-//     health.Tracker (down after a grace period, back in when they answer,
-//     flapping held down), calls Decide and carries the Actions out: MarkOut
+//     every tick, judges which hosts are alive and feeds a health.Tracker
+//     (down after a grace period, back in when alive again, flapping held
+//     down), calls Decide and carries the Actions out: MarkOut
 //     and AbortMove in metadata; a move of a mapped volume becomes a task
 //     record its owner executes (agent's Mapped.ServeTasks); a move of a
 //     volume nobody maps runs here, through a Mover (agent.TaskMover) under
@@ -22,6 +22,22 @@
 //     back otherwise. Leadership lost: every move of this runner is cancelled
 //     at once and rolls back; the next leader re-decides from etcd. What
 //     Decide emits and what the runner does is listed on Action.
+//   - Liveness: a host with a target member in the gossip pool is judged
+//     by gossip (RunnerConfig.Gossip: a Gossip is the health.Node's OnEvent
+//     and queues the events, stamped, for the runner, which feeds them to
+//     its tracker in its own goroutine at each tick: the tracker stays
+//     serialised and memberlist is never blocked). The host is alive while
+//     one of its target members is. Hosts never seen in gossip are probed
+//     over TCP instead (RunnerConfig.Probe, ProbeTCP), so clusters whose
+//     targets do not gossip work as before. Only down and back in are
+//     decided here; out comes from Decide (Config.OutAfter).
+//   - Read-only mappings: a volume mapped read-only and read-write by
+//     nobody is held back from Decide (holdBack): its owner-less moves
+//     would need the read-write lease, which metadata refuses while
+//     readers hold theirs (a reader follows the segment map it opened).
+//     Its moves start when the readers unmap; it does not take the move
+//     budget of other volumes meanwhile. A Mover that finds a volume's
+//     ownership busy holds it back too, for Interval doubling to a minute.
 //   - Task records: a move's parameters and progress live in a
 //     meta.TaskRecord (see MoveTask for the encoding), one per segment; a
 //     rebalance request is a task record too (RebalanceRecord).

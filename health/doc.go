@@ -13,6 +13,21 @@
 //     no clock and does no IO, so it is tested with explicit times. It is not
 //     safe for concurrent use: its owner serialises calls.
 //
+// # In nvstripe
+//
+// Targets gossip as RoleTarget with Meta.Host = the host's name in etcd
+// (`nvstripe target serve --gossip`, or `nvstripe target agent` beside a
+// kernel nvmet or SPDK target); a target member is named after its host.
+// Controllers gossip as RoleController named after their holder
+// (`nvstripe controller --gossip`). Members find the pool through
+// --gossip-join or the seed records they register in etcd
+// (meta.GossipRecord); memberlist keeps the pool together from then on.
+// The controller (controller.Gossip) judges a host by its target members:
+// alive while one is; it maps the host to its namespaces through etcd, so
+// a target's Meta.Namespaces is informational there. A member that leaves
+// and one that dies both read StatusDead: a stopped target's namespaces go
+// down after the grace period either way.
+//
 // # Meta wire format
 //
 // Meta travels in memberlist's node metadata (at most 512 bytes). It is
