@@ -278,12 +278,14 @@ func (v *Volume) Flush(ctx context.Context) error {
 func (v *Volume) namespaceLost(ns *nsState, err error) {
 	ns.down.Store(true)
 	for _, s := range v.cachedSegments() {
+		s.io.RLock() // a move swaps slots under io held exclusively
 		for i, sl := range s.slots {
 			if sl.ns == ns {
 				s.lowerValid(i, 0)
 				v.ev.shardError(ShardInfo{NS: ns.id, Segment: s.id, Slot: i, Err: err})
 			}
 		}
+		s.io.RUnlock()
 	}
 }
 
@@ -293,11 +295,13 @@ func (v *Volume) checkRedundancy() error {
 	last := v.g.StripesPerSegment() - 1
 	for _, s := range v.cachedSegments() {
 		var missing []string
+		s.io.RLock() // a move swaps slots under io held exclusively
 		for i, sl := range s.slots {
 			if !s.usable(i, last) {
 				missing = append(missing, sl.ref.NS)
 			}
 		}
+		s.io.RUnlock()
 		if len(missing) > v.g.M {
 			return &StripeError{Segment: s.id, Stripe: -1, Missing: missing, M: v.g.M, N: v.g.N()}
 		}
