@@ -2,6 +2,7 @@ package controller
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -29,8 +30,9 @@ type volBackoff struct {
 // reader follows the segment map it opened, so a shard moved under it would
 // be read from a freed slot). Its moves start once the readers unmap; reads
 // meanwhile reconstruct lost shards. A volume is also held back for a while
-// after the Mover found its ownership busy (a mapping raced the snapshot):
-// from Interval, doubling, to maxBackoff.
+// after the Mover found its ownership busy (a mapping raced the snapshot),
+// unless it has a read-write owner now: from Interval, doubling, to
+// maxBackoff.
 func (r *Runner) holdBack(snap *Snapshot, now time.Time) State {
 	held := map[string]bool{}
 	for v := range snap.Volumes {
@@ -43,8 +45,9 @@ func (r *Runner) holdBack(snap *Snapshot, now time.Time) State {
 	}
 	r.mu.Lock()
 	for v, b := range r.backoff {
-		if now.Before(b.until) {
+		if now.Before(b.until) && snap.Owners[v] == "" && !held[v] {
 			held[v] = true
+			r.noteHeld(v, fmt.Sprintf("its ownership was busy: its moves wait %v", b.wait))
 		}
 	}
 	r.mu.Unlock()

@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -150,4 +152,58 @@ func TestRunnerReadOnlyMapped(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkNoLeaks(t, admin)
+}
+
+// TestHoldBackBusy: a volume whose ownership the Mover found busy is left
+// out of Decide's State for Interval, then twice as long after the next
+// busy, until a move succeeds or a read-write owner appears; a volume
+// mapped read-only only is left out while the readers stay, said once.
+func TestHoldBackBusy(t *testing.T) {
+	var logs []string
+	r := &Runner{cfg: RunnerConfig{Interval: time.Second, Logf: func(f string, a ...any) { logs = append(logs, fmt.Sprintf(f, a...)) }},
+		backoff: map[string]volBackoff{}, heldNoted: map[string]string{}}
+	snap := &Snapshot{Volumes: map[string]*meta.VolumeRecord{"v": {}, "w": {}}, Owners: map[string]string{},
+		Readers: map[string][]string{}}
+	snap.State.Segments = []Segment{{ID: SegmentID{Volume: "v"}}, {ID: SegmentID{Volume: "w"}}}
+	vols := func(at time.Duration) string {
+		var out []string
+		for _, s := range r.holdBack(snap, time.Unix(0, 0).Add(at)).Segments {
+			out = append(out, s.ID.Volume)
+		}
+		return strings.Join(out, ",")
+	}
+	busy := fmt.Errorf("mover: %w", meta.ErrBusy)
+	r.busyLocked("v", busy, time.Unix(0, 0))
+	r.busyLocked("w", errors.New("other failure"), time.Unix(0, 0))
+	for _, c := range []struct {
+		at   time.Duration
+		want string
+	}{{0, "w"}, {999 * time.Millisecond, "w"}, {time.Second, "v,w"}} {
+		if got := vols(c.at); got != c.want {
+			t.Errorf("at %v after one busy: %q, want %q", c.at, got, c.want)
+		}
+	}
+	r.busyLocked("v", busy, time.Unix(1, 0))
+	if got, got2 := vols(2900*time.Millisecond), vols(3*time.Second); got != "w" || got2 != "v,w" {
+		t.Errorf("after a second busy: %q at 2.9s, %q at 3s; want w, then v,w", got, got2)
+	}
+	r.busyLocked("v", busy, time.Unix(3, 0))
+	snap.Owners["v"] = "agent-1" // mapped read-write: its owner runs the moves
+	if got := vols(3 * time.Second); got != "v,w" {
+		t.Errorf("with an owner: %q, want v,w", got)
+	}
+	delete(snap.Owners, "v")
+	r.busyLocked("v", nil, time.Unix(3, 0))
+	if got := vols(3 * time.Second); got != "v,w" {
+		t.Errorf("after a successful move: %q, want v,w", got)
+	}
+	snap.Readers["w"] = []string{"r1", "r2"}
+	for range 3 {
+		if got := vols(4 * time.Second); got != "v" {
+			t.Errorf("w mapped read-only: %q, want v", got)
+		}
+	}
+	if n := len(logs); n != 3 || !strings.Contains(logs[2], "mapped read-only by r1,r2") {
+		t.Errorf("logs %q: want two busy notes and one read-only note", logs)
+	}
 }
