@@ -270,11 +270,8 @@ func TestProcessTargetsKilledAndRebuilt(t *testing.T) {
 
 	for round := range 3 {
 		stop := make(chan struct{})
-		// No flushes while shards move: volume.Flush reads segment slots
-		// without the segment lock that MoveSlot takes to swap them (a data
-		// race under -race; reported to volume's owner). Each round ends
-		// with a flush through NBD instead.
-		wg, ops := workloadOn(t, clients, model, int64(100+10*round), false, stop)
+		// The workers flush after every batch, while shards move too.
+		wg, ops := workloadOn(t, clients, model, int64(100+10*round), true, stop)
 		waitFor(t, "the workload under way", func() bool { return ops.Load() >= 48 })
 		victim := victimWithShards(t, m, procs)
 		before := ops.Load()
