@@ -15,7 +15,11 @@ import (
 
 // Transmission limits.
 const (
-	readBufSize = 128 << 10
+	// readBufSize is the read buffer: enough for hundreds of small requests
+	// per system call, small because a buffer fill also takes in the start
+	// of a large WRITE's payload, which is then copied once more (the rest
+	// of the payload is read straight into its own buffer).
+	readBufSize = 16 << 10
 )
 
 // conn is one client connection. The reader goroutine (serve) owns br and
