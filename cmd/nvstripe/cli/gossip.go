@@ -105,9 +105,9 @@ func (f *gossipFlags) gossipSeeds(store func(context.Context) (*meta.Store, erro
 // registered. store may be nil (no seed record).
 func startGossip(cfg health.Config, seeds func(context.Context) ([]string, error),
 	store func(context.Context) (*meta.Store, error), logf func(string, ...any)) (*gossiper, error) {
-	cfg.Logf = func(format string, args ...any) {
-		if !strings.HasPrefix(format, "[DEBUG]") && !strings.Contains(fmt.Sprintf(format, args...), "[DEBUG]") {
-			logf(format, args...)
+	cfg.Logf = func(format string, args ...any) { // memberlist's lines, less its debugging
+		if line := fmt.Sprintf(format, args...); !strings.Contains(line, "[DEBUG]") {
+			logf("%s", line)
 		}
 	}
 	node, err := health.Start(cfg)
