@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nvstripe/nvstripe/nbd/proto"
@@ -40,9 +41,14 @@ type conn struct {
 	ioCtx      context.Context // device IO; cancelled after the grace period
 
 	budget  budget
-	workers sync.WaitGroup // requests in progress, until their reply is sent
-	jobs    chan job       // to idle worker goroutines; see workers.go
+	workers sync.WaitGroup // worker goroutines (see workers.go)
+	waiting atomic.Int32   // workers waiting for the reader's turn
 	tx      sender         // the socket's write side during transmission
+
+	rmu      sync.Mutex // the reader's turn: its holder reads the next request
+	stopped  bool       // reading has ended; REQUIRES: rmu held
+	readErr  error      // why; REQUIRES: rmu held to write, workers done to read
+	nworkers int        // REQUIRES: rmu held
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -147,48 +153,47 @@ func (c *conn) transmit(ctx context.Context, st *session) error {
 	c.exp, c.structured, c.metaID = e, st.structured, st.metaID()
 	c.tflags = e.flags(st.structured)
 	c.budget = newBudget(c.s.opts.MaxInFlight, c.s.opts.MaxInFlightBytes)
-	c.jobs = make(chan job)
-	err := c.readLoop(ctx)
+	c.nworkers = 1
+	c.workers.Add(1)
+	c.work(ctx)
 	c.workers.Wait()
-	close(c.jobs)
 	if e.ctx.Err() != nil {
 		return nil
 	}
-	return c.cleanEnd(ctx, "transmission", err)
+	return c.cleanEnd(ctx, "transmission", c.readErr)
 }
 
-// readLoop reads requests and starts a goroutine for each.
-func (c *conn) readLoop(ctx context.Context) error {
+// readRequest reads the next request (and a WRITE's payload) once the
+// in-flight budget has room for it. It returns errDisc at DISC, and a nil
+// job when it answered the request itself.
+func (c *conn) readRequest(ctx context.Context) (*job, error) {
 	var hdr [proto.RequestSize]byte
-	for {
-		if _, err := io.ReadFull(c.br, hdr[:]); err != nil {
-			return fmt.Errorf("read request: %w", err)
-		}
-		req, err := proto.ParseRequest(hdr[:])
-		if err != nil {
-			return err
-		}
-		if req.Type == proto.CmdDisc {
-			return nil
-		}
-		cost := c.cost(req)
-		if err := c.budget.acquire(ctx, cost); err != nil {
-			return err
-		}
-		var payload *[]byte
-		if req.Type == proto.CmdWrite {
-			payload, err = c.readPayload(req, cost)
-			if err != nil {
-				c.budget.release(cost)
-				return err
-			}
-			if payload == nil {
-				continue // answered already; the reply releases the budget
-			}
-		}
-		c.workers.Add(1)
-		c.dispatch(job{req: req, payload: payload, cost: cost})
+	if _, err := io.ReadFull(c.br, hdr[:]); err != nil {
+		return nil, fmt.Errorf("read request: %w", err)
 	}
+	req, err := proto.ParseRequest(hdr[:])
+	if err != nil {
+		return nil, err
+	}
+	if req.Type == proto.CmdDisc {
+		return nil, errDisc
+	}
+	cost := c.cost(req)
+	if err := c.budget.acquire(ctx, cost); err != nil {
+		return nil, err
+	}
+	var payload *[]byte
+	if req.Type == proto.CmdWrite {
+		payload, err = c.readPayload(req, cost)
+		if err != nil {
+			c.budget.release(cost)
+			return nil, err
+		}
+		if payload == nil {
+			return nil, nil // answered already; the reply released the budget
+		}
+	}
+	return &job{req: req, payload: payload, cost: cost}, nil
 }
 
 // cost is what a request holds of the in-flight byte budget.

@@ -14,16 +14,18 @@
 // device IO is cancelled and the socket closed), and returns when every
 // goroutine the server started has exited.
 //
-// Per connection one reader goroutine parses requests (and reads WRITE
-// payloads) and hands each to a worker goroutine, bounded by
-// Options.MaxInFlight requests and Options.MaxInFlightBytes of payload;
-// workers are kept for the connection's life. Replies go out of order with
-// no writer goroutine: the worker that finds the socket idle writes its own
-// reply at once (its READ data still in the CPU cache) and then, in one
-// writev, whatever replies others queued meanwhile. On Linux the socket is
-// read and written with raw system calls (it is non-blocking, so they only
-// copy): the scheduler then does not hand the goroutine's P to another
-// thread during a long copy (see rawsock_linux.go).
+// Per connection a pool of worker goroutines takes turns at reading (the
+// leader/follower pattern, as nbdkit's threads do): the worker whose turn it
+// is reads one request (and a WRITE's payload), passes the turn on, runs the
+// request and sends its reply, so a request is read, run and answered on one
+// goroutine with its data in one CPU's cache. Requests in flight are bounded
+// by Options.MaxInFlight and Options.MaxInFlightBytes of payload; workers are
+// kept for the connection's life. Replies go out of order with no writer
+// goroutine: the worker that finds the socket idle writes its own reply at
+// once and then, in one writev, whatever replies others queued meanwhile. On
+// Linux the socket is read and written with raw system calls (it is
+// non-blocking, so they only copy): the scheduler then does not hand the
+// goroutine's P to another thread during a long copy (see rawsock_linux.go).
 //
 // # Semantics and decisions
 //
