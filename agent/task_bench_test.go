@@ -175,12 +175,12 @@ func settle(b *testing.B, m *Mapped) {
 }
 
 func benchRebuild(b *testing.B, reads bool) {
-	const slot, vol = 16 << 20, 512 << 20
+	const slot, vol = 16 << 20, 1 << 30
 	var total int64
 	var ratio float64
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		store, tgts, m := benchCluster(b, 8, 192<<20, slot, vol)
+		store, tgts, m := benchCluster(b, 8, 384<<20, slot, vol)
 		victim := 0
 		if segs, _, err := m.Map.Segments(context.Background()); err == nil {
 			for _, s := range segs {

@@ -46,7 +46,7 @@ func TestThrottleBucket(t *testing.T) {
 }
 
 func TestThrottleFactor(t *testing.T) {
-	cfg := PacerConfig{Bandwidth: 1000, Burst: 1, Baseline: 10 * time.Millisecond, Smoothing: 1, Idle: time.Second}
+	cfg := PacerConfig{Bandwidth: 1000, Burst: 1, Baseline: 10 * time.Millisecond, Tolerance: 0.5, Smoothing: 1, Idle: time.Second}
 	cases := []struct {
 		latency time.Duration
 		at      time.Duration
@@ -76,7 +76,7 @@ func TestThrottleFactor(t *testing.T) {
 }
 
 func TestThrottleLearnsBaseline(t *testing.T) {
-	th := newThrottle(t, PacerConfig{Bandwidth: 1000, Burst: 1, Smoothing: 0.5, Idle: time.Hour})
+	th := newThrottle(t, PacerConfig{Bandwidth: 1000, Burst: 1, Tolerance: 0.5, Smoothing: 0.5, Idle: time.Hour})
 	th.Observe(4*time.Millisecond, t0)  // avg 4ms: baseline 4ms
 	th.Observe(20*time.Millisecond, t0) // avg 12ms, limit 6ms
 	if got := th.Factor(t0); math.Abs(got-0.5) > 1e-9 {
@@ -113,7 +113,7 @@ func TestPacerConfig(t *testing.T) {
 	}
 	var c PacerConfig
 	c.EnsureDefaults()
-	if c.Bandwidth != 256<<20 || c.Burst != c.Bandwidth/10 || c.Tolerance != 0.5 || c.MinFactor != 0.05 || c.Idle != time.Second {
+	if c.Bandwidth != 256<<20 || c.Burst != c.Bandwidth/10 || c.Tolerance != 0.1 || c.MinFactor != 0.05 || c.Idle != time.Second {
 		t.Errorf("defaults %+v", c)
 	}
 }
