@@ -26,6 +26,7 @@ type rig struct {
 	names []string
 	alloc *MemAllocator
 	dirty *MemDirtyLog
+	stale StaleLog
 	vol   *Volume
 }
 
@@ -44,7 +45,7 @@ func newRig(t tb, g layout.Geometry, size int64, o rigOptions) *rig {
 	if o.slots == 0 {
 		o.slots = g.Segments(size) + 1
 	}
-	r := &rig{g: g, dirty: NewMemDirtyLog()}
+	r := &rig{g: g, dirty: NewMemDirtyLog(), stale: NewMemStaleLog()}
 	dm := DeviceMap{}
 	slots := map[string]int64{}
 	for i := 0; i < o.namespaces; i++ {
@@ -69,7 +70,7 @@ func newRig(t tb, g layout.Geometry, size int64, o rigOptions) *rig {
 	if o.pureGo {
 		opts = append(opts, ec.WithSIMD(false))
 	}
-	v, err := New(Options{Geometry: g, Size: size, Devices: dm, Alloc: r.alloc, Dirty: r.dirty, CodecOptions: opts})
+	v, err := New(Options{Geometry: g, Size: size, Devices: dm, Alloc: r.alloc, Dirty: r.dirty, Stale: r.stale, CodecOptions: opts})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +81,7 @@ func newRig(t tb, g layout.Geometry, size int64, o rigOptions) *rig {
 // reopen builds a fresh Volume over the same devices (a new owner).
 func (r *rig) reopen(t tb, devs DeviceMap) {
 	t.Helper()
-	v, err := New(Options{Geometry: r.g, Size: r.vol.Size(), Devices: devs, Alloc: r.alloc, Dirty: r.dirty})
+	v, err := New(Options{Geometry: r.g, Size: r.vol.Size(), Devices: devs, Alloc: r.alloc, Dirty: r.dirty, Stale: r.stale})
 	if err != nil {
 		t.Fatal(err)
 	}

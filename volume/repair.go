@@ -30,10 +30,17 @@ func (v *Volume) repairSlot(ctx context.Context, s *segment, i int) (int64, erro
 	s.io.RLock()
 	defer s.io.RUnlock()
 	sl := s.slots[i]
-	if s.freed || sl.ns.down.Load() || sl.prev.Load() != nil || sl.valid.Load() == v.g.StripesPerSegment() {
-		return 0, nil // healthy, gone, or being moved (the move fills it)
+	if s.freed || sl.ns.down.Load() || sl.prev.Load() != nil {
+		return 0, nil // gone, or being moved (the move fills it)
 	}
-	return v.fill(ctx, s, i, nil)
+	if sl.valid.Load() == v.g.StripesPerSegment() {
+		return 0, v.clearStale(ctx, s, i) // healthy; marked after a reopen only
+	}
+	n, err := v.fill(ctx, s, i, nil)
+	if err != nil {
+		return n, err
+	}
+	return n, v.clearStale(ctx, s, i)
 }
 
 // fill brings slot i of s up to date from its first stale stripe to the end:

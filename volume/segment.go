@@ -33,6 +33,8 @@ type slot struct {
 	dev   blockdev.Device // window over the slot
 	valid atomic.Int64
 	prev  atomic.Pointer[slot]
+	// logged: this copy is marked in the StaleLog (see recordStale).
+	logged atomic.Bool
 }
 
 func (sl *slot) serves(t int64) bool { return !sl.ns.down.Load() && sl.valid.Load() > t }
@@ -45,6 +47,8 @@ type segment struct {
 	// io is held shared by every IO on the segment and exclusively to free it.
 	io    sync.RWMutex
 	freed bool // REQUIRES: io held to read, io held exclusively to write
+
+	staleMu sync.Mutex // serialises StaleLog updates of the segment's slots
 
 	dirtyMu  sync.Mutex
 	dirty    bool  // marked dirty in the DirtyLog
@@ -144,9 +148,13 @@ func (v *Volume) segmentFor(ctx context.Context, seg int64, alloc bool) (*segmen
 		found, fresh = true, true
 	}
 	if found {
+		if err := v.loadStale(ctx); err != nil {
+			return nil, err
+		}
 		if s, err = v.openSegment(ctx, seg, refs, fresh); err != nil {
 			return nil, err
 		}
+		v.applyStale(ctx, s)
 	}
 	v.mu.Lock()
 	v.segs[seg] = s
@@ -174,7 +182,7 @@ func (v *Volume) openSegment(ctx context.Context, seg int64, refs []SlotRef, fre
 			err := s.slots[i].dev.Trim(ctx, 0, v.g.SlotSize)
 			if isShardFault(v.shardFailed(s, s.slots[i], i, 0, err)) {
 				s.lowerValid(i, 0) // rebuilt (as zeros) by Repair
-				return nil
+				return v.recordStale(ctx, s, i, s.slots[i])
 			}
 			return err
 		})

@@ -116,7 +116,7 @@ func (v *Volume) zeroStripes(ctx context.Context, s *segment, first, last int64,
 func (v *Volume) zeroSlot(ctx context.Context, s *segment, sl *slot, i int, first, off, n int64, trim bool) error {
 	if sl.ns.down.Load() {
 		sl.lowerValid(first)
-		return nil
+		return v.recordStale(ctx, s, i, sl)
 	}
 	var err error
 	if trim {
@@ -130,7 +130,7 @@ func (v *Volume) zeroSlot(ctx context.Context, s *segment, sl *slot, i int, firs
 	}
 	if isShardFault(v.shardFailed(s, sl, i, first, err)) {
 		sl.lowerValid(first)
-		return nil
+		return v.recordStale(ctx, s, i, sl)
 	}
 	return fmt.Errorf("segment %d slot %d: zeroing: %w", s.id, i, err)
 }

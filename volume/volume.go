@@ -25,6 +25,7 @@ package volume
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -53,6 +54,10 @@ type Options struct {
 	// Dirty records segments with writes in flight. Default: none (no crash
 	// tracking; Recover does nothing).
 	Dirty DirtyLog
+	// Stale records slots that missed writes, so that a later open does not
+	// read them. Default: none (a volume that is reopened after one of its
+	// namespaces missed writes may read old data: tests only).
+	Stale StaleLog
 	// Events receives degraded-IO, corruption and shard-error events.
 	Events EventListener
 	// Parallel is the number of stripes of one request in flight at once.
@@ -66,6 +71,9 @@ type Options struct {
 func (o *Options) EnsureDefaults() {
 	if o.Dirty == nil {
 		o.Dirty = nopDirtyLog{}
+	}
+	if o.Stale == nil {
+		o.Stale = nopStaleLog{}
 	}
 	if o.Parallel <= 0 {
 		o.Parallel = 16
@@ -94,6 +102,7 @@ type Volume struct {
 	devs   DeviceSet
 	alloc  Allocator
 	dirty  DirtyLog
+	stale  StaleLog
 	ev     EventListener
 	par    int
 	closed atomic.Bool
@@ -102,10 +111,13 @@ type Volume struct {
 	locks [lockCount]sync.Mutex
 	bufs  sync.Pool // *[]byte of Chunk bytes
 
-	allocMu sync.Mutex         // serialises Lookup/Allocate on cache misses
-	mu      sync.Mutex         // guards segs and ns
-	segs    map[int64]*segment // nil value: known unallocated
-	ns      map[string]*nsState
+	allocMu sync.Mutex // serialises Lookup/Allocate on cache misses
+	// staleMarks are the StaleLog's marks not yet applied to an opened
+	// segment (nil: not read yet). REQUIRES: allocMu held.
+	staleMarks map[int64][]StaleSlot
+	mu         sync.Mutex         // guards segs and ns
+	segs       map[int64]*segment // nil value: known unallocated
+	ns         map[string]*nsState
 }
 
 var (
@@ -128,7 +140,7 @@ func New(opts Options) (*Volume, error) {
 	}
 	v := &Volume{
 		g: g, size: opts.Size, codec: codec, devs: opts.Devices, alloc: opts.Alloc,
-		dirty: opts.Dirty, ev: opts.Events, par: opts.Parallel,
+		dirty: opts.Dirty, stale: opts.Stale, ev: opts.Events, par: opts.Parallel,
 		segs: map[int64]*segment{}, ns: map[string]*nsState{},
 	}
 	v.bufs.New = func() any { b := make([]byte, g.Chunk); return &b }
@@ -267,26 +279,35 @@ func (v *Volume) Flush(ctx context.Context) error {
 	}
 	for i, ns := range todo {
 		if lost[i] {
-			v.namespaceLost(ns, fmt.Errorf("flush failed: %w", blockdev.ErrUnavailable))
+			if err := v.namespaceLost(ctx, ns, fmt.Errorf("flush failed: %w", blockdev.ErrUnavailable)); err != nil {
+				return fmt.Errorf("flush: %w", err)
+			}
 		}
 	}
 	return v.checkRedundancy()
 }
 
 // namespaceLost marks a namespace down after a failed flush: its unflushed
-// writes may be gone, so every slot on it is stale until repaired.
-func (v *Volume) namespaceLost(ns *nsState, err error) {
+// writes may be gone, so every slot on it is stale until repaired, and is
+// recorded so before the flush returns.
+func (v *Volume) namespaceLost(ctx context.Context, ns *nsState, err error) error {
 	ns.down.Store(true)
+	var errs []error
 	for _, s := range v.cachedSegments() {
 		s.io.RLock() // a move swaps slots under io held exclusively
 		for i, sl := range s.slots {
-			if sl.ns == ns {
-				s.lowerValid(i, 0)
+			for _, c := range []*slot{sl, sl.prev.Load()} {
+				if c == nil || c.ns != ns {
+					continue
+				}
+				c.lowerValid(0)
 				v.ev.shardError(ShardInfo{NS: ns.id, Segment: s.id, Slot: i, Err: err})
+				errs = append(errs, v.recordStale(ctx, s, i, c))
 			}
 		}
 		s.io.RUnlock()
 	}
+	return errors.Join(errs...)
 }
 
 // checkRedundancy fails when some cached segment has more than M slots that

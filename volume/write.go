@@ -1,6 +1,7 @@
 package volume
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -93,7 +94,9 @@ func (v *Volume) execWrite(ctx context.Context, s *segment, sio layout.StripeIO,
 		return err
 	}
 	for _, sh := range plan.Skip {
-		s.lowerValid(v.g.SlotOf(sio.ID.Stripe, sh), sio.ID.Stripe)
+		if err := v.missed(ctx, s, v.g.SlotOf(sio.ID.Stripe, sh), sio.ID.Stripe); err != nil {
+			return err
+		}
 	}
 	if len(plan.Skip) > 0 {
 		v.ev.degraded(DegradedInfo{Op: "write", Segment: s.id, Stripe: sio.ID.Stripe, Missing: v.slotNames(s, sio.ID, plan.Skip)})
@@ -197,6 +200,7 @@ func (v *Volume) readShards(ctx context.Context, s *segment, id layout.StripeID,
 func (v *Volume) shardWrite(ctx context.Context, s *segment, id layout.StripeID, sh int, b []byte, off int64, fua bool) error {
 	i := v.g.SlotOf(id.Stripe, sh)
 	var firstErr error
+	var failed []*slot
 	wrote := 0
 	for _, sl := range s.writeSlots(i, id.Stripe) {
 		err := v.slotWrite(ctx, sl, b, v.g.SlotOffset(id)+off, fua)
@@ -204,8 +208,19 @@ func (v *Volume) shardWrite(ctx context.Context, s *segment, id layout.StripeID,
 			wrote++
 		} else if !isShardFault(err) {
 			return err
-		} else if firstErr == nil {
-			firstErr = err
+		} else {
+			failed = append(failed, sl)
+			firstErr = cmp.Or(firstErr, err)
+		}
+	}
+	if wrote > 0 {
+		// Another copy took the write (a move is running): the failed
+		// copy missed it.
+		for _, sl := range failed {
+			sl.lowerValid(id.Stripe)
+			if err := v.recordStale(ctx, s, i, sl); err != nil {
+				return err
+			}
 		}
 	}
 	if wrote == 0 {

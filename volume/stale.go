@@ -1,0 +1,173 @@
+package volume
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/nvstripe/nvstripe/blockdev"
+)
+
+// StaleLog records durably which slots missed writes. A slot whose
+// namespace could not take a write (or a flush) holds old data for the
+// stripes it missed; the volume knows that in memory, but a later open of
+// the volume, after the namespace came back, would read the old data as
+// current. So before a write or flush that went around a slot is
+// acknowledged, the slot is marked stale here, and an open treats marked
+// slots as missing until Repair has rebuilt them (which clears the mark).
+// A mark names the slot's location (Ref): one left behind after the slot
+// moved elsewhere does not apply to the new location.
+type StaleLog interface {
+	MarkStale(ctx context.Context, m StaleSlot) error
+	ClearStale(ctx context.Context, m StaleSlot) error
+	Stale(ctx context.Context) ([]StaleSlot, error)
+}
+
+// StaleSlot is slot Slot of segment Segment, at location Ref.
+type StaleSlot struct {
+	Segment int64
+	Slot    int
+	Ref     SlotRef
+}
+
+// MemStaleLog is an in-memory StaleLog (tests; it survives a simulated
+// crash of the devices as an etcd-backed one survives a real one).
+type MemStaleLog struct {
+	mu    sync.Mutex
+	marks map[StaleSlot]bool
+}
+
+var _ StaleLog = (*MemStaleLog)(nil)
+
+// NewMemStaleLog returns an empty in-memory stale log.
+func NewMemStaleLog() *MemStaleLog {
+	return &MemStaleLog{marks: map[StaleSlot]bool{}}
+}
+
+func (l *MemStaleLog) MarkStale(_ context.Context, m StaleSlot) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.marks[m] = true
+	return nil
+}
+
+func (l *MemStaleLog) ClearStale(_ context.Context, m StaleSlot) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.marks, m)
+	return nil
+}
+
+func (l *MemStaleLog) Stale(context.Context) ([]StaleSlot, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]StaleSlot, 0, len(l.marks))
+	for m := range l.marks {
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+type nopStaleLog struct{}
+
+func (nopStaleLog) MarkStale(context.Context, StaleSlot) error  { return nil }
+func (nopStaleLog) ClearStale(context.Context, StaleSlot) error { return nil }
+func (nopStaleLog) Stale(context.Context) ([]StaleSlot, error)  { return nil, nil }
+
+// recordStale makes sure copy sl of slot i of s is marked stale in the
+// StaleLog before the caller acknowledges an IO that went around it. The
+// first caller for a copy writes the mark; the others wait for it.
+func (v *Volume) recordStale(ctx context.Context, s *segment, i int, sl *slot) error {
+	if sl.logged.Load() {
+		return nil
+	}
+	s.staleMu.Lock()
+	defer s.staleMu.Unlock()
+	if sl.logged.Load() {
+		return nil
+	}
+	m := StaleSlot{Segment: s.id, Slot: i, Ref: sl.ref}
+	if err := v.stale.MarkStale(context.WithoutCancel(ctx), m); err != nil {
+		err = fmt.Errorf("segment %d slot %d (namespace %s) missed a write and recording that failed; the write is not acknowledged: %w",
+			s.id, i, sl.ref.NS, err)
+		return blockdev.Mark(err, blockdev.ErrUnavailable)
+	}
+	sl.logged.Store(true)
+	return nil
+}
+
+// missed marks every copy of slot i of s stale from stripe t (a write went
+// around the slot) and records that before the write is acknowledged.
+func (v *Volume) missed(ctx context.Context, s *segment, i int, t int64) error {
+	s.lowerValid(i, t)
+	if err := v.recordStale(ctx, s, i, s.slots[i]); err != nil {
+		return err
+	}
+	if p := s.slots[i].prev.Load(); p != nil {
+		return v.recordStale(ctx, s, i, p)
+	}
+	return nil
+}
+
+// loadStale reads the stale marks once, before the first segment opens.
+// REQUIRES: v.allocMu held.
+func (v *Volume) loadStale(ctx context.Context) error {
+	if v.staleMarks != nil {
+		return nil
+	}
+	marks, err := v.stale.Stale(ctx)
+	if err != nil {
+		return fmt.Errorf("reading stale slot marks: %w", err)
+	}
+	v.staleMarks = map[int64][]StaleSlot{}
+	for _, m := range marks {
+		v.staleMarks[m.Segment] = append(v.staleMarks[m.Segment], m)
+	}
+	return nil
+}
+
+// applyStale marks the slots of a just-opened segment that its stale marks
+// name as holding nothing valid. Marks for a location the slot no longer
+// has are dropped. REQUIRES: v.allocMu held.
+func (v *Volume) applyStale(ctx context.Context, s *segment) {
+	for _, m := range v.staleMarks[s.id] {
+		if m.Slot < 0 || m.Slot >= len(s.slots) || s.slots[m.Slot].ref != m.Ref {
+			_ = v.stale.ClearStale(ctx, m) // stale mark of a moved slot; best effort
+			continue
+		}
+		sl := s.slots[m.Slot]
+		sl.lowerValid(0)
+		sl.logged.Store(true)
+	}
+	delete(v.staleMarks, s.id)
+}
+
+// clearStale removes the mark of slot i once Repair has made it whole and
+// its namespace has flushed it. A write that goes around the slot meanwhile
+// either sees the mark still recorded or records it again: logged is
+// cleared before valid is checked, and a writer lowers valid before it
+// checks logged.
+func (v *Volume) clearStale(ctx context.Context, s *segment, i int) error {
+	sl := s.slots[i]
+	if !sl.logged.Load() || sl.valid.Load() != v.g.StripesPerSegment() {
+		return nil
+	}
+	if err := sl.ns.dev.Flush(ctx); err != nil {
+		return v.shardFailed(s, sl, i, 0, err)
+	}
+	s.staleMu.Lock()
+	defer s.staleMu.Unlock()
+	if !sl.logged.Load() {
+		return nil
+	}
+	sl.logged.Store(false)
+	if sl.valid.Load() != v.g.StripesPerSegment() {
+		sl.logged.Store(true) // missed a write since: the mark stays
+		return nil
+	}
+	if err := v.stale.ClearStale(ctx, StaleSlot{Segment: s.id, Slot: i, Ref: sl.ref}); err != nil {
+		sl.logged.Store(true)
+		return fmt.Errorf("segment %d slot %d: clearing its stale mark: %w", s.id, i, err)
+	}
+	return nil
+}

@@ -1,0 +1,102 @@
+package volume
+
+import (
+	"bytes"
+	"context"
+	"math/rand"
+	"testing"
+)
+
+// deviceMap is the rig's namespaces by name.
+func (r *rig) deviceMap() DeviceMap {
+	dm := DeviceMap{}
+	for i, d := range r.devs {
+		dm[r.names[i]] = d
+	}
+	return dm
+}
+
+// TestReopenAfterMissedWrites: a namespace is down while the volume is
+// overwritten and flushed, then comes back; a new owner opens the volume.
+// Its reads must return the last writes, not the old data the namespace
+// still holds; Repair rebuilds the slots and clears their marks, after which
+// two other namespaces may go and the data still reads back.
+func TestReopenAfterMissedWrites(t *testing.T) {
+	ctx := context.Background()
+	size := 2 * g42.SegmentData()
+	for _, useLog := range []bool{true, false} {
+		r := newRig(t, g42, size, rigOptions{})
+		if !useLog {
+			r.stale = nopStaleLog{} // shows that the test can fail
+		}
+		if !useLog {
+			r.reopen(t, r.deviceMap())
+		}
+		a, b := make([]byte, size), make([]byte, size)
+		rand.New(rand.NewSource(1)).Read(a)
+		rand.New(rand.NewSource(2)).Read(b)
+		if err := r.vol.WriteAt(ctx, a, 0); err != nil {
+			t.Fatal(err)
+		}
+		r.devs[2].SetDown(true)
+		if err := r.vol.WriteAt(ctx, b, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.vol.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r.devs[2].SetDown(false)
+		r.reopen(t, r.deviceMap())
+		got := make([]byte, size)
+		if err := r.vol.ReadAt(ctx, got, 0); err != nil {
+			t.Fatal(err)
+		}
+		if !useLog {
+			if bytes.Equal(got, b) {
+				t.Fatal("without a stale log the reopened volume read no old data: the test cannot tell")
+			}
+			continue
+		}
+		if !bytes.Equal(got, b) {
+			t.Fatal("reopened volume returned old data from the namespace that missed the writes")
+		}
+		if marks, _ := r.stale.Stale(ctx); len(marks) == 0 {
+			t.Fatal("no stale marks recorded")
+		}
+		if n, err := r.vol.Repair(ctx); err != nil || n == 0 {
+			t.Fatalf("repair: %d stripes, %v", n, err)
+		}
+		if marks, _ := r.stale.Stale(ctx); len(marks) != 0 {
+			t.Fatalf("marks left after repair: %v", marks)
+		}
+		r.devs[0].SetDown(true)
+		r.devs[4].SetDown(true)
+		r.reopen(t, r.deviceMap())
+		if err := r.vol.ReadAt(ctx, got, 0); err != nil || !bytes.Equal(got, b) {
+			t.Fatalf("after repair, with two other namespaces down: err %v, data matches %v", err, bytes.Equal(got, b))
+		}
+	}
+}
+
+// TestStaleMarkFailureFailsWrite: when the mark cannot be recorded, the
+// write that went around the slot is not acknowledged.
+func TestStaleMarkFailureFailsWrite(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t, g42, g42.SegmentData(), rigOptions{})
+	r.vol.stale = failingStaleLog{}
+	if err := r.vol.WriteAt(ctx, make([]byte, 4096), 0); err != nil {
+		t.Fatal(err)
+	}
+	r.devs[0].SetDown(true)
+	r.devs[1].SetDown(true)
+	err := r.vol.WriteAt(ctx, make([]byte, g42.SegmentData()), 0)
+	if err == nil {
+		t.Fatal("a write that missed two slots was acknowledged although their marks failed")
+	}
+}
+
+type failingStaleLog struct{ nopStaleLog }
+
+func (failingStaleLog) MarkStale(context.Context, StaleSlot) error { return errMarkFailed }
+
+var errMarkFailed = bytes.ErrTooLarge
