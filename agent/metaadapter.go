@@ -14,6 +14,7 @@ type segmentMap struct{ m *meta.VolumeMap }
 var (
 	_ volume.Allocator = segmentMap{}
 	_ volume.DirtyLog  = segmentMap{}
+	_ volume.StaleLog  = segmentMap{}
 )
 
 func toVolume(refs []meta.SlotRef) []volume.SlotRef {
@@ -43,3 +44,20 @@ func (p segmentMap) MarkClean(ctx context.Context, segs []int64) error {
 }
 
 func (p segmentMap) Dirty(ctx context.Context) ([]int64, error) { return p.m.Dirty(ctx) }
+
+func (p segmentMap) MarkStale(ctx context.Context, s volume.StaleSlot) error {
+	return p.m.MarkStale(ctx, s.Segment, s.Slot, meta.SlotRef{NS: s.Ref.NS, Slot: s.Ref.Slot})
+}
+
+func (p segmentMap) ClearStale(ctx context.Context, s volume.StaleSlot) error {
+	return p.m.ClearStale(ctx, s.Segment, s.Slot, meta.SlotRef{NS: s.Ref.NS, Slot: s.Ref.Slot})
+}
+
+func (p segmentMap) Stale(ctx context.Context) ([]volume.StaleSlot, error) {
+	marks, err := p.m.Stale(ctx)
+	out := make([]volume.StaleSlot, len(marks))
+	for i, m := range marks {
+		out[i] = volume.StaleSlot{Segment: m.Segment, Slot: m.Index, Ref: volume.SlotRef{NS: m.Ref.NS, Slot: m.Ref.Slot}}
+	}
+	return out, err
+}

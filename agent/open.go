@@ -26,6 +26,9 @@ type OpenOptions struct {
 	Namespaces NamespaceOptions
 	// Events receives the volume's events.
 	Events volume.EventListener
+	// Logf receives a line when slots that missed writes before this open
+	// are rebuilt in place. Default: discarded.
+	Logf func(format string, args ...any)
 }
 
 // Mapped is an open volume owned by this process.
@@ -39,6 +42,7 @@ type Mapped struct {
 	closeOnce sync.Once
 	closeErr  error
 	stop      context.CancelFunc
+	bg        sync.WaitGroup // background repair, stopped by Close
 }
 
 // OpenVolume takes ownership of volume name, connects its placement and
@@ -78,7 +82,7 @@ func open(ctx context.Context, store *meta.Store, rec *meta.VolumeRecord, cluste
 	g := layout.Geometry{K: rec.Layout.K, M: rec.Layout.M, Chunk: rec.Layout.Chunk, SlotSize: cluster.SlotSize}
 	vol, err := volume.New(volume.Options{
 		Geometry: g, Size: rec.Size, Devices: devs,
-		Alloc: segmentMap{vm}, Dirty: segmentMap{vm}, Events: o.Events,
+		Alloc: segmentMap{vm}, Dirty: segmentMap{vm}, Stale: segmentMap{vm}, Events: o.Events,
 	})
 	if err != nil {
 		devs.Close()
@@ -98,7 +102,27 @@ func open(ctx context.Context, store *meta.Store, rec *meta.VolumeRecord, cluste
 	watch, stop := context.WithCancel(context.Background())
 	m.stop = stop
 	go m.fenceOnLoss(watch)
+	if !o.ReadOnly {
+		m.bg.Go(func() { m.repairStale(watch, o.Logf) })
+	}
 	return m, nil
+}
+
+// repairStale rebuilds in place the slots that missed writes while their
+// namespace was unreachable under an earlier owner (the volume's stale
+// marks) and whose namespace answers again. Slots of namespaces still down
+// stay marked: the controller rebuilds those elsewhere once it marks the
+// namespace out.
+func (m *Mapped) repairStale(ctx context.Context, logf func(string, ...any)) {
+	n, err := m.Volume.Repair(ctx)
+	if logf == nil || (n == 0 && err == nil) {
+		return
+	}
+	if err != nil && ctx.Err() == nil {
+		logf("volume %s: rebuilding slots that missed writes: %d stripes, then: %v", m.Record.Name, n, err)
+		return
+	}
+	logf("volume %s: rebuilt %d stripes of slots that missed writes under an earlier owner", m.Record.Name, n)
 }
 
 // fenceOnLoss closes the volume the moment ownership is lost.
@@ -115,6 +139,7 @@ func (m *Mapped) fenceOnLoss(watch context.Context) {
 func (m *Mapped) Close(ctx context.Context) error {
 	m.closeOnce.Do(func() {
 		m.stop()
+		m.bg.Wait()
 		var errs []error
 		if m.Owner.Context().Err() == nil {
 			errs = append(errs, m.Volume.Clean(ctx))

@@ -18,6 +18,7 @@ import (
 //	vol/<volume>                   VolumeRecord: size, layout, state
 //	seg/<volume>/<%016x index>     SegmentRecord: k+m slots, version, in-flight move
 //	dirty/<volume>/<%016x index>   DirtyRecord: the segment's dirty flag (present = dirty)
+//	stale/<volume>/<%016x>/<slot>  StaleRecord: the slot missed writes at this location (stale.go)
 //	owner/<volume>/rw              OwnerRecord, bound to the owner's lease
 //	owner/<volume>/ro/<holder>     OwnerRecord, bound to a read-only owner's lease
 //	leader/                        controller election (etcd concurrency.Election)

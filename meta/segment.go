@@ -165,7 +165,8 @@ func (m *VolumeMap) commitChange(ctx context.Context, seg, rev int64, c *segChan
 		changed[id] = a
 	}
 	if c.del {
-		ops = append(ops, clientv3.OpDelete(segKey), clientv3.OpDelete(m.s.keys.dirty(m.name, seg)))
+		ops = append(ops, clientv3.OpDelete(segKey), clientv3.OpDelete(m.s.keys.dirty(m.name, seg)),
+			clientv3.OpDelete(m.s.keys.staleSeg(m.name, seg), clientv3.WithPrefix()))
 	} else {
 		op, err := putOp(segKey, c.rec)
 		if err != nil {

@@ -7,12 +7,15 @@ import (
 	"github.com/nvstripe/nvstripe/volume/layout"
 )
 
-// Repair rebuilds every stale slot (one that missed writes or returned
+// Repair rebuilds every stale slot (those the StaleLog names included) (one that missed writes or returned
 // corrupt data) whose namespace is up, stripe by stripe, from the other
 // shards. Writes keep flowing: a stripe already rebuilt receives new writes,
 // one not yet rebuilt is rebuilt after them. It returns the number of stripes
 // rebuilt.
 func (v *Volume) Repair(ctx context.Context) (int64, error) {
+	if err := v.openStale(ctx); err != nil {
+		return 0, err
+	}
 	var total int64
 	for _, s := range v.cachedSegments() {
 		for i := range s.slots {

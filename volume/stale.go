@@ -126,6 +126,31 @@ func (v *Volume) loadStale(ctx context.Context) error {
 	return nil
 }
 
+// openStale opens every segment that has stale marks, so that Repair sees
+// them.
+func (v *Volume) openStale(ctx context.Context) error {
+	v.allocMu.Lock()
+	err := v.loadStale(ctx)
+	segs := make([]int64, 0, len(v.staleMarks))
+	for seg := range v.staleMarks {
+		segs = append(segs, seg)
+	}
+	v.allocMu.Unlock()
+	if err != nil {
+		return err
+	}
+	for _, seg := range segs {
+		s, err := v.acquire(ctx, seg, false)
+		if err != nil {
+			return err
+		}
+		if s != nil {
+			s.io.RUnlock()
+		}
+	}
+	return nil
+}
+
 // applyStale marks the slots of a just-opened segment that its stale marks
 // name as holding nothing valid. Marks for a location the slot no longer
 // has are dropped. REQUIRES: v.allocMu held.

@@ -1,0 +1,115 @@
+package meta
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Stale slot marks (the volume engine's StaleLog): a slot that missed a
+// write because its namespace was unreachable holds old data, and a later
+// owner must not read it. The owner records the slot under
+// stale/<volume>/<segment, 16 hex digits>/<slot index> with the slot's
+// location before it acknowledges the write, and deletes the record once the
+// slot is rebuilt; freeing the segment deletes its marks.
+
+func (k keys) stales(vol string) string { return k.root + "stale/" + vol + "/" }
+func (k keys) staleSeg(vol string, seg int64) string {
+	return fmt.Sprintf("%s%016x/", k.stales(vol), seg)
+}
+func (k keys) stale(vol string, seg int64, idx int) string {
+	return fmt.Sprintf("%s%d", k.staleSeg(vol, seg), idx)
+}
+
+// StaleRecord is one stale slot mark: the location the slot had when it
+// missed a write, and the owner epoch that recorded it.
+type StaleRecord struct {
+	versioned
+	NS    string `json:"ns"`
+	Slot  int64  `json:"slot"`
+	Epoch int64  `json:"epoch"`
+}
+
+func (r *StaleRecord) check() error {
+	if r.NS == "" || r.Slot < 0 {
+		return fmt.Errorf("stale record: empty namespace or negative slot: %w", ErrCorruptRecord)
+	}
+	return nil
+}
+
+// StaleMark is a stale slot mark as listed.
+type StaleMark struct {
+	Segment int64
+	Index   int
+	Ref     SlotRef
+}
+
+// MarkStale records that slot idx of segment seg, at ref, missed a write.
+// With an owner it fails with ErrLeaseLost once the owner lost its lease.
+func (m *VolumeMap) MarkStale(ctx context.Context, seg int64, idx int, ref SlotRef) error {
+	if err := m.checkSeg(seg); err != nil {
+		return err
+	}
+	rec := &StaleRecord{NS: ref.NS, Slot: ref.Slot}
+	if m.owner != nil {
+		rec.Epoch = m.owner.epoch
+	}
+	op, err := putOp(m.s.keys.stale(m.name, seg, idx), rec)
+	if err != nil {
+		return err
+	}
+	return m.fencedTxn(ctx, "mark stale", op)
+}
+
+// ClearStale deletes the mark of slot idx of segment seg if it names ref
+// (a mark recorded for another location of the slot stays).
+func (m *VolumeMap) ClearStale(ctx context.Context, seg int64, idx int, ref SlotRef) error {
+	key := m.s.keys.stale(m.name, seg, idx)
+	resp, err := m.s.cli.Get(ctx, key)
+	if err != nil {
+		return m.s.wrap("read "+key, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil
+	}
+	var rec StaleRecord
+	if err := decodeKV(resp.Kvs[0], &rec); err != nil {
+		return err
+	}
+	if rec.NS != ref.NS || rec.Slot != ref.Slot {
+		return nil
+	}
+	cmp := clientv3.Compare(clientv3.ModRevision(key), "=", resp.Kvs[0].ModRevision)
+	_, err = m.s.cli.Txn(ctx).If(append(m.ownerCmps(), cmp)...).Then(clientv3.OpDelete(key)).Commit()
+	return m.s.wrap("clear stale "+key, err)
+}
+
+// Stale lists the volume's stale slot marks.
+func (m *VolumeMap) Stale(ctx context.Context) ([]StaleMark, error) {
+	prefix := m.s.keys.stales(m.name)
+	resp, err := m.s.cli.Get(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, m.s.wrap("list "+prefix, err)
+	}
+	out := make([]StaleMark, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		segKey, idxStr, ok := strings.Cut(strings.TrimPrefix(string(kv.Key), prefix), "/")
+		idx, err := strconv.Atoi(idxStr)
+		if !ok || err != nil || idx < 0 {
+			return nil, fmt.Errorf("key %q: not a stale slot key: %w", kv.Key, ErrCorruptRecord)
+		}
+		seg, err := segmentIndex(prefix+segKey, prefix)
+		if err != nil {
+			return nil, err
+		}
+		var rec StaleRecord
+		if err := decodeKV(kv, &rec); err != nil {
+			return nil, err
+		}
+		out = append(out, StaleMark{Segment: seg, Index: idx, Ref: SlotRef{NS: rec.NS, Slot: rec.Slot}})
+	}
+	return out, nil
+}
