@@ -2,6 +2,7 @@ package volume
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/nvstripe/nvstripe/volume/layout"
@@ -189,24 +190,38 @@ func (v *Volume) resyncStripe(ctx context.Context, s *segment, t int64) error {
 
 // Recover makes the volume consistent after an unclean stop: it resyncs every
 // segment the DirtyLog lists, flushes, and marks them clean. Run it once after
-// opening, before serving IO.
+// opening, before serving IO. A segment that lacks a data shard (its
+// namespace is down, or its slot missed writes) cannot be resynced: it stays
+// dirty, is reported through EventListener.ShardError, and is resynced by a
+// later Recover; the open goes on (reads reconstruct around the missing
+// shard; stripes that had a write in flight at the stop may then read wrong
+// data in the missing shard's range, the write hole a crash plus a lost
+// shard leaves).
 func (v *Volume) Recover(ctx context.Context) (int, error) {
 	segs, err := v.dirty.Dirty(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("reading dirty segments: %w", err)
 	}
+	done := make([]int64, 0, len(segs))
 	for _, seg := range segs {
-		if err := v.Resync(ctx, seg); err != nil {
+		err := v.Resync(ctx, seg)
+		var se *StripeError
+		if errors.As(err, &se) {
+			v.ev.shardError(ShardInfo{NS: se.Missing[0], Segment: seg, Slot: -1, Err: fmt.Errorf("resync deferred: %w", err)})
+			continue
+		}
+		if err != nil {
 			return 0, fmt.Errorf("resync segment %d: %w", seg, err)
 		}
+		done = append(done, seg)
 	}
 	if err := v.Flush(ctx); err != nil {
 		return 0, err
 	}
-	if err := v.dirty.MarkClean(ctx, segs); err != nil {
-		return 0, fmt.Errorf("marking %d resynced segments clean: %w", len(segs), err)
+	if err := v.dirty.MarkClean(ctx, done); err != nil {
+		return 0, fmt.Errorf("marking %d resynced segments clean: %w", len(done), err)
 	}
-	return len(segs), nil
+	return len(done), nil
 }
 
 // Clean flushes the volume and marks clean every dirty segment that had no
