@@ -14,7 +14,10 @@
 // unallocated space return zeros; a trim covering a whole segment frees it.
 // Before the first write to a clean segment it is marked dirty in a DirtyLog;
 // Clean marks idle flushed segments clean again, and Recover recomputes parity
-// of dirty segments after a crash.
+// of dirty segments after a crash. A slot that a write or flush went around
+// (its namespace unreachable) is marked in a StaleLog before that IO is
+// acknowledged, so that a later open does not read its old data; Repair
+// rebuilds such slots in place and clears their marks.
 //
 // Concurrency: all methods may be called from many goroutines. Requests are
 // split per stripe and run concurrently; within a stripe, shard IO is issued
