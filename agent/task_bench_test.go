@@ -388,17 +388,7 @@ func waitRedundancy(b *testing.B, store *meta.Store, ns string, vol int64) time.
 		if isOut && out.IsZero() {
 			out = time.Now()
 		}
-		left := 0
-		for _, s := range snap.Segments["v"] {
-			for _, sl := range s.Slots {
-				if sl.NS == ns {
-					left++
-				}
-			}
-			if s.Move != nil {
-				left++
-			}
-		}
+		left := shardsLeft(snap, ns)
 		if isOut && left == 0 && len(snap.Tasks) == 0 {
 			return out
 		}

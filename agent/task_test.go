@@ -68,17 +68,7 @@ func waitRebuiltState(t testing.TB, store *meta.Store, ns, state string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		left := 0
-		for _, s := range snap.Segments["v"] {
-			for _, sl := range s.Slots {
-				if sl.NS == ns {
-					left++
-				}
-			}
-			if s.Move != nil {
-				left++
-			}
-		}
+		left := shardsLeft(snap, ns)
 		if left == 0 && len(snap.Tasks) == 0 && snap.Namespaces[ns].State == state {
 			return
 		}
@@ -87,6 +77,23 @@ func waitRebuiltState(t testing.TB, store *meta.Store, ns, state string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// shardsLeft counts the shards of volume "v" still on namespace ns, plus
+// its moves in flight.
+func shardsLeft(snap *controller.Snapshot, ns string) int {
+	left := 0
+	for _, s := range snap.Segments["v"] {
+		for _, sl := range s.Slots {
+			if sl.NS == ns {
+				left++
+			}
+		}
+		if s.Move != nil {
+			left++
+		}
+	}
+	return left
 }
 
 func fillVolume(t *testing.T, m *Mapped, size int) []byte {

@@ -34,31 +34,6 @@ func (m *countingMover) count(vol string) int {
 	return m.calls[vol]
 }
 
-// volumeShardsOn counts the shards of vol on namespace ns, and its moves in
-// flight.
-func volumeShardsOn(t *testing.T, store *meta.Store, vol, ns string) (shards, moves int) {
-	t.Helper()
-	vm, err := store.VolumeMap(context.Background(), vol, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	segs, _, err := vm.Segments(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range segs {
-		for _, sl := range s.Slots {
-			if sl.NS == ns {
-				shards++
-			}
-		}
-		if s.Move != nil {
-			moves++
-		}
-	}
-	return shards, moves
-}
-
 // TestRunnerReadOnlyMapped: volume v is mapped read-only only (no
 // read-write owner) and one of its namespaces fails. The controller neither
 // hands its moves to anyone nor runs them through its Mover (which could

@@ -206,8 +206,14 @@ func startRunner(t *testing.T, ctx context.Context, store *meta.Store, holder st
 // shardsOn counts the shards of volume v on namespace ns, and the moves in
 // flight.
 func shardsOn(t *testing.T, store *meta.Store, ns string) (shards, moves int) {
+	return volumeShardsOn(t, store, "v", ns)
+}
+
+// volumeShardsOn counts the shards of vol on namespace ns, and its moves in
+// flight.
+func volumeShardsOn(t *testing.T, store *meta.Store, vol, ns string) (shards, moves int) {
 	t.Helper()
-	vm, err := store.VolumeMap(context.Background(), "v", nil)
+	vm, err := store.VolumeMap(context.Background(), vol, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

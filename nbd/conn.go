@@ -23,9 +23,10 @@ const (
 	readBufSize = 16 << 10
 )
 
-// conn is one client connection. The reader goroutine (serve) owns br and
-// out; the writer goroutine owns the socket's write side once transmission
-// starts.
+// conn is one client connection. During the handshake the serving
+// goroutine owns br and out; during transmission br belongs to the worker
+// holding rmu (the reader's turn) and the socket's write side to the worker
+// writing for the sender (tx).
 type conn struct {
 	s   *Server
 	nc  net.Conn

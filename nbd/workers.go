@@ -9,7 +9,7 @@ import (
 	"github.com/nvstripe/nvstripe/nbd/proto"
 )
 
-// job is one request handed from the reader to a worker.
+// job is one request as read, before it runs.
 type job struct {
 	req     proto.Request
 	payload *[]byte // WRITE data

@@ -165,7 +165,7 @@ func (f *controllerFlags) runnerConfig(cmd *cobra.Command, s *meta.Store) (contr
 	}
 	logf := lineLogger(cmd.ErrOrStderr())
 	mover := agent.NewTaskMover(s, agent.OpenOptions{Holder: f.holder, LeaseTTL: f.leaderTTL,
-		Namespaces: agent.NamespaceOptions{HostNQN: f.hostNQN}})
+		Namespaces: agent.NamespaceOptions{HostNQN: f.hostNQN}, Logf: logf})
 	cfg := controller.RunnerConfig{Store: s, Holder: f.holder, Interval: f.interval, LeaderTTL: f.leaderTTL,
 		Decide: controller.Config{OutAfter: f.outAfter, MaxMoves: f.maxMoves, MaxMovesPerNS: f.maxMovesPerNS,
 			DomainLabel: cl.DomainLabel},
