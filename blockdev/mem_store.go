@@ -86,7 +86,7 @@ func (s *pageStore) write(p []byte, off int64) {
 		if pg.data == nil {
 			pg.data = make([]byte, s.pageLen(pi))
 		}
-		copy(pg.data[po:po+l], p[bo:])
+		copyCold(pg.data[po:po+l], p[bo:])
 		pg.mu.Unlock()
 	})
 }
