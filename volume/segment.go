@@ -3,6 +3,7 @@ package volume
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -236,6 +237,47 @@ func (v *Volume) SetNamespaceUp(id string, up bool) {
 	if ns != nil {
 		ns.down.Store(!up)
 	}
+}
+
+// DownNamespaces returns the namespaces the volume treats as down (an IO to
+// them failed as unavailable, or a flush did), sorted.
+func (v *Volume) DownNamespaces() []string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var ids []string
+	for id, ns := range v.ns {
+		if ns.down.Load() {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// Reinstate puts a namespace that was down back into use; the caller has
+// checked that it answers again (and is the same namespace). What it held
+// before is trusted only where it was flushed: when it went down holding
+// unflushed writes, its target may have lost them (a restart loses a
+// volatile write cache), so every slot on it is marked stale first, and
+// recorded in the StaleLog, as a failed Flush does. Slots that missed writes
+// while it was down stay stale either way, until Repair rebuilds them. It
+// reports whether the namespace was down.
+func (v *Volume) Reinstate(ctx context.Context, id string) (bool, error) {
+	v.mu.Lock()
+	ns := v.ns[id]
+	v.mu.Unlock()
+	if ns == nil || !ns.down.Load() {
+		return false, nil
+	}
+	if ns.unflushed.Load() {
+		err := fmt.Errorf("namespace %s went down holding unflushed writes: %w", id, blockdev.ErrUnavailable)
+		if err := v.namespaceLost(ctx, ns, err); err != nil {
+			return false, err
+		}
+		ns.unflushed.Store(false) // nothing on it is trusted now
+	}
+	ns.down.Store(false)
+	return true, nil
 }
 
 // cachedSegments returns the allocated segments in the cache.

@@ -267,6 +267,13 @@ func (v *Volume) Flush(ctx context.Context) error {
 	v.mu.Unlock()
 	lost := make([]bool, len(todo))
 	err := v.each(len(todo), func(i int) error {
+		if todo[i].down.Load() {
+			// Not flushed: a flush that reaches it again would not say
+			// whether its target kept the writes from before it went down.
+			todo[i].unflushed.Store(true)
+			lost[i] = true
+			return nil
+		}
 		err := todo[i].dev.Flush(ctx)
 		if err != nil {
 			todo[i].unflushed.Store(true)
