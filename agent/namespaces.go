@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
@@ -49,8 +50,10 @@ type Namespaces struct {
 	cluster *meta.ClusterRecord
 	opts    NamespaceOptions
 
-	mu   sync.Mutex
-	devs map[string]blockdev.Device
+	mu      sync.Mutex
+	devs    map[string]blockdev.Device // connected
+	pending map[string]*pending        // not connected (yet)
+	closed  bool
 }
 
 // NewNamespaces returns a DeviceSet for the namespaces of store's cluster.
@@ -60,15 +63,22 @@ func NewNamespaces(ctx context.Context, store *meta.Store, opts NamespaceOptions
 	if err != nil {
 		return nil, fmt.Errorf("reading the cluster record: %w", err)
 	}
-	return &Namespaces{store: store, cluster: c, opts: opts, devs: map[string]blockdev.Device{}}, nil
+	return &Namespaces{store: store, cluster: c, opts: opts,
+		devs: map[string]blockdev.Device{}, pending: map[string]*pending{}}, nil
 }
 
-// Device returns the connected, label-checked device of namespace id.
+// Device returns the connected, label-checked device of namespace id. A
+// namespace whose target cannot be reached is returned as a stand-in that
+// fails every IO as unavailable (so the volume works degraded around it
+// instead of failing) until Probe connects it.
 func (n *Namespaces) Device(id string) (blockdev.Device, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if d, ok := n.devs[id]; ok {
 		return d, nil
+	}
+	if p, ok := n.pending[id]; ok {
+		return p, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), n.opts.ConnectTimeout+5*time.Second)
 	defer cancel()
@@ -81,31 +91,116 @@ func (n *Namespaces) Device(id string) (blockdev.Device, error) {
 	if blockdev.Class(err) != blockdev.ErrUnavailable {
 		return nil, err // a label mismatch, say: never serve it
 	}
-	// Unreachable (its target is down): a device that fails every IO as
-	// unavailable, so the volume works degraded around it instead of
-	// failing. It is not kept: a later open tries to connect again.
 	rec, rerr := n.store.Namespace(ctx, id)
 	if rerr != nil {
 		return nil, err
 	}
-	return unreachable{size: rec.Size, err: err}, nil
+	p := &pending{size: rec.Size, err: err}
+	n.pending[id] = p
+	return p, nil
 }
 
-// unreachable is a namespace that could not be connected: every IO fails
-// with the connection error (class blockdev.ErrUnavailable).
-type unreachable struct {
+// Probe checks that namespace id answers and is still the namespace its
+// label says: it connects a stand-in from Device (whose IO then goes to the
+// real device) or reads the label of a connected one. A nil error means IO
+// to it can be tried again.
+func (n *Namespaces) Probe(ctx context.Context, id string) error {
+	n.mu.Lock()
+	d, connected := n.devs[id]
+	p := n.pending[id]
+	n.mu.Unlock()
+	if connected {
+		return CheckLabel(ctx, d, n.cluster.Label(id))
+	}
+	if p == nil {
+		return fmt.Errorf("namespace %s: not in use: %w", id, blockdev.ErrInvalid)
+	}
+	d, err := n.open(ctx, id)
+	if err != nil {
+		return fmt.Errorf("namespace %s: %w", id, err)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		d.Close()
+		return fmt.Errorf("namespace %s: closed: %w", id, blockdev.ErrUnavailable)
+	}
+	p.dev.Store(&d)
+	n.devs[id] = d
+	delete(n.pending, id)
+	return nil
+}
+
+// pending stands in for a namespace that could not be connected: every IO
+// fails with the connection error (class blockdev.ErrUnavailable) until
+// Probe connects it; from then on IO goes to the connected device.
+type pending struct {
 	size int64
 	err  error
+	dev  atomic.Pointer[blockdev.Device]
 }
 
-func (u unreachable) ReadAt(context.Context, []byte, int64) error     { return u.err }
-func (u unreachable) WriteAt(context.Context, []byte, int64) error    { return u.err }
-func (u unreachable) Flush(context.Context) error                     { return u.err }
-func (u unreachable) WriteZeroes(context.Context, int64, int64) error { return u.err }
-func (u unreachable) Trim(context.Context, int64, int64) error        { return u.err }
-func (u unreachable) Size() int64                                     { return u.size }
-func (u unreachable) BlockSize() int                                  { return meta.BlockSize }
-func (u unreachable) Close() error                                    { return nil }
+func (p *pending) get() (blockdev.Device, error) {
+	if d := p.dev.Load(); d != nil {
+		return *d, nil
+	}
+	return nil, p.err
+}
+
+func (p *pending) ReadAt(ctx context.Context, b []byte, off int64) error {
+	d, err := p.get()
+	if err != nil {
+		return err
+	}
+	return d.ReadAt(ctx, b, off)
+}
+
+func (p *pending) WriteAt(ctx context.Context, b []byte, off int64) error {
+	d, err := p.get()
+	if err != nil {
+		return err
+	}
+	return d.WriteAt(ctx, b, off)
+}
+
+// WriteAtFUA keeps FUA writes FUA once connected.
+func (p *pending) WriteAtFUA(ctx context.Context, b []byte, off int64) error {
+	d, err := p.get()
+	if err != nil {
+		return err
+	}
+	return blockdev.WriteFUA(ctx, d, b, off)
+}
+
+func (p *pending) Flush(ctx context.Context) error {
+	d, err := p.get()
+	if err != nil {
+		return err
+	}
+	return d.Flush(ctx)
+}
+
+func (p *pending) WriteZeroes(ctx context.Context, off, n int64) error {
+	d, err := p.get()
+	if err != nil {
+		return err
+	}
+	return d.WriteZeroes(ctx, off, n)
+}
+
+func (p *pending) Trim(ctx context.Context, off, n int64) error {
+	d, err := p.get()
+	if err != nil {
+		return err
+	}
+	return d.Trim(ctx, off, n)
+}
+
+func (p *pending) Size() int64    { return p.size }
+func (p *pending) BlockSize() int { return meta.BlockSize }
+
+// Close does nothing: Namespaces.Close closes the connected device.
+func (p *pending) Close() error { return nil }
 
 func (n *Namespaces) open(ctx context.Context, id string) (blockdev.Device, error) {
 	rec, err := n.store.Namespace(ctx, id)
@@ -141,6 +236,7 @@ func Connect(ctx context.Context, rec *meta.NamespaceRecord, o NamespaceOptions)
 func (n *Namespaces) Close() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	n.closed = true
 	var errs []error
 	for id, d := range n.devs {
 		errs = append(errs, d.Close())

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -26,9 +27,14 @@ type OpenOptions struct {
 	Namespaces NamespaceOptions
 	// Events receives the volume's events.
 	Events volume.EventListener
-	// Logf receives a line when slots that missed writes before this open
-	// are rebuilt in place. Default: discarded.
+	// Logf receives a line when slots that missed writes are rebuilt in
+	// place, and when a namespace that was down is used again. Default:
+	// discarded.
 	Logf func(format string, args ...any)
+	// RecheckInterval is how often a read-write owner probes the namespaces
+	// its volume treats as down; one that answers (with its label) is used
+	// again and the slots it missed are rebuilt in place. Default 10s.
+	RecheckInterval time.Duration
 }
 
 // Mapped is an open volume owned by this process.
@@ -103,16 +109,66 @@ func open(ctx context.Context, store *meta.Store, rec *meta.VolumeRecord, cluste
 	m.stop = stop
 	go m.fenceOnLoss(watch)
 	if !o.ReadOnly {
-		m.bg.Go(func() { m.repairStale(watch, o.Logf) })
+		m.bg.Go(func() { m.maintain(watch, cmp.Or(o.RecheckInterval, 10*time.Second), o.Logf) })
 	}
 	return m, nil
 }
 
-// repairStale rebuilds in place the slots that missed writes while their
-// namespace was unreachable under an earlier owner (the volume's stale
-// marks) and whose namespace answers again. Slots of namespaces still down
-// stay marked: the controller rebuilds those elsewhere once it marks the
-// namespace out.
+// maintain is a read-write owner's background upkeep: it rebuilds the slots
+// marked stale under an earlier owner, then, every interval, brings back
+// namespaces that answer again and rebuilds what they missed. A namespace
+// that stays down is left to the controller, which moves its slots elsewhere
+// once it marks it out.
+func (m *Mapped) maintain(ctx context.Context, every time.Duration, logf func(string, ...any)) {
+	m.repairStale(ctx, logf)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if m.reinstate(ctx, min(every, 5*time.Second), logf) > 0 {
+			m.repairStale(ctx, logf)
+		}
+	}
+}
+
+// reinstate probes each namespace the volume treats as down and puts back
+// into use those that answer. It returns how many came back.
+func (m *Mapped) reinstate(ctx context.Context, timeout time.Duration, logf func(string, ...any)) int {
+	n := 0
+	for _, id := range m.Volume.DownNamespaces() {
+		pctx, cancel := context.WithTimeout(ctx, timeout)
+		err := m.devs.Probe(pctx, id)
+		cancel()
+		if err != nil {
+			continue
+		}
+		back, err := m.Volume.Reinstate(ctx, id)
+		if err != nil {
+			logOrDrop(logf, "volume %s: namespace %s answers again but putting it back failed: %v", m.Record.Name, id, err)
+			continue
+		}
+		if back {
+			n++
+			logOrDrop(logf, "volume %s: namespace %s answers again; rebuilding the slots it missed", m.Record.Name, id)
+		}
+	}
+	return n
+}
+
+func logOrDrop(logf func(string, ...any), format string, args ...any) {
+	if logf != nil {
+		logf(format, args...)
+	}
+}
+
+// repairStale rebuilds in place the slots that missed writes (under an
+// earlier owner: the volume's stale marks; or in this open) and whose
+// namespace is up. Slots of namespaces still down stay marked: the
+// controller rebuilds those elsewhere once it marks the namespace out.
 func (m *Mapped) repairStale(ctx context.Context, logf func(string, ...any)) {
 	n, err := m.Volume.Repair(ctx)
 	if logf == nil || (n == 0 && err == nil) {
@@ -122,7 +178,7 @@ func (m *Mapped) repairStale(ctx context.Context, logf func(string, ...any)) {
 		logf("volume %s: rebuilding slots that missed writes: %d stripes, then: %v", m.Record.Name, n, err)
 		return
 	}
-	logf("volume %s: rebuilt %d stripes of slots that missed writes under an earlier owner", m.Record.Name, n)
+	logf("volume %s: rebuilt %d stripes of slots that missed writes", m.Record.Name, n)
 }
 
 // fenceOnLoss closes the volume the moment ownership is lost.
