@@ -26,6 +26,10 @@ type Snapshot struct {
 	Tasks     []*meta.TaskRecord
 	// Segments holds each volume's segment records by index.
 	Segments map[string]map[int64]*meta.SegmentRecord
+	// Stale holds, per segment, the slot indexes whose current location
+	// is marked stale (it missed writes; meta.VolumeMap.Stale). A volume's
+	// owner rebuilds them in place once their namespace answers.
+	Stale map[SegmentID]map[int]bool
 }
 
 // LoadSnapshot reads hosts, namespaces (with allocation counts), volumes,
@@ -33,7 +37,7 @@ type Snapshot struct {
 func LoadSnapshot(ctx context.Context, store *meta.Store) (*Snapshot, error) {
 	s := &Snapshot{Namespaces: map[string]*meta.NamespaceRecord{}, Volumes: map[string]*meta.VolumeRecord{},
 		Owners: map[string]string{}, Readers: map[string][]string{}, MoveTasks: map[SegmentID]MoveTask{},
-		Segments: map[string]map[int64]*meta.SegmentRecord{}}
+		Segments: map[string]map[int64]*meta.SegmentRecord{}, Stale: map[SegmentID]map[int]bool{}}
 	if err := s.loadHosts(ctx, store); err != nil {
 		return nil, err
 	}
@@ -120,12 +124,36 @@ func (s *Snapshot) loadVolume(ctx context.Context, store *meta.Store, v *meta.Vo
 	if err != nil {
 		return err
 	}
+	if err := s.loadStale(ctx, vm, v.Name, segs); err != nil {
+		return err
+	}
 	s.Volumes[v.Name] = v
 	s.Segments[v.Name] = segs
 	s.State.Volumes = append(s.State.Volumes, Volume{ID: v.Name, K: v.Layout.K, M: v.Layout.M,
 		OwnerPresent: s.Owners[v.Name] != "", AllowSharedDomains: v.AllowSharedDomains})
 	for idx, r := range segs {
 		s.State.Segments = append(s.State.Segments, s.segment(SegmentID{Volume: v.Name, Index: idx}, r, v))
+	}
+	return nil
+}
+
+// loadStale keeps the stale marks that name a slot's current location (a
+// mark left behind by a move names the old one).
+func (s *Snapshot) loadStale(ctx context.Context, vm *meta.VolumeMap, vol string, segs map[int64]*meta.SegmentRecord) error {
+	marks, err := vm.Stale(ctx)
+	if err != nil {
+		return err
+	}
+	for _, m := range marks {
+		r := segs[m.Segment]
+		if r == nil || m.Index >= len(r.Slots) || r.Slots[m.Index] != m.Ref {
+			continue
+		}
+		id := SegmentID{Volume: vol, Index: m.Segment}
+		if s.Stale[id] == nil {
+			s.Stale[id] = map[int]bool{}
+		}
+		s.Stale[id][m.Index] = true
 	}
 	return nil
 }
@@ -162,8 +190,11 @@ type VolumeHealth struct {
 	Volume string
 	K, M   int
 	// Segments allocated; Lost is the most shards one segment has on
-	// namespaces not in service (down, out, failed or unknown).
+	// namespaces not in service (down, out, failed or unknown) or marked
+	// stale (they missed writes and are not yet rebuilt).
 	Segments, Lost int
+	// Stale counts slots marked stale.
+	Stale int
 	// Degraded counts segments with a lost shard; Moving those with a
 	// move in flight.
 	Degraded, Moving int
@@ -188,12 +219,14 @@ func (s *Snapshot) Health() []VolumeHealth {
 	var out []VolumeHealth
 	for _, v := range s.State.Volumes {
 		h := VolumeHealth{Volume: v.ID, K: v.K, M: v.M}
-		for _, r := range s.Segments[v.ID] {
+		for idx, r := range s.Segments[v.ID] {
 			h.Segments++
 			lost := 0
-			for _, sl := range r.Slots {
+			stale := s.Stale[SegmentID{Volume: v.ID, Index: idx}]
+			h.Stale += len(stale)
+			for i, sl := range r.Slots {
 				n := s.Namespaces[sl.NS]
-				if n == nil || (n.State != placement.StateIn.String() && n.State != placement.StateDraining.String()) {
+				if stale[i] || n == nil || (n.State != placement.StateIn.String() && n.State != placement.StateDraining.String()) {
 					lost++
 				}
 			}

@@ -164,9 +164,9 @@ func printStatus(w io.Writer, st statusJSON) {
 	}
 	fmt.Fprintf(w, "controller leader: %s\n\n", leader)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "VOLUME\tLAYOUT\tSEGMENTS\tHEALTH\tMOVING\tOWNER")
+	fmt.Fprintln(tw, "VOLUME\tLAYOUT\tSEGMENTS\tHEALTH\tSTALE\tMOVING\tOWNER")
 	for _, v := range st.Volumes {
-		fmt.Fprintf(tw, "%s\t%d+%d\t%d\t%s\t%d\t%s\n", v.Volume, v.K, v.M, v.Segments, v.Health, v.Moving, dash(v.Owner))
+		fmt.Fprintf(tw, "%s\t%d+%d\t%d\t%s\t%d\t%d\t%s\n", v.Volume, v.K, v.M, v.Segments, v.Health, v.Stale, v.Moving, dash(v.Owner))
 	}
 	fmt.Fprintln(tw, "\nNAMESPACE\tHOST\tSTATE\tUSED\tCAPACITY\t")
 	for _, n := range st.Namespaces {
