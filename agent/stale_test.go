@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/controller"
 	"github.com/nvstripe/nvstripe/nvmeof/initiator"
 	"github.com/nvstripe/nvstripe/nvmeof/target"
 )
@@ -160,5 +161,60 @@ func TestTargetReturnsWhileMapped(t *testing.T) {
 				t.Fatalf("with two other targets down: err %v, data matches %v", err, bytes.Equal(got, want))
 			}
 		})
+	}
+}
+
+// TestControllerRepairsUnmappedStale: slots missed writes while their target
+// was down, the volume was unmapped, and the target came back. Nobody maps
+// the volume, so the controller must open it and rebuild them: `admin
+// status` health counts them until then, and afterwards the marks are gone,
+// nobody owns the volume, and the data survives two other targets going.
+func TestControllerRepairsUnmappedStale(t *testing.T) {
+	const size = 16 << 20
+	tc := newTestCluster(t, 5, 64<<20, 4<<20)
+	ctx := context.Background()
+	c, _ := tc.store.Cluster(ctx)
+	mem, _ := blockdev.NewMem(64<<20, 4096)
+	tgt, _ := serveNamespace(t, tc.store, c, 5, mem)
+	m := tc.openVolume(t, size, 64<<10, testOpenOptions("a"))
+	want := make([]byte, size)
+	rand.New(rand.NewSource(1)).Read(want)
+	if err := m.Volume.WriteAt(ctx, want, 0); err != nil {
+		t.Fatal(err)
+	}
+	m.Volume.Flush(ctx)
+	addr := tgt.Addr(0)
+	tgt.Close()
+	rand.New(rand.NewSource(2)).Read(want[:size/2])
+	if err := m.Volume.WriteAt(ctx, want[:size/2], 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	restartTarget(t, 5, addr, mem)
+	snap, err := controller.LoadSnapshot(ctx, tc.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := snap.Health()[0]; h.Stale == 0 || h.Status() == "healthy" {
+		t.Fatalf("health with slots that missed writes: %+v (%s)", h, h.Status())
+	}
+	runController(t, tc.store)
+	waitFor(t, "the controller to rebuild the stale slots and let the volume go", func() bool {
+		marks, err := m.Map.Stale(ctx)
+		owners, oerr := tc.store.Owners(ctx, "v")
+		return err == nil && oerr == nil && len(marks) == 0 && len(owners) == 0
+	})
+	tc.targets[0].Close()
+	tc.targets[1].Close()
+	m2, err := OpenVolume(ctx, tc.store, "v", testOpenOptions("b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m2.Close(ctx)
+	got := make([]byte, size)
+	if err := m2.Volume.ReadAt(ctx, got, 0); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("with two other targets down: err %v, data matches %v", err, bytes.Equal(got, want))
 	}
 }

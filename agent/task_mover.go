@@ -8,11 +8,12 @@ import (
 	"github.com/nvstripe/nvstripe/meta"
 )
 
-// TaskMover is the controller's controller.Mover: it moves shards of
-// volumes nobody has mapped by opening them itself (OpenVolume: ownership,
-// interrupted moves settled, dirty segments resynced). Concurrent moves of
-// one volume share one open; the volume is closed, and its ownership
-// released, when its last move ends. Safe for concurrent use.
+// TaskMover is the controller's controller.Mover (and StaleRepairer): it
+// moves shards, and rebuilds stale slots, of volumes nobody has mapped by
+// opening them itself (OpenVolume: ownership, interrupted moves settled,
+// dirty segments resynced). Concurrent moves and repairs of one volume share
+// one open; the volume is closed, and its ownership released, when the last
+// of them ends. Safe for concurrent use.
 type TaskMover struct {
 	store *meta.Store
 	opts  OpenOptions
@@ -34,6 +35,8 @@ func NewTaskMover(store *meta.Store, o OpenOptions) *TaskMover {
 	return &TaskMover{store: store, opts: o, open: map[string]*moverVolume{}}
 }
 
+var _ controller.StaleRepairer = (*TaskMover)(nil)
+
 // MoveShard implements controller.Mover.
 func (t *TaskMover) MoveShard(ctx context.Context, req controller.MoveRequest) error {
 	m, err := t.acquire(ctx, req.Volume)
@@ -45,6 +48,18 @@ func (t *TaskMover) MoveShard(ctx context.Context, req controller.MoveRequest) e
 	return m.MoveShardPaced(ctx, req.Segment, req.Shard, req.To, req.Pace, func(p MoveProgress) {
 		req.Progress(p.Done*chunk, p.Total*chunk)
 	})
+}
+
+// RepairStale implements controller.StaleRepairer: it opens the volume
+// (sharing an open one), rebuilds its stale slots whose namespace answers,
+// and closes it when nothing else uses it.
+func (t *TaskMover) RepairStale(ctx context.Context, name string) (int64, error) {
+	m, err := t.acquire(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	defer t.release(context.WithoutCancel(ctx), name)
+	return m.Volume.Repair(ctx)
 }
 
 // acquire opens the volume, or shares the open one.

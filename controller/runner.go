@@ -125,6 +125,8 @@ type Runner struct {
 	observed     time.Time                  // the latest time given to the tracker
 	heldNoted    map[string]string          // volume -> why it is held back, as logged
 	backoff      map[string]volBackoff      // volumes whose moves wait, by volume; REQUIRES: mu held
+	repairing    map[string]bool            // volumes whose stale slots the Mover repairs now; REQUIRES: mu held
+	repairWait   map[string]volBackoff      // volumes whose stale slots outlived a repair; REQUIRES: mu held
 }
 
 type running struct {
@@ -195,6 +197,7 @@ func (r *Runner) lead(ctx, leadCtx context.Context) {
 	r.leading, r.tracker = true, tr
 	r.gossipHosts, r.gossipResume, r.observed = map[string]map[string]bool{}, true, time.Time{}
 	r.backoff, r.heldNoted = map[string]volBackoff{}, map[string]string{}
+	r.repairing, r.repairWait = map[string]bool{}, map[string]volBackoff{}
 	r.running, r.nsSeen, r.mvSeen = map[SegmentID]*running{}, map[string]nsSeen{}, map[SegmentID]mvSeen{}
 	r.mu.Unlock()
 	for lctx.Err() == nil {
@@ -220,7 +223,7 @@ func sleep(ctx context.Context, d time.Duration) {
 }
 
 // Tick runs one round: read, judge liveness (gossip, probes), clean up,
-// decide, act. Run calls it
+// decide, act, and start repairs of stale slots of unmapped volumes. Run calls it
 // while leading; ctx must end when leadership does.
 func (r *Runner) Tick(ctx context.Context) error {
 	snap, err := LoadSnapshot(ctx, r.cfg.Store)
@@ -245,6 +248,9 @@ func (r *Runner) Tick(ctx context.Context) error {
 		if err := r.do(ctx, snap, a, now); err != nil {
 			errs = append(errs, fmt.Errorf("%v: %w", a, err))
 		}
+	}
+	if ctx.Err() == nil {
+		r.repairStale(ctx, snap, now)
 	}
 	return errors.Join(errs...)
 }
