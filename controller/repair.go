@@ -130,7 +130,7 @@ func (d *decider) rebalance(tasks []Task, repairing bool) {
 		return
 	}
 	t := slices.MinFunc(tasks, func(a, b Task) int { return cmp.Compare(a.ID, b.ID) })
-	c, err := d.cluster(false)
+	c, err := placement.NewCluster(d.hosts, d.settled(), d.cfg.DomainLabel)
 	if err != nil {
 		return // cannot happen: newDecider built the same cluster
 	}
@@ -150,6 +150,28 @@ func (d *decider) rebalance(tasks []Task, repairing bool) {
 	for _, m := range plan.Moves {
 		d.startRebalance(m)
 	}
+}
+
+// settled returns the namespaces with the use they will have once the moves
+// in flight are done: a move's source slot is freed only when it finishes,
+// and its destination is reserved only when the owner begins it. Planning
+// on the counts as they are would see a move's source as still full and
+// move from it again in the next tick (a rebalance emptied one namespace
+// of three shards that way, and finished with the spread above threshold).
+func (d *decider) settled() []placement.Namespace {
+	nss := slices.Clone(d.ns)
+	for _, s := range d.segs {
+		if s.Move == nil {
+			continue
+		}
+		if i, ok := d.nsIdx[s.Slots[s.Move.Shard].NS]; ok && nss[i].Used > 0 {
+			nss[i].Used--
+		}
+		if i, ok := d.nsIdx[s.Move.To.NS]; ok && s.Move.To.Slot < 0 {
+			nss[i].Used++
+		}
+	}
+	return nss
 }
 
 func (d *decider) placementSegment(s Segment) placement.Segment {
