@@ -53,6 +53,7 @@ type conn struct {
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
+	tuneSocket(nc, s.opts)
 	c := &conn{s: s, nc: nc, raw: newRawSock(nc)}
 	var r io.Reader = nc
 	if c.raw != nil {
@@ -60,6 +61,19 @@ func newConn(s *Server, nc net.Conn) *conn {
 	}
 	c.br = bufio.NewReaderSize(r, readBufSize)
 	return c
+}
+
+// tuneSocket sizes the send buffer of a TCP connection from a loopback
+// client (Options.LoopbackSendBuffer). Failing to is harmless: the kernel's
+// default stays.
+func tuneSocket(nc net.Conn, o Options) {
+	tc, ok := nc.(*net.TCPConn)
+	if !ok || o.LoopbackSendBuffer <= 0 {
+		return
+	}
+	if a, ok := tc.RemoteAddr().(*net.TCPAddr); ok && a.IP.IsLoopback() {
+		_ = tc.SetWriteBuffer(o.LoopbackSendBuffer)
+	}
 }
 
 // flushOut writes the pending handshake bytes.
