@@ -32,6 +32,7 @@ func main() {
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile to this file")
 	k := flag.Int("k", 4, "data shards of the volume; 0 serves a plain in-memory device")
 	m := flag.Int("m", 2, "parity shards of the volume")
+	sndbuf := flag.Int("loopback-sndbuf", 0, "nbd.Options.LoopbackSendBuffer (0: the default; negative: the kernel's autotuning)")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -41,12 +42,12 @@ func main() {
 		pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
 	}
-	if err := run(*listen, *size, *bs, *export, *k, *m); err != nil {
+	if err := run(*listen, *size, *bs, *export, *k, *m, *sndbuf); err != nil {
 		log.Print("nbdbench: ", err)
 	}
 }
 
-func run(listen, sizeStr string, bs int, export string, k, m int) error {
+func run(listen, sizeStr string, bs int, export string, k, m, sndbuf int) error {
 	size, err := parseSize(sizeStr)
 	if err != nil {
 		return err
@@ -58,7 +59,7 @@ func run(listen, sizeStr string, bs int, export string, k, m int) error {
 	defer dev.Close()
 	srv, err := nbd.NewServer(nbd.Options{
 		Exports: map[string]nbd.Export{export: {Device: dev, Description: "nbdbench memory"}},
-		Logf:    log.Printf,
+		Logf:    log.Printf, LoopbackSendBuffer: sndbuf,
 	})
 	if err != nil {
 		return err
