@@ -55,6 +55,7 @@ type conn struct {
 func newConn(s *Server, nc net.Conn) *conn {
 	tuneSocket(nc, s.opts)
 	c := &conn{s: s, nc: nc, raw: newRawSock(nc)}
+	c.tx.room.L = &c.tx.mu
 	var r io.Reader = nc
 	if c.raw != nil {
 		r = c.raw

@@ -56,6 +56,15 @@ type Options struct {
 	// 512 KiB; negative leaves the kernel's autotuning. Remote clients
 	// always get autotuning, which sizes the buffer to the path.
 	LoopbackSendBuffer int
+	// ReplyBacklog bounds the reply bytes of a connection waiting to be
+	// written before a READ may start its device IO. When the client
+	// drains the socket slower than the device fills replies, reading
+	// further ahead only lets replies wait until their data has left the
+	// cache (a 4+2 volume served 1 MiB reads at QD16 at 82% of nbdkit's
+	// rate without the bound, 99% with it). A device slower than the socket
+	// keeps the backlog empty, so its READs never wait. Default 2 MiB;
+	// negative: no bound.
+	ReplyBacklog int
 	// Logf receives one line per notable connection event (protocol
 	// violations, IO errors). Default: discard.
 	Logf func(format string, args ...any)
@@ -69,6 +78,7 @@ const (
 	DefaultHandshakeTimeout = 30 * time.Second
 	DefaultShutdownGrace    = 5 * time.Second
 	DefaultLoopbackSendBuf  = 512 << 10
+	DefaultReplyBacklog     = 2 << 20
 )
 
 // EnsureDefaults fills zero fields with their defaults.
@@ -83,6 +93,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.MaxInFlight == 0 {
 		o.MaxInFlight = DefaultMaxInFlight
+	}
+	if o.ReplyBacklog == 0 {
+		o.ReplyBacklog = DefaultReplyBacklog
 	}
 	if o.LoopbackSendBuffer == 0 {
 		o.LoopbackSendBuffer = DefaultLoopbackSendBuf

@@ -114,3 +114,12 @@ func errnoOf(err error, cmd proto.Cmd) (proto.Errno, string) {
 	}
 	return proto.EIO, err.Error()
 }
+
+// size is the number of bytes r's answer puts on the wire.
+func (r *reply) size() int {
+	n := 0
+	for _, s := range r.segs {
+		n += len(s)
+	}
+	return n
+}

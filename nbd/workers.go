@@ -69,6 +69,9 @@ func (c *conn) next(ctx context.Context) (j job, ok bool) {
 
 // handle runs one request and sends its reply.
 func (c *conn) handle(j job) {
+	if j.req.Type == proto.CmdRead {
+		c.waitBacklog()
+	}
 	r := c.newReply(j.req, j.cost)
 	r.payload = j.payload
 	if err := c.exec(r); err != nil {
@@ -82,13 +85,36 @@ func (c *conn) handle(j job) {
 // reply at once, while its READ data is still in this CPU's cache, then
 // whatever replies others queued meanwhile, gathered into one writev, until
 // the queue is empty.
+//
+// It also paces READs (Options.ReplyBacklog): a READ starts its device IO
+// only while fewer than that many reply bytes wait to be written. When the
+// client drains the socket slower than the device fills replies, reading
+// further ahead only lets replies wait, and data that waits has left the
+// cache by the time it is copied into the socket.
 type sender struct {
-	mu     sync.Mutex
-	busy   bool     // REQUIRES: mu held
-	failed bool     // a write failed: replies are dropped; REQUIRES: mu held
-	queue  []*reply // REQUIRES: mu held
-	spare  []*reply // the previous batch's backing array, reused
-	vec    net.Buffers
+	mu      sync.Mutex
+	busy    bool     // REQUIRES: mu held
+	failed  bool     // a write failed: replies are dropped; REQUIRES: mu held
+	queue   []*reply // REQUIRES: mu held
+	spare   []*reply // the previous batch's backing array, reused
+	vec     net.Buffers
+	backlog int       // bytes of the replies queued or being written; REQUIRES: mu held
+	room    sync.Cond // broadcast when backlog falls or a write fails; L is &mu
+}
+
+// waitBacklog waits while the replies waiting to be written reach
+// Options.ReplyBacklog (or until a write fails: the reply will be dropped).
+func (c *conn) waitBacklog() {
+	limit := c.s.opts.ReplyBacklog
+	if limit < 0 {
+		return
+	}
+	t := &c.tx
+	t.mu.Lock()
+	for t.backlog >= limit && !t.failed {
+		t.room.Wait()
+	}
+	t.mu.Unlock()
 }
 
 // send queues r and, unless another worker is writing, writes the queue.
@@ -98,6 +124,7 @@ func (c *conn) send(r *reply) {
 	t := &c.tx
 	t.mu.Lock()
 	t.queue = append(t.queue, r)
+	t.backlog += r.size()
 	if t.busy {
 		t.mu.Unlock()
 		return
@@ -107,9 +134,15 @@ func (c *conn) send(r *reply) {
 		batch, failed := t.queue, t.failed
 		t.queue = t.spare[:0]
 		t.mu.Unlock()
+		n := 0
+		for _, r := range batch {
+			n += r.size()
+		}
 		err := c.writeBatch(batch, failed)
 		t.mu.Lock()
+		t.backlog -= n
 		t.failed = t.failed || err != nil
+		t.room.Broadcast()
 		clear(batch)
 		t.spare = batch[:0]
 	}

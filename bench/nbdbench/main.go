@@ -33,6 +33,7 @@ func main() {
 	k := flag.Int("k", 4, "data shards of the volume; 0 serves a plain in-memory device")
 	m := flag.Int("m", 2, "parity shards of the volume")
 	sndbuf := flag.Int("loopback-sndbuf", 0, "nbd.Options.LoopbackSendBuffer (0: the default; negative: the kernel's autotuning)")
+	backlog := flag.Int("reply-backlog", 0, "nbd.Options.ReplyBacklog (0: the default; negative: no bound)")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -42,12 +43,14 @@ func main() {
 		pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
 	}
-	if err := run(*listen, *size, *bs, *export, *k, *m, *sndbuf); err != nil {
+	tune := nbd.Options{LoopbackSendBuffer: *sndbuf, ReplyBacklog: *backlog}
+	if err := run(*listen, *size, *bs, *export, *k, *m, tune); err != nil {
 		log.Print("nbdbench: ", err)
 	}
 }
 
-func run(listen, sizeStr string, bs int, export string, k, m, sndbuf int) error {
+// run serves the device; tune carries the nbd options under test.
+func run(listen, sizeStr string, bs int, export string, k, m int, tune nbd.Options) error {
 	size, err := parseSize(sizeStr)
 	if err != nil {
 		return err
@@ -59,7 +62,7 @@ func run(listen, sizeStr string, bs int, export string, k, m, sndbuf int) error 
 	defer dev.Close()
 	srv, err := nbd.NewServer(nbd.Options{
 		Exports: map[string]nbd.Export{export: {Device: dev, Description: "nbdbench memory"}},
-		Logf:    log.Printf, LoopbackSendBuffer: sndbuf,
+		Logf:    log.Printf, LoopbackSendBuffer: tune.LoopbackSendBuffer, ReplyBacklog: tune.ReplyBacklog,
 	})
 	if err != nil {
 		return err
