@@ -27,6 +27,14 @@
 // non-blocking, so they only copy): the scheduler then does not hand the
 // goroutine's P to another thread during a long copy (see rawsock_linux.go).
 //
+// Replies are kept from piling up, so that their data is still in cache when
+// it is copied into the socket: a READ starts its device IO only while fewer
+// than Options.ReplyBacklog bytes of replies wait to be written, and a TCP
+// connection from a loopback client (the kernel's nbd driver, qemu) gets a
+// send buffer of Options.LoopbackSendBuffer instead of the kernel's
+// autotuned 4 MiB. Both matter when the client drains replies slower than
+// the device fills them, as a local client on the same CPUs does.
+//
 // # Semantics and decisions
 //
 //   - Block sizes: the server advertises a minimum block size of 512, a
