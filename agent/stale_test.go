@@ -14,69 +14,105 @@ import (
 	"github.com/nvstripe/nvstripe/nvmeof/target"
 )
 
+// staleSize is the volume size of the stale-slot tests.
+const staleSize = 16 << 20
+
+// staleFixture is a 4+2 volume "v" of staleSize over six userspace targets,
+// written with random data and flushed. The sixth (test target 5) serves
+// mem at addr, so that it can be stopped and served again.
+type staleFixture struct {
+	tc   *testCluster
+	m    *Mapped
+	tgt  *target.Target
+	addr string
+	mem  *blockdev.Mem
+	want []byte // the volume's contents as written
+}
+
+func newStaleFixture(t *testing.T, o OpenOptions) *staleFixture {
+	t.Helper()
+	f := &staleFixture{tc: newTestCluster(t, 5, 64<<20, 4<<20)}
+	c, err := f.tc.store.Cluster(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.mem, _ = blockdev.NewMem(64<<20, 4096)
+	f.tgt, _ = serveNamespace(t, f.tc.store, c, 5, f.mem)
+	f.addr = f.tgt.Addr(0)
+	f.m = f.tc.openVolume(t, staleSize, 64<<10, o)
+	f.want = make([]byte, staleSize)
+	f.overwrite(t, f.m, 1, staleSize)
+	return f
+}
+
+// overwrite writes fresh random data (from seed) over [0, n) through m,
+// flushes, and records it in want.
+func (f *staleFixture) overwrite(t *testing.T, m *Mapped, seed int64, n int) {
+	t.Helper()
+	ctx := context.Background()
+	rand.New(rand.NewSource(seed)).Read(f.want[:n])
+	if err := m.Volume.WriteAt(ctx, f.want[:n], 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Volume.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// restart serves mem again on the stopped target's address.
+func (f *staleFixture) restart(t *testing.T) { restartTarget(t, 5, f.addr, f.mem) }
+
+// verifyWithTwoDown stops two other targets and checks that m reads want.
+func (f *staleFixture) verifyWithTwoDown(t *testing.T, m *Mapped) {
+	t.Helper()
+	f.tc.targets[0].Close()
+	f.tc.targets[1].Close()
+	got := make([]byte, staleSize)
+	if err := m.Volume.ReadAt(context.Background(), got, 0); err != nil || !bytes.Equal(got, f.want) {
+		t.Fatalf("with two other targets down: err %v, data matches %v", err, bytes.Equal(got, f.want))
+	}
+}
+
 // TestReopenAfterTargetReturns: a target is down while the volume is
 // overwritten and flushed, and comes back; the next owner must read the last
 // writes (not the old data that target still holds), and rebuilds the slots
 // that missed them in place, after which the marks in etcd are gone and the
 // data survives two other targets going.
 func TestReopenAfterTargetReturns(t *testing.T) {
-	const size = 16 << 20
-	tc := newTestCluster(t, 5, 64<<20, 4<<20)
 	ctx := context.Background()
-	c, _ := tc.store.Cluster(ctx)
-	mem, _ := blockdev.NewMem(64<<20, 4096)
-	tgt, _ := serveNamespace(t, tc.store, c, 5, mem)
-	m := tc.openVolume(t, size, 64<<10, testOpenOptions("a"))
-	a := make([]byte, size)
-	rand.New(rand.NewSource(1)).Read(a)
-	if err := m.Volume.WriteAt(ctx, a, 0); err != nil {
+	f := newStaleFixture(t, testOpenOptions("a"))
+	f.tgt.Close()
+	f.overwrite(t, f.m, 2, staleSize)
+	if err := f.m.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	m.Volume.Flush(ctx)
-	addr := tgt.Addr(0)
-	tgt.Close()
-	b := make([]byte, size)
-	rand.New(rand.NewSource(2)).Read(b)
-	if err := m.Volume.WriteAt(ctx, b, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Volume.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if marks, err := m.Map.Stale(ctx); err != nil || len(marks) == 0 {
+	if marks, err := f.m.Map.Stale(ctx); err != nil || len(marks) == 0 {
 		t.Fatalf("stale marks after writes that missed a target: %v, %v", marks, err)
 	}
-	restartTarget(t, 5, addr, mem)
-	m2, err := OpenVolume(ctx, tc.store, "v", testOpenOptions("b"))
+	f.restart(t)
+	m2, err := OpenVolume(ctx, f.tc.store, "v", testOpenOptions("b"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m2.Close(ctx)
-	got := make([]byte, size)
+	got := make([]byte, staleSize)
 	if err := m2.Volume.ReadAt(ctx, got, 0); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(got, b) {
+	if !bytes.Equal(got, f.want) {
 		n := 0
-		for i := 0; i < size; i += 4096 {
-			if !bytes.Equal(got[i:i+4096], b[i:i+4096]) {
+		for i := 0; i < staleSize; i += 4096 {
+			if !bytes.Equal(got[i:i+4096], f.want[i:i+4096]) {
 				n++
 			}
 		}
-		t.Fatalf("after reopen, %d of %d blocks differ from the last write", n, size/4096)
+		t.Fatalf("after reopen, %d of %d blocks differ from the last write", n, staleSize/4096)
 	}
 	waitFor(t, "the stale marks cleared by the background repair", func() bool {
 		marks, err := m2.Map.Stale(ctx)
 		return err == nil && len(marks) == 0
 	})
-	tc.targets[0].Close()
-	tc.targets[1].Close()
-	if err := m2.Volume.ReadAt(ctx, got, 0); err != nil || !bytes.Equal(got, b) {
-		t.Fatalf("after the repair, with two other targets down: err %v, data matches %v", err, bytes.Equal(got, b))
-	}
+	f.verifyWithTwoDown(t, m2)
 }
 
 // restartTarget serves dev again as the namespace of test target i (see
@@ -107,59 +143,35 @@ func restartTarget(t *testing.T, i int, addr string, dev blockdev.Device) {
 func TestTargetReturnsWhileMapped(t *testing.T) {
 	for _, downAtOpen := range []bool{false, true} {
 		t.Run(fmt.Sprintf("down-at-open=%v", downAtOpen), func(t *testing.T) {
-			const size = 16 << 20
-			tc := newTestCluster(t, 5, 64<<20, 4<<20)
 			ctx := context.Background()
-			c, _ := tc.store.Cluster(ctx)
-			mem, _ := blockdev.NewMem(64<<20, 4096)
-			tgt, _ := serveNamespace(t, tc.store, c, 5, mem)
-			addr := tgt.Addr(0)
 			o := testOpenOptions("a")
 			o.RecheckInterval = 100 * time.Millisecond
 			o.Logf = t.Logf
-			m := tc.openVolume(t, size, 64<<10, o)
-			want := make([]byte, size)
-			rand.New(rand.NewSource(1)).Read(want)
-			if err := m.Volume.WriteAt(ctx, want, 0); err != nil {
-				t.Fatal(err)
-			}
-			if err := m.Volume.Flush(ctx); err != nil {
-				t.Fatal(err)
-			}
+			f := newStaleFixture(t, o)
+			m := f.m
 			if downAtOpen {
 				if err := m.Close(ctx); err != nil {
 					t.Fatal(err)
 				}
-				tgt.Close()
+				f.tgt.Close()
 				var err error
-				if m, err = OpenVolume(ctx, tc.store, "v", o); err != nil {
+				if m, err = OpenVolume(ctx, f.tc.store, "v", o); err != nil {
 					t.Fatal(err)
 				}
 			} else {
-				tgt.Close()
+				f.tgt.Close()
 			}
 			defer m.Close(ctx)
-			rand.New(rand.NewSource(2)).Read(want[:size/2])
-			if err := m.Volume.WriteAt(ctx, want[:size/2], 0); err != nil {
-				t.Fatal(err)
-			}
-			if err := m.Volume.Flush(ctx); err != nil {
-				t.Fatal(err)
-			}
+			f.overwrite(t, m, 2, staleSize/2)
 			if len(m.Volume.DownNamespaces()) != 1 {
 				t.Fatalf("down namespaces after writing around a stopped target: %v", m.Volume.DownNamespaces())
 			}
-			restartTarget(t, 5, addr, mem)
+			f.restart(t)
 			waitFor(t, "the namespace back in use and the slots it missed rebuilt", func() bool {
 				marks, err := m.Map.Stale(ctx)
 				return len(m.Volume.DownNamespaces()) == 0 && err == nil && len(marks) == 0
 			})
-			tc.targets[0].Close()
-			tc.targets[1].Close()
-			got := make([]byte, size)
-			if err := m.Volume.ReadAt(ctx, got, 0); err != nil || !bytes.Equal(got, want) {
-				t.Fatalf("with two other targets down: err %v, data matches %v", err, bytes.Equal(got, want))
-			}
+			f.verifyWithTwoDown(t, m)
 		})
 	}
 }
@@ -170,51 +182,31 @@ func TestTargetReturnsWhileMapped(t *testing.T) {
 // status` health counts them until then, and afterwards the marks are gone,
 // nobody owns the volume, and the data survives two other targets going.
 func TestControllerRepairsUnmappedStale(t *testing.T) {
-	const size = 16 << 20
-	tc := newTestCluster(t, 5, 64<<20, 4<<20)
 	ctx := context.Background()
-	c, _ := tc.store.Cluster(ctx)
-	mem, _ := blockdev.NewMem(64<<20, 4096)
-	tgt, _ := serveNamespace(t, tc.store, c, 5, mem)
-	m := tc.openVolume(t, size, 64<<10, testOpenOptions("a"))
-	want := make([]byte, size)
-	rand.New(rand.NewSource(1)).Read(want)
-	if err := m.Volume.WriteAt(ctx, want, 0); err != nil {
+	f := newStaleFixture(t, testOpenOptions("a"))
+	f.tgt.Close()
+	f.overwrite(t, f.m, 2, staleSize/2)
+	if err := f.m.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	m.Volume.Flush(ctx)
-	addr := tgt.Addr(0)
-	tgt.Close()
-	rand.New(rand.NewSource(2)).Read(want[:size/2])
-	if err := m.Volume.WriteAt(ctx, want[:size/2], 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	restartTarget(t, 5, addr, mem)
-	snap, err := controller.LoadSnapshot(ctx, tc.store)
+	f.restart(t)
+	snap, err := controller.LoadSnapshot(ctx, f.tc.store)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if h := snap.Health()[0]; h.Stale == 0 || h.Status() == "healthy" {
 		t.Fatalf("health with slots that missed writes: %+v (%s)", h, h.Status())
 	}
-	runController(t, tc.store)
+	runController(t, f.tc.store)
 	waitFor(t, "the controller to rebuild the stale slots and let the volume go", func() bool {
-		marks, err := m.Map.Stale(ctx)
-		owners, oerr := tc.store.Owners(ctx, "v")
+		marks, err := f.m.Map.Stale(ctx)
+		owners, oerr := f.tc.store.Owners(ctx, "v")
 		return err == nil && oerr == nil && len(marks) == 0 && len(owners) == 0
 	})
-	tc.targets[0].Close()
-	tc.targets[1].Close()
-	m2, err := OpenVolume(ctx, tc.store, "v", testOpenOptions("b"))
+	m2, err := OpenVolume(ctx, f.tc.store, "v", testOpenOptions("b"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m2.Close(ctx)
-	got := make([]byte, size)
-	if err := m2.Volume.ReadAt(ctx, got, 0); err != nil || !bytes.Equal(got, want) {
-		t.Fatalf("with two other targets down: err %v, data matches %v", err, bytes.Equal(got, want))
-	}
+	f.verifyWithTwoDown(t, m2)
 }
