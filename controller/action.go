@@ -10,8 +10,8 @@ import (
 // Action the runner could not do comes back next time.
 //
 // Who does what:
-//   - Decide emits MarkOut, RebuildShard, MoveShard, AbortMove, FinishTask
-//     and Blocked.
+//   - Decide emits MarkOut, RebuildShard, MoveShard, AbortMove, FinishTask,
+//     Blocked and HoldOut.
 //   - The runner starts a move (RebuildShard, MoveShard) by allocating a
 //     slot on To and recording the Move in the segment in one transaction;
 //     the copy then runs in the owner (or the runner, under the volume's
@@ -75,7 +75,19 @@ type Blocked struct {
 	Err     error
 }
 
+// HoldOut: namespaces are due to be marked out, but only Up of Hosts hosts
+// with namespaces in service are up, fewer than Config.MinUpFraction: the
+// controller is more likely cut off from the cluster than watching most of
+// it die, and marking them out would start rebuilds with nowhere to go and,
+// once the network heals, move data back. Nothing is marked out while it
+// holds; the runner logs it.
+type HoldOut struct {
+	Up, Hosts int
+	Due       []string // the namespaces held back
+}
+
 func (MarkOut) isAction()      {}
+func (HoldOut) isAction()      {}
 func (RebuildShard) isAction() {}
 func (MoveShard) isAction()    {}
 func (AbortMove) isAction()    {}
@@ -84,6 +96,10 @@ func (Blocked) isAction()      {}
 
 func (a MarkOut) String() string {
 	return fmt.Sprintf("mark-out %s (down since %s)", a.NS, a.DownSince.Format(time.RFC3339))
+}
+
+func (a HoldOut) String() string {
+	return fmt.Sprintf("hold-out: only %d of %d hosts up; not marking out %v (check the controller's own network)", a.Up, a.Hosts, a.Due)
 }
 
 func (a RebuildShard) String() string {

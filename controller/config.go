@@ -29,6 +29,10 @@ type Config struct {
 	DomainLabel string
 	// Seed varies placement choices between clusters. Default 0.
 	Seed uint64
+	// MinUpFraction: namespaces are marked out only while at least this
+	// fraction of the hosts with namespaces in service are up (see
+	// HoldOut). Default 0.5; negative: no guard.
+	MinUpFraction float64
 }
 
 // EnsureDefaults fills zero fields with their defaults.
@@ -45,10 +49,16 @@ func (c *Config) EnsureDefaults() {
 	if c.StallAfter == 0 {
 		c.StallAfter = 15 * time.Minute
 	}
+	if c.MinUpFraction == 0 {
+		c.MinUpFraction = 0.5
+	}
 }
 
 // Validate reports a Config that EnsureDefaults cannot mend.
 func (c *Config) Validate() error {
+	if c.MinUpFraction > 1 {
+		return fmt.Errorf("controller config: MinUpFraction %g above 1: %w", c.MinUpFraction, ErrInvalid)
+	}
 	if c.OutAfter < 0 || c.MaxMoves < 0 || c.MaxMovesPerNS < 0 {
 		return fmt.Errorf("controller config: negative OutAfter, MaxMoves or MaxMovesPerNS in %+v: %w", *c, ErrInvalid)
 	}

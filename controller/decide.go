@@ -173,13 +173,51 @@ func (d *decider) markOut(nss []Namespace) {
 	for _, n := range nss {
 		since[n.ID] = n.Since
 	}
+	var due []int
 	for i, n := range d.ns {
 		t := since[n.ID]
 		if n.State == placement.StateDown && !t.IsZero() && d.now.Sub(t) >= d.cfg.OutAfter {
-			d.out = append(d.out, MarkOut{NS: n.ID, DownSince: t})
-			d.ns[i].State = placement.StateOut
+			due = append(due, i)
 		}
 	}
+	if len(due) == 0 {
+		return
+	}
+	if up, hosts := d.hostsUp(); float64(up) < d.cfg.MinUpFraction*float64(hosts) {
+		h := HoldOut{Up: up, Hosts: hosts}
+		for _, i := range due {
+			h.Due = append(h.Due, d.ns[i].ID)
+		}
+		d.out = append(d.out, h)
+		return
+	}
+	for _, i := range due {
+		d.out = append(d.out, MarkOut{NS: d.ns[i].ID, DownSince: since[d.ns[i].ID]})
+		d.ns[i].State = placement.StateOut
+	}
+}
+
+// hostsUp counts the hosts with a namespace in service (in, draining or
+// down), and those of them with one that is up (in or draining).
+func (d *decider) hostsUp() (up, hosts int) {
+	seen := map[string]bool{} // host -> up
+	for _, n := range d.ns {
+		switch n.State {
+		case placement.StateIn, placement.StateDraining:
+			seen[n.Host] = true
+		case placement.StateDown:
+			if _, ok := seen[n.Host]; !ok {
+				seen[n.Host] = false
+			}
+		}
+	}
+	for _, u := range seen {
+		hosts++
+		if u {
+			up++
+		}
+	}
+	return up, hosts
 }
 
 // abortMoves applies rule 2.

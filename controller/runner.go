@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -124,6 +125,7 @@ type Runner struct {
 	gossipResume bool                       // the next tick starts from Gossip.resume
 	observed     time.Time                  // the latest time given to the tracker
 	heldNoted    map[string]string          // volume -> why it is held back, as logged
+	holdNoted    string                     // the HoldOut last logged ("" none since)
 	backoff      map[string]volBackoff      // volumes whose moves wait, by volume; REQUIRES: mu held
 	repairing    map[string]bool            // volumes whose stale slots the Mover repairs now; REQUIRES: mu held
 	repairWait   map[string]volBackoff      // volumes whose stale slots outlived a repair; REQUIRES: mu held
@@ -241,6 +243,9 @@ func (r *Runner) Tick(ctx context.Context) error {
 		return err
 	}
 	var errs []error
+	if !slices.ContainsFunc(acts, func(a Action) bool { _, ok := a.(HoldOut); return ok }) {
+		r.holdNoted = ""
+	}
 	for _, a := range acts {
 		if ctx.Err() != nil {
 			break

@@ -29,6 +29,12 @@ func (r *Runner) do(ctx context.Context, snap *Snapshot, a Action, now time.Time
 	case Blocked:
 		r.cfg.Logf("%v", a)
 		return nil
+	case HoldOut:
+		if msg := a.String(); msg != r.holdNoted {
+			r.holdNoted = msg
+			r.cfg.Logf("%s", msg)
+		}
+		return nil
 	case RebuildShard:
 		return r.start(ctx, snap, MoveTask{Segment: a.Segment, Shard: a.Shard, Kind: MoveRebuild,
 			From: a.From, To: a.To, Started: now, State: meta.TaskRunning})

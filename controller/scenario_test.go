@@ -157,6 +157,8 @@ func (e *env) config(c command) string {
 			e.cfg.MaxMovesPerNS = int(e.int(c, k))
 		case "domain":
 			e.cfg.DomainLabel = c.kv[k]
+		case "min-up":
+			e.cfg.MinUpFraction = e.float(c, k)
 		default:
 			panic("unknown config key " + k)
 		}

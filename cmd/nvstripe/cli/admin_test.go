@@ -179,17 +179,16 @@ func (s *ctlOutput) String() string {
 }
 
 // startController runs `nvstripe controller` in the background with test
-// timings; cancel stops it and returns Run's error.
-func startController(t *testing.T, a adminCLI, holder string) (out *ctlOutput, stop func() error) {
+// timings and the extra flags; cancel stops it and returns Run's error.
+func startController(t *testing.T, a adminCLI, holder string, extra ...string) (out *ctlOutput, stop func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out = &ctlOutput{}
 	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, []string{"controller", "--holder", holder, "--interval", "100ms", "--grace", "300ms",
-			"--out-after", "1s", "--leader-ttl", "2s", "--probe-timeout", "200ms", "--metrics", "127.0.0.1:0", "--api", "127.0.0.1:0",
-			"--etcd", a.etcd, "--cluster", a.cluster}, out, io.Discard)
-	}()
+	args := append([]string{"controller", "--holder", holder, "--interval", "100ms", "--grace", "300ms",
+		"--out-after", "1s", "--leader-ttl", "2s", "--probe-timeout", "200ms", "--metrics", "127.0.0.1:0", "--api", "127.0.0.1:0",
+		"--etcd", a.etcd, "--cluster", a.cluster}, extra...)
+	go func() { done <- Run(ctx, args, out, io.Discard) }()
 	var once sync.Once
 	var err error
 	stop = func() error {
@@ -213,16 +212,29 @@ func waitCLI(t *testing.T, what string, cond func() bool) {
 
 // TestControllerCommand runs two controllers: one leads (admin status names
 // it), its TCP probes find every namespace unreachable (the fixture's paths
-// lead nowhere) and mark them down, then out; its metrics say so; when it
-// stops the other takes over.
+// lead nowhere) and mark them down. With every host down it first holds
+// back marking them out (--min-up); once restarted without the guard, they
+// go out; its metrics say so; when it stops the other takes over.
 func TestControllerCommand(t *testing.T) {
 	a, _ := adminFixture(t)
-	out1, stop1 := startController(t, a, "c1")
+	_, stop0 := startController(t, a, "c0")
+	waitCLI(t, "every namespace down", func() bool {
+		o, _ := a.run("admin", "status", "--json")
+		return strings.Count(o, `"state": "down"`) == 8
+	})
+	time.Sleep(2 * time.Second) // twice --out-after
+	if o, _ := a.run("admin", "status", "--json"); strings.Contains(o, `"state": "out"`) {
+		t.Fatalf("a namespace went out while every host was down:\n%s", o)
+	}
+	if err := stop0(); err != nil {
+		t.Fatal(err)
+	}
+	out1, stop1 := startController(t, a, "c1", "--min-up=-1")
 	waitCLI(t, "c1 leads", func() bool {
 		o, _ := a.run("admin", "status")
 		return strings.Contains(o, "controller leader: c1")
 	})
-	_, stop2 := startController(t, a, "c2")
+	_, stop2 := startController(t, a, "c2", "--min-up=-1")
 	waitCLI(t, "namespaces out", func() bool {
 		o, _ := a.run("admin", "status", "--json")
 		return strings.Count(o, `"state": "out"`) == 8 && strings.Contains(o, `"health": "unreadable"`)

@@ -27,6 +27,7 @@ type controllerFlags struct {
 	outAfter, interval, grace  time.Duration
 	probeTimeout, leaderTTL    time.Duration
 	maxMoves, maxMovesPerNS    int
+	minUp                      float64
 	probe                      bool
 	gossip                     gossipFlags
 	gossipHost                 string
@@ -46,7 +47,8 @@ func newControllerCmd(g *globals) *cobra.Command {
 			"it registers itself there): a host with a gossiping target ('target serve --gossip', 'target\n" +
 			"agent') is judged by gossip; the leader probes the paths of the other hosts' namespaces over\n" +
 			"TCP (--probe). A host silent for --grace is down; down for --out-after it is out (a host that\n" +
-			"flaps is held down instead of coming and going). The leader rebuilds the shards of out and\n" +
+			"flaps is held down instead of coming and going; nothing goes out while fewer than --min-up\n" +
+			"of the hosts are up). The leader rebuilds the shards of out and\n" +
 			"failed namespaces, drains draining ones and carries out `admin rebalance --apply`. A mapped\n" +
 			"volume's moves are handed to its owner as task records in etcd; an unmapped volume is opened\n" +
 			"by the controller itself, unless readers map it read-only: its moves then wait until they\n" +
@@ -104,6 +106,7 @@ func (f *controllerFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.bandwidth, "bandwidth", "256MiB", "bytes per second the controller's own moves may use (0: unlimited)")
 	fl.IntVar(&f.maxMoves, "max-moves", 32, "moves in flight in the whole cluster")
 	fl.IntVar(&f.maxMovesPerNS, "max-moves-per-ns", 2, "moves in flight writing to or copying from one namespace")
+	fl.Float64Var(&f.minUp, "min-up", 0.5, "mark namespaces out only while at least this fraction of hosts is up (fewer suggests the controller is cut off; negative: no guard)")
 	fl.StringVar(&f.api, "api", "", "HOST:PORT of the gRPC admin API, for admin --controller (\"\": off)")
 	fl.StringVar(&f.metrics, "metrics", "", "HOST:PORT of the Prometheus metrics listener (tasks, volume health; \"\": off)")
 	fl.StringVar(&f.hostNQN, "host-nqn", "", "NVMe host NQN the controller connects as (default: nvstripe's)")
@@ -168,7 +171,7 @@ func (f *controllerFlags) runnerConfig(cmd *cobra.Command, s *meta.Store) (contr
 		Namespaces: agent.NamespaceOptions{HostNQN: f.hostNQN}, Logf: logf})
 	cfg := controller.RunnerConfig{Store: s, Holder: f.holder, Interval: f.interval, LeaderTTL: f.leaderTTL,
 		Decide: controller.Config{OutAfter: f.outAfter, MaxMoves: f.maxMoves, MaxMovesPerNS: f.maxMovesPerNS,
-			DomainLabel: cl.DomainLabel},
+			DomainLabel: cl.DomainLabel, MinUpFraction: f.minUp},
 		Mover: mover, Pacer: pacer, Health: health.TrackerConfig{Grace: f.grace}, Logf: logf}
 	if f.probe {
 		cfg.Probe = controller.ProbeTCP(f.probeTimeout)
