@@ -95,7 +95,7 @@ func (n *Namespaces) Device(id string) (blockdev.Device, error) {
 	if rerr != nil {
 		return nil, err
 	}
-	p := &pending{size: rec.Size, err: err}
+	p := newPending(rec.Size, err)
 	n.pending[id] = p
 	return p, nil
 }
@@ -125,82 +125,61 @@ func (n *Namespaces) Probe(ctx context.Context, id string) error {
 		d.Close()
 		return fmt.Errorf("namespace %s: closed: %w", id, blockdev.ErrUnavailable)
 	}
-	p.dev.Store(&d)
+	p.cur.Store(&d)
 	n.devs[id] = d
 	delete(n.pending, id)
 	return nil
 }
 
-// pending stands in for a namespace that could not be connected: every IO
-// fails with the connection error (class blockdev.ErrUnavailable) until
-// Probe connects it; from then on IO goes to the connected device.
+// pending stands in for a namespace that could not be connected: its IO
+// goes to an unreachable device (every call fails with the connection
+// error, class blockdev.ErrUnavailable) until Probe swaps in the connected
+// one.
 type pending struct {
 	size int64
-	err  error
-	dev  atomic.Pointer[blockdev.Device]
+	cur  atomic.Pointer[blockdev.Device]
 }
 
-func (p *pending) get() (blockdev.Device, error) {
-	if d := p.dev.Load(); d != nil {
-		return *d, nil
-	}
-	return nil, p.err
+func newPending(size int64, err error) *pending {
+	p := &pending{size: size}
+	var d blockdev.Device = unreachable{err: err}
+	p.cur.Store(&d)
+	return p
 }
+
+func (p *pending) dev() blockdev.Device { return *p.cur.Load() }
 
 func (p *pending) ReadAt(ctx context.Context, b []byte, off int64) error {
-	d, err := p.get()
-	if err != nil {
-		return err
-	}
-	return d.ReadAt(ctx, b, off)
+	return p.dev().ReadAt(ctx, b, off)
 }
-
 func (p *pending) WriteAt(ctx context.Context, b []byte, off int64) error {
-	d, err := p.get()
-	if err != nil {
-		return err
-	}
-	return d.WriteAt(ctx, b, off)
+	return p.dev().WriteAt(ctx, b, off)
 }
-
-// WriteAtFUA keeps FUA writes FUA once connected.
 func (p *pending) WriteAtFUA(ctx context.Context, b []byte, off int64) error {
-	d, err := p.get()
-	if err != nil {
-		return err
-	}
-	return blockdev.WriteFUA(ctx, d, b, off)
+	return blockdev.WriteFUA(ctx, p.dev(), b, off)
 }
-
-func (p *pending) Flush(ctx context.Context) error {
-	d, err := p.get()
-	if err != nil {
-		return err
-	}
-	return d.Flush(ctx)
-}
-
+func (p *pending) Flush(ctx context.Context) error { return p.dev().Flush(ctx) }
 func (p *pending) WriteZeroes(ctx context.Context, off, n int64) error {
-	d, err := p.get()
-	if err != nil {
-		return err
-	}
-	return d.WriteZeroes(ctx, off, n)
+	return p.dev().WriteZeroes(ctx, off, n)
 }
-
-func (p *pending) Trim(ctx context.Context, off, n int64) error {
-	d, err := p.get()
-	if err != nil {
-		return err
-	}
-	return d.Trim(ctx, off, n)
-}
-
-func (p *pending) Size() int64    { return p.size }
-func (p *pending) BlockSize() int { return meta.BlockSize }
+func (p *pending) Trim(ctx context.Context, off, n int64) error { return p.dev().Trim(ctx, off, n) }
+func (p *pending) Size() int64                                  { return p.size }
+func (p *pending) BlockSize() int                               { return meta.BlockSize }
 
 // Close does nothing: Namespaces.Close closes the connected device.
 func (p *pending) Close() error { return nil }
+
+// unreachable fails every IO with err.
+type unreachable struct{ err error }
+
+func (u unreachable) ReadAt(context.Context, []byte, int64) error     { return u.err }
+func (u unreachable) WriteAt(context.Context, []byte, int64) error    { return u.err }
+func (u unreachable) Flush(context.Context) error                     { return u.err }
+func (u unreachable) WriteZeroes(context.Context, int64, int64) error { return u.err }
+func (u unreachable) Trim(context.Context, int64, int64) error        { return u.err }
+func (u unreachable) Size() int64                                     { return 0 }
+func (u unreachable) BlockSize() int                                  { return meta.BlockSize }
+func (u unreachable) Close() error                                    { return nil }
 
 func (n *Namespaces) open(ctx context.Context, id string) (blockdev.Device, error) {
 	rec, err := n.store.Namespace(ctx, id)

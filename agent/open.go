@@ -109,7 +109,11 @@ func open(ctx context.Context, store *meta.Store, rec *meta.VolumeRecord, cluste
 	m.stop = stop
 	go m.fenceOnLoss(watch)
 	if !o.ReadOnly {
-		m.bg.Go(func() { m.maintain(watch, cmp.Or(o.RecheckInterval, 10*time.Second), o.Logf) })
+		logf := o.Logf
+		if logf == nil {
+			logf = func(string, ...any) {}
+		}
+		m.bg.Go(func() { m.maintain(watch, cmp.Or(o.RecheckInterval, 10*time.Second), logf) })
 	}
 	return m, nil
 }
@@ -148,21 +152,15 @@ func (m *Mapped) reinstate(ctx context.Context, timeout time.Duration, logf func
 		}
 		back, err := m.Volume.Reinstate(ctx, id)
 		if err != nil {
-			logOrDrop(logf, "volume %s: namespace %s answers again but putting it back failed: %v", m.Record.Name, id, err)
+			logf("volume %s: namespace %s answers again but putting it back failed: %v", m.Record.Name, id, err)
 			continue
 		}
 		if back {
 			n++
-			logOrDrop(logf, "volume %s: namespace %s answers again; rebuilding the slots it missed", m.Record.Name, id)
+			logf("volume %s: namespace %s answers again; rebuilding the slots it missed", m.Record.Name, id)
 		}
 	}
 	return n
-}
-
-func logOrDrop(logf func(string, ...any), format string, args ...any) {
-	if logf != nil {
-		logf(format, args...)
-	}
 }
 
 // repairStale rebuilds in place the slots that missed writes (under an
@@ -171,7 +169,7 @@ func logOrDrop(logf func(string, ...any), format string, args ...any) {
 // controller rebuilds those elsewhere once it marks the namespace out.
 func (m *Mapped) repairStale(ctx context.Context, logf func(string, ...any)) {
 	n, err := m.Volume.Repair(ctx)
-	if logf == nil || (n == 0 && err == nil) {
+	if n == 0 && err == nil {
 		return
 	}
 	if err != nil && ctx.Err() == nil {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/controller"
-	"github.com/nvstripe/nvstripe/nvmeof/initiator"
 	"github.com/nvstripe/nvstripe/nvmeof/target"
 )
 
@@ -60,7 +59,7 @@ func (f *staleFixture) overwrite(t *testing.T, m *Mapped, seed int64, n int) {
 }
 
 // restart serves mem again on the stopped target's address.
-func (f *staleFixture) restart(t *testing.T) { restartTarget(t, 5, f.addr, f.mem) }
+func (f *staleFixture) restart(t *testing.T) { startTarget(t, 5, f.addr, f.mem) }
 
 // verifyWithTwoDown stops two other targets and checks that m reads want.
 func (f *staleFixture) verifyWithTwoDown(t *testing.T, m *Mapped) {
@@ -113,25 +112,6 @@ func TestReopenAfterTargetReturns(t *testing.T) {
 		return err == nil && len(marks) == 0
 	})
 	f.verifyWithTwoDown(t, m2)
-}
-
-// restartTarget serves dev again as the namespace of test target i (see
-// serveNamespace) on addr, the address it had.
-func restartTarget(t *testing.T, i int, addr string, dev blockdev.Device) {
-	t.Helper()
-	nqn := fmt.Sprintf("nqn.2026-11.io.nvstripe:test-t%d", i)
-	tgt, err := target.New(target.Config{
-		Subsystems: []target.SubsystemConfig{{NQN: nqn, Namespaces: []target.NamespaceConfig{{NSID: 1, Device: dev}},
-			AllowedHosts: []string{initiator.DefaultHostNQN}}},
-		Listeners: []target.ListenerConfig{{Address: addr}},
-	})
-	if err == nil {
-		err = tgt.Start(context.Background())
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tgt.Close() })
 }
 
 // TestTargetReturnsWhileMapped: a target holding shards is down while a

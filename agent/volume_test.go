@@ -78,25 +78,34 @@ func testOpenOptions(holder string) OpenOptions {
 	return OpenOptions{Holder: holder, Namespaces: NamespaceOptions{ControllerLossTimeout: time.Second, ConnectTimeout: 2 * time.Second}}
 }
 
+// startTarget serves dev as namespace 1 of test target i's subsystem on
+// addr (port 0: any); it stops when the test ends.
+func startTarget(t testing.TB, i int, addr string, dev blockdev.Device) *target.Target {
+	t.Helper()
+	nqn := fmt.Sprintf("nqn.2026-11.io.nvstripe:test-t%d", i)
+	tgt, err := target.New(target.Config{
+		Subsystems: []target.SubsystemConfig{{NQN: nqn, Namespaces: []target.NamespaceConfig{{NSID: 1, Device: dev}},
+			AllowedHosts: []string{initiator.DefaultHostNQN}}},
+		Listeners: []target.ListenerConfig{{Address: addr}},
+	})
+	if err == nil {
+		err = tgt.Start(context.Background())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tgt.Close() })
+	return tgt
+}
+
 // serveNamespace serves dev as namespace 1 of a userspace NVMe/TCP target on
 // 127.0.0.1, registers host h<i> and namespace h<i>-n1 in etcd and labels it:
 // the set-up `nvstripe target serve` + `host add` + `ns add` do by hand.
 func serveNamespace(t testing.TB, store *meta.Store, c *meta.ClusterRecord, i int, dev blockdev.Device) (*target.Target, *meta.NamespaceRecord) {
 	t.Helper()
 	ctx := context.Background()
+	tgt := startTarget(t, i, "127.0.0.1:0", dev)
 	nqn := fmt.Sprintf("nqn.2026-11.io.nvstripe:test-t%d", i)
-	tgt, err := target.New(target.Config{
-		Subsystems: []target.SubsystemConfig{{NQN: nqn, Namespaces: []target.NamespaceConfig{{NSID: 1, Device: dev}},
-			AllowedHosts: []string{initiator.DefaultHostNQN}}},
-		Listeners: []target.ListenerConfig{{Address: "127.0.0.1:0"}},
-	})
-	if err == nil {
-		err = tgt.Start(ctx)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tgt.Close() })
 	host := fmt.Sprintf("h%d", i)
 	if _, err := store.AddHost(ctx, host, nil); err != nil {
 		t.Fatal(err)
