@@ -32,8 +32,10 @@ func main() {
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile to this file")
 	k := flag.Int("k", 4, "data shards of the volume; 0 serves a plain in-memory device")
 	m := flag.Int("m", 2, "parity shards of the volume")
+	chunk := flag.String("chunk", "128K", "chunk size of the volume")
 	sndbuf := flag.Int("loopback-sndbuf", 0, "nbd.Options.LoopbackSendBuffer (0: the default; negative: the kernel's autotuning)")
 	backlog := flag.Int("reply-backlog", 0, "nbd.Options.ReplyBacklog (0: the default; negative: no bound)")
+	inflight := flag.Int("max-inflight-bytes", 0, "nbd.Options.MaxInFlightBytes (0: the default)")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -43,19 +45,25 @@ func main() {
 		pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
 	}
-	tune := nbd.Options{LoopbackSendBuffer: *sndbuf, ReplyBacklog: *backlog}
-	if err := run(*listen, *size, *bs, *export, *k, *m, tune); err != nil {
+	tune := nbd.Options{LoopbackSendBuffer: *sndbuf, ReplyBacklog: *backlog, MaxInFlightBytes: *inflight}
+	if err := run(*listen, *size, *bs, *export, shape{*k, *m, *chunk}, tune); err != nil {
 		log.Print("nbdbench: ", err)
 	}
 }
 
+// shape is the volume's layout: K data and M parity shards of Chunk bytes.
+type shape struct {
+	K, M  int
+	Chunk string
+}
+
 // run serves the device; tune carries the nbd options under test.
-func run(listen, sizeStr string, bs int, export string, k, m int, tune nbd.Options) error {
+func run(listen, sizeStr string, bs int, export string, sh shape, tune nbd.Options) error {
 	size, err := parseSize(sizeStr)
 	if err != nil {
 		return err
 	}
-	dev, err := device(size, bs, k, m)
+	dev, err := device(size, bs, sh)
 	if err != nil {
 		return err
 	}
@@ -63,6 +71,7 @@ func run(listen, sizeStr string, bs int, export string, k, m int, tune nbd.Optio
 	srv, err := nbd.NewServer(nbd.Options{
 		Exports: map[string]nbd.Export{export: {Device: dev, Description: "nbdbench memory"}},
 		Logf:    log.Printf, LoopbackSendBuffer: tune.LoopbackSendBuffer, ReplyBacklog: tune.ReplyBacklog,
+		MaxInFlightBytes: tune.MaxInFlightBytes,
 	})
 	if err != nil {
 		return err
@@ -100,11 +109,15 @@ func parseSize(s string) (int64, error) {
 
 // device returns a Mem of size bytes (k == 0) or a k+m volume of size bytes
 // (128 KiB chunks, 64 MiB slots) over k+m Mem namespaces.
-func device(size int64, bs, k, m int) (blockdev.Device, error) {
-	if k == 0 {
+func device(size int64, bs int, sh shape) (blockdev.Device, error) {
+	if sh.K == 0 {
 		return blockdev.NewMem(size, bs)
 	}
-	g := layout.Geometry{K: k, M: m, Chunk: 128 << 10, SlotSize: 64 << 20}
+	chunk, err := parseSize(sh.Chunk)
+	if err != nil {
+		return nil, err
+	}
+	g := layout.Geometry{K: sh.K, M: sh.M, Chunk: chunk, SlotSize: 64 << 20}
 	if err := g.Validate(); err != nil {
 		return nil, err
 	}
