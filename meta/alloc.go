@@ -109,7 +109,7 @@ func (m *VolumeMap) segmentAt(ctx context.Context, seg int64) (rec *SegmentRecor
 		return nil, 0, 0, err
 	}
 	key := m.s.keys.segment(m.name, seg)
-	resp, err := m.s.cli.Get(ctx, key)
+	resp, err := m.s.kv.Get(ctx, key)
 	if err != nil {
 		return nil, 0, 0, m.s.wrap("read "+key, err)
 	}
@@ -129,7 +129,7 @@ func (m *VolumeMap) segmentAt(ctx context.Context, seg int64) (rec *SegmentRecor
 // Segments reads every allocated segment of the volume, by index.
 func (m *VolumeMap) Segments(ctx context.Context) (map[int64]*SegmentRecord, int64, error) {
 	prefix := m.s.keys.segments(m.name)
-	resp, err := m.s.cli.Get(ctx, prefix, clientv3.WithPrefix())
+	resp, err := m.s.kv.Get(ctx, prefix, clientv3.WithPrefix())
 	if err != nil {
 		return nil, 0, m.s.wrap("list "+prefix, err)
 	}
@@ -203,7 +203,7 @@ func (m *VolumeMap) tryAllocate(ctx context.Context, seg int64) ([]SlotRef, erro
 	}
 	cmps := append(m.ownerCmps(), clientv3.Compare(clientv3.CreateRevision(segKey), "=", 0),
 		clientv3.Compare(clientv3.Version(m.s.keys.volume(m.name)), ">", 0))
-	resp, err := m.s.cli.Txn(ctx).If(append(cmps, p.cmps...)...).Then(append(ops, op)...).
+	resp, err := m.s.kv.Txn(ctx).If(append(cmps, p.cmps...)...).Then(append(ops, op)...).
 		Else(append([]clientv3.Op{m.ownerGet()}, p.reads...)...).Commit()
 	if err != nil {
 		return nil, m.s.wrap("allocate "+segKey, err)

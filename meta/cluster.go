@@ -177,7 +177,7 @@ func (s *Store) putNamespace(ctx context.Context, rec *NamespaceRecord) error {
 		return err
 	}
 	hostKey := s.keys.host(rec.Host)
-	resp, err := s.cli.Txn(ctx).If(
+	resp, err := s.kv.Txn(ctx).If(
 		clientv3.Compare(clientv3.CreateRevision(s.keys.namespace(rec.ID)), "=", 0),
 		clientv3.Compare(clientv3.CreateRevision(s.keys.alloc(rec.ID)), "=", 0),
 		clientv3.Compare(clientv3.CreateRevision(hostKey), ">", 0),

@@ -47,7 +47,7 @@ func (m *VolumeMap) MarkClean(ctx context.Context, segs []int64) error {
 
 // fencedTxn runs ops if the owner (if any) still holds its key.
 func (m *VolumeMap) fencedTxn(ctx context.Context, what string, ops ...clientv3.Op) error {
-	resp, err := m.s.cli.Txn(ctx).If(m.ownerCmps()...).Then(ops...).Else(m.ownerGet()).Commit()
+	resp, err := m.s.kv.Txn(ctx).If(m.ownerCmps()...).Then(ops...).Else(m.ownerGet()).Commit()
 	if err != nil {
 		return m.s.wrap(what+" "+m.name, err)
 	}
@@ -63,7 +63,7 @@ func (m *VolumeMap) fencedTxn(ctx context.Context, what string, ops ...clientv3.
 // Dirty lists the dirty segments in ascending order.
 func (m *VolumeMap) Dirty(ctx context.Context) ([]int64, error) {
 	prefix := m.s.keys.dirties(m.name)
-	resp, err := m.s.cli.Get(ctx, prefix, clientv3.WithPrefix())
+	resp, err := m.s.kv.Get(ctx, prefix, clientv3.WithPrefix())
 	if err != nil {
 		return nil, m.s.wrap("list "+prefix, err)
 	}

@@ -65,6 +65,9 @@ type GossipRegistration struct {
 // unreachable past the TTL) the record is written again under a new lease
 // as soon as etcd answers, until Close.
 func (s *Store) RegisterGossip(ctx context.Context, rec GossipRecord, ttl time.Duration) (*GossipRegistration, error) {
+	if err := s.writable("register gossip member " + rec.Name); err != nil {
+		return nil, err
+	}
 	if ttl == 0 {
 		ttl = 10 * time.Second
 	}
@@ -92,7 +95,7 @@ func (s *Store) putGossip(ctx context.Context, rec *GossipRecord, ttl time.Durat
 	}
 	op, err := putOp(s.keys.gossip(rec.Name), rec, clientv3.WithLease(lease.ID))
 	if err == nil {
-		_, err = s.cli.Txn(ctx).Then(op).Commit()
+		_, err = s.kv.Txn(ctx).Then(op).Commit()
 		err = s.wrap("register gossip member "+rec.Name, err)
 	}
 	if err != nil {

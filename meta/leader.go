@@ -24,6 +24,9 @@ func (s *Store) Campaign(ctx context.Context, holder string, ttl time.Duration) 
 	if err := checkName("holder", holder); err != nil {
 		return nil, err
 	}
+	if err := s.writable("campaign"); err != nil {
+		return nil, err
+	}
 	if ttl <= 0 {
 		ttl = 10 * time.Second
 	}
@@ -62,7 +65,7 @@ func (l *Leadership) Resign(ctx context.Context) error {
 
 // Leader returns the current leader's holder name (ErrNotFound if none).
 func (s *Store) Leader(ctx context.Context) (string, error) {
-	resp, err := s.cli.Get(ctx, s.keys.leader(), clientv3.WithFirstCreate()...)
+	resp, err := s.kv.Get(ctx, s.keys.leader(), clientv3.WithFirstCreate()...)
 	if err != nil {
 		return "", s.wrap("read leader", err)
 	}

@@ -22,6 +22,9 @@
 // cancelled the moment its key or lease disappears, and its epoch (the key's
 // create revision) grows with every new owner, for fencing.
 //
+// Views: Store.At pins a read-only view of the store at one etcd revision
+// (view.go), for reading many keys as they were together at one moment.
+//
 // Concurrency: a Store and the handles it returns are safe for concurrent
 // use. Watches deliver events on channels from their own goroutine until
 // their context ends.
@@ -36,6 +39,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -108,7 +112,11 @@ func (c *Config) EnsureDefaults() {
 
 // Store is a connection to one cluster's state in etcd.
 type Store struct {
-	cli    *clientv3.Client
+	cli *clientv3.Client
+	// kv is cli.KV, or a pinned view's read-only wrapper of it (view.go):
+	// every key-value read and write goes through it.
+	kv     clientv3.KV
+	rev    int64 // a view's revision; 0 for the live store
 	cfg    Config
 	keys   keys
 	closer sync.Once
@@ -133,7 +141,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, unreachable(cfg.Endpoints, err)
 	}
-	s := &Store{cli: cli, cfg: cfg, keys: newKeys(cfg.Cluster)}
+	s := &Store{cli: cli, kv: cli.KV, cfg: cfg, keys: newKeys(cfg.Cluster)}
 	pctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
 	defer cancel()
 	if _, err := cli.Get(pctx, s.keys.cluster(), clientv3.WithCountOnly()); err != nil {
@@ -148,8 +156,12 @@ func unreachable(endpoints []string, err error) error {
 		ErrUnreachable, strings.Join(endpoints, ","), err)
 }
 
-// Close closes the connection. It is safe to call more than once.
+// Close closes the connection. It is safe to call more than once. Closing a
+// pinned view (At) does nothing: it shares its parent's connection.
 func (s *Store) Close() error {
+	if s.rev != 0 {
+		return nil
+	}
 	var err error
 	s.closer.Do(func() { err = s.cli.Close() })
 	return err
@@ -172,6 +184,9 @@ func (s *Store) wrap(op string, err error) error {
 	}
 	if isUnavailable(err) {
 		return fmt.Errorf("%s: %w", op, unreachable(s.cfg.Endpoints, err))
+	}
+	if errors.Is(err, rpctypes.ErrCompacted) {
+		return fmt.Errorf("%s at revision %d: %w: %w", op, s.rev, ErrCompacted, err)
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }

@@ -66,6 +66,9 @@ func (o *Owner) Volume() string { return o.volume }
 // conflicting mode, and ErrNotFound for a missing or deleting volume. The
 // lease is renewed in the background until Release or until ctx ends.
 func (s *Store) Acquire(ctx context.Context, volume string, o OwnerOptions) (*Owner, error) {
+	if err := s.writable("acquire " + volume); err != nil {
+		return nil, err
+	}
 	if o.TTL == 0 {
 		o.TTL = 10 * time.Second
 	}
@@ -122,7 +125,7 @@ func (s *Store) claim(ctx context.Context, volume, key string, rec *OwnerRecord,
 		if err != nil {
 			return 0, err
 		}
-		resp, err := s.cli.Txn(ctx).If(cmps...).Then(op).Else(clientv3.OpGet(s.keys.owners(volume), clientv3.WithPrefix())).Commit()
+		resp, err := s.kv.Txn(ctx).If(cmps...).Then(op).Else(clientv3.OpGet(s.keys.owners(volume), clientv3.WithPrefix())).Commit()
 		if err != nil {
 			return 0, s.wrap("acquire "+volume, err)
 		}
@@ -223,7 +226,7 @@ type OwnerInfo struct {
 
 // Owners lists a volume's current owners.
 func (s *Store) Owners(ctx context.Context, volume string) ([]OwnerInfo, error) {
-	resp, err := s.cli.Get(ctx, s.keys.owners(volume), clientv3.WithPrefix())
+	resp, err := s.kv.Get(ctx, s.keys.owners(volume), clientv3.WithPrefix())
 	if err != nil {
 		return nil, s.wrap("list owners of "+volume, err)
 	}

@@ -102,7 +102,7 @@ func (m *VolumeMap) readAllocs(ctx context.Context, ids []string, extra string, 
 	if extra != "" {
 		ops = append(ops, clientv3.OpGet(m.s.keys.namespace(extra), clientv3.WithRev(rev)))
 	}
-	resp, err := m.s.cli.Txn(ctx).Then(ops...).Commit()
+	resp, err := m.s.kv.Txn(ctx).Then(ops...).Commit()
 	if errors.Is(err, rpctypes.ErrCompacted) {
 		return nil, err
 	}
@@ -174,7 +174,7 @@ func (m *VolumeMap) commitChange(ctx context.Context, seg, rev int64, c *segChan
 		}
 		ops = append(ops, op)
 	}
-	resp, err := m.s.cli.Txn(ctx).If(cmps...).Then(ops...).Else(m.ownerGet()).Commit()
+	resp, err := m.s.kv.Txn(ctx).If(cmps...).Then(ops...).Else(m.ownerGet()).Commit()
 	if err != nil {
 		return false, m.s.wrap("write "+segKey, err)
 	}

@@ -45,7 +45,7 @@ func (s *Store) loadSnapshot(ctx context.Context) (*snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.cli.Txn(ctx).Then(
+	resp, err := s.kv.Txn(ctx).Then(
 		clientv3.OpGet(s.keys.hosts(), clientv3.WithPrefix()),
 		clientv3.OpGet(s.keys.namespaces(), clientv3.WithPrefix()),
 		clientv3.OpGet(s.keys.allocs(), clientv3.WithPrefix()),

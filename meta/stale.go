@@ -68,7 +68,7 @@ func (m *VolumeMap) MarkStale(ctx context.Context, seg int64, idx int, ref SlotR
 // (a mark recorded for another location of the slot stays).
 func (m *VolumeMap) ClearStale(ctx context.Context, seg int64, idx int, ref SlotRef) error {
 	key := m.s.keys.stale(m.name, seg, idx)
-	resp, err := m.s.cli.Get(ctx, key)
+	resp, err := m.s.kv.Get(ctx, key)
 	if err != nil {
 		return m.s.wrap("read "+key, err)
 	}
@@ -83,14 +83,14 @@ func (m *VolumeMap) ClearStale(ctx context.Context, seg int64, idx int, ref Slot
 		return nil
 	}
 	cmp := clientv3.Compare(clientv3.ModRevision(key), "=", resp.Kvs[0].ModRevision)
-	_, err = m.s.cli.Txn(ctx).If(append(m.ownerCmps(), cmp)...).Then(clientv3.OpDelete(key)).Commit()
+	_, err = m.s.kv.Txn(ctx).If(append(m.ownerCmps(), cmp)...).Then(clientv3.OpDelete(key)).Commit()
 	return m.s.wrap("clear stale "+key, err)
 }
 
 // Stale lists the volume's stale slot marks.
 func (m *VolumeMap) Stale(ctx context.Context) ([]StaleMark, error) {
 	prefix := m.s.keys.stales(m.name)
-	resp, err := m.s.cli.Get(ctx, prefix, clientv3.WithPrefix())
+	resp, err := m.s.kv.Get(ctx, prefix, clientv3.WithPrefix())
 	if err != nil {
 		return nil, m.s.wrap("list "+prefix, err)
 	}

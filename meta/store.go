@@ -17,7 +17,7 @@ const maxTxnOps = 100
 // get reads and strictly decodes the record at key into r and returns its
 // mod revision. A missing key is ErrNotFound.
 func (s *Store) get(ctx context.Context, key string, r record) (int64, error) {
-	resp, err := s.cli.Get(ctx, key)
+	resp, err := s.kv.Get(ctx, key)
 	if err != nil {
 		return 0, s.wrap("read "+key, err)
 	}
@@ -30,7 +30,7 @@ func (s *Store) get(ctx context.Context, key string, r record) (int64, error) {
 // list reads every record under prefix, decoding each with fresh(), in key
 // order, and returns the revision of the read.
 func list[R record](ctx context.Context, s *Store, prefix string, fresh func() R) ([]R, int64, error) {
-	resp, err := s.cli.Get(ctx, prefix, clientv3.WithPrefix())
+	resp, err := s.kv.Get(ctx, prefix, clientv3.WithPrefix())
 	if err != nil {
 		return nil, 0, s.wrap("list "+prefix, err)
 	}
@@ -66,7 +66,7 @@ func (s *Store) create(ctx context.Context, key string, r record, more ...client
 		return err
 	}
 	cmps := append([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)}, more...)
-	resp, err := s.cli.Txn(ctx).If(cmps...).Then(op).Commit()
+	resp, err := s.kv.Txn(ctx).If(cmps...).Then(op).Commit()
 	if err != nil {
 		return s.wrap("create "+key, err)
 	}
@@ -92,7 +92,7 @@ func update[R record](ctx context.Context, s *Store, key string, fresh func() R,
 		if err != nil {
 			return err
 		}
-		resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).Then(op).Commit()
+		resp, err := s.kv.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).Then(op).Commit()
 		if err != nil {
 			return s.wrap("update "+key, err)
 		}

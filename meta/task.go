@@ -12,7 +12,7 @@ func (s *Store) PutTask(ctx context.Context, t *TaskRecord) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.cli.Do(ctx, op)
+	_, err = s.kv.Do(ctx, op)
 	return s.wrap("write task "+t.ID, err)
 }
 
@@ -36,6 +36,6 @@ func (s *Store) Tasks(ctx context.Context) ([]*TaskRecord, error) {
 
 // DeleteTask removes a task record.
 func (s *Store) DeleteTask(ctx context.Context, id string) error {
-	_, err := s.cli.Delete(ctx, s.keys.task(id))
+	_, err := s.kv.Delete(ctx, s.keys.task(id))
 	return s.wrap("delete task "+id, err)
 }

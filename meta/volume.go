@@ -139,7 +139,7 @@ func (s *Store) DeleteVolume(ctx context.Context, name string) error {
 			return err
 		}
 	}
-	_, err = s.cli.Txn(ctx).Then(
+	_, err = s.kv.Txn(ctx).Then(
 		clientv3.OpDelete(s.keys.dirties(name), clientv3.WithPrefix()),
 		clientv3.OpDelete(s.keys.stales(name), clientv3.WithPrefix()),
 		clientv3.OpDelete(s.keys.segments(name), clientv3.WithPrefix()),
@@ -171,7 +171,7 @@ func (s *Store) markDeleting(ctx context.Context, name string) error {
 		if err != nil {
 			return err
 		}
-		resp, err := s.cli.Txn(ctx).If(
+		resp, err := s.kv.Txn(ctx).If(
 			clientv3.Compare(clientv3.ModRevision(s.keys.volume(name)), "=", rev),
 			clientv3.Compare(clientv3.CreateRevision(s.keys.owners(name)), "=", 0).WithPrefix(),
 		).Then(op).Commit()

@@ -1,10 +1,15 @@
 // Package metatest starts an embedded etcd on free 127.0.0.1 ports for
-// tests, with fast timing and no fsync, stopped when the test ends.
+// tests, with fast timing and no fsync, stopped when the test ends, and
+// compacts an etcd's history (to test reads at a compacted revision).
 package metatest
 
 import (
 	"context"
 	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/nvstripe/nvstripe/meta/embed"
 )
@@ -26,4 +31,27 @@ func StartServer(t testing.TB) *embed.Server {
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	return s
+}
+
+// Compact writes a marker key outside every cluster's prefix (a new
+// revision) and compacts the etcd at endpoints up to it, so that every
+// revision read before the call is gone. It returns the compacted revision.
+func Compact(t testing.TB, endpoints []string) int64 {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatalf("metatest: %v", err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := cli.Put(ctx, "/metatest/compact", "")
+	if err != nil {
+		t.Fatalf("metatest: %v", err)
+	}
+	rev := resp.Header.Revision
+	if _, err := cli.Compact(ctx, rev, clientv3.WithCompactPhysical()); err != nil {
+		t.Fatalf("metatest: compact at %d: %v", rev, err)
+	}
+	return rev
 }
