@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 
@@ -14,6 +15,9 @@ import (
 // Since and Move Started/Updated are only as good as the task records (the
 // runner completes them from what it has seen).
 type Snapshot struct {
+	// Rev is the etcd revision every record was read at: the snapshot is
+	// the metadata as it stood at that one moment.
+	Rev        int64
 	State      State
 	Namespaces map[string]*meta.NamespaceRecord
 	Volumes    map[string]*meta.VolumeRecord
@@ -32,10 +36,43 @@ type Snapshot struct {
 	Stale map[SegmentID]map[int]bool
 }
 
+// compactRetries is how many more times LoadSnapshot pins a fresh revision
+// when etcd compacted the one it was reading at.
+const compactRetries = 2
+
 // LoadSnapshot reads hosts, namespaces (with allocation counts), volumes,
-// their owners and segments, and tasks.
+// their owners and segments, and tasks, all at one etcd revision
+// (Snapshot.Rev): a store pinned by meta.Store.At or AtRev is read at its
+// revision; any other is pinned at its current one, and pinned afresh (up to
+// compactRetries times) when etcd compacts that revision during the read.
 func LoadSnapshot(ctx context.Context, store *meta.Store) (*Snapshot, error) {
-	s := &Snapshot{Namespaces: map[string]*meta.NamespaceRecord{}, Volumes: map[string]*meta.VolumeRecord{},
+	return loadPinned(ctx, store, loadAt)
+}
+
+// loadPinned runs load on a view of store pinned at one revision, retrying
+// with a fresh revision while load fails with meta.ErrCompacted.
+func loadPinned(ctx context.Context, store *meta.Store, load func(context.Context, *meta.Store) (*Snapshot, error)) (*Snapshot, error) {
+	if store.Rev() != 0 {
+		return load(ctx, store)
+	}
+	var err error
+	for range compactRetries + 1 {
+		view, perr := store.At(ctx)
+		if perr != nil {
+			return nil, fmt.Errorf("load snapshot: %w", perr)
+		}
+		var s *Snapshot
+		if s, err = load(ctx, view); !errors.Is(err, meta.ErrCompacted) {
+			return s, err
+		}
+	}
+	return nil, fmt.Errorf("load snapshot: etcd compacted the revision being read %d times in a row (compaction keeps too little history?): %w",
+		compactRetries+1, err)
+}
+
+// loadAt reads the snapshot through store, a view pinned at one revision.
+func loadAt(ctx context.Context, store *meta.Store) (*Snapshot, error) {
+	s := &Snapshot{Rev: store.Rev(), Namespaces: map[string]*meta.NamespaceRecord{}, Volumes: map[string]*meta.VolumeRecord{},
 		Owners: map[string]string{}, Readers: map[string][]string{}, MoveTasks: map[SegmentID]MoveTask{},
 		Segments: map[string]map[int64]*meta.SegmentRecord{}, Stale: map[SegmentID]map[int]bool{}}
 	if err := s.loadHosts(ctx, store); err != nil {

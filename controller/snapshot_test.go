@@ -3,11 +3,14 @@ package controller
 import (
 	"context"
 	"errors"
+	"reflect"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/meta/metatest"
+	"github.com/nvstripe/nvstripe/placement"
 )
 
 // TestHealthCountsStaleSlots: a slot marked stale (it missed writes) costs
@@ -131,4 +134,141 @@ func TestRunnerRepairsStaleSlots(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// changeCluster changes a record of each kind a snapshot reads: a
+// namespace state, a stale mark, a task and a new host with a namespace.
+func changeCluster(t *testing.T, store *meta.Store) {
+	t.Helper()
+	ctx := context.Background()
+	if err := store.SetNamespaceState(ctx, "h0-n1", placement.StateDraining); err != nil {
+		t.Fatal(err)
+	}
+	vm, err := store.VolumeMap(ctx, "v", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	segs, _, err := vm.Segments(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := vm.MarkStale(ctx, 0, 1, segs[0].Slots[1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.PutTask(ctx, &meta.TaskRecord{ID: "t", Kind: "scrub", State: meta.TaskRunning}); err != nil {
+		t.Fatal(err)
+	}
+	addMetaHost(t, store, 6)
+}
+
+// checkChanged fails unless snap shows what changeCluster did.
+func checkChanged(t *testing.T, snap *Snapshot) {
+	t.Helper()
+	if n := snap.Namespaces["h0-n1"]; n == nil || n.State != placement.StateDraining.String() ||
+		len(snap.Stale) != 1 || len(snap.Tasks) != 1 || len(snap.State.Hosts) != 7 {
+		t.Fatalf("snapshot at %d after the changes: h0-n1 %+v, %d stale, %d tasks, %d hosts; want draining, 1, 1, 7",
+			snap.Rev, n, len(snap.Stale), len(snap.Tasks), len(snap.State.Hosts))
+	}
+}
+
+// TestLoadSnapshotAtOneRevision: a snapshot records its revision; read
+// again at that revision after the records changed, it is the same; read
+// at the current one it shows the changes.
+func TestLoadSnapshotAtOneRevision(t *testing.T) {
+	ctx := context.Background()
+	store := openStore(t, metaCluster(t, 6, 2))
+	first, err := LoadSnapshot(ctx, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Rev <= 0 || len(first.State.Segments) != 2 || len(first.State.Hosts) != 6 {
+		t.Fatalf("first snapshot: rev %d, %d segments, %d hosts; want > 0, 2, 6", first.Rev, len(first.State.Segments), len(first.State.Hosts))
+	}
+	changeCluster(t, store)
+	view, err := store.AtRev(first.Rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := LoadSnapshot(ctx, view)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(again, first) {
+		t.Fatalf("snapshot read again at revision %d differs:\n%+v\nwant\n%+v", first.Rev, again, first)
+	}
+	now, err := LoadSnapshot(ctx, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now.Rev <= first.Rev {
+		t.Fatalf("snapshot after changes at revision %d, not after %d", now.Rev, first.Rev)
+	}
+	checkChanged(t, now)
+}
+
+// TestLoadSnapshotIgnoresLaterChanges: records changed after the snapshot
+// pinned its revision, while it reads, do not show in it.
+func TestLoadSnapshotIgnoresLaterChanges(t *testing.T) {
+	ctx := context.Background()
+	store := openStore(t, metaCluster(t, 6, 2))
+	before, err := LoadSnapshot(ctx, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := loadPinned(ctx, store, func(ctx context.Context, view *meta.Store) (*Snapshot, error) {
+		changeCluster(t, store)
+		return loadAt(ctx, view)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Rev != before.Rev {
+		t.Fatalf("snapshot at revision %d, want %d (nothing changed before the pin)", snap.Rev, before.Rev)
+	}
+	if !reflect.DeepEqual(snap, before) {
+		t.Fatalf("changes made during the read show in the snapshot:\n%+v\nwant\n%+v", snap, before)
+	}
+	after, err := LoadSnapshot(ctx, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkChanged(t, after)
+}
+
+// TestLoadSnapshotCompacted: when etcd compacts the revision a snapshot
+// reads at, LoadSnapshot pins a fresh one, up to compactRetries times,
+// then fails with meta.ErrCompacted; a caller's pinned view is not re-pinned.
+func TestLoadSnapshotCompacted(t *testing.T) {
+	ctx := context.Background()
+	eps := metaCluster(t, 6, 2)
+	store := openStore(t, eps)
+	var revs []int64
+	compactOnce := func(ctx context.Context, view *meta.Store) (*Snapshot, error) {
+		revs = append(revs, view.Rev())
+		if len(revs) == 1 {
+			metatest.Compact(t, eps)
+		}
+		return loadAt(ctx, view)
+	}
+	snap, err := loadPinned(ctx, store, compactOnce)
+	if err != nil || len(revs) != 2 || snap.Rev != revs[1] || revs[1] <= revs[0] {
+		t.Fatalf("compacted once: %v after pins at %v; want a snapshot at a second, later revision", err, revs)
+	}
+	revs = nil
+	compactAlways := func(ctx context.Context, view *meta.Store) (*Snapshot, error) {
+		revs = append(revs, view.Rev())
+		metatest.Compact(t, eps)
+		return loadAt(ctx, view)
+	}
+	if _, err := loadPinned(ctx, store, compactAlways); !errors.Is(err, meta.ErrCompacted) || len(revs) != compactRetries+1 {
+		t.Fatalf("always compacted: %v after %d pins; want meta.ErrCompacted after %d", err, len(revs), compactRetries+1)
+	}
+	view, err := store.At(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	metatest.Compact(t, eps)
+	if _, err := LoadSnapshot(ctx, view); !errors.Is(err, meta.ErrCompacted) {
+		t.Fatalf("load through a compacted view: %v, want meta.ErrCompacted", err)
+	}
 }
