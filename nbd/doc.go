@@ -47,6 +47,9 @@
 //   - CAN_MULTI_CONN is advertised: every connection to an export uses the
 //     same Device and the server keeps no cache, and Device.Flush covers every
 //     write completed before it, on any connection.
+//   - With structured replies, a successful command other than READ gets a
+//     simple reply (as nbdkit does; the protocol allows either), errors get
+//     an ERROR chunk with a message, and READ gets chunks.
 //   - READ with structured replies on a Device that implements
 //     blockdev.AllocationReporter answers unallocated ranges with OFFSET_HOLE
 //     chunks (unless DF is set, then one OFFSET_DATA chunk).

@@ -3,6 +3,7 @@ package nbd
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -199,18 +200,35 @@ func (rc *rawClient) simple(dataLen int) (proto.Errno, uint64, []byte) {
 	return errno, cookie, rc.read(dataLen)
 }
 
+// chunk is one structured reply chunk, or a simple reply (which a server
+// may send under structured replies for any command but READ) seen as a
+// DONE chunk with simple set.
 type chunk struct {
 	proto.ChunkHeader
 	payload []byte
+	simple  bool
+	errno   proto.Errno // of a simple reply
 }
 
 func (rc *rawClient) chunk() chunk {
 	rc.t.Helper()
+	magic, err := rc.br.Peek(4)
+	if err != nil {
+		rc.t.Fatal(err)
+	}
+	if binary.BigEndian.Uint32(magic) == proto.MagicSimpleReply {
+		errno, cookie, err := proto.ParseSimpleReply(rc.read(proto.SimpleReplySize))
+		if err != nil {
+			rc.t.Fatal(err)
+		}
+		h := proto.ChunkHeader{Flags: proto.ReplyFlagDone, Type: proto.ChunkNone, Cookie: cookie}
+		return chunk{ChunkHeader: h, simple: true, errno: errno}
+	}
 	h, err := proto.ParseChunkHeader(rc.read(proto.ChunkHeaderSize))
 	if err != nil {
 		rc.t.Fatal(err)
 	}
-	return chunk{h, rc.read(int(h.Length))}
+	return chunk{ChunkHeader: h, payload: rc.read(int(h.Length))}
 }
 
 // structured reads the chunks of one reply (up to DONE), failing on chunks
@@ -234,6 +252,9 @@ func (rc *rawClient) structured(cookie uint64) []chunk {
 func errnoOfChunks(t *testing.T, cs []chunk) proto.Errno {
 	t.Helper()
 	for _, c := range cs {
+		if c.simple {
+			return c.errno
+		}
 		if c.Type.IsError() {
 			e, err := proto.ParseErrorPayload(c.Type, c.payload)
 			if err != nil {

@@ -52,9 +52,13 @@ func (r *reply) reserve(n int) {
 	}
 }
 
-// ok sets the success answer of a command without data.
+// ok sets the success answer of a command without data. Under structured
+// replies only a READ must be answered with a chunk (a zero-length READ
+// gets NONE with DONE); any other command gets the 16-byte simple reply,
+// which the protocol allows and which a client takes in one read (libnbd
+// reads a structured header in two: one system call more per WRITE).
 func (c *conn) ok(r *reply) {
-	if c.structured {
+	if c.structured && r.req.Type == proto.CmdRead {
 		r.hdr = proto.AppendNone(r.hdr[:0], r.req.Cookie)
 	} else {
 		r.hdr = proto.AppendSimpleReply(r.hdr[:0], 0, r.req.Cookie)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -538,5 +539,50 @@ func TestReplyBacklog(t *testing.T) {
 		if off := int(cookie) * each; !bytes.Equal(got, want[off:off+each]) {
 			t.Fatalf("READ %d: wrong data", cookie)
 		}
+	}
+}
+
+// Under structured replies, a successful command other than READ gets a
+// simple reply; a READ (even of zero bytes) gets chunks, and a failure an
+// ERROR chunk that carries a message.
+func TestReplyFormUnderStructured(t *testing.T) {
+	m := newMem(t, 1<<20, 4096)
+	_, addr := serve(t, Options{Exports: map[string]Export{"m": {Device: m}}}, "tcp")
+	rc := dialRaw(t, "tcp", addr, fixedNoZeroes)
+	rc.goExport("m", true)
+	type R = proto.Request
+	for _, tc := range []struct {
+		req     R
+		payload []byte
+	}{
+		{R{Type: proto.CmdWrite, Cookie: 1, Length: 4096}, pattern(4096, 1)},
+		{R{Type: proto.CmdWrite, Flags: proto.CmdFlagFUA, Cookie: 2, Offset: 4096, Length: 4096}, pattern(4096, 2)},
+		{R{Type: proto.CmdFlush, Cookie: 3}, nil},
+		{R{Type: proto.CmdTrim, Cookie: 4, Length: 4096}, nil},
+		{R{Type: proto.CmdWriteZeroes, Cookie: 5, Offset: 8192, Length: 4096}, nil},
+		{R{Type: proto.CmdCache, Cookie: 6, Length: 4096}, nil},
+	} {
+		rc.send(tc.req, tc.payload)
+		if c := rc.chunk(); !c.simple || c.errno != 0 || c.Cookie != tc.req.Cookie {
+			t.Fatalf("%v: got %+v, want a successful simple reply for cookie %d", tc.req.Type, c, tc.req.Cookie)
+		}
+	}
+	rc.send(R{Type: proto.CmdRead, Cookie: 7}, nil)
+	if c := rc.chunk(); c.simple || c.Type != proto.ChunkNone || c.Flags&proto.ReplyFlagDone == 0 {
+		t.Fatalf("zero-length READ: got %+v, want a NONE chunk with DONE", c)
+	}
+	rc.send(R{Type: proto.CmdRead, Cookie: 8, Offset: 4096, Length: 4096}, nil)
+	cs := rc.structured(8)
+	if len(cs) != 1 || cs[0].simple || cs[0].Type != proto.ChunkOffsetData || !bytes.Equal(cs[0].payload[8:], pattern(4096, 2)) {
+		t.Fatalf("READ: got %d chunks (%+v), want one OFFSET_DATA with the written data", len(cs), cs[0].ChunkHeader)
+	}
+	rc.send(R{Type: proto.CmdWrite, Cookie: 9, Offset: 1 << 20, Length: 4096}, pattern(4096, 3))
+	c := rc.chunk()
+	if c.simple || c.Type != proto.ChunkError {
+		t.Fatalf("WRITE past the end: got %+v, want an ERROR chunk", c)
+	}
+	e, err := proto.ParseErrorPayload(c.Type, c.payload)
+	if err != nil || e.Errno != proto.ENOSPC || !strings.Contains(e.Message, "past the end") {
+		t.Fatalf("WRITE past the end: %+v, %v; want ENOSPC with a message", e, err)
 	}
 }
