@@ -31,9 +31,11 @@ type OpenOptions struct {
 	// place, and when a namespace that was down is used again. Default:
 	// discarded.
 	Logf func(format string, args ...any)
-	// RecheckInterval is how often a read-write owner probes the namespaces
-	// its volume treats as down; one that answers (with its label) is used
-	// again and the slots it missed are rebuilt in place. Default 10s.
+	// RecheckInterval is how often the volume's namespaces that are treated
+	// as down are probed; one that answers (with its label) is used again.
+	// A read-write owner then rebuilds in place the slots it missed; a
+	// read-only mapping only reads from it again (nothing was written while
+	// it was mapped, and slots marked stale before stay unused). Default 10s.
 	RecheckInterval time.Duration
 }
 
@@ -108,23 +110,25 @@ func open(ctx context.Context, store *meta.Store, rec *meta.VolumeRecord, cluste
 	watch, stop := context.WithCancel(context.Background())
 	m.stop = stop
 	go m.fenceOnLoss(watch)
-	if !o.ReadOnly {
-		logf := o.Logf
-		if logf == nil {
-			logf = func(string, ...any) {}
-		}
-		m.bg.Go(func() { m.maintain(watch, cmp.Or(o.RecheckInterval, 10*time.Second), logf) })
+	logf := o.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
 	}
+	m.bg.Go(func() { m.maintain(watch, cmp.Or(o.RecheckInterval, 10*time.Second), !o.ReadOnly, logf) })
 	return m, nil
 }
 
-// maintain is a read-write owner's background upkeep: it rebuilds the slots
-// marked stale under an earlier owner, then, every interval, brings back
-// namespaces that answer again and rebuilds what they missed. A namespace
-// that stays down is left to the controller, which moves its slots elsewhere
-// once it marks it out.
-func (m *Mapped) maintain(ctx context.Context, every time.Duration, logf func(string, ...any)) {
-	m.repairStale(ctx, logf)
+// maintain is the mapping's background upkeep: every interval it brings
+// back namespaces that answer again. A read-write owner (repair) also
+// rebuilds the slots marked stale under an earlier owner, at once, and
+// those a returning namespace missed. A read-only mapping repairs nothing
+// (the marks are the writers'; the controller repairs once it is unmapped).
+// A namespace that stays down is left to the controller, which moves its
+// slots elsewhere once it marks it out.
+func (m *Mapped) maintain(ctx context.Context, every time.Duration, repair bool, logf func(string, ...any)) {
+	if repair {
+		m.repairStale(ctx, logf)
+	}
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -133,7 +137,7 @@ func (m *Mapped) maintain(ctx context.Context, every time.Duration, logf func(st
 			return
 		case <-t.C:
 		}
-		if m.reinstate(ctx, min(every, 5*time.Second), logf) > 0 {
+		if m.reinstate(ctx, min(every, 5*time.Second), logf) > 0 && repair {
 			m.repairStale(ctx, logf)
 		}
 	}
@@ -157,7 +161,7 @@ func (m *Mapped) reinstate(ctx context.Context, timeout time.Duration, logf func
 		}
 		if back {
 			n++
-			logf("volume %s: namespace %s answers again; rebuilding the slots it missed", m.Record.Name, id)
+			logf("volume %s: namespace %s answers again and is used again", m.Record.Name, id)
 		}
 	}
 	return n

@@ -156,6 +156,81 @@ func TestTargetReturnsWhileMapped(t *testing.T) {
 	}
 }
 
+// TestReadOnlyReinstates: a read-only mapping uses a namespace again once
+// its target answers, whether the target stopped while mapped or before the
+// open; without that, every read of its shards stays degraded until the
+// volume is mapped again. With two other targets stopped, the data can only
+// be read with the returned namespace's shards.
+func TestReadOnlyReinstates(t *testing.T) {
+	for _, downAtOpen := range []bool{false, true} {
+		t.Run(fmt.Sprintf("down-at-open=%v", downAtOpen), func(t *testing.T) {
+			ctx := context.Background()
+			f := newStaleFixture(t, testOpenOptions("a"))
+			if err := f.m.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			o := testOpenOptions("r")
+			o.ReadOnly, o.RecheckInterval, o.Logf = true, 100*time.Millisecond, t.Logf
+			if downAtOpen {
+				f.tgt.Close()
+			}
+			m, err := OpenVolume(ctx, f.tc.store, "v", o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close(ctx)
+			f.tgt.Close()
+			got := make([]byte, staleSize)
+			if err := m.Volume.ReadAt(ctx, got, 0); err != nil || !bytes.Equal(got, f.want) {
+				t.Fatalf("degraded read: err %v, data matches %v", err, bytes.Equal(got, f.want))
+			}
+			if len(m.Volume.DownNamespaces()) != 1 {
+				t.Fatalf("down namespaces after reading around a stopped target: %v", m.Volume.DownNamespaces())
+			}
+			f.restart(t)
+			waitFor(t, "the namespace back in use", func() bool { return len(m.Volume.DownNamespaces()) == 0 })
+			f.verifyWithTwoDown(t, m)
+		})
+	}
+}
+
+// TestReadOnlyReinstateKeepsStaleSlotsUnused: the namespace missed writes
+// (its slots are marked stale) before a read-only mapping opened. When it
+// answers again the mapping reads from it, but not from the stale slots:
+// with two other targets stopped a read must fail rather than return the
+// old data those slots hold.
+func TestReadOnlyReinstateKeepsStaleSlotsUnused(t *testing.T) {
+	ctx := context.Background()
+	f := newStaleFixture(t, testOpenOptions("a"))
+	f.tgt.Close()
+	f.overwrite(t, f.m, 2, staleSize/2)
+	if err := f.m.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	o := testOpenOptions("r")
+	o.ReadOnly, o.RecheckInterval, o.Logf = true, 100*time.Millisecond, t.Logf
+	m, err := OpenVolume(ctx, f.tc.store, "v", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(ctx)
+	got := make([]byte, staleSize)
+	if err := m.Volume.ReadAt(ctx, got, 0); err != nil || !bytes.Equal(got, f.want) {
+		t.Fatalf("degraded read: err %v, data matches %v", err, bytes.Equal(got, f.want))
+	}
+	f.restart(t)
+	waitFor(t, "the namespace back in use", func() bool { return len(m.Volume.DownNamespaces()) == 0 })
+	f.tc.targets[0].Close()
+	f.tc.targets[1].Close()
+	err = m.Volume.ReadAt(ctx, got[:staleSize/2], 0)
+	if err == nil {
+		t.Fatalf("read of stripes with only the stale slots as the k-th shard succeeded; data matches %v", bytes.Equal(got[:staleSize/2], f.want[:staleSize/2]))
+	}
+	if marks, err := m.Map.Stale(ctx); err != nil || len(marks) == 0 {
+		t.Fatalf("a read-only mapping cleared stale marks: %v, %v", marks, err)
+	}
+}
+
 // TestControllerRepairsUnmappedStale: slots missed writes while their target
 // was down, the volume was unmapped, and the target came back. Nobody maps
 // the volume, so the controller must open it and rebuild them: `admin

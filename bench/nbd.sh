@@ -12,6 +12,9 @@
 #   BASELINE memory|file (nbdkit plugin to compare with; default memory; use
 #   file for the full stack: bench/nbd.sh ./nvstripe demo --nbd-listen
 #   127.0.0.1:\$PORT --size \$SIZE with EXPORT=demo),
+#   FILE_OPTS (extra nbdkit file plugin parameters for BASELINE=file; our
+#   targets use O_DIRECT while nbdkit file uses the page cache, so
+#   FILE_OPTS=cache=none gives the closer comparison),
 #   ROUNDS (default 3), PORT (default 10819; nbdkit gets PORT+1), EXPORT
 #   (default bench).
 # Each job runs ROUNDS times, alternating between the two servers so that
@@ -68,7 +71,7 @@ fi
 if [ "${BASELINE:-memory}" = file ]; then
 	# The full-stack comparison: nbdkit serving one file on the same disk.
 	truncate -s "$SIZE" "$work/baseline.img"
-	start nbdkit "$KPORT" nbdkit -f -i 127.0.0.1 -p "$KPORT" -e "$EXPORT" file "$work/baseline.img"
+	start nbdkit "$KPORT" nbdkit -f -i 127.0.0.1 -p "$KPORT" -e "$EXPORT" file "$work/baseline.img" ${FILE_OPTS:-}
 else
 	start nbdkit "$KPORT" nbdkit -f -i 127.0.0.1 -p "$KPORT" -e "$EXPORT" memory "$SIZE"
 fi
