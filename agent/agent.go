@@ -33,6 +33,10 @@ type Options struct {
 	LeaseTTL time.Duration
 	// Namespaces say how to reach namespaces.
 	Namespaces NamespaceOptions
+	// RecheckInterval is how often a mapping probes the namespaces its
+	// volume treats as down, to use them again (OpenOptions.RecheckInterval).
+	// Default 10s.
+	RecheckInterval time.Duration
 	// Report says when to report a namespace failed in etcd.
 	Report ReportOptions
 	// CleanInterval is how long a volume must see no write before its dirty

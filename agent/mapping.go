@@ -89,7 +89,7 @@ func (mp *mapping) openLocked(ctx context.Context) error {
 	}
 	m, err := OpenVolume(ctx, a.o.Store, spec.Volume, OpenOptions{
 		Holder: a.o.Holder, ReadOnly: spec.ReadOnly, LeaseTTL: a.o.LeaseTTL, Namespaces: a.o.Namespaces,
-		Events: volume.TeeListener(mp.ev.listener(), a.o.Events), Logf: a.o.Logf,
+		Events: volume.TeeListener(mp.ev.listener(), a.o.Events), Logf: a.o.Logf, RecheckInterval: a.o.RecheckInterval,
 	})
 	if err != nil {
 		return err

@@ -47,6 +47,7 @@ func newAgentCmd(g *globals) *cobra.Command {
 	fl.StringVar(&o.MetricsAddr, "metrics", agent.DefaultMetricsAddr, "HOST:PORT of the Prometheus metrics listener (\"\": off)")
 	fl.StringVar(&o.Holder, "holder", "", "owner name in etcd (default agent.HOSTNAME)")
 	fl.DurationVar(&o.LeaseTTL, "lease-ttl", 0, "ownership lease TTL: how long volumes are served while etcd is unreachable (default 10s)")
+	fl.DurationVar(&o.RecheckInterval, "recheck-interval", 0, "how often namespaces that are down are probed, to be used again once they answer (default 10s)")
 	fl.IntVar(&o.Report.FailNamespaceAfter, "fail-namespace-after", 1, "media errors after which a namespace is reported failed in etcd (-1: never)")
 	fl.StringVar(&o.Namespaces.HostNQN, "host-nqn", "", "NVMe host NQN of this node (default: nvstripe's)")
 	return c
