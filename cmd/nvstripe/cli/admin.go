@@ -60,6 +60,8 @@ func withAdmin(g *globals, a *etcdAuth, f *adminFlags, fn func(cmd *cobra.Comman
 
 // statusJSON is `admin status --json`.
 type statusJSON struct {
+	// Revision is the etcd revision the whole status was read at.
+	Revision   int64        `json:"revision"`
 	Leader     string       `json:"leader,omitempty"`
 	Volumes    []volumeJSON `json:"volumes"`
 	Namespaces []nsJSON     `json:"namespaces"`
@@ -121,7 +123,7 @@ func newAdminStatusCmd(g *globals, a *etcdAuth, f *adminFlags) *cobra.Command {
 }
 
 func buildStatus(snap *controller.Snapshot, now time.Time) statusJSON {
-	st := statusJSON{Volumes: []volumeJSON{}, Namespaces: []nsJSON{}, Tasks: []taskJSON{}}
+	st := statusJSON{Revision: snap.Rev, Volumes: []volumeJSON{}, Namespaces: []nsJSON{}, Tasks: []taskJSON{}}
 	for _, h := range snap.Health() {
 		st.Volumes = append(st.Volumes, volumeJSON{VolumeHealth: h, Health: h.Status(), Owner: snap.Owners[h.Volume]})
 	}

@@ -93,7 +93,7 @@ func TestAdminStatusAndCommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(a.ok(`"health": "at risk"`, "admin", "status", "--json")), &st); err != nil {
 		t.Fatal(err)
 	}
-	if len(st.Tasks) != 1 || st.Tasks[0].Kind != "rebuild" || st.Tasks[0].ETASeconds < 150 || st.Tasks[0].ETASeconds > 210 || st.Volumes[0].Lost != 2 {
+	if len(st.Tasks) != 1 || st.Tasks[0].Kind != "rebuild" || st.Tasks[0].ETASeconds < 150 || st.Tasks[0].ETASeconds > 210 || st.Volumes[0].Lost != 2 || st.Revision <= 0 {
 		t.Fatalf("status --json: %+v", st)
 	}
 
