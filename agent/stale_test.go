@@ -61,15 +61,46 @@ func (f *staleFixture) overwrite(t *testing.T, m *Mapped, seed int64, n int) {
 // restart serves mem again on the stopped target's address.
 func (f *staleFixture) restart(t *testing.T) { startTarget(t, 5, f.addr, f.mem) }
 
+// missWrites stops the sixth target, overwrites [0, n) and unmaps the
+// volume: the target's slots hold old data and are marked stale.
+func (f *staleFixture) missWrites(t *testing.T, n int) {
+	t.Helper()
+	f.tgt.Close()
+	f.overwrite(t, f.m, 2, n)
+	if err := f.m.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// openReadOnly maps the volume read-only, probing down namespaces every
+// 100 ms; it is unmapped when the test ends.
+func (f *staleFixture) openReadOnly(t *testing.T) *Mapped {
+	t.Helper()
+	o := testOpenOptions("r")
+	o.ReadOnly, o.RecheckInterval, o.Logf = true, 100*time.Millisecond, t.Logf
+	m, err := OpenVolume(context.Background(), f.tc.store, "v", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(context.Background()) })
+	return m
+}
+
+// readsWant checks that m reads the whole volume as want.
+func (f *staleFixture) readsWant(t *testing.T, m *Mapped, what string) {
+	t.Helper()
+	got := make([]byte, staleSize)
+	if err := m.Volume.ReadAt(context.Background(), got, 0); err != nil || !bytes.Equal(got, f.want) {
+		t.Fatalf("%s: err %v, data matches %v", what, err, bytes.Equal(got, f.want))
+	}
+}
+
 // verifyWithTwoDown stops two other targets and checks that m reads want.
 func (f *staleFixture) verifyWithTwoDown(t *testing.T, m *Mapped) {
 	t.Helper()
 	f.tc.targets[0].Close()
 	f.tc.targets[1].Close()
-	got := make([]byte, staleSize)
-	if err := m.Volume.ReadAt(context.Background(), got, 0); err != nil || !bytes.Equal(got, f.want) {
-		t.Fatalf("with two other targets down: err %v, data matches %v", err, bytes.Equal(got, f.want))
-	}
+	f.readsWant(t, m, "with two other targets down")
 }
 
 // TestReopenAfterTargetReturns: a target is down while the volume is
@@ -80,11 +111,7 @@ func (f *staleFixture) verifyWithTwoDown(t *testing.T, m *Mapped) {
 func TestReopenAfterTargetReturns(t *testing.T) {
 	ctx := context.Background()
 	f := newStaleFixture(t, testOpenOptions("a"))
-	f.tgt.Close()
-	f.overwrite(t, f.m, 2, staleSize)
-	if err := f.m.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	f.missWrites(t, staleSize)
 	if marks, err := f.m.Map.Stale(ctx); err != nil || len(marks) == 0 {
 		t.Fatalf("stale marks after writes that missed a target: %v, %v", marks, err)
 	}
@@ -164,26 +191,16 @@ func TestTargetReturnsWhileMapped(t *testing.T) {
 func TestReadOnlyReinstates(t *testing.T) {
 	for _, downAtOpen := range []bool{false, true} {
 		t.Run(fmt.Sprintf("down-at-open=%v", downAtOpen), func(t *testing.T) {
-			ctx := context.Background()
 			f := newStaleFixture(t, testOpenOptions("a"))
-			if err := f.m.Close(ctx); err != nil {
+			if err := f.m.Close(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			o := testOpenOptions("r")
-			o.ReadOnly, o.RecheckInterval, o.Logf = true, 100*time.Millisecond, t.Logf
 			if downAtOpen {
 				f.tgt.Close()
 			}
-			m, err := OpenVolume(ctx, f.tc.store, "v", o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Close(ctx)
+			m := f.openReadOnly(t)
 			f.tgt.Close()
-			got := make([]byte, staleSize)
-			if err := m.Volume.ReadAt(ctx, got, 0); err != nil || !bytes.Equal(got, f.want) {
-				t.Fatalf("degraded read: err %v, data matches %v", err, bytes.Equal(got, f.want))
-			}
+			f.readsWant(t, m, "degraded read")
 			if len(m.Volume.DownNamespaces()) != 1 {
 				t.Fatalf("down namespaces after reading around a stopped target: %v", m.Volume.DownNamespaces())
 			}
@@ -202,29 +219,16 @@ func TestReadOnlyReinstates(t *testing.T) {
 func TestReadOnlyReinstateKeepsStaleSlotsUnused(t *testing.T) {
 	ctx := context.Background()
 	f := newStaleFixture(t, testOpenOptions("a"))
-	f.tgt.Close()
-	f.overwrite(t, f.m, 2, staleSize/2)
-	if err := f.m.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	o := testOpenOptions("r")
-	o.ReadOnly, o.RecheckInterval, o.Logf = true, 100*time.Millisecond, t.Logf
-	m, err := OpenVolume(ctx, f.tc.store, "v", o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close(ctx)
-	got := make([]byte, staleSize)
-	if err := m.Volume.ReadAt(ctx, got, 0); err != nil || !bytes.Equal(got, f.want) {
-		t.Fatalf("degraded read: err %v, data matches %v", err, bytes.Equal(got, f.want))
-	}
+	f.missWrites(t, staleSize/2)
+	m := f.openReadOnly(t)
+	f.readsWant(t, m, "degraded read")
 	f.restart(t)
 	waitFor(t, "the namespace back in use", func() bool { return len(m.Volume.DownNamespaces()) == 0 })
 	f.tc.targets[0].Close()
 	f.tc.targets[1].Close()
-	err = m.Volume.ReadAt(ctx, got[:staleSize/2], 0)
-	if err == nil {
-		t.Fatalf("read of stripes with only the stale slots as the k-th shard succeeded; data matches %v", bytes.Equal(got[:staleSize/2], f.want[:staleSize/2]))
+	got := make([]byte, staleSize/2)
+	if err := m.Volume.ReadAt(ctx, got, 0); err == nil {
+		t.Fatalf("read of stripes with only the stale slots as the k-th shard succeeded; data matches %v", bytes.Equal(got, f.want[:staleSize/2]))
 	}
 	if marks, err := m.Map.Stale(ctx); err != nil || len(marks) == 0 {
 		t.Fatalf("a read-only mapping cleared stale marks: %v, %v", marks, err)
@@ -239,11 +243,7 @@ func TestReadOnlyReinstateKeepsStaleSlotsUnused(t *testing.T) {
 func TestControllerRepairsUnmappedStale(t *testing.T) {
 	ctx := context.Background()
 	f := newStaleFixture(t, testOpenOptions("a"))
-	f.tgt.Close()
-	f.overwrite(t, f.m, 2, staleSize/2)
-	if err := f.m.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	f.missWrites(t, staleSize/2)
 	f.restart(t)
 	snap, err := controller.LoadSnapshot(ctx, f.tc.store)
 	if err != nil {
