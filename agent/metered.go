@@ -130,6 +130,9 @@ func (d *metered) Trim(ctx context.Context, off, n int64) error {
 func (d *metered) Size() int64    { return d.dev.Size() }
 func (d *metered) BlockSize() int { return d.dev.BlockSize() }
 
+// OptimalIOSize passes the volume's through.
+func (d *metered) OptimalIOSize() int { return blockdev.OptimalIOSize(d.dev) }
+
 // Close does nothing: the mapping closes the volume itself.
 func (d *metered) Close() error { return nil }
 

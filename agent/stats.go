@@ -19,6 +19,7 @@ var (
 	_ blockdev.FUAWriter          = (*Counted)(nil)
 	_ blockdev.AllocationReporter = (*Counted)(nil)
 	_ blockdev.FastZeroer         = (*Counted)(nil)
+	_ blockdev.OptimalIO          = (*Counted)(nil)
 )
 
 // NewCounted wraps d.
@@ -61,3 +62,6 @@ func (c *Counted) ZeroIsFast(off, n int64, mayTrim bool) bool {
 	z, ok := c.Device.(blockdev.FastZeroer)
 	return ok && z.ZeroIsFast(off, n, mayTrim)
 }
+
+// OptimalIOSize passes the wrapped device's through (0 when it has none).
+func (c *Counted) OptimalIOSize() int { return blockdev.OptimalIOSize(c.Device) }

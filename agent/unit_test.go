@@ -171,3 +171,30 @@ func TestCheckSpecKernel(t *testing.T) {
 		t.Error("an existing device path is not taken as present")
 	}
 }
+
+// optimalMem is a Mem reporting an optimal IO size, as a volume does.
+type optimalMem struct {
+	*blockdev.Mem
+	opt int
+}
+
+func (m optimalMem) OptimalIOSize() int { return m.opt }
+
+// The wrappers between a volume and its NBD/FUSE servers pass its optimal
+// IO size (the stripe) through: the servers advertise it to clients.
+func TestWrappersPassOptimalIOSize(t *testing.T) {
+	mem, err := blockdev.NewMem(1<<20, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	dev := optimalMem{mem, 512 << 10}
+	for name, d := range map[string]blockdev.Device{"Counted": NewCounted(dev), "metered": newMetered(dev, NewMetrics(), "v")} {
+		if got := blockdev.OptimalIOSize(d); got != 512<<10 {
+			t.Errorf("%s: optimal IO size %d, want 512 KiB", name, got)
+		}
+	}
+	if got := blockdev.OptimalIOSize(NewCounted(mem)); got != 0 {
+		t.Errorf("Counted over a device without one: %d", got)
+	}
+}

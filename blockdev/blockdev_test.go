@@ -97,3 +97,33 @@ func TestWindow(t *testing.T) {
 		t.Fatal("closing the window closed the parent")
 	}
 }
+
+// optimalMem is a Mem reporting a chosen optimal IO size.
+type optimalMem struct {
+	*blockdev.Mem
+	opt int
+}
+
+func (m optimalMem) OptimalIOSize() int { return m.opt }
+
+func TestOptimalIOSize(t *testing.T) {
+	mem, err := blockdev.NewMem(1<<20, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	for _, tc := range []struct {
+		dev  blockdev.Device
+		want int
+	}{
+		{mem, 0},
+		{optimalMem{mem, 512 << 10}, 512 << 10},
+		{optimalMem{mem, 384 << 10}, 0}, // not a power of two
+		{optimalMem{mem, -4096}, 0},
+		{optimalMem{mem, 0}, 0},
+	} {
+		if got := blockdev.OptimalIOSize(tc.dev); got != tc.want {
+			t.Errorf("OptimalIOSize(%T %+v) = %d, want %d", tc.dev, tc.dev, got, tc.want)
+		}
+	}
+}

@@ -46,7 +46,9 @@ func (f *fileNode) fillAttr(a *gofuse.Attr) {
 	}
 	a.Size = uint64(f.dev.Size())
 	a.Blocks = a.Size / 512
-	a.Blksize = uint32(max(f.dev.BlockSize(), 4096))
+	// st_blksize is the IO size programs such as cp use: the device's
+	// optimal IO size (a volume's full stripe) when it has one.
+	a.Blksize = uint32(max(f.dev.BlockSize(), 4096, blockdev.OptimalIOSize(f.dev)))
 	a.Nlink = 1
 }
 

@@ -38,8 +38,10 @@
 // # Semantics and decisions
 //
 //   - Block sizes: the server advertises a minimum block size of 512, a
-//     preferred size of max(4096, device block size) and a maximum payload of
-//     Options.MaxRequest. Requests not aligned to 512 get EINVAL. Requests
+//     preferred size of the device's optimal IO size (blockdev.OptimalIO: a
+//     volume's full stripe, so that nbdcopy and qemu write whole stripes)
+//     when it has one up to the maximum payload, else max(4096, device block
+//     size), and a maximum payload of Options.MaxRequest. Requests not aligned to 512 get EINVAL. Requests
 //     aligned to 512 but not to the device's block size are served by
 //     read-modify-write of the blocks they cover partly, under a lock that
 //     orders them against other writes to the export (aligned writes take it

@@ -54,10 +54,15 @@ func (e *export) flags(structured bool) proto.TransmissionFlags {
 	return f | proto.FlagSendFUA | proto.FlagSendTrim | proto.FlagSendWriteZeroes | proto.FlagSendFastZero
 }
 
+// blockSize is what NBD_INFO_BLOCK_SIZE advertises. The preferred size is
+// the device's optimal IO size (blockdev.OptimalIO: a volume's full stripe)
+// when it has one that fits in a request, so that clients that size their
+// requests by it (nbdcopy, qemu) write whole stripes; else the device block
+// size, at least 4096.
 func (e *export) blockSize(maxRequest int) proto.BlockSize {
-	return proto.BlockSize{
-		Min:       minBlock,
-		Preferred: uint32(max(4096, e.Device.BlockSize())),
-		Max:       uint32(maxRequest),
+	pref := max(4096, e.Device.BlockSize())
+	if o := blockdev.OptimalIOSize(e.Device); o > pref && o <= maxRequest {
+		pref = o
 	}
+	return proto.BlockSize{Min: minBlock, Preferred: uint32(pref), Max: uint32(maxRequest)}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/nbd/proto"
 )
 
@@ -192,4 +193,42 @@ func TestHandshakeHostileOptions(t *testing.T) {
 	rc = dialRaw(t, "tcp", addr, fixedNoZeroes)
 	rc.write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
 	rc.expectClosed()
+}
+
+// stripedMem is a Mem that reports an optimal IO size, as a volume does.
+type stripedMem struct {
+	*blockdev.Mem
+	opt int
+}
+
+func (m stripedMem) OptimalIOSize() int { return m.opt }
+
+// The preferred block size is the device's optimal IO size when it has one
+// that fits in a request, so that clients that size requests by it (nbdcopy)
+// write whole stripes; otherwise it stays max(4096, block size).
+func TestPreferredBlockSize(t *testing.T) {
+	for _, tc := range []struct {
+		opt, maxRequest int
+		want            uint32
+	}{
+		{512 << 10, 0, 512 << 10},
+		{512 << 10, 256 << 10, 4096}, // over the maximum payload
+		{384 << 10, 0, 4096},         // not a power of two
+		{2048, 0, 4096},              // below the block size
+		{0, 0, 4096},
+	} {
+		dev := stripedMem{newMem(t, 8<<20, 4096), tc.opt}
+		_, addr := serve(t, Options{Exports: map[string]Export{"v": {Device: dev}}, MaxRequest: tc.maxRequest}, "tcp")
+		rc := dialRaw(t, "tcp", addr, fixedNoZeroes)
+		req := proto.AppendInfoRequest(nil, proto.InfoRequest{Name: "v", Infos: []proto.InfoType{proto.InfoBlockSize}})
+		var bs proto.BlockSize
+		for _, r := range rc.option(proto.OptInfo, req) {
+			if in, err := proto.ParseInfo(r.data); r.typ == proto.RepInfo && err == nil && in.Type == proto.InfoBlockSize {
+				bs = in.BlockSize
+			}
+		}
+		if bs.Preferred != tc.want || bs.Validate() != nil {
+			t.Errorf("optimal IO %d, max request %d: INFO_BLOCK_SIZE %+v, want preferred %d", tc.opt, tc.maxRequest, bs, tc.want)
+		}
+	}
 }

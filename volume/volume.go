@@ -128,6 +128,7 @@ var (
 	_ blockdev.FUAWriter          = (*Volume)(nil)
 	_ blockdev.AllocationReporter = (*Volume)(nil)
 	_ blockdev.FastZeroer         = (*Volume)(nil)
+	_ blockdev.OptimalIO          = (*Volume)(nil)
 )
 
 // New opens a volume. It does not touch the devices until the first IO.
@@ -155,6 +156,17 @@ func (v *Volume) Geometry() layout.Geometry { return v.g }
 
 func (v *Volume) Size() int64    { return v.size }
 func (v *Volume) BlockSize() int { return blockSize }
+
+// OptimalIOSize is the data of one stripe (K chunks) when that is a power of
+// two, else one chunk: a write of whole, aligned stripes encodes its parity
+// from the data it carries, while a smaller one reads old data or parity
+// back first.
+func (v *Volume) OptimalIOSize() int {
+	if stripe := v.g.StripeData(); stripe&(stripe-1) == 0 {
+		return int(stripe)
+	}
+	return int(v.g.Chunk)
+}
 
 // Close stops the volume; later calls fail with ErrUnavailable. It does not
 // close the namespace devices and does not flush.

@@ -255,3 +255,33 @@ func TestZeroIsFast(t *testing.T) {
 		}
 	}
 }
+
+// OptimalIOSize is one stripe's data when that is a power of two (else a
+// chunk), and it is the size from which writes read nothing back: an
+// aligned write of that size encodes its parity from its own data, half of
+// it reads old data or parity first.
+func TestOptimalIOSize(t *testing.T) {
+	g32 := layout.Geometry{K: 3, M: 2, Chunk: 16 << 10, SlotSize: 64 << 10}
+	if n := newRig(t, g32, g32.SegmentData(), rigOptions{}).vol.OptimalIOSize(); n != 16<<10 {
+		t.Errorf("3+2 with 16 KiB chunks: optimal IO %d, want one chunk", n)
+	}
+	r := newRig(t, g42, 2*g42.SegmentData(), rigOptions{})
+	opt := r.vol.OptimalIOSize()
+	if opt != 64<<10 || blockdev.OptimalIOSize(r.vol) != opt {
+		t.Fatalf("4+2 with 16 KiB chunks: optimal IO %d, want one stripe (64 KiB)", opt)
+	}
+	ctx := context.Background()
+	if err := r.vol.WriteAt(ctx, pattern(int(g42.SegmentData()), 1), 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{opt, opt / 2} {
+		r.resetStats()
+		if err := r.vol.WriteAt(ctx, pattern(n, 2), int64(3*opt)); err != nil {
+			t.Fatal(err)
+		}
+		if reads := r.stats().Reads; (n == opt) != (reads == 0) {
+			t.Errorf("aligned write of %d bytes read %d times from the namespaces", n, reads)
+		}
+	}
+	r.checkParity(t)
+}
