@@ -7,7 +7,7 @@
 //
 // It is deliberately plain: simple replies only (structured replies are not
 // negotiated), no TLS, no block status, no reconnect. Requests are checked
-// for alignment (to the export's preferred block size) and bounds before
+// for alignment (to the export's minimum block size) and bounds before
 // they are sent, so a misaligned or out-of-range call fails locally with
 // blockdev.ErrInvalid or blockdev.ErrOutOfRange, as the Device contract asks.
 //
@@ -191,7 +191,7 @@ func (c *Client) applyInfo(in proto.Info) {
 	case proto.InfoExport:
 		c.size, c.flags = int64(in.Size), in.Flags
 	case proto.InfoBlockSize:
-		c.bs = int(in.BlockSize.Preferred)
+		c.bs = int(max(in.BlockSize.Min, 512))
 	}
 }
 
@@ -201,8 +201,10 @@ func (c *Client) Flags() proto.TransmissionFlags { return c.flags }
 // Size implements blockdev.Device: the export size.
 func (c *Client) Size() int64 { return c.size }
 
-// BlockSize implements blockdev.Device: the export's preferred block size
-// (512 when the server advertised none).
+// BlockSize implements blockdev.Device: the export's minimum block size, the
+// alignment every request must have (512 when the server advertised none or
+// less). The preferred size is a performance hint (a volume's stripe), not
+// a block.
 func (c *Client) BlockSize() int { return c.bs }
 
 // readLoop reads replies until the connection ends, then fails every call

@@ -58,8 +58,8 @@ func TestConformance(t *testing.T) {
 	devtest.Run(t, func(t *testing.T, size int64) blockdev.Device {
 		addr, _ := serve(t, newMem(t, size), false)
 		c := dial(t, addr, "e")
-		if c.Size() != size || c.BlockSize() != 4096 {
-			t.Fatalf("export of %d bytes, block %d; want %d, 4096", c.Size(), c.BlockSize(), size)
+		if c.Size() != size || c.BlockSize() != 512 {
+			t.Fatalf("export of %d bytes, block %d; want %d, the advertised minimum 512", c.Size(), c.BlockSize(), size)
 		}
 		return c
 	})
