@@ -49,12 +49,14 @@
 //
 // # Namespaces that come back
 //
-// A read-write owner probes, every OpenOptions.RecheckInterval, the
-// namespaces its volume treats as down (down at open, or failed since). One
-// that answers with its label is used again (volume.Reinstate: trusted only
-// for what it had flushed before going down) and the slots it missed are
-// rebuilt in place (volume.Repair), without a reopen. One that stays down is
-// rebuilt elsewhere by the controller once it is marked out.
+// Every mapping probes, every OpenOptions.RecheckInterval, the namespaces
+// its volume treats as down (down at open, or failed since). One that
+// answers with its label is used again (volume.Reinstate: trusted only for
+// what it had flushed before going down), without a reopen. A read-write
+// owner then rebuilds in place the slots it missed (volume.Repair); a
+// read-only mapping repairs nothing, and the slots marked stale stay unused.
+// A namespace that stays down is rebuilt elsewhere by the controller once it
+// is marked out.
 //
 // Concurrency: a Mapped volume and an Agent are safe for concurrent use;
 // their Close methods are idempotent.

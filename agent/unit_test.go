@@ -11,6 +11,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/agent/api"
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/blockdev/devtest"
 	"github.com/nvstripe/nvstripe/meta"
 )
 
@@ -172,14 +173,6 @@ func TestCheckSpecKernel(t *testing.T) {
 	}
 }
 
-// optimalMem is a Mem reporting an optimal IO size, as a volume does.
-type optimalMem struct {
-	*blockdev.Mem
-	opt int
-}
-
-func (m optimalMem) OptimalIOSize() int { return m.opt }
-
 // The wrappers between a volume and its NBD/FUSE servers pass its optimal
 // IO size (the stripe) through: the servers advertise it to clients.
 func TestWrappersPassOptimalIOSize(t *testing.T) {
@@ -188,7 +181,7 @@ func TestWrappersPassOptimalIOSize(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer mem.Close()
-	dev := optimalMem{mem, 512 << 10}
+	dev := devtest.OptimalIO{Device: mem, Optimal: 512 << 10}
 	for name, d := range map[string]blockdev.Device{"Counted": NewCounted(dev), "metered": newMetered(dev, NewMetrics(), "v")} {
 		if got := blockdev.OptimalIOSize(d); got != 512<<10 {
 			t.Errorf("%s: optimal IO size %d, want 512 KiB", name, got)

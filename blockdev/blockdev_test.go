@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/blockdev/devtest"
 )
 
 var classes = []error{blockdev.ErrUnavailable, blockdev.ErrCorrupt, blockdev.ErrFenced, blockdev.ErrOutOfRange, blockdev.ErrInvalid}
@@ -98,14 +99,6 @@ func TestWindow(t *testing.T) {
 	}
 }
 
-// optimalMem is a Mem reporting a chosen optimal IO size.
-type optimalMem struct {
-	*blockdev.Mem
-	opt int
-}
-
-func (m optimalMem) OptimalIOSize() int { return m.opt }
-
 func TestOptimalIOSize(t *testing.T) {
 	mem, err := blockdev.NewMem(1<<20, 4096)
 	if err != nil {
@@ -117,13 +110,13 @@ func TestOptimalIOSize(t *testing.T) {
 		want int
 	}{
 		{mem, 0},
-		{optimalMem{mem, 512 << 10}, 512 << 10},
-		{optimalMem{mem, 384 << 10}, 0}, // not a power of two
-		{optimalMem{mem, -4096}, 0},
-		{optimalMem{mem, 0}, 0},
+		{devtest.OptimalIO{Device: mem, Optimal: 512 << 10}, 512 << 10},
+		{devtest.OptimalIO{Device: mem, Optimal: 384 << 10}, 0}, // not a power of two
+		{devtest.OptimalIO{Device: mem, Optimal: -4096}, 0},
+		{devtest.OptimalIO{Device: mem, Optimal: 0}, 0},
 	} {
 		if got := blockdev.OptimalIOSize(tc.dev); got != tc.want {
-			t.Errorf("OptimalIOSize(%T %+v) = %d, want %d", tc.dev, tc.dev, got, tc.want)
+			t.Errorf("OptimalIOSize(%T) = %d, want %d", tc.dev, got, tc.want)
 		}
 	}
 }

@@ -225,8 +225,8 @@ func sleep(ctx context.Context, d time.Duration) {
 }
 
 // Tick runs one round: read, judge liveness (gossip, probes), clean up,
-// decide, act, and start repairs of stale slots of unmapped volumes. Run calls it
-// while leading; ctx must end when leadership does.
+// decide, act, and start repairs of stale slots of unmapped volumes. Run
+// calls it while leading; ctx must end when leadership does.
 func (r *Runner) Tick(ctx context.Context) error {
 	snap, err := LoadSnapshot(ctx, r.cfg.Store)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/nvstripe/nvstripe/meta"
@@ -21,9 +20,6 @@ func (r *Runner) do(ctx context.Context, snap *Snapshot, a Action, now time.Time
 		r.cfg.Logf("%v", a)
 		return r.abort(ctx, a.Segment)
 	case FinishTask:
-		if done, err := r.confirmFinish(ctx, a, now); !done || err != nil {
-			return err
-		}
 		r.cfg.Logf("%v", a)
 		return r.cfg.Store.DeleteTask(ctx, a.Task)
 	case Blocked:
@@ -43,24 +39,6 @@ func (r *Runner) do(ctx context.Context, snap *Snapshot, a Action, now time.Time
 			From: a.From, To: a.To, Started: now, State: meta.TaskRunning})
 	}
 	return fmt.Errorf("unknown action %T: %w", a, ErrInvalid)
-}
-
-// confirmFinish decides again on a fresh read before a task is finished.
-// A snapshot reads allocation counts and segments one after the other, so a
-// move that ends between the two reads shows as done while its source still
-// counts the freed slot: a rebalance could finish on counts that were never
-// true together. Once nothing moves, a second read agrees with the cluster.
-func (r *Runner) confirmFinish(ctx context.Context, a FinishTask, now time.Time) (bool, error) {
-	snap, err := LoadSnapshot(ctx, r.cfg.Store)
-	if err != nil {
-		return false, err
-	}
-	r.fill(snap, now)
-	acts, err := Decide(r.holdBack(snap, now), now, r.cfg.Decide)
-	if err != nil {
-		return false, err
-	}
-	return slices.Contains(acts, Action(a)), nil
 }
 
 // abort rolls back a move: this runner's own is cancelled (its mover rolls

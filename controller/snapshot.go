@@ -263,7 +263,7 @@ func (s *Snapshot) Health() []VolumeHealth {
 			h.Stale += len(stale)
 			for i, sl := range r.Slots {
 				n := s.Namespaces[sl.NS]
-				if stale[i] || n == nil || (n.State != placement.StateIn.String() && n.State != placement.StateDraining.String()) {
+				if stale[i] || !inService(n) {
 					lost++
 				}
 			}
@@ -278,4 +278,10 @@ func (s *Snapshot) Health() []VolumeHealth {
 		out = append(out, h)
 	}
 	return out
+}
+
+// inService reports whether namespace n (nil: unknown) serves its slots: in
+// or draining.
+func inService(n *meta.NamespaceRecord) bool {
+	return n != nil && (n.State == placement.StateIn.String() || n.State == placement.StateDraining.String())
 }

@@ -5,8 +5,6 @@ import (
 	"slices"
 	"sort"
 	"time"
-
-	"github.com/nvstripe/nvstripe/placement"
 )
 
 // StaleRepairer rebuilds in place the slots of a volume nobody has mapped
@@ -80,8 +78,7 @@ func staleVolumes(snap *Snapshot) []string {
 	for id, slots := range snap.Stale {
 		r := snap.Segments[id.Volume][id.Index]
 		for i := range slots {
-			n := snap.Namespaces[r.Slots[i].NS]
-			if n != nil && (n.State == placement.StateIn.String() || n.State == placement.StateDraining.String()) {
+			if inService(snap.Namespaces[r.Slots[i].NS]) {
 				set[id.Volume] = true
 			}
 		}

@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/blockdev/devtest"
 )
 
 // requireFUSE skips t unless it runs as root with a usable /dev/fuse.
@@ -291,21 +292,13 @@ func TestMountErrors(t *testing.T) {
 	}
 }
 
-// stripedMem is a Mem that reports an optimal IO size, as a volume does.
-type stripedMem struct {
-	*blockdev.Mem
-	opt int
-}
-
-func (m stripedMem) OptimalIOSize() int { return m.opt }
-
 // st_blksize, the IO size cp and friends use, is the device's optimal IO
 // size (a volume's full stripe) when it has one, else its block size (at
 // least 4096).
 func TestBlksize(t *testing.T) {
 	requireFUSE(t)
 	_, dir := mount(t, map[string]blockdev.Device{
-		"striped": stripedMem{newMem(t, 8<<20, 4096), 512 << 10},
+		"striped": devtest.OptimalIO{Device: newMem(t, 8<<20, 4096), Optimal: 512 << 10},
 		"plain":   newMem(t, 8<<20, 512),
 	}, nil)
 	for name, want := range map[string]int64{"striped": 512 << 10, "plain": 4096} {

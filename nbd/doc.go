@@ -41,11 +41,12 @@
 //     preferred size of the device's optimal IO size (blockdev.OptimalIO: a
 //     volume's full stripe, so that nbdcopy and qemu write whole stripes)
 //     when it has one up to the maximum payload, else max(4096, device block
-//     size), and a maximum payload of Options.MaxRequest. Requests not aligned to 512 get EINVAL. Requests
-//     aligned to 512 but not to the device's block size are served by
-//     read-modify-write of the blocks they cover partly, under a lock that
-//     orders them against other writes to the export (aligned writes take it
-//     shared, so they do not wait for each other).
+//     size), and a maximum payload of Options.MaxRequest. Requests not
+//     aligned to 512 get EINVAL. Requests aligned to 512 but not to the
+//     device's block size are served by read-modify-write of the blocks
+//     they cover partly, under a lock that orders them against other writes
+//     to the export (aligned writes take it shared, so they do not wait for
+//     each other).
 //   - CAN_MULTI_CONN is advertised: every connection to an export uses the
 //     same Device and the server keeps no cache, and Device.Flush covers every
 //     write completed before it, on any connection.

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"testing"
 
-	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/blockdev/devtest"
 	"github.com/nvstripe/nvstripe/nbd/proto"
 )
 
@@ -195,14 +195,6 @@ func TestHandshakeHostileOptions(t *testing.T) {
 	rc.expectClosed()
 }
 
-// stripedMem is a Mem that reports an optimal IO size, as a volume does.
-type stripedMem struct {
-	*blockdev.Mem
-	opt int
-}
-
-func (m stripedMem) OptimalIOSize() int { return m.opt }
-
 // The preferred block size is the device's optimal IO size when it has one
 // that fits in a request, so that clients that size requests by it (nbdcopy)
 // write whole stripes; otherwise it stays max(4096, block size).
@@ -217,7 +209,7 @@ func TestPreferredBlockSize(t *testing.T) {
 		{2048, 0, 4096},              // below the block size
 		{0, 0, 4096},
 	} {
-		dev := stripedMem{newMem(t, 8<<20, 4096), tc.opt}
+		dev := devtest.OptimalIO{Device: newMem(t, 8<<20, 4096), Optimal: tc.opt}
 		_, addr := serve(t, Options{Exports: map[string]Export{"v": {Device: dev}}, MaxRequest: tc.maxRequest}, "tcp")
 		rc := dialRaw(t, "tcp", addr, fixedNoZeroes)
 		req := proto.AppendInfoRequest(nil, proto.InfoRequest{Name: "v", Infos: []proto.InfoType{proto.InfoBlockSize}})

@@ -11,9 +11,9 @@ import (
 // Repair rebuilds every stale slot (one that missed writes or returned
 // corrupt data, or one the StaleLog names) whose namespace is up, stripe by
 // stripe, from the other shards, and clears the StaleLog mark of each slot
-// it made whole. Writes keep flowing: a stripe already rebuilt receives new writes,
-// one not yet rebuilt is rebuilt after them. It returns the number of stripes
-// rebuilt.
+// it made whole. Writes keep flowing: a stripe already rebuilt receives new
+// writes, one not yet rebuilt is rebuilt after them. It returns the number
+// of stripes rebuilt.
 func (v *Volume) Repair(ctx context.Context) (int64, error) {
 	if err := v.openStale(ctx); err != nil {
 		return 0, err

@@ -57,7 +57,7 @@ type shape struct {
 	Chunk string
 }
 
-// run serves the device; tune carries the nbd options under test.
+// run serves the device with the nbd options under test (tune).
 func run(listen, sizeStr string, bs int, export string, sh shape, tune nbd.Options) error {
 	size, err := parseSize(sizeStr)
 	if err != nil {
@@ -68,11 +68,9 @@ func run(listen, sizeStr string, bs int, export string, sh shape, tune nbd.Optio
 		return err
 	}
 	defer dev.Close()
-	srv, err := nbd.NewServer(nbd.Options{
-		Exports: map[string]nbd.Export{export: {Device: dev, Description: "nbdbench memory"}},
-		Logf:    log.Printf, LoopbackSendBuffer: tune.LoopbackSendBuffer, ReplyBacklog: tune.ReplyBacklog,
-		MaxInFlightBytes: tune.MaxInFlightBytes,
-	})
+	tune.Exports = map[string]nbd.Export{export: {Device: dev, Description: "nbdbench memory"}}
+	tune.Logf = log.Printf
+	srv, err := nbd.NewServer(tune)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,9 @@
 // zeros after Trim and WriteZeroes, Flush and FUA, buffer ownership, errors
 // after Close, and AllocationReporter consistency when the device has it.
 //
+// It also has OptimalIO, a wrapper that gives a device an optimal IO size,
+// for tests of the servers that pass that size on.
+//
 // Concurrency: the tests themselves start goroutines against one device
 // (ParallelDisjoint); the suite's tests do not run in parallel with each
 // other.
