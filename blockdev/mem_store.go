@@ -9,21 +9,61 @@ import (
 // first write and released when a Trim or WriteZeroes covers it whole.
 const memPageSize = 1 << 20
 
+// memSpanSize is the unit of byte locking inside a page: IO on disjoint spans
+// of one page runs in parallel, as it does on a namespace. A volume puts
+// neighbouring stripes' chunks in one page, so a lock per page would
+// serialise the writes of a sequential stream.
+const memSpanSize = 64 << 10
+
 // memPage is one page of a pageStore.
 type memPage struct {
+	// mu guards data itself: IO holds it shared, and allocating or releasing
+	// the page holds it exclusively.
 	mu sync.RWMutex
 	// data is nil while the page reads as zeros, else len(data) is the
 	// page's length. REQUIRES: mu held.
 	data []byte
+	// spans guard the bytes of data, memSpanSize each: reads hold them
+	// shared, writes exclusively, always taken in ascending order.
+	spans [memPageSize / memSpanSize]sync.RWMutex
 }
 
-// pageStore is a sparse byte array in pages. Each page has its own lock, so
-// IO on different pages runs in parallel and IO on one page is serialised per
-// page. A nil page pointer and a page with nil data both read as zeros.
-//
-// Invariants:
-//  1. len(pages) == ceil(size / memPageSize).
-//  2. An allocated page i holds exactly pageLen(i) bytes.
+// lockSpans locks the spans covering [po, po+l), shared or exclusive.
+func (pg *memPage) lockSpans(po, l int, exclusive bool) {
+	for i := po / memSpanSize; i <= (po+l-1)/memSpanSize; i++ {
+		if exclusive {
+			pg.spans[i].Lock()
+		} else {
+			pg.spans[i].RLock()
+		}
+	}
+}
+
+func (pg *memPage) unlockSpans(po, l int, exclusive bool) {
+	for i := po / memSpanSize; i <= (po+l-1)/memSpanSize; i++ {
+		if exclusive {
+			pg.spans[i].Unlock()
+		} else {
+			pg.spans[i].RUnlock()
+		}
+	}
+}
+
+// holdAllocated returns with pg.mu held shared and pg.data allocated (n
+// bytes).
+func (pg *memPage) holdAllocated(n int) {
+	pg.mu.RLock()
+	for pg.data == nil {
+		pg.mu.RUnlock()
+		pg.mu.Lock()
+		if pg.data == nil {
+			pg.data = make([]byte, n)
+		}
+		pg.mu.Unlock()
+		pg.mu.RLock() // a release may come between: check again
+	}
+}
+
 type pageStore struct {
 	size  int64
 	pages []atomic.Pointer[memPage]
@@ -73,7 +113,9 @@ func (s *pageStore) read(p []byte, off int64) {
 		if pg.data == nil {
 			clear(dst)
 		} else {
+			pg.lockSpans(po, l, false)
 			copy(dst, pg.data[po:po+l])
+			pg.unlockSpans(po, l, false)
 		}
 		pg.mu.RUnlock()
 	})
@@ -82,12 +124,11 @@ func (s *pageStore) read(p []byte, off int64) {
 func (s *pageStore) write(p []byte, off int64) {
 	s.span(off, int64(len(p)), func(pi, po int, bo int64, l int) {
 		pg := s.page(pi)
-		pg.mu.Lock()
-		if pg.data == nil {
-			pg.data = make([]byte, s.pageLen(pi))
-		}
+		pg.holdAllocated(s.pageLen(pi))
+		pg.lockSpans(po, l, true)
 		copyCold(pg.data[po:po+l], p[bo:])
-		pg.mu.Unlock()
+		pg.unlockSpans(po, l, true)
+		pg.mu.RUnlock()
 	})
 }
 
@@ -98,13 +139,19 @@ func (s *pageStore) zero(off, n int64) {
 		if pg == nil {
 			return
 		}
-		pg.mu.Lock()
 		if l == s.pageLen(pi) {
+			pg.mu.Lock()
 			pg.data = nil
-		} else if pg.data != nil {
-			clear(pg.data[po : po+l])
+			pg.mu.Unlock()
+			return
 		}
-		pg.mu.Unlock()
+		pg.mu.RLock()
+		if pg.data != nil {
+			pg.lockSpans(po, l, true)
+			clear(pg.data[po : po+l])
+			pg.unlockSpans(po, l, true)
+		}
+		pg.mu.RUnlock()
 	})
 }
 
@@ -142,8 +189,10 @@ func (s *pageStore) clone() *pageStore {
 			continue
 		}
 		pg.mu.RLock()
-		if pg.data != nil {
+		if n := len(pg.data); n > 0 {
+			pg.lockSpans(0, n, false)
 			c.pages[i].Store(&memPage{data: append([]byte(nil), pg.data...)})
+			pg.unlockSpans(0, n, false)
 		}
 		pg.mu.RUnlock()
 	}
