@@ -45,6 +45,8 @@ var (
 	_ blockdev.FUAWriter          = (*metered)(nil)
 	_ blockdev.AllocationReporter = (*metered)(nil)
 	_ blockdev.FastZeroer         = (*metered)(nil)
+	_ blockdev.OptimalIO          = (*metered)(nil)
+	_ blockdev.Synchronous        = (*metered)(nil)
 )
 
 func newMetered(dev blockdev.Device, m *Metrics, volume string) *metered {
@@ -132,6 +134,9 @@ func (d *metered) BlockSize() int { return d.dev.BlockSize() }
 
 // OptimalIOSize passes the volume's through.
 func (d *metered) OptimalIOSize() int { return blockdev.OptimalIOSize(d.dev) }
+
+// Synchronous passes the volume's through: metering does not wait.
+func (d *metered) Synchronous() bool { return blockdev.IsSynchronous(d.dev) }
 
 // Close does nothing: the mapping closes the volume itself.
 func (d *metered) Close() error { return nil }

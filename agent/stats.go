@@ -20,6 +20,7 @@ var (
 	_ blockdev.AllocationReporter = (*Counted)(nil)
 	_ blockdev.FastZeroer         = (*Counted)(nil)
 	_ blockdev.OptimalIO          = (*Counted)(nil)
+	_ blockdev.Synchronous        = (*Counted)(nil)
 )
 
 // NewCounted wraps d.
@@ -65,3 +66,6 @@ func (c *Counted) ZeroIsFast(off, n int64, mayTrim bool) bool {
 
 // OptimalIOSize passes the wrapped device's through (0 when it has none).
 func (c *Counted) OptimalIOSize() int { return blockdev.OptimalIOSize(c.Device) }
+
+// Synchronous passes the wrapped device's through: counting does not wait.
+func (c *Counted) Synchronous() bool { return blockdev.IsSynchronous(c.Device) }

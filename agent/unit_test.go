@@ -175,7 +175,7 @@ func TestCheckSpecKernel(t *testing.T) {
 
 // The wrappers between a volume and its NBD/FUSE servers pass its optimal
 // IO size (the stripe) through: the servers advertise it to clients.
-func TestWrappersPassOptimalIOSize(t *testing.T) {
+func TestWrappersPassCapabilities(t *testing.T) {
 	mem, err := blockdev.NewMem(1<<20, 4096)
 	if err != nil {
 		t.Fatal(err)
@@ -189,5 +189,13 @@ func TestWrappersPassOptimalIOSize(t *testing.T) {
 	}
 	if got := blockdev.OptimalIOSize(NewCounted(mem)); got != 0 {
 		t.Errorf("Counted over a device without one: %d", got)
+	}
+	for name, d := range map[string]blockdev.Device{"Counted": NewCounted(mem), "metered": newMetered(mem, NewMetrics(), "v")} {
+		if !blockdev.IsSynchronous(d) {
+			t.Errorf("%s over a Mem: not synchronous", name)
+		}
+	}
+	if blockdev.IsSynchronous(NewCounted(dev)) {
+		t.Error("Counted over a device that is not synchronous says it is")
 	}
 }

@@ -100,8 +100,17 @@ type FastZeroer interface {
 // the calling goroutine without waiting for anything (an in-memory copy).
 // Callers that fan IO out to goroutines to overlap waiting may run such IO
 // in line instead: the goroutines would cost more than they overlap.
+// A wrapper that may wait (a fault injector's delay, a test gate) must not
+// pass it on.
 type Synchronous interface {
 	Synchronous() bool
+}
+
+// IsSynchronous reports whether d has the Synchronous capability and says
+// true.
+func IsSynchronous(d Device) bool {
+	s, ok := d.(Synchronous)
+	return ok && s.Synchronous()
 }
 
 // WriteFUA writes p at off durably, with the device's FUA capability when it

@@ -99,6 +99,21 @@ func TestWindow(t *testing.T) {
 	}
 }
 
+func TestIsSynchronous(t *testing.T) {
+	mem, err := blockdev.NewMem(1<<20, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	if !blockdev.IsSynchronous(mem) {
+		t.Error("Mem is not synchronous")
+	}
+	// A wrapper that embeds the Device interface hides the capability.
+	if blockdev.IsSynchronous(devtest.OptimalIO{Device: mem}) {
+		t.Error("a wrapper without the method is synchronous")
+	}
+}
+
 func TestOptimalIOSize(t *testing.T) {
 	mem, err := blockdev.NewMem(1<<20, 4096)
 	if err != nil {

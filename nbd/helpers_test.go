@@ -295,6 +295,10 @@ func (g *gateDev) gate(off int64) chan struct{} {
 	return ch
 }
 
+// Synchronous is false: a gated read waits (the embedded Mem's would say
+// true, and the server would then run requests one after another).
+func (g *gateDev) Synchronous() bool { return false }
+
 func (g *gateDev) ReadAt(ctx context.Context, p []byte, off int64) error {
 	g.mu.Lock()
 	ch := g.gates[off]

@@ -65,6 +65,20 @@ type Options struct {
 	// keeps the backlog empty, so its READs never wait. Default 2 MiB;
 	// negative: no bound.
 	ReplyBacklog int
+	// PipelineSynchronous runs the requests of a connection side by side
+	// even when the export's device is synchronous (blockdev.Synchronous:
+	// an in-memory device, or a volume over them). By default such a
+	// connection runs its requests one after another on one goroutine, as
+	// a single-threaded server would: its IO is CPU work that never waits,
+	// so running the next request on another goroutine gains only where a
+	// CPU is idle, and costs a thread wakeup and the request's data moving
+	// between CPU caches. On a 2-CPU VM with fio's client on the other CPU,
+	// 1 MiB writes to a 4+2 volume over memory ran at 5176 MiB/s one after
+	// another and 3716 MiB/s side by side, at 177 against 246 ms of server
+	// CPU per GiB. Clients that want parallelism open several connections
+	// (the kernel's nbd driver, nbdcopy). Other devices always run side by
+	// side, up to MaxInFlight, to overlap their waiting.
+	PipelineSynchronous bool
 	// Logf receives one line per notable connection event (protocol
 	// violations, IO errors). Default: discard.
 	Logf func(format string, args ...any)

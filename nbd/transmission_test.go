@@ -173,6 +173,91 @@ func TestRepliesOutOfOrder(t *testing.T) {
 	}
 }
 
+// probeDev is a Mem that reports itself synchronous and records how many
+// reads run at once. Each read lasts a millisecond, so that reads a server
+// runs side by side overlap; with wantAtOnce > 0 a read also waits until
+// that many are in progress (or 10 s pass: the read then fails).
+type probeDev struct {
+	*blockdev.Mem
+	wantAtOnce int
+	mu         sync.Mutex
+	changed    sync.Cond
+	now, peak  int
+}
+
+func newProbeDev(t *testing.T, wantAtOnce int) *probeDev {
+	d := &probeDev{Mem: newMem(t, 1<<20, 512), wantAtOnce: wantAtOnce}
+	d.changed.L = &d.mu
+	return d
+}
+
+func (d *probeDev) ReadAt(ctx context.Context, p []byte, off int64) error {
+	d.mu.Lock()
+	d.now++
+	d.peak = max(d.peak, d.now)
+	d.changed.Broadcast()
+	deadline := time.AfterFunc(10*time.Second, func() {
+		d.mu.Lock()
+		d.wantAtOnce = 0
+		d.changed.Broadcast()
+		d.mu.Unlock()
+	})
+	for d.now < d.wantAtOnce {
+		d.changed.Wait()
+	}
+	deadline.Stop()
+	d.mu.Unlock()
+	time.Sleep(time.Millisecond)
+	d.mu.Lock()
+	d.now--
+	d.mu.Unlock()
+	return d.Mem.ReadAt(ctx, p, off)
+}
+
+func (d *probeDev) mostAtOnce() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.peak
+}
+
+// readMany sends n 512-byte READs at once and checks every reply.
+func readMany(t *testing.T, opts Options, n int) {
+	t.Helper()
+	_, addr := serve(t, opts, "tcp")
+	rc := dialRaw(t, "tcp", addr, fixedNoZeroes)
+	rc.goExport("p", false)
+	var batch []byte
+	for i := range n {
+		batch = proto.AppendRequest(batch, proto.Request{Type: proto.CmdRead, Cookie: uint64(i), Offset: uint64(i * 512), Length: 512})
+	}
+	rc.write(batch)
+	for range n {
+		if errno, cookie, _ := rc.simple(512); errno != 0 {
+			t.Fatalf("READ %d: errno %v", cookie, errno)
+		}
+	}
+}
+
+// A synchronous device's requests run one after another, however many are
+// in flight (Options.PipelineSynchronous).
+func TestSynchronousRunsInTurn(t *testing.T) {
+	d := newProbeDev(t, 0)
+	readMany(t, Options{Exports: map[string]Export{"p": {Device: d}}}, 16)
+	if n := d.mostAtOnce(); n != 1 {
+		t.Fatalf("%d reads ran at once on a synchronous device; want 1", n)
+	}
+}
+
+// With PipelineSynchronous they run side by side: each read waits until
+// four are in progress.
+func TestPipelineSynchronous(t *testing.T) {
+	d := newProbeDev(t, 4)
+	readMany(t, Options{Exports: map[string]Export{"p": {Device: d}}, PipelineSynchronous: true}, 16)
+	if n := d.mostAtOnce(); n < 4 {
+		t.Fatalf("at most %d reads ran at once; want 4", n)
+	}
+}
+
 // Spec NBD_CMD_DISC: outstanding requests are answered before the close.
 func TestDiscAnswersInFlight(t *testing.T) {
 	g := &gateDev{Mem: newMem(t, 1<<20, 512)}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"sync"
 
+	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/nbd/proto"
 )
 
@@ -20,7 +21,8 @@ type job struct {
 var errDisc = errors.New("nbd: client sent DISC")
 
 // work is one worker goroutine: it waits for the reader's turn, reads a
-// request, makes sure another worker will read the next one, then runs its
+// request, makes sure another worker will read the next one (unless the
+// connection runs requests one after another: pipelined), then runs its
 // request and sends the reply itself; until reading ends. A request is thus
 // read, run and answered on one goroutine (a WRITE's payload, a READ's data
 // stay in one CPU's cache), with no handoff between a reader and a worker;
@@ -57,7 +59,7 @@ func (c *conn) next(ctx context.Context) (j job, ok bool) {
 		if jp == nil {
 			continue
 		}
-		if c.waiting.Load() == 0 && c.nworkers <= c.s.opts.MaxInFlight {
+		if c.pipelined() && c.waiting.Load() == 0 && c.nworkers <= c.s.opts.MaxInFlight {
 			c.nworkers++
 			c.workers.Add(1)
 			go c.work(ctx)
@@ -65,6 +67,15 @@ func (c *conn) next(ctx context.Context) (j job, ok bool) {
 		return *jp, true
 	}
 	return job{}, false
+}
+
+// pipelined reports whether the connection runs requests side by side, so
+// that a worker reading one request makes sure another will read the next
+// (Options.PipelineSynchronous). When it is false the one worker reads,
+// runs and answers each request in turn. The device is asked every time: a
+// volume becomes synchronous once its first segment opens.
+func (c *conn) pipelined() bool {
+	return c.s.opts.PipelineSynchronous || !blockdev.IsSynchronous(c.exp.Device)
 }
 
 // handle runs one request and sends its reply.

@@ -318,7 +318,7 @@ func (v *Volume) endWrite(s *segment) {
 // calling goroutine without waiting (blockdev.Synchronous).
 func allSynchronous(nss map[string]*nsState) bool {
 	for _, ns := range nss {
-		if s, ok := ns.dev.(blockdev.Synchronous); !ok || !s.Synchronous() {
+		if !blockdev.IsSynchronous(ns.dev) {
 			return false
 		}
 	}

@@ -129,6 +129,7 @@ var (
 	_ blockdev.AllocationReporter = (*Volume)(nil)
 	_ blockdev.FastZeroer         = (*Volume)(nil)
 	_ blockdev.OptimalIO          = (*Volume)(nil)
+	_ blockdev.Synchronous        = (*Volume)(nil)
 )
 
 // New opens a volume. It does not touch the devices until the first IO.
@@ -167,6 +168,12 @@ func (v *Volume) OptimalIOSize() int {
 	}
 	return int(v.g.Chunk)
 }
+
+// Synchronous reports whether every namespace opened so far completes IO
+// synchronously (blockdev.Synchronous, in-memory devices): the volume's IO
+// then runs on the calling goroutine, except for the metadata updates of a
+// segment's first write and of a degraded write.
+func (v *Volume) Synchronous() bool { return v.sync.Load() }
 
 // Close stops the volume; later calls fail with ErrUnavailable. It does not
 // close the namespace devices and does not flush.

@@ -3,6 +3,7 @@ package volume
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 
@@ -260,6 +261,42 @@ func TestZeroIsFast(t *testing.T) {
 // chunk), and it is the size from which writes read nothing back: an
 // aligned write of that size encodes its parity from its own data, half of
 // it reads old data or parity first.
+// A volume is synchronous once it has opened a segment whose namespaces all
+// are: plain Mems, not the rig's fault injectors (which may delay).
+func TestSynchronous(t *testing.T) {
+	dm, slots := DeviceMap{}, map[string]int64{}
+	for i := range g42.N() {
+		m, err := blockdev.NewMem(2*g42.SlotSize, 4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := fmt.Sprintf("m%d", i)
+		dm[name], slots[name] = m, 2
+	}
+	v, err := New(Options{Geometry: g42, Size: g42.SegmentData(), Devices: dm,
+		Alloc: NewMemAllocator(g42.N(), slots), Dirty: NewMemDirtyLog(), Stale: NewMemStaleLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if blockdev.IsSynchronous(v) {
+		t.Error("synchronous before any namespace is open")
+	}
+	ctx := context.Background()
+	if err := v.WriteAt(ctx, pattern(4096, 1), 0); err != nil {
+		t.Fatal(err)
+	}
+	if !blockdev.IsSynchronous(v) {
+		t.Error("not synchronous over Mem namespaces")
+	}
+	r := newRig(t, g42, g42.SegmentData(), rigOptions{})
+	if err := r.vol.WriteAt(ctx, pattern(4096, 1), 0); err != nil {
+		t.Fatal(err)
+	}
+	if blockdev.IsSynchronous(r.vol) {
+		t.Error("synchronous over fault-injecting namespaces")
+	}
+}
+
 func TestOptimalIOSize(t *testing.T) {
 	g32 := layout.Geometry{K: 3, M: 2, Chunk: 16 << 10, SlotSize: 64 << 10}
 	if n := newRig(t, g32, g32.SegmentData(), rigOptions{}).vol.OptimalIOSize(); n != 16<<10 {

@@ -36,6 +36,7 @@ func main() {
 	sndbuf := flag.Int("loopback-sndbuf", 0, "nbd.Options.LoopbackSendBuffer (0: the default; negative: the kernel's autotuning)")
 	backlog := flag.Int("reply-backlog", 0, "nbd.Options.ReplyBacklog (0: the default; negative: no bound)")
 	inflight := flag.Int("max-inflight-bytes", 0, "nbd.Options.MaxInFlightBytes (0: the default)")
+	pipeline := flag.Bool("pipeline-sync", false, "nbd.Options.PipelineSynchronous: run a connection's requests side by side")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -45,7 +46,7 @@ func main() {
 		pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
 	}
-	tune := nbd.Options{LoopbackSendBuffer: *sndbuf, ReplyBacklog: *backlog, MaxInFlightBytes: *inflight}
+	tune := nbd.Options{LoopbackSendBuffer: *sndbuf, ReplyBacklog: *backlog, MaxInFlightBytes: *inflight, PipelineSynchronous: *pipeline}
 	if err := run(*listen, *size, *bs, *export, shape{*k, *m, *chunk}, tune); err != nil {
 		log.Print("nbdbench: ", err)
 	}
