@@ -16,7 +16,14 @@
 #   targets use O_DIRECT while nbdkit file uses the page cache, so
 #   FILE_OPTS=cache=none gives the closer comparison),
 #   ROUNDS (default 3), PORT (default 10819; nbdkit gets PORT+1), EXPORT
-#   (default bench).
+#   (default bench), PIN (default 0; 1 runs the clients on CPU 0 and both
+#   servers on the other CPUs, on a machine with 2 or more).
+# Why pin: fio's nbd engine is one thread, and on a small machine it is the
+# bottleneck. Unpinned, the result also depends on how the scheduler places
+# the client next to each server's threads: nbdkit's own write figure moved
+# by 20 % between runs on a 2-CPU VM. Pinned, each server has the same CPUs
+# to itself and the client never waits for them, so the ratio compares the
+# servers alone. Both servers are pinned alike.
 # Each job runs ROUNDS times, alternating between the two servers so that
 # load from other processes hits both alike; the table shows the median.
 # Needs fio, nbdkit, nbdcopy. Figures are only comparable within one run.
@@ -30,6 +37,11 @@ KPORT=$((PORT + 1))
 EXPORT=${EXPORT:-bench}
 export SIZE PORT EXPORT
 cd "$(dirname "$0")/.."
+
+CLIENT=() SERVER=()
+if [ "${PIN:-0}" = 1 ] && [ "$(nproc)" -ge 2 ]; then
+	CLIENT=(taskset -c 0) SERVER=(taskset -c "1-$(($(nproc) - 1))")
+fi
 
 for tool in fio nbdkit nbdcopy; do
 	command -v "$tool" >/dev/null || { echo "bench/nbd.sh: $tool not installed" >&2; exit 2; }
@@ -48,7 +60,7 @@ trap cleanup EXIT
 start() {
 	local name=$1 port=$2
 	shift 2
-	"$@" >"$work/$name.log" 2>&1 &
+	"${SERVER[@]}" "$@" >"$work/$name.log" 2>&1 &
 	pids+=($!)
 	for _ in $(seq 1 300); do
 		if nbdinfo --size "nbd://127.0.0.1:$port/$EXPORT" >/dev/null 2>&1 ||
@@ -84,7 +96,7 @@ fio_job() {
 	local target=$1 rw=$2 bs=$3 qd=$4 out="$work/fio.json"
 	local timing=(--time_based "--runtime=$RUNTIME")
 	[ "${5:-}" = once ] && timing=()
-	fio --name=bench --ioengine=nbd --uri="${URI[$target]}" --rw="$rw" --bs="$bs" \
+	"${CLIENT[@]}" fio --name=bench --ioengine=nbd --uri="${URI[$target]}" --rw="$rw" --bs="$bs" \
 		--iodepth="$qd" --size="$SIZE" "${timing[@]}" --output-format=json \
 		--output="$out" >/dev/null 2>&1
 	python3 - "$out" "$rw" <<'PY'
@@ -101,9 +113,9 @@ nbdcopy_job() {
 	bytes=$(nbdinfo --size "${URI[$target]}")
 	t0=$(date +%s.%N)
 	if [ "$dir" = read ]; then
-		nbdcopy --no-extents "${URI[$target]}" null:
+		"${CLIENT[@]}" nbdcopy --no-extents "${URI[$target]}" null:
 	else
-		nbdcopy --flush "$src" "${URI[$target]}"
+		"${CLIENT[@]}" nbdcopy --flush "$src" "${URI[$target]}"
 	fi
 	t1=$(date +%s.%N)
 	python3 -c "print('%.0f' % ($bytes / 1048576 / ($t1 - $t0)))"
@@ -145,6 +157,11 @@ row() { # row LABEL KEY FIELD(1=MiB/s,2=IOPS) UNIT
 }
 echo
 echo "size $SIZE, median of $ROUNDS rounds, fio ${RUNTIME}s per job, $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+if [ ${#CLIENT[@]} -gt 0 ]; then
+	echo "clients pinned to CPU 0, servers to CPUs ${SERVER[2]} (PIN=1)"
+else
+	echo "no pinning (PIN=0)"
+fi
 printf "%-34s %12s %12s %7s\n" "job" "nvstripe" "nbdkit" "ratio"
 row "fio seq read 1MiB QD16" seqread 1 MiB/s
 row "fio seq write 1MiB QD16" seqwrite 1 MiB/s
