@@ -11,7 +11,8 @@ import (
 // Mem is an in-memory Device, sparse in pages of 1 MiB: a page is allocated
 // on its first write, unallocated space reads as zeros, and a Trim or
 // WriteZeroes covering a whole page releases it, so a large, mostly empty Mem
-// is cheap. IO on different pages runs in parallel.
+// is cheap. IO on disjoint ranges runs in parallel (it locks 64 KiB spans of
+// a page); overlapping IO is serialised.
 //
 // A crashable Mem (NewCrashableMem) also remembers which writes are not yet
 // durable: CrashClone returns the device as it would come back after a power

@@ -20,12 +20,16 @@
 // request and sends its reply, so a request is read, run and answered on one
 // goroutine with its data in one CPU's cache. Requests in flight are bounded
 // by Options.MaxInFlight and Options.MaxInFlightBytes of payload; workers are
-// kept for the connection's life. Replies go out of order with no writer
-// goroutine: the worker that finds the socket idle writes its own reply at
-// once and then, in one writev, whatever replies others queued meanwhile. On
-// Linux the socket is read and written with raw system calls (it is
-// non-blocking, so they only copy): the scheduler then does not hand the
-// goroutine's P to another thread during a long copy (see rawsock_linux.go).
+// kept for the connection's life. A connection to a synchronous device
+// (blockdev.Synchronous: in memory) keeps one worker, which runs its
+// requests in turn: that IO never waits, so more workers would only add a
+// thread wakeup per request (Options.PipelineSynchronous). Replies go out
+// of order with no writer goroutine: the worker that finds the socket idle
+// writes its own reply at once and then, in one writev, whatever replies
+// others queued meanwhile. On Linux the socket is read and written with raw
+// system calls (it is non-blocking, so they only copy): the scheduler then
+// does not hand the goroutine's P to another thread during a long copy (see
+// rawsock_linux.go).
 //
 // Replies are kept from piling up, so that their data is still in cache when
 // it is copied into the socket: a READ starts its device IO only while fewer
