@@ -174,7 +174,8 @@ func TestCheckSpecKernel(t *testing.T) {
 }
 
 // The wrappers between a volume and its NBD/FUSE servers pass its optimal
-// IO size (the stripe) through: the servers advertise it to clients.
+// IO size (the stripe), which the servers advertise to clients, and whether
+// it is synchronous, by which the NBD server runs requests in turn.
 func TestWrappersPassCapabilities(t *testing.T) {
 	mem, err := blockdev.NewMem(1<<20, 4096)
 	if err != nil {

@@ -64,6 +64,14 @@ func (pg *memPage) holdAllocated(n int) {
 	}
 }
 
+// pageStore is a sparse byte array in pages. IO locks only the spans of a
+// page that it touches, so IO on disjoint ranges runs in parallel and
+// overlapping IO is serialised. A nil page pointer and a page with nil data
+// both read as zeros.
+//
+// Invariants:
+//  1. len(pages) == ceil(size / memPageSize).
+//  2. An allocated page i holds exactly pageLen(i) bytes.
 type pageStore struct {
 	size  int64
 	pages []atomic.Pointer[memPage]
