@@ -156,7 +156,7 @@ row() { # row LABEL KEY FIELD(1=MiB/s,2=IOPS) UNIT
 		"$(python3 -c "print('%.0f%%' % (100.0 * $a / $b if $b else 0))")"
 }
 echo
-echo "size $SIZE, median of $ROUNDS rounds, fio ${RUNTIME}s per job, $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "size $SIZE, median of $ROUNDS rounds, fio ${RUNTIME}s per job, $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), code $(git describe --always --dirty 2>/dev/null || echo unknown)"
 if [ ${#CLIENT[@]} -gt 0 ]; then
 	echo "clients pinned to CPU 0, servers to CPUs ${SERVER[2]} (PIN=1)"
 else
