@@ -100,10 +100,7 @@ func TestWindow(t *testing.T) {
 }
 
 func TestIsSynchronous(t *testing.T) {
-	mem, err := blockdev.NewMem(1<<20, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mem := mustMem(t, false, 1<<20)
 	defer mem.Close()
 	if !blockdev.IsSynchronous(mem) {
 		t.Error("Mem is not synchronous")
@@ -115,10 +112,7 @@ func TestIsSynchronous(t *testing.T) {
 }
 
 func TestOptimalIOSize(t *testing.T) {
-	mem, err := blockdev.NewMem(1<<20, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mem := mustMem(t, false, 1<<20)
 	defer mem.Close()
 	for _, tc := range []struct {
 		dev  blockdev.Device

@@ -72,8 +72,8 @@ type Options struct {
 	// a single-threaded server would: its IO is CPU work that never waits,
 	// so running the next request on another goroutine gains only where a
 	// CPU is idle, and costs a thread wakeup and the request's data moving
-	// between CPU caches. On a 2-CPU VM with fio's client on the other CPU,
-	// 1 MiB writes to a 4+2 volume over memory ran at 5275 MiB/s one after
+	// between CPU caches. On a 2-CPU VM shared with fio's client, 1 MiB
+	// writes to a 4+2 volume over memory ran at 5275 MiB/s one after
 	// another and 3741 MiB/s side by side, at 173 against 237 ms of server
 	// CPU per GiB. Clients that want parallelism open several connections
 	// (the kernel's nbd driver, nbdcopy). Other devices always run side by
