@@ -13,6 +13,7 @@ import (
 	"github.com/nvstripe/nvstripe/agent/api"
 	"github.com/nvstripe/nvstripe/controller"
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/volclient"
 	"github.com/nvstripe/nvstripe/volume"
 )
 
@@ -32,7 +33,7 @@ type Options struct {
 	// Default meta's (10s).
 	LeaseTTL time.Duration
 	// Namespaces say how to reach namespaces.
-	Namespaces NamespaceOptions
+	Namespaces volclient.NamespaceOptions
 	// RecheckInterval is how often a mapping probes the namespaces its
 	// volume treats as down, to use them again (OpenOptions.RecheckInterval).
 	// Default 10s.

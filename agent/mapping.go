@@ -9,6 +9,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/agent/api"
 	"github.com/nvstripe/nvstripe/controller"
+	"github.com/nvstripe/nvstripe/volclient"
 	"github.com/nvstripe/nvstripe/volume"
 )
 
@@ -36,7 +37,7 @@ type mapping struct {
 	state     string
 	err       error
 	since     time.Time
-	opened    *Mapped
+	opened    *volclient.Mapped
 	dev       *metered
 	front     frontend
 	stopWatch chan struct{}
@@ -87,7 +88,7 @@ func (mp *mapping) openLocked(ctx context.Context) error {
 	if err := CheckSpec(spec); err != nil {
 		return err
 	}
-	m, err := OpenVolume(ctx, a.o.Store, spec.Volume, OpenOptions{
+	m, err := volclient.OpenVolume(ctx, a.o.Store, spec.Volume, volclient.OpenOptions{
 		Holder: a.o.Holder, ReadOnly: spec.ReadOnly, LeaseTTL: a.o.LeaseTTL, Namespaces: a.o.Namespaces,
 		Events: volume.TeeListener(mp.ev.listener(), a.o.Events), Logf: a.o.Logf, RecheckInterval: a.o.RecheckInterval,
 	})
@@ -124,7 +125,7 @@ func (mp *mapping) openLocked(ctx context.Context) error {
 
 // serveTasks runs the shard moves the controller addresses to this owner
 // (Mapped.ServeTasks) until stop. REQUIRES: mp.opMu held.
-func (mp *mapping) serveTasks(m *Mapped, pacer *controller.Pacer) {
+func (mp *mapping) serveTasks(m *volclient.Mapped, pacer *controller.Pacer) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	mp.mu.Lock()
@@ -132,13 +133,13 @@ func (mp *mapping) serveTasks(m *Mapped, pacer *controller.Pacer) {
 	mp.mu.Unlock()
 	go func() {
 		defer close(done)
-		m.ServeTasks(ctx, mp.a.o.Store, TaskOptions{Holder: mp.a.o.Holder, Pacer: pacer, Logf: mp.a.o.Logf})
+		m.ServeTasks(ctx, mp.a.o.Store, volclient.TaskOptions{Holder: mp.a.o.Holder, Pacer: pacer, Logf: mp.a.o.Logf})
 	}()
 }
 
 // watch fences the mapping when its lease is lost and marks idle segments
 // clean every CleanInterval, until stop is closed.
-func (mp *mapping) watch(m *Mapped, dev *metered, stop <-chan struct{}, done chan<- struct{}) {
+func (mp *mapping) watch(m *volclient.Mapped, dev *metered, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	tick := time.NewTicker(mp.a.o.CleanInterval)
 	defer tick.Stop()
@@ -172,7 +173,7 @@ func (mp *mapping) watch(m *Mapped, dev *metered, stop <-chan struct{}, done cha
 }
 
 // clean marks the idle volume's dirty segments clean; it reports success.
-func (mp *mapping) clean(m *Mapped) bool {
+func (mp *mapping) clean(m *volclient.Mapped) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), mp.a.o.CleanInterval)
 	defer cancel()
 	if err := m.Volume.Clean(ctx); err != nil {

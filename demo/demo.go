@@ -29,6 +29,7 @@ import (
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/embed"
 	"github.com/nvstripe/nvstripe/nbd"
+	"github.com/nvstripe/nvstripe/volclient"
 	"github.com/nvstripe/nvstripe/volume"
 )
 
@@ -148,7 +149,7 @@ type demo struct {
 	etcd    *embed.Server
 	store   *meta.Store
 	targets []*demoTarget
-	mapped  *agent.Mapped
+	mapped  *volclient.Mapped
 	counted *agent.Counted
 	nbd     *nbd.Server
 	nbdAddr string
@@ -242,12 +243,12 @@ func (d *demo) registerTarget(ctx context.Context, c *meta.ClusterRecord, t *dem
 	if err != nil {
 		return err
 	}
-	dev, err := agent.Connect(ctx, rec, agent.NamespaceOptions{})
+	dev, err := volclient.Connect(ctx, rec, volclient.NamespaceOptions{})
 	if err != nil {
 		return err
 	}
 	defer dev.Close()
-	return agent.WriteLabel(ctx, dev, c.Label(rec.ID))
+	return volclient.WriteLabel(ctx, dev, c.Label(rec.ID))
 }
 
 // refreshPaths accepts an existing namespace record only when it names the
@@ -275,8 +276,8 @@ func (d *demo) openVolume(ctx context.Context) error {
 	}
 	host, _ := os.Hostname()
 	d.holder = "demo." + host
-	d.mapped, err = agent.OpenVolume(ctx, d.store, d.o.Name, agent.OpenOptions{Holder: d.holder,
-		Namespaces: agent.NamespaceOptions{ControllerLossTimeout: 2 * time.Second},
+	d.mapped, err = volclient.OpenVolume(ctx, d.store, d.o.Name, volclient.OpenOptions{Holder: d.holder,
+		Namespaces: volclient.NamespaceOptions{ControllerLossTimeout: 2 * time.Second},
 		Events:     volume.EventListener{Degraded: func(volume.DegradedInfo) { d.degraded.Add(1) }}})
 	if err != nil {
 		return err

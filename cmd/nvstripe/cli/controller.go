@@ -14,10 +14,10 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/nvstripe/nvstripe/agent"
 	"github.com/nvstripe/nvstripe/controller"
 	"github.com/nvstripe/nvstripe/health"
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/volclient"
 )
 
 // controllerFlags are the flags of `nvstripe controller`.
@@ -167,8 +167,8 @@ func (f *controllerFlags) runnerConfig(cmd *cobra.Command, s *meta.Store) (contr
 		return controller.RunnerConfig{}, usageError{fmt.Errorf("--gossip-join and --gossip-host need --gossip")}
 	}
 	logf := lineLogger(cmd.ErrOrStderr())
-	mover := agent.NewTaskMover(s, agent.OpenOptions{Holder: f.holder, LeaseTTL: f.leaderTTL,
-		Namespaces: agent.NamespaceOptions{HostNQN: f.hostNQN}, Logf: logf})
+	mover := volclient.NewTaskMover(s, volclient.OpenOptions{Holder: f.holder, LeaseTTL: f.leaderTTL,
+		Namespaces: volclient.NamespaceOptions{HostNQN: f.hostNQN}, Logf: logf})
 	cfg := controller.RunnerConfig{Store: s, Holder: f.holder, Interval: f.interval, LeaderTTL: f.leaderTTL,
 		Decide: controller.Config{OutAfter: f.outAfter, MaxMoves: f.maxMoves, MaxMovesPerNS: f.maxMovesPerNS,
 			DomainLabel: cl.DomainLabel, MinUpFraction: f.minUp},
