@@ -67,37 +67,75 @@ func NewNamespaces(ctx context.Context, store *meta.Store, opts NamespaceOptions
 		devs: map[string]blockdev.Device{}, pending: map[string]*pending{}}, nil
 }
 
-// Device returns the connected, label-checked device of namespace id. A
+// Device returns the connected, label-checked device of namespace id,
+// connecting it on first use with ctx (bounded by ConnectTimeout) and
+// without holding n's lock, so that other namespaces resolve meanwhile. A
 // namespace whose target cannot be reached is returned as a stand-in that
 // fails every IO as unavailable (so the volume works degraded around it
 // instead of failing) until Probe connects it.
-func (n *Namespaces) Device(id string) (blockdev.Device, error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if d, ok := n.devs[id]; ok {
+func (n *Namespaces) Device(ctx context.Context, id string) (blockdev.Device, error) {
+	if d := n.known(id); d != nil {
 		return d, nil
 	}
-	if p, ok := n.pending[id]; ok {
-		return p, nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), n.opts.ConnectTimeout+5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, n.opts.ConnectTimeout+5*time.Second)
 	defer cancel()
 	d, err := n.open(ctx, id)
 	if err == nil {
-		n.devs[id] = d
-		return d, nil
+		return n.keep(id, d, nil)
 	}
 	err = fmt.Errorf("namespace %s: %w", id, err)
-	if blockdev.Class(err) != blockdev.ErrUnavailable {
+	if blockdev.Class(err) != blockdev.ErrUnavailable || ctx.Err() == context.Canceled {
 		return nil, err // a label mismatch, say: never serve it
 	}
 	rec, rerr := n.store.Namespace(ctx, id)
 	if rerr != nil {
 		return nil, err
 	}
-	p := newPending(rec.Size, err)
+	return n.keep(id, nil, newPending(rec.Size, err))
+}
+
+// known returns the device or stand-in already kept for id, or nil.
+func (n *Namespaces) known(id string) blockdev.Device {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if d, ok := n.devs[id]; ok {
+		return d
+	}
+	if p, ok := n.pending[id]; ok {
+		return p
+	}
+	return nil
+}
+
+// keep records the connected device d, or the stand-in p, of id, unless
+// another caller kept one meanwhile: then that one is returned and d closed.
+func (n *Namespaces) keep(id string, d blockdev.Device, p *pending) (blockdev.Device, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if cur, ok := n.devs[id]; ok {
+		closeIf(d)
+		return cur, nil
+	}
+	if cur, ok := n.pending[id]; ok {
+		closeIf(d)
+		return cur, nil
+	}
+	if n.closed {
+		closeIf(d)
+		return nil, fmt.Errorf("namespace %s: closed: %w", id, blockdev.ErrUnavailable)
+	}
+	if d != nil {
+		n.devs[id] = d
+		return d, nil
+	}
 	n.pending[id] = p
 	return p, nil
+}
+
+func closeIf(d blockdev.Device) {
+	if d != nil {
+		d.Close()
+	}
 }
 
 // Probe checks that namespace id answers and is still the namespace its
