@@ -31,7 +31,7 @@ func randBytes(t *testing.T, n int) []byte {
 
 // served returns the device a mapping serves (what NBD and FUSE clients
 // reach), failing t when the volume is not served.
-func served(t *testing.T, a *Agent, name string) *metered {
+func served(t *testing.T, a *Agent, name string) *servedDev {
 	t.Helper()
 	a.mu.Lock()
 	mp := a.maps[name]

@@ -38,7 +38,7 @@ type mapping struct {
 	err       error
 	since     time.Time
 	opened    *volclient.Mapped
-	dev       *metered
+	dev       *servedDev
 	front     frontend
 	stopWatch chan struct{}
 	watchDone chan struct{}
@@ -95,12 +95,11 @@ func (mp *mapping) openLocked(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	dev := newMetered(m.Volume, a.metrics, spec.Volume)
 	pacer, err := controller.NewPacer(a.o.Pacer)
 	if err != nil {
 		return errors.Join(err, m.Close(context.WithoutCancel(ctx)))
 	}
-	dev.observe = pacer.Observe
+	dev := newServed(m.Volume, a.metrics, spec.Volume, pacer.Observe)
 	front, err := startFrontend(ctx, spec, dev, a.o.Logf)
 	if err == nil && mp.openCtx.Err() != nil {
 		err = errors.Join(fmt.Errorf("map %s: unmapped while mapping: %w", spec.Volume, api.ErrBusy), front.close())
@@ -139,7 +138,7 @@ func (mp *mapping) serveTasks(m *volclient.Mapped, pacer *controller.Pacer) {
 
 // watch fences the mapping when its lease is lost and marks idle segments
 // clean every CleanInterval, until stop is closed.
-func (mp *mapping) watch(m *volclient.Mapped, dev *metered, stop <-chan struct{}, done chan<- struct{}) {
+func (mp *mapping) watch(m *volclient.Mapped, dev *servedDev, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	tick := time.NewTicker(mp.a.o.CleanInterval)
 	defer tick.Stop()
@@ -151,7 +150,7 @@ func (mp *mapping) watch(m *volclient.Mapped, dev *metered, stop <-chan struct{}
 			return
 		case <-m.Owner.Context().Done():
 			cause := context.Cause(m.Owner.Context())
-			dev.fence(cause)
+			dev.fenceLost(cause)
 			mp.mu.Lock()
 			if mp.stopTasks != nil {
 				mp.stopTasks() // no new moves on a fenced volume
@@ -161,7 +160,7 @@ func (mp *mapping) watch(m *volclient.Mapped, dev *metered, stop <-chan struct{}
 			mp.a.logf("agent: %s fenced: %v", m.Record.Name, cause)
 			return
 		case <-tick.C:
-			if w := dev.writes.Load(); w != seen {
+			if w := dev.Writes.Load(); w != seen {
 				seen, pending = w, true // written since the last tick: not idle
 				continue
 			}
@@ -282,8 +281,8 @@ func (mp *mapping) info() api.Mapping {
 		out.Epoch, out.Size = mp.opened.Owner.Epoch(), mp.opened.Volume.Size()
 	}
 	if d := mp.dev; d != nil {
-		out.Stats = api.Stats{ReadBytes: d.readBytes.Load(), WriteBytes: d.writeBytes.Load(),
-			Reads: d.reads.Load(), Writes: d.writes.Load(), Errors: d.errors.Load()}
+		out.Stats = api.Stats{ReadBytes: d.ReadBytes.Load(), WriteBytes: d.WriteBytes.Load(),
+			Reads: d.Reads.Load(), Writes: d.Writes.Load(), Errors: d.Errors.Load()}
 	}
 	out.Stats.Degraded = mp.ev.degraded.Load()
 	out.Stats.NamespaceErrors, out.Stats.FailedReported = mp.ev.namespaceErrors()

@@ -23,7 +23,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nvstripe/nvstripe/agent"
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/fuse"
 	"github.com/nvstripe/nvstripe/meta"
@@ -150,7 +149,7 @@ type demo struct {
 	store   *meta.Store
 	targets []*demoTarget
 	mapped  *volclient.Mapped
-	counted *agent.Counted
+	counted *blockdev.Meter
 	nbd     *nbd.Server
 	nbdAddr string
 	served  chan error
@@ -282,7 +281,7 @@ func (d *demo) openVolume(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	d.counted = agent.NewCounted(d.mapped.Volume)
+	d.counted = blockdev.NewMeter(d.mapped.Volume, nil)
 	fmt.Fprintf(d.o.Out, "volume %s: %d MiB, %d+%d, chunk %d KiB, over %d namespaces\n",
 		d.o.Name, d.o.Size>>20, d.o.K, d.o.M, d.o.Chunk>>10, d.o.Targets)
 	return nil

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
@@ -50,9 +49,12 @@ type Namespaces struct {
 	cluster *meta.ClusterRecord
 	opts    NamespaceOptions
 
-	mu      sync.Mutex
-	devs    map[string]blockdev.Device // connected
-	pending map[string]*pending        // not connected (yet)
+	mu   sync.Mutex
+	devs map[string]blockdev.Device // connected
+	// pending are the stand-ins of namespaces not connected (yet): their
+	// IO fails with the connection error, class blockdev.ErrUnavailable,
+	// until Probe swaps the connected device in.
+	pending map[string]*blockdev.Swappable
 	closed  bool
 }
 
@@ -64,7 +66,7 @@ func NewNamespaces(ctx context.Context, store *meta.Store, opts NamespaceOptions
 		return nil, fmt.Errorf("reading the cluster record: %w", err)
 	}
 	return &Namespaces{store: store, cluster: c, opts: opts,
-		devs: map[string]blockdev.Device{}, pending: map[string]*pending{}}, nil
+		devs: map[string]blockdev.Device{}, pending: map[string]*blockdev.Swappable{}}, nil
 }
 
 // Device returns the connected, label-checked device of namespace id,
@@ -91,7 +93,7 @@ func (n *Namespaces) Device(ctx context.Context, id string) (blockdev.Device, er
 	if rerr != nil {
 		return nil, err
 	}
-	return n.keep(id, nil, newPending(rec.Size, err))
+	return n.keep(id, nil, blockdev.NewSwappable(rec.Size, meta.BlockSize, blockdev.NewFailing(rec.Size, meta.BlockSize, err)))
 }
 
 // known returns the device or stand-in already kept for id, or nil.
@@ -109,7 +111,7 @@ func (n *Namespaces) known(id string) blockdev.Device {
 
 // keep records the connected device d, or the stand-in p, of id, unless
 // another caller kept one meanwhile: then that one is returned and d closed.
-func (n *Namespaces) keep(id string, d blockdev.Device, p *pending) (blockdev.Device, error) {
+func (n *Namespaces) keep(id string, d blockdev.Device, p *blockdev.Swappable) (blockdev.Device, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if cur, ok := n.devs[id]; ok {
@@ -163,61 +165,11 @@ func (n *Namespaces) Probe(ctx context.Context, id string) error {
 		d.Close()
 		return fmt.Errorf("namespace %s: closed: %w", id, blockdev.ErrUnavailable)
 	}
-	p.cur.Store(&d)
+	p.Swap(d)
 	n.devs[id] = d
 	delete(n.pending, id)
 	return nil
 }
-
-// pending stands in for a namespace that could not be connected: its IO
-// goes to an unreachable device (every call fails with the connection
-// error, class blockdev.ErrUnavailable) until Probe swaps in the connected
-// one.
-type pending struct {
-	size int64
-	cur  atomic.Pointer[blockdev.Device]
-}
-
-func newPending(size int64, err error) *pending {
-	p := &pending{size: size}
-	var d blockdev.Device = unreachable{err: err}
-	p.cur.Store(&d)
-	return p
-}
-
-func (p *pending) dev() blockdev.Device { return *p.cur.Load() }
-
-func (p *pending) ReadAt(ctx context.Context, b []byte, off int64) error {
-	return p.dev().ReadAt(ctx, b, off)
-}
-func (p *pending) WriteAt(ctx context.Context, b []byte, off int64) error {
-	return p.dev().WriteAt(ctx, b, off)
-}
-func (p *pending) WriteAtFUA(ctx context.Context, b []byte, off int64) error {
-	return blockdev.WriteFUA(ctx, p.dev(), b, off)
-}
-func (p *pending) Flush(ctx context.Context) error { return p.dev().Flush(ctx) }
-func (p *pending) WriteZeroes(ctx context.Context, off, n int64) error {
-	return p.dev().WriteZeroes(ctx, off, n)
-}
-func (p *pending) Trim(ctx context.Context, off, n int64) error { return p.dev().Trim(ctx, off, n) }
-func (p *pending) Size() int64                                  { return p.size }
-func (p *pending) BlockSize() int                               { return meta.BlockSize }
-
-// Close does nothing: Namespaces.Close closes the connected device.
-func (p *pending) Close() error { return nil }
-
-// unreachable fails every IO with err.
-type unreachable struct{ err error }
-
-func (u unreachable) ReadAt(context.Context, []byte, int64) error     { return u.err }
-func (u unreachable) WriteAt(context.Context, []byte, int64) error    { return u.err }
-func (u unreachable) Flush(context.Context) error                     { return u.err }
-func (u unreachable) WriteZeroes(context.Context, int64, int64) error { return u.err }
-func (u unreachable) Trim(context.Context, int64, int64) error        { return u.err }
-func (u unreachable) Size() int64                                     { return 0 }
-func (u unreachable) BlockSize() int                                  { return meta.BlockSize }
-func (u unreachable) Close() error                                    { return nil }
 
 func (n *Namespaces) open(ctx context.Context, id string) (blockdev.Device, error) {
 	rec, err := n.store.Namespace(ctx, id)
