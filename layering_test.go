@@ -108,6 +108,8 @@ func importRules() map[string]rule {
 			third: syncPkgs, why: "controller reconciles the cluster through meta and volume"},
 		"volclient/...": {ours: []string{"*"}, not: []string{"agent/...", "nbd/...", "fuse", "demo/...", "cmd/..."}, third: syncPkgs,
 			why: "volclient opens a volume over its namespaces: wiring below the daemons, which serving is not part of"},
+		"controllerd": {ours: []string{"controller/...", "volclient", "meta"}, third: []string{"github.com/prometheus/client_golang/..."},
+			why: "controllerd composes the controller daemon: the runner, the volclient mover and metrics"},
 		"agent/...":       {ours: []string{"*"}, third: wiring, why: "agent is node-side wiring"},
 		"demo/...":        {ours: []string{"*"}, third: wiring, why: "demo is one-process wiring"},
 		"bench/...":       {ours: []string{"*"}, third: wiring, why: "bench holds benchmark tools: wiring, like demo"},
