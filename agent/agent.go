@@ -249,6 +249,26 @@ func (a *Agent) List() []api.Mapping {
 	return out
 }
 
+// WaitFenced waits until ctx ends (nil) or the mapping of volume name is
+// fenced (an error saying why), checking every second: what a foreground
+// `nvstripe map` waits for.
+func (a *Agent) WaitFenced(ctx context.Context, name string) error {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		for _, m := range a.List() {
+			if m.Volume == name && m.State == api.StateFenced {
+				return fmt.Errorf("volume %s fenced, no longer served: %s", name, m.Error)
+			}
+		}
+	}
+}
+
 // Status describes the agent.
 func (a *Agent) Status() api.StatusReply {
 	st := api.StatusReply{Holder: a.o.Holder, Etcd: a.o.Store.Endpoints(), StateDir: a.o.StateDir,
