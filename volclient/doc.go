@@ -6,8 +6,10 @@
 // nvmeof/initiator), checks each namespace's label before using it, and puts
 // the erasure-coded engine (package volume) on top. It also moves shards
 // (MoveShard, Rebuild) and runs the shard-move tasks the controller
-// addresses to a volume's owner (Mapped.ServeTasks), and is the controller's
-// Mover for volumes nobody maps (TaskMover).
+// addresses to a volume's owner (Mapped.ServeTasks), is the controller's
+// Mover for volumes nobody maps (TaskMover), and adds namespaces to the
+// cluster, labelling them (AddNamespace, Discover: `nvstripe ns add` and
+// `ns discover`).
 //
 // # Opening
 //

@@ -55,8 +55,8 @@ func TestOpenFileNamespaces(t *testing.T) {
 	}
 }
 
-// TestServeControl: the control API answers on the bound address until
-// stopped.
+// TestServeControl: the control API answers on the bound address, to
+// ControlClient too, until stopped.
 func TestServeControl(t *testing.T) {
 	f := newFixture(t, 1, nil)
 	addr, stop, err := f.t.ServeControl("127.0.0.1:0")
@@ -72,7 +72,21 @@ func TestServeControl(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"state":"optimized"`) {
 		t.Errorf("GET /v1/ana: %s %s", resp.Status, body)
 	}
+	cc := ControlClient{Addr: addr}
+	ctx := context.Background()
+	if err := cc.SetANAState(ctx, "0", 1, "inaccessible"); err != nil {
+		t.Fatal(err)
+	}
+	if es, err := cc.ANAStates(ctx); err != nil || len(es) == 0 || es[0].Group != 1 || es[0].State != "inaccessible" {
+		t.Errorf("states after setting one: %+v, %v", es, err)
+	}
+	if err := cc.SetANAState(ctx, "0", 1, "sideways"); err == nil || !strings.Contains(err.Error(), "400") {
+		t.Errorf("an unknown state: %v, want the 400 answer", err)
+	}
 	stop()
+	if _, err := cc.ANAStates(ctx); err == nil {
+		t.Error("the client got an answer after stop")
+	}
 	if _, err := http.Get("http://" + addr + "/v1/ana"); err == nil {
 		t.Error("the control API answers after stop")
 	}

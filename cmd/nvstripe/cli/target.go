@@ -1,13 +1,9 @@
 package cli
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 
@@ -249,11 +245,19 @@ func newTargetANAStateCmd() *cobra.Command {
 			if control == "" {
 				return usageError{errors.New("--control is required")}
 			}
+			cc := target.ControlClient{Addr: control}
 			if state == "" {
-				return anaList(cmd.Context(), cmd.OutOrStdout(), control)
+				es, err := cc.ANAStates(cmd.Context())
+				for _, e := range es {
+					fmt.Fprintf(cmd.OutOrStdout(), "listener %d %s group %d %s\n", e.Listener, e.Address, e.Group, e.State)
+				}
+				return err
 			}
-			q := url.Values{"listener": {listener}, "group": {strconv.FormatUint(uint64(group), 10)}, "state": {state}}
-			return anaSet(cmd.Context(), cmd.OutOrStdout(), control, q)
+			if err := cc.SetANAState(cmd.Context(), listener, group, state); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "listener %s group %d: %s\n", listener, group, state)
+			return nil
 		},
 	}
 	c.Flags().StringVar(&control, "control", "", "address of the target's control API (its --control)")
@@ -261,47 +265,4 @@ func newTargetANAStateCmd() *cobra.Command {
 	c.Flags().Uint32Var(&group, "group", 1, "ANA group ID")
 	c.Flags().StringVar(&state, "state", "", "new state; empty lists the states")
 	return c
-}
-
-func anaList(ctx context.Context, w io.Writer, control string) error {
-	body, err := controlCall(ctx, http.MethodGet, "http://"+control+"/v1/ana")
-	if err != nil {
-		return err
-	}
-	var es []target.ANAEntry
-	if err := json.Unmarshal(body, &es); err != nil {
-		return fmt.Errorf("control: %w", err)
-	}
-	for _, e := range es {
-		fmt.Fprintf(w, "listener %d %s group %d %s\n", e.Listener, e.Address, e.Group, e.State)
-	}
-	return nil
-}
-
-func anaSet(ctx context.Context, w io.Writer, control string, q url.Values) error {
-	if _, err := controlCall(ctx, http.MethodPost, "http://"+control+"/v1/ana?"+q.Encode()); err != nil {
-		return err
-	}
-	_, err := fmt.Fprintf(w, "listener %s group %s: %s\n", q.Get("listener"), q.Get("group"), q.Get("state"))
-	return err
-}
-
-func controlCall(ctx context.Context, method, u string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, method, u, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("control: %w", err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return nil, fmt.Errorf("control: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("control: %s: %s", resp.Status, strings.TrimSpace(string(body)))
-	}
-	return body, nil
 }
