@@ -128,6 +128,8 @@ func importedReasons() []struct{ pattern, reason string } {
 		{"cmd/...", "cmd is the top of the graph: nothing imports it; move shared code into a library package"},
 		{"agent/...", "agent is wiring: only cmd imports it"},
 		{"demo/...", "demo is wiring: only cmd imports it"},
+		{"controllerd", "controllerd is the controller daemon: only cmd imports it"},
+		{"volclient/...", "volclient is wiring: the daemons (agent, controllerd, demo) and cmd open volumes with it"},
 		{"meta/...", "only controller, agent, demo and cmd talk to metadata; a lower layer declares a small interface (like volume's DirtyLog) that a meta adapter implements"},
 		{"controller/...", "controller is a daemon wired by agent, demo and cmd"},
 		{"volume", "nbd, fuse and nvmeof serve or provide any blockdev.Device and must not depend on the engine"},

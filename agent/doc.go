@@ -25,12 +25,13 @@
 // is cancelled only when a renewal has not been answered for the whole TTL
 // (the client checks that deadline, receipt of the last renewal + TTL, once a
 // second) or when the owner key is deleted. So the agent keeps serving reads
-// and writes for up to the TTL (volclient.OpenOptions.LeaseTTL, default 10s) of
-// outage: segments already marked dirty and cached placement need no etcd;
+// and writes for up to the TTL (volclient.OpenOptions.LeaseTTL, default
+// 10s) of outage: segments already marked dirty and cached placement need no etcd;
 // the first write to a clean segment, and a new segment, wait for etcd. When
-// the lease is lost the volume is fenced: the volume closes (volclient.OpenVolume) and
-// the mapping's device fails every call with blockdev.ErrFenced (EPERM over
-// NBD and FUSE); List shows "fenced" until the mapping is unmapped. Because
+// the lease is lost the volume is fenced: the volume closes
+// (volclient.OpenVolume) and the mapping's device, a blockdev.Fence inside a
+// blockdev.Meter, fails every call with blockdev.ErrFenced (EPERM over NBD
+// and FUSE); List shows "fenced" until the mapping is unmapped. Because
 // the client's deadline is taken when the last renewal is answered and
 // checked once a second, this node may keep writing up to about a second
 // after etcd expired the lease; meta would need to cancel Owner earlier (see
@@ -52,6 +53,5 @@
 // again those that answer (see volclient); a read-write owner rebuilds in
 // place the slots they missed.
 //
-// Concurrency: a Mapped volume and an Agent are safe for concurrent use;
-// their Close methods are idempotent.
+// Concurrency: an Agent is safe for concurrent use; Close is idempotent.
 package agent
