@@ -111,7 +111,7 @@ func importRules() map[string]rule {
 		"controllerd": {ours: []string{"controller/...", "volclient", "meta"}, third: []string{"github.com/prometheus/client_golang/..."},
 			why: "controllerd composes the controller daemon: the runner, the volclient mover and metrics"},
 		"agent/...":       {ours: []string{"*"}, third: wiring, why: "agent is node-side wiring"},
-		"demo/...":        {ours: []string{"*"}, third: wiring, why: "demo is one-process wiring"},
+		"demo/...":        {ours: []string{"*"}, not: []string{"agent/...", "cmd/..."}, third: wiring, why: "demo is one-process wiring"},
 		"bench/...":       {ours: []string{"*"}, third: wiring, why: "bench holds benchmark tools: wiring, like demo"},
 		"cmd/...":         {ours: []string{"*"}, third: []string{"*"}, why: "cmd is the top: it parses, calls and prints"},
 		defaultRuleMarker: {ours: []string{"blockdev"}, why: "default for packages without a row"},
