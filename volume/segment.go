@@ -126,6 +126,18 @@ func (v *Volume) acquire(ctx context.Context, seg int64, alloc bool) (*segment, 
 // of the volume is held while the segment's namespaces are resolved, so a
 // namespace that is slow to connect holds up only the IO that needs it.
 func (v *Volume) segmentFor(ctx context.Context, seg int64, alloc bool) (*segment, error) {
+	v.mu.Lock()
+	s, ok := v.segs[seg]
+	v.mu.Unlock()
+	if ok && (s != nil || !alloc) {
+		return s, nil
+	}
+	return v.openOrWait(ctx, seg, alloc)
+}
+
+// openOrWait is segmentFor on a cache miss: it opens the segment, or waits
+// for the caller that is opening it.
+func (v *Volume) openOrWait(ctx context.Context, seg int64, alloc bool) (*segment, error) {
 	for {
 		v.mu.Lock()
 		s, ok := v.segs[seg]
