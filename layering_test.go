@@ -39,6 +39,7 @@ const tableHint = "(the import table is importRules in layering_test.go, mirrori
 // paths for third-party modules.
 type rule struct {
 	ours  []string          // packages of ours that may be imported
+	not   []string          // packages of ours that may not be, though ours covers them (non-test files)
 	third []string          // third-party import paths that may be imported
 	std   map[string]string // forbidden standard-library patterns -> reason
 	why   string            // what the layer is, printed with a violation
@@ -105,8 +106,12 @@ func importRules() map[string]rule {
 		"controller/...": {
 			ours:  []string{"controller/...", "meta", "placement", "volume", "volume/layout", "ec", "blockdev", "nvmeof/initiator", "health"},
 			third: syncPkgs, why: "controller reconciles the cluster through meta and volume"},
+		"volclient/...": {ours: []string{"*"}, not: []string{"agent/...", "nbd/...", "fuse", "demo/...", "cmd/..."}, third: syncPkgs,
+			why: "volclient opens a volume over its namespaces: wiring below the daemons, which serving is not part of"},
+		"controllerd": {ours: []string{"controller/...", "volclient", "meta"}, third: []string{"github.com/prometheus/client_golang/..."},
+			why: "controllerd composes the controller daemon: the runner, the volclient mover and metrics"},
 		"agent/...":       {ours: []string{"*"}, third: wiring, why: "agent is node-side wiring"},
-		"demo/...":        {ours: []string{"*"}, third: wiring, why: "demo is one-process wiring"},
+		"demo/...":        {ours: []string{"*"}, not: []string{"agent/...", "cmd/..."}, third: wiring, why: "demo is one-process wiring"},
 		"bench/...":       {ours: []string{"*"}, third: wiring, why: "bench holds benchmark tools: wiring, like demo"},
 		"cmd/...":         {ours: []string{"*"}, third: []string{"*"}, why: "cmd is the top: it parses, calls and prints"},
 		defaultRuleMarker: {ours: []string{"blockdev"}, why: "default for packages without a row"},
@@ -123,6 +128,8 @@ func importedReasons() []struct{ pattern, reason string } {
 		{"cmd/...", "cmd is the top of the graph: nothing imports it; move shared code into a library package"},
 		{"agent/...", "agent is wiring: only cmd imports it"},
 		{"demo/...", "demo is wiring: only cmd imports it"},
+		{"controllerd", "controllerd is the controller daemon: only cmd imports it"},
+		{"volclient/...", "volclient is wiring: the daemons (agent, controllerd, demo) and cmd open volumes with it"},
 		{"meta/...", "only controller, agent, demo and cmd talk to metadata; a lower layer declares a small interface (like volume's DirtyLog) that a meta adapter implements"},
 		{"controller/...", "controller is a daemon wired by agent, demo and cmd"},
 		{"volume", "nbd, fuse and nvmeof serve or provide any blockdev.Device and must not depend on the engine"},
@@ -315,10 +322,15 @@ func importViolation(r rule, g goFile, imp string) string {
 		return ""
 	case imp == modulePath || strings.HasPrefix(imp, modulePath+"/"):
 		ours := strings.TrimPrefix(strings.TrimPrefix(imp, modulePath), "/")
-		if ours == g.pkg || matchAny(r.ours, ours) || g.test && !matchAny([]string{"cmd/...", "agent/...", "demo/..."}, ours) {
+		if ours == g.pkg || matchAny(r.ours, ours) && !(matchAny(r.not, ours) && !g.test) ||
+			g.test && !matchAny([]string{"cmd/...", "agent/...", "demo/..."}, ours) {
 			return ""
 		}
-		return reasonFor(r, ours, fmt.Sprintf("%s may import only %v of ours", displayPkg(g.pkg), r.ours))
+		generic := fmt.Sprintf("%s may import only %v of ours", displayPkg(g.pkg), r.ours)
+		if len(r.not) > 0 {
+			generic += fmt.Sprintf(", and not %v", r.not)
+		}
+		return reasonFor(r, ours, generic)
 	default:
 		if matchAny(r.third, imp) && !(match("go.etcd.io/...", imp) && !match("meta/...", g.pkg)) {
 			return ""

@@ -13,6 +13,7 @@ import (
 	"github.com/nvstripe/nvstripe/agent/api"
 	"github.com/nvstripe/nvstripe/controller"
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/volclient"
 	"github.com/nvstripe/nvstripe/volume"
 )
 
@@ -32,7 +33,7 @@ type Options struct {
 	// Default meta's (10s).
 	LeaseTTL time.Duration
 	// Namespaces say how to reach namespaces.
-	Namespaces NamespaceOptions
+	Namespaces volclient.NamespaceOptions
 	// RecheckInterval is how often a mapping probes the namespaces its
 	// volume treats as down, to use them again (OpenOptions.RecheckInterval).
 	// Default 10s.
@@ -246,6 +247,26 @@ func (a *Agent) List() []api.Mapping {
 	}
 	slices.SortFunc(out, func(x, y api.Mapping) int { return strings.Compare(x.Volume, y.Volume) })
 	return out
+}
+
+// WaitFenced waits until ctx ends (nil) or the mapping of volume name is
+// fenced (an error saying why), checking every second: what a foreground
+// `nvstripe map` waits for.
+func (a *Agent) WaitFenced(ctx context.Context, name string) error {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		for _, m := range a.List() {
+			if m.Volume == name && m.State == api.StateFenced {
+				return fmt.Errorf("volume %s fenced, no longer served: %s", name, m.Error)
+			}
+		}
+	}
 }
 
 // Status describes the agent.

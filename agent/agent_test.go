@@ -31,7 +31,7 @@ func randBytes(t *testing.T, n int) []byte {
 
 // served returns the device a mapping serves (what NBD and FUSE clients
 // reach), failing t when the volume is not served.
-func served(t *testing.T, a *Agent, name string) *metered {
+func served(t *testing.T, a *Agent, name string) *servedDev {
 	t.Helper()
 	a.mu.Lock()
 	mp := a.maps[name]
@@ -395,9 +395,16 @@ func TestLeaseLossFencesMapping(t *testing.T) {
 	if err := dev.WriteAt(ctx, randBytes(t, 4096), 0); err != nil {
 		t.Fatal(err)
 	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := a.WaitFenced(cancelled, "v"); err != nil {
+		t.Errorf("WaitFenced on a serving mapping, context ended: %v", err)
+	}
 	e.proxy.cut()
-	waitFor(t, "the mapping to be fenced", func() bool { return a.List()[0].State == api.StateFenced })
-	if l := a.List()[0]; !strings.Contains(l.Error, "lease") {
+	if err := a.WaitFenced(ctx, "v"); err == nil || !strings.Contains(err.Error(), "fenced") {
+		t.Errorf("WaitFenced once the lease is lost: %v", err)
+	}
+	if l := a.List()[0]; l.State != api.StateFenced || !strings.Contains(l.Error, "lease") {
 		t.Errorf("fenced mapping's error %q does not name the lease", l.Error)
 	}
 	if err := dev.WriteAt(ctx, randBytes(t, 4096), 0); !errors.Is(err, blockdev.ErrFenced) {

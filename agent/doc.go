@@ -1,9 +1,8 @@
-// Package agent is the node-side wiring of nvstripe: it opens a volume the
-// way a training node uses it — ownership lease and placement from etcd
-// (package meta), one NVMe/TCP initiator per namespace with its paths
-// (package nvmeof/initiator), namespace labels checked before use, the
-// erasure-coded engine (package volume) on top — and serves it over NBD or
-// FUSE.
+// Package agent is the node daemon of nvstripe (`nvstripe agent`): it opens
+// volumes with package volclient (ownership lease, placement and namespaces
+// from etcd, the erasure-coded engine on top) and serves them over NBD or
+// FUSE, keeps its mappings across restarts, reports namespace errors to etcd
+// and exports metrics.
 //
 // # The node daemon
 //
@@ -26,12 +25,13 @@
 // is cancelled only when a renewal has not been answered for the whole TTL
 // (the client checks that deadline, receipt of the last renewal + TTL, once a
 // second) or when the owner key is deleted. So the agent keeps serving reads
-// and writes for up to the TTL (OpenOptions.LeaseTTL, default 10s) of
-// outage: segments already marked dirty and cached placement need no etcd;
+// and writes for up to the TTL (volclient.OpenOptions.LeaseTTL, default
+// 10s) of outage: segments already marked dirty and cached placement need no etcd;
 // the first write to a clean segment, and a new segment, wait for etcd. When
-// the lease is lost the volume is fenced: the volume closes (OpenVolume) and
-// the mapping's device fails every call with blockdev.ErrFenced (EPERM over
-// NBD and FUSE); List shows "fenced" until the mapping is unmapped. Because
+// the lease is lost the volume is fenced: the volume closes
+// (volclient.OpenVolume) and the mapping's device, a blockdev.Fence inside a
+// blockdev.Meter, fails every call with blockdev.ErrFenced (EPERM over NBD
+// and FUSE); List shows "fenced" until the mapping is unmapped. Because
 // the client's deadline is taken when the last renewal is answered and
 // checked once a second, this node may keep writing up to about a second
 // after etcd expired the lease; meta would need to cancel Owner earlier (see
@@ -49,15 +49,9 @@
 //
 // # Namespaces that come back
 //
-// Every mapping probes, every OpenOptions.RecheckInterval, the namespaces
-// its volume treats as down (down at open, or failed since). One that
-// answers with its label is used again (volume.Reinstate: trusted only for
-// what it had flushed before going down), without a reopen. A read-write
-// owner then rebuilds in place the slots it missed (volume.Repair); a
-// read-only mapping repairs nothing, and the slots marked stale stay unused.
-// A namespace that stays down is rebuilt elsewhere by the controller once it
-// is marked out.
+// Every mapping probes the namespaces its volume treats as down and uses
+// again those that answer (see volclient); a read-write owner rebuilds in
+// place the slots they missed.
 //
-// Concurrency: a Mapped volume and an Agent are safe for concurrent use;
-// their Close methods are idempotent.
+// Concurrency: an Agent is safe for concurrent use; Close is idempotent.
 package agent

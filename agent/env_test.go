@@ -15,6 +15,8 @@ import (
 	"github.com/nvstripe/nvstripe/blockdev/faultdev"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/metatest"
+	"github.com/nvstripe/nvstripe/volclient"
+	"github.com/nvstripe/nvstripe/volclient/volclienttest"
 )
 
 // agentEnv is an etcd, three userspace NVMe/TCP targets on 127.0.0.1 (one
@@ -149,14 +151,14 @@ func (e *agentEnv) addTarget(t *testing.T, c *meta.ClusterRecord, i int) {
 		t.Fatal(err)
 	}
 	fd := faultdev.New(mem, int64(i))
-	_, rec := serveNamespace(t, e.store, c, i, fd)
+	_, rec := volclienttest.ServeNamespace(t, e.store, c, i, fd)
 	e.faults, e.nsIDs = append(e.faults, fd), append(e.nsIDs, rec.ID)
 }
 
 // options are agent options for tests: fast retries and timeouts, logs to t.
 func (e *agentEnv) options(t *testing.T, stateDir string) Options {
 	return Options{Store: e.store, Holder: "agent-test", StateDir: stateDir, RetryInterval: 100 * time.Millisecond,
-		Namespaces: NamespaceOptions{ControllerLossTimeout: time.Second, ConnectTimeout: 2 * time.Second},
+		Namespaces: volclient.NamespaceOptions{ControllerLossTimeout: time.Second, ConnectTimeout: 2 * time.Second},
 		Logf:       t.Logf}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/agent/api"
 	"github.com/nvstripe/nvstripe/controller"
+	"github.com/nvstripe/nvstripe/volclient"
 	"github.com/nvstripe/nvstripe/volume"
 )
 
@@ -36,8 +37,8 @@ type mapping struct {
 	state     string
 	err       error
 	since     time.Time
-	opened    *Mapped
-	dev       *metered
+	opened    *volclient.Mapped
+	dev       *servedDev
 	front     frontend
 	stopWatch chan struct{}
 	watchDone chan struct{}
@@ -87,19 +88,18 @@ func (mp *mapping) openLocked(ctx context.Context) error {
 	if err := CheckSpec(spec); err != nil {
 		return err
 	}
-	m, err := OpenVolume(ctx, a.o.Store, spec.Volume, OpenOptions{
+	m, err := volclient.OpenVolume(ctx, a.o.Store, spec.Volume, volclient.OpenOptions{
 		Holder: a.o.Holder, ReadOnly: spec.ReadOnly, LeaseTTL: a.o.LeaseTTL, Namespaces: a.o.Namespaces,
 		Events: volume.TeeListener(mp.ev.listener(), a.o.Events), Logf: a.o.Logf, RecheckInterval: a.o.RecheckInterval,
 	})
 	if err != nil {
 		return err
 	}
-	dev := newMetered(m.Volume, a.metrics, spec.Volume)
 	pacer, err := controller.NewPacer(a.o.Pacer)
 	if err != nil {
 		return errors.Join(err, m.Close(context.WithoutCancel(ctx)))
 	}
-	dev.observe = pacer.Observe
+	dev := newServed(m.Volume, a.metrics, spec.Volume, pacer.Observe)
 	front, err := startFrontend(ctx, spec, dev, a.o.Logf)
 	if err == nil && mp.openCtx.Err() != nil {
 		err = errors.Join(fmt.Errorf("map %s: unmapped while mapping: %w", spec.Volume, api.ErrBusy), front.close())
@@ -124,7 +124,7 @@ func (mp *mapping) openLocked(ctx context.Context) error {
 
 // serveTasks runs the shard moves the controller addresses to this owner
 // (Mapped.ServeTasks) until stop. REQUIRES: mp.opMu held.
-func (mp *mapping) serveTasks(m *Mapped, pacer *controller.Pacer) {
+func (mp *mapping) serveTasks(m *volclient.Mapped, pacer *controller.Pacer) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	mp.mu.Lock()
@@ -132,13 +132,13 @@ func (mp *mapping) serveTasks(m *Mapped, pacer *controller.Pacer) {
 	mp.mu.Unlock()
 	go func() {
 		defer close(done)
-		m.ServeTasks(ctx, mp.a.o.Store, TaskOptions{Holder: mp.a.o.Holder, Pacer: pacer, Logf: mp.a.o.Logf})
+		m.ServeTasks(ctx, mp.a.o.Store, volclient.TaskOptions{Holder: mp.a.o.Holder, Pacer: pacer, Logf: mp.a.o.Logf})
 	}()
 }
 
 // watch fences the mapping when its lease is lost and marks idle segments
 // clean every CleanInterval, until stop is closed.
-func (mp *mapping) watch(m *Mapped, dev *metered, stop <-chan struct{}, done chan<- struct{}) {
+func (mp *mapping) watch(m *volclient.Mapped, dev *servedDev, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	tick := time.NewTicker(mp.a.o.CleanInterval)
 	defer tick.Stop()
@@ -150,7 +150,7 @@ func (mp *mapping) watch(m *Mapped, dev *metered, stop <-chan struct{}, done cha
 			return
 		case <-m.Owner.Context().Done():
 			cause := context.Cause(m.Owner.Context())
-			dev.fence(cause)
+			dev.fenceLost(cause)
 			mp.mu.Lock()
 			if mp.stopTasks != nil {
 				mp.stopTasks() // no new moves on a fenced volume
@@ -160,7 +160,7 @@ func (mp *mapping) watch(m *Mapped, dev *metered, stop <-chan struct{}, done cha
 			mp.a.logf("agent: %s fenced: %v", m.Record.Name, cause)
 			return
 		case <-tick.C:
-			if w := dev.writes.Load(); w != seen {
+			if w := dev.Writes.Load(); w != seen {
 				seen, pending = w, true // written since the last tick: not idle
 				continue
 			}
@@ -172,7 +172,7 @@ func (mp *mapping) watch(m *Mapped, dev *metered, stop <-chan struct{}, done cha
 }
 
 // clean marks the idle volume's dirty segments clean; it reports success.
-func (mp *mapping) clean(m *Mapped) bool {
+func (mp *mapping) clean(m *volclient.Mapped) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), mp.a.o.CleanInterval)
 	defer cancel()
 	if err := m.Volume.Clean(ctx); err != nil {
@@ -281,8 +281,8 @@ func (mp *mapping) info() api.Mapping {
 		out.Epoch, out.Size = mp.opened.Owner.Epoch(), mp.opened.Volume.Size()
 	}
 	if d := mp.dev; d != nil {
-		out.Stats = api.Stats{ReadBytes: d.readBytes.Load(), WriteBytes: d.writeBytes.Load(),
-			Reads: d.reads.Load(), Writes: d.writes.Load(), Errors: d.errors.Load()}
+		out.Stats = api.Stats{ReadBytes: d.ReadBytes.Load(), WriteBytes: d.WriteBytes.Load(),
+			Reads: d.Reads.Load(), Writes: d.Writes.Load(), Errors: d.Errors.Load()}
 	}
 	out.Stats.Degraded = mp.ev.degraded.Load()
 	out.Stats.NamespaceErrors, out.Stats.FailedReported = mp.ev.namespaceErrors()

@@ -115,7 +115,7 @@ func TestMeteredFence(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := NewMetrics()
-	d := newMetered(mem, m, "v")
+	d := newServed(mem, m, "v", nil)
 	buf := make([]byte, 8192)
 	if err := d.WriteAt(ctx, buf, 0); err != nil {
 		t.Fatal(err)
@@ -126,10 +126,10 @@ func TestMeteredFence(t *testing.T) {
 	if err := d.ReadAt(ctx, buf, 1<<20); !errors.Is(err, blockdev.ErrOutOfRange) {
 		t.Fatalf("read past the end: %v", err)
 	}
-	if d.writeBytes.Load() != 8192 || d.readBytes.Load() != 8192 || d.reads.Load() != 2 || d.errors.Load() != 1 {
-		t.Errorf("counters: w %d r %d reads %d errors %d", d.writeBytes.Load(), d.readBytes.Load(), d.reads.Load(), d.errors.Load())
+	if d.WriteBytes.Load() != 8192 || d.ReadBytes.Load() != 8192 || d.Reads.Load() != 2 || d.Errors.Load() != 1 {
+		t.Errorf("counters: w %d r %d reads %d errors %d", d.WriteBytes.Load(), d.ReadBytes.Load(), d.Reads.Load(), d.Errors.Load())
 	}
-	d.fence(meta.ErrLeaseLost)
+	d.fenceLost(meta.ErrLeaseLost)
 	for name, call := range map[string]func() error{
 		"read":  func() error { return d.ReadAt(ctx, buf, 0) },
 		"write": func() error { return d.WriteAt(ctx, buf, 0) },
@@ -173,30 +173,12 @@ func TestCheckSpecKernel(t *testing.T) {
 	}
 }
 
-// The wrappers between a volume and its NBD/FUSE servers pass its optimal
-// IO size (the stripe), which the servers advertise to clients, and whether
-// it is synchronous, by which the NBD server runs requests in turn.
+// The wrapper between a volume and its NBD/FUSE servers passes every
+// capability through: its optimal IO size (the stripe), which the servers
+// advertise to clients, whether it is synchronous, by which the NBD server
+// runs requests in turn, FUA, zeroing and allocation.
 func TestWrappersPassCapabilities(t *testing.T) {
-	mem, err := blockdev.NewMem(1<<20, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mem.Close()
-	dev := devtest.OptimalIO{Device: mem, Optimal: 512 << 10}
-	for name, d := range map[string]blockdev.Device{"Counted": NewCounted(dev), "metered": newMetered(dev, NewMetrics(), "v")} {
-		if got := blockdev.OptimalIOSize(d); got != 512<<10 {
-			t.Errorf("%s: optimal IO size %d, want 512 KiB", name, got)
-		}
-	}
-	if got := blockdev.OptimalIOSize(NewCounted(mem)); got != 0 {
-		t.Errorf("Counted over a device without one: %d", got)
-	}
-	for name, d := range map[string]blockdev.Device{"Counted": NewCounted(mem), "metered": newMetered(mem, NewMetrics(), "v")} {
-		if !blockdev.IsSynchronous(d) {
-			t.Errorf("%s over a Mem: not synchronous", name)
-		}
-	}
-	if blockdev.IsSynchronous(NewCounted(dev)) {
-		t.Error("Counted over a device that is not synchronous says it is")
-	}
+	devtest.PassesCapabilities(t, func(d blockdev.Device) blockdev.Device {
+		return newServed(d, NewMetrics(), "v", nil)
+	}, true)
 }

@@ -6,6 +6,11 @@
 // implement it; the NBD server, the FUSE file and the NVMe/TCP target serve
 // any Device.
 //
+// Wrappers are built from one kit (wrap.go): Passthrough forwards every
+// optional capability, and Fence (fail every call once ownership is lost),
+// Meter (count calls and bytes, observe latency), Swappable (replace the
+// device behind while in use) and Failing (fail every call) build on it.
+//
 // Concurrency: every Device method may be called from many goroutines at
 // once. Requests on overlapping ranges that run concurrently complete in an
 // unspecified order; the caller orders them if it cares.

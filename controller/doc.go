@@ -15,8 +15,8 @@
 //     (down after a grace period, back in when alive again, flapping held
 //     down), calls Decide and carries the Actions out: MarkOut
 //     and AbortMove in metadata; a move of a mapped volume becomes a task
-//     record its owner executes (agent's Mapped.ServeTasks); a move of a
-//     volume nobody maps runs here, through a Mover (agent.TaskMover) under
+//     record its owner executes (volclient's Mapped.ServeTasks); a move of a
+//     volume nobody maps runs here, through a Mover (volclient.TaskMover) under
 //     the volume's ownership, paced by a Pacer. Moves nobody carries out any
 //     more (a crashed mover) are settled: finished when committed, rolled
 //     back otherwise. Leadership lost: every move of this runner is cancelled

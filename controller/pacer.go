@@ -26,7 +26,7 @@ type PacerConfig struct {
 	// aim is that foreground IO keeps at least 70 % of its throughput during
 	// a rebuild; with 0.5 a latency-bound reader could fall to 67 % before
 	// movement slowed at all (measured: BenchmarkRebuildUnderReads in
-	// agent, fg-ratio 0.64-0.79 at 0.25, 0.78-0.87 at 0.1).
+	// volclient, fg-ratio 0.64-0.79 at 0.25, 0.78-0.87 at 0.1).
 	Tolerance float64
 	// MinFactor: the rate never falls below Bandwidth*MinFactor, so
 	// redundancy is always restored eventually. Default 0.05.

@@ -30,7 +30,7 @@ type MoveRequest struct {
 // volume's read-write ownership under RunnerConfig.Holder (several moves of
 // one volume may run at once and must share it), settles interrupted moves
 // when it opens the volume, and runs the crash-safe sequence BeginMove, copy,
-// CommitMove, FinishMove (AbortMove on failure). agent.TaskMover is the
+// CommitMove, FinishMove (AbortMove on failure). volclient.TaskMover is the
 // implementation `nvstripe controller` uses.
 type Mover interface {
 	MoveShard(ctx context.Context, req MoveRequest) error

@@ -11,7 +11,7 @@ import (
 // that are marked stale (they missed writes while their namespace was
 // unreachable) and whose namespace answers again, clearing their marks. It
 // takes the volume's read-write ownership as a Mover does. A Mover that also
-// implements it (agent.TaskMover does) is used for such volumes: without it
+// implements it (volclient.TaskMover does) is used for such volumes: without it
 // they stay degraded until someone maps them read-write.
 type StaleRepairer interface {
 	RepairStale(ctx context.Context, volume string) (stripes int64, err error)

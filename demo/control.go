@@ -6,9 +6,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nvstripe/nvstripe/agent"
 	"github.com/nvstripe/nvstripe/controller"
 	"github.com/nvstripe/nvstripe/health"
+	"github.com/nvstripe/nvstripe/volclient"
 )
 
 // Timings of the demo's controller (--chaos only): short, so that a
@@ -32,7 +32,7 @@ func (d *demo) startControl(ctx context.Context) error {
 		return nil
 	}
 	holder := "demo-controller"
-	mover := agent.NewTaskMover(d.store, agent.OpenOptions{Holder: holder, LeaseTTL: demoTTL})
+	mover := volclient.NewTaskMover(d.store, volclient.OpenOptions{Holder: holder, LeaseTTL: demoTTL})
 	r, err := controller.NewRunner(controller.RunnerConfig{Store: d.store, Holder: holder, Mover: mover,
 		Interval: demoInterval, LeaderTTL: demoTTL,
 		Decide: controller.Config{OutAfter: demoOutAfter}, Probe: controller.ProbeTCP(demoProbe),
@@ -45,7 +45,7 @@ func (d *demo) startControl(ctx context.Context) error {
 	d.controlDone = make(chan struct{}, 2)
 	go func() { r.Run(cctx); d.controlDone <- struct{}{} }()
 	go func() {
-		d.mapped.ServeTasks(cctx, d.store, agent.TaskOptions{Holder: d.holder, Interval: demoInterval,
+		d.mapped.ServeTasks(cctx, d.store, volclient.TaskOptions{Holder: d.holder, Interval: demoInterval,
 			ProgressEvery: demoInterval, Logf: d.logf("owner")})
 		d.controlDone <- struct{}{}
 	}()

@@ -23,12 +23,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nvstripe/nvstripe/agent"
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/fuse"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/embed"
 	"github.com/nvstripe/nvstripe/nbd"
+	"github.com/nvstripe/nvstripe/volclient"
 	"github.com/nvstripe/nvstripe/volume"
 )
 
@@ -148,8 +148,8 @@ type demo struct {
 	etcd    *embed.Server
 	store   *meta.Store
 	targets []*demoTarget
-	mapped  *agent.Mapped
-	counted *agent.Counted
+	mapped  *volclient.Mapped
+	counted *blockdev.Meter
 	nbd     *nbd.Server
 	nbdAddr string
 	served  chan error
@@ -242,12 +242,12 @@ func (d *demo) registerTarget(ctx context.Context, c *meta.ClusterRecord, t *dem
 	if err != nil {
 		return err
 	}
-	dev, err := agent.Connect(ctx, rec, agent.NamespaceOptions{})
+	dev, err := volclient.Connect(ctx, rec, volclient.NamespaceOptions{})
 	if err != nil {
 		return err
 	}
 	defer dev.Close()
-	return agent.WriteLabel(ctx, dev, c.Label(rec.ID))
+	return volclient.WriteLabel(ctx, dev, c.Label(rec.ID))
 }
 
 // refreshPaths accepts an existing namespace record only when it names the
@@ -275,13 +275,13 @@ func (d *demo) openVolume(ctx context.Context) error {
 	}
 	host, _ := os.Hostname()
 	d.holder = "demo." + host
-	d.mapped, err = agent.OpenVolume(ctx, d.store, d.o.Name, agent.OpenOptions{Holder: d.holder,
-		Namespaces: agent.NamespaceOptions{ControllerLossTimeout: 2 * time.Second},
+	d.mapped, err = volclient.OpenVolume(ctx, d.store, d.o.Name, volclient.OpenOptions{Holder: d.holder,
+		Namespaces: volclient.NamespaceOptions{ControllerLossTimeout: 2 * time.Second},
 		Events:     volume.EventListener{Degraded: func(volume.DegradedInfo) { d.degraded.Add(1) }}})
 	if err != nil {
 		return err
 	}
-	d.counted = agent.NewCounted(d.mapped.Volume)
+	d.counted = blockdev.NewMeter(d.mapped.Volume, nil)
 	fmt.Fprintf(d.o.Out, "volume %s: %d MiB, %d+%d, chunk %d KiB, over %d namespaces\n",
 		d.o.Name, d.o.Size>>20, d.o.K, d.o.M, d.o.Chunk>>10, d.o.Targets)
 	return nil

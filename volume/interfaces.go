@@ -18,15 +18,21 @@ type SlotRef struct {
 
 // DeviceSet resolves namespace ids to devices. The volume does not own the
 // devices: it never closes them.
+//
+// The volume calls Device with the context of the IO that first needs the
+// namespace and holds none of its locks meanwhile: a namespace that is slow
+// to resolve (a target being dialled) delays only the IO that needs it, and
+// an implementation that waits should honour ctx. Calls may be concurrent,
+// for one id too; the volume keeps the first device it gets for an id.
 type DeviceSet interface {
-	Device(ns string) (blockdev.Device, error)
+	Device(ctx context.Context, ns string) (blockdev.Device, error)
 }
 
 // DeviceMap is a DeviceSet over a fixed map.
 type DeviceMap map[string]blockdev.Device
 
 // Device returns the device of ns or an ErrUnavailable error.
-func (m DeviceMap) Device(ns string) (blockdev.Device, error) {
+func (m DeviceMap) Device(_ context.Context, ns string) (blockdev.Device, error) {
 	d, ok := m[ns]
 	if !ok {
 		return nil, fmt.Errorf("namespace %q: no device: %w", ns, blockdev.ErrUnavailable)

@@ -60,7 +60,7 @@ func (v *Volume) MoveSlot(ctx context.Context, seg int64, idx int, to SlotRef, o
 		return fmt.Errorf("move segment %d: not allocated: %w", seg, blockdev.ErrInvalid)
 	}
 	s.io.RUnlock()
-	next, err := v.attachMove(s, idx, to)
+	next, err := v.attachMove(ctx, s, idx, to)
 	if err != nil {
 		return err
 	}
@@ -74,8 +74,8 @@ func (v *Volume) MoveSlot(ctx context.Context, seg int64, idx int, to SlotRef, o
 
 // attachMove installs the destination as slot idx, with the current slot as
 // its old location and nothing valid yet.
-func (v *Volume) attachMove(s *segment, idx int, to SlotRef) (*slot, error) {
-	next, err := v.openSlot(to)
+func (v *Volume) attachMove(ctx context.Context, s *segment, idx int, to SlotRef) (*slot, error) {
+	next, err := v.openSlot(ctx, to)
 	if err != nil {
 		return nil, err
 	}

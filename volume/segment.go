@@ -121,7 +121,10 @@ func (v *Volume) acquire(ctx context.Context, seg int64, alloc bool) (*segment, 
 
 // segmentFor returns the cached segment seg, looking it up (and allocating it
 // when alloc is true) on a miss. It returns nil, nil for an unallocated
-// segment when alloc is false.
+// segment when alloc is false. One caller at a time opens a given segment
+// (it claims it in v.opening); others wait for it, or for their ctx. No lock
+// of the volume is held while the segment's namespaces are resolved, so a
+// namespace that is slow to connect holds up only the IO that needs it.
 func (v *Volume) segmentFor(ctx context.Context, seg int64, alloc bool) (*segment, error) {
 	v.mu.Lock()
 	s, ok := v.segs[seg]
@@ -129,38 +132,81 @@ func (v *Volume) segmentFor(ctx context.Context, seg int64, alloc bool) (*segmen
 	if ok && (s != nil || !alloc) {
 		return s, nil
 	}
+	return v.openOrWait(ctx, seg, alloc)
+}
+
+// openOrWait is segmentFor on a cache miss: it opens the segment, or waits
+// for the caller that is opening it.
+func (v *Volume) openOrWait(ctx context.Context, seg int64, alloc bool) (*segment, error) {
+	for {
+		v.mu.Lock()
+		s, ok := v.segs[seg]
+		if ok && (s != nil || !alloc) {
+			v.mu.Unlock()
+			return s, nil
+		}
+		wait := v.opening[seg]
+		if wait == nil {
+			done := make(chan struct{})
+			v.opening[seg] = done
+			v.mu.Unlock()
+			s, err := v.loadSegment(ctx, seg, alloc)
+			v.mu.Lock()
+			if err == nil {
+				v.segs[seg] = s
+			}
+			delete(v.opening, seg)
+			v.mu.Unlock()
+			close(done)
+			return s, err
+		}
+		v.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("segment %d: waiting for its lookup: %w", seg, ctx.Err())
+		}
+	}
+}
+
+// loadSegment looks segment seg up (allocating it when alloc is true) and
+// opens it, or returns nil, nil for an unallocated segment when alloc is
+// false. REQUIRES: seg claimed in v.opening by the caller.
+func (v *Volume) loadSegment(ctx context.Context, seg int64, alloc bool) (*segment, error) {
+	refs, found, fresh, err := v.placeSegment(ctx, seg, alloc)
+	if err != nil || !found {
+		return nil, err
+	}
+	s, err := v.openSegment(ctx, seg, refs, fresh)
+	if err != nil {
+		return nil, err
+	}
+	v.allocMu.Lock()
+	v.applyStale(ctx, s)
+	v.allocMu.Unlock()
+	return s, nil
+}
+
+// placeSegment returns the slots of segment seg from the Allocator,
+// allocating them when alloc is true (fresh), and reads the stale marks
+// once, before the first segment opens.
+func (v *Volume) placeSegment(ctx context.Context, seg int64, alloc bool) (refs []SlotRef, found, fresh bool, err error) {
 	v.allocMu.Lock()
 	defer v.allocMu.Unlock()
-	v.mu.Lock()
-	s, ok = v.segs[seg]
-	v.mu.Unlock()
-	if ok && (s != nil || !alloc) {
-		return s, nil
-	}
-	refs, found, err := v.alloc.Lookup(ctx, seg)
+	refs, found, err = v.alloc.Lookup(ctx, seg)
 	if err != nil {
-		return nil, fmt.Errorf("segment %d: lookup: %w", seg, err)
+		return nil, false, false, fmt.Errorf("segment %d: lookup: %w", seg, err)
 	}
-	fresh := false
 	if !found && alloc {
 		if refs, err = v.alloc.Allocate(ctx, seg); err != nil {
-			return nil, fmt.Errorf("segment %d: allocate: %w", seg, err)
+			return nil, false, false, fmt.Errorf("segment %d: allocate: %w", seg, err)
 		}
 		found, fresh = true, true
 	}
 	if found {
-		if err := v.loadStale(ctx); err != nil {
-			return nil, err
-		}
-		if s, err = v.openSegment(ctx, seg, refs, fresh); err != nil {
-			return nil, err
-		}
-		v.applyStale(ctx, s)
+		err = v.loadStale(ctx)
 	}
-	v.mu.Lock()
-	v.segs[seg] = s
-	v.mu.Unlock()
-	return s, nil
+	return refs, found, fresh, err
 }
 
 // openSegment builds the slots of a segment. A freshly allocated segment's
@@ -171,7 +217,7 @@ func (v *Volume) openSegment(ctx context.Context, seg int64, refs []SlotRef, fre
 	}
 	s := &segment{id: seg, slots: make([]*slot, len(refs))}
 	for i, r := range refs {
-		sl, err := v.openSlot(r)
+		sl, err := v.openSlot(ctx, r)
 		if err != nil {
 			return nil, fmt.Errorf("segment %d slot %d: %w", seg, i, err)
 		}
@@ -194,8 +240,8 @@ func (v *Volume) openSegment(ctx context.Context, seg int64, refs []SlotRef, fre
 	return s, nil
 }
 
-func (v *Volume) openSlot(r SlotRef) (*slot, error) {
-	ns, err := v.namespace(r.NS)
+func (v *Volume) openSlot(ctx context.Context, r SlotRef) (*slot, error) {
+	ns, err := v.namespace(ctx, r.NS)
 	if err != nil {
 		return nil, err
 	}
@@ -208,20 +254,28 @@ func (v *Volume) openSlot(r SlotRef) (*slot, error) {
 	return sl, nil
 }
 
-func (v *Volume) namespace(id string) (*nsState, error) {
+// namespace returns the state of namespace id, resolving its device
+// through the DeviceSet, outside v.mu, on first use.
+func (v *Volume) namespace(ctx context.Context, id string) (*nsState, error) {
 	v.mu.Lock()
-	defer v.mu.Unlock()
-	if ns, ok := v.ns[id]; ok {
+	ns, ok := v.ns[id]
+	v.mu.Unlock()
+	if ok {
 		return ns, nil
 	}
-	dev, err := v.devs.Device(id)
+	dev, err := v.devs.Device(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	if dev.BlockSize() > blockSize {
 		return nil, fmt.Errorf("namespace %s: block size %d above the volume's %d", id, dev.BlockSize(), blockSize)
 	}
-	ns := &nsState{id: id, dev: dev}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if ns, ok := v.ns[id]; ok {
+		return ns, nil // resolved meanwhile for another segment
+	}
+	ns = &nsState{id: id, dev: dev}
 	v.ns[id] = ns
 	v.sync.Store(allSynchronous(v.ns))
 	return ns, nil

@@ -118,9 +118,12 @@ type Volume struct {
 	// staleMarks are the StaleLog's marks not yet applied to an opened
 	// segment (nil: not read yet). REQUIRES: allocMu held.
 	staleMarks map[int64][]StaleSlot
-	mu         sync.Mutex         // guards segs and ns
+	mu         sync.Mutex         // guards segs, opening and ns
 	segs       map[int64]*segment // nil value: known unallocated
-	ns         map[string]*nsState
+	// opening holds the segments being looked up and opened, each closed
+	// when its opener is done (see segmentFor).
+	opening map[int64]chan struct{}
+	ns      map[string]*nsState
 }
 
 var (
@@ -146,7 +149,7 @@ func New(opts Options) (*Volume, error) {
 	v := &Volume{
 		g: g, size: opts.Size, codec: codec, devs: opts.Devices, alloc: opts.Alloc,
 		dirty: opts.Dirty, stale: opts.Stale, ev: opts.Events, par: opts.Parallel,
-		segs: map[int64]*segment{}, ns: map[string]*nsState{},
+		segs: map[int64]*segment{}, opening: map[int64]chan struct{}{}, ns: map[string]*nsState{},
 	}
 	v.bufs.New = func() any { b := make([]byte, g.Chunk); return &b }
 	return v, nil

@@ -170,12 +170,23 @@ func newQueue(conn net.Conn, addr string, qid uint16, depth int, dg pdu.Digests)
 	return q
 }
 
-// handshake sends ICReq and checks ICResp the way the Linux host does.
+// handshake sends ICReq and checks ICResp the way the Linux host does. It
+// gives up when ctx ends, by its deadline or cancelled.
 func (q *queue) handshake(ctx context.Context) error {
 	if dl, ok := ctx.Deadline(); ok {
 		_ = q.conn.SetDeadline(dl)
 		defer q.conn.SetDeadline(time.Time{})
 	}
+	stop := context.AfterFunc(ctx, func() { _ = q.conn.SetDeadline(time.Now()) })
+	err := q.exchangeIC()
+	if !stop() { // ctx ended: the connection's deadline may be cut short
+		return q.connErr("ICReq", context.Cause(ctx))
+	}
+	return err
+}
+
+// exchangeIC sends ICReq and reads and checks ICResp.
+func (q *queue) exchangeIC() error {
 	req := pdu.ICReq{HPDA: 0, Digests: q.dg, MaxR2T: 0}
 	if _, err := q.conn.Write(req.Append(nil)); err != nil {
 		return q.connErr("send ICReq", err)

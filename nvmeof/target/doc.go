@@ -27,6 +27,13 @@
 // PDU gets a C2HTermReq (FES/FEI from pdu.FatalError) and the connection
 // closes; command-level errors get NVMe status codes.
 //
+// # Running a target
+//
+// `nvstripe target serve` is New and Start over namespaces kept in files
+// (OpenFileNamespaces, CloseNamespaces after Close), with the run-time
+// control API (ControlHandler) served on a loopback address
+// (ServeControl) and called by ControlClient.
+//
 // # Linux host interop
 //
 // Identify Controller: CNTLID from Connect, VER/VS 1.4, CMIC 0x0B

@@ -4,18 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
-	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/nvstripe/nvstripe/agent"
 	"github.com/nvstripe/nvstripe/controller"
+	"github.com/nvstripe/nvstripe/controllerd"
 	"github.com/nvstripe/nvstripe/health"
 	"github.com/nvstripe/nvstripe/meta"
 )
@@ -59,10 +55,12 @@ func newControllerCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			r, err := controller.NewRunner(cfg)
+			d, err := controllerd.New(cmd.Context(), controllerd.Options{Runner: cfg, HostNQN: f.hostNQN, MetricsAddr: f.metrics})
 			if err != nil {
 				return err
 			}
+			defer d.Close()
+			cfg.Holder = d.Holder()
 			if cfg.Gossip != nil {
 				stop, err := f.startGossip(cmd, s, cfg)
 				if err != nil {
@@ -70,13 +68,8 @@ func newControllerCmd(g *globals) *cobra.Command {
 				}
 				defer stop()
 			}
-			if f.metrics != "" {
-				addr, stop, err := serveControllerMetrics(s, r, cfg.Holder, f.metrics)
-				if err != nil {
-					return err
-				}
-				defer stop()
-				fmt.Fprintf(cmd.OutOrStdout(), "controller %s: metrics on http://%s/metrics\n", cfg.Holder, addr)
+			if u := d.MetricsURL(); u != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "controller %s: metrics on %s\n", cfg.Holder, u)
 			}
 			if f.api != "" {
 				addr, stop, err := serveAdminAPI(s, f.api)
@@ -87,7 +80,7 @@ func newControllerCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(cmd.OutOrStdout(), "controller %s: admin API on %s\n", cfg.Holder, addr)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "controller %s: campaigning for leadership\n", cfg.Holder)
-			return r.Run(cmd.Context())
+			return d.Run(cmd.Context())
 		}),
 	}
 	addEtcdFlags(c, a)
@@ -140,18 +133,9 @@ func (f *controllerFlags) startGossip(cmd *cobra.Command, s *meta.Store, cfg con
 	return gs.stop, nil
 }
 
+// runnerConfig turns the flags into the controller's options (the daemon
+// fills in the mover, the domain label and a default holder).
 func (f *controllerFlags) runnerConfig(cmd *cobra.Command, s *meta.Store) (controller.RunnerConfig, error) {
-	cl, err := s.Cluster(cmd.Context())
-	if err != nil {
-		return controller.RunnerConfig{}, err
-	}
-	if f.holder == "" {
-		host, err := os.Hostname()
-		if err != nil {
-			return controller.RunnerConfig{}, err
-		}
-		f.holder = "controller." + host
-	}
 	bw, err := parseSize(f.bandwidth)
 	if err != nil {
 		return controller.RunnerConfig{}, usageError{fmt.Errorf("--bandwidth: %w", err)}
@@ -166,13 +150,9 @@ func (f *controllerFlags) runnerConfig(cmd *cobra.Command, s *meta.Store) (contr
 	if f.gossip.addr == "" && (len(f.gossip.join) > 0 || f.gossipHost != "") {
 		return controller.RunnerConfig{}, usageError{fmt.Errorf("--gossip-join and --gossip-host need --gossip")}
 	}
-	logf := lineLogger(cmd.ErrOrStderr())
-	mover := agent.NewTaskMover(s, agent.OpenOptions{Holder: f.holder, LeaseTTL: f.leaderTTL,
-		Namespaces: agent.NamespaceOptions{HostNQN: f.hostNQN}, Logf: logf})
 	cfg := controller.RunnerConfig{Store: s, Holder: f.holder, Interval: f.interval, LeaderTTL: f.leaderTTL,
-		Decide: controller.Config{OutAfter: f.outAfter, MaxMoves: f.maxMoves, MaxMovesPerNS: f.maxMovesPerNS,
-			DomainLabel: cl.DomainLabel, MinUpFraction: f.minUp},
-		Mover: mover, Pacer: pacer, Health: health.TrackerConfig{Grace: f.grace}, Logf: logf}
+		Decide: controller.Config{OutAfter: f.outAfter, MaxMoves: f.maxMoves, MaxMovesPerNS: f.maxMovesPerNS, MinUpFraction: f.minUp},
+		Pacer:  pacer, Health: health.TrackerConfig{Grace: f.grace}, Logf: lineLogger(cmd.ErrOrStderr())}
 	if f.probe {
 		cfg.Probe = controller.ProbeTCP(f.probeTimeout)
 	}
@@ -192,101 +172,4 @@ func serveAdminAPI(s *meta.Store, addr string) (string, func(), error) {
 	srv := newAdminServer(s)
 	go srv.Serve(ln)
 	return ln.Addr().String(), srv.Stop, nil
-}
-
-// serveControllerMetrics serves Prometheus metrics on addr: whether this
-// controller leads, and, read from etcd at each scrape, task progress,
-// volume redundancy and namespace states. It returns the bound address and
-// a function that stops the listener.
-func serveControllerMetrics(s *meta.Store, r *controller.Runner, holder, addr string) (string, func(), error) {
-	reg := prometheus.NewRegistry()
-	if err := reg.Register(newControllerCollector(s, r, holder)); err != nil {
-		return "", nil, err
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return "", nil, fmt.Errorf("metrics listener: %w", err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go hs.Serve(ln)
-	return ln.Addr().String(), func() { hs.Close() }, nil
-}
-
-// newControllerCollector builds the collector and its metric descriptions.
-func newControllerCollector(s *meta.Store, r *controller.Runner, holder string) *controllerCollector {
-	return &controllerCollector{store: s, runner: r, holder: holder,
-		leader:      prometheus.NewDesc("nvstripe_controller_leader", "1 while this controller leads.", []string{"holder"}, nil),
-		taskDone:    prometheus.NewDesc("nvstripe_task_done_bytes", "Bytes of shard data a move task has copied.", []string{"task", "kind", "volume", "state"}, nil),
-		taskTotal:   prometheus.NewDesc("nvstripe_task_total_bytes", "Bytes of shard data a move task copies in all.", []string{"task", "kind", "volume", "state"}, nil),
-		tasks:       prometheus.NewDesc("nvstripe_tasks", "Task records by kind and state.", []string{"kind", "state"}, nil),
-		lost:        prometheus.NewDesc("nvstripe_volume_lost_shards", "Most shards one segment of the volume has on namespaces not in service.", []string{"volume"}, nil),
-		degraded:    prometheus.NewDesc("nvstripe_volume_degraded_segments", "Segments of the volume with a lost shard.", []string{"volume"}, nil),
-		namespaces:  prometheus.NewDesc("nvstripe_namespaces", "Namespaces by state.", []string{"state"}, nil),
-		scrapeError: prometheus.NewDesc("nvstripe_controller_scrape_error", "1 when etcd could not be read for this scrape.", nil, nil),
-	}
-}
-
-// controllerCollector reads the cluster from etcd at each scrape.
-type controllerCollector struct {
-	store  *meta.Store
-	runner *controller.Runner
-	holder string
-
-	leader      *prometheus.Desc
-	taskDone    *prometheus.Desc
-	taskTotal   *prometheus.Desc
-	tasks       *prometheus.Desc
-	lost        *prometheus.Desc
-	degraded    *prometheus.Desc
-	namespaces  *prometheus.Desc
-	scrapeError *prometheus.Desc
-}
-
-func (c *controllerCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.leader, c.taskDone, c.taskTotal, c.tasks, c.lost, c.degraded, c.namespaces, c.scrapeError} {
-		ch <- d
-	}
-}
-
-func (c *controllerCollector) Collect(ch chan<- prometheus.Metric) {
-	leading := 0.0
-	if c.runner.Leading() {
-		leading = 1
-	}
-	ch <- prometheus.MustNewConstMetric(c.leader, prometheus.GaugeValue, leading, c.holder)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	snap, err := controller.LoadSnapshot(ctx, c.store)
-	if err != nil {
-		ch <- prometheus.MustNewConstMetric(c.scrapeError, prometheus.GaugeValue, 1)
-		return
-	}
-	ch <- prometheus.MustNewConstMetric(c.scrapeError, prometheus.GaugeValue, 0)
-	st := buildStatus(snap, time.Now())
-	counts := map[[2]string]int{}
-	for _, t := range st.Tasks {
-		kind := strings.Fields(t.Kind + " -")[0]
-		counts[[2]string{kind, t.State}]++
-		if t.Segment != "" {
-			vol, _, _ := strings.Cut(t.Segment, "/")
-			ch <- prometheus.MustNewConstMetric(c.taskDone, prometheus.GaugeValue, float64(t.Done), t.ID, kind, vol, t.State)
-			ch <- prometheus.MustNewConstMetric(c.taskTotal, prometheus.GaugeValue, float64(t.Total), t.ID, kind, vol, t.State)
-		}
-	}
-	for k, n := range counts {
-		ch <- prometheus.MustNewConstMetric(c.tasks, prometheus.GaugeValue, float64(n), k[0], k[1])
-	}
-	for _, v := range st.Volumes {
-		ch <- prometheus.MustNewConstMetric(c.lost, prometheus.GaugeValue, float64(v.Lost), v.Volume)
-		ch <- prometheus.MustNewConstMetric(c.degraded, prometheus.GaugeValue, float64(v.Degraded), v.Volume)
-	}
-	states := map[string]int{}
-	for _, n := range st.Namespaces {
-		states[n.State]++
-	}
-	for state, n := range states {
-		ch <- prometheus.MustNewConstMetric(c.namespaces, prometheus.GaugeValue, float64(n), state)
-	}
 }

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -9,11 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/meta"
-	"github.com/nvstripe/nvstripe/nvmeof/initiator"
-	"github.com/nvstripe/nvstripe/nvmeof/pdu"
 	"github.com/nvstripe/nvstripe/placement"
+	"github.com/nvstripe/nvstripe/volclient"
 )
 
 func newNamespaceCmd(g *globals) *cobra.Command {
@@ -49,6 +46,9 @@ func newNSAddCmd(g *globals, a *etcdAuth) *cobra.Command {
 			}
 			spec := meta.NamespaceSpec{ID: f.id, Host: f.host, NQN: f.nqn, NSID: f.nsid, UUID: f.uuid}
 			for _, p := range f.paths {
+				if err := meta.CheckPathAddr(p); err != nil {
+					return usageError{err}
+				}
 				spec.Paths = append(spec.Paths, meta.PathRecord{Addr: p})
 			}
 			if f.size != "" {
@@ -58,7 +58,7 @@ func newNSAddCmd(g *globals, a *etcdAuth) *cobra.Command {
 				}
 				spec.Size = n
 			}
-			rec, err := addNamespace(cmd.Context(), s, spec, f.hostNQN)
+			rec, err := volclient.AddNamespace(cmd.Context(), s, spec, f.hostNQN)
 			if err != nil {
 				return err
 			}
@@ -82,65 +82,6 @@ func printAdded(cmd *cobra.Command, rec *meta.NamespaceRecord) {
 	fmt.Fprintf(cmd.OutOrStdout(), "namespace %s added: host %s, %s nsid %d, %s, %d slots\n",
 		rec.ID, rec.Host, rec.NQN, rec.NSID, fmtBytes(rec.Size), rec.Capacity())
 }
-
-// addNamespace records spec; without a size it first connects, reads the
-// size and checks or writes the label.
-func addNamespace(ctx context.Context, s *meta.Store, spec meta.NamespaceSpec, hostNQN string) (*meta.NamespaceRecord, error) {
-	for _, p := range spec.Paths {
-		if err := meta.CheckPathAddr(p.Addr); err != nil {
-			return nil, usageError{err}
-		}
-	}
-	if spec.Size == 0 {
-		c, err := s.Cluster(ctx)
-		if err != nil {
-			return nil, err
-		}
-		id := spec.ID
-		if id == "" {
-			id = meta.DefaultNamespaceID(spec.Host, spec.NSID)
-		}
-		if spec.Size, err = labelNamespace(ctx, spec, hostNQN, c.Label(id)); err != nil {
-			return nil, err
-		}
-	}
-	return s.AddNamespace(ctx, spec)
-}
-
-// labelNamespace opens the namespace, checks its label (writing want on a
-// blank one) and returns its size.
-func labelNamespace(ctx context.Context, spec meta.NamespaceSpec, hostNQN string, want meta.Label) (int64, error) {
-	var addrs []string
-	for _, p := range spec.Paths {
-		addrs = append(addrs, strings.TrimPrefix(p.Addr, "tcp://"))
-	}
-	dev, err := initiator.Open(ctx, initiator.Options{HostNQN: hostNQN, SubsysNQN: spec.NQN, NSID: spec.NSID, Paths: addrs, IOQueues: 1})
-	if err != nil {
-		return 0, connectError{fmt.Errorf("connect to %s nsid %d at %s: %w", spec.NQN, spec.NSID, strings.Join(addrs, ","), err)}
-	}
-	defer dev.Close()
-	buf := make([]byte, meta.LabelSize)
-	if err := dev.ReadAt(ctx, buf, 0); err != nil {
-		return 0, fmt.Errorf("read the label of %s nsid %d: %w", spec.NQN, spec.NSID, err)
-	}
-	err = meta.CheckLabel(buf, want)
-	if errors.Is(err, meta.ErrNoLabel) {
-		var b []byte
-		if b, err = meta.EncodeLabel(want); err == nil {
-			err = blockdev.WriteFUA(ctx, dev, b, 0)
-		}
-	}
-	if err != nil {
-		return 0, fmt.Errorf("%s nsid %d: %w", spec.NQN, spec.NSID, err)
-	}
-	return dev.Size(), nil
-}
-
-// connectError is a failure to open a namespace over NVMe/TCP.
-type connectError struct{ err error }
-
-func (e connectError) Error() string { return e.err.Error() }
-func (e connectError) Unwrap() error { return e.err }
 
 func newNSDiscoverCmd(g *globals, a *etcdAuth) *cobra.Command {
 	var host, hostNQN string
@@ -169,49 +110,19 @@ func newNSDiscoverCmd(g *globals, a *etcdAuth) *cobra.Command {
 }
 
 func discover(cmd *cobra.Command, s *meta.Store, addr, host, hostNQN string, maxNSID uint32) error {
-	ctx := cmd.Context()
-	entries, err := initiator.Discover(ctx, strings.TrimPrefix(addr, "tcp://"), initiator.DiscoverOptions{HostNQN: hostNQN})
-	if err != nil {
-		return fmt.Errorf("discover %s: %w", addr, err)
-	}
-	paths := map[string][]meta.PathRecord{}
-	var order []string
-	for _, e := range entries {
-		if e.SubType != pdu.SubTypeNVMe {
-			continue
+	out, added := cmd.OutOrStdout(), 0
+	subsystems, err := volclient.Discover(cmd.Context(), s, addr, host, hostNQN, maxNSID, func(d volclient.Discovered) {
+		if d.Added == nil {
+			fmt.Fprintf(out, "%s nsid %d: already recorded as %s\n", d.NQN, d.NSID, d.Known)
+			return
 		}
-		if _, seen := paths[e.SubNQN]; !seen {
-			order = append(order, e.SubNQN)
-		}
-		paths[e.SubNQN] = append(paths[e.SubNQN], meta.PathRecord{Addr: "tcp://" + e.TrAddr + ":" + e.TrSvcID})
-	}
-	known, err := s.Namespaces(ctx)
+		printAdded(cmd, d.Added)
+		added++
+	})
 	if err != nil {
 		return err
 	}
-	recorded := map[string]string{}
-	for _, n := range known {
-		recorded[fmt.Sprintf("%s/%d", n.NQN, n.NSID)] = n.ID
-	}
-	added := 0
-	for _, nqn := range order {
-		for nsid := uint32(1); nsid <= maxNSID; nsid++ {
-			if id, ok := recorded[fmt.Sprintf("%s/%d", nqn, nsid)]; ok {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s nsid %d: already recorded as %s\n", nqn, nsid, id)
-				continue
-			}
-			rec, err := addNamespace(ctx, s, meta.NamespaceSpec{Host: host, NQN: nqn, NSID: nsid, Paths: paths[nqn]}, hostNQN)
-			if ce := (connectError{}); nsid > 1 && errors.As(err, &ce) {
-				break // no namespace nsid: the subsystem's list ended
-			}
-			if err != nil {
-				return err
-			}
-			printAdded(cmd, rec)
-			added++
-		}
-	}
-	fmt.Fprintf(cmd.OutOrStdout(), "%d namespaces added from %d subsystems at %s\n", added, len(order), addr)
+	fmt.Fprintf(out, "%d namespaces added from %d subsystems at %s\n", added, subsystems, addr)
 	return nil
 }
 

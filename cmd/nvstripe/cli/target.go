@@ -1,23 +1,14 @@
 package cli
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
-	"net/url"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/nvmeof/target"
 )
 
@@ -77,21 +68,17 @@ func newTargetServeCmd(g *globals) *cobra.Command {
 	return c
 }
 
+// runTargetServe serves the namespaces until the command's context ends.
 func runTargetServe(cmd *cobra.Command, g *globals, f *targetServeFlags) error {
 	if _, err := f.gossip.targetConfig(f.host, nil); err != nil {
 		return err // before anything listens
 	}
-	cfg, devs, err := f.config()
-	defer func() {
-		for _, d := range devs {
-			d.Close()
-		}
-	}()
+	cfg, err := f.config()
 	if err != nil {
 		return err
 	}
-	errOut := cmd.ErrOrStderr()
-	cfg.Logf = func(format string, args ...any) { fmt.Fprintf(errOut, format+"\n", args...) }
+	defer target.CloseNamespaces(cfg.Subsystems[0].Namespaces)
+	cfg.Logf = lineLogger(cmd.ErrOrStderr())
 	t, err := target.New(cfg)
 	if err != nil {
 		return err
@@ -101,11 +88,15 @@ func runTargetServe(cmd *cobra.Command, g *globals, f *targetServeFlags) error {
 		return err
 	}
 	defer t.Close()
-	stopControl, ctlAddr, err := serveControl(t, f.control)
-	if err != nil {
-		return err
+	var ctlAddr string
+	if f.control != "" {
+		addr, stop, err := t.ServeControl(f.control)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		ctlAddr = addr
 	}
-	defer stopControl()
 	var names []string
 	for _, ns := range cfg.Subsystems[0].Namespaces {
 		names = append(names, ns.Name)
@@ -120,15 +111,15 @@ func runTargetServe(cmd *cobra.Command, g *globals, f *targetServeFlags) error {
 	return nil
 }
 
-// config turns the flags into a target configuration, opening (creating)
-// the namespace files.
-func (f *targetServeFlags) config() (target.Config, []blockdev.Device, error) {
+// config turns the flags into the target's configuration, with the
+// namespace files open.
+func (f *targetServeFlags) config() (target.Config, error) {
 	var cfg target.Config
 	if f.dir == "" || f.nqn == "" || len(f.ns) == 0 {
-		return cfg, nil, usageError{errors.New("--dir, --nqn and at least one --ns are required")}
+		return cfg, usageError{errors.New("--dir, --nqn and at least one --ns are required")}
 	}
 	if len(f.allowHosts) == 0 {
-		return cfg, nil, usageError{errors.New("no --allow-host: name the host NQNs, or 'any' to allow every host")}
+		return cfg, usageError{errors.New("no --allow-host: name the host NQNs, or 'any' to allow every host")}
 	}
 	sub := target.SubsystemConfig{NQN: f.nqn}
 	for _, h := range f.allowHosts {
@@ -138,9 +129,12 @@ func (f *targetServeFlags) config() (target.Config, []blockdev.Device, error) {
 			sub.AllowedHosts = append(sub.AllowedHosts, h)
 		}
 	}
-	devs, err := f.openNamespaces(&sub)
+	nss, err := f.fileNamespaces()
 	if err != nil {
-		return cfg, devs, err
+		return cfg, err
+	}
+	if sub.Namespaces, err = target.OpenFileNamespaces(f.dir, f.blockSize, nss); err != nil {
+		return cfg, err
 	}
 	cfg.Subsystems = []target.SubsystemConfig{sub}
 	for _, a := range strings.Split(f.listen, ",") {
@@ -148,39 +142,28 @@ func (f *targetServeFlags) config() (target.Config, []blockdev.Device, error) {
 			cfg.Listeners = append(cfg.Listeners, target.ListenerConfig{Address: a})
 		}
 	}
-	return cfg, devs, nil
+	return cfg, nil
 }
 
-// openNamespaces opens (creates) DIR/NAME.img for every --ns and adds the
-// namespaces to sub.
-func (f *targetServeFlags) openNamespaces(sub *target.SubsystemConfig) ([]blockdev.Device, error) {
+// fileNamespaces parses --ns and --ana-group.
+func (f *targetServeFlags) fileNamespaces() ([]target.FileNamespace, error) {
 	groups, err := parseANAGroups(f.anaGroups)
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(f.dir, 0o755); err != nil {
-		return nil, err
-	}
-	var devs []blockdev.Device
-	for i, spec := range f.ns {
+	var out []target.FileNamespace
+	for _, spec := range f.ns {
 		name, size, err := parseNSSpec(spec)
 		if err != nil {
-			return devs, err
+			return nil, err
 		}
-		d, err := blockdev.OpenFile(filepath.Join(f.dir, name+".img"),
-			&blockdev.FileOptions{Size: size, BlockSize: f.blockSize, Sparse: true})
-		if err != nil {
-			return devs, err
-		}
-		devs = append(devs, d)
-		sub.Namespaces = append(sub.Namespaces, target.NamespaceConfig{
-			NSID: uint32(i + 1), Name: name, Device: d, ANAGroup: groups[name]})
+		out = append(out, target.FileNamespace{Name: name, Size: size, ANAGroup: groups[name]})
 		delete(groups, name)
 	}
 	for name := range groups {
-		return devs, usageError{fmt.Errorf("--ana-group names unknown namespace %q", name)}
+		return nil, usageError{fmt.Errorf("--ana-group names unknown namespace %q", name)}
 	}
-	return devs, nil
+	return out, nil
 }
 
 func parseNSSpec(spec string) (string, int64, error) {
@@ -229,20 +212,6 @@ func parseByteSize(s string) (int64, error) {
 	return n * mult, nil
 }
 
-// serveControl starts the HTTP control API on addr ("" : none).
-func serveControl(t *target.Target, addr string) (stop func(), bound string, err error) {
-	if addr == "" {
-		return func() {}, "", nil
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, "", fmt.Errorf("control: %w", err)
-	}
-	srv := &http.Server{Handler: t.ControlHandler(), ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln)
-	return func() { srv.Close() }, ln.Addr().String(), nil
-}
-
 func printServing(w io.Writer, t *target.Target, cfg *target.Config, ctl, gossip string) {
 	s := cfg.Subsystems[0]
 	fmt.Fprintf(w, "subsystem %s\n", s.NQN)
@@ -276,11 +245,19 @@ func newTargetANAStateCmd() *cobra.Command {
 			if control == "" {
 				return usageError{errors.New("--control is required")}
 			}
+			cc := target.ControlClient{Addr: control}
 			if state == "" {
-				return anaList(cmd.Context(), cmd.OutOrStdout(), control)
+				es, err := cc.ANAStates(cmd.Context())
+				for _, e := range es {
+					fmt.Fprintf(cmd.OutOrStdout(), "listener %d %s group %d %s\n", e.Listener, e.Address, e.Group, e.State)
+				}
+				return err
 			}
-			q := url.Values{"listener": {listener}, "group": {strconv.FormatUint(uint64(group), 10)}, "state": {state}}
-			return anaSet(cmd.Context(), cmd.OutOrStdout(), control, q)
+			if err := cc.SetANAState(cmd.Context(), listener, group, state); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "listener %s group %d: %s\n", listener, group, state)
+			return nil
 		},
 	}
 	c.Flags().StringVar(&control, "control", "", "address of the target's control API (its --control)")
@@ -288,47 +265,4 @@ func newTargetANAStateCmd() *cobra.Command {
 	c.Flags().Uint32Var(&group, "group", 1, "ANA group ID")
 	c.Flags().StringVar(&state, "state", "", "new state; empty lists the states")
 	return c
-}
-
-func anaList(ctx context.Context, w io.Writer, control string) error {
-	body, err := controlCall(ctx, http.MethodGet, "http://"+control+"/v1/ana")
-	if err != nil {
-		return err
-	}
-	var es []target.ANAEntry
-	if err := json.Unmarshal(body, &es); err != nil {
-		return fmt.Errorf("control: %w", err)
-	}
-	for _, e := range es {
-		fmt.Fprintf(w, "listener %d %s group %d %s\n", e.Listener, e.Address, e.Group, e.State)
-	}
-	return nil
-}
-
-func anaSet(ctx context.Context, w io.Writer, control string, q url.Values) error {
-	if _, err := controlCall(ctx, http.MethodPost, "http://"+control+"/v1/ana?"+q.Encode()); err != nil {
-		return err
-	}
-	_, err := fmt.Fprintf(w, "listener %s group %s: %s\n", q.Get("listener"), q.Get("group"), q.Get("state"))
-	return err
-}
-
-func controlCall(ctx context.Context, method, u string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, method, u, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("control: %w", err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return nil, fmt.Errorf("control: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("control: %s: %s", resp.Status, strings.TrimSpace(string(body)))
-	}
-	return body, nil
 }

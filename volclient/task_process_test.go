@@ -1,4 +1,4 @@
-package agent
+package volclient
 
 import (
 	"bytes"
@@ -272,7 +272,7 @@ func TestProcessTargetsKilledAndRebuilt(t *testing.T) {
 		stop := make(chan struct{})
 		// The workers flush after every batch, while shards move too.
 		wg, ops := workloadOn(t, clients, model, int64(100+10*round), true, stop)
-		waitFor(t, "the workload under way", func() bool { return ops.Load() >= 48 })
+		waitUntil(t, "the workload under way", func() bool { return ops.Load() >= 48 })
 		victim := victimWithShards(t, m, procs)
 		before := ops.Load()
 		procs[victim].kill()

@@ -1,4 +1,4 @@
-package agent
+package volclient
 
 import (
 	"bytes"
@@ -14,9 +14,9 @@ import (
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/metatest"
-	"github.com/nvstripe/nvstripe/nvmeof/initiator"
 	"github.com/nvstripe/nvstripe/nvmeof/target"
 	"github.com/nvstripe/nvstripe/placement"
+	"github.com/nvstripe/nvstripe/volclient/volclienttest"
 	"github.com/nvstripe/nvstripe/volume"
 )
 
@@ -51,7 +51,7 @@ func (tc *testCluster) addTarget(t *testing.T, c *meta.ClusterRecord, i int, nsS
 	if err != nil {
 		t.Fatal(err)
 	}
-	tgt, _ := serveNamespace(t, tc.store, c, i, mem)
+	tgt, _ := volclienttest.ServeNamespace(t, tc.store, c, i, mem)
 	tc.targets = append(tc.targets, tgt)
 }
 
@@ -76,54 +76,6 @@ func (tc *testCluster) openVolume(t *testing.T, size, chunk int64, o OpenOptions
 // target turns into degraded IO quickly.
 func testOpenOptions(holder string) OpenOptions {
 	return OpenOptions{Holder: holder, Namespaces: NamespaceOptions{ControllerLossTimeout: time.Second, ConnectTimeout: 2 * time.Second}}
-}
-
-// startTarget serves dev as namespace 1 of test target i's subsystem on
-// addr (port 0: any); it stops when the test ends.
-func startTarget(t testing.TB, i int, addr string, dev blockdev.Device) *target.Target {
-	t.Helper()
-	nqn := fmt.Sprintf("nqn.2026-11.io.nvstripe:test-t%d", i)
-	tgt, err := target.New(target.Config{
-		Subsystems: []target.SubsystemConfig{{NQN: nqn, Namespaces: []target.NamespaceConfig{{NSID: 1, Device: dev}},
-			AllowedHosts: []string{initiator.DefaultHostNQN}}},
-		Listeners: []target.ListenerConfig{{Address: addr}},
-	})
-	if err == nil {
-		err = tgt.Start(context.Background())
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tgt.Close() })
-	return tgt
-}
-
-// serveNamespace serves dev as namespace 1 of a userspace NVMe/TCP target on
-// 127.0.0.1, registers host h<i> and namespace h<i>-n1 in etcd and labels it:
-// the set-up `nvstripe target serve` + `host add` + `ns add` do by hand.
-func serveNamespace(t testing.TB, store *meta.Store, c *meta.ClusterRecord, i int, dev blockdev.Device) (*target.Target, *meta.NamespaceRecord) {
-	t.Helper()
-	ctx := context.Background()
-	tgt := startTarget(t, i, "127.0.0.1:0", dev)
-	nqn := fmt.Sprintf("nqn.2026-11.io.nvstripe:test-t%d", i)
-	host := fmt.Sprintf("h%d", i)
-	if _, err := store.AddHost(ctx, host, nil); err != nil {
-		t.Fatal(err)
-	}
-	rec, err := store.AddNamespace(ctx, meta.NamespaceSpec{Host: host, NQN: nqn, NSID: 1, Size: dev.Size(),
-		Paths: []meta.PathRecord{{Addr: "tcp://" + tgt.Addr(0), ANAGroup: 1, ANAState: meta.ANAOptimized}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := Connect(ctx, rec, NamespaceOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if err := WriteLabel(ctx, conn, c.Label(rec.ID)); err != nil {
-		t.Fatal(err)
-	}
-	return tgt, rec
 }
 
 // TestVolumeSurvivesTargetDeath runs verified random IO on a 4+2 volume whose

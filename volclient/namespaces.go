@@ -1,4 +1,4 @@
-package agent
+package volclient
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
@@ -50,9 +49,12 @@ type Namespaces struct {
 	cluster *meta.ClusterRecord
 	opts    NamespaceOptions
 
-	mu      sync.Mutex
-	devs    map[string]blockdev.Device // connected
-	pending map[string]*pending        // not connected (yet)
+	mu   sync.Mutex
+	devs map[string]blockdev.Device // connected
+	// pending are the stand-ins of namespaces not connected (yet): their
+	// IO fails with the connection error, class blockdev.ErrUnavailable,
+	// until Probe swaps the connected device in.
+	pending map[string]*blockdev.Swappable
 	closed  bool
 }
 
@@ -64,40 +66,78 @@ func NewNamespaces(ctx context.Context, store *meta.Store, opts NamespaceOptions
 		return nil, fmt.Errorf("reading the cluster record: %w", err)
 	}
 	return &Namespaces{store: store, cluster: c, opts: opts,
-		devs: map[string]blockdev.Device{}, pending: map[string]*pending{}}, nil
+		devs: map[string]blockdev.Device{}, pending: map[string]*blockdev.Swappable{}}, nil
 }
 
-// Device returns the connected, label-checked device of namespace id. A
+// Device returns the connected, label-checked device of namespace id,
+// connecting it on first use with ctx (bounded by ConnectTimeout) and
+// without holding n's lock, so that other namespaces resolve meanwhile. A
 // namespace whose target cannot be reached is returned as a stand-in that
 // fails every IO as unavailable (so the volume works degraded around it
 // instead of failing) until Probe connects it.
-func (n *Namespaces) Device(id string) (blockdev.Device, error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if d, ok := n.devs[id]; ok {
+func (n *Namespaces) Device(ctx context.Context, id string) (blockdev.Device, error) {
+	if d := n.known(id); d != nil {
 		return d, nil
 	}
-	if p, ok := n.pending[id]; ok {
-		return p, nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), n.opts.ConnectTimeout+5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, n.opts.ConnectTimeout+5*time.Second)
 	defer cancel()
 	d, err := n.open(ctx, id)
 	if err == nil {
-		n.devs[id] = d
-		return d, nil
+		return n.keep(id, d, nil)
 	}
 	err = fmt.Errorf("namespace %s: %w", id, err)
-	if blockdev.Class(err) != blockdev.ErrUnavailable {
+	if blockdev.Class(err) != blockdev.ErrUnavailable || ctx.Err() == context.Canceled {
 		return nil, err // a label mismatch, say: never serve it
 	}
 	rec, rerr := n.store.Namespace(ctx, id)
 	if rerr != nil {
 		return nil, err
 	}
-	p := newPending(rec.Size, err)
+	return n.keep(id, nil, blockdev.NewSwappable(rec.Size, meta.BlockSize, blockdev.NewFailing(rec.Size, meta.BlockSize, err)))
+}
+
+// known returns the device or stand-in already kept for id, or nil.
+func (n *Namespaces) known(id string) blockdev.Device {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if d, ok := n.devs[id]; ok {
+		return d
+	}
+	if p, ok := n.pending[id]; ok {
+		return p
+	}
+	return nil
+}
+
+// keep records the connected device d, or the stand-in p, of id, unless
+// another caller kept one meanwhile: then that one is returned and d closed.
+func (n *Namespaces) keep(id string, d blockdev.Device, p *blockdev.Swappable) (blockdev.Device, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if cur, ok := n.devs[id]; ok {
+		closeIf(d)
+		return cur, nil
+	}
+	if cur, ok := n.pending[id]; ok {
+		closeIf(d)
+		return cur, nil
+	}
+	if n.closed {
+		closeIf(d)
+		return nil, fmt.Errorf("namespace %s: closed: %w", id, blockdev.ErrUnavailable)
+	}
+	if d != nil {
+		n.devs[id] = d
+		return d, nil
+	}
 	n.pending[id] = p
 	return p, nil
+}
+
+func closeIf(d blockdev.Device) {
+	if d != nil {
+		d.Close()
+	}
 }
 
 // Probe checks that namespace id answers and is still the namespace its
@@ -125,61 +165,11 @@ func (n *Namespaces) Probe(ctx context.Context, id string) error {
 		d.Close()
 		return fmt.Errorf("namespace %s: closed: %w", id, blockdev.ErrUnavailable)
 	}
-	p.cur.Store(&d)
+	p.Swap(d)
 	n.devs[id] = d
 	delete(n.pending, id)
 	return nil
 }
-
-// pending stands in for a namespace that could not be connected: its IO
-// goes to an unreachable device (every call fails with the connection
-// error, class blockdev.ErrUnavailable) until Probe swaps in the connected
-// one.
-type pending struct {
-	size int64
-	cur  atomic.Pointer[blockdev.Device]
-}
-
-func newPending(size int64, err error) *pending {
-	p := &pending{size: size}
-	var d blockdev.Device = unreachable{err: err}
-	p.cur.Store(&d)
-	return p
-}
-
-func (p *pending) dev() blockdev.Device { return *p.cur.Load() }
-
-func (p *pending) ReadAt(ctx context.Context, b []byte, off int64) error {
-	return p.dev().ReadAt(ctx, b, off)
-}
-func (p *pending) WriteAt(ctx context.Context, b []byte, off int64) error {
-	return p.dev().WriteAt(ctx, b, off)
-}
-func (p *pending) WriteAtFUA(ctx context.Context, b []byte, off int64) error {
-	return blockdev.WriteFUA(ctx, p.dev(), b, off)
-}
-func (p *pending) Flush(ctx context.Context) error { return p.dev().Flush(ctx) }
-func (p *pending) WriteZeroes(ctx context.Context, off, n int64) error {
-	return p.dev().WriteZeroes(ctx, off, n)
-}
-func (p *pending) Trim(ctx context.Context, off, n int64) error { return p.dev().Trim(ctx, off, n) }
-func (p *pending) Size() int64                                  { return p.size }
-func (p *pending) BlockSize() int                               { return meta.BlockSize }
-
-// Close does nothing: Namespaces.Close closes the connected device.
-func (p *pending) Close() error { return nil }
-
-// unreachable fails every IO with err.
-type unreachable struct{ err error }
-
-func (u unreachable) ReadAt(context.Context, []byte, int64) error     { return u.err }
-func (u unreachable) WriteAt(context.Context, []byte, int64) error    { return u.err }
-func (u unreachable) Flush(context.Context) error                     { return u.err }
-func (u unreachable) WriteZeroes(context.Context, int64, int64) error { return u.err }
-func (u unreachable) Trim(context.Context, int64, int64) error        { return u.err }
-func (u unreachable) Size() int64                                     { return 0 }
-func (u unreachable) BlockSize() int                                  { return meta.BlockSize }
-func (u unreachable) Close() error                                    { return nil }
 
 func (n *Namespaces) open(ctx context.Context, id string) (blockdev.Device, error) {
 	rec, err := n.store.Namespace(ctx, id)

@@ -1,4 +1,4 @@
-package agent
+package volclient
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/controller"
 	"github.com/nvstripe/nvstripe/nvmeof/target"
+	"github.com/nvstripe/nvstripe/volclient/volclienttest"
 )
 
 // staleSize is the volume size of the stale-slot tests.
@@ -36,7 +37,7 @@ func newStaleFixture(t *testing.T, o OpenOptions) *staleFixture {
 		t.Fatal(err)
 	}
 	f.mem, _ = blockdev.NewMem(64<<20, 4096)
-	f.tgt, _ = serveNamespace(t, f.tc.store, c, 5, f.mem)
+	f.tgt, _ = volclienttest.ServeNamespace(t, f.tc.store, c, 5, f.mem)
 	f.addr = f.tgt.Addr(0)
 	f.m = f.tc.openVolume(t, staleSize, 64<<10, o)
 	f.want = make([]byte, staleSize)
@@ -59,7 +60,7 @@ func (f *staleFixture) overwrite(t *testing.T, m *Mapped, seed int64, n int) {
 }
 
 // restart serves mem again on the stopped target's address.
-func (f *staleFixture) restart(t *testing.T) { startTarget(t, 5, f.addr, f.mem) }
+func (f *staleFixture) restart(t *testing.T) { volclienttest.StartTarget(t, 5, f.addr, f.mem) }
 
 // missWrites stops the sixth target, overwrites [0, n) and unmaps the
 // volume: the target's slots hold old data and are marked stale.
@@ -134,7 +135,7 @@ func TestReopenAfterTargetReturns(t *testing.T) {
 		}
 		t.Fatalf("after reopen, %d of %d blocks differ from the last write", n, staleSize/4096)
 	}
-	waitFor(t, "the stale marks cleared by the background repair", func() bool {
+	waitUntil(t, "the stale marks cleared by the background repair", func() bool {
 		marks, err := m2.Map.Stale(ctx)
 		return err == nil && len(marks) == 0
 	})
@@ -174,7 +175,7 @@ func TestTargetReturnsWhileMapped(t *testing.T) {
 				t.Fatalf("down namespaces after writing around a stopped target: %v", m.Volume.DownNamespaces())
 			}
 			f.restart(t)
-			waitFor(t, "the namespace back in use and the slots it missed rebuilt", func() bool {
+			waitUntil(t, "the namespace back in use and the slots it missed rebuilt", func() bool {
 				marks, err := m.Map.Stale(ctx)
 				return len(m.Volume.DownNamespaces()) == 0 && err == nil && len(marks) == 0
 			})
@@ -205,7 +206,7 @@ func TestReadOnlyReinstates(t *testing.T) {
 				t.Fatalf("down namespaces after reading around a stopped target: %v", m.Volume.DownNamespaces())
 			}
 			f.restart(t)
-			waitFor(t, "the namespace back in use", func() bool { return len(m.Volume.DownNamespaces()) == 0 })
+			waitUntil(t, "the namespace back in use", func() bool { return len(m.Volume.DownNamespaces()) == 0 })
 			f.verifyWithTwoDown(t, m)
 		})
 	}
@@ -223,7 +224,7 @@ func TestReadOnlyReinstateKeepsStaleSlotsUnused(t *testing.T) {
 	m := f.openReadOnly(t)
 	f.readsWant(t, m, "degraded read")
 	f.restart(t)
-	waitFor(t, "the namespace back in use", func() bool { return len(m.Volume.DownNamespaces()) == 0 })
+	waitUntil(t, "the namespace back in use", func() bool { return len(m.Volume.DownNamespaces()) == 0 })
 	f.tc.targets[0].Close()
 	f.tc.targets[1].Close()
 	got := make([]byte, staleSize/2)
@@ -253,7 +254,7 @@ func TestControllerRepairsUnmappedStale(t *testing.T) {
 		t.Fatalf("health with slots that missed writes: %+v (%s)", h, h.Status())
 	}
 	runController(t, f.tc.store)
-	waitFor(t, "the controller to rebuild the stale slots and let the volume go", func() bool {
+	waitUntil(t, "the controller to rebuild the stale slots and let the volume go", func() bool {
 		marks, err := f.m.Map.Stale(ctx)
 		owners, oerr := f.tc.store.Owners(ctx, "v")
 		return err == nil && oerr == nil && len(marks) == 0 && len(owners) == 0

@@ -1,4 +1,4 @@
-package agent
+package volclient
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	"github.com/nvstripe/nvstripe/meta/metatest"
 	"github.com/nvstripe/nvstripe/nvmeof/target"
 	"github.com/nvstripe/nvstripe/placement"
+	"github.com/nvstripe/nvstripe/volclient/volclienttest"
 )
 
 // benchCluster is newTestCluster for benchmarks: n userspace targets with an
@@ -51,7 +52,7 @@ func benchClusterOn(b *testing.B, n int, slotSize, volSize int64, newDev func(i 
 	}
 	var tgts []*target.Target
 	for i := 0; i < n; i++ {
-		tgt, _ := serveNamespace(b, store, c, i, newDev(i))
+		tgt, _ := volclienttest.ServeNamespace(b, store, c, i, newDev(i))
 		tgts = append(tgts, tgt)
 	}
 	if _, err := store.CreateVolume(ctx, meta.VolumeSpec{Name: "v", Size: volSize, Layout: meta.Layout{K: 4, M: 2, Chunk: 128 << 10}}); err != nil {
@@ -313,7 +314,7 @@ type deathTimes struct {
 // rebuild-s). SetBytes is the volume size. Above 1 GiB the namespaces are
 // sparse files (see newDeathConfig), e.g.
 //
-//	go test -run XXX -bench BenchmarkDeathToRedundancy -benchtime 1x ./agent/ -args -death-size 10GiB
+//	go test -run XXX -bench BenchmarkDeathToRedundancy -benchtime 1x ./volclient/ -args -death-size 10GiB
 func BenchmarkDeathToRedundancy(b *testing.B) {
 	cfg := newDeathConfig(b)
 	var sum deathTimes

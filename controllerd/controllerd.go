@@ -1,0 +1,151 @@
+// Package controllerd is the controller daemon (`nvstripe controller`) as a
+// library: it composes the controller's Runner (package controller) with the
+// mover that opens unmapped volumes (volclient.TaskMover) and a Prometheus
+// metrics listener whose collector reads the cluster from etcd at each
+// scrape, so that a test can start the daemon in-process. The command line
+// parses flags into Options, calls New and Run, and prints.
+//
+// Concurrency: a Daemon's methods are safe for concurrent use; Close is
+// idempotent.
+package controllerd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/nvstripe/nvstripe/controller"
+	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/volclient"
+)
+
+// Options configure a controller daemon.
+type Options struct {
+	// Runner configures the controller. Store is required. Holder
+	// defaults to controller.HOSTNAME. Decide.DomainLabel defaults to the
+	// cluster's. Mover defaults to a volclient.TaskMover that opens
+	// volumes as Holder, with an ownership lease of LeaderTTL, connecting
+	// as HostNQN.
+	Runner controller.RunnerConfig
+	// HostNQN is the NVMe host NQN the default mover connects as. Default
+	// initiator.DefaultHostNQN.
+	HostNQN string
+	// MetricsAddr is HOST:PORT of the Prometheus metrics listener (port 0:
+	// any). Default "": none.
+	MetricsAddr string
+}
+
+// Daemon is a controller daemon: its Runner and its metrics listener.
+type Daemon struct {
+	runner  *controller.Runner
+	holder  string
+	metrics net.Listener // nil without one
+	http    *http.Server
+
+	closeOnce sync.Once
+}
+
+// New builds the daemon and starts its metrics listener; Run runs it.
+func New(ctx context.Context, o Options) (*Daemon, error) {
+	cfg := o.Runner
+	if cfg.Store == nil {
+		return nil, fmt.Errorf("controller: no store: %w", meta.ErrInvalid)
+	}
+	if err := defaults(ctx, &cfg, o.HostNQN); err != nil {
+		return nil, err
+	}
+	r, err := controller.NewRunner(cfg)
+	if err != nil {
+		return nil, err
+	}
+	d := &Daemon{runner: r, holder: cfg.Holder}
+	if o.MetricsAddr != "" {
+		if err := d.serveMetrics(cfg.Store, o.MetricsAddr); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// defaults fills the Runner options New documents.
+func defaults(ctx context.Context, cfg *controller.RunnerConfig, hostNQN string) error {
+	if cfg.Holder == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("controller: default holder: %w", err)
+		}
+		cfg.Holder = "controller." + host
+	}
+	if cfg.Decide.DomainLabel == "" {
+		cl, err := cfg.Store.Cluster(ctx)
+		if err != nil {
+			return err
+		}
+		cfg.Decide.DomainLabel = cl.DomainLabel
+	}
+	if cfg.Mover == nil {
+		cfg.Mover = volclient.NewTaskMover(cfg.Store, volclient.OpenOptions{Holder: cfg.Holder, LeaseTTL: cfg.LeaderTTL,
+			Namespaces: volclient.NamespaceOptions{HostNQN: hostNQN}, Logf: cfg.Logf})
+	}
+	return nil
+}
+
+// serveMetrics serves the metrics on addr.
+func (d *Daemon) serveMetrics(s *meta.Store, addr string) error {
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(newCollector(s, d.runner, d.holder)); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("metrics listener: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	d.metrics, d.http = ln, &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go d.http.Serve(ln)
+	return nil
+}
+
+// Holder is the name the daemon campaigns and owns volumes under.
+func (d *Daemon) Holder() string { return d.holder }
+
+// Runner is the daemon's controller.
+func (d *Daemon) Runner() *controller.Runner { return d.runner }
+
+// MetricsURL is the URL of the metrics, or "" without a listener.
+func (d *Daemon) MetricsURL() string {
+	if d.metrics == nil {
+		return ""
+	}
+	return "http://" + d.metrics.Addr().String() + "/metrics"
+}
+
+// Run campaigns for leadership and, while leading, reconciles the cluster,
+// until ctx ends; then it closes the daemon.
+func (d *Daemon) Run(ctx context.Context) error {
+	defer d.Close()
+	return d.runner.Run(ctx)
+}
+
+// Close stops the metrics listener.
+func (d *Daemon) Close() error {
+	var err error
+	d.closeOnce.Do(func() {
+		if d.http != nil {
+			err = d.http.Close()
+			if errors.Is(err, http.ErrServerClosed) {
+				err = nil
+			}
+		}
+	})
+	return err
+}

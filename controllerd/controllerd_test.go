@@ -1,0 +1,108 @@
+package controllerd
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nvstripe/nvstripe/controller"
+	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/meta/metatest"
+)
+
+func TestNewNeedsStore(t *testing.T) {
+	if _, err := New(context.Background(), Options{}); !errors.Is(err, meta.ErrInvalid) {
+		t.Fatalf("New without a store: %v, want meta.ErrInvalid", err)
+	}
+}
+
+// newStore is an etcd with a cluster record and one namespace whose path
+// leads nowhere.
+func newStore(t *testing.T) *meta.Store {
+	t.Helper()
+	ctx := context.Background()
+	s, err := meta.Open(ctx, meta.Config{Endpoints: metatest.Start(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if _, err := s.InitCluster(ctx, meta.InitOptions{SlotSize: 1 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AddHost(ctx, "h0", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AddNamespace(ctx, meta.NamespaceSpec{Host: "h0", NQN: "nqn.2026-11.io.nvstripe:test-t0", NSID: 1, Size: 64 << 20,
+		Paths: []meta.PathRecord{{Addr: "tcp://127.0.0.1:1", ANAGroup: 1, ANAState: meta.ANAOptimized}}}); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func scrape(url string) string {
+	resp, err := http.Get(url)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// TestDaemonLeadsAndServesMetrics starts the daemon in-process: it leads,
+// its metrics say so and read the cluster from etcd, and when its context
+// ends Run returns and the metrics listener is closed.
+func TestDaemonLeadsAndServesMetrics(t *testing.T) {
+	s := newStore(t)
+	d, err := New(context.Background(), Options{
+		Runner:      controller.RunnerConfig{Store: s, Holder: "c1", Interval: 50 * time.Millisecond, Logf: t.Logf},
+		MetricsAddr: "127.0.0.1:0",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	var text string
+	deadline := time.Now().Add(time.Minute) // a hang guard
+	for !strings.Contains(text, `nvstripe_controller_leader{holder="c1"} 1`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon does not lead; metrics:\n%s", text)
+		}
+		time.Sleep(50 * time.Millisecond)
+		text = scrape(d.MetricsURL())
+	}
+	for _, want := range []string{"nvstripe_controller_scrape_error 0", "nvstripe_namespaces{state="} {
+		if !strings.Contains(text, want) {
+			t.Errorf("metrics lack %s:\n%s", want, text)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run after its context ended: %v", err)
+	}
+	if _, err := http.Get(d.MetricsURL()); err == nil {
+		t.Error("the metrics listener still answers after Run returned")
+	}
+	if err := d.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+// TestDefaults: without a holder the daemon is controller.HOSTNAME, and
+// without a metrics address it has no listener.
+func TestDefaults(t *testing.T) {
+	d, err := New(context.Background(), Options{Runner: controller.RunnerConfig{Store: newStore(t)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if !strings.HasPrefix(d.Holder(), "controller.") || d.MetricsURL() != "" {
+		t.Errorf("holder %q, metrics %q", d.Holder(), d.MetricsURL())
+	}
+}

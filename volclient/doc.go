@@ -1,0 +1,49 @@
+// Package volclient opens an erasure-coded volume over its namespaces the way
+// every client of a volume does (the node daemon in package agent, the
+// controller's mover, the demo): it reads the volume record and its
+// placement from etcd (package meta), takes the volume's ownership lease,
+// connects one NVMe/TCP initiator per namespace over all its paths (package
+// nvmeof/initiator), checks each namespace's label before using it, and puts
+// the erasure-coded engine (package volume) on top. It also moves shards
+// (MoveShard, Rebuild) and runs the shard-move tasks the controller
+// addresses to a volume's owner (Mapped.ServeTasks), is the controller's
+// Mover for volumes nobody maps (TaskMover), and adds namespaces to the
+// cluster, labelling them (AddNamespace, Discover: `nvstripe ns add` and
+// `ns discover`).
+//
+// # Opening
+//
+// OpenVolume takes the lease (meta.Owner; shared for ReadOnly), settles
+// shard moves a crash left half done (ResumeMoves) and resyncs segments a
+// previous owner left dirty (volume.Recover). Namespaces are connected on
+// first use (Namespaces, the volume's DeviceSet): one that cannot be
+// reached is used as missing (IO to it fails as blockdev.ErrUnavailable, so
+// the volume works degraded) until a probe connects it; one whose label is
+// not the cluster's is never used.
+//
+// # Ownership lost
+//
+// The lease is renewed every TTL/3 by the etcd client; while etcd cannot be
+// reached the volume keeps serving for up to the TTL (OpenOptions.LeaseTTL,
+// default 10s). When the lease is lost, Mapped closes the volume at once, so
+// that a stale owner never writes; fencing what is served on top is the
+// caller's (the agent wraps its devices in blockdev.Fence).
+//
+// # Namespaces that come back
+//
+// Every OpenOptions.RecheckInterval the namespaces the volume treats as down
+// are probed. One that answers with its label is used again
+// (volume.Reinstate: trusted only for what it had flushed before going
+// down); a read-write owner then rebuilds in place the slots it missed
+// (volume.Repair). A read-only mapping repairs nothing.
+//
+// # Shard moves
+//
+// A move is crash-safe: recorded in etcd (BeginMove) before any data moves,
+// committed only when the new slot is complete and flushed (CommitMove), the
+// old slot released last (FinishMove); ResumeMoves settles a move a crash
+// interrupted at any step.
+//
+// Concurrency: Mapped, Namespaces and TaskMover are safe for concurrent use;
+// Mapped.Close is idempotent.
+package volclient
