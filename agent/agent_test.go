@@ -88,12 +88,12 @@ func TestServeMapOverGRPC(t *testing.T) {
 	}
 	defer c.Close()
 
-	rep, err := c.Map(ctx, &api.MapRequest{Volume: "v", NBDListen: "127.0.0.1:0"})
+	rep, err := c.Map(ctx, &api.MapRequest{Volume: "v", NbdListen: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := rep.Mapping
-	if m.State != api.StateServing || !strings.HasPrefix(m.URL, "nbd://127.0.0.1:") || !strings.HasSuffix(m.URL, "/v") || m.Size != envVolSize {
+	if m.State != api.StateServing || !strings.HasPrefix(m.Url, "nbd://127.0.0.1:") || !strings.HasSuffix(m.Url, "/v") || m.Size != envVolSize {
 		t.Fatalf("mapping %+v", m)
 	}
 	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
@@ -101,8 +101,8 @@ func TestServeMapOverGRPC(t *testing.T) {
 	if err := os.WriteFile(src, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	runTool(t, "nbdcopy", src, m.URL)
-	runTool(t, "nbdcopy", m.URL, dst)
+	runTool(t, "nbdcopy", src, m.Url)
+	runTool(t, "nbdcopy", m.Url, dst)
 	got, err := os.ReadFile(dst)
 	if err != nil {
 		t.Fatal(err)
@@ -130,11 +130,11 @@ func TestServeMapOverGRPC(t *testing.T) {
 	if !errors.Is(err, api.ErrNotFound) {
 		t.Errorf("unmap of an unmapped volume: %v, want ErrNotFound", err)
 	}
-	_, err = c.Map(ctx, &api.MapRequest{Volume: "v", NBDListen: "127.0.0.1:0", FUSEDir: "/mnt"})
+	_, err = c.Map(ctx, &api.MapRequest{Volume: "v", NbdListen: "127.0.0.1:0", FuseDir: "/mnt"})
 	if !errors.Is(err, api.ErrInvalid) {
 		t.Errorf("map with two frontends: %v, want ErrInvalid", err)
 	}
-	_, err = c.Map(ctx, &api.MapRequest{Volume: "nosuch", NBDListen: "127.0.0.1:0"})
+	_, err = c.Map(ctx, &api.MapRequest{Volume: "nosuch", NbdListen: "127.0.0.1:0"})
 	if !errors.Is(err, api.ErrNotFound) {
 		t.Errorf("map of a missing volume: %v, want ErrNotFound", err)
 	}
@@ -227,8 +227,8 @@ func TestRestartRestoresMappings(t *testing.T) {
 	b := e.newAgent(t, e.options(t, state))
 	<-b.Restored()
 	l := b.List()
-	if len(l) != 1 || l[0].State != api.StateServing || l[0].URL != m.URL || l[0].Where != m.Where {
-		t.Fatalf("restored %+v, want %s serving at %s", l, m.Volume, m.URL)
+	if len(l) != 1 || l[0].State != api.StateServing || l[0].Url != m.Url || l[0].Where != m.Where {
+		t.Fatalf("restored %+v, want %s serving at %s", l, m.Volume, m.Url)
 	}
 	if o := owners(t, e.store, "v"); !slices.Equal(o, []string{"agent-test"}) {
 		t.Errorf("owners after restore: %v", o)

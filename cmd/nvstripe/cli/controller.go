@@ -16,6 +16,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/agent"
 	"github.com/nvstripe/nvstripe/controller"
+	"github.com/nvstripe/nvstripe/controller/admin"
 	"github.com/nvstripe/nvstripe/health"
 	"github.com/nvstripe/nvstripe/meta"
 )
@@ -79,7 +80,7 @@ func newControllerCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(cmd.OutOrStdout(), "controller %s: metrics on http://%s/metrics\n", cfg.Holder, addr)
 			}
 			if f.api != "" {
-				addr, stop, err := serveAdminAPI(s, f.api)
+				addr, stop, err := admin.Listen(s, f.api)
 				if err != nil {
 					return err
 				}
@@ -182,18 +183,6 @@ func (f *controllerFlags) runnerConfig(cmd *cobra.Command, s *meta.Store) (contr
 	return cfg, nil
 }
 
-// serveAdminAPI serves the gRPC admin API on addr. It returns the bound
-// address and a function that stops the server.
-func serveAdminAPI(s *meta.Store, addr string) (string, func(), error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return "", nil, fmt.Errorf("admin API listener: %w", err)
-	}
-	srv := newAdminServer(s)
-	go srv.Serve(ln)
-	return ln.Addr().String(), srv.Stop, nil
-}
-
 // serveControllerMetrics serves Prometheus metrics on addr: whether this
 // controller leads, and, read from etcd at each scrape, task progress,
 // volume redundancy and namespace states. It returns the bound address and
@@ -264,15 +253,15 @@ func (c *controllerCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(c.scrapeError, prometheus.GaugeValue, 0)
-	st := buildStatus(snap, time.Now())
+	st := admin.BuildStatus(snap, time.Now())
 	counts := map[[2]string]int{}
 	for _, t := range st.Tasks {
 		kind := strings.Fields(t.Kind + " -")[0]
 		counts[[2]string{kind, t.State}]++
 		if t.Segment != "" {
 			vol, _, _ := strings.Cut(t.Segment, "/")
-			ch <- prometheus.MustNewConstMetric(c.taskDone, prometheus.GaugeValue, float64(t.Done), t.ID, kind, vol, t.State)
-			ch <- prometheus.MustNewConstMetric(c.taskTotal, prometheus.GaugeValue, float64(t.Total), t.ID, kind, vol, t.State)
+			ch <- prometheus.MustNewConstMetric(c.taskDone, prometheus.GaugeValue, float64(t.Done), t.Id, kind, vol, t.State)
+			ch <- prometheus.MustNewConstMetric(c.taskTotal, prometheus.GaugeValue, float64(t.Total), t.Id, kind, vol, t.State)
 		}
 	}
 	for k, n := range counts {
