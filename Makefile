@@ -14,8 +14,10 @@ PROTOS                     := agent/api/agent.proto controller/admin/admin.proto
 PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 # PROTO_OUT is where `make proto` writes (TestProtoGenerated points it at a
-# temporary folder and compares with the committed files).
-PROTO_OUT ?= .
+# temporary folder and compares with the committed files); PROTO_INCLUDE
+# holds google/protobuf/timestamp.proto.
+PROTO_OUT     ?= .
+PROTO_INCLUDE ?= /usr/include
 GOBIN_DIR := $(shell $(GO) env GOPATH)/bin
 
 ## test: gofmt check, go vet, the layering test, then every test with -race.
@@ -40,7 +42,7 @@ unit:
 
 ## proto: regenerate the committed *.pb.go files from the .proto files.
 proto:
-	PATH="$(GOBIN_DIR):$$PATH" protoc -I . -I /usr/include \
+	PATH="$(GOBIN_DIR):$$PATH" protoc -I . -I $(PROTO_INCLUDE) \
 		--go_out=$(PROTO_OUT) --go_opt=paths=source_relative \
 		--go-grpc_out=$(PROTO_OUT) --go-grpc_opt=paths=source_relative \
 		$(PROTOS)
