@@ -400,6 +400,14 @@ func TestLeaseLossFencesMapping(t *testing.T) {
 	if l := a.List()[0]; !strings.Contains(l.Error, "lease") {
 		t.Errorf("fenced mapping's error %q does not name the lease", l.Error)
 	}
+	if err := a.WaitFenced(ctx, "v"); err == nil || !strings.Contains(err.Error(), "volume v fenced") {
+		t.Errorf("WaitFenced on a fenced mapping: %v", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := a.WaitFenced(cctx, "other"); err != nil {
+		t.Errorf("WaitFenced with its context ended: %v", err)
+	}
 	if err := dev.WriteAt(ctx, randBytes(t, 4096), 0); !errors.Is(err, blockdev.ErrFenced) {
 		t.Errorf("write after the lease was lost: %v, want ErrFenced", err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/nvstripe/nvstripe/controller"
 	"github.com/nvstripe/nvstripe/controller/admin"
 	"github.com/nvstripe/nvstripe/health"
+	"github.com/nvstripe/nvstripe/health/pool"
 	"github.com/nvstripe/nvstripe/meta"
 )
 
@@ -132,13 +133,13 @@ func (f *controllerFlags) startGossip(cmd *cobra.Command, s *meta.Store, cfg con
 		return nil, err
 	}
 	hc.OnEvent = cfg.Gossip.OnEvent
-	store := func(context.Context) (*meta.Store, error) { return s, nil }
-	gs, err := startGossip(hc, f.gossip.gossipSeeds(store), store, cfg.Logf)
+	m, err := pool.Start(pool.Config{Health: hc, Join: f.gossip.join, Logf: cfg.Logf,
+		Store: func(context.Context) (*meta.Store, error) { return s, nil }})
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "controller %s: gossip on %s\n", cfg.Holder, gs.node.Addr())
-	return gs.stop, nil
+	fmt.Fprintf(cmd.OutOrStdout(), "controller %s: gossip on %s\n", cfg.Holder, m.Addr())
+	return m.Leave, nil
 }
 
 func (f *controllerFlags) runnerConfig(cmd *cobra.Command, s *meta.Store) (controller.RunnerConfig, error) {

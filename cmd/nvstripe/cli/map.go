@@ -92,29 +92,11 @@ func mapForeground(cmd *cobra.Command, s *meta.Store, spec agent.Spec, holder st
 		return err
 	}
 	fmt.Fprintf(out, "serving: %s\n", m.Url)
-	err = waitFenced(ctx, ag, spec.Volume)
+	err = ag.WaitFenced(ctx, spec.Volume)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	fmt.Fprintf(out, "unmapping %s\n", spec.Volume)
 	return errors.Join(err, ag.Unmap(sctx, spec.Volume), ag.Close(sctx))
-}
-
-// waitFenced waits until ctx ends (nil) or the mapping is fenced (an error).
-func waitFenced(ctx context.Context, ag *agent.Agent, name string) error {
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
-		for _, m := range ag.List() {
-			if m.Volume == name && m.State == api.StateFenced {
-				return fmt.Errorf("volume %s fenced, no longer served: %s", name, m.Error)
-			}
-		}
-	}
 }
 
 // withAgent runs fn with a client of the agent on sock.
