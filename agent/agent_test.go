@@ -19,6 +19,7 @@ import (
 	"github.com/nvstripe/nvstripe/blockdev/faultdev"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/nbd"
+	"github.com/nvstripe/nvstripe/rpctest"
 )
 
 func randBytes(t *testing.T, n int) []byte {
@@ -87,6 +88,7 @@ func TestServeMapOverGRPC(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	rpctest.CheckStandard(t, c.Conn(), api.ServiceName) // what `grpcurl -unix SOCKET list` asks
 
 	rep, err := c.Map(ctx, &api.MapRequest{Volume: "v", NbdListen: "127.0.0.1:0"})
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/nvstripe/nvstripe/controller/admin"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/metatest"
+	"github.com/nvstripe/nvstripe/rpctest"
 )
 
 // adminFixture records 8 hosts of one namespace each (no data path), a
@@ -256,6 +257,12 @@ func TestControllerCommand(t *testing.T) {
 	}
 	_, api, _ := strings.Cut(out1.String(), "admin API on ")
 	api, _, _ = strings.Cut(api, "\n")
+	ac, err := admin.Dial(api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ac.Close()
+	rpctest.CheckStandard(t, ac.Conn(), admin.ServiceName)         // what `grpcurl -plaintext ADDR list` asks
 	rpc := adminCLI{t: t, etcd: "127.0.0.1:1", cluster: a.cluster} // etcd unreachable: only the API works
 	rpc.ok(`"health": "unreadable"`, "admin", "status", "--json", "--controller", api)
 	rpc.ok("controller leader: c1", "admin", "status", "--controller", api)
