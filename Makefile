@@ -5,7 +5,20 @@ BENCHPKG ?= ./...
 # The layering test's checks (layering_test.go at the module root).
 LAYERING := TestImportTable|TestPurePackages|TestBannedConstructs|TestPackageDocs|TestChecks
 
-.PHONY: test fmt-check vet layering unit demo bench build
+.PHONY: test fmt-check vet layering unit demo bench build proto proto-tools
+
+# The gRPC APIs' schemas and the versions of the code generators that compile
+# them. proto-tools installs the pinned plugins (.ci/run does too); protoc is
+# Debian's protobuf-compiler (timestamp.proto from libprotobuf-dev).
+PROTOS                     := agent/api/agent.proto controller/admin/admin.proto
+PROTOC_GEN_GO_VERSION      := v1.36.12
+PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
+# PROTO_OUT is where `make proto` writes (TestProtoGenerated points it at a
+# temporary folder and compares with the committed files); PROTO_INCLUDE
+# holds google/protobuf/timestamp.proto.
+PROTO_OUT     ?= .
+PROTO_INCLUDE ?= /usr/include
+GOBIN_DIR := $(shell $(GO) env GOPATH)/bin
 
 ## test: gofmt check, go vet, the layering test, then every test with -race.
 test: fmt-check vet layering unit
@@ -26,6 +39,17 @@ layering:
 
 unit:
 	$(GO) test -race -timeout 40m ./...
+
+## proto: regenerate the committed *.pb.go files from the .proto files.
+proto:
+	PATH="$(GOBIN_DIR):$$PATH" protoc -I . -I $(PROTO_INCLUDE) \
+		--go_out=$(PROTO_OUT) --go_opt=paths=source_relative \
+		--go-grpc_out=$(PROTO_OUT) --go-grpc_opt=paths=source_relative \
+		$(PROTOS)
+
+proto-tools:
+	$(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+	$(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
 
 ## demo: the one-process demo (embedded etcd, NVMe/TCP targets, NBD).
 demo:

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	"github.com/nvstripe/nvstripe/agent/api"
 	"github.com/nvstripe/nvstripe/controller"
 	"github.com/nvstripe/nvstripe/meta"
@@ -153,13 +155,13 @@ func (a *Agent) Metrics() *Metrics { return a.metrics }
 // Map takes ownership of spec.Volume, opens it and serves it as spec says,
 // and records the mapping so that a restarted agent restores it. A volume is
 // mapped at most once per agent (api.ErrExists).
-func (a *Agent) Map(ctx context.Context, spec Spec) (api.Mapping, error) {
+func (a *Agent) Map(ctx context.Context, spec Spec) (*api.Mapping, error) {
 	if err := CheckSpec(spec); err != nil {
-		return api.Mapping{}, err
+		return nil, err
 	}
 	mp, err := a.reserve(spec)
 	if err != nil {
-		return api.Mapping{}, err
+		return nil, err
 	}
 	mp.opMu.Lock()
 	err = mp.openLocked(ctx)
@@ -174,7 +176,7 @@ func (a *Agent) Map(ctx context.Context, spec Spec) (api.Mapping, error) {
 	}
 	if err != nil {
 		a.drop(mp)
-		return api.Mapping{}, fmt.Errorf("map %s: %w", spec.Volume, err)
+		return nil, fmt.Errorf("map %s: %w", spec.Volume, err)
 	}
 	return mp.info(), nil
 }
@@ -234,18 +236,18 @@ func (a *Agent) Unmap(ctx context.Context, name string) error {
 }
 
 // List describes every mapping, in volume-name order.
-func (a *Agent) List() []api.Mapping {
+func (a *Agent) List() []*api.Mapping {
 	a.mu.Lock()
 	maps := make([]*mapping, 0, len(a.maps))
 	for _, mp := range a.maps {
 		maps = append(maps, mp)
 	}
 	a.mu.Unlock()
-	out := make([]api.Mapping, 0, len(maps))
+	out := make([]*api.Mapping, 0, len(maps))
 	for _, mp := range maps {
 		out = append(out, mp.info())
 	}
-	slices.SortFunc(out, func(x, y api.Mapping) int { return strings.Compare(x.Volume, y.Volume) })
+	slices.SortFunc(out, func(x, y *api.Mapping) int { return strings.Compare(x.Volume, y.Volume) })
 	return out
 }
 
@@ -270,9 +272,9 @@ func (a *Agent) WaitFenced(ctx context.Context, name string) error {
 }
 
 // Status describes the agent.
-func (a *Agent) Status() api.StatusReply {
-	st := api.StatusReply{Holder: a.o.Holder, Etcd: a.o.Store.Endpoints(), StateDir: a.o.StateDir,
-		Started: a.started, Mappings: map[string]int{}}
+func (a *Agent) Status() *api.StatusReply {
+	st := &api.StatusReply{Holder: a.o.Holder, Etcd: a.o.Store.Endpoints(), StateDir: a.o.StateDir,
+		Started: timestamppb.New(a.started), Mappings: map[string]int64{}}
 	for _, m := range a.List() {
 		st.Mappings[m.State]++
 	}

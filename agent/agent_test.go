@@ -19,6 +19,7 @@ import (
 	"github.com/nvstripe/nvstripe/blockdev/faultdev"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/nbd"
+	"github.com/nvstripe/nvstripe/rpctest"
 )
 
 func randBytes(t *testing.T, n int) []byte {
@@ -87,13 +88,14 @@ func TestServeMapOverGRPC(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	rpctest.CheckStandard(t, c.Conn(), api.ServiceName) // what `grpcurl -unix SOCKET list` asks
 
-	rep, err := c.Map(ctx, &api.MapRequest{Volume: "v", NBDListen: "127.0.0.1:0"})
+	rep, err := c.Map(ctx, &api.MapRequest{Volume: "v", NbdListen: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := rep.Mapping
-	if m.State != api.StateServing || !strings.HasPrefix(m.URL, "nbd://127.0.0.1:") || !strings.HasSuffix(m.URL, "/v") || m.Size != envVolSize {
+	if m.State != api.StateServing || !strings.HasPrefix(m.Url, "nbd://127.0.0.1:") || !strings.HasSuffix(m.Url, "/v") || m.Size != envVolSize {
 		t.Fatalf("mapping %+v", m)
 	}
 	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
@@ -101,8 +103,8 @@ func TestServeMapOverGRPC(t *testing.T) {
 	if err := os.WriteFile(src, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	runTool(t, "nbdcopy", src, m.URL)
-	runTool(t, "nbdcopy", m.URL, dst)
+	runTool(t, "nbdcopy", src, m.Url)
+	runTool(t, "nbdcopy", m.Url, dst)
 	got, err := os.ReadFile(dst)
 	if err != nil {
 		t.Fatal(err)
@@ -130,11 +132,11 @@ func TestServeMapOverGRPC(t *testing.T) {
 	if !errors.Is(err, api.ErrNotFound) {
 		t.Errorf("unmap of an unmapped volume: %v, want ErrNotFound", err)
 	}
-	_, err = c.Map(ctx, &api.MapRequest{Volume: "v", NBDListen: "127.0.0.1:0", FUSEDir: "/mnt"})
+	_, err = c.Map(ctx, &api.MapRequest{Volume: "v", NbdListen: "127.0.0.1:0", FuseDir: "/mnt"})
 	if !errors.Is(err, api.ErrInvalid) {
 		t.Errorf("map with two frontends: %v, want ErrInvalid", err)
 	}
-	_, err = c.Map(ctx, &api.MapRequest{Volume: "nosuch", NBDListen: "127.0.0.1:0"})
+	_, err = c.Map(ctx, &api.MapRequest{Volume: "nosuch", NbdListen: "127.0.0.1:0"})
 	if !errors.Is(err, api.ErrNotFound) {
 		t.Errorf("map of a missing volume: %v, want ErrNotFound", err)
 	}
@@ -227,8 +229,8 @@ func TestRestartRestoresMappings(t *testing.T) {
 	b := e.newAgent(t, e.options(t, state))
 	<-b.Restored()
 	l := b.List()
-	if len(l) != 1 || l[0].State != api.StateServing || l[0].URL != m.URL || l[0].Where != m.Where {
-		t.Fatalf("restored %+v, want %s serving at %s", l, m.Volume, m.URL)
+	if len(l) != 1 || l[0].State != api.StateServing || l[0].Url != m.Url || l[0].Where != m.Where {
+		t.Fatalf("restored %+v, want %s serving at %s", l, m.Volume, m.Url)
 	}
 	if o := owners(t, e.store, "v"); !slices.Equal(o, []string{"agent-test"}) {
 		t.Errorf("owners after restore: %v", o)
@@ -406,6 +408,14 @@ func TestLeaseLossFencesMapping(t *testing.T) {
 	}
 	if l := a.List()[0]; l.State != api.StateFenced || !strings.Contains(l.Error, "lease") {
 		t.Errorf("fenced mapping's error %q does not name the lease", l.Error)
+	}
+	if err := a.WaitFenced(ctx, "v"); err == nil || !strings.Contains(err.Error(), "volume v fenced") {
+		t.Errorf("WaitFenced on a fenced mapping: %v", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := a.WaitFenced(cctx, "other"); err != nil {
+		t.Errorf("WaitFenced with its context ended: %v", err)
 	}
 	if err := dev.WriteAt(ctx, randBytes(t, 4096), 0); !errors.Is(err, blockdev.ErrFenced) {
 		t.Errorf("write after the lease was lost: %v, want ErrFenced", err)

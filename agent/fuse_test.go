@@ -42,13 +42,13 @@ func TestMapFUSE(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.URL != filepath.Join(dir, "v") {
-		t.Errorf("URL %q", m.URL)
+	if m.Url != filepath.Join(dir, "v") {
+		t.Errorf("URL %q", m.Url)
 	}
 	if _, err := a.Map(ctx, Spec{Volume: "w", Via: ViaFUSE, Where: dir}); !errors.Is(err, api.ErrBusy) {
 		t.Errorf("second volume on the same FUSE directory: %v, want ErrBusy", err)
 	}
-	f, err := os.OpenFile(m.URL, os.O_RDWR, 0)
+	f, err := os.OpenFile(m.Url, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	"github.com/nvstripe/nvstripe/agent/api"
 	"github.com/nvstripe/nvstripe/controller"
 	"github.com/nvstripe/nvstripe/volclient"
@@ -266,22 +268,22 @@ func (mp *mapping) stop(ctx context.Context) (stopped bool, err error) {
 }
 
 // info describes the mapping for List.
-func (mp *mapping) info() api.Mapping {
+func (mp *mapping) info() *api.Mapping {
 	mp.mu.Lock()
 	defer mp.mu.Unlock()
-	out := api.Mapping{Volume: mp.spec.Volume, Via: string(mp.spec.Via), Where: mp.spec.Where,
-		ReadOnly: mp.spec.ReadOnly, State: mp.state, Since: mp.since, Holder: mp.a.o.Holder}
+	out := &api.Mapping{Volume: mp.spec.Volume, Via: string(mp.spec.Via), Where: mp.spec.Where,
+		ReadOnly: mp.spec.ReadOnly, State: mp.state, Since: timestamppb.New(mp.since), Holder: mp.a.o.Holder, Stats: &api.Stats{}}
 	if mp.err != nil {
 		out.Error = mp.err.Error()
 	}
 	if mp.front != nil {
-		out.URL = mp.front.url()
+		out.Url = mp.front.url()
 	}
 	if mp.opened != nil {
 		out.Epoch, out.Size = mp.opened.Owner.Epoch(), mp.opened.Volume.Size()
 	}
 	if d := mp.dev; d != nil {
-		out.Stats = api.Stats{ReadBytes: d.ReadBytes.Load(), WriteBytes: d.WriteBytes.Load(),
+		out.Stats = &api.Stats{ReadBytes: d.ReadBytes.Load(), WriteBytes: d.WriteBytes.Load(),
 			Reads: d.Reads.Load(), Writes: d.Writes.Load(), Errors: d.Errors.Load()}
 	}
 	out.Stats.Degraded = mp.ev.degraded.Load()

@@ -11,9 +11,12 @@ import (
 )
 
 // rpc serves the gRPC API (package api) with an Agent.
-type rpc struct{ a *Agent }
+type rpc struct {
+	api.UnimplementedAgentServer
+	a *Agent
+}
 
-var _ api.Server = rpc{}
+var _ api.AgentServer = rpc{}
 
 func (r rpc) Map(ctx context.Context, req *api.MapRequest) (*api.MapReply, error) {
 	spec, err := SpecOf(req)
@@ -39,8 +42,7 @@ func (r rpc) List(context.Context, *api.ListRequest) (*api.ListReply, error) {
 }
 
 func (r rpc) Status(context.Context, *api.StatusRequest) (*api.StatusReply, error) {
-	st := r.a.Status()
-	return &st, nil
+	return r.a.Status(), nil
 }
 
 // classed is an error with an API class added: errors.Is finds both.

@@ -57,7 +57,7 @@ func Serve(ctx context.Context, o ServeOptions) error {
 		l.Close()
 		return err
 	}
-	gs := api.NewServer(rpc{a})
+	gs := api.NewServer(rpc{a: a})
 	go gs.Serve(l)
 	hs, maddr, err := serveMetrics(a, o.MetricsAddr)
 	if err == nil {

@@ -44,7 +44,7 @@ func SpecOf(r *api.MapRequest) (Spec, error) {
 	for _, w := range []struct {
 		via   Via
 		where string
-	}{{ViaNBDListen, r.NBDListen}, {ViaNBDDevice, r.NBDDevice}, {ViaFUSE, r.FUSEDir}} {
+	}{{ViaNBDListen, r.NbdListen}, {ViaNBDDevice, r.NbdDevice}, {ViaFUSE, r.FuseDir}} {
 		if w.where != "" {
 			s.Via, s.Where = w.via, w.where
 			n++

@@ -17,25 +17,25 @@ import (
 
 func TestSpecOf(t *testing.T) {
 	for _, c := range []struct {
-		req  api.MapRequest
+		req  *api.MapRequest
 		want Spec
 		ok   bool
 	}{
-		{api.MapRequest{Volume: "v", NBDListen: "127.0.0.1:10809"}, Spec{"v", ViaNBDListen, "127.0.0.1:10809", false}, true},
-		{api.MapRequest{Volume: "v", NBDListen: "unix:/run/v.sock", ReadOnly: true}, Spec{"v", ViaNBDListen, "unix:/run/v.sock", true}, true},
-		{api.MapRequest{Volume: "v", NBDDevice: "/dev/nbd3"}, Spec{"v", ViaNBDDevice, "/dev/nbd3", false}, true},
-		{api.MapRequest{Volume: "v", FUSEDir: "/mnt/x"}, Spec{"v", ViaFUSE, "/mnt/x", false}, true},
-		{api.MapRequest{Volume: "v"}, Spec{}, false},
-		{api.MapRequest{Volume: "v", NBDListen: ":1", FUSEDir: "/mnt"}, Spec{}, false},
-		{api.MapRequest{Volume: "", NBDListen: ":1"}, Spec{}, false},
-		{api.MapRequest{Volume: "a/b", NBDListen: ":1"}, Spec{}, false},
-		{api.MapRequest{Volume: "v", NBDListen: "10809"}, Spec{}, false},
-		{api.MapRequest{Volume: "v", NBDListen: "unix:rel.sock"}, Spec{}, false},
-		{api.MapRequest{Volume: "v", NBDDevice: "/dev/sda"}, Spec{}, false},
-		{api.MapRequest{Volume: "v", NBDDevice: "/dev/nbdx"}, Spec{}, false},
-		{api.MapRequest{Volume: "v", FUSEDir: "mnt"}, Spec{}, false},
+		{&api.MapRequest{Volume: "v", NbdListen: "127.0.0.1:10809"}, Spec{"v", ViaNBDListen, "127.0.0.1:10809", false}, true},
+		{&api.MapRequest{Volume: "v", NbdListen: "unix:/run/v.sock", ReadOnly: true}, Spec{"v", ViaNBDListen, "unix:/run/v.sock", true}, true},
+		{&api.MapRequest{Volume: "v", NbdDevice: "/dev/nbd3"}, Spec{"v", ViaNBDDevice, "/dev/nbd3", false}, true},
+		{&api.MapRequest{Volume: "v", FuseDir: "/mnt/x"}, Spec{"v", ViaFUSE, "/mnt/x", false}, true},
+		{&api.MapRequest{Volume: "v"}, Spec{}, false},
+		{&api.MapRequest{Volume: "v", NbdListen: ":1", FuseDir: "/mnt"}, Spec{}, false},
+		{&api.MapRequest{Volume: "", NbdListen: ":1"}, Spec{}, false},
+		{&api.MapRequest{Volume: "a/b", NbdListen: ":1"}, Spec{}, false},
+		{&api.MapRequest{Volume: "v", NbdListen: "10809"}, Spec{}, false},
+		{&api.MapRequest{Volume: "v", NbdListen: "unix:rel.sock"}, Spec{}, false},
+		{&api.MapRequest{Volume: "v", NbdDevice: "/dev/sda"}, Spec{}, false},
+		{&api.MapRequest{Volume: "v", NbdDevice: "/dev/nbdx"}, Spec{}, false},
+		{&api.MapRequest{Volume: "v", FuseDir: "mnt"}, Spec{}, false},
 	} {
-		got, err := SpecOf(&c.req)
+		got, err := SpecOf(c.req)
 		if c.ok != (err == nil) || (c.ok && got != c.want) {
 			t.Errorf("SpecOf(%+v) = %+v, %v", c.req, got, err)
 		}

@@ -11,10 +11,15 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/nvstripe/nvstripe/rpctest"
 )
 
 // fake is a Server that records requests and fails on demand.
 type fake struct {
+	UnimplementedAgentServer
 	got *MapRequest
 	err error
 }
@@ -24,8 +29,8 @@ func (f *fake) Map(_ context.Context, r *MapRequest) (*MapReply, error) {
 	if f.err != nil {
 		return nil, Status(f.err)
 	}
-	return &MapReply{Mapping: Mapping{Volume: r.Volume, State: StateServing, URL: "nbd://x/" + r.Volume,
-		Stats: Stats{ReadBytes: 7, NamespaceErrors: map[string]int64{"h1-n1": 2}}}}, nil
+	return &MapReply{Mapping: &Mapping{Volume: r.Volume, State: StateServing, Url: "nbd://x/" + r.Volume,
+		Stats: &Stats{ReadBytes: 7, NamespaceErrors: map[string]int64{"h1-n1": 2}}}}, nil
 }
 
 func (f *fake) Unmap(context.Context, *UnmapRequest) (*UnmapReply, error) {
@@ -33,11 +38,11 @@ func (f *fake) Unmap(context.Context, *UnmapRequest) (*UnmapReply, error) {
 }
 
 func (f *fake) List(context.Context, *ListRequest) (*ListReply, error) {
-	return &ListReply{Mappings: []Mapping{{Volume: "a"}, {Volume: "b"}}}, nil
+	return &ListReply{Mappings: []*Mapping{{Volume: "a"}, {Volume: "b"}}}, nil
 }
 
 func (f *fake) Status(context.Context, *StatusRequest) (*StatusReply, error) {
-	return &StatusReply{Holder: "h", Started: time.Unix(1, 0).UTC(), Mappings: map[string]int{StateServing: 2}}, nil
+	return &StatusReply{Holder: "h", Started: timestamppb.New(time.Unix(1, 0)), Mappings: map[string]int64{StateServing: 2}}, nil
 }
 
 func serveFake(t *testing.T, f *fake) *Client {
@@ -61,14 +66,15 @@ func TestRoundTrip(t *testing.T) {
 	f := &fake{}
 	c := serveFake(t, f)
 	ctx := context.Background()
-	rep, err := c.Map(ctx, &MapRequest{Volume: "v", NBDListen: "127.0.0.1:1", ReadOnly: true})
+	want := &MapRequest{Volume: "v", NbdListen: "127.0.0.1:1", ReadOnly: true}
+	rep, err := c.Map(ctx, want)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *f.got != (MapRequest{Volume: "v", NBDListen: "127.0.0.1:1", ReadOnly: true}) {
-		t.Errorf("server got %+v", f.got)
+	if !proto.Equal(f.got, want) {
+		t.Errorf("server got %v, want %v", f.got, want)
 	}
-	if m := rep.Mapping; m.URL != "nbd://x/v" || m.Stats.ReadBytes != 7 || m.Stats.NamespaceErrors["h1-n1"] != 2 {
+	if m := rep.Mapping; m.Url != "nbd://x/v" || m.Stats.ReadBytes != 7 || m.Stats.NamespaceErrors["h1-n1"] != 2 {
 		t.Errorf("reply %+v", m)
 	}
 	l, err := c.List(ctx, &ListRequest{})
@@ -76,7 +82,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Errorf("list %+v, %v", l, err)
 	}
 	st, err := c.Status(ctx, &StatusRequest{})
-	if err != nil || st.Holder != "h" || !st.Started.Equal(time.Unix(1, 0)) || st.Mappings[StateServing] != 2 {
+	if err != nil || st.Holder != "h" || !st.Started.AsTime().Equal(time.Unix(1, 0)) || st.Mappings[StateServing] != 2 {
 		t.Errorf("status %+v, %v", st, err)
 	}
 }
@@ -115,15 +121,10 @@ func TestNoAgent(t *testing.T) {
 	}
 }
 
-func TestCodecBadInput(t *testing.T) {
-	var r MapRequest
-	if err := (Codec{}).Unmarshal([]byte("{"), &r); err == nil {
-		t.Error("truncated JSON decoded")
-	}
-	if err := (Codec{}).Unmarshal(nil, &r); err != nil || r != (MapRequest{}) {
-		t.Errorf("empty message: %+v, %v", r, err)
-	}
-	if _, err := (Codec{}).Marshal(func() {}); err == nil {
-		t.Error("a func encoded")
-	}
+// TestStandardServices checks that the server lists the Agent service
+// through reflection (what `grpcurl -unix SOCKET list` asks) and answers
+// health checks.
+func TestStandardServices(t *testing.T) {
+	c := serveFake(t, &fake{})
+	rpctest.CheckStandard(t, c.Conn(), ServiceName)
 }

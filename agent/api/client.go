@@ -96,9 +96,11 @@ func fromStatus(err error, socket string) error {
 	return e
 }
 
-// Client calls an agent.
+// Client calls an agent: the generated AgentClient with its errors mapped
+// back to the classes above.
 type Client struct {
 	cc     *grpc.ClientConn
+	rpc    AgentClient
 	socket string
 }
 
@@ -108,21 +110,24 @@ type Client struct {
 func Dial(socket string, opts ...grpc.DialOption) (*Client, error) {
 	opts = append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodec(Codec{})),
 	}, opts...)
 	cc, err := grpc.NewClient("unix://"+socket, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("agent socket %s: %w", socket, err)
 	}
-	return &Client{cc: cc, socket: socket}, nil
+	return &Client{cc: cc, rpc: NewAgentClient(cc), socket: socket}, nil
 }
 
 // Close closes the connection.
 func (c *Client) Close() error { return c.cc.Close() }
 
-func invoke[Req, Rep any](ctx context.Context, c *Client, name string, req *Req) (*Rep, error) {
-	rep := new(Rep)
-	if err := c.cc.Invoke(ctx, "/"+ServiceName+"/"+name, req, rep); err != nil {
+// Conn is the client's connection, for the other services the agent offers
+// (health, reflection).
+func (c *Client) Conn() *grpc.ClientConn { return c.cc }
+
+func invoke[Req, Rep any](ctx context.Context, c *Client, call func(context.Context, *Req, ...grpc.CallOption) (*Rep, error), req *Req) (*Rep, error) {
+	rep, err := call(ctx, req)
+	if err != nil {
 		return nil, fromStatus(err, c.socket)
 	}
 	return rep, nil
@@ -130,22 +135,20 @@ func invoke[Req, Rep any](ctx context.Context, c *Client, name string, req *Req)
 
 // Map asks the agent to map a volume.
 func (c *Client) Map(ctx context.Context, req *MapRequest) (*MapReply, error) {
-	return invoke[MapRequest, MapReply](ctx, c, "Map", req)
+	return invoke(ctx, c, c.rpc.Map, req)
 }
 
 // Unmap asks the agent to unmap a volume.
 func (c *Client) Unmap(ctx context.Context, req *UnmapRequest) (*UnmapReply, error) {
-	return invoke[UnmapRequest, UnmapReply](ctx, c, "Unmap", req)
+	return invoke(ctx, c, c.rpc.Unmap, req)
 }
 
 // List lists the agent's mappings.
 func (c *Client) List(ctx context.Context, req *ListRequest) (*ListReply, error) {
-	return invoke[ListRequest, ListReply](ctx, c, "List", req)
+	return invoke(ctx, c, c.rpc.List, req)
 }
 
 // Status describes the agent.
 func (c *Client) Status(ctx context.Context, req *StatusRequest) (*StatusReply, error) {
-	return invoke[StatusRequest, StatusReply](ctx, c, "Status", req)
+	return invoke(ctx, c, c.rpc.Status, req)
 }
-
-var _ Server = (*Client)(nil)

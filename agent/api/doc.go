@@ -10,19 +10,14 @@
 //
 // # Wire format
 //
-// Messages are the Go structs of this package encoded as JSON (encoding/json,
-// field names as in their json tags), carried in ordinary gRPC frames with the
-// content-subtype "json" (content-type application/grpc+json). The codec is
-// not registered globally: NewServer installs it with grpc.ForceServerCodec and
-// Dial with grpc.ForceCodec, so nothing else in the process is affected.
-// Unknown JSON fields are ignored, so fields can be added compatibly; a field is
-// never renamed or given another meaning.
-//
-// Why JSON and a hand-written service description rather than protoc output:
-// the API is local (a unix socket, one client: our CLI), has four small
-// messages, and this keeps the build free of protoc and code generators;
-// `grpcurl -plaintext -unix` still reaches it by naming the method, and the
-// messages read as plain JSON in a packet capture.
+// The schema is agent.proto; agent.pb.go and agent_grpc.pb.go are generated
+// from it by protoc (`make proto`, checked by TestProtoGenerated at the
+// module root) and committed. Messages are protocol buffers in ordinary gRPC
+// frames (content-type application/grpc). Fields are only ever added with
+// new numbers, so an older client or agent ignores what it does not know.
+// NewServer also registers the standard health service and server
+// reflection: `grpcurl -plaintext -unix SOCKET list` names the services and
+// `describe` prints the schema.
 //
 // Errors travel as gRPC status codes; Client maps them back to the sentinel
 // errors below (errors.Is), with the agent's message.

@@ -1,62 +1,26 @@
 package api
 
 import (
-	"context"
-
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
 )
 
-// ServiceName is the gRPC service name.
+// ServiceName is the gRPC service name (package nvstripe.agent.v1 of
+// agent.proto).
 const ServiceName = "nvstripe.agent.v1.Agent"
 
-// Server is what the agent implements. Errors should be status errors (see
-// Status); other errors reach clients as codes.Unknown.
-type Server interface {
-	Map(context.Context, *MapRequest) (*MapReply, error)
-	Unmap(context.Context, *UnmapRequest) (*UnmapReply, error)
-	List(context.Context, *ListRequest) (*ListReply, error)
-	Status(context.Context, *StatusRequest) (*StatusReply, error)
-}
-
-// NewServer returns a gRPC server offering impl with the JSON codec. Serve it
-// on a unix-socket listener.
-func NewServer(impl Server, opts ...grpc.ServerOption) *grpc.Server {
-	s := grpc.NewServer(append([]grpc.ServerOption{grpc.ForceServerCodec(Codec{})}, opts...)...)
-	s.RegisterService(serviceDesc(), impl)
+// NewServer returns a gRPC server offering impl, the standard health service
+// (grpc.health.v1.Health: SERVING for "" and ServiceName) and server
+// reflection (so that grpcurl lists and describes the API). Serve it on a
+// unix-socket listener. impl embeds UnimplementedAgentServer.
+func NewServer(impl AgentServer, opts ...grpc.ServerOption) *grpc.Server {
+	s := grpc.NewServer(opts...)
+	RegisterAgentServer(s, impl)
+	hs := health.NewServer()
+	hs.SetServingStatus(ServiceName, healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(s, hs)
+	reflection.Register(s)
 	return s
-}
-
-// serviceDesc describes the service for grpc.Server.RegisterService.
-func serviceDesc() *grpc.ServiceDesc {
-	return &grpc.ServiceDesc{
-		ServiceName: ServiceName,
-		HandlerType: (*Server)(nil),
-		Methods: []grpc.MethodDesc{
-			method("Map", Server.Map),
-			method("Unmap", Server.Unmap),
-			method("List", Server.List),
-			method("Status", Server.Status),
-		},
-		Metadata: "agent/api",
-	}
-}
-
-// method adapts one typed method to grpc's MethodDesc: decode the request,
-// run it through the interceptor chain when there is one, call.
-func method[Req, Rep any](name string, call func(Server, context.Context, *Req) (*Rep, error)) grpc.MethodDesc {
-	h := func(srv any, ctx context.Context, dec func(any) error, icpt grpc.UnaryServerInterceptor) (any, error) {
-		req := new(Req)
-		if err := dec(req); err != nil {
-			return nil, err
-		}
-		impl := srv.(Server)
-		if icpt == nil {
-			return call(impl, ctx, req)
-		}
-		info := &grpc.UnaryServerInfo{Server: srv, FullMethod: "/" + ServiceName + "/" + name}
-		return icpt(ctx, req, info, func(ctx context.Context, r any) (any, error) {
-			return call(impl, ctx, r.(*Req))
-		})
-	}
-	return grpc.MethodDesc{MethodName: name, Handler: h}
 }

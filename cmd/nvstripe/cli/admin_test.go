@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,9 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protojson"
+
 	"github.com/nvstripe/nvstripe/controller"
+	"github.com/nvstripe/nvstripe/controller/admin"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/metatest"
+	"github.com/nvstripe/nvstripe/rpctest"
 )
 
 // adminFixture records 8 hosts of one namespace each (no data path), a
@@ -89,11 +92,11 @@ func TestAdminStatusAndCommands(t *testing.T) {
 	if !strings.Contains(out, "mv-v-0") || !strings.Contains(out, "shard 0 "+first+" -> hX-n1") {
 		t.Fatalf("status with a task:\n%s", out)
 	}
-	var st statusJSON
-	if err := json.Unmarshal([]byte(a.ok(`"health": "at risk"`, "admin", "status", "--json")), &st); err != nil {
+	st := &admin.StatusReply{}
+	if err := protojson.Unmarshal([]byte(a.ok(`"health": "at risk"`, "admin", "status", "--json")), st); err != nil {
 		t.Fatal(err)
 	}
-	if len(st.Tasks) != 1 || st.Tasks[0].Kind != "rebuild" || st.Tasks[0].ETASeconds < 150 || st.Tasks[0].ETASeconds > 210 || st.Volumes[0].Lost != 2 || st.Revision <= 0 {
+	if len(st.Tasks) != 1 || st.Tasks[0].Kind != "rebuild" || st.Tasks[0].EtaSeconds < 150 || st.Tasks[0].EtaSeconds > 210 || st.Volumes[0].Lost != 2 || st.Revision <= 0 {
 		t.Fatalf("status --json: %+v", st)
 	}
 
@@ -254,6 +257,12 @@ func TestControllerCommand(t *testing.T) {
 	}
 	_, api, _ := strings.Cut(out1.String(), "admin API on ")
 	api, _, _ = strings.Cut(api, "\n")
+	ac, err := admin.Dial(api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ac.Close()
+	rpctest.CheckStandard(t, ac.Conn(), admin.ServiceName)         // what `grpcurl -plaintext ADDR list` asks
 	rpc := adminCLI{t: t, etcd: "127.0.0.1:1", cluster: a.cluster} // etcd unreachable: only the API works
 	rpc.ok(`"health": "unreadable"`, "admin", "status", "--json", "--controller", api)
 	rpc.ok("controller leader: c1", "admin", "status", "--controller", api)

@@ -12,6 +12,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/nvstripe/nvstripe/meta"
 )
 
@@ -109,6 +112,35 @@ func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// protoJSON encodes m in the proto3 JSON mapping with the field names of
+// its .proto file (64-bit integers are strings, times RFC 3339), zero values
+// included.
+func protoJSON(m proto.Message) (json.RawMessage, error) {
+	return protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}.Marshal(m)
+}
+
+// printProtoJSON writes m as indented JSON (protoJSON).
+func printProtoJSON(w io.Writer, m proto.Message) error {
+	b, err := protoJSON(m)
+	if err != nil {
+		return err
+	}
+	return printJSON(w, b)
+}
+
+// printProtoJSONList writes ms as an indented JSON array (protoJSON).
+func printProtoJSONList[M proto.Message](w io.Writer, ms []M) error {
+	raw := []json.RawMessage{}
+	for _, m := range ms {
+		b, err := protoJSON(m)
+		if err != nil {
+			return err
+		}
+		raw = append(raw, b)
+	}
+	return printJSON(w, raw)
 }
 
 // fmtBytes renders n with a binary unit when it divides evenly.

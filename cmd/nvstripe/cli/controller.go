@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"time"
 
@@ -11,8 +10,10 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/nvstripe/nvstripe/controller"
+	"github.com/nvstripe/nvstripe/controller/admin"
 	"github.com/nvstripe/nvstripe/controllerd"
 	"github.com/nvstripe/nvstripe/health"
+	"github.com/nvstripe/nvstripe/health/pool"
 	"github.com/nvstripe/nvstripe/meta"
 )
 
@@ -72,7 +73,7 @@ func newControllerCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(cmd.OutOrStdout(), "controller %s: metrics on %s\n", cfg.Holder, u)
 			}
 			if f.api != "" {
-				addr, stop, err := serveAdminAPI(s, f.api)
+				addr, stop, err := admin.Listen(s, f.api)
 				if err != nil {
 					return err
 				}
@@ -124,13 +125,13 @@ func (f *controllerFlags) startGossip(cmd *cobra.Command, s *meta.Store, cfg con
 		return nil, err
 	}
 	hc.OnEvent = cfg.Gossip.OnEvent
-	store := func(context.Context) (*meta.Store, error) { return s, nil }
-	gs, err := startGossip(hc, f.gossip.gossipSeeds(store), store, cfg.Logf)
+	m, err := pool.Start(pool.Config{Health: hc, Join: f.gossip.join, Logf: cfg.Logf,
+		Store: func(context.Context) (*meta.Store, error) { return s, nil }})
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "controller %s: gossip on %s\n", cfg.Holder, gs.node.Addr())
-	return gs.stop, nil
+	fmt.Fprintf(cmd.OutOrStdout(), "controller %s: gossip on %s\n", cfg.Holder, m.Addr())
+	return m.Leave, nil
 }
 
 // runnerConfig turns the flags into the controller's options (the daemon
@@ -162,14 +163,3 @@ func (f *controllerFlags) runnerConfig(cmd *cobra.Command, s *meta.Store) (contr
 	return cfg, nil
 }
 
-// serveAdminAPI serves the gRPC admin API on addr. It returns the bound
-// address and a function that stops the server.
-func serveAdminAPI(s *meta.Store, addr string) (string, func(), error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return "", nil, fmt.Errorf("admin API listener: %w", err)
-	}
-	srv := newAdminServer(s)
-	go srv.Serve(ln)
-	return ln.Addr().String(), srv.Stop, nil
-}

@@ -33,12 +33,12 @@ func newMapCmd(g *globals) *cobra.Command {
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Volume = args[0]
-			if req.FUSEDir != "" {
-				abs, err := filepath.Abs(req.FUSEDir)
+			if req.FuseDir != "" {
+				abs, err := filepath.Abs(req.FuseDir)
 				if err != nil {
 					return err
 				}
-				req.FUSEDir = abs
+				req.FuseDir = abs
 			}
 			spec, err := agent.SpecOf(&req)
 			if err != nil {
@@ -57,9 +57,9 @@ func newMapCmd(g *globals) *cobra.Command {
 	}
 	addEtcdFlags(c, a)
 	fl := c.Flags()
-	fl.StringVar(&req.NBDListen, "nbd-listen", "", "serve over NBD on HOST:PORT or unix:/PATH")
-	fl.StringVar(&req.NBDDevice, "nbd", "", "attach to the kernel nbd device /dev/nbdN")
-	fl.StringVar(&req.FUSEDir, "fuse", "", "show the volume as the file DIR/NAME in a FUSE mount")
+	fl.StringVar(&req.NbdListen, "nbd-listen", "", "serve over NBD on HOST:PORT or unix:/PATH")
+	fl.StringVar(&req.NbdDevice, "nbd", "", "attach to the kernel nbd device /dev/nbdN")
+	fl.StringVar(&req.FuseDir, "fuse", "", "show the volume as the file DIR/NAME in a FUSE mount")
 	fl.BoolVar(&req.ReadOnly, "read-only", false, "map read-only (shared read-only lease)")
 	fl.StringVar(&sock, "agent", "", "ask the agent on this unix socket to map it (default: serve in the foreground)")
 	fl.StringVar(&holder, "holder", "", "owner name in etcd when serving in the foreground (default map.HOSTNAME)")
@@ -71,7 +71,7 @@ func mapViaAgent(cmd *cobra.Command, c *api.Client, req *api.MapRequest) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "mapped: %s (epoch %d)\n", rep.Mapping.URL, rep.Mapping.Epoch)
+	fmt.Fprintf(cmd.OutOrStdout(), "mapped: %s (epoch %d)\n", rep.Mapping.GetUrl(), rep.Mapping.GetEpoch())
 	return nil
 }
 
@@ -91,7 +91,7 @@ func mapForeground(cmd *cobra.Command, s *meta.Store, spec agent.Spec, holder st
 		ag.Close(context.WithoutCancel(ctx))
 		return err
 	}
-	fmt.Fprintf(out, "serving: %s\n", m.URL)
+	fmt.Fprintf(out, "serving: %s\n", m.Url)
 	err = ag.WaitFenced(ctx, spec.Volume)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
@@ -144,7 +144,7 @@ func newLsCmd(*globals) *cobra.Command {
 					return err
 				}
 				if asJSON {
-					return printJSON(cmd.OutOrStdout(), l.Mappings)
+					return printProtoJSONList(cmd.OutOrStdout(), l.Mappings)
 				}
 				printMappings(cmd, l.Mappings)
 				return nil
@@ -157,20 +157,20 @@ func newLsCmd(*globals) *cobra.Command {
 	return c
 }
 
-func printMappings(cmd *cobra.Command, ms []api.Mapping) {
+func printMappings(cmd *cobra.Command, ms []*api.Mapping) {
 	w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "VOLUME\tSTATE\tURL\tEPOCH\tREAD\tWRITTEN\tERRORS\tDEGRADED\tNOTE")
 	for _, m := range ms {
-		url := m.URL
+		url := m.Url
 		if url == "" {
 			url = m.Via + " " + m.Where
 		}
 		if m.ReadOnly {
 			url += " (ro)"
 		}
-		s := m.Stats
+		s := m.GetStats()
 		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%d\t%s\n", m.Volume, m.State, url, m.Epoch,
-			fmtBytes(s.ReadBytes), fmtBytes(s.WriteBytes), s.Errors, s.Degraded, m.Error)
+			fmtBytes(s.GetReadBytes()), fmtBytes(s.GetWriteBytes()), s.GetErrors(), s.GetDegraded(), m.Error)
 	}
 	w.Flush()
 }

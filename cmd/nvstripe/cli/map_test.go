@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protojson"
+
 	"github.com/nvstripe/nvstripe/agent/api"
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/meta/metatest"
@@ -130,8 +132,10 @@ func TestAgentMapUnmapLs(t *testing.T) {
 		t.Errorf("ls: %q, %v", o, err)
 	}
 	o, _, err = run(t, "ls", "--agent", sock, "--json")
-	var ms []api.Mapping
-	if err != nil || json.Unmarshal([]byte(o), &ms) != nil || len(ms) != 1 || ms[0].Holder != "node-a" || ms[0].State != api.StateServing {
+	var raw []json.RawMessage
+	m := &api.Mapping{}
+	if err != nil || json.Unmarshal([]byte(o), &raw) != nil || len(raw) != 1 || protojson.Unmarshal(raw[0], m) != nil ||
+		m.Holder != "node-a" || m.State != api.StateServing || m.Since.AsTime().IsZero() {
 		t.Errorf("ls --json: %q, %v", o, err)
 	}
 	cl.ok("node-a", "volume", "info", "v")

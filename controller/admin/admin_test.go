@@ -1,0 +1,133 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/meta/metatest"
+	"github.com/nvstripe/nvstripe/placement"
+	"github.com/nvstripe/nvstripe/rpctest"
+)
+
+// fixture records hosts h0..h(hosts-1) with one 64 MiB namespace each and
+// a 4+2 volume of 4 segments, on an embedded etcd.
+func fixture(t *testing.T, hosts int) *meta.Store {
+	t.Helper()
+	ctx := context.Background()
+	s, err := meta.Open(ctx, meta.Config{Endpoints: metatest.Start(t), Cluster: "adm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if _, err := s.InitCluster(ctx, meta.InitOptions{SlotSize: 1 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range hosts {
+		h := fmt.Sprintf("h%d", i)
+		if _, err := s.AddHost(ctx, h, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.AddNamespace(ctx, meta.NamespaceSpec{Host: h, NQN: "nqn.test:" + h, NSID: 1, Size: 64 << 20,
+			Paths: []meta.PathRecord{{Addr: "tcp://127.0.0.1:1"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.CreateVolume(ctx, meta.VolumeSpec{Name: "v", Size: 16 << 20, Layout: meta.Layout{K: 4, M: 2, Chunk: 64 << 10}}); err != nil {
+		t.Fatal(err)
+	}
+	vm, err := s.VolumeMap(ctx, "v", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range int64(4) {
+		if _, err := vm.Allocate(ctx, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
+}
+
+// serve starts the admin API on a loopback port and returns a client.
+func serve(t *testing.T, s *meta.Store) *Client {
+	t.Helper()
+	addr, stop, err := Listen(s, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	c, err := Dial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestStandardServices: reflection lists the Admin service (what `grpcurl
+// ADDR list` asks) and health answers SERVING.
+func TestStandardServices(t *testing.T) {
+	rpctest.CheckStandard(t, serve(t, fixture(t, 6)).Conn(), ServiceName)
+}
+
+// TestOverGRPC runs every operation through the server and checks its
+// effect in etcd, and that errors arrive with the service's message.
+func TestOverGRPC(t *testing.T) {
+	s := fixture(t, 8)
+	c := serve(t, s)
+	ctx := context.Background()
+	st, err := c.Status(ctx, &StatusRequest{})
+	if err != nil || st.Revision <= 0 || len(st.Volumes) != 1 || len(st.Namespaces) != 8 || st.Leader != "" {
+		t.Fatalf("status: %v, %v", st, err)
+	}
+	if v := st.Volumes[0]; v.Volume != "v" || v.K != 4 || v.M != 2 || v.Segments != 4 || v.Health != "healthy" {
+		t.Errorf("volume status %v", v)
+	}
+	if _, err := c.Fail(ctx, &FailRequest{Ns: "h0-n1"}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := c.Drain(ctx, &DrainRequest{Name: "h1"})
+	if err != nil || !slices.Equal(d.Namespaces, []string{"h1-n1"}) {
+		t.Fatalf("drain h1: %v, %v", d, err)
+	}
+	nss, err := s.Namespaces(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	states := map[string]string{}
+	for _, n := range nss {
+		states[n.ID] = n.State
+	}
+	if states["h0-n1"] != placement.StateFailed.String() || states["h1-n1"] != placement.StateDraining.String() || states["h2-n1"] != "in" {
+		t.Errorf("namespace states %v", states)
+	}
+	_, err = c.Drain(ctx, &DrainRequest{Name: "h0-n1"})
+	if err == nil || !strings.HasPrefix(err.Error(), "controller admin API: namespace h0-n1 is failed: only a namespace in service") {
+		t.Errorf("drain of a failed namespace: %v", err)
+	}
+	if _, err := c.Rebalance(ctx, &RebalanceRequest{Threshold: 2}); err == nil || !strings.Contains(err.Error(), "want a fraction") {
+		t.Errorf("rebalance threshold 2: %v", err)
+	}
+	if rep, err := c.Rebalance(ctx, &RebalanceRequest{Threshold: 0.5}); err != nil || rep.Task != "" {
+		t.Errorf("rebalance: %v, %v", rep, err)
+	}
+}
+
+// TestServiceErrors checks the classes of the local Service's errors.
+func TestServiceErrors(t *testing.T) {
+	svc := NewService(fixture(t, 6))
+	ctx := context.Background()
+	if _, err := svc.Drain(ctx, &DrainRequest{Name: "nope"}); !errors.Is(err, meta.ErrNotFound) {
+		t.Errorf("drain nope: %v", err)
+	}
+	if _, err := svc.Rebalance(ctx, &RebalanceRequest{Threshold: 0}); !errors.Is(err, meta.ErrInvalid) {
+		t.Errorf("rebalance threshold 0: %v", err)
+	}
+	if _, err := svc.Fail(ctx, &FailRequest{Ns: "nope-n1"}); !errors.Is(err, meta.ErrNotFound) {
+		t.Errorf("fail nope-n1: %v", err)
+	}
+}

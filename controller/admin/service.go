@@ -1,0 +1,177 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nvstripe/nvstripe/controller"
+	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/placement"
+)
+
+// Ops are the admin operations: Service does them on etcd, Client asks a
+// controller's admin API, which does them with a Service.
+type Ops interface {
+	Status(context.Context, *StatusRequest) (*StatusReply, error)
+	Rebalance(context.Context, *RebalanceRequest) (*RebalanceReply, error)
+	Drain(context.Context, *DrainRequest) (*DrainReply, error)
+	Fail(context.Context, *FailRequest) (*FailReply, error)
+}
+
+// Service does the admin operations on etcd.
+type Service struct {
+	UnimplementedAdminServer
+	s *meta.Store
+}
+
+var (
+	_ Ops         = (*Service)(nil)
+	_ AdminServer = (*Service)(nil)
+)
+
+// NewService returns the admin operations on s.
+func NewService(s *meta.Store) *Service { return &Service{s: s} }
+
+// Status reads the cluster's health at one revision: volumes, namespaces,
+// tasks, what the controller would report blocked, and the leader.
+func (e *Service) Status(ctx context.Context, _ *StatusRequest) (*StatusReply, error) {
+	snap, err := controller.LoadSnapshot(ctx, e.s)
+	if err != nil {
+		return nil, err
+	}
+	st := BuildStatus(snap, time.Now())
+	if cl, err := e.s.Cluster(ctx); err == nil {
+		st.Blocked = blocked(snap, cl.DomainLabel)
+	}
+	if st.Leader, err = e.s.Leader(ctx); err != nil && !errors.Is(err, meta.ErrNotFound) {
+		return nil, err
+	}
+	return st, nil
+}
+
+// BuildStatus describes snap: its revision, volumes, namespaces and tasks
+// (a move with its ETA at now). Status adds the leader and what is blocked.
+func BuildStatus(snap *controller.Snapshot, now time.Time) *StatusReply {
+	st := &StatusReply{Revision: snap.Rev}
+	for _, h := range snap.Health() {
+		st.Volumes = append(st.Volumes, &VolumeStatus{Volume: h.Volume, K: int32(h.K), M: int32(h.M),
+			Segments: int32(h.Segments), Lost: int32(h.Lost), Stale: int32(h.Stale), Degraded: int32(h.Degraded),
+			Moving: int32(h.Moving), Health: h.Status(), Owner: snap.Owners[h.Volume]})
+	}
+	for _, n := range snap.State.Namespaces {
+		st.Namespaces = append(st.Namespaces, &NamespaceStatus{Id: n.ID, Host: n.Host, State: n.State.String(), Used: n.Used, Capacity: n.Capacity})
+	}
+	for _, r := range snap.Tasks {
+		st.Tasks = append(st.Tasks, taskStatus(r, now))
+	}
+	return st
+}
+
+// taskStatus describes one task record, with a move's progress and ETA.
+func taskStatus(r *meta.TaskRecord, now time.Time) *TaskStatus {
+	t := &TaskStatus{Id: r.ID, Kind: r.Kind, Holder: r.Holder, State: r.State, Done: r.Done, Total: r.Total, Error: r.Error}
+	if mt, ok, err := controller.ParseMoveTask(r); ok && err == nil {
+		t.Kind, t.Segment, t.Shard, t.From, t.To = mt.Kind.String(), mt.Segment.String(), int32(mt.Shard), mt.From, mt.To
+		if eta, ok := controller.ETA(mt.Started, now, mt.Done, mt.Total); ok {
+			t.EtaSeconds = eta.Seconds()
+		}
+	}
+	return t
+}
+
+// blocked runs the controller's decision on snap and returns what it
+// reports as Blocked.
+func blocked(snap *controller.Snapshot, domainLabel string) []string {
+	acts, err := controller.Decide(snap.State, time.Now(), controller.Config{DomainLabel: domainLabel})
+	if err != nil {
+		return []string{"cannot decide: " + err.Error()}
+	}
+	var out []string
+	for _, a := range acts {
+		if b, ok := a.(controller.Blocked); ok {
+			out = append(out, fmt.Sprintf("%s shard %d: %v", b.Segment, b.Shard, b.Err))
+		}
+	}
+	return out
+}
+
+// Rebalance plans the moves that bring the spread of used/capacity to at
+// most req.Threshold and, with req.Apply, records a rebalance task.
+func (e *Service) Rebalance(ctx context.Context, req *RebalanceRequest) (*RebalanceReply, error) {
+	if req.Threshold <= 0 || req.Threshold >= 1 {
+		return nil, fmt.Errorf("threshold %g: want a fraction between 0 and 1: %w", req.Threshold, meta.ErrInvalid)
+	}
+	cl, err := e.s.Cluster(ctx)
+	if err != nil {
+		return nil, err
+	}
+	snap, err := controller.LoadSnapshot(ctx, e.s)
+	if err != nil {
+		return nil, err
+	}
+	plan, err := snap.PlanRebalance(req.Threshold, cl.DomainLabel)
+	if err != nil {
+		return nil, err
+	}
+	rep := &RebalanceReply{SpreadBefore: plan.SpreadBefore, SpreadAfter: plan.SpreadAfter, Bytes: int64(len(plan.Moves)) * cl.SlotSize}
+	for _, m := range plan.Moves {
+		rep.Moves = append(rep.Moves, &Move{Volume: m.Volume, Segment: m.Segment, Shard: int32(m.Shard), From: m.From, To: m.To})
+	}
+	if req.Apply && len(plan.Moves) > 0 {
+		rep.Task = fmt.Sprintf("rebalance-%d", time.Now().UnixMilli())
+		if err := e.s.PutTask(ctx, controller.RebalanceRecord(rep.Task, req.Threshold)); err != nil {
+			return nil, err
+		}
+	}
+	return rep, nil
+}
+
+// Drain sets the namespace req.Name, or every in-service namespace of the
+// host req.Name, to state draining.
+func (e *Service) Drain(ctx context.Context, req *DrainRequest) (*DrainReply, error) {
+	ids, err := drainTargets(ctx, e.s, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
+		if err := e.s.SetNamespaceState(ctx, id, placement.StateDraining); err != nil {
+			return nil, err
+		}
+	}
+	return &DrainReply{Namespaces: ids}, nil
+}
+
+// Fail marks the namespace req.Ns failed.
+func (e *Service) Fail(ctx context.Context, req *FailRequest) (*FailReply, error) {
+	return &FailReply{}, e.s.SetNamespaceState(ctx, req.Ns, placement.StateFailed)
+}
+
+// drainTargets resolves a namespace ID, or a host's namespaces in state in.
+func drainTargets(ctx context.Context, s *meta.Store, name string) ([]string, error) {
+	nss, err := s.Namespaces(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ids := []string{}
+	host := false
+	for _, n := range nss {
+		if n.ID == name && n.State != placement.StateIn.String() && n.State != placement.StateDraining.String() {
+			return nil, fmt.Errorf("namespace %s is %s: only a namespace in service can be drained (lost shards are rebuilt): %w", n.ID, n.State, meta.ErrInvalid)
+		}
+		if n.ID == name {
+			return []string{n.ID}, nil
+		}
+		if n.Host == name {
+			host = true
+			if n.State == placement.StateIn.String() {
+				ids = append(ids, n.ID)
+			}
+		}
+	}
+	if !host {
+		return nil, fmt.Errorf("%q is neither a namespace nor a host with namespaces: %w", name, meta.ErrNotFound)
+	}
+	return ids, nil
+}
