@@ -85,6 +85,7 @@ func importRules() map[string]rule {
 		"placement":     pureRule("placement is pure planning over a Cluster value"),
 		"nvmeof/pdu":    pureRule("nvmeof/pdu is a pure codec over []byte and io.Reader"),
 		"nbd/proto":     pureRule("nbd/proto is a pure codec over []byte and io.Reader"),
+		"units":         pureRule("units parses and formats byte sizes", "github.com/dustin/go-humanize"),
 		"nbd/nbdtest": {ours: []string{"blockdev", "nbd/proto"},
 			why: "nbd/nbdtest is a test NBD client: it speaks the protocol of nbd/proto to any server"},
 		"volume": {ours: []string{"blockdev", "ec", "volume/layout"}, third: syncPkgs,
@@ -139,13 +140,13 @@ func importedReasons() []struct{ pattern, reason string } {
 // agent and demo (test kits such as blockdev/devtest, or a real peer such as
 // nvmeof/target in an initiator test), and any of the standard library.
 func testOnlyImports() []string {
-	return []string{"pgregory.net/rapid", "golang.org/x/sync/..."}
+	return []string{"pgregory.net/rapid", "golang.org/x/sync/...", "github.com/cockroachdb/datadriven"}
 }
 
 // purePackages are the packages whose non-test code may not read the clock
 // or global randomness.
 func purePackages() []string {
-	return []string{"volume/layout", "placement", "ec", "nvmeof/pdu", "nbd/proto"}
+	return []string{"volume/layout", "placement", "ec", "nvmeof/pdu", "nbd/proto", "units"}
 }
 
 // goFile is one parsed source file.
