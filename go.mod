@@ -3,6 +3,7 @@ module github.com/nvstripe/nvstripe
 go 1.26.8
 
 require (
+	github.com/cockroachdb/datadriven v1.0.2
 	github.com/dgraph-io/badger/v4 v4.9.6
 	github.com/dustin/go-humanize v1.0.1
 	github.com/hanwen/go-fuse/v2 v2.12.1
@@ -55,6 +56,7 @@ require (
 	github.com/mdlayher/socket v0.6.0 // indirect
 	github.com/miekg/dns v1.1.73 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
