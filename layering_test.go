@@ -1,6 +1,6 @@
 // Package nvstripe_test holds repository-wide checks, run by `go test` like
-// any other test: the import table of STYLE.md ("which package may import
-// which") and a few banned constructs (clock and global randomness in pure
+// any other test: the import table of docs/architecture.md ("which package
+// may import which") and a few banned constructs (clock and global randomness in pure
 // packages, panics with a string, os.Getenv outside cmd, init functions,
 // %v on an error in fmt.Errorf, missing package docs).
 //
@@ -20,6 +20,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -31,7 +32,7 @@ import (
 const modulePath = "github.com/nvstripe/nvstripe"
 
 // tableHint ends every import failure.
-const tableHint = "(the import table is importRules in layering_test.go, mirroring STYLE.md; change both together)"
+const tableHint = "(the import table is importRules in layering_test.go, summarised in docs/architecture.md; change both together)"
 
 // rule is one row of the import table: what the packages it covers may
 // import. Patterns are module-relative for ours ("blockdev", "nvmeof/..."
@@ -65,7 +66,7 @@ func pureRule(why string, third ...string) rule {
 	return rule{third: third, std: pureStd(), why: why}
 }
 
-// importRules is STYLE.md's import table. Keys are module-relative package
+// importRules is the import table (docs/architecture.md summarises it). Keys are module-relative package
 // paths; "x/..." covers x and everything below it, an exact key wins over a
 // pattern, a longer pattern over a shorter one. Third-party paths not listed
 // in a row are forbidden for it; the standard library is allowed except for
@@ -560,7 +561,7 @@ func report(t *testing.T, violations []string) {
 	}
 }
 
-// TestImportTable enforces STYLE.md's import table on every file.
+// TestImportTable enforces the import table on every file.
 func TestImportTable(t *testing.T) {
 	rules := importRules()
 	var v []string
@@ -587,6 +588,34 @@ func TestBannedConstructs(t *testing.T) {
 		v = append(v, checkBanned(g)...)
 	}
 	report(t, v)
+}
+
+// TestCommentPaths: no comment points at a file outside the repository
+// (the design and conventions live in docs/).
+func TestCommentPaths(t *testing.T) {
+	var v []string
+	for _, g := range loadModule(t) {
+		v = append(v, checkCommentPaths(g)...)
+	}
+	report(t, v)
+}
+
+// outsidePath matches, in a comment, an absolute path under /work, a
+// relative path that climbs out (dot-dot-slash), the team folder, or the
+// notes that lived there.
+var outsidePath = regexp.MustCompile(`(/work/|\.\./|\bshared/|\bDESIGN\.md|\bSTYLE\.md)`)
+
+// checkCommentPaths returns comments that name a path outside the repository.
+func checkCommentPaths(g goFile) []string {
+	var out []string
+	for _, cg := range g.f.Comments {
+		for _, c := range cg.List {
+			if m := outsidePath.FindString(c.Text); m != "" {
+				out = append(out, fmt.Sprintf("%s: comment names %q, outside the repository: point at docs/architecture.md or docs/style.md, or say it in the comment", g.pos(c.Pos()), m))
+			}
+		}
+	}
+	return out
 }
 
 // TestPackageDocs: every package has a doc comment.
@@ -663,6 +692,8 @@ func f(err error) error {
 	_ = fmt.Errorf("%+v", errors.New("x"))
 	return fmt.Errorf("ok %w %v %s %[1]v", err, 7, err.Error())
 }`, checkBanned, []string{"func init()", "environment read outside cmd", "panic with a string", "applies %v", "applies %s", "applies %v"}},
+		{"comments stay in the repository", "volume", "a.go", "// See docs/architecture.md, not ../x.md\n// nor /work/shared/DESIGN.md.\npackage volume",
+			checkCommentPaths, []string{`"../"`, `"/work/"`}},
 		{"cmd may read the environment", "cmd/nvstripe", "a.go", `package main
 import "os"
 var _ = os.Getenv("HOME")`, checkBanned, nil},
