@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/nvstripe/nvstripe/volume/layout"
@@ -69,10 +70,11 @@ func mmRun(t *testing.T, v *Volume, ops []mmOp, between func(i int)) []string {
 }
 
 // TestMetamorphicHealthyDegradedRebuilt: the same seeded workload on a
-// healthy volume, on one with one and with m namespaces down throughout,
-// and on one that loses a namespace, runs degraded, gets it back and
-// rebuilds it (Reinstate and Repair) half-way, then loses m others, returns
-// the same bytes from every read and the same final image. Trimmed ranges
+// healthy volume, on one with one and with m namespaces down throughout, on
+// one that loses a namespace, runs degraded, gets it back and rebuilds it
+// (Reinstate and Repair) half-way, then loses m others, and on one whose
+// lost namespace's shards are rebuilt elsewhere (MoveSlot) before m others
+// go, returns the same bytes from every read and the same final image. Trimmed ranges
 // read zero on every variant, so trims count too.
 func TestMetamorphicHealthyDegradedRebuilt(t *testing.T) {
 	for _, g := range []layout.Geometry{
@@ -88,7 +90,7 @@ func TestMetamorphicHealthyDegradedRebuilt(t *testing.T) {
 					t.Fatalf("healthy volume: %s, the model: %s", want[len(want)-1], m)
 				}
 				for name, variant := range mmVariants(g, len(ops)) {
-					r := newRig(t, g, size, rigOptions{})
+					r := newRig(t, g, size, rigOptions{namespaces: g.N() + 1})
 					got := mmRun(t, r.vol, ops, func(i int) { variant(t, r, i) })
 					if d := firstDiff(got, want); d != "" {
 						t.Errorf("%s: %s", name, d)
@@ -133,7 +135,80 @@ func mmVariants(g layout.Geometry, n int) map[string]func(t *testing.T, r *rig, 
 		"degraded-1":          downAt0(1),
 		"degraded-m":          downAt0(mDown...),
 		"rebuilt-then-m-down": func(t *testing.T, r *rig, i int) { mmRebuild(t, r, i, n) },
+		"moved-then-m-down":   mmMoveAway(n),
 	}
+}
+
+// mmMoveAway takes namespace 0 down for good at the start; at n/2, and
+// again at the end for segments allocated since, it rebuilds every shard
+// namespace 0 held onto another namespace with MoveSlot (as the
+// controller's rebuild does); then it takes down m namespaces that received
+// no shard, so the final read needs the moved shards.
+func mmMoveAway(n int) func(t *testing.T, r *rig, i int) {
+	targets := map[string]bool{} // namespaces that received a moved shard
+	return func(t *testing.T, r *rig, i int) {
+		switch i {
+		case 0:
+			r.devs[0].SetDown(true)
+		case n / 2:
+			mmMoveOff(t, r, 0, targets)
+		case n:
+			mmMoveOff(t, r, 0, targets)
+			if len(targets) == 0 {
+				t.Fatal("no shard was moved: the variant tests nothing")
+			}
+			down := 0
+			for d := 1; d < len(r.devs) && down < r.g.M; d++ {
+				if !targets[r.names[d]] {
+					r.devs[d].SetDown(true)
+					down++
+				}
+			}
+		}
+	}
+}
+
+// mmMoveOff moves every slot on namespace from to a free slot of a
+// namespace its segment does not use, adding the destinations to targets.
+func mmMoveOff(t *testing.T, r *rig, from int, targets map[string]bool) {
+	ctx := context.Background()
+	for seg := range r.g.Segments(r.vol.Size()) {
+		slots, ok, err := r.alloc.Lookup(ctx, seg)
+		if err != nil || !ok {
+			continue
+		}
+		for idx, ref := range slots {
+			if ref.NS != r.names[from] {
+				continue
+			}
+			to := mmFreeSlot(t, r, slots, from)
+			err := r.vol.MoveSlot(ctx, seg, idx, to, MoveOptions{
+				Commit: func(ctx context.Context) error { return r.alloc.Replace(ctx, seg, idx, to) },
+			})
+			if err != nil {
+				t.Fatalf("move segment %d slot %d to %v: %v", seg, idx, to, err)
+			}
+			r.alloc.Release(ref)
+			targets[to.NS] = true
+		}
+	}
+}
+
+// mmFreeSlot reserves a slot on a namespace that is not from and not in
+// slots.
+func mmFreeSlot(t *testing.T, r *rig, slots []SlotRef, from int) SlotRef {
+	for d, name := range r.names {
+		if d == from || slices.ContainsFunc(slots, func(s SlotRef) bool { return s.NS == name }) {
+			continue
+		}
+		for slot := range r.mems[d].Size() / r.g.SlotSize {
+			if ref := (SlotRef{NS: name, Slot: slot}); r.alloc.Reserve(ref) == nil {
+				return ref
+			}
+		}
+	}
+	t.Fatal("no free slot to move to")
+	return SlotRef{}
 }
 
 // mmRebuild takes namespace 0 down at the start, brings it back and
