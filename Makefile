@@ -33,7 +33,7 @@ fmt-check:
 vet:
 	$(GO) vet ./...
 
-## layering: STYLE.md's import table and banned constructs, enforced.
+## layering: the import table (docs/architecture.md) and banned constructs, enforced.
 layering:
 	$(GO) test -count=1 -run '$(LAYERING)' .
 

@@ -25,8 +25,9 @@ import (
 type ReportOptions struct {
 	// FailNamespaceAfter is how many media errors of one namespace, seen by
 	// this agent, mark it failed in etcd (its shards are then rebuilt
-	// elsewhere by the controller). Default 1: DESIGN.md's "IO errors
-	// reported by owners mark a namespace failed at once". Negative: never.
+	// elsewhere by the controller). Default 1: media errors reported by
+	// owners mark a namespace failed at once (docs/architecture.md,
+	// failure handling). Negative: never.
 	FailNamespaceAfter int
 	// Timeout bounds one etcd update. Default 5s.
 	Timeout time.Duration

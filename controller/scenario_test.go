@@ -250,7 +250,8 @@ func (e *env) segments(c command) string {
 		if err != nil {
 			panic(err)
 		}
-		e.segmentAdd(parseCommand("", fmt.Sprintf("segment add %s/%d slots=%s", vol.ID, start+i, strings.Join(ids, ","))))
+		e.segmentAdd(command{name: "segment", args: []string{"add", fmt.Sprintf("%s/%d", vol.ID, start+i)},
+			kv: map[string]string{"slots": strings.Join(ids, ",")}})
 	}
 	return ""
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/nvstripe/nvstripe/controller"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/placement"
+	"github.com/nvstripe/nvstripe/units"
 )
 
 // chaosTimeout bounds the wait for the controller to notice a stopped
@@ -207,7 +208,7 @@ func (d *demo) progressLine(w *rebuildWatch, t controller.MoveTask) {
 	bar := strings.Repeat("#", 20*moved/max(w.lost, 1))
 	what := "starting"
 	if t.Total > 0 {
-		what = fmt.Sprintf("%5.1f%% of %d MiB", 100*float64(t.Done)/float64(t.Total), t.Total>>20)
+		what = fmt.Sprintf("%5.1f%% of %s", 100*float64(t.Done)/float64(t.Total), units.FormatSize(t.Total))
 	}
 	if t.Err != "" {
 		t.State += ": " + t.Err

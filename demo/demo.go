@@ -28,6 +28,7 @@ import (
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/embed"
 	"github.com/nvstripe/nvstripe/nbd"
+	"github.com/nvstripe/nvstripe/units"
 	"github.com/nvstripe/nvstripe/volclient"
 	"github.com/nvstripe/nvstripe/volume"
 )
@@ -205,8 +206,8 @@ func (d *demo) startTargets(ctx context.Context) error {
 			return err
 		}
 		d.targets = append(d.targets, t)
-		fmt.Fprintf(d.o.Out, "target %d: nvme-tcp %s %s, namespace 1 = %s (%d MiB, sparse)\n",
-			i, t.addr(), t.nqn, filepath.Join(d.o.Dir, fmt.Sprintf("target%d", i), "ns1.img"), d.o.nsSize()>>20)
+		fmt.Fprintf(d.o.Out, "target %d: nvme-tcp %s %s, namespace 1 = %s (%s, sparse)\n",
+			i, t.addr(), t.nqn, filepath.Join(d.o.Dir, fmt.Sprintf("target%d", i), "ns1.img"), units.FormatSize(d.o.nsSize()))
 	}
 	return nil
 }

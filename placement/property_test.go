@@ -98,31 +98,78 @@ func TestPropertyMovesKeepDomainRule(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		c := genCluster(t)
 		n := rapid.IntRange(1, 4).Draw(t, "n")
-		var segs []Segment
-		for i := range rapid.IntRange(0, 30).Draw(t, "segs") {
-			ids, err := PlanSegment(c, n, Options{Seed: uint64(i)})
-			if err != nil {
-				break
-			}
-			_ = c.Reserve(ids...)
-			segs = append(segs, Segment{Volume: "v", Index: int64(i), Shards: ids})
-		}
+		segs := placeSegments(c, n, rapid.IntRange(0, 30).Draw(t, "segs"))
 		host := fmt.Sprintf("h%d", rapid.IntRange(0, 9).Draw(t, "drain"))
-		if moves, err := PlanDrain(c, segs, DrainTarget{Host: host}, Options{}); err == nil {
-			checkMoves(t, c, segs, moves, n)
-		}
-		p, err := PlanRebalance(c, segs, rapid.Float64Range(0, 0.5).Draw(t, "threshold"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p.SpreadAfter > p.SpreadBefore {
-			t.Fatalf("rebalance widened the spread: %+v", p)
-		}
-		checkMoves(t, c, segs, p.Moves, n)
+		checkDrainAndRebalance(t, c, segs, n, host, rapid.Float64Range(0, 0.5).Draw(t, "threshold"))
 	})
 }
 
-func checkMoves(t *rapid.T, c *Cluster, segs []Segment, moves []Move, n int) {
+// TestRegressionRebalanceNeverWidens is a case TestPropertyMovesKeepDomainRule
+// once found (a rapid .fail file): seven hosts, two with a free slot in
+// service, one 2-shard segment; rebalance moved a shard to the fuller
+// namespace and widened the spread.
+func TestRegressionRebalanceNeverWidens(t *testing.T) {
+	hs := []Host{{Name: "h0"}, {Name: "h1"}, {Name: "h2"}, {Name: "h3"}, {Name: "h4"}, {Name: "h5"}, {Name: "h6"}}
+	ns := []Namespace{
+		{ID: "h0-n0", Host: "h0", State: StateIn},
+		{ID: "h1-n0", Host: "h1", Capacity: 1, State: StateIn},
+		{ID: "h2-n0", Host: "h2", State: State(1)},
+		{ID: "h3-n0", Host: "h3", State: State(1)},
+		{ID: "h4-n0", Host: "h4", State: State(1)},
+		{ID: "h5-n0", Host: "h5", Capacity: 1, State: StateIn},
+		{ID: "h5-n1", Host: "h5", State: State(1)},
+		{ID: "h6-n0", Host: "h6", Capacity: 3, Used: 1, State: StateIn},
+	}
+	c, err := NewCluster(hs, ns, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	segs := placeSegments(c, 2, 1)
+	if len(segs) != 1 {
+		t.Fatalf("placed %d segments, want the one of the failure", len(segs))
+	}
+	checkDrainAndRebalance(t, c, segs, 2, "h0", 0.5)
+}
+
+// placeSegments places up to count segments of n shards, reserving their
+// slots, and stops at the first that does not fit.
+func placeSegments(c *Cluster, n, count int) []Segment {
+	var segs []Segment
+	for i := range count {
+		ids, err := PlanSegment(c, n, Options{Seed: uint64(i)})
+		if err != nil {
+			break
+		}
+		_ = c.Reserve(ids...)
+		segs = append(segs, Segment{Volume: "v", Index: int64(i), Shards: ids})
+	}
+	return segs
+}
+
+// checkDrainAndRebalance: a drain of host (when it succeeds) and a
+// rebalance keep every segment's domains distinct and capacities, and a
+// rebalance never widens the spread.
+func checkDrainAndRebalance(t fataler, c *Cluster, segs []Segment, n int, host string, threshold float64) {
+	if moves, err := PlanDrain(c, segs, DrainTarget{Host: host}, Options{}); err == nil {
+		checkMoves(t, c, segs, moves, n)
+	}
+	p, err := PlanRebalance(c, segs, threshold)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.SpreadAfter > p.SpreadBefore {
+		t.Fatalf("rebalance widened the spread: %+v", p)
+	}
+	checkMoves(t, c, segs, p.Moves, n)
+}
+
+// fataler is what the checks need of *testing.T and *rapid.T.
+type fataler interface {
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}
+
+func checkMoves(t fataler, c *Cluster, segs []Segment, moves []Move, n int) {
 	out := slices.Clone(segs)
 	for i := range out {
 		out[i].Shards = slices.Clone(out[i].Shards)

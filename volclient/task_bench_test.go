@@ -7,8 +7,6 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,6 +18,7 @@ import (
 	"github.com/nvstripe/nvstripe/meta/metatest"
 	"github.com/nvstripe/nvstripe/nvmeof/target"
 	"github.com/nvstripe/nvstripe/placement"
+	"github.com/nvstripe/nvstripe/units"
 	"github.com/nvstripe/nvstripe/volclient/volclienttest"
 )
 
@@ -225,26 +224,10 @@ func benchRebuild(b *testing.B, reads bool) {
 // Flags of BenchmarkDeathToRedundancy.
 var (
 	deathSize = flag.String("death-size", "512MiB",
-		"volume size of BenchmarkDeathToRedundancy (KiB/MiB/GiB/TiB suffixes); above 1GiB the namespaces are files under -death-dir")
+		"volume size of BenchmarkDeathToRedundancy (units.ParseSize: 512MiB, 10G); above 1GiB the namespaces are files under -death-dir")
 	deathDir = flag.String("death-dir", "",
 		"directory for the file-backed namespaces of BenchmarkDeathToRedundancy (default: a temporary directory)")
 )
-
-// parseBenchSize parses "512MiB", "10GiB", "4096" (bytes).
-func parseBenchSize(s string) (int64, error) {
-	mult := int64(1)
-	for i, suf := range []string{"KiB", "MiB", "GiB", "TiB"} {
-		if v, ok := strings.CutSuffix(s, suf); ok {
-			s, mult = v, int64(1)<<(10*(i+1))
-			break
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("size %q: want a positive number with an optional KiB/MiB/GiB/TiB suffix", s)
-	}
-	return n * mult, nil
-}
 
 // deathConfig is one BenchmarkDeathToRedundancy set-up.
 type deathConfig struct {
@@ -260,7 +243,7 @@ type deathConfig struct {
 // shards plus the label slot, so that the seven survivors can take the
 // eighth's shards.
 func newDeathConfig(b *testing.B) deathConfig {
-	vol, err := parseBenchSize(*deathSize)
+	vol, err := units.ParseSize(*deathSize)
 	if err != nil {
 		b.Fatal(err)
 	}

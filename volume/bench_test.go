@@ -99,6 +99,18 @@ func BenchmarkVolume(b *testing.B) {
 		v, _ := benchVolume(b)
 		seq(b, v, func(p []byte, off int64) error { return v.ReadAt(ctx, p, off) })
 	})
+	b.Run("read-4KiB-random/k4m2", func(b *testing.B) {
+		v, _ := benchVolume(b)
+		rng := rand.New(rand.NewSource(1))
+		p := make([]byte, 4096)
+		b.SetBytes(4096)
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if err := v.ReadAt(ctx, p, rng.Int63n(v.Size()/4096)*4096); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("read-seq-degraded1/k4m2", func(b *testing.B) {
 		v, mems := benchVolume(b)
 		mems[1].SetUnavailable(true)

@@ -139,3 +139,48 @@ func allUsable(mod, usable []bool) bool {
 	}
 	return true
 }
+
+// readMode is how a stripe read gets its pieces.
+type readMode int
+
+const (
+	// readDirect: every piece's shard is usable; read the pieces.
+	readDirect readMode = iota
+	// readReconstruct: a piece's shard is missing; read K usable shards over
+	// the span and reconstruct the missing ones.
+	readReconstruct
+)
+
+func (m readMode) String() string { return [...]string{"direct", "reconstruct"}[m] }
+
+// readPlan is what one stripe read reads. A direct plan reads the pieces
+// and carries nothing else (the hot path allocates nothing); a reconstruct
+// plan reads Reads over the span [Lo, Hi) of the chunk and rebuilds Rebuild
+// (the pieces' missing shards) from them.
+type readPlan struct {
+	Mode    readMode
+	Lo, Hi  int64
+	Reads   []int // reconstruct: K usable shards, data shards first
+	Rebuild []int // reconstruct: the pieces' shards that are not usable
+}
+
+// planRead decides how to read sio given which shards are usable. It is
+// pure. It returns ok=false when a piece's shard is missing and fewer than K
+// shards are usable: the data cannot be read.
+func planRead(g layout.Geometry, sio layout.StripeIO, usable []bool) (readPlan, bool) {
+	var p readPlan
+	for _, pc := range sio.Pieces {
+		if !usable[pc.Shard] {
+			p.Rebuild = append(p.Rebuild, pc.Shard)
+		}
+	}
+	if len(p.Rebuild) == 0 {
+		return readPlan{Mode: readDirect}, true
+	}
+	if count(usable) < g.K {
+		return readPlan{}, false
+	}
+	p.Mode, p.Reads = readReconstruct, pickK(g, usable)
+	p.Lo, p.Hi = sio.Span()
+	return p, true
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"slices"
 	"testing"
 
 	"github.com/nvstripe/nvstripe/volume/layout"
@@ -45,80 +46,108 @@ func TestPropertyAgainstModel(t *testing.T) {
 }
 
 func runModel(t *rapid.T, g layout.Geometry) {
-	size := 3*g.SegmentData() - 4096*int64(rapid.IntRange(0, 2).Draw(t, "shrink"))
-	r := newRig(t, g, size, rigOptions{pureGo: g.K == 2})
-	ctx := context.Background()
-	model := make([]byte, size)
-	down := map[int]bool{}
-	seed := byte(0)
+	m := newModelRig(t, g, 3*g.SegmentData()-4096*int64(rapid.IntRange(0, 2).Draw(t, "shrink")))
+	rng := func(what string) (int64, int64) { return propRange(t, g, m.size, what) }
 	t.Repeat(map[string]func(*rapid.T){
-		"write": func(t *rapid.T) {
-			off, n := propRange(t, g, size, "w")
-			seed++
-			data := pattern(int(n), seed)
-			if err := r.vol.WriteAt(ctx, data, off); err != nil {
-				t.Fatalf("write %d+%d: %v", off, n, err)
-			}
-			copy(model[off:], data)
-		},
-		"read": func(t *rapid.T) {
-			off, n := propRange(t, g, size, "r")
-			got := make([]byte, n)
-			if err := r.vol.ReadAt(ctx, got, off); err != nil {
-				t.Fatalf("read %d+%d: %v", off, n, err)
-			}
-			if !bytes.Equal(got, model[off:off+n]) {
-				t.Fatalf("read %d+%d differs from the model", off, n)
-			}
-		},
-		"trim": func(t *rapid.T) {
-			off, n := propRange(t, g, size, "t")
-			if err := r.vol.Trim(ctx, off, n); err != nil {
-				t.Fatalf("trim %d+%d: %v", off, n, err)
-			}
-			clear(model[off : off+n])
-		},
-		"zeroes": func(t *rapid.T) {
-			off, n := propRange(t, g, size, "z")
-			if err := r.vol.WriteZeroes(ctx, off, n); err != nil {
-				t.Fatalf("write-zeroes %d+%d: %v", off, n, err)
-			}
-			clear(model[off : off+n])
-		},
-		"flush": func(t *rapid.T) {
-			if err := r.vol.Flush(ctx); err != nil {
-				t.Fatalf("flush: %v", err)
-			}
-		},
+		"write":  func(t *rapid.T) { off, n := rng("w"); m.write(t, off, n) },
+		"read":   func(t *rapid.T) { off, n := rng("r"); m.read(t, off, n) },
+		"trim":   func(t *rapid.T) { off, n := rng("t"); m.trim(t, off, n) },
+		"zeroes": func(t *rapid.T) { off, n := rng("z"); m.zeroes(t, off, n) },
+		"flush":  func(t *rapid.T) { m.flush(t) },
 		"fail": func(t *rapid.T) {
-			if len(down) >= g.M {
+			if len(m.down) >= g.M {
 				t.Skip("m namespaces already down")
 			}
-			i := rapid.IntRange(0, len(r.devs)-1).Draw(t, "fail-ns")
-			down[i] = true
-			r.devs[i].SetDown(true)
+			m.fail(rapid.IntRange(0, len(m.r.devs)-1).Draw(t, "fail-ns"))
 		},
 		"recover": func(t *rapid.T) {
-			if len(down) == 0 {
+			if len(m.down) == 0 {
 				t.Skip("nothing down")
 			}
-			for i := range down {
-				r.devs[i].SetDown(false)
-				r.vol.SetNamespaceUp(r.names[i], true)
-				delete(down, i)
-				break
-			}
-			if _, err := r.vol.Repair(ctx); err != nil {
-				t.Fatalf("repair: %v", err)
-			}
+			m.recover(t)
 		},
-		"": func(t *rapid.T) {
-			r.checkParity(t)
-		},
+		"": func(t *rapid.T) { m.r.checkParity(t) },
 	})
-	got := make([]byte, size)
-	if err := r.vol.ReadAt(ctx, got, 0); err != nil || !bytes.Equal(got, model) {
-		t.Fatalf("final read: err %v, equal %v", err, bytes.Equal(got, model))
+	m.finalRead(t)
+}
+
+// modelRig is a volume beside a flat model of its bytes: the actions of
+// TestPropertyAgainstModel, which its regression cases replay by name.
+type modelRig struct {
+	g     layout.Geometry
+	size  int64
+	r     *rig
+	model []byte
+	down  []int // namespaces down, in the order they went
+	seed  byte
+}
+
+func newModelRig(t tb, g layout.Geometry, size int64) *modelRig {
+	return &modelRig{g: g, size: size, r: newRig(t, g, size, rigOptions{pureGo: g.K == 2}), model: make([]byte, size)}
+}
+
+func (m *modelRig) write(t tb, off, n int64) {
+	m.seed++
+	data := pattern(int(n), m.seed)
+	if err := m.r.vol.WriteAt(context.Background(), data, off); err != nil {
+		t.Fatalf("write %d+%d: %v", off, n, err)
+	}
+	copy(m.model[off:], data)
+}
+
+func (m *modelRig) read(t tb, off, n int64) {
+	got := make([]byte, n)
+	if err := m.r.vol.ReadAt(context.Background(), got, off); err != nil {
+		t.Fatalf("read %d+%d: %v", off, n, err)
+	}
+	if !bytes.Equal(got, m.model[off:off+n]) {
+		t.Fatalf("read %d+%d differs from the model", off, n)
+	}
+}
+
+func (m *modelRig) trim(t tb, off, n int64) {
+	if err := m.r.vol.Trim(context.Background(), off, n); err != nil {
+		t.Fatalf("trim %d+%d: %v", off, n, err)
+	}
+	clear(m.model[off : off+n])
+}
+
+func (m *modelRig) zeroes(t tb, off, n int64) {
+	if err := m.r.vol.WriteZeroes(context.Background(), off, n); err != nil {
+		t.Fatalf("write-zeroes %d+%d: %v", off, n, err)
+	}
+	clear(m.model[off : off+n])
+}
+
+func (m *modelRig) flush(t tb) {
+	if err := m.r.vol.Flush(context.Background()); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+}
+
+// fail takes namespace i down (again, if it is down already).
+func (m *modelRig) fail(i int) {
+	if !slices.Contains(m.down, i) {
+		m.down = append(m.down, i)
+	}
+	m.r.devs[i].SetDown(true)
+}
+
+// recover brings back the namespace that went down first and repairs.
+func (m *modelRig) recover(t tb) {
+	i := m.down[0]
+	m.down = m.down[1:]
+	m.r.devs[i].SetDown(false)
+	m.r.vol.SetNamespaceUp(m.r.names[i], true)
+	if _, err := m.r.vol.Repair(context.Background()); err != nil {
+		t.Fatalf("repair: %v", err)
+	}
+}
+
+func (m *modelRig) finalRead(t tb) {
+	got := make([]byte, m.size)
+	if err := m.r.vol.ReadAt(context.Background(), got, 0); err != nil || !bytes.Equal(got, m.model) {
+		t.Fatalf("final read: err %v, equal %v", err, bytes.Equal(got, m.model))
 	}
 }
 
@@ -164,7 +193,7 @@ func (m *crashModel) flush() {
 	clear(m.since)
 }
 
-func (m *crashModel) check(t *rapid.T, got []byte) {
+func (m *crashModel) check(t tb, got []byte) {
 	zero := make([]byte, 4096)
 	for b := range m.flushed {
 		blk := got[b*4096 : (b+1)*4096]
@@ -186,55 +215,79 @@ func orZero(b, zero []byte) []byte {
 }
 
 func runCrash(t *rapid.T, g layout.Geometry) {
-	size := 2 * g.SegmentData()
-	r := newRig(t, g, size, rigOptions{crashable: true})
-	ctx := context.Background()
-	m := newCrashModel(size / 4096)
-	seed := byte(0)
+	c := newCrashRig(t, g)
+	rng := func(what string) (int64, int64) { return propRange(t, g, c.size, what) }
 	t.Repeat(map[string]func(*rapid.T){
-		"write": func(t *rapid.T) {
-			off, n := propRange(t, g, size, "w")
-			seed++
-			data := pattern(int(n), seed)
-			if err := r.vol.WriteAt(ctx, data, off); err != nil {
-				t.Fatal(err)
-			}
-			m.write(off, data)
-		},
-		"trim": func(t *rapid.T) {
-			off, n := propRange(t, g, size, "t")
-			if err := r.vol.Trim(ctx, off, n); err != nil {
-				t.Fatal(err)
-			}
-			m.write(off, make([]byte, n))
-		},
-		"flush": func(t *rapid.T) {
-			if err := r.vol.Flush(ctx); err != nil {
-				t.Fatal(err)
-			}
-			m.flush()
-		},
-		"clean": func(t *rapid.T) {
-			if err := r.vol.Clean(ctx); err != nil {
-				t.Fatal(err)
-			}
-			m.flush()
-		},
+		"write": func(t *rapid.T) { off, n := rng("w"); c.write(t, off, n) },
+		"trim":  func(t *rapid.T) { off, n := rng("t"); c.trim(t, off, n) },
+		"flush": func(t *rapid.T) { c.flush(t) },
+		"clean": func(t *rapid.T) { c.clean(t) },
 	})
-	rng := rand.New(rand.NewSource(rapid.Int64().Draw(t, "crash-seed")))
-	crashed := DeviceMap{}
-	for i, mem := range r.mems {
-		crashed[r.names[i]] = mem.CrashCloneRand(rng)
-	}
-	r.reopen(t, crashed)
-	if _, err := r.vol.Recover(ctx); err != nil {
-		t.Fatalf("recover: %v", err)
-	}
-	got := make([]byte, size)
-	if err := r.vol.ReadAt(ctx, got, 0); err != nil {
+	c.crashAndCheck(t, rapid.Int64().Draw(t, "crash-seed"))
+}
+
+// crashRig is a volume on crashable devices beside a crashModel: the
+// actions of TestPropertyCrash, which its regression cases replay by name.
+type crashRig struct {
+	size int64
+	r    *rig
+	m    *crashModel
+	seed byte
+}
+
+func newCrashRig(t tb, g layout.Geometry) *crashRig {
+	size := 2 * g.SegmentData()
+	return &crashRig{size: size, r: newRig(t, g, size, rigOptions{crashable: true}), m: newCrashModel(size / 4096)}
+}
+
+func (c *crashRig) write(t tb, off, n int64) {
+	c.seed++
+	data := pattern(int(n), c.seed)
+	if err := c.r.vol.WriteAt(context.Background(), data, off); err != nil {
 		t.Fatal(err)
 	}
-	m.check(t, got)
-	r.rebindMems(crashed)
-	r.checkParity(t)
+	c.m.write(off, data)
+}
+
+func (c *crashRig) trim(t tb, off, n int64) {
+	if err := c.r.vol.Trim(context.Background(), off, n); err != nil {
+		t.Fatal(err)
+	}
+	c.m.write(off, make([]byte, n))
+}
+
+func (c *crashRig) flush(t tb) {
+	if err := c.r.vol.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c.m.flush()
+}
+
+func (c *crashRig) clean(t tb) {
+	if err := c.r.vol.Clean(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c.m.flush()
+}
+
+// crashAndCheck crashes every device (keeping unflushed writes as seed
+// picks), opens the volume anew, recovers, and checks the bytes and parity.
+func (c *crashRig) crashAndCheck(t tb, seed int64) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewSource(seed))
+	crashed := DeviceMap{}
+	for i, mem := range c.r.mems {
+		crashed[c.r.names[i]] = mem.CrashCloneRand(rng)
+	}
+	c.r.reopen(t, crashed)
+	if _, err := c.r.vol.Recover(ctx); err != nil {
+		t.Fatalf("recover: %v", err)
+	}
+	got := make([]byte, c.size)
+	if err := c.r.vol.ReadAt(ctx, got, 0); err != nil {
+		t.Fatal(err)
+	}
+	c.m.check(t, got)
+	c.r.rebindMems(crashed)
+	c.r.checkParity(t)
 }

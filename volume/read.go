@@ -35,12 +35,9 @@ func (v *Volume) readStripe(ctx context.Context, sio layout.StripeIO, p []byte, 
 		return nil
 	}
 	defer s.io.RUnlock()
-	if v.allPiecesUsable(s, sio) {
-		err := v.each(len(sio.Pieces), func(i int) error {
-			pc := sio.Pieces[i]
-			return v.shardRead(ctx, s, sio.ID, pc.Shard, p[pc.Buf-base:pc.Buf-base+pc.Len], pc.Off)
-		})
-		if !isShardFault(err) {
+	var u [layout.MaxShards]bool
+	if plan, _ := planRead(v.g, sio, v.usableInto(u[:v.g.N()], s, sio.ID)); plan.Mode == readDirect {
+		if err := v.readPieces(ctx, s, sio, p, base); !isShardFault(err) {
 			return err
 		}
 	}
@@ -50,62 +47,75 @@ func (v *Volume) readStripe(ctx context.Context, sio layout.StripeIO, p []byte, 
 	return v.degradedRead(ctx, s, sio, p, base)
 }
 
-func (v *Volume) allPiecesUsable(s *segment, sio layout.StripeIO) bool {
-	for _, pc := range sio.Pieces {
-		if !s.usable(v.g.SlotOf(sio.ID.Stripe, pc.Shard), sio.ID.Stripe) {
-			return false
-		}
-	}
-	return true
+// readPieces reads every piece of sio from its own shard.
+func (v *Volume) readPieces(ctx context.Context, s *segment, sio layout.StripeIO, p []byte, base int64) error {
+	return v.each(len(sio.Pieces), func(i int) error {
+		pc := sio.Pieces[i]
+		return v.shardRead(ctx, s, sio.ID, pc.Shard, p[pc.Buf-base:pc.Buf-base+pc.Len], pc.Off)
+	})
 }
 
 // usableShards returns, by shard index, which shards of the stripe can serve IO.
 func (v *Volume) usableShards(s *segment, id layout.StripeID) []bool {
-	u := make([]bool, v.g.N())
+	return v.usableInto(make([]bool, v.g.N()), s, id)
+}
+
+// usableInto fills u (len N) with which shards of the stripe can serve IO.
+func (v *Volume) usableInto(u []bool, s *segment, id layout.StripeID) []bool {
 	for sh := range u {
 		u[sh] = s.usable(v.g.SlotOf(id.Stripe, sh), id.Stripe)
 	}
 	return u
 }
 
-// degradedRead reads the pieces of sio, reconstructing those on missing
-// shards from K others over the pieces' span. REQUIRES: stripe lock held.
+// degradedRead reads sio after a shard fault or with a piece's shard
+// missing: it plans again from the shards usable now (a fault marks its
+// shard) until a plan succeeds, fewer than K shards are left, or every shard
+// has failed once. REQUIRES: stripe lock held.
 func (v *Volume) degradedRead(ctx context.Context, s *segment, sio layout.StripeIO, p []byte, base int64) error {
 	var err error
 	for attempt := 0; attempt <= v.g.N(); attempt++ {
 		usable := v.usableShards(s, sio.ID)
-		if count(usable) < v.g.K {
+		plan, ok := planRead(v.g, sio, usable)
+		switch {
+		case !ok:
 			return v.stripeError(s, sio.ID, usable)
+		case plan.Mode == readDirect:
+			err = v.readPieces(ctx, s, sio, p, base)
+		default:
+			err = v.reconstructRead(ctx, s, sio, p, base, plan)
 		}
-		if err = v.reconstructRead(ctx, s, sio, p, base, usable); !isShardFault(err) {
+		if !isShardFault(err) {
 			return err
 		}
 	}
 	return err // every attempt hit a failing shard
 }
 
-func (v *Volume) reconstructRead(ctx context.Context, s *segment, sio layout.StripeIO, p []byte, base int64, usable []bool) error {
-	lo, hi := sio.Span()
+// reconstructRead carries out a reconstruct plan: it reads plan.Reads over
+// the span (straight into p where a piece is exactly the span), rebuilds
+// plan.Rebuild and copies the pieces into p.
+func (v *Volume) reconstructRead(ctx context.Context, s *segment, sio layout.StripeIO, p []byte, base int64, plan readPlan) error {
+	lo, hi := plan.Lo, plan.Hi
 	shards := make([][]byte, v.g.N())
 	want := make([]bool, v.g.N())
 	var missing []string
+	for _, sh := range plan.Rebuild {
+		want[sh] = true
+		missing = append(missing, s.slots[v.g.SlotOf(sio.ID.Stripe, sh)].ref.NS)
+	}
 	var bufs []*[]byte
 	defer func() {
 		for _, b := range bufs {
 			v.putBuf(b)
 		}
 	}()
-	direct := map[int][]byte{} // needed shards whose piece is exactly the span
+	direct := map[int][]byte{} // shards whose piece is exactly the span
 	for _, pc := range sio.Pieces {
 		if pc.Off == lo && pc.Len == hi-lo {
 			direct[pc.Shard] = p[pc.Buf-base : pc.Buf-base+pc.Len]
 		}
-		if !usable[pc.Shard] {
-			want[pc.Shard] = true
-			missing = append(missing, s.slots[v.g.SlotOf(sio.ID.Stripe, pc.Shard)].ref.NS)
-		}
 	}
-	reads := pickK(v.g, usable)
 	for sh := range shards {
 		b, isDirect := direct[sh]
 		if !isDirect {
@@ -118,6 +128,7 @@ func (v *Volume) reconstructRead(ctx context.Context, s *segment, sio layout.Str
 		}
 		shards[sh] = b
 	}
+	reads := plan.Reads
 	err := v.each(len(reads), func(i int) error {
 		return v.shardRead(ctx, s, sio.ID, reads[i], shards[reads[i]], lo)
 	})

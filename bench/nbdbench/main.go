@@ -14,25 +14,26 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
-	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/nbd"
+	"github.com/nvstripe/nvstripe/units"
 	"github.com/nvstripe/nvstripe/volume"
 	"github.com/nvstripe/nvstripe/volume/layout"
 )
 
 func main() {
 	listen := flag.String("listen", "127.0.0.1:10809", "TCP address, or a path for a unix socket")
-	size := flag.String("size", "1G", "device size (K, M, G suffixes)")
-	bs := flag.Int("block-size", 4096, "device block size")
+	size, bs, chunk := int64(1<<30), int64(4096), int64(128<<10)
+	flag.Var(units.NewFlag(&size), "size", "device size (units.ParseSize: 1G, 512MiB)")
+	flag.Var(units.NewFlag(&bs), "block-size", "device block size")
 	export := flag.String("export", "bench", "export name")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile to this file")
 	k := flag.Int("k", 4, "data shards of the volume; 0 serves a plain in-memory device")
 	m := flag.Int("m", 2, "parity shards of the volume")
-	chunk := flag.String("chunk", "128K", "chunk size of the volume")
+	flag.Var(units.NewFlag(&chunk), "chunk", "chunk size of the volume")
 	sndbuf := flag.Int("loopback-sndbuf", 0, "nbd.Options.LoopbackSendBuffer (0: the default; negative: the kernel's autotuning)")
 	backlog := flag.Int("reply-backlog", 0, "nbd.Options.ReplyBacklog (0: the default; negative: no bound)")
 	inflight := flag.Int("max-inflight-bytes", 0, "nbd.Options.MaxInFlightBytes (0: the default)")
@@ -47,7 +48,7 @@ func main() {
 		defer pprof.StopCPUProfile()
 	}
 	tune := nbd.Options{LoopbackSendBuffer: *sndbuf, ReplyBacklog: *backlog, MaxInFlightBytes: *inflight, PipelineSynchronous: *pipeline}
-	if err := run(*listen, *size, *bs, *export, shape{*k, *m, *chunk}, tune); err != nil {
+	if err := run(*listen, size, int(bs), *export, shape{*k, *m, chunk}, tune); err != nil {
 		log.Print("nbdbench: ", err)
 	}
 }
@@ -55,15 +56,11 @@ func main() {
 // shape is the volume's layout: K data and M parity shards of Chunk bytes.
 type shape struct {
 	K, M  int
-	Chunk string
+	Chunk int64
 }
 
 // run serves the device with the nbd options under test (tune).
-func run(listen, sizeStr string, bs int, export string, sh shape, tune nbd.Options) error {
-	size, err := parseSize(sizeStr)
-	if err != nil {
-		return err
-	}
+func run(listen string, size int64, bs int, export string, sh shape, tune nbd.Options) error {
 	dev, err := device(size, bs, sh)
 	if err != nil {
 		return err
@@ -91,32 +88,13 @@ func run(listen, sizeStr string, bs int, export string, sh shape, tune nbd.Optio
 	return srv.Serve(ctx, l)
 }
 
-func parseSize(s string) (int64, error) {
-	mult := int64(1)
-	for suffix, m := range map[string]int64{"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40} {
-		if t, ok := strings.CutSuffix(strings.TrimSuffix(strings.ToUpper(s), "IB"), suffix); ok {
-			s, mult = t, m
-			break
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("bad size %q", s)
-	}
-	return n * mult, nil
-}
-
 // device returns a Mem of size bytes (k == 0) or a k+m volume of size bytes
 // (128 KiB chunks, 64 MiB slots) over k+m Mem namespaces.
 func device(size int64, bs int, sh shape) (blockdev.Device, error) {
 	if sh.K == 0 {
 		return blockdev.NewMem(size, bs)
 	}
-	chunk, err := parseSize(sh.Chunk)
-	if err != nil {
-		return nil, err
-	}
-	g := layout.Geometry{K: sh.K, M: sh.M, Chunk: chunk, SlotSize: 64 << 20}
+	g := layout.Geometry{K: sh.K, M: sh.M, Chunk: sh.Chunk, SlotSize: 64 << 20}
 	if err := g.Validate(); err != nil {
 		return nil, err
 	}

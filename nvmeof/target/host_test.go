@@ -15,7 +15,7 @@ import (
 )
 
 // The tests drive the target with hand-built PDUs through this minimal
-// host. Section numbers refer to /work/shared/reference/nvme-tcp.md.
+// host. Section numbers refer to the NVM Express TCP Transport Specification.
 
 const (
 	testNQN  = "nqn.2026-01.io.nvstripe:test"

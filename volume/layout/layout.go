@@ -3,7 +3,7 @@
 // offsets inside slots, and says on which slot of a segment each shard of a
 // stripe lives (parity rotates from stripe to stripe).
 //
-// Terms (see DESIGN.md): a volume is cut into segments; a segment is K+M slots
+// Terms (see docs/architecture.md): a volume is cut into segments; a segment is K+M slots
 // of SlotSize bytes, one per namespace; a stripe is K data chunks and M parity
 // chunks of Chunk bytes, one chunk in each slot of the segment at the same slot
 // offset. A segment holds SlotSize/Chunk stripes and SegmentData() logical

@@ -26,7 +26,7 @@ func adminFixture(t *testing.T) (adminCLI, *meta.Store) {
 	t.Helper()
 	ep := metatest.Start(t)[0]
 	a := adminCLI{t: t, etcd: ep, cluster: "adm"}
-	a.ok("slot size 1MiB", "cluster", "init", "--slot-size", "1MiB")
+	a.ok("slot size 1 MiB", "cluster", "init", "--slot-size", "1MiB")
 	for i := 0; i < 8; i++ {
 		h := fmt.Sprintf("h%d", i)
 		a.ok("host "+h+" added", "host", "add", h)

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/units"
 )
 
 // etcdAuth holds the etcd connection flags shared by the cluster, host, ns
@@ -143,21 +144,8 @@ func printProtoJSONList[M proto.Message](w io.Writer, ms []M) error {
 	return printJSON(w, raw)
 }
 
-// fmtBytes renders n with a binary unit when it divides evenly.
-func fmtBytes(n int64) string {
-	for _, u := range []struct {
-		s string
-		m int64
-	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if n >= u.m && n%u.m == 0 {
-			return fmt.Sprintf("%d%s", n/u.m, u.s)
-		}
-	}
-	if n >= 1<<30 {
-		return fmt.Sprintf("%.2fGiB", float64(n)/(1<<30))
-	}
-	return fmt.Sprintf("%dB", n)
-}
+// fmtBytes renders n for people (units.FormatSize: "1 GiB").
+func fmtBytes(n int64) string { return units.FormatSize(n) }
 
 func newClusterCmd(g *globals) *cobra.Command {
 	a := &etcdAuth{}
@@ -168,7 +156,8 @@ func newClusterCmd(g *globals) *cobra.Command {
 }
 
 func newClusterInitCmd(g *globals, a *etcdAuth) *cobra.Command {
-	var slotSize, domain string
+	var domain string
+	slotSize := int64(meta.DefaultSlotSize)
 	c := &cobra.Command{
 		Use:   "init [--slot-size 1GiB] [--domain-label rack]",
 		Short: "Initialize the cluster: a new id and the cluster-wide slot size",
@@ -178,15 +167,7 @@ func newClusterInitCmd(g *globals, a *etcdAuth) *cobra.Command {
 			"label that defines failure domains (default: each host is one).",
 		Args: cobra.NoArgs,
 		RunE: withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
-			size := int64(meta.DefaultSlotSize)
-			if slotSize != "" {
-				n, err := parseSize(slotSize)
-				if err != nil {
-					return usageError{fmt.Errorf("--slot-size: %w", err)}
-				}
-				size = n
-			}
-			rec, err := s.InitCluster(cmd.Context(), meta.InitOptions{SlotSize: size, DomainLabel: domain})
+			rec, err := s.InitCluster(cmd.Context(), meta.InitOptions{SlotSize: slotSize, DomainLabel: domain})
 			if err != nil {
 				return err
 			}
@@ -194,7 +175,7 @@ func newClusterInitCmd(g *globals, a *etcdAuth) *cobra.Command {
 			return nil
 		}),
 	}
-	c.Flags().StringVar(&slotSize, "slot-size", "", "slot size (default "+fmtBytes(meta.DefaultSlotSize)+")")
+	c.Flags().Var(units.NewFlag(&slotSize), "slot-size", "slot size")
 	c.Flags().StringVar(&domain, "domain-label", "", "host label naming failure domains, e.g. rack (default: hosts)")
 	return c
 }

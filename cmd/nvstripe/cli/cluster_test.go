@@ -98,7 +98,7 @@ func TestAdminEndToEnd(t *testing.T) {
 	a := adminCLI{t: t, etcd: ep, cluster: "e2e"}
 	a.fails("cluster not initialized", "host", "add", "h0")
 	a.fails("slot size", "cluster", "init", "--slot-size", "3MiB")
-	out := a.ok("slot size 1MiB", "cluster", "init", "--slot-size", "1MiB")
+	out := a.ok("slot size 1 MiB", "cluster", "init", "--slot-size", "1MiB")
 	a.fails("already initialized", "cluster", "init")
 	a.ok("failure domain host", "cluster", "info")
 	for _, h := range []string{"h0", "h1", "h2", "h3", "h4"} {
@@ -155,10 +155,10 @@ func TestAdminEndToEnd(t *testing.T) {
 	a.ok("volume big created", "volume", "create", "big", "--size", "1GiB", "--k", "4", "--m", "2", "--allow-shared-domains")
 	a.fails("must be a positive multiple of 4096 bytes", "volume", "create", "odd", "--size", "1000", "--k", "2", "--m", "1")
 	a.fails("chunk", "volume", "create", "odd", "--size", "4MiB", "--k", "2", "--m", "1", "--chunk", "3KiB")
-	a.ok("volume v1 created: 8MiB, 2+1, chunk 64KiB", "volume", "create", "v1", "--size", "8MiB", "--k", "2", "--m", "1", "--chunk", "64KiB")
+	a.ok("volume v1 created: 8 MiB, 2+1, chunk 64 KiB", "volume", "create", "v1", "--size", "8MiB", "--k", "2", "--m", "1", "--chunk", "64KiB")
 	a.fails("already exists", "volume", "create", "v1", "--size", "8MiB", "--k", "2", "--m", "1")
 	a.ok("v1", "volume", "ls")
-	a.ok("volume v1 is now 16MiB", "volume", "resize", "v1", "--size", "16MiB")
+	a.ok("volume v1 is now 16 MiB", "volume", "resize", "v1", "--size", "16MiB")
 	a.fails("shrinking", "volume", "resize", "v1", "--size", "4MiB")
 
 	vm, err := c.VolumeMap(context.Background(), "v1", nil)

@@ -15,19 +15,21 @@ import (
 	"github.com/nvstripe/nvstripe/health"
 	"github.com/nvstripe/nvstripe/health/pool"
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/units"
 )
 
 // controllerFlags are the flags of `nvstripe controller`.
 type controllerFlags struct {
-	holder, bandwidth, hostNQN string
-	metrics, api               string
-	outAfter, interval, grace  time.Duration
-	probeTimeout, leaderTTL    time.Duration
-	maxMoves, maxMovesPerNS    int
-	minUp                      float64
-	probe                      bool
-	gossip                     gossipFlags
-	gossipHost                 string
+	holder, hostNQN           string
+	bandwidth                 int64
+	metrics, api              string
+	outAfter, interval, grace time.Duration
+	probeTimeout, leaderTTL   time.Duration
+	maxMoves, maxMovesPerNS   int
+	minUp                     float64
+	probe                     bool
+	gossip                    gossipFlags
+	gossipHost                string
 }
 
 // newControllerCmd is `nvstripe controller`: the rebuild, drain and
@@ -97,7 +99,8 @@ func (f *controllerFlags) register(fl *pflag.FlagSet) {
 	fl.DurationVar(&f.interval, "interval", time.Second, "time between decisions")
 	fl.DurationVar(&f.probeTimeout, "probe-timeout", time.Second, "TCP probe timeout of a namespace path")
 	fl.DurationVar(&f.leaderTTL, "leader-ttl", 10*time.Second, "leadership lease TTL: how soon another controller takes over")
-	fl.StringVar(&f.bandwidth, "bandwidth", "256MiB", "bytes per second the controller's own moves may use (0: unlimited)")
+	f.bandwidth = 256 << 20
+	fl.Var(units.NewFlag(&f.bandwidth), "bandwidth", "bytes per second the controller's own moves may use (0: unlimited)")
 	fl.IntVar(&f.maxMoves, "max-moves", 32, "moves in flight in the whole cluster")
 	fl.IntVar(&f.maxMovesPerNS, "max-moves-per-ns", 2, "moves in flight writing to or copying from one namespace")
 	fl.Float64Var(&f.minUp, "min-up", 0.5, "mark namespaces out only while at least this fraction of hosts is up (fewer suggests the controller is cut off; negative: no guard)")
@@ -137,10 +140,7 @@ func (f *controllerFlags) startGossip(cmd *cobra.Command, s *meta.Store, cfg con
 // runnerConfig turns the flags into the controller's options (the daemon
 // fills in the mover, the domain label and a default holder).
 func (f *controllerFlags) runnerConfig(cmd *cobra.Command, s *meta.Store) (controller.RunnerConfig, error) {
-	bw, err := parseSize(f.bandwidth)
-	if err != nil {
-		return controller.RunnerConfig{}, usageError{fmt.Errorf("--bandwidth: %w", err)}
-	}
+	bw := f.bandwidth
 	if bw == 0 {
 		bw = -1
 	}
@@ -162,4 +162,3 @@ func (f *controllerFlags) runnerConfig(cmd *cobra.Command, s *meta.Store) (contr
 	}
 	return cfg, nil
 }
-

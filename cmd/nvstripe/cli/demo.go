@@ -1,17 +1,17 @@
 package cli
 
 import (
-	"fmt"
 	"os"
 
 	"github.com/nvstripe/nvstripe/demo"
+	"github.com/nvstripe/nvstripe/units"
 	"github.com/spf13/cobra"
 )
 
 // newDemoCmd is `nvstripe demo`: the whole system in one process.
 func newDemoCmd(*globals) *cobra.Command {
 	var o demo.Options
-	var size string
+	size := int64(4 << 30)
 	var keep bool
 	c := &cobra.Command{
 		Use:   "demo",
@@ -24,12 +24,9 @@ func newDemoCmd(*globals) *cobra.Command {
 			"  nbdcopy --progress /dev/urandom nbd://127.0.0.1:10809/demo   (fills it)",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			n, err := parseSize(size)
-			if err != nil {
-				return usageError{fmt.Errorf("--size: %w", err)}
-			}
-			o.Size, o.Out = n, cmd.OutOrStdout()
+			o.Size, o.Out = size, cmd.OutOrStdout()
 			if o.Dir == "" {
+				var err error
 				if o.Dir, err = os.MkdirTemp("", "nvstripe-demo-"); err != nil {
 					return err
 				}
@@ -47,7 +44,7 @@ func newDemoCmd(*globals) *cobra.Command {
 	f.BoolVar(&o.Chaos, "chaos", false, "after ready: stop a target, show degraded reads, rebuild its shards, verify")
 	f.IntVar(&o.K, "k", 4, "data shards per stripe")
 	f.IntVar(&o.M, "m", 2, "parity shards per stripe")
-	f.StringVar(&size, "size", "4GiB", "volume size")
+	f.Var(units.NewFlag(&size), "size", "volume size")
 	f.StringVar(&o.NBDListen, "nbd-listen", "127.0.0.1:10809", "NBD listener address")
 	f.StringVar(&o.FUSEDir, "fuse", "", "also show the volume as a file in a FUSE mount at this directory")
 	return c

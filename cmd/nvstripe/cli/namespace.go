@@ -10,6 +10,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/placement"
+	"github.com/nvstripe/nvstripe/units"
 	"github.com/nvstripe/nvstripe/volclient"
 )
 
@@ -25,9 +26,10 @@ func newNamespaceCmd(g *globals) *cobra.Command {
 
 // nsAddFlags are the flags of `ns add`.
 type nsAddFlags struct {
-	host, nqn, id, uuid, size, hostNQN string
-	nsid                               uint32
-	paths                              []string
+	host, nqn, id, uuid, hostNQN string
+	size                         int64
+	nsid                         uint32
+	paths                        []string
 }
 
 func newNSAddCmd(g *globals, a *etcdAuth) *cobra.Command {
@@ -51,13 +53,7 @@ func newNSAddCmd(g *globals, a *etcdAuth) *cobra.Command {
 				}
 				spec.Paths = append(spec.Paths, meta.PathRecord{Addr: p})
 			}
-			if f.size != "" {
-				n, err := parseSize(f.size)
-				if err != nil {
-					return usageError{fmt.Errorf("--size: %w", err)}
-				}
-				spec.Size = n
-			}
+			spec.Size = f.size
 			rec, err := volclient.AddNamespace(cmd.Context(), s, spec, f.hostNQN)
 			if err != nil {
 				return err
@@ -71,7 +67,7 @@ func newNSAddCmd(g *globals, a *etcdAuth) *cobra.Command {
 	fl.StringVar(&f.nqn, "nqn", "", "subsystem NQN (required)")
 	fl.Uint32Var(&f.nsid, "nsid", 0, "namespace ID in the subsystem (required)")
 	fl.StringArrayVar(&f.paths, "path", nil, "path tcp://ADDR:PORT, repeatable (required)")
-	fl.StringVar(&f.size, "size", "", "record this size without connecting (e.g. 7TiB)")
+	fl.Var(units.NewFlag(&f.size), "size", "record this size without connecting (e.g. 7TiB)")
 	fl.StringVar(&f.id, "id", "", "namespace id in the cluster (default HOST-nNSID)")
 	fl.StringVar(&f.uuid, "uuid", "", "namespace UUID/NGUID, informational")
 	fl.StringVar(&f.hostNQN, "host-nqn", "", "host NQN to connect as (default the initiator's)")

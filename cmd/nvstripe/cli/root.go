@@ -47,7 +47,7 @@ func verbGroups() []func(*globals) *cobra.Command {
 // globals are the persistent flags every command sees.
 type globals struct {
 	// etcd is --etcd: comma-separated etcd client endpoints.
-	// Default "127.0.0.1:2379" (DESIGN.md).
+	// Default "127.0.0.1:2379", etcd's own client port.
 	etcd string
 }
 

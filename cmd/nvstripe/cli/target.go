@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nvstripe/nvstripe/nvmeof/target"
+	"github.com/nvstripe/nvstripe/units"
 )
 
 func newTargetCmd(g *globals) *cobra.Command {
@@ -25,7 +26,7 @@ type targetServeFlags struct {
 	ns         []string
 	anaGroups  []string
 	allowHosts []string
-	blockSize  int
+	blockSize  int64
 	control    string
 	host       string      // --host: this host's name in etcd, for gossip
 	gossip     gossipFlags // --gossip, --gossip-join, --gossip-profile, --label
@@ -60,7 +61,8 @@ func newTargetServeCmd(g *globals) *cobra.Command {
 	fl.StringArrayVar(&f.ns, "ns", nil, "namespace NAME:SIZE (e.g. data0:10GiB), repeatable")
 	fl.StringArrayVar(&f.anaGroups, "ana-group", nil, "ANA group of a namespace, NAME:GROUP, repeatable")
 	fl.StringArrayVar(&f.allowHosts, "allow-host", nil, "host NQN allowed to connect, or 'any', repeatable (required)")
-	fl.IntVar(&f.blockSize, "block-size", 4096, "logical block size of new namespaces")
+	f.blockSize = 4096
+	fl.Var(units.NewFlag(&f.blockSize), "block-size", "logical block size of new namespaces")
 	fl.StringVar(&f.control, "control", "", "serve the HTTP control API on this loopback address (e.g. 127.0.0.1:4480)")
 	fl.StringVar(&f.host, "host", "", "this host's name in etcd (nvstripe host add), gossiped with --gossip")
 	fl.StringArrayVar(&f.gossip.labels, "label", nil, "failure-domain label KEY=VALUE gossiped with --gossip, repeatable")
@@ -133,7 +135,7 @@ func (f *targetServeFlags) config() (target.Config, error) {
 	if err != nil {
 		return cfg, err
 	}
-	if sub.Namespaces, err = target.OpenFileNamespaces(f.dir, f.blockSize, nss); err != nil {
+	if sub.Namespaces, err = target.OpenFileNamespaces(f.dir, int(f.blockSize), nss); err != nil {
 		return cfg, err
 	}
 	cfg.Subsystems = []target.SubsystemConfig{sub}
@@ -171,9 +173,12 @@ func parseNSSpec(spec string) (string, int64, error) {
 	if !ok || name == "" || strings.ContainsAny(name, "/\\") {
 		return "", 0, usageError{fmt.Errorf("--ns %q: want NAME:SIZE", spec)}
 	}
-	size, err := parseByteSize(sz)
+	size, err := units.ParseSize(sz)
 	if err != nil {
 		return "", 0, usageError{fmt.Errorf("--ns %q: %w", spec, err)}
+	}
+	if size <= 0 {
+		return "", 0, usageError{fmt.Errorf("--ns %q: the size must be positive", spec)}
 	}
 	return name, size, nil
 }
@@ -191,27 +196,6 @@ func parseANAGroups(specs []string) (map[string]uint32, error) {
 	return out, nil
 }
 
-// parseByteSize reads sizes like 4096, 64KiB, 10GiB, 1G (binary units).
-func parseByteSize(s string) (int64, error) {
-	s = strings.TrimSpace(s)
-	mult := int64(1)
-	for _, u := range []struct {
-		suffix string
-		m      int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
-		{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"T", 1 << 40}, {"B", 1}} {
-		if strings.HasSuffix(s, u.suffix) {
-			s, mult = strings.TrimSuffix(s, u.suffix), u.m
-			break
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n <= 0 || n > (1<<62)/mult {
-		return 0, fmt.Errorf("size %q invalid", s)
-	}
-	return n * mult, nil
-}
-
 func printServing(w io.Writer, t *target.Target, cfg *target.Config, ctl, gossip string) {
 	s := cfg.Subsystems[0]
 	fmt.Fprintf(w, "subsystem %s\n", s.NQN)
@@ -220,7 +204,7 @@ func printServing(w io.Writer, t *target.Target, cfg *target.Config, ctl, gossip
 	}
 	for _, ns := range s.Namespaces {
 		u, _ := target.DeriveNamespaceIDs(s.NQN, ns.NSID, ns.Name)
-		fmt.Fprintf(w, "ns %d: %s size %d uuid %x ana-group %d\n", ns.NSID, ns.Name, ns.Device.Size(), u, max(ns.ANAGroup, 1))
+		fmt.Fprintf(w, "ns %d: %s size %s uuid %x ana-group %d\n", ns.NSID, ns.Name, fmtBytes(ns.Device.Size()), u, max(ns.ANAGroup, 1))
 	}
 	if ctl != "" {
 		fmt.Fprintf(w, "control: http://%s\n", ctl)

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/units"
 )
 
 func newVolumeCmd(g *globals) *cobra.Command {
@@ -20,7 +21,8 @@ func newVolumeCmd(g *globals) *cobra.Command {
 }
 
 func newVolumeCreateCmd(g *globals, a *etcdAuth) *cobra.Command {
-	var size, chunk string
+	var size int64
+	chunk := int64(128 << 10)
 	var k, m int
 	var shared bool
 	c := &cobra.Command{
@@ -31,31 +33,23 @@ func newVolumeCreateCmd(g *globals, a *etcdAuth) *cobra.Command {
 			"the domains in service unless --allow-shared-domains.",
 		Args: cobra.ExactArgs(1),
 		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
-			if size == "" {
+			if size == 0 {
 				return usageError{errors.New("volume create needs --size")}
 			}
-			n, err := parseSize(size)
-			if err != nil {
-				return usageError{fmt.Errorf("--size: %w", err)}
-			}
-			ch, err := parseSize(chunk)
-			if err != nil {
-				return usageError{fmt.Errorf("--chunk: %w", err)}
-			}
-			rec, err := s.CreateVolume(cmd.Context(), meta.VolumeSpec{Name: args[0], Size: n,
-				Layout: meta.Layout{K: k, M: m, Chunk: ch}, AllowSharedDomains: shared})
+			rec, err := s.CreateVolume(cmd.Context(), meta.VolumeSpec{Name: args[0], Size: size,
+				Layout: meta.Layout{K: k, M: m, Chunk: chunk}, AllowSharedDomains: shared})
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "volume %s created: %s, %d+%d, chunk %s\n", rec.Name, fmtBytes(rec.Size), k, m, fmtBytes(ch))
+			fmt.Fprintf(cmd.OutOrStdout(), "volume %s created: %s, %d+%d, chunk %s\n", rec.Name, fmtBytes(rec.Size), k, m, fmtBytes(chunk))
 			return nil
 		}),
 	}
 	fl := c.Flags()
-	fl.StringVar(&size, "size", "", "volume size, e.g. 4GiB (required)")
+	fl.Var(units.NewFlag(&size), "size", "volume size, e.g. 4GiB (required)")
 	fl.IntVar(&k, "k", 4, "data shards per stripe")
 	fl.IntVar(&m, "m", 2, "parity shards per stripe")
-	fl.StringVar(&chunk, "chunk", "128KiB", "chunk (stripe unit) size, a power of two from 4KiB to 4MiB")
+	fl.Var(units.NewFlag(&chunk), "chunk", "chunk (stripe unit) size, a power of two from 4KiB to 4MiB")
 	fl.BoolVar(&shared, "allow-shared-domains", false, "allow shards of a segment to share a failure domain when there are too few")
 	return c
 }
@@ -164,17 +158,16 @@ func readVolumeInfo(cmd *cobra.Command, s *meta.Store, name string) (*volumeInfo
 }
 
 func newVolumeResizeCmd(g *globals, a *etcdAuth) *cobra.Command {
-	var size string
+	var size int64
 	c := &cobra.Command{
 		Use:   "resize NAME --size S",
 		Short: "Grow a volume (shrinking is refused)",
 		Args:  cobra.ExactArgs(1),
 		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
-			n, err := parseSize(size)
-			if err != nil {
-				return usageError{fmt.Errorf("--size: %w", err)}
+			if size == 0 {
+				return usageError{errors.New("volume resize needs --size")}
 			}
-			v, err := s.ResizeVolume(cmd.Context(), args[0], n)
+			v, err := s.ResizeVolume(cmd.Context(), args[0], size)
 			if err != nil {
 				return err
 			}
@@ -182,7 +175,7 @@ func newVolumeResizeCmd(g *globals, a *etcdAuth) *cobra.Command {
 			return nil
 		}),
 	}
-	c.Flags().StringVar(&size, "size", "", "new size (required)")
+	c.Flags().Var(units.NewFlag(&size), "size", "new size (required)")
 	return c
 }
 
