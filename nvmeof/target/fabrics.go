@@ -1,6 +1,7 @@
 package target
 
 import (
+	"sync"
 	"time"
 
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
@@ -103,6 +104,10 @@ func (c *conn) connectAdmin(cmd *command, cc pdu.ConnectCmd, d pdu.ConnectData) 
 			return
 		}
 		ct.kato = time.Duration(cc.KATO) * time.Millisecond
+		ct.gates = make(map[uint32]*sync.RWMutex, len(ct.sub.ns))
+		for nsid := range ct.sub.ns {
+			ct.gates[nsid] = new(sync.RWMutex)
+		}
 	}
 	if d.CNTLID != pdu.CNTLIDDynamic {
 		invalidParam(cmd, pdu.ConnectOffCNTLID, true)

@@ -48,10 +48,11 @@ type subsystem struct {
 }
 
 type namespace struct {
-	cfg NamespaceConfig
-	dev blockdev.Device
-	bs  int
-	nlb uint64
+	cfg  NamespaceConfig
+	dev  blockdev.Device
+	bs   int
+	nlb  uint64
+	resv reservations
 }
 
 // New validates cfg (after filling defaults on a copy) and builds a target.
@@ -103,11 +104,29 @@ func newSubsystem(c *SubsystemConfig) (*subsystem, error) {
 			return nil, fmt.Errorf("subsystem %s nsid %d: block size %d / size %d unusable: %w",
 				c.NQN, nc.NSID, bs, nc.Device.Size(), blockdev.ErrInvalid)
 		}
-		s.ns[nc.NSID] = &namespace{cfg: nc, dev: nc.Device, bs: bs, nlb: uint64(nc.Device.Size() / int64(bs))}
+		ns := &namespace{cfg: nc, dev: nc.Device, bs: bs, nlb: uint64(nc.Device.Size() / int64(bs))}
+		if err := ns.loadReservations(); err != nil {
+			return nil, fmt.Errorf("subsystem %s nsid %d: %w", c.NQN, nc.NSID, err)
+		}
+		s.ns[nc.NSID] = ns
 		s.nsids = append(s.nsids, nc.NSID)
 	}
 	sort.Slice(s.nsids, func(i, j int) bool { return s.nsids[i] < s.nsids[j] })
 	return s, nil
+}
+
+// loadReservations reads the persisted reservation state, if any.
+func (ns *namespace) loadReservations() error {
+	if ns.cfg.ReservationFile == "" {
+		return nil
+	}
+	ns.resv.store = &resvStore{path: ns.cfg.ReservationFile}
+	st, err := ns.resv.store.load()
+	if err != nil {
+		return err
+	}
+	ns.resv.state.Store(st)
+	return nil
 }
 
 func (s *subsystem) hostAllowed(nqn string) bool { return s.cfg.AllowAnyHost || s.allowed[nqn] }
