@@ -153,11 +153,11 @@ type Registrant struct {
 	HostID [16]byte
 }
 
-// MarshalExt encodes s into at most limit bytes (the host's NUMD), with
-// REGCTL = len(s.Registrants) and the entries that fit.
+// MarshalExt encodes s into exactly max(limit, 64) bytes (the host's
+// NUMD), zero-padded, with REGCTL = len(s.Registrants) and the entries
+// that fit.
 func (s *ResvStatus) MarshalExt(limit int) []byte {
-	n := ResvReportHeaderLen + ResvReportEntryLen*len(s.Registrants)
-	b := make([]byte, max(ResvReportHeaderLen, min(n, limit)))
+	b := make([]byte, max(ResvReportHeaderLen, limit))
 	le.PutUint32(b, s.Gen)
 	b[4] = byte(s.Type)
 	le.PutUint16(b[5:], uint16(len(s.Registrants)))

@@ -27,7 +27,7 @@ type controller struct {
 	// gates holds, per namespace, the lock that I/O commands hold in read
 	// mode from their reservation check until their device IO is done
 	// (see Target.drain). Fixed at Connect.
-	gates map[uint32]*sync.RWMutex
+	gates   map[uint32]*sync.RWMutex
 	lst     int
 	kato    time.Duration
 	traffic atomic.Bool // a command arrived since the keep-alive timer was armed

@@ -122,6 +122,7 @@ type ioResult struct {
 func (cmd *command) guardedIO(ns *namespace) ioResult {
 	c, s := cmd.c, &cmd.sqe
 	if !ns.resv.state.Load().allows(c.ctrl.hostID, s.Opcode) {
+		c.t.conflicts.Add(1)
 		return ioResult{st: pdu.MakeStatus(pdu.SCReservationConflict, true)}
 	}
 	delay, st, failed := c.t.ioFault(s.NSID, faultOp(s.Opcode))
@@ -180,6 +181,8 @@ func (cmd *command) flushAll() pdu.Status {
 		st := pdu.MakeStatus(pdu.SCReservationConflict, true)
 		if ns.resv.state.Load().allows(c.ctrl.hostID, pdu.IOFlush) {
 			st = errStatus(ns.dev.Flush(c.ctx), false)
+		} else {
+			c.t.conflicts.Add(1)
 		}
 		g.RUnlock()
 		if st != 0 {

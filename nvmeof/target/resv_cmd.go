@@ -114,5 +114,9 @@ func (cmd *command) resvReport(ns *namespace) {
 	cmd.sendData(rep.MarshalExt(int(n)))
 }
 
+// ReservationConflicts returns the number of I/O commands the target has
+// refused because of a reservation (status 0x83) since it was created.
+func (t *Target) ReservationConflicts() uint64 { return t.conflicts.Load() }
+
 // ioGate returns the gate of the command's controller for its namespace.
 func (cmd *command) ioGate() *sync.RWMutex { return cmd.c.ctrl.gates[cmd.sqe.NSID] }

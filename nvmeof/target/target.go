@@ -7,6 +7,7 @@ import (
 	"net"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
@@ -24,6 +25,8 @@ type Target struct {
 	groups []uint32
 	pool   bufPool
 	logf   func(string, ...any)
+
+	conflicts atomic.Uint64 // I/O commands refused by a reservation
 
 	mu        sync.Mutex
 	listeners []*listener

@@ -1,0 +1,163 @@
+package initiator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/nvmeof/pdu"
+)
+
+// Reservations. Registrations belong to the host ID the device sends at
+// Connect (Options.HostID): devices opened with distinct host IDs are
+// distinct registrants even on one node, and all paths of one device are
+// the same registrant. A reservation conflict is a *StatusError marked
+// blockdev.ErrFenced; like every status with DNR set it is never retried,
+// on this path or another.
+
+// RegisterAction is the action of Reservation Register.
+type RegisterAction uint8
+
+// Register actions.
+const (
+	RegisterKey   = RegisterAction(pdu.ResvRegisterActionRegister)
+	UnregisterKey = RegisterAction(pdu.ResvRegisterActionUnregister)
+	ReplaceKey    = RegisterAction(pdu.ResvRegisterActionReplace)
+)
+
+// AcquireAction is the action of Reservation Acquire.
+type AcquireAction uint8
+
+// Acquire actions.
+const (
+	AcquireOnly     = AcquireAction(pdu.ResvAcquireActionAcquire)
+	Preempt         = AcquireAction(pdu.ResvAcquireActionPreempt)
+	PreemptAndAbort = AcquireAction(pdu.ResvAcquireActionPreemptAbrt)
+)
+
+// ReleaseAction is the action of Reservation Release.
+type ReleaseAction uint8
+
+// Release actions.
+const (
+	ReleaseReservation = ReleaseAction(pdu.ResvReleaseActionRelease)
+	ClearReservations  = ReleaseAction(pdu.ResvReleaseActionClear)
+)
+
+// resvReportLen is the first report buffer: the header and 63
+// registrants; a larger one follows when more are registered.
+const resvReportLen = 4096
+
+// Register runs Reservation Register: register nrkey, unregister
+// (crkey must match unless ignoreKey), or replace crkey by nrkey. It asks
+// the target to persist through power loss (CPTPL 11b) as the Linux host
+// does.
+func (d *Device) Register(ctx context.Context, a RegisterAction, crkey, nrkey uint64, ignoreKey bool) error {
+	c := pdu.ResvCmd{Action: uint8(a), IEKey: ignoreKey, CPTPL: 3}
+	return d.resvCmd(ctx, "reservation register", pdu.IOResvRegister, c, crkey, nrkey)
+}
+
+// Acquire runs Reservation Acquire with the device's registered key crkey:
+// acquire a reservation of type t, or preempt (and abort) the registrants
+// with key prkey.
+func (d *Device) Acquire(ctx context.Context, a AcquireAction, t pdu.ResvType, crkey, prkey uint64) error {
+	c := pdu.ResvCmd{Action: uint8(a), Type: t}
+	return d.resvCmd(ctx, "reservation acquire", pdu.IOResvAcquire, c, crkey, prkey)
+}
+
+// Release runs Reservation Release: release the type-t reservation this
+// host holds, or clear every registration and the reservation.
+func (d *Device) Release(ctx context.Context, a ReleaseAction, t pdu.ResvType, crkey uint64) error {
+	c := pdu.ResvCmd{Action: uint8(a), Type: t}
+	return d.resvCmd(ctx, "reservation release", pdu.IOResvRelease, c, crkey, 0)
+}
+
+func (d *Device) resvCmd(ctx context.Context, op string, opcode uint8, c pdu.ResvCmd, k1, k2 uint64) error {
+	if d.isClosed() {
+		return blockdev.Mark(errClosed, blockdev.ErrUnavailable)
+	}
+	data := pdu.AppendResvKeys(make([]byte, 0, pdu.ResvKeysLen), k1, k2)
+	r := request{op: op, sqe: pdu.SQE{Opcode: opcode, Flags: pdu.PSDTSGL, NSID: d.opts.NSID, CDW10: c.CDW10(),
+		SGL: pdu.SGL{ID: pdu.SGLTransport, Length: pdu.ResvKeysLen}}, data: data, dir: dirH2C}
+	_, err := d.exec(ctx, &r, kindOther)
+	return err
+}
+
+// Report runs Reservation Report with the extended data structure and
+// returns the generation, the reservation and the registrants (as many
+// as fit in the controller's largest transfer; Count says how many there
+// are).
+func (d *Device) Report(ctx context.Context) (pdu.ResvStatus, error) {
+	st, err := d.report(ctx, resvReportLen)
+	if err == nil && st.Count > len(st.Registrants) && d.maxXfr > resvReportLen {
+		n := pdu.ResvReportHeaderLen + st.Count*pdu.ResvReportEntryLen
+		st, err = d.report(ctx, min(n, d.maxXfr))
+	}
+	return st, err
+}
+
+func (d *Device) report(ctx context.Context, n int) (pdu.ResvStatus, error) {
+	if d.isClosed() {
+		return pdu.ResvStatus{}, blockdev.Mark(errClosed, blockdev.ErrUnavailable)
+	}
+	buf := make([]byte, n)
+	r := request{op: "reservation report", sqe: pdu.SQE{Opcode: pdu.IOResvReport, Flags: pdu.PSDTSGL,
+		NSID: d.opts.NSID, CDW10: uint32(n/4 - 1), CDW11: pdu.ResvReportEDS,
+		SGL: pdu.SGL{ID: pdu.SGLTransport, Length: uint32(n)}}, data: buf, dir: dirC2H}
+	if _, err := d.exec(ctx, &r, kindOther); err != nil {
+		return pdu.ResvStatus{}, err
+	}
+	st, err := pdu.ParseResvStatusExt(buf)
+	if err != nil {
+		return st, blockdev.Mark(fmt.Errorf("nvme/tcp reservation report: %w", err), blockdev.ErrUnavailable)
+	}
+	return st, nil
+}
+
+// TakeOver makes this device's host the writer registered with key and
+// fences the registrants of stale (0: none): it registers key (a no-op
+// when already registered with it), acquires a write-exclusive
+// all-registrants reservation unless one is held, and preempts-and-aborts
+// stale. When it returns nil the target has finished or aborted every
+// command of stale's hosts on the namespace and refuses their writes.
+//
+// A preempt that fails with a conflict after a retry on another path
+// may have succeeded the first time: the report decides.
+func (d *Device) TakeOver(ctx context.Context, key, stale uint64) error {
+	if key == 0 || key == stale {
+		return blockdev.Mark(fmt.Errorf("nvme/tcp take over: key %d / stale %d: need a nonzero key other than stale", key, stale),
+			blockdev.ErrInvalid)
+	}
+	if err := d.Register(ctx, RegisterKey, 0, key, false); err != nil {
+		return err
+	}
+	err := d.Acquire(ctx, AcquireOnly, pdu.ResvWriteExclusiveAllRegs, key, 0)
+	if err != nil {
+		return err
+	}
+	if stale == 0 {
+		return nil
+	}
+	err = d.Acquire(ctx, PreemptAndAbort, pdu.ResvWriteExclusiveAllRegs, key, stale)
+	if !errors.Is(err, blockdev.ErrFenced) {
+		return err
+	}
+	st, rerr := d.Report(ctx)
+	if rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	if hasKey(st, stale) || !hasKey(st, key) || st.Type != pdu.ResvWriteExclusiveAllRegs {
+		return err
+	}
+	return nil // the stale key is already gone and ours holds the reservation
+}
+
+func hasKey(st pdu.ResvStatus, k uint64) bool {
+	for _, r := range st.Registrants {
+		if r.Key == k {
+			return true
+		}
+	}
+	return false
+}
