@@ -140,7 +140,7 @@ func TestReservationCommands(t *testing.T) {
 	scripts := map[string][]resvStep{
 		"register": {
 			{host: 0, cmd: "reg", k2: 10, gen: 1, keys: k(0, 10)},
-			{host: 0, cmd: "reg", k2: 10, gen: 2, keys: k(0, 10)},             // same key again: success
+			{host: 0, cmd: "reg", k2: 10, gen: 2, keys: k(0, 10)},               // same key again: success
 			{host: 0, cmd: "reg", k2: 11, want: fenced, gen: 2, keys: k(0, 10)}, // another key: conflict
 			{host: 1, cmd: "reg", k2: 20, gen: 3, keys: k(0, 10, 1, 20)},
 			{host: 1, cmd: "replace", k1: 99, k2: 21, want: fenced, gen: 3, keys: k(0, 10, 1, 20)},
