@@ -26,7 +26,13 @@
 // Errors carry blockdev classes: LBA out of range is ErrOutOfRange, invalid
 // field/opcode/namespace ErrInvalid, reservation conflict and write
 // protection ErrFenced, unrecovered read errors ErrCorrupt, everything else
-// ErrUnavailable. NVMe statuses are *StatusError values.
+// ErrUnavailable. NVMe statuses are *StatusError values. Only path errors
+// are retried; a reservation conflict never is.
+//
+// Reservations (Register, Acquire, Release, Report, and TakeOver for the
+// fencing protocol) act for the host ID the device sends at Connect
+// (Options.HostID), so devices opened with distinct host IDs are distinct
+// registrants even on one node.
 //
 // Concurrency: every Device method may be called from many goroutines.
 // A context bounds waiting for a path or a free command slot; once a

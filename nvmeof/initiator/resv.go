@@ -13,8 +13,8 @@ import (
 // Connect (Options.HostID): devices opened with distinct host IDs are
 // distinct registrants even on one node, and all paths of one device are
 // the same registrant. A reservation conflict is a *StatusError marked
-// blockdev.ErrFenced; like every status with DNR set it is never retried,
-// on this path or another.
+// blockdev.ErrFenced and is never retried, on this path or another (it is
+// not a path error).
 
 // RegisterAction is the action of Reservation Register.
 type RegisterAction uint8

@@ -174,7 +174,8 @@ func (f *targetServeFlags) openNamespaces(sub *target.SubsystemConfig) ([]blockd
 		}
 		devs = append(devs, d)
 		sub.Namespaces = append(sub.Namespaces, target.NamespaceConfig{
-			NSID: uint32(i + 1), Name: name, Device: d, ANAGroup: groups[name]})
+			NSID: uint32(i + 1), Name: name, Device: d, ANAGroup: groups[name],
+			ReservationFile: filepath.Join(f.dir, name+".resv")})
 		delete(groups, name)
 	}
 	for name := range groups {
