@@ -14,13 +14,25 @@ import (
 // ping-pong.
 //
 //	go test -run XXX -bench 'NVMeTCP|LoopbackTCP' ./nvmeof/initiator/
-func BenchmarkNVMeTCP(b *testing.B) {
+func BenchmarkNVMeTCP(b *testing.B) { benchNVMeTCP(b, false) }
+
+// BenchmarkNVMeTCPReserved is BenchmarkNVMeTCP with the device registered
+// and a write-exclusive all-registrants reservation held, as an owner's
+// devices run: every command takes the reservation check's slow path.
+func BenchmarkNVMeTCPReserved(b *testing.B) { benchNVMeTCP(b, true) }
+
+func benchNVMeTCP(b *testing.B, reserved bool) {
 	const size = 64 << 20
 	f := newFixture(b, 1, size, nil)
 	o := f.options(b)
 	o.Logf = nil
 	d := open(b, o)
 	ctx := context.Background()
+	if reserved {
+		if err := d.TakeOver(ctx, 1, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
 	// Allocate the whole namespace once so reads do real copies and writes
 	// do not pay for first allocation.
 	fill := make([]byte, 1<<20)
