@@ -6,6 +6,7 @@ import (
 	"errors"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/nvstripe/nvstripe/blockdev"
@@ -17,14 +18,17 @@ import (
 // when each one lands.
 type holdDev struct {
 	*blockdev.Mem
+	holding atomic.Bool
 	entered chan struct{}
 	release chan struct{}
 	log     *eventLog
 }
 
 func (h *holdDev) WriteAt(ctx context.Context, p []byte, off int64) error {
-	h.entered <- struct{}{}
-	<-h.release
+	if h.holding.Load() {
+		h.entered <- struct{}{}
+		<-h.release
+	}
 	err := h.Mem.WriteAt(ctx, p, off)
 	h.log.add("write landed")
 	return err
@@ -60,11 +64,10 @@ func TestPreemptAndAbortWaitsForInflightWrites(t *testing.T) {
 	})
 	ctx := context.Background()
 	a, b, watcher := hostDev(t, f, 1), hostDev(t, f, 2), hostDev(t, f, 3)
-	close(hold.release) // setup writes pass
 	if err := a.TakeOver(ctx, 0xA, 0); err != nil {
 		t.Fatal(err)
 	}
-	hold.release = make(chan struct{})
+	hold.holding.Store(true)
 	var wg sync.WaitGroup
 	errs := make([]error, inflight)
 	for i := range inflight {
