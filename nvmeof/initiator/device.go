@@ -84,7 +84,7 @@ var (
 
 // ctrlCaps are the optional commands the first controller advertised.
 type ctrlCaps struct {
-	dsm, writeZeroes bool
+	dsm, writeZeroes, reservations bool
 }
 
 // routes is an immutable snapshot of the usable controllers.
@@ -169,7 +169,8 @@ func (d *Device) adopt(c *controller) {
 	d.ns, d.size, d.bs, d.maxXfr = c.ns, c.ns.size, c.ns.bs, c.maxXfr
 	for d.shift = 0; 1<<d.shift < d.bs; d.shift++ {
 	}
-	d.caps = ctrlCaps{dsm: c.id.ONCS&pdu.ONCSDSM != 0, writeZeroes: c.id.ONCS&pdu.ONCSWriteZeroes != 0}
+	d.caps = ctrlCaps{dsm: c.id.ONCS&pdu.ONCSDSM != 0, writeZeroes: c.id.ONCS&pdu.ONCSWriteZeroes != 0,
+		reservations: c.id.ONCS&pdu.ONCSReservations != 0}
 }
 
 // sameNamespace checks that c shows the namespace the device was opened on.

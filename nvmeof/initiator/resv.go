@@ -16,6 +16,14 @@ import (
 // blockdev.ErrFenced and is never retried, on this path or another (it is
 // not a path error).
 
+var _ blockdev.Reserver = (*Device)(nil)
+
+// CanReserve reports whether the controller supports the reservation
+// commands (Identify Controller ONCS bit 5): a namespace behind one that
+// does not (Linux nvmet before 6.13, many appliances) cannot fence a stale
+// writer.
+func (d *Device) CanReserve() bool { return d.caps.reservations }
+
 // RegisterAction is the action of Reservation Register.
 type RegisterAction uint8
 
@@ -115,9 +123,10 @@ func (d *Device) report(ctx context.Context, n int) (pdu.ResvStatus, error) {
 	return st, nil
 }
 
-// TakeOver makes this device's host the writer registered with key and
-// fences the registrants of stale (0: none): it registers key (a no-op
-// when already registered with it), acquires a write-exclusive
+// TakeOver (blockdev.Reserver) makes this device's host a writer
+// registered with key and fences the registrants of stale (0: none): it
+// registers key (a no-op when already registered with it; a conflict when
+// registered with another key), acquires a write-exclusive
 // all-registrants reservation unless one is held, and preempts-and-aborts
 // stale. When it returns nil the target has finished or aborted every
 // command of stale's hosts on the namespace and refuses their writes.
@@ -151,6 +160,11 @@ func (d *Device) TakeOver(ctx context.Context, key, stale uint64) error {
 		return err
 	}
 	return nil // the stale key is already gone and ours holds the reservation
+}
+
+// Leave unregisters key (clean unmap); ErrFenced when it was fenced.
+func (d *Device) Leave(ctx context.Context, key uint64) error {
+	return d.Register(ctx, UnregisterKey, key, 0, false)
 }
 
 func hasKey(st pdu.ResvStatus, k uint64) bool {

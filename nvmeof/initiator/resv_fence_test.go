@@ -236,4 +236,16 @@ func TestDistinctHostIDsOnOneNode(t *testing.T) {
 	if err := s1.ReadAt(ctx, make([]byte, 4096), 0); err != nil {
 		t.Fatalf("fenced session's read under write-exclusive: %v", err)
 	}
+	if !s1.CanReserve() {
+		t.Fatal("CanReserve false against a target with ONCS bit 5")
+	}
+	if err := s1.Leave(ctx, 0x100); !errors.Is(err, blockdev.ErrFenced) {
+		t.Fatalf("fenced session's Leave: %v, want ErrFenced", err)
+	}
+	if err := s2.Leave(ctx, 0x200); err != nil {
+		t.Fatalf("Leave: %v", err)
+	}
+	if err := s2.WriteAt(ctx, make([]byte, 4096), 4096); !errors.Is(err, blockdev.ErrFenced) {
+		t.Fatalf("write after Leave under a held reservation: %v, want ErrFenced", err)
+	}
 }
