@@ -35,6 +35,24 @@ type resvState struct {
 	Type   pdu.ResvType
 	Holder hostID // types 1-4 only
 	Regs   []registration
+	// byHost indexes Regs when there are many, for the per-command check;
+	// built by seal on published states only.
+	byHost map[hostID]struct{}
+}
+
+// indexMin is the registrant count from which a published state gets a
+// map index (below it a scan is cheaper than hashing a 16-byte key).
+const indexMin = 8
+
+// seal prepares a state for publication.
+func (st *resvState) seal() *resvState {
+	if len(st.Regs) >= indexMin {
+		st.byHost = make(map[hostID]struct{}, len(st.Regs))
+		for _, g := range st.Regs {
+			st.byHost[g.Host] = struct{}{}
+		}
+	}
+	return st
 }
 
 // reservations is one namespace's reservation state.
@@ -61,7 +79,13 @@ func (st *resvState) find(h hostID) int {
 	return -1
 }
 
-func (st *resvState) registered(h hostID) bool { return st.find(h) >= 0 }
+func (st *resvState) registered(h hostID) bool {
+	if st.byHost != nil {
+		_, ok := st.byHost[h]
+		return ok
+	}
+	return st.find(h) >= 0
+}
 
 // holds reports whether h holds the reservation: every registrant does
 // under the all-registrants types.
@@ -96,7 +120,7 @@ func (st *resvState) allows(h hostID, op uint8) bool {
 // clone copies st for modification.
 func (st *resvState) clone() *resvState {
 	c := *st
-	c.Regs = slices.Clone(st.Regs)
+	c.Regs, c.byHost = slices.Clone(st.Regs), nil
 	return &c
 }
 

@@ -64,7 +64,7 @@ func (cmd *command) publish(ns *namespace, next *resvState) pdu.Status {
 			return pdu.MakeStatus(pdu.SCInternalError, false)
 		}
 	}
-	ns.resv.state.Store(next)
+	ns.resv.state.Store(next.seal())
 	return 0
 }
 

@@ -128,7 +128,7 @@ func (ns *namespace) loadReservations() error {
 	if err != nil {
 		return err
 	}
-	ns.resv.state.Store(st)
+	ns.resv.state.Store(st.seal())
 	return nil
 }
 
