@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/nvstripe/nvstripe/blockdev"
@@ -158,6 +159,43 @@ func TestReservationFileErrors(t *testing.T) {
 			if _, err := New(cfg); err == nil || !bytes.Contains([]byte(err.Error()), []byte(file)) {
 				t.Fatalf("New with %s: %v, want an error naming the file", name, err)
 			}
+		})
+	}
+}
+
+// BenchmarkReservationCheck measures what every I/O command now pays:
+// the gate in read mode plus the reservation check, with no reservation
+// and with a write-exclusive all-registrants reservation and 2 or 16
+// registrants.
+//
+//	go test -run XXX -bench ReservationCheck ./nvmeof/target/
+func BenchmarkReservationCheck(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		regs int
+	}{{"none", 0}, {"wear-2", 2}, {"wear-16", 16}} {
+		b.Run(c.name, func(b *testing.B) {
+			var r reservations
+			st := &resvState{}
+			for i := range c.regs {
+				st.Regs = append(st.Regs, registration{Host: hostID{0: byte(i + 1)}, Key: uint64(i + 1)})
+			}
+			if c.regs > 0 {
+				st.Type = pdu.ResvWriteExclusiveAllRegs
+			}
+			r.state.Store(st.seal())
+			var g sync.RWMutex
+			me := hostID{0: byte(c.regs)}
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					g.RLock()
+					ok := r.state.Load().allows(me, pdu.IOWrite)
+					g.RUnlock()
+					if !ok {
+						b.Fatal("refused")
+					}
+				}
+			})
 		})
 	}
 }
