@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
@@ -22,6 +23,7 @@ type holdDev struct {
 	entered chan struct{}
 	release chan struct{}
 	log     *eventLog
+	once    sync.Once
 }
 
 func (h *holdDev) WriteAt(ctx context.Context, p []byte, off int64) error {
@@ -33,6 +35,9 @@ func (h *holdDev) WriteAt(ctx context.Context, p []byte, off int64) error {
 	h.log.add("write landed")
 	return err
 }
+
+// open lets every held and later write through.
+func (h *holdDev) open() { h.once.Do(func() { close(h.release) }) }
 
 type eventLog struct {
 	mu sync.Mutex
@@ -61,9 +66,11 @@ func TestPreemptAndAbortWaitsForInflightWrites(t *testing.T) {
 	f := newFixture(t, 1, 1<<20, func(c *target.Config) {
 		hold.Mem = c.Subsystems[0].Namespaces[0].Device.(*blockdev.Mem)
 		c.Subsystems[0].Namespaces[0].Device = hold
+		c.DisableInlineIO = true // a held write must not hold up its queue's reader
 	})
 	ctx := context.Background()
 	a, b, watcher := hostDev(t, f, 1), hostDev(t, f, 2), hostDev(t, f, 3)
+	t.Cleanup(hold.open) // a failing test must not leave writes held
 	if err := a.TakeOver(ctx, 0xA, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +99,7 @@ func TestPreemptAndAbortWaitsForInflightWrites(t *testing.T) {
 		st, err := watcher.Report(ctx)
 		return err == nil && !hasKey(st, 0xA)
 	})
-	close(hold.release)
+	hold.open()
 	if err := <-done; err != nil {
 		t.Fatalf("take over: %v", err)
 	}
@@ -247,5 +254,61 @@ func TestDistinctHostIDsOnOneNode(t *testing.T) {
 	}
 	if err := s2.WriteAt(ctx, make([]byte, 4096), 4096); !errors.Is(err, blockdev.ErrFenced) {
 		t.Fatalf("write after Leave under a held reservation: %v, want ErrFenced", err)
+	}
+}
+
+// TestPreemptAndAbortWaitsForDisconnectedHost: A's connections drop while
+// its admitted writes still sit in the device (its association is gone
+// on the target, its commands are not); B's preempt-and-abort must still
+// wait for them.
+func TestPreemptAndAbortWaitsForDisconnectedHost(t *testing.T) {
+	const inflight = 4
+	hold := &holdDev{entered: make(chan struct{}, 64), release: make(chan struct{}), log: &eventLog{}}
+	f := newFixture(t, 2, 1<<20, func(c *target.Config) {
+		hold.Mem = c.Subsystems[0].Namespaces[0].Device.(*blockdev.Mem)
+		c.Subsystems[0].Namespaces[0].Device = hold
+		c.DisableInlineIO = true // a held write must not hold up its queue's reader
+	})
+	ctx := context.Background()
+	o := f.options(t)
+	o.HostID, o.Paths, o.IOQueues = [16]byte{0: 0xA5, 15: 1}, f.addrs[:1], 1
+	o.ReconnectBackoff, o.MaxReconnectBackoff, o.ControllerLossTimeout = time.Minute, time.Minute, 500*time.Millisecond
+	a := open(t, o)
+	o.HostID, o.Paths = [16]byte{0: 0xA5, 15: 2}, f.addrs[1:]
+	b := open(t, o)
+	o.HostID = [16]byte{0: 0xA5, 15: 3}
+	watcher := open(t, o) // B's only queue is busy with the preempt
+	t.Cleanup(hold.open)
+	if err := a.TakeOver(ctx, 0xA, 0); err != nil {
+		t.Fatal(err)
+	}
+	hold.holding.Store(true)
+	var wg sync.WaitGroup
+	for i := range inflight {
+		wg.Go(func() { _ = a.WriteAt(ctx, bytes.Repeat([]byte{0xAA}, 4096), int64(i)*4096) })
+	}
+	for range inflight {
+		<-hold.entered
+	}
+	if _, err := f.tgt.Faults().DropConnections(0); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		err := b.TakeOver(ctx, 0xB, 0xA)
+		hold.log.add("preempt returned")
+		done <- err
+	}()
+	waitFor(t, "A's key to be preempted", func() bool {
+		st, err := watcher.Report(ctx)
+		return err == nil && !hasKey(st, 0xA)
+	})
+	hold.open()
+	if err := <-done; err != nil {
+		t.Fatalf("take over: %v", err)
+	}
+	wg.Wait()
+	if ev := hold.log.events(); ev[len(ev)-1] != "preempt returned" {
+		t.Fatalf("events %v: the preempt returned before the disconnected host's admitted writes landed", ev)
 	}
 }

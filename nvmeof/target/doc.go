@@ -58,7 +58,8 @@
 // command holds its controller's per-namespace gate in read mode from the
 // check to the end of its device IO, and the preempt takes the gates of
 // the preempted hosts' controllers in write mode once the new state is
-// published. With NamespaceConfig.ReservationFile the state is written
+// published; a controller whose association has ended still counts until
+// its last connection has finished its commands. With NamespaceConfig.ReservationFile the state is written
 // (temporary file, fsync, rename, directory fsync) before the command
 // completes and read back by New; without it, it lives in memory.
 //

@@ -116,6 +116,7 @@ func (c *conn) connectAdmin(cmd *command, cc pdu.ConnectCmd, d pdu.ConnectData) 
 	ct.aec = ct.oaes()
 	ct.nqueues = uint32(t.cfg.MaxIOQueues)
 	ct.queues[0] = c
+	ct.conns = 1
 	t.mu.Lock()
 	ok := !t.closed && t.allocCtrlLocked(ct)
 	t.mu.Unlock()
@@ -125,6 +126,9 @@ func (c *conn) connectAdmin(cmd *command, cc pdu.ConnectCmd, d pdu.ConnectData) 
 	}
 	c.setQueue(cc)
 	c.ctrl = ct
+	if ct.sub != nil {
+		ct.sub.track(ct)
+	}
 	ct.startKeepAlive()
 	t.logf("nvmeof/target: %s: controller %d for %s (%s), kato %v", c.nc.RemoteAddr(), ct.id, d.SubNQN, d.HostNQN, ct.kato)
 	cmd.ok(uint32(ct.id))

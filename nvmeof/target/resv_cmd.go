@@ -50,7 +50,7 @@ func (cmd *command) reservation(ns *namespace) {
 		res.st = cmd.publish(ns, res.next)
 	}
 	if res.st == 0 && c.Action == pdu.ResvAcquireActionPreemptAbrt && s.Opcode == pdu.IOResvAcquire {
-		cmd.c.t.drain(cmd.c.ctrl.sub, s.NSID, res.preempted)
+		drain(cmd.c.ctrl.sub, s.NSID, res.preempted)
 	}
 	cmd.complete(res.st, 0, 0)
 }
@@ -74,22 +74,20 @@ func (cmd *command) publish(ns *namespace, next *resvState) pdu.Status {
 // namespace in read mode until its device IO is done. Taking the gate in
 // write mode therefore waits for them; commands arriving meanwhile wait
 // too, then see the new state and fail with a reservation conflict.
-func (t *Target) drain(sub *subsystem, nsid uint32, hosts []hostID) {
+func drain(sub *subsystem, nsid uint32, hosts []hostID) {
 	if len(hosts) == 0 {
 		return
 	}
 	var gates []*sync.RWMutex
-	t.mu.Lock()
-	for _, ct := range t.ctrls {
-		if ct.sub == sub {
-			for _, h := range hosts {
-				if ct.hostID == h && ct.gates[nsid] != nil {
-					gates = append(gates, ct.gates[nsid])
-				}
+	sub.mu.Lock()
+	for ct := range sub.live {
+		for _, h := range hosts {
+			if ct.hostID == h && ct.gates[nsid] != nil {
+				gates = append(gates, ct.gates[nsid])
 			}
 		}
 	}
-	t.mu.Unlock()
+	sub.mu.Unlock()
 	for _, g := range gates {
 		g.Lock()
 		g.Unlock() // an empty critical section: the wait is the point

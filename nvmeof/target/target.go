@@ -48,6 +48,25 @@ type subsystem struct {
 	ns      map[uint32]*namespace
 	nsids   []uint32 // ascending
 	allowed map[string]bool
+
+	// live holds every controller that may still run commands: from its
+	// admin Connect until its last connection has finished, which can be
+	// after the association ended (keep-alive expiry, dropped admin
+	// queue). Preempt-and-abort drains through it.
+	mu   sync.Mutex
+	live map[*controller]struct{}
+}
+
+func (s *subsystem) track(ct *controller) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.live[ct] = struct{}{}
+}
+
+func (s *subsystem) forget(ct *controller) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.live, ct)
 }
 
 type namespace struct {
@@ -97,7 +116,7 @@ func New(cfg Config) (*Target, error) {
 }
 
 func newSubsystem(c *SubsystemConfig) (*subsystem, error) {
-	s := &subsystem{cfg: c, ns: map[uint32]*namespace{}, allowed: map[string]bool{}}
+	s := &subsystem{cfg: c, ns: map[uint32]*namespace{}, allowed: map[string]bool{}, live: map[*controller]struct{}{}}
 	for _, h := range c.AllowedHosts {
 		s.allowed[h] = true
 	}
