@@ -61,7 +61,10 @@
 // published; a controller whose association has ended still counts until
 // its last connection has finished its commands. With NamespaceConfig.ReservationFile the state is written
 // (temporary file, fsync, rename, directory fsync) before the command
-// completes and read back by New; without it, it lives in memory.
+// completes and read back by New; without it, it lives in memory. The
+// Register command's CPTPL field is ignored: persistence is the
+// namespace's configuration. Reservation notifications (log page 0x80,
+// its asynchronous event) are not implemented.
 //
 // # Concurrency
 //
