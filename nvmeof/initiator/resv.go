@@ -2,6 +2,7 @@ package initiator
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -174,4 +175,75 @@ func hasKey(st pdu.ResvStatus, k uint64) bool {
 		}
 	}
 	return false
+}
+
+// SessionHostID is the host ID of an ownership session: the volume's tag
+// in bytes 0-7 and the session's epoch (big-endian) in bytes 8-15. Claim
+// recognises the sessions of one volume by the tag.
+func SessionHostID(tag [8]byte, epoch uint64) [16]byte {
+	var id [16]byte
+	copy(id[:8], tag[:])
+	binary.BigEndian.PutUint64(id[8:], epoch)
+	return id
+}
+
+// maxClaimRounds bounds Claim's report-and-preempt rounds (each round
+// removes every older session it saw; new ones only appear when stale
+// owners keep registering).
+const maxClaimRounds = 8
+
+// Claim makes this device's session (host ID from SessionHostID) the
+// writer of its volume on the namespace, with key epoch: it registers,
+// makes sure a write-exclusive all-registrants reservation is held, then
+// reads the registrants and preempts-and-aborts every session of the same
+// volume with a lower epoch, until none is left. If it finds a session of
+// the volume with a higher epoch, this session is stale: it unregisters
+// and fails with ErrFenced. Registrants of other volumes are untouched.
+//
+// Registering before looking makes two racing sessions safe: whichever
+// reads second sees the other, so the stale one never keeps a
+// registration it could write through unnoticed.
+func (d *Device) Claim(ctx context.Context, epoch uint64) error {
+	if err := d.TakeOver(ctx, epoch, 0); err != nil {
+		return err
+	}
+	tag := [8]byte(d.opts.HostID[:8])
+	for range maxClaimRounds {
+		st, err := d.Report(ctx)
+		if err != nil {
+			return err
+		}
+		older, newer := sessions(st, tag, epoch)
+		if newer != 0 {
+			err := blockdev.Mark(fmt.Errorf("nvme/tcp claim epoch %d: the volume has a newer session (epoch %d)", epoch, newer),
+				blockdev.ErrFenced)
+			return errors.Join(err, d.Leave(ctx, epoch))
+		}
+		if len(older) == 0 {
+			return nil
+		}
+		for _, k := range older {
+			err := d.Acquire(ctx, PreemptAndAbort, pdu.ResvWriteExclusiveAllRegs, epoch, k)
+			if err != nil && !errors.Is(err, blockdev.ErrFenced) {
+				return err // a conflict: gone meanwhile, or we were; the next report says
+			}
+		}
+	}
+	return blockdev.Mark(fmt.Errorf("nvme/tcp claim epoch %d: older sessions keep registering", epoch), blockdev.ErrUnavailable)
+}
+
+// sessions returns the keys of the volume's other sessions below epoch,
+// and the highest epoch above it (0: none).
+func sessions(st pdu.ResvStatus, tag [8]byte, epoch uint64) (older []uint64, newer uint64) {
+	for _, r := range st.Registrants {
+		if [8]byte(r.HostID[:8]) != tag || r.Key == epoch {
+			continue
+		}
+		if r.Key < epoch {
+			older = append(older, r.Key)
+		} else {
+			newer = max(newer, r.Key)
+		}
+	}
+	return older, newer
 }

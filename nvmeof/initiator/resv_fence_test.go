@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -310,5 +311,62 @@ func TestPreemptAndAbortWaitsForDisconnectedHost(t *testing.T) {
 	wg.Wait()
 	if ev := hold.log.events(); ev[len(ev)-1] != "preempt returned" {
 		t.Fatalf("events %v: the preempt returned before the disconnected host's admitted writes landed", ev)
+	}
+}
+
+// sessionDev opens a device for the ownership session (tag, epoch).
+func sessionDev(t *testing.T, f *fixture, tag byte, epoch uint64) *Device {
+	o := f.options(t)
+	o.HostID, o.IOQueues = SessionHostID([8]byte{0: tag}, epoch), 1
+	return open(t, o)
+}
+
+// TestClaim: a session fences every older session of its volume and no
+// other volume's session; a stale session that claims after a newer one
+// is refused and left unregistered.
+func TestClaim(t *testing.T) {
+	f := newFixture(t, 1, 1<<20, nil)
+	ctx := context.Background()
+	v5, v7, other := sessionDev(t, f, 'v', 5), sessionDev(t, f, 'v', 7), sessionDev(t, f, 'w', 6)
+	for _, s := range []struct {
+		d     *Device
+		epoch uint64
+	}{{v5, 5}, {other, 6}, {v7, 7}} {
+		// Register only, as sessions that lost their lease before fencing.
+		if err := s.d.TakeOver(ctx, s.epoch, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v9 := sessionDev(t, f, 'v', 9)
+	if err := v9.Claim(ctx, 9); err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	st, err := v9.Report(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []uint64
+	for _, r := range st.Registrants {
+		keys = append(keys, r.Key)
+	}
+	if fmt.Sprint(keys) != "[6 9]" || st.Type != pdu.ResvWriteExclusiveAllRegs {
+		t.Fatalf("after the claim: keys %v type %v, want [6 9] and write-exclusive all-registrants", keys, st.Type)
+	}
+	for name, d := range map[string]*Device{"v5": v5, "v7": v7} {
+		if err := d.WriteAt(ctx, make([]byte, 4096), 0); !errors.Is(err, blockdev.ErrFenced) {
+			t.Fatalf("older session %s's write: %v, want ErrFenced", name, err)
+		}
+	}
+	if err := other.WriteAt(ctx, make([]byte, 4096), 0); err != nil {
+		t.Fatalf("other volume's session: %v", err)
+	}
+	if err := v7.Claim(ctx, 7); !errors.Is(err, blockdev.ErrFenced) {
+		t.Fatalf("stale session's claim: %v, want ErrFenced", err)
+	}
+	if st, err := v9.Report(ctx); err != nil || hasKey(st, 7) {
+		t.Fatalf("the stale session stayed registered: %+v, %v", st, err)
+	}
+	if err := v7.WriteAt(ctx, make([]byte, 4096), 0); !errors.Is(err, blockdev.ErrFenced) {
+		t.Fatalf("stale session's write after its refused claim: %v, want ErrFenced", err)
 	}
 }
