@@ -17,7 +17,11 @@ type Reserver interface {
 	// finished or aborted their in-flight commands and refuses their new
 	// writes with ErrFenced.
 	TakeOver(ctx context.Context, key, stale uint64) error
-	// Leave removes this device's registration of key (clean unmap). It
-	// fails with ErrFenced when the key was already fenced.
+	// Leave removes this device's registration of key. It fails with
+	// ErrFenced when the key was already fenced. When it removes the last
+	// registrant the reservation ends and writers fenced earlier may write
+	// again, so a clean unmap should keep its registration (the volume's
+	// next owner fences it) and Leave is for retiring a volume or a
+	// namespace.
 	Leave(ctx context.Context, key uint64) error
 }

@@ -163,7 +163,9 @@ func (d *Device) TakeOver(ctx context.Context, key, stale uint64) error {
 	return nil // the stale key is already gone and ours holds the reservation
 }
 
-// Leave unregisters key (clean unmap); ErrFenced when it was fenced.
+// Leave unregisters key; ErrFenced when it was fenced (or when a retry
+// follows a first attempt that succeeded). See blockdev.Reserver on why a
+// clean unmap should not call it.
 func (d *Device) Leave(ctx context.Context, key uint64) error {
 	return d.Register(ctx, UnregisterKey, key, 0, false)
 }
