@@ -2,9 +2,14 @@ package initiator
 
 import (
 	"context"
+	"errors"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/nvmeof/target"
 )
 
 // BenchmarkNVMeTCP measures the initiator against the real target on
@@ -14,13 +19,25 @@ import (
 // ping-pong.
 //
 //	go test -run XXX -bench 'NVMeTCP|LoopbackTCP' ./nvmeof/initiator/
-func BenchmarkNVMeTCP(b *testing.B) {
+func BenchmarkNVMeTCP(b *testing.B) { benchNVMeTCP(b, false) }
+
+// BenchmarkNVMeTCPReserved is BenchmarkNVMeTCP with the device registered
+// and a write-exclusive all-registrants reservation held, as an owner's
+// devices run: every command takes the reservation check's slow path.
+func BenchmarkNVMeTCPReserved(b *testing.B) { benchNVMeTCP(b, true) }
+
+func benchNVMeTCP(b *testing.B, reserved bool) {
 	const size = 64 << 20
 	f := newFixture(b, 1, size, nil)
 	o := f.options(b)
 	o.Logf = nil
 	d := open(b, o)
 	ctx := context.Background()
+	if reserved {
+		if err := d.TakeOver(ctx, 1, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
 	// Allocate the whole namespace once so reads do real copies and writes
 	// do not pay for first allocation.
 	fill := make([]byte, 1<<20)
@@ -66,4 +83,42 @@ func benchQD(b *testing.B, d *Device, n, qd int, write bool) {
 		}()
 	}
 	wg.Wait()
+}
+
+// BenchmarkTakeOver measures a fencing handover on loopback: the new
+// session's TakeOver (register, acquire, preempt-and-abort) until the old
+// session's next write is refused. Two sessions alternate with rising
+// keys. "persisted" keeps the reservations in a file (fsync per change),
+// as `target serve` does.
+//
+//	go test -run XXX -bench TakeOver ./nvmeof/initiator/
+func BenchmarkTakeOver(b *testing.B) {
+	b.Run("memory", func(b *testing.B) { benchTakeOver(b, "") })
+	b.Run("persisted", func(b *testing.B) { benchTakeOver(b, filepath.Join(b.TempDir(), "ns1.resv")) })
+}
+
+func benchTakeOver(b *testing.B, file string) {
+	f := newFixture(b, 1, 1<<20, func(c *target.Config) { c.Subsystems[0].Namespaces[0].ReservationFile = file })
+	ctx := context.Background()
+	devs := [2]*Device{}
+	for i := range devs {
+		o := f.options(b)
+		o.Logf, o.IOQueues, o.HostID = nil, 1, [16]byte{0: 0xB0, 15: byte(i + 1)}
+		devs[i] = open(b, o)
+	}
+	if err := devs[0].TakeOver(ctx, 1, 0); err != nil {
+		b.Fatal(err)
+	}
+	p := make([]byte, 4096)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		key := uint64(i + 2)
+		newer, older := devs[(i+1)%2], devs[i%2]
+		if err := newer.TakeOver(ctx, key, key-1); err != nil {
+			b.Fatal(err)
+		}
+		if err := older.WriteAt(ctx, p, 0); !errors.Is(err, blockdev.ErrFenced) {
+			b.Fatalf("old session's write: %v", err)
+		}
+	}
 }

@@ -26,7 +26,13 @@
 // Errors carry blockdev classes: LBA out of range is ErrOutOfRange, invalid
 // field/opcode/namespace ErrInvalid, reservation conflict and write
 // protection ErrFenced, unrecovered read errors ErrCorrupt, everything else
-// ErrUnavailable. NVMe statuses are *StatusError values.
+// ErrUnavailable. NVMe statuses are *StatusError values. Only path errors
+// are retried; a reservation conflict never is.
+//
+// Reservations (Register, Acquire, Release, Report, and TakeOver for the
+// fencing protocol) act for the host ID the device sends at Connect
+// (Options.HostID), so devices opened with distinct host IDs are distinct
+// registrants even on one node.
 //
 // Concurrency: every Device method may be called from many goroutines.
 // A context bounds waiting for a path or a free command slot; once a
@@ -78,7 +84,7 @@ var (
 
 // ctrlCaps are the optional commands the first controller advertised.
 type ctrlCaps struct {
-	dsm, writeZeroes bool
+	dsm, writeZeroes, reservations bool
 }
 
 // routes is an immutable snapshot of the usable controllers.
@@ -163,7 +169,8 @@ func (d *Device) adopt(c *controller) {
 	d.ns, d.size, d.bs, d.maxXfr = c.ns, c.ns.size, c.ns.bs, c.maxXfr
 	for d.shift = 0; 1<<d.shift < d.bs; d.shift++ {
 	}
-	d.caps = ctrlCaps{dsm: c.id.ONCS&pdu.ONCSDSM != 0, writeZeroes: c.id.ONCS&pdu.ONCSWriteZeroes != 0}
+	d.caps = ctrlCaps{dsm: c.id.ONCS&pdu.ONCSDSM != 0, writeZeroes: c.id.ONCS&pdu.ONCSWriteZeroes != 0,
+		reservations: c.id.ONCS&pdu.ONCSReservations != 0}
 }
 
 // sameNamespace checks that c shows the namespace the device was opened on.

@@ -102,7 +102,7 @@ func (c *conn) identifyController() []byte {
 	id.ANACAP = 0x1F
 	id.ANAGRPMAX, id.NANAGRPID = MaxANAGroups, MaxANAGroups
 	id.NN, id.MNAN = MaxNamespaces, MaxNamespaces
-	id.ONCS = pdu.ONCSDSM | pdu.ONCSWriteZeroes
+	id.ONCS = pdu.ONCSDSM | pdu.ONCSWriteZeroes | pdu.ONCSReservations
 	id.VWC = 1
 	return id.Marshal()
 }
@@ -145,6 +145,10 @@ func (c *conn) nsData(ns *namespace) []byte {
 		NSZE: ns.nlb, NCAP: ns.nlb, NUSE: ns.nlb, NMIC: pdu.NMICShared,
 		DLFEAT: pdu.DLFEATReadZeroes | pdu.DLFEATWZDeac, ANAGRPID: ns.cfg.ANAGroup,
 		NGUID: ns.cfg.NGUID, LBAF: []pdu.LBAFormat{{LBADS: uint8(log2(ns.bs))}},
+		RESCAP: pdu.RESCAPTypes | pdu.RESCAPIEKey13,
+	}
+	if ns.resv.store != nil {
+		d.RESCAP |= pdu.RESCAPPTPL
 	}
 	if st := c.t.anaState(c.l.idx, ns.cfg.ANAGroup); st == pdu.ANAInaccessible || st == pdu.ANAPersistentLoss {
 		d.NUSE = 0

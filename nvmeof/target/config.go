@@ -101,6 +101,12 @@ type NamespaceConfig struct {
 	ANAGroup uint32
 	// ReadOnly rejects writes with Namespace Is Write Protected.
 	ReadOnly bool
+	// ReservationFile, when set, keeps the namespace's reservation
+	// registrations and reservation across target restarts (Identify
+	// Namespace RESCAP bit 0, Report PTPLS 1): it is read by New and
+	// rewritten atomically before each reservation change completes.
+	// Default "": reservations live in memory only.
+	ReservationFile string
 }
 
 // ListenerConfig is one TCP listener (an NVMe port).

@@ -24,6 +24,10 @@ type controller struct {
 	disc    bool
 	hostNQN string
 	hostID  [16]byte
+	// gates holds, per namespace, the lock that I/O commands hold in read
+	// mode from their reservation check until their device IO is done
+	// (see Target.drain). Fixed at Connect.
+	gates   map[uint32]*sync.RWMutex
 	lst     int
 	kato    time.Duration
 	traffic atomic.Bool // a command arrived since the keep-alive timer was armed
@@ -37,6 +41,7 @@ type controller struct {
 	changedNS []uint32
 	nqueues   uint32 // granted I/O queues (Number of Queues)
 	queues    map[uint16]*conn
+	conns     int // connections attached and not yet finished (outlives queues after destroy)
 	timer     *time.Timer
 	dead      bool
 }
@@ -129,7 +134,12 @@ func (ct *controller) queueGone(c *conn) {
 	if ct.queues[c.qid] == c {
 		delete(ct.queues, c.qid)
 	}
+	ct.conns--
+	last := ct.conns == 0
 	ct.mu.Unlock()
+	if last && ct.sub != nil {
+		ct.sub.forget(ct) // its commands have all finished (conn.finish waited)
+	}
 	if c.qid == 0 {
 		ct.destroy()
 	}
@@ -146,6 +156,7 @@ func (ct *controller) addQueue(c *conn, qid uint16) bool {
 		return false
 	}
 	ct.queues[qid] = c
+	ct.conns++
 	return true
 }
 

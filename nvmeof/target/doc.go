@@ -41,12 +41,37 @@
 // namespace-attribute + ANA change, CTRATT 128-bit host ID + TBKAS (any
 // command counts as keep-alive traffic, as in nvmet), KAS 1 (100 ms),
 // ANATT, ANACAP 0x1F, ANAGRPMAX = NANAGRPID = 128, SQES 0x66, CQES 0x44,
-// MAXCMD = QueueSize, NN = MNAN = 1024, ONCS DSM + Write Zeroes, VWC 1, SGLS
+// MAXCMD = QueueSize, NN = MNAN = 1024, ONCS DSM + Write Zeroes +
+// reservations, VWC 1, SGLS
 // bit 0 + bit 20, IOCCSZ (64+InCapsuleDataSize)/16, IORCSZ 1, ICDOFF 0,
 // MSDBD 1, SUBNQN. CAP: MQES, TO 15, CSS NVM only (so hosts keep CC.CSS 0).
 // ICResp: CPDA 0, digests as requested, MAXH2CDATA. Namespaces are shared
 // (NMIC 1), report DLFEAT 0x09, their ANA group, NGUID, and a descriptor
-// list with UUID, NGUID and CSI.
+// list with UUID, NGUID and CSI. RESCAP: all six reservation types,
+// IEKEY as in NVMe 1.3, and PTPL when the namespace has a ReservationFile.
+//
+// # Reservations
+//
+// Register, Acquire (acquire, preempt, preempt-and-abort), Release
+// (release, clear) and Report (extended data structure only, as in
+// nvmet) act per namespace; registrants are host IDs from Connect, so all
+// controllers of a host share a registration and one node may hold
+// several identities. Write, Flush, Write Zeroes and Dataset Management
+// (and Read under the exclusive-access types) from a host without access
+// fail with Reservation Conflict (0x83) with DNR. The generation counts
+// successful registers, preempts and clears. Preempt-and-abort completes
+// only after every command of the preempted hosts on the namespace that
+// passed the reservation check has finished its device IO: each I/O
+// command holds its controller's per-namespace gate in read mode from the
+// check to the end of its device IO, and the preempt takes the gates of
+// the preempted hosts' controllers in write mode once the new state is
+// published; a controller whose association has ended still counts until
+// its last connection has finished its commands. With NamespaceConfig.ReservationFile the state is written
+// (temporary file, fsync, rename, directory fsync) before the command
+// completes and read back by New; without it, it lives in memory. The
+// Register command's CPTPL field is ignored: persistence is the
+// namespace's configuration. Reservation notifications (log page 0x80,
+// its asynchronous event) are not implemented.
 //
 // # Concurrency
 //

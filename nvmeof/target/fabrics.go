@@ -1,6 +1,7 @@
 package target
 
 import (
+	"sync"
 	"time"
 
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
@@ -103,6 +104,10 @@ func (c *conn) connectAdmin(cmd *command, cc pdu.ConnectCmd, d pdu.ConnectData) 
 			return
 		}
 		ct.kato = time.Duration(cc.KATO) * time.Millisecond
+		ct.gates = make(map[uint32]*sync.RWMutex, len(ct.sub.ns))
+		for nsid := range ct.sub.ns {
+			ct.gates[nsid] = new(sync.RWMutex)
+		}
 	}
 	if d.CNTLID != pdu.CNTLIDDynamic {
 		invalidParam(cmd, pdu.ConnectOffCNTLID, true)
@@ -111,6 +116,7 @@ func (c *conn) connectAdmin(cmd *command, cc pdu.ConnectCmd, d pdu.ConnectData) 
 	ct.aec = ct.oaes()
 	ct.nqueues = uint32(t.cfg.MaxIOQueues)
 	ct.queues[0] = c
+	ct.conns = 1
 	t.mu.Lock()
 	ok := !t.closed && t.allocCtrlLocked(ct)
 	t.mu.Unlock()
@@ -120,6 +126,9 @@ func (c *conn) connectAdmin(cmd *command, cc pdu.ConnectCmd, d pdu.ConnectData) 
 	}
 	c.setQueue(cc)
 	c.ctrl = ct
+	if ct.sub != nil {
+		ct.sub.track(ct)
+	}
 	ct.startKeepAlive()
 	t.logf("nvmeof/target: %s: controller %d for %s (%s), kato %v", c.nc.RemoteAddr(), ct.id, d.SubNQN, d.HostNQN, ct.kato)
 	cmd.ok(uint32(ct.id))

@@ -28,7 +28,9 @@ type FileNamespace struct {
 
 // OpenFileNamespaces opens, creating when missing, the file of each
 // namespace in dir (created too), with blockSize-byte blocks for new files,
-// and returns their configurations with NSIDs 1, 2, ... in order. The
+// and returns their configurations with NSIDs 1, 2, ... in order; each
+// keeps its reservations in dir/NAME.resv (NamespaceConfig.ReservationFile),
+// so that a fence survives a restart. The
 // target does not close the devices: the caller closes them after the
 // target (CloseNamespaces). On error, nothing stays open.
 func OpenFileNamespaces(dir string, blockSize int, nss []FileNamespace) ([]NamespaceConfig, error) {
@@ -47,7 +49,8 @@ func OpenFileNamespaces(dir string, blockSize int, nss []FileNamespace) ([]Names
 			CloseNamespaces(out)
 			return nil, err
 		}
-		out = append(out, NamespaceConfig{NSID: uint32(i + 1), Name: ns.Name, Device: d, ANAGroup: ns.ANAGroup})
+		out = append(out, NamespaceConfig{NSID: uint32(i + 1), Name: ns.Name, Device: d, ANAGroup: ns.ANAGroup,
+			ReservationFile: filepath.Join(dir, ns.Name+".resv")})
 	}
 	return out, nil
 }

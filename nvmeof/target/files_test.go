@@ -14,7 +14,7 @@ import (
 )
 
 // TestOpenFileNamespaces: files are created sparse at their size in order
-// (NSIDs 1, 2), reopened with their data, refused at another size (with
+// (NSIDs 1, 2) with their reservation files beside them, reopened with their data, refused at another size (with
 // nothing left open), and a name with a path separator is refused.
 func TestOpenFileNamespaces(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "new")
@@ -24,7 +24,8 @@ func TestOpenFileNamespaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, ns := range nss {
-		if ns.NSID != uint32(i+1) || ns.Name != specs[i].Name || ns.Device.Size() != specs[i].Size || ns.ANAGroup != specs[i].ANAGroup {
+		if ns.NSID != uint32(i+1) || ns.Name != specs[i].Name || ns.Device.Size() != specs[i].Size || ns.ANAGroup != specs[i].ANAGroup ||
+			ns.ReservationFile != filepath.Join(dir, specs[i].Name+".resv") {
 			t.Errorf("namespace %d: %+v", i, ns)
 		}
 	}

@@ -58,6 +58,17 @@ func FuzzConnStream(f *testing.F) {
 			capsule(dg, pdu.SQE{Opcode: pdu.IODSM, NSID: 1, CID: 10, CDW11: pdu.DSMDeallocate,
 				SGL: pdu.SGL{Length: 16, ID: pdu.SGLInCapsule}}, ranges),
 			capsule(dg, pdu.SQE{Opcode: pdu.IOFlush, NSID: 1, CID: 11}, nil)))
+		resv := func(cid uint16, op uint8, c pdu.ResvCmd, k1, k2 uint64) []byte {
+			return capsule(dg, pdu.SQE{Opcode: op, NSID: 1, CID: cid, CDW10: c.CDW10(),
+				SGL: pdu.SGL{Length: 16, ID: pdu.SGLInCapsule}}, pdu.AppendResvKeys(nil, k1, k2))
+		}
+		f.Add(dg.Byte(), sessionSeed(dg, 1, cntlid,
+			resv(12, pdu.IOResvRegister, pdu.ResvCmd{}, 0, 5),
+			resv(13, pdu.IOResvAcquire, pdu.ResvCmd{Type: pdu.ResvWriteExclusiveAllRegs}, 5, 0),
+			capsule(dg, pdu.SQE{Opcode: pdu.IOResvReport, NSID: 1, CID: 14, CDW10: 31, CDW11: pdu.ResvReportEDS,
+				SGL: pdu.SGL{Length: 128, ID: pdu.SGLTransport}}, nil),
+			resv(15, pdu.IOResvAcquire, pdu.ResvCmd{Action: pdu.ResvAcquireActionPreemptAbrt, Type: pdu.ResvWriteExclusive}, 5, 5),
+			resv(16, pdu.IOResvRelease, pdu.ResvCmd{Action: pdu.ResvReleaseActionClear}, 5, 0)))
 	}
 	f.Fuzz(func(t *testing.T, dgb byte, in []byte) {
 		hostSide, tgtSide := net.Pipe()

@@ -25,7 +25,8 @@ func (cmd *command) precheckIO() pdu.Status {
 		return pdu.MakeStatus(pdu.SCCommandSequenceError, true)
 	}
 	switch s.Opcode {
-	case pdu.IORead, pdu.IOWrite, pdu.IOWriteZeroes, pdu.IODSM, pdu.IOFlush:
+	case pdu.IORead, pdu.IOWrite, pdu.IOWriteZeroes, pdu.IODSM, pdu.IOFlush,
+		pdu.IOResvRegister, pdu.IOResvReport, pdu.IOResvAcquire, pdu.IOResvRelease:
 	default:
 		return pdu.MakeStatus(pdu.SCInvalidOpcode, true)
 	}
@@ -78,25 +79,68 @@ func faultOp(op uint8) FaultOp {
 	return FaultWrite
 }
 
-// runIO executes an I/O command that passed precheckIO.
+// runIO executes an I/O command that passed precheckIO. Reads and writes
+// hold the controller's gate for the namespace from the reservation check
+// until the device IO is done (not while the reply is sent, which a
+// stalled host could block), so that a preempt-and-abort can wait for
+// them.
 func (cmd *command) runIO() {
 	c, s := cmd.c, &cmd.sqe
+	ns := c.namespace(s.NSID)
+	switch {
+	case isResvOp(s.Opcode):
+		cmd.reservation(ns)
+		return
+	case ns == nil: // flush of every namespace
+		cmd.complete(cmd.flushAll(), 0, 0)
+		return
+	}
+	g := cmd.ioGate()
+	g.RLock()
+	r := cmd.guardedIO(ns)
+	g.RUnlock()
+	switch {
+	case r.drop:
+		cmd.release()
+	case r.buf != nil:
+		pool := &c.t.pool
+		cmd.completeData(r.buf, func() { pool.put(r.buf) })
+	default:
+		cmd.complete(r.st, 0, 0)
+	}
+}
+
+// ioResult is the outcome of a command's device IO.
+type ioResult struct {
+	st   pdu.Status
+	buf  []byte // read data, from the pool
+	drop bool   // the connection is closing: no reply
+}
+
+// guardedIO checks the reservation and runs the device IO. REQUIRES: the
+// command's gate held in read mode.
+func (cmd *command) guardedIO(ns *namespace) ioResult {
+	c, s := cmd.c, &cmd.sqe
+	if !ns.resv.state.Load().allows(c.ctrl.hostID, s.Opcode) {
+		c.t.conflicts.Add(1)
+		return ioResult{st: pdu.MakeStatus(pdu.SCReservationConflict, true)}
+	}
 	delay, st, failed := c.t.ioFault(s.NSID, faultOp(s.Opcode))
 	if err := sleepCtx(c.ctx, delay); err != nil {
-		cmd.release()
-		return
+		return ioResult{drop: true}
 	}
 	if failed {
-		cmd.complete(st, 0, 0)
-		return
+		return ioResult{st: st}
 	}
-	ns := c.namespace(s.NSID)
-	off := int64(s.SLBA()) * int64(bsOf(ns))
+	off := int64(s.SLBA()) * int64(ns.bs)
 	var err error
 	switch s.Opcode {
 	case pdu.IORead:
-		cmd.read(ns, off)
-		return
+		buf := c.t.pool.get(int(s.SGL.Length))
+		if err = ns.dev.ReadAt(c.ctx, buf, off); err == nil {
+			return ioResult{buf: buf}
+		}
+		c.t.pool.put(buf)
 	case pdu.IOWrite:
 		if s.CDW12&pdu.RWFUA != 0 {
 			err = blockdev.WriteFUA(c.ctx, ns.dev, cmd.data, off)
@@ -104,53 +148,48 @@ func (cmd *command) runIO() {
 			err = ns.dev.WriteAt(c.ctx, cmd.data, off)
 		}
 	case pdu.IOFlush:
-		err = cmd.flush(ns)
+		err = ns.dev.Flush(c.ctx)
 	case pdu.IOWriteZeroes:
 		err = cmd.writeZeroes(ns, off)
 	case pdu.IODSM:
-		if st := cmd.dsm(ns); st != 0 {
-			cmd.complete(st, 0, 0)
-			return
-		}
+		return ioResult{st: cmd.dsm(ns)}
 	}
-	cmd.finishErr(err)
+	return ioResult{st: errStatus(err, s.Opcode == pdu.IORead)}
 }
 
-func bsOf(ns *namespace) int {
-	if ns == nil {
+func errStatus(err error, read bool) pdu.Status {
+	if err == nil {
 		return 0
 	}
-	return ns.bs
+	return statusFor(err, read)
 }
 
-func (cmd *command) finishErr(err error) {
-	if err != nil {
-		cmd.complete(statusFor(err, cmd.sqe.Opcode == pdu.IORead), 0, 0)
-		return
-	}
-	cmd.ok(0)
-}
-
-func (cmd *command) read(ns *namespace, off int64) {
+// flushAll flushes every namespace the host may flush, in NSID order,
+// each under its gate; the first refusal or error ends it.
+func (cmd *command) flushAll() pdu.Status {
 	c := cmd.c
-	buf := c.t.pool.get(int(cmd.sqe.SGL.Length))
-	if err := ns.dev.ReadAt(c.ctx, buf, off); err != nil {
-		c.t.pool.put(buf)
-		cmd.finishErr(err)
-		return
+	delay, st, failed := c.t.ioFault(cmd.sqe.NSID, FaultFlush)
+	if err := sleepCtx(c.ctx, delay); err != nil {
+		return pdu.MakeStatus(pdu.SCAbortSQDeleted, false)
 	}
-	cmd.completeData(buf, func() { c.t.pool.put(buf) })
-}
-
-func (cmd *command) flush(ns *namespace) error {
-	if ns != nil {
-		return ns.dev.Flush(cmd.c.ctx)
+	if failed {
+		return st
 	}
-	var errs []error
-	for _, n := range cmd.c.ctrl.sub.ns {
-		errs = append(errs, n.dev.Flush(cmd.c.ctx))
+	for _, nsid := range c.ctrl.sub.nsids {
+		ns, g := c.ctrl.sub.ns[nsid], c.ctrl.gates[nsid]
+		g.RLock()
+		st := pdu.MakeStatus(pdu.SCReservationConflict, true)
+		if ns.resv.state.Load().allows(c.ctrl.hostID, pdu.IOFlush) {
+			st = errStatus(ns.dev.Flush(c.ctx), false)
+		} else {
+			c.t.conflicts.Add(1)
+		}
+		g.RUnlock()
+		if st != 0 {
+			return st
+		}
 	}
-	return errors.Join(errs...)
+	return 0
 }
 
 func (cmd *command) writeZeroes(ns *namespace, off int64) error {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
@@ -24,6 +25,8 @@ type Target struct {
 	groups []uint32
 	pool   bufPool
 	logf   func(string, ...any)
+
+	conflicts atomic.Uint64 // I/O commands refused by a reservation
 
 	mu        sync.Mutex
 	listeners []*listener
@@ -45,13 +48,33 @@ type subsystem struct {
 	ns      map[uint32]*namespace
 	nsids   []uint32 // ascending
 	allowed map[string]bool
+
+	// live holds every controller that may still run commands: from its
+	// admin Connect until its last connection has finished, which can be
+	// after the association ended (keep-alive expiry, dropped admin
+	// queue). Preempt-and-abort drains through it.
+	mu   sync.Mutex
+	live map[*controller]struct{}
+}
+
+func (s *subsystem) track(ct *controller) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.live[ct] = struct{}{}
+}
+
+func (s *subsystem) forget(ct *controller) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.live, ct)
 }
 
 type namespace struct {
-	cfg NamespaceConfig
-	dev blockdev.Device
-	bs  int
-	nlb uint64
+	cfg  NamespaceConfig
+	dev  blockdev.Device
+	bs   int
+	nlb  uint64
+	resv reservations
 }
 
 // New validates cfg (after filling defaults on a copy) and builds a target.
@@ -93,7 +116,7 @@ func New(cfg Config) (*Target, error) {
 }
 
 func newSubsystem(c *SubsystemConfig) (*subsystem, error) {
-	s := &subsystem{cfg: c, ns: map[uint32]*namespace{}, allowed: map[string]bool{}}
+	s := &subsystem{cfg: c, ns: map[uint32]*namespace{}, allowed: map[string]bool{}, live: map[*controller]struct{}{}}
 	for _, h := range c.AllowedHosts {
 		s.allowed[h] = true
 	}
@@ -103,11 +126,29 @@ func newSubsystem(c *SubsystemConfig) (*subsystem, error) {
 			return nil, fmt.Errorf("subsystem %s nsid %d: block size %d / size %d unusable: %w",
 				c.NQN, nc.NSID, bs, nc.Device.Size(), blockdev.ErrInvalid)
 		}
-		s.ns[nc.NSID] = &namespace{cfg: nc, dev: nc.Device, bs: bs, nlb: uint64(nc.Device.Size() / int64(bs))}
+		ns := &namespace{cfg: nc, dev: nc.Device, bs: bs, nlb: uint64(nc.Device.Size() / int64(bs))}
+		if err := ns.loadReservations(); err != nil {
+			return nil, fmt.Errorf("subsystem %s nsid %d: %w", c.NQN, nc.NSID, err)
+		}
+		s.ns[nc.NSID] = ns
 		s.nsids = append(s.nsids, nc.NSID)
 	}
 	sort.Slice(s.nsids, func(i, j int) bool { return s.nsids[i] < s.nsids[j] })
 	return s, nil
+}
+
+// loadReservations reads the persisted reservation state, if any.
+func (ns *namespace) loadReservations() error {
+	if ns.cfg.ReservationFile == "" {
+		return nil
+	}
+	ns.resv.store = &resvStore{path: ns.cfg.ReservationFile}
+	st, err := ns.resv.store.load()
+	if err != nil {
+		return err
+	}
+	ns.resv.state.Store(st.seal())
+	return nil
 }
 
 func (s *subsystem) hostAllowed(nqn string) bool { return s.cfg.AllowAnyHost || s.allowed[nqn] }

@@ -41,6 +41,8 @@ func newTargetServeCmd(g *globals) *cobra.Command {
 		Short: "Serve file-backed namespaces over NVMe/TCP until interrupted",
 		Long: "serve exports one subsystem whose namespaces are files DIR/NAME.img (created sparse at SIZE\n" +
 			"when missing; an existing file must have that size). NSIDs follow the order of --ns.\n" +
+			"NVMe reservations (registrations and the reservation) of each namespace are kept in\n" +
+			"DIR/NAME.resv, so a fenced writer stays fenced across a restart.\n" +
 			"Every listener also serves the discovery subsystem. --ana-group NAME:GROUP puts a namespace\n" +
 			"in an ANA group (default 1); all groups start optimized on every listener. --control ADDR\n" +
 			"serves an HTTP control API (see 'target ana-state') on a loopback address.\n\n" +
