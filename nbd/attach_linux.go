@@ -8,7 +8,12 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
 
 	"github.com/mdlayher/genetlink"
 	"github.com/mdlayher/netlink"
@@ -20,18 +25,33 @@ type Attachment struct {
 	// Path is the device node, /dev/nbdN.
 	Path  string
 	index int
-	conns sync.WaitGroup
-	stop  context.CancelFunc
+	srv   *Server
+	exp   *export
+	opts  AttachOptions
+
+	ctx     context.Context // ends at Close; the connections' lifetime
+	stop    context.CancelFunc
+	live    atomic.Bool // the kernel holds the device for us
+	closing atomic.Bool
+	conns   sync.WaitGroup
+	done    chan struct{}
+	once    sync.Once
+	err     error
 }
 
 // AttachKernel connects the export to the kernel's nbd driver as devPath
-// ("/dev/nbdN", or "" for any free device) over opts.Connections socket
-// pairs: the kernel gets one end of each, the server serves the other in
-// transmission mode with simple replies (the kernel has no handshake and no
-// structured replies). Dead connections are the kernel's business
-// (opts.Timeout, opts.DeadConnTimeout); Detach ends the attachment. Needs
-// CAP_SYS_ADMIN and the nbd module; without the module the error is
-// ErrNoKernelNBD.
+// ("/dev/nbdN", or "" for the first free device) over opts.Connections
+// socket pairs: the kernel gets one end of each, the server serves the other
+// in transmission mode with simple replies (the kernel has no handshake and
+// no structured replies). ctx bounds the attaching only: the connections
+// are served until Close, the server's Close, or a disconnect by someone
+// else (Done). A connection whose server side ends while the device is
+// still connected is replaced (NBD_CMD_RECONFIGURE). A device already
+// connected is refused with ErrDeviceBusy while the process that connected
+// it lives; once it has died, a device with the same backend (opts.BackendID)
+// is taken over: its dead connections get fresh sockets, and IO held by the
+// kernel (AttachOptions.DeadConnTimeout) goes on. Needs CAP_SYS_ADMIN and the
+// nbd module; without the module the error is ErrNoKernelNBD.
 func (s *Server) AttachKernel(ctx context.Context, export, devPath string, opts AttachOptions) (*Attachment, error) {
 	opts.ensureDefaults(export)
 	index, err := parseDevPath(devPath)
@@ -47,62 +67,288 @@ func (s *Server) AttachKernel(ctx context.Context, export, devPath string, opts 
 		return nil, err
 	}
 	defer c.Close()
-	a := &Attachment{}
-	kernelFDs, err := a.startConns(ctx, s, e, opts.Connections)
+	a := &Attachment{srv: s, exp: e, opts: opts, done: make(chan struct{})}
+	a.ctx, a.stop = context.WithCancel(context.WithoutCancel(ctx))
+	if index < 0 {
+		err = a.connectFree(c, fam)
+	} else {
+		err = a.connectAt(c, fam, index)
+	}
 	if err != nil {
+		a.stop()
+		a.conns.Wait()
 		return nil, err
 	}
-	defer closeFiles(kernelFDs)
-	req := connectRequest{
-		index: index, size: uint64(e.Device.Size()), blockSize: uint64(e.Device.BlockSize()),
-		flags: uint64(e.flags(false)), timeout: opts.Timeout, deadConn: opts.DeadConnTimeout,
-		backendID: opts.BackendID, clientFlag: clientFlagDisconnectOnClose,
-	}
-	for _, f := range kernelFDs {
-		req.fds = append(req.fds, int(f.Fd()))
-	}
-	if a.index, err = connect(c, fam, req); err != nil {
-		a.Close()
-		return nil, err
-	}
-	a.Path = fmt.Sprintf("/dev/nbd%d", a.index)
+	go func() {
+		a.conns.Wait()
+		close(a.done)
+	}()
 	return a, nil
 }
 
-// startConns makes n socket pairs, serves one end of each and returns the
-// others for the kernel.
-func (a *Attachment) startConns(ctx context.Context, s *Server, e *export, n int) ([]*os.File, error) {
-	ctx, a.stop = context.WithCancel(ctx)
-	var kernel []*os.File
-	for i := range n {
-		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+// connectFree connects the first free device, trying the next when another
+// process takes it first.
+func (a *Attachment) connectFree(c *genetlink.Conn, fam genetlink.Family) error {
+	skip := map[int]bool{}
+	for range 8 {
+		d, err := freeDevice(sysBlock, skip)
 		if err != nil {
-			closeFiles(kernel)
-			a.Close()
-			return nil, fmt.Errorf("nbd: socketpair: %w", err)
+			return err
 		}
-		kernel = append(kernel, os.NewFile(uintptr(fds[0]), fmt.Sprintf("nbd-kernel-%d", i)))
-		sf := os.NewFile(uintptr(fds[1]), fmt.Sprintf("nbd-server-%d", i))
-		nc, err := net.FileConn(sf)
-		sf.Close()
-		if err != nil {
-			closeFiles(kernel)
-			a.Close()
-			return nil, fmt.Errorf("nbd: socket pair conn: %w", err)
+		err = a.connect(c, fam, d.Index)
+		if !errors.Is(err, ErrDeviceBusy) {
+			return err
 		}
-		a.conns.Go(func() {
-			if err := s.serveKernelConn(ctx, nc, e); err != nil {
-				s.opts.Logf("nbd: kernel connection %d of %s: %v", i, e.name, err)
-			}
-		})
+		skip[d.Index] = true
 	}
-	return kernel, nil
+	return fmt.Errorf("nbd: other processes took every free device first: %w", ErrDeviceBusy)
 }
 
-func closeFiles(fs []*os.File) {
-	for _, f := range fs {
-		f.Close()
+// connectAt connects device index, or takes it over when its server
+// process has died.
+func (a *Attachment) connectAt(c *genetlink.Conn, fam genetlink.Family, index int) error {
+	d, err := readDevice(sysBlock, index)
+	if err != nil && !errors.Is(err, ErrNoDevice) {
+		return err
 	}
+	if err != nil || !d.Connected() {
+		return a.connect(c, fam, index)
+	}
+	if pidAlive(d.PID) {
+		return fmt.Errorf("nbd: %s is in use: connected by process %d (backend %q): %w", d.Path, d.PID, d.Backend, ErrDeviceBusy)
+	}
+	if d.Backend != a.opts.BackendID {
+		return fmt.Errorf("nbd: %s is still connected to backend %q, whose process %d has died; disconnect it first (nvstripe unmap %s): %w",
+			d.Path, d.Backend, d.PID, d.Path, ErrDeviceBusy)
+	}
+	return a.takeOver(c, fam, d)
+}
+
+// connect hands the kernel fresh sockets for device index (NBD_CMD_CONNECT).
+func (a *Attachment) connect(c *genetlink.Conn, fam genetlink.Family, index int) error {
+	kfds, ncs, err := newPairs(a.opts.Connections)
+	if err != nil {
+		return err
+	}
+	a.serve(ncs) // before the kernel can send anything
+	req := connectRequest{
+		index: index, size: uint64(a.exp.Device.Size()), blockSize: uint64(a.exp.Device.BlockSize()),
+		flags: uint64(a.exp.flags(false)), fds: kfds, timeout: a.opts.Timeout, deadConn: a.opts.DeadConnTimeout,
+		backendID: a.opts.BackendID, // no DISCONNECT_ON_CLOSE: the first mkfs or blkid to close it would disconnect it
+	}
+	a.index, err = execConnect(c, fam, req)
+	closeFDs(kfds) // the kernel holds its own references
+	if err != nil {
+		a.stop() // our ends close; the kernel never got or has dropped its ends
+		return err
+	}
+	a.setLive()
+	return nil
+}
+
+// takeOver replaces the dead connections of device d, connected with our
+// backend by a process that has died (NBD_CMD_RECONFIGURE).
+func (a *Attachment) takeOver(c *genetlink.Conn, fam genetlink.Family, d DeviceInfo) error {
+	if int64(d.Size) != a.exp.Device.Size() {
+		return fmt.Errorf("nbd: %s has size %d, the export %d: %w", d.Path, d.Size, a.exp.Device.Size(), ErrDeviceBusy)
+	}
+	kfds, ncs, err := newPairs(a.opts.Connections)
+	if err != nil {
+		return err
+	}
+	err = execReconfigure(c, fam, d.Index, kfds, a.opts.DeadConnTimeout)
+	closeFDs(kfds)
+	if err != nil {
+		closeConns(ncs)
+		return err
+	}
+	var taken []net.Conn
+	for _, nc := range ncs {
+		if peerClosed(nc) {
+			nc.Close()
+		} else {
+			taken = append(taken, nc)
+		}
+	}
+	if len(taken) == 0 {
+		return fmt.Errorf("nbd: %s has no dead connection to replace: another process serves it: %w", d.Path, ErrDeviceBusy)
+	}
+	a.index = d.Index
+	a.setLive()
+	a.serve(taken)
+	a.srv.opts.Logf("nbd: %s: took over %d connection(s) from process %d", d.Path, len(taken), d.PID)
+	return nil
+}
+
+func (a *Attachment) setLive() {
+	a.Path = fmt.Sprintf("/dev/nbd%d", a.index)
+	a.live.Store(true)
+}
+
+// newPairs makes n socket pairs and returns the kernel's ends and ours. The
+// kernel's ends stay blocking and out of Go's poller: they are plain
+// descriptors, closed once the kernel has them.
+func newPairs(n int) ([]int, []net.Conn, error) {
+	var kfds []int
+	var ncs []net.Conn
+	for range n {
+		kfd, nc, err := newPair()
+		if err != nil {
+			closeFDs(kfds)
+			closeConns(ncs)
+			return nil, nil, err
+		}
+		kfds, ncs = append(kfds, kfd), append(ncs, nc)
+	}
+	return kfds, ncs, nil
+}
+
+// serve serves each of ncs as a connection slot.
+func (a *Attachment) serve(ncs []net.Conn) {
+	for i, nc := range ncs {
+		a.conns.Go(func() { a.serveSlot(i, nc) })
+	}
+}
+
+func closeConns(ncs []net.Conn) {
+	for _, nc := range ncs {
+		nc.Close()
+	}
+}
+
+// newPair returns a connected unix socket pair: a blocking descriptor for
+// the kernel and a net.Conn for the server.
+func newPair() (int, net.Conn, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0, nil, fmt.Errorf("nbd: socketpair: %w", err)
+	}
+	f := os.NewFile(uintptr(fds[1]), "nbd-server")
+	nc, err := net.FileConn(f) // a duplicate, made non-blocking for the poller
+	f.Close()
+	if err != nil {
+		unix.Close(fds[0])
+		return 0, nil, fmt.Errorf("nbd: socket pair conn: %w", err)
+	}
+	return fds[0], nc, nil
+}
+
+func closeFDs(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}
+
+// Replacing a connection is retried this many times, with a pause that
+// doubles from replaceFirstWait, before the slot gives up.
+const (
+	replaceTries     = 6
+	replaceFirstWait = 100 * time.Millisecond
+)
+
+// serveSlot serves connection i and, while the device stays connected,
+// replaces it each time its server side ends.
+func (a *Attachment) serveSlot(i int, nc net.Conn) {
+	for {
+		if err := a.srv.serveKernelConn(a.ctx, nc, a.exp); err != nil {
+			a.srv.opts.Logf("nbd: kernel connection %d of %s: %v", i, a.exp.name, err)
+		}
+		if !a.stillServing() {
+			return
+		}
+		a.srv.opts.Logf("nbd: kernel connection %d of %s ended; giving the kernel a new socket", i, a.exp.name)
+		if nc = a.replace(i); nc == nil {
+			return
+		}
+	}
+}
+
+// stillServing says whether the device is still connected for us after a
+// connection ended (not closed by Close, nor disconnected by someone else).
+func (a *Attachment) stillServing() bool {
+	if !a.live.Load() || a.closing.Load() || a.ctx.Err() != nil {
+		return false
+	}
+	d, err := readDevice(sysBlock, a.index)
+	return err == nil && d.Connected() && d.Backend == a.opts.BackendID
+}
+
+// replace hands the kernel a new socket for a dead connection and returns
+// our end, or nil when the kernel never takes one (it has no dead
+// connection left, or the device went away).
+func (a *Attachment) replace(i int) net.Conn {
+	wait := replaceFirstWait
+	for range replaceTries {
+		select {
+		case <-a.ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+		wait *= 2
+		kfd, nc, err := newPair()
+		if err == nil {
+			err = reconfigure(a.index, []int{kfd}, a.opts.DeadConnTimeout)
+			unix.Close(kfd)
+		}
+		if err == nil && !peerClosed(nc) {
+			return nc
+		}
+		if nc != nil {
+			nc.Close()
+		}
+		if err == nil {
+			err = errors.New("the kernel did not take the socket (no dead connection to replace)")
+		}
+		a.srv.opts.Logf("nbd: replacing kernel connection %d of %s: %v", i, a.Path, err)
+		if !a.stillServing() {
+			return nil
+		}
+	}
+	return nil
+}
+
+// peerClosed says whether the other end of nc is gone: after we close our
+// copy of the kernel's end, it is gone at once unless the kernel holds it.
+func peerClosed(nc net.Conn) bool {
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return true
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return true
+	}
+	closed := true
+	rc.Control(func(fd uintptr) {
+		p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+		n, err := unix.Poll(p, 0)
+		closed = err != nil || n > 0 && p[0].Revents&(unix.POLLHUP|unix.POLLRDHUP) != 0
+	})
+	return closed
+}
+
+// Done is closed when every connection has ended: after Close, or once
+// someone else disconnected the device.
+func (a *Attachment) Done() <-chan struct{} { return a.done }
+
+// Close disconnects the device (NBD_CMD_DISCONNECT: the kernel sends
+// NBD_CMD_DISC on each socket), waits for the server side of the sockets to
+// end and for the device's size to drop to 0. It is idempotent.
+func (a *Attachment) Close() error {
+	a.once.Do(func() {
+		a.closing.Store(true)
+		if a.live.Load() {
+			a.err = disconnect(a.index)
+		}
+		a.stop()
+		a.conns.Wait()
+		if a.live.Load() && a.err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			a.err = waitDisconnected(ctx, a.index)
+		}
+	})
+	return a.err
 }
 
 // dialNBD opens generic netlink and finds the nbd family.
@@ -122,15 +368,25 @@ func dialNBD() (*genetlink.Conn, genetlink.Family, error) {
 	return c, fam, nil
 }
 
-func connect(c *genetlink.Conn, fam genetlink.Family, req connectRequest) (int, error) {
+// execute sends one nbd command and returns the replies. The kernel's
+// EBUSY (the device is connected) becomes ErrDeviceBusy.
+func execute(c *genetlink.Conn, fam genetlink.Family, cmd uint8, data []byte) ([]genetlink.Message, error) {
+	msg := genetlink.Message{Header: genetlink.Header{Command: cmd, Version: genlVersion}, Data: data}
+	replies, err := c.Execute(msg, fam.ID, netlink.Request|netlink.Acknowledge)
+	if errors.Is(err, unix.EBUSY) {
+		return nil, fmt.Errorf("%w (the kernel said: %w)", ErrDeviceBusy, err)
+	}
+	return replies, err
+}
+
+func execConnect(c *genetlink.Conn, fam genetlink.Family, req connectRequest) (int, error) {
 	data, err := encodeConnect(req)
 	if err != nil {
 		return 0, fmt.Errorf("nbd: encode connect: %w", err)
 	}
-	msg := genetlink.Message{Header: genetlink.Header{Command: genlCmdConnect, Version: genlVersion}, Data: data}
-	replies, err := c.Execute(msg, fam.ID, netlink.Request|netlink.Acknowledge)
+	replies, err := execute(c, fam, genlCmdConnect, data)
 	if err != nil {
-		return 0, fmt.Errorf("nbd: NBD_CMD_CONNECT: %w", err)
+		return 0, fmt.Errorf("nbd: NBD_CMD_CONNECT /dev/nbd%d: %w", req.index, err)
 	}
 	for _, r := range replies {
 		if idx, err := decodeIndex(r.Data); err == nil {
@@ -143,22 +399,27 @@ func connect(c *genetlink.Conn, fam genetlink.Family, req connectRequest) (int, 
 	return 0, fmt.Errorf("nbd: NBD_CMD_CONNECT reply carries no device index")
 }
 
-// Close detaches the device (the kernel sends NBD_CMD_DISC on each socket)
-// and waits for the server side of the sockets to end.
-func (a *Attachment) Close() error {
-	var err error
-	if a.Path != "" {
-		err = detach(a.index)
-		a.Path = ""
+func execReconfigure(c *genetlink.Conn, fam genetlink.Family, index int, fds []int, deadConn time.Duration) error {
+	data, err := encodeReconfigure(index, fds, deadConn)
+	if err != nil {
+		return fmt.Errorf("nbd: encode reconfigure: %w", err)
 	}
-	if a.stop != nil {
-		a.stop()
+	if _, err := execute(c, fam, genlCmdReconfigure, data); err != nil {
+		return fmt.Errorf("nbd: NBD_CMD_RECONFIGURE /dev/nbd%d: %w", index, err)
 	}
-	a.conns.Wait()
-	return err
+	return nil
 }
 
-func detach(index int) error {
+func reconfigure(index int, fds []int, deadConn time.Duration) error {
+	c, fam, err := dialNBD()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return execReconfigure(c, fam, index, fds, deadConn)
+}
+
+func disconnect(index int) error {
 	c, fam, err := dialNBD()
 	if err != nil {
 		return err
@@ -168,9 +429,114 @@ func detach(index int) error {
 	if err != nil {
 		return fmt.Errorf("nbd: encode disconnect: %w", err)
 	}
-	msg := genetlink.Message{Header: genetlink.Header{Command: genlCmdDisconnect, Version: genlVersion}, Data: data}
-	if _, err := c.Execute(msg, fam.ID, netlink.Request|netlink.Acknowledge); err != nil {
+	if _, err := execute(c, fam, genlCmdDisconnect, data); err != nil {
 		return fmt.Errorf("nbd: NBD_CMD_DISCONNECT /dev/nbd%d: %w", index, err)
 	}
 	return nil
+}
+
+// pidAlive says whether thread or process pid exists.
+func pidAlive(pid int) bool {
+	err := unix.Kill(pid, 0)
+	return err == nil || errors.Is(err, unix.EPERM)
+}
+
+// pollInterval is how often the waits below read sysfs.
+const pollInterval = 50 * time.Millisecond
+
+// waitDisconnected waits until device index has no connection and size 0.
+func waitDisconnected(ctx context.Context, index int) error {
+	for {
+		d, err := readDevice(sysBlock, index)
+		if err != nil || !d.Connected() && d.Size == 0 {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("nbd: %s still connected (size %d, process %d): %w", d.Path, d.Size, d.PID, ctx.Err())
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
+// WaitSize waits until the device path (/dev/nbdN) has a size, as it does
+// once a server is attached, and its device node exists.
+func WaitSize(ctx context.Context, path string) (DeviceInfo, error) {
+	for {
+		d, err := Device(path)
+		if err != nil {
+			return d, err
+		}
+		if _, err := os.Stat(path); err == nil && d.Size > 0 {
+			return d, nil
+		}
+		select {
+		case <-ctx.Done():
+			return d, fmt.Errorf("nbd: %s has no size yet: %w", path, ctx.Err())
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
+// Detach disconnects the kernel nbd device path (/dev/nbdN) and waits until
+// its size is 0. A device still served by a live nvstripe process is
+// detached by asking that process to stop (SIGTERM: it flushes the volume,
+// disconnects and releases its lease); any other, by NBD_CMD_DISCONNECT. A
+// mounted device is refused.
+func Detach(ctx context.Context, path string) error {
+	d, err := Device(path)
+	if err != nil {
+		return err
+	}
+	if !d.Connected() && d.Size == 0 {
+		return fmt.Errorf("nbd: %s is not connected: %w", path, ErrNoDevice)
+	}
+	if mnt := mountPoint(path); mnt != "" {
+		return fmt.Errorf("nbd: %s is mounted on %s; unmount it first: %w", path, mnt, ErrDeviceBusy)
+	}
+	if tgid, comm := process(d.PID); tgid != os.Getpid() && comm == "nvstripe" {
+		if err := unix.Kill(d.PID, unix.SIGTERM); err != nil {
+			return fmt.Errorf("nbd: stopping process %d that serves %s: %w", d.PID, path, err)
+		}
+	} else if err := disconnect(d.Index); err != nil {
+		return err
+	}
+	return waitDisconnected(ctx, d.Index)
+}
+
+// process returns the process (thread group) and command name of thread
+// tid (the kernel's pid attribute names the thread that connected), or 0
+// and "" when it is gone.
+func process(tid int) (int, string) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tid))
+	if err != nil {
+		return 0, ""
+	}
+	var tgid int
+	var comm string
+	for line := range strings.Lines(string(b)) {
+		k, v, _ := strings.Cut(line, ":")
+		switch k {
+		case "Name":
+			comm = strings.TrimSpace(v)
+		case "Tgid":
+			tgid, _ = strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+	return tgid, comm
+}
+
+// mountPoint returns where the device path is mounted ("" if nowhere).
+func mountPoint(path string) string {
+	b, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		return ""
+	}
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) >= 2 && (f[0] == path || strings.HasPrefix(f[0], path+"p")) {
+			return f[1]
+		}
+	}
+	return ""
 }
