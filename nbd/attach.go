@@ -58,7 +58,8 @@ type AttachOptions struct {
 	// live, waiting for a replacement (NBD_CMD_RECONFIGURE: the attachment
 	// replaces a connection whose server side ended, and a process that
 	// attaches a device whose server process died replaces them all).
-	// Default 30s; negative: fail IO at once.
+	// Default 60s (a restarted server first waits for the volume's lease,
+	// 10s, to expire); negative: fail IO at once.
 	DeadConnTimeout time.Duration
 	// BackendID names the backend in sysfs (/sys/block/nbdN/backend), e.g.
 	// the volume name. Default: the export name.
@@ -74,7 +75,7 @@ func (o *AttachOptions) ensureDefaults(export string) {
 	}
 	switch {
 	case o.DeadConnTimeout == 0:
-		o.DeadConnTimeout = 30 * time.Second
+		o.DeadConnTimeout = 60 * time.Second
 	case o.DeadConnTimeout < 0:
 		o.DeadConnTimeout = 0
 	}

@@ -114,14 +114,60 @@ func (a *Attachment) connectAt(c *genetlink.Conn, fam genetlink.Family, index in
 	if err != nil || !d.Connected() {
 		return a.connect(c, fam, index)
 	}
-	if pidAlive(d.PID) {
-		return fmt.Errorf("nbd: %s is in use: connected by process %d (backend %q): %w", d.Path, d.PID, d.Backend, ErrDeviceBusy)
+	if err := checkAttachable(d, a.opts.BackendID); err != nil {
+		return err
 	}
-	if d.Backend != a.opts.BackendID {
+	return a.takeOver(c, fam, d)
+}
+
+// CheckAttachable says whether AttachKernel could attach backend (the
+// volume name) to path (/dev/nbdN) now: nil when the device is free, or
+// connected to backend by a process that has died (it is taken over);
+// ErrDeviceBusy, saying by whom, when a live process serves it or it is
+// connected to another backend. A device that does not exist yet is free
+// (the kernel creates it).
+func CheckAttachable(path, backend string) error {
+	d, err := Device(path)
+	if errors.Is(err, ErrNoDevice) {
+		return nil
+	}
+	if err != nil || !d.Connected() {
+		return err
+	}
+	return checkAttachable(d, backend)
+}
+
+// PickDevice returns the device that attaching backend (the volume name)
+// by default should use: the one still connected to backend by a process
+// that has died (AttachKernel takes it over, and IO the kernel held goes
+// on), else the first free one (FreeDevice). A device that a live process
+// serves for backend is ErrDeviceBusy: the volume is mapped already.
+func PickDevice(backend string) (DeviceInfo, error) {
+	ds, err := Devices()
+	if err != nil {
+		return DeviceInfo{}, err
+	}
+	for _, d := range ds {
+		if d.Connected() && d.Backend == backend {
+			if err := checkAttachable(d, backend); err != nil {
+				return d, err
+			}
+			return d, nil
+		}
+	}
+	return FreeDevice()
+}
+
+func checkAttachable(d DeviceInfo, backend string) error {
+	if pidAlive(d.PID) {
+		pid, comm := process(d.PID)
+		return fmt.Errorf("nbd: %s is in use: connected by process %d (%s) for backend %q: %w", d.Path, pid, comm, d.Backend, ErrDeviceBusy)
+	}
+	if d.Backend != backend {
 		return fmt.Errorf("nbd: %s is still connected to backend %q, whose process %d has died; disconnect it first (nvstripe unmap %s): %w",
 			d.Path, d.Backend, d.PID, d.Path, ErrDeviceBusy)
 	}
-	return a.takeOver(c, fam, d)
+	return nil
 }
 
 // connect hands the kernel fresh sockets for device index (NBD_CMD_CONNECT).

@@ -38,3 +38,9 @@ func WaitSize(ctx context.Context, path string) (DeviceInfo, error) {
 
 // Detach needs Linux's nbd driver; elsewhere it fails.
 func Detach(ctx context.Context, path string) error { return errLinuxOnly }
+
+// CheckAttachable needs Linux's nbd driver; elsewhere it fails.
+func CheckAttachable(path, backend string) error { return errLinuxOnly }
+
+// PickDevice needs Linux's nbd driver; elsewhere it fails.
+func PickDevice(backend string) (DeviceInfo, error) { return DeviceInfo{}, errLinuxOnly }

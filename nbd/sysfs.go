@@ -133,6 +133,17 @@ func deviceOf(root, name string) (DeviceInfo, error) {
 	return DeviceInfo{}, fmt.Errorf("nbd: no connected nbd device serves %q: %w", name, ErrNoDevice)
 }
 
+// FreeDevice returns the first kernel nbd device that is not connected and
+// has size 0: what `nvstripe map VOL` attaches by default. Without the nbd
+// module the error is ErrNoKernelNBD; when every device is in use it wraps
+// ErrNoDevice.
+func FreeDevice() (DeviceInfo, error) {
+	if _, err := os.Stat("/sys/module/nbd"); errors.Is(err, fs.ErrNotExist) {
+		return DeviceInfo{}, ErrNoKernelNBD
+	}
+	return freeDevice(sysBlock, nil)
+}
+
 // Devices lists the kernel's nbd devices (none when the module is not
 // loaded).
 func Devices() ([]DeviceInfo, error) {

@@ -1,24 +1,22 @@
 # vm-modules: nbd ext4 crc32c-intel crc32c_generic
 # nbd-map: a whole nvstripe cluster in the guest (embedded etcd, three
 # `target serve`, a 2+1 volume), mapped to a kernel nbd device by
-# `nvstripe map` over netlink; ext4 on it, written, remounted and verified;
+# `nvstripe map` over netlink with 4 connections; ext4 on it, written, remounted and verified;
 # a second map of the busy device refused; the map process killed and
 # restarted (the kernel holds IO meanwhile and takes the new process's
 # sockets); unmap leaves the device at size 0.
 # Needs the static binary: run-vm.sh --file BIN:/bin/nvstripe.
-# Parameters: conns (connections, 2), file_mb (8), long (0; 1 also kills a
+# Parameters: file_mb (8), long (0; 1 also kills a
 #   target while mounted and reads everything degraded),
 #   map_cmd (how the scenario maps: "map" uses `nvstripe map VOL`,
-#   "nbd" uses `nvstripe map VOL --nbd /dev/nbd0` with the default 4
-#   connections), holder (extra --holder NAME; default none: the guest's
+#   "nbd" uses `nvstripe map VOL --nbd /dev/nbd0`), holder (extra --holder NAME; default none: the guest's
 #   hostname is unset, "(none)", and map must cope).
 nvs=/bin/nvstripe
-conns=${conns:-2}
+conns=4 # nbd.AttachOptions' default
 file_mb=${file_mb:-8}
 long=${long:-0}
 map_cmd=${map_cmd:-map}
 hflag=${holder:+--holder $holder}
-[ "$map_cmd" = nbd ] && conns=4
 dev=/dev/nbd0
 
 t0=$(now_s)
@@ -45,7 +43,7 @@ map_v() {
 	if [ "$map_cmd" = nbd ]; then
 		$nvs map v --nbd $dev $hflag >"$1" 2>&1 &
 	else
-		$nvs map v --connections "$conns" >"$1" 2>&1 &
+		$nvs map v $hflag >"$1" 2>&1 &
 	fi
 	MAP=$!
 }
@@ -101,19 +99,18 @@ echo 3 >/proc/sys/vm/drop_caches
 (cd /mnt/v && sha256sum -c /tmp/sums >/tmp/check-dead 2>&1; echo $? >/tmp/check-dead.rc) &
 READER=$!
 sleep 1
-# The old owner's lease (10s) must expire before the new process owns v.
+# The old owner's lease (10s) must expire before the new process owns v;
+# until then map fails ("in use") and is started again.
 tries=0
 while :; do
 	map_v /tmp/map2.log
-	if wait_for "grep -q -e $dev -e 'already owned' -e 'Error' /tmp/map2.log" 60 && grep -q "$dev" /tmp/map2.log; then
-		break
-	fi
-	kill $MAP 2>/dev/null
-	wait $MAP 2>/dev/null
+	wait_for "grep -q $dev /tmp/map2.log || ! kill -0 $MAP" 60
+	grep -q "$dev" /tmp/map2.log && break
 	tries=$((tries + 1))
-	[ $tries -lt 15 ] || fail "map did not come back: $(cat /tmp/map2.log)"
-	sleep 2
+	[ $tries -lt 30 ] || fail "map did not come back: $(cat /tmp/map2.log)"
+	sleep 1
 done
+say "map back after $tries refusals ($(tail -1 /tmp/map2.log))"
 wait $READER
 [ "$(cat /tmp/check-dead.rc)" = 0 ] || { cat /tmp/check-dead; dmesg | tail -20; fail "reads across the restart failed"; }
 grep -q "took over" /tmp/map2.log || fail "restarted map did not take over the device: $(cat /tmp/map2.log)"
