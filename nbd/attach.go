@@ -58,8 +58,9 @@ type AttachOptions struct {
 	// live, waiting for a replacement (NBD_CMD_RECONFIGURE: the attachment
 	// replaces a connection whose server side ended, and a process that
 	// attaches a device whose server process died replaces them all).
-	// Default 60s (a restarted server first waits for the volume's lease,
-	// 10s, to expire); negative: fail IO at once.
+	// Default 2 minutes (a restarted map first waits for the volume's
+	// lease, 10s, to expire, then opens the volume, resyncing what the dead
+	// one left dirty); negative: fail IO at once.
 	DeadConnTimeout time.Duration
 	// BackendID names the backend in sysfs (/sys/block/nbdN/backend), e.g.
 	// the volume name. Default: the export name.
@@ -75,7 +76,7 @@ func (o *AttachOptions) ensureDefaults(export string) {
 	}
 	switch {
 	case o.DeadConnTimeout == 0:
-		o.DeadConnTimeout = 60 * time.Second
+		o.DeadConnTimeout = 2 * time.Minute
 	case o.DeadConnTimeout < 0:
 		o.DeadConnTimeout = 0
 	}
@@ -118,14 +119,19 @@ func encodeConnect(r connectRequest) ([]byte, error) {
 }
 
 // encodeReconfigure returns the attributes of NBD_CMD_RECONFIGURE: new
-// sockets for the device's dead connections.
-func encodeReconfigure(index int, fds []int, deadConn time.Duration) ([]byte, error) {
+// sockets for the device's dead connections. A device connected with a
+// backend identifier refuses a reconfigure without the same one ("must
+// specify backend", EINVAL, on Linux 6.1).
+func encodeReconfigure(index int, fds []int, deadConn time.Duration, backendID string) ([]byte, error) {
 	ae := netlink.NewAttributeEncoder()
 	ae.Uint32(attrIndex, uint32(index))
 	if deadConn > 0 {
 		ae.Uint64(attrDeadConnTimeout, uint64((deadConn+time.Second-1)/time.Second))
 	}
 	encodeSockets(ae, fds)
+	if backendID != "" {
+		ae.String(attrBackendID, backendID)
+	}
 	return ae.Encode()
 }
 

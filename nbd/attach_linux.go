@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -202,7 +203,7 @@ func (a *Attachment) takeOver(c *genetlink.Conn, fam genetlink.Family, d DeviceI
 	if err != nil {
 		return err
 	}
-	err = execReconfigure(c, fam, d.Index, kfds, a.opts.DeadConnTimeout)
+	err = execReconfigure(c, fam, d.Index, kfds, a.opts)
 	closeFDs(kfds)
 	if err != nil {
 		closeConns(ncs)
@@ -333,7 +334,7 @@ func (a *Attachment) replace(i int) net.Conn {
 		wait *= 2
 		kfd, nc, err := newPair()
 		if err == nil {
-			err = reconfigure(a.index, []int{kfd}, a.opts.DeadConnTimeout)
+			err = reconfigure(a.index, []int{kfd}, a.opts)
 			unix.Close(kfd)
 		}
 		if err == nil && !peerClosed(nc) {
@@ -445,8 +446,8 @@ func execConnect(c *genetlink.Conn, fam genetlink.Family, req connectRequest) (i
 	return 0, fmt.Errorf("nbd: NBD_CMD_CONNECT reply carries no device index")
 }
 
-func execReconfigure(c *genetlink.Conn, fam genetlink.Family, index int, fds []int, deadConn time.Duration) error {
-	data, err := encodeReconfigure(index, fds, deadConn)
+func execReconfigure(c *genetlink.Conn, fam genetlink.Family, index int, fds []int, o AttachOptions) error {
+	data, err := encodeReconfigure(index, fds, o.DeadConnTimeout, o.BackendID)
 	if err != nil {
 		return fmt.Errorf("nbd: encode reconfigure: %w", err)
 	}
@@ -456,13 +457,13 @@ func execReconfigure(c *genetlink.Conn, fam genetlink.Family, index int, fds []i
 	return nil
 }
 
-func reconfigure(index int, fds []int, deadConn time.Duration) error {
+func reconfigure(index int, fds []int, o AttachOptions) error {
 	c, fam, err := dialNBD()
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	return execReconfigure(c, fam, index, fds, deadConn)
+	return execReconfigure(c, fam, index, fds, o)
 }
 
 func disconnect(index int) error {
@@ -525,10 +526,12 @@ func WaitSize(ctx context.Context, path string) (DeviceInfo, error) {
 }
 
 // Detach disconnects the kernel nbd device path (/dev/nbdN) and waits until
-// its size is 0. A device still served by a live nvstripe process is
+// its size is 0. A device served by a live foreground `nvstripe map` is
 // detached by asking that process to stop (SIGTERM: it flushes the volume,
-// disconnects and releases its lease); any other, by NBD_CMD_DISCONNECT. A
-// mounted device is refused.
+// disconnects and releases its lease); one whose server process has died,
+// by NBD_CMD_DISCONNECT. A device that another live process serves (the
+// agent, nbd-client) is refused with ErrDeviceBusy naming it, and so is a
+// mounted device.
 func Detach(ctx context.Context, path string) error {
 	d, err := Device(path)
 	if err != nil {
@@ -540,14 +543,41 @@ func Detach(ctx context.Context, path string) error {
 	if mnt := mountPoint(path); mnt != "" {
 		return fmt.Errorf("nbd: %s is mounted on %s; unmount it first: %w", path, mnt, ErrDeviceBusy)
 	}
-	if tgid, comm := process(d.PID); tgid != os.Getpid() && comm == "nvstripe" {
-		if err := unix.Kill(d.PID, unix.SIGTERM); err != nil {
-			return fmt.Errorf("nbd: stopping process %d that serves %s: %w", d.PID, path, err)
+	switch pid, args := d.server(); {
+	case d.ServedByMap():
+		if err := unix.Kill(pid, unix.SIGTERM); err != nil {
+			return fmt.Errorf("nbd: stopping process %d that serves %s: %w", pid, path, err)
 		}
-	} else if err := disconnect(d.Index); err != nil {
-		return err
+	case pid != 0:
+		return fmt.Errorf("nbd: %s is served by process %d (%s); stop it there (an agent's mapping: nvstripe unmap %s --agent SOCKET): %w",
+			path, pid, strings.Join(args, " "), d.Backend, ErrDeviceBusy)
+	default:
+		if err := disconnect(d.Index); err != nil {
+			return err
+		}
 	}
 	return waitDisconnected(ctx, d.Index)
+}
+
+// ServedByMap says whether a live foreground `nvstripe map` process other
+// than this one serves the device (Detach stops it).
+func (d DeviceInfo) ServedByMap() bool {
+	pid, args := d.server()
+	return pid != 0 && pid != os.Getpid() && len(args) > 1 && filepath.Base(args[0]) == "nvstripe" && args[1] == "map"
+}
+
+// server returns the live process that connected the device and its
+// command line; 0 when there is none (or it has died).
+func (d DeviceInfo) server() (int, []string) {
+	if d.PID == 0 || !pidAlive(d.PID) {
+		return 0, nil
+	}
+	pid, _ := process(d.PID)
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if pid == 0 || err != nil {
+		return 0, nil
+	}
+	return pid, strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
 }
 
 // process returns the process (thread group) and command name of thread

@@ -50,7 +50,7 @@ map_v() {
 
 step "map v ($conns connections)"
 map_v /tmp/map1.log
-wait_for "grep -q $dev /tmp/map1.log" 120 || fail "map printed no device: $(cat /tmp/map1.log)"
+wait_for "grep -q 'serving: $dev' /tmp/map1.log" 120 || fail "map printed no device: $(cat /tmp/map1.log)"
 wait_bdev $dev 30 || fail "$dev has no size"
 size=$(bdev_size_bytes $dev)
 pid=$(cat /sys/block/nbd0/pid) # the thread that connected: compare its process
@@ -103,14 +103,16 @@ sleep 1
 # until then map fails ("in use") and is started again.
 tries=0
 while :; do
+	say "map attempt $tries at t=$(cut -d' ' -f1 /proc/uptime)"
 	map_v /tmp/map2.log
-	wait_for "grep -q $dev /tmp/map2.log || ! kill -0 $MAP" 60
-	grep -q "$dev" /tmp/map2.log && break
+	wait_for "grep -q 'serving: $dev' /tmp/map2.log || ! kill -0 $MAP" 120
+	grep -q "serving: $dev" /tmp/map2.log && break
+	say "refused: $(tail -1 /tmp/map2.log)"
 	tries=$((tries + 1))
 	[ $tries -lt 30 ] || fail "map did not come back: $(cat /tmp/map2.log)"
 	sleep 1
 done
-say "map back after $tries refusals ($(tail -1 /tmp/map2.log))"
+say "map back after $tries refusals at t=$(cut -d' ' -f1 /proc/uptime): $(cat /tmp/map2.log)"
 wait $READER
 [ "$(cat /tmp/check-dead.rc)" = 0 ] || { cat /tmp/check-dead; dmesg | tail -20; fail "reads across the restart failed"; }
 grep -q "took over" /tmp/map2.log || fail "restarted map did not take over the device: $(cat /tmp/map2.log)"
