@@ -38,6 +38,10 @@ type Attachment struct {
 	done    chan struct{}
 	once    sync.Once
 	err     error
+
+	mu         sync.Mutex
+	serving    map[int]net.Conn // each slot's connection now
+	reconnects atomic.Int64
 }
 
 // AttachKernel connects the export to the kernel's nbd driver as devPath
@@ -160,9 +164,9 @@ func PickDevice(backend string) (DeviceInfo, error) {
 }
 
 func checkAttachable(d DeviceInfo, backend string) error {
-	if pidAlive(d.PID) {
-		pid, comm := process(d.PID)
-		return fmt.Errorf("nbd: %s is in use: connected by process %d (%s) for backend %q: %w", d.Path, pid, comm, d.Backend, ErrDeviceBusy)
+	if pid, args := d.server(); pid != 0 {
+		return fmt.Errorf("nbd: %s is in use: served by process %d (%s) for backend %q: %w",
+			d.Path, pid, strings.Join(args, " "), d.Backend, ErrDeviceBusy)
 	}
 	if d.Backend != backend {
 		return fmt.Errorf("nbd: %s is still connected to backend %q, whose process %d has died; disconnect it first (nvstripe unmap %s): %w",
@@ -189,8 +193,37 @@ func (a *Attachment) connect(c *genetlink.Conn, fam genetlink.Family, index int)
 		a.stop() // our ends close; the kernel never got or has dropped its ends
 		return err
 	}
+	os.Remove(takeOverFile(a.index)) // the kernel's pid attribute names us
 	a.setLive()
 	return nil
+}
+
+// takeOverDir keeps, per device, the process that took it over
+// (nbdN.pid): the kernel's pid attribute keeps naming the thread that
+// connected it first.
+const takeOverDir = "/run/nvstripe"
+
+func takeOverFile(index int) string {
+	return filepath.Join(takeOverDir, fmt.Sprintf("nbd%d.pid", index))
+}
+
+// recordTakeOver writes takeOverFile; failing to only costs the liveness
+// check its second source, so it is logged.
+func (a *Attachment) recordTakeOver() {
+	err := os.MkdirAll(takeOverDir, 0o755)
+	if err == nil {
+		err = os.WriteFile(takeOverFile(a.index), fmt.Appendf(nil, "%d\n", os.Getpid()), 0o644)
+	}
+	if err != nil {
+		a.srv.opts.Logf("nbd: %s: recording this process as its server: %v", a.Path, err)
+	}
+}
+
+// forgetTakeOver removes takeOverFile if it names this process.
+func (a *Attachment) forgetTakeOver() {
+	if b, err := os.ReadFile(takeOverFile(a.index)); err == nil && strings.TrimSpace(string(b)) == strconv.Itoa(os.Getpid()) {
+		os.Remove(takeOverFile(a.index))
+	}
 }
 
 // takeOver replaces the dead connections of device d, connected with our
@@ -222,6 +255,7 @@ func (a *Attachment) takeOver(c *genetlink.Conn, fam genetlink.Family, d DeviceI
 	}
 	a.index = d.Index
 	a.setLive()
+	a.recordTakeOver()
 	a.serve(taken)
 	a.srv.opts.Logf("nbd: %s: took over %d connection(s) from process %d", d.Path, len(taken), d.PID)
 	return nil
@@ -297,6 +331,7 @@ const (
 // replaces it each time its server side ends.
 func (a *Attachment) serveSlot(i int, nc net.Conn) {
 	for {
+		a.setServing(i, nc)
 		if err := a.srv.serveKernelConn(a.ctx, nc, a.exp); err != nil {
 			a.srv.opts.Logf("nbd: kernel connection %d of %s: %v", i, a.exp.name, err)
 		}
@@ -307,8 +342,21 @@ func (a *Attachment) serveSlot(i int, nc net.Conn) {
 		if nc = a.replace(i); nc == nil {
 			return
 		}
+		a.reconnects.Add(1)
 	}
 }
+
+func (a *Attachment) setServing(i int, nc net.Conn) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.serving == nil {
+		a.serving = map[int]net.Conn{}
+	}
+	a.serving[i] = nc
+}
+
+// Reconnects counts the connections replaced since the attachment began.
+func (a *Attachment) Reconnects() int64 { return a.reconnects.Load() }
 
 // stillServing says whether the device is still connected for us after a
 // connection ended (not closed by Close, nor disconnected by someone else).
@@ -393,6 +441,9 @@ func (a *Attachment) Close() error {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			a.err = waitDisconnected(ctx, a.index)
+		}
+		if a.live.Load() {
+			a.forgetTakeOver()
 		}
 	})
 	return a.err
@@ -484,6 +535,9 @@ func disconnect(index int) error {
 
 // pidAlive says whether thread or process pid exists.
 func pidAlive(pid int) bool {
+	if pid <= 0 {
+		return false // kill(0) and kill(-1) address groups
+	}
 	err := unix.Kill(pid, 0)
 	return err == nil || errors.Is(err, unix.EPERM)
 }
@@ -566,13 +620,21 @@ func (d DeviceInfo) ServedByMap() bool {
 	return pid != 0 && pid != os.Getpid() && len(args) > 1 && filepath.Base(args[0]) == "nvstripe" && args[1] == "map"
 }
 
-// server returns the live process that connected the device and its
+// server returns the live process that serves the device, the one that
+// connected it or else the one that took it over (takeOverFile), and its
 // command line; 0 when there is none (or it has died).
 func (d DeviceInfo) server() (int, []string) {
-	if d.PID == 0 || !pidAlive(d.PID) {
+	if !d.Connected() {
 		return 0, nil
 	}
-	pid, _ := process(d.PID)
+	pid := 0
+	if pidAlive(d.PID) {
+		pid, _ = process(d.PID)
+	} else if b, err := os.ReadFile(takeOverFile(d.Index)); err == nil {
+		if p, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && p > 0 && pidAlive(p) {
+			pid = p
+		}
+	}
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	if pid == 0 || err != nil {
 		return 0, nil

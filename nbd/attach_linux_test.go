@@ -38,7 +38,7 @@ func TestProcess(t *testing.T) {
 	if pid, _ := process(-1); pid != 0 {
 		t.Fatalf("process(-1) = %d", pid)
 	}
-	if !pidAlive(os.Getpid()) || pidAlive(1<<22+1) {
+	if !pidAlive(os.Getpid()) || pidAlive(1<<22+1) || pidAlive(0) {
 		t.Fatal("pidAlive")
 	}
 }

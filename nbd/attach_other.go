@@ -47,3 +47,6 @@ func PickDevice(backend string) (DeviceInfo, error) { return DeviceInfo{}, errLi
 
 // ServedByMap is false: there are no kernel devices.
 func (d DeviceInfo) ServedByMap() bool { return false }
+
+// Reconnects is 0.
+func (a *Attachment) Reconnects() int64 { return 0 }

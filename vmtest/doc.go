@@ -12,4 +12,8 @@
 //     killed and restarted while reads wait, unmap back to size 0.
 //     TestNBDMap runs it (about a minute under emulation); with
 //     NVSTRIPE_VM_LONG=1 also the long variant, which kills a target too.
+//   - nbd-kernel.sh: the nbd package's TestKernel* tests, built static and
+//     run as root in the guest (TestNBDKernel): attach with two
+//     connections, a busy device refused, a dropped connection replaced,
+//     close back to size 0.
 package vmtest

@@ -42,11 +42,18 @@ func harness(t *testing.T) string {
 	return run
 }
 
-// staticBinary builds nvstripe without cgo, as the busybox guest needs.
-func staticBinary(t *testing.T) string {
+// static builds a binary without cgo, as the busybox guest needs: go
+// build (or go test -c, when args start with "test") of args, returning
+// the file.
+func static(t *testing.T, args ...string) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "nvstripe")
-	cmd := exec.Command("go", "build", "-o", bin, "../cmd/nvstripe")
+	bin := filepath.Join(t.TempDir(), "bin")
+	if args[0] == "test" {
+		args = append([]string{"test", "-c"}, args[1:]...)
+	} else {
+		args = append([]string{"build"}, args...)
+	}
+	cmd := exec.Command("go", append(args, "-o", bin)...)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("static build: %v\n%s", err, out)
@@ -54,12 +61,15 @@ func staticBinary(t *testing.T) string {
 	return bin
 }
 
-// runScenario boots the guest on scenario with params and returns its @@INFO
-// lines; a FAIL fails the test with the console's tail.
-func runScenario(t *testing.T, scenario string, params ...string) []string {
+// nvstripeFile is the --file argument that puts nvstripe in the guest.
+func nvstripeFile(t *testing.T) string { return static(t, "../cmd/nvstripe") + ":/bin/nvstripe" }
+
+// runScenario boots the guest on scenario with the given --file arguments
+// (SRC:DEST) and params, and returns its @@INFO lines; a FAIL fails the test
+// with the console's tail.
+func runScenario(t *testing.T, scenario string, files []string, params ...string) []string {
 	t.Helper()
 	run := harness(t)
-	bin := staticBinary(t)
 	script, err := filepath.Abs(filepath.Join("scenarios", scenario))
 	if err != nil {
 		t.Fatal(err)
@@ -67,8 +77,11 @@ func runScenario(t *testing.T, scenario string, params ...string) []string {
 	runDir := filepath.Join(t.TempDir(), "run")
 	ctx, cancel := context.WithTimeout(t.Context(), 9*time.Minute)
 	defer cancel()
-	args := append([]string{"--quiet", "--run-dir", runDir, "--mem", "1536", "--timeout", "480",
-		"--file", bin + ":/bin/nvstripe", script}, params...)
+	args := []string{"--quiet", "--run-dir", runDir, "--mem", "1536", "--timeout", "480"}
+	for _, f := range files {
+		args = append(args, "--file", f)
+	}
+	args = append(append(args, script), params...)
 	cmd := exec.CommandContext(ctx, run, args...)
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 20 * time.Second
@@ -104,7 +117,8 @@ func tail(b []byte, n int) string {
 // (scenarios/nbd-map.sh). The scenario fails (and so this test) on any
 // wrong size, owner, queue count, file checksum, busy check or unmap.
 func TestNBDMap(t *testing.T) {
-	infos := runScenario(t, "nbd-map.sh")
+	harness(t) // skip before building
+	infos := runScenario(t, "nbd-map.sh", []string{nvstripeFile(t)})
 	want := []string{"mapped dev=/dev/nbd0 size=67108864", "verified files=", "busy-refused", "restart reads-ok", "unmapped size=0"}
 	for _, w := range want {
 		if !containsPrefix(infos, w) {
@@ -118,9 +132,20 @@ func TestNBDMapLong(t *testing.T) {
 	if os.Getenv("NVSTRIPE_VM_LONG") != "1" {
 		t.Skip("set NVSTRIPE_VM_LONG=1 to run the long nbd-map scenario (a target killed while mounted)")
 	}
-	infos := runScenario(t, "nbd-map.sh", "long=1", "file_mb=32")
+	harness(t)
+	infos := runScenario(t, "nbd-map.sh", []string{nvstripeFile(t)}, "long=1", "file_mb=32")
 	if !containsPrefix(infos, "degraded reads ok") {
 		t.Error("no degraded reads line")
+	}
+}
+
+// TestNBDKernel runs the nbd package's kernel tests (TestKernel*, which
+// skip elsewhere) as root in the guest: scenarios/nbd-kernel.sh.
+func TestNBDKernel(t *testing.T) {
+	harness(t)
+	infos := runScenario(t, "nbd-kernel.sh", []string{static(t, "test", "../nbd") + ":/bin/nbd.test"})
+	if !containsPrefix(infos, "go-test --- PASS: TestKernelAttach") {
+		t.Error("TestKernelAttach did not pass in the guest")
 	}
 }
 
