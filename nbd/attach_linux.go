@@ -190,7 +190,7 @@ func (a *Attachment) connect(c *genetlink.Conn, fam genetlink.Family, index int)
 	a.index, err = execConnect(c, fam, req)
 	closeFDs(kfds) // the kernel holds its own references
 	if err != nil {
-		a.stop() // our ends close; the kernel never got or has dropped its ends
+		closeConns(ncs) // the kernel never got or has dropped its ends; the attachment may try another device
 		return err
 	}
 	os.Remove(takeOverFile(a.index)) // the kernel's pid attribute names us
@@ -229,7 +229,7 @@ func (a *Attachment) forgetTakeOver() {
 // takeOver replaces the dead connections of device d, connected with our
 // backend by a process that has died (NBD_CMD_RECONFIGURE).
 func (a *Attachment) takeOver(c *genetlink.Conn, fam genetlink.Family, d DeviceInfo) error {
-	if int64(d.Size) != a.exp.Device.Size() {
+	if d.Size != a.exp.Device.Size() {
 		return fmt.Errorf("nbd: %s has size %d, the export %d: %w", d.Path, d.Size, a.exp.Device.Size(), ErrDeviceBusy)
 	}
 	kfds, ncs, err := newPairs(a.opts.Connections)
