@@ -4,6 +4,7 @@ package nbd
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"math/rand/v2"
 	"os"
@@ -21,7 +22,8 @@ func kernelServer(t *testing.T, size int64) *Server {
 	if os.Getenv("NVSTRIPE_KERNEL_NBD") != "1" {
 		t.Skip("needs the kernel nbd driver and root: set NVSTRIPE_KERNEL_NBD=1 (vmtest runs this in a VM)")
 	}
-	s, err := NewServer(Options{Logf: t.Logf, Exports: map[string]Export{"mem": {Device: newMem(t, size, 4096)}}})
+	s, err := NewServer(Options{Logf: t.Logf, ShutdownGrace: 200 * time.Millisecond,
+		Exports: map[string]Export{"mem": {Device: newMem(t, size, 4096)}}})
 	mustf(t, err, "server")
 	t.Cleanup(func() { s.Close() })
 	return s
@@ -58,16 +60,21 @@ func randBytes(n int) []byte {
 	return b
 }
 
-// TestKernelAttach: attach to the first free device with two connections,
-// IO through it, a second attach of the busy device refused, a server-side
+// TestKernelAttach: attach to the first free device with two connections
+// under a context that ends at once, IO through it, a second attach of the busy device refused, a server-side
 // connection dropped and replaced (NBD_CMD_RECONFIGURE) with IO going on,
 // and Close leaving the device at size 0.
 func TestKernelAttach(t *testing.T) {
 	s := kernelServer(t, 32<<20)
 	d, err := PickDevice("mem")
 	mustf(t, err, "pick")
-	a, err := s.AttachKernel(t.Context(), "mem", "", AttachOptions{Connections: 2, DeadConnTimeout: 30 * time.Second})
+	// The attaching context ends once AttachKernel returns, as the agent's
+	// does: the attachment must live on.
+	actx, cancel := context.WithCancel(t.Context())
+	a, err := s.AttachKernel(actx, "mem", "", AttachOptions{Connections: 2, DeadConnTimeout: 5 * time.Second})
+	cancel()
 	mustf(t, err, "attach")
+	time.Sleep(2 * s.opts.ShutdownGrace) // long enough for connections tied to actx to close
 	if a.Path != d.Path {
 		t.Errorf("attached %s, PickDevice said %s", a.Path, d.Path)
 	}
