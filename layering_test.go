@@ -121,6 +121,7 @@ func importRules() map[string]rule {
 		"demo/...":        {ours: []string{"*"}, not: []string{"agent/...", "cmd/..."}, third: wiring, why: "demo is one-process wiring"},
 		"bench/...":       {ours: []string{"*"}, third: wiring, why: "bench holds benchmark tools: wiring, like demo"},
 		"cmd/...":         {ours: []string{"*"}, third: []string{"*"}, why: "cmd is the top: it parses, calls and prints"},
+		"vmtest":          {why: "vmtest only runs the built binary in a VM"},
 		defaultRuleMarker: {ours: []string{"blockdev"}, why: "default for packages without a row"},
 	}
 }

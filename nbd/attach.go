@@ -21,8 +21,9 @@ const (
 	genlFamily  = "nbd"
 	genlVersion = 1
 
-	genlCmdConnect    = 1
-	genlCmdDisconnect = 2
+	genlCmdConnect     = 1
+	genlCmdDisconnect  = 2
+	genlCmdReconfigure = 3
 
 	attrIndex           = 1
 	attrSizeBytes       = 2
@@ -37,6 +38,9 @@ const (
 	attrSockItem = 1 // inside attrSockets
 	attrSockFD   = 1 // inside attrSockItem
 
+	// clientFlagDisconnectOnClose disconnects the device when its last
+	// opener closes it. Never set by AttachKernel: every blkid, mkfs or
+	// mount/umount would end the attachment.
 	clientFlagDisconnectOnClose = 1 << 1
 )
 
@@ -50,8 +54,13 @@ type AttachOptions struct {
 	// socket dead and requeues the request on another. Default 0: the
 	// kernel's (no timeout, it only warns).
 	Timeout time.Duration
-	// DeadConnTimeout is how long the kernel waits for a dead socket to be
-	// replaced before failing IO. Default 0: fail at once.
+	// DeadConnTimeout is how long the kernel holds IO while no socket is
+	// live, waiting for a replacement (NBD_CMD_RECONFIGURE: the attachment
+	// replaces a connection whose server side ended, and a process that
+	// attaches a device whose server process died replaces them all).
+	// Default 2 minutes (a restarted map first waits for the volume's
+	// lease, 10s, to expire, then opens the volume, resyncing what the dead
+	// one left dirty); negative: fail IO at once.
 	DeadConnTimeout time.Duration
 	// BackendID names the backend in sysfs (/sys/block/nbdN/backend), e.g.
 	// the volume name. Default: the export name.
@@ -64,6 +73,12 @@ func (o *AttachOptions) ensureDefaults(export string) {
 	}
 	if o.BackendID == "" {
 		o.BackendID = export
+	}
+	switch {
+	case o.DeadConnTimeout == 0:
+		o.DeadConnTimeout = 2 * time.Minute
+	case o.DeadConnTimeout < 0:
+		o.DeadConnTimeout = 0
 	}
 }
 
@@ -96,8 +111,34 @@ func encodeConnect(r connectRequest) ([]byte, error) {
 	if r.deadConn > 0 {
 		ae.Uint64(attrDeadConnTimeout, uint64((r.deadConn+time.Second-1)/time.Second))
 	}
+	encodeSockets(ae, r.fds)
+	if r.backendID != "" {
+		ae.String(attrBackendID, r.backendID)
+	}
+	return ae.Encode()
+}
+
+// encodeReconfigure returns the attributes of NBD_CMD_RECONFIGURE: new
+// sockets for the device's dead connections. A device connected with a
+// backend identifier refuses a reconfigure without the same one ("must
+// specify backend", EINVAL, on Linux 6.1).
+func encodeReconfigure(index int, fds []int, deadConn time.Duration, backendID string) ([]byte, error) {
+	ae := netlink.NewAttributeEncoder()
+	ae.Uint32(attrIndex, uint32(index))
+	if deadConn > 0 {
+		ae.Uint64(attrDeadConnTimeout, uint64((deadConn+time.Second-1)/time.Second))
+	}
+	encodeSockets(ae, fds)
+	if backendID != "" {
+		ae.String(attrBackendID, backendID)
+	}
+	return ae.Encode()
+}
+
+// encodeSockets adds NBD_ATTR_SOCKETS with one item per fd.
+func encodeSockets(ae *netlink.AttributeEncoder, fds []int) {
 	ae.Nested(attrSockets, func(nae *netlink.AttributeEncoder) error {
-		for _, fd := range r.fds {
+		for _, fd := range fds {
 			nae.Nested(attrSockItem, func(item *netlink.AttributeEncoder) error {
 				item.Uint32(attrSockFD, uint32(fd))
 				return nil
@@ -105,10 +146,6 @@ func encodeConnect(r connectRequest) ([]byte, error) {
 		}
 		return nil
 	})
-	if r.backendID != "" {
-		ae.String(attrBackendID, r.backendID)
-	}
-	return ae.Encode()
 }
 
 // encodeDisconnect returns the netlink attributes of NBD_CMD_DISCONNECT.

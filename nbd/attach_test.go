@@ -122,3 +122,34 @@ func TestAttachWithoutModule(t *testing.T) {
 		t.Fatal("attach of an unknown export accepted")
 	}
 }
+
+// NBD_CMD_RECONFIGURE carries the index, the dead-connection timeout, the
+// new sockets and the backend identifier (the kernel insists on the one the
+// device was connected with), laid out as for CONNECT.
+func TestEncodeReconfigure(t *testing.T) {
+	const nested = 0x8000
+	got, err := encodeReconfigure(4, []int{9}, 60*time.Second, "vol")
+	mustf(t, err, "encode")
+	want := concat(nlattr(attrIndex, u32(4)), nlattr(attrDeadConnTimeout, u64(60)),
+		nlattr(attrSockets|nested, nlattr(attrSockItem|nested, nlattr(attrSockFD, u32(9)))),
+		nlattr(attrBackendID, []byte("vol\x00")))
+	if string(got) != string(want) {
+		t.Fatalf("reconfigure attributes\n got %x\nwant %x", got, want)
+	}
+	if genlCmdReconfigure != 3 {
+		t.Fatal("NBD_CMD_RECONFIGURE is 3 in nbd-netlink.h")
+	}
+}
+
+func TestAttachDefaults(t *testing.T) {
+	o := AttachOptions{}
+	o.ensureDefaults("vol")
+	if o.Connections != 4 || o.BackendID != "vol" || o.DeadConnTimeout != 2*time.Minute {
+		t.Fatalf("defaults %+v", o)
+	}
+	o = AttachOptions{DeadConnTimeout: -1, BackendID: "b"}
+	o.ensureDefaults("vol")
+	if o.DeadConnTimeout != 0 || o.BackendID != "b" {
+		t.Fatalf("negative dead-connection timeout and a given backend: %+v", o)
+	}
+}

@@ -1,8 +1,9 @@
 // Package nbd serves blockdev.Devices over the NBD protocol (fixed newstyle
 // handshake, simple and structured replies, base:allocation block status),
 // on any net.Listener: TCP or unix sockets. On Linux it can also hand
-// connected sockets to the kernel's nbd driver (Attach, over generic netlink)
-// so that a device appears as /dev/nbdN.
+// connected sockets to the kernel's nbd driver (Server.AttachKernel, over
+// generic netlink) so that a device appears as /dev/nbdN (see Kernel
+// devices).
 //
 // # Serving
 //
@@ -84,6 +85,26 @@
 // shutdown: ESHUTDOWN; anything else (ErrUnavailable, ErrCorrupt, ...): EIO.
 // A wrong request magic, a WRITE payload over max(MaxRequest, 32 MiB) or an
 // option over 64 KiB ends the connection.
+//
+// # Kernel devices
+//
+// AttachKernel hands the kernel one end of each of AttachOptions.Connections
+// unix socket pairs (NBD_CMD_CONNECT, CAN_MULTI_CONN) and serves the other
+// ends in transmission mode with simple replies, until Attachment.Close
+// (NBD_CMD_DISCONNECT, then the device's size is 0 again) or a disconnect by
+// someone else (Attachment.Done). The kernel's ends are plain blocking
+// descriptors that the process closes once the kernel holds them; the
+// attachment's lifetime is not the attaching context's. A connection whose
+// server side ends while the device is connected gets a fresh socket
+// (NBD_CMD_RECONFIGURE), and the kernel holds IO meanwhile for up to
+// AttachOptions.DeadConnTimeout. The kernel's sysfs attributes (pid: the
+// connecting thread; backend: AttachOptions.BackendID, nvstripe's volume
+// name) tell who serves a device: a device connected by a live process is
+// refused (ErrDeviceBusy), and one whose process has died is taken over by
+// a process attaching the same backend, which replaces all its dead
+// connections, so a restarted `nvstripe map` continues a mounted device.
+// PickDevice, FreeDevice, Devices, DeviceOf, WaitSize and Detach serve the
+// CLI's map and unmap.
 //
 // # Concurrency
 //

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/nvstripe/nvstripe/agent"
 	"github.com/nvstripe/nvstripe/agent/api"
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/nbd"
 )
 
 // newMapCmd is `nvstripe map`: serve a volume in the foreground, or ask the
@@ -22,17 +24,23 @@ func newMapCmd(g *globals) *cobra.Command {
 	a := &etcdAuth{}
 	var req api.MapRequest
 	var sock, holder string
+	wait := true
 	c := &cobra.Command{
-		Use:   "map NAME (--nbd-listen ADDR | --nbd /dev/nbdN | --fuse DIR) [--read-only] [--agent SOCKET]",
-		Short: "Serve a volume over NBD or FUSE, in the foreground or through the agent",
-		Long: "map takes the volume's ownership lease and serves it: --nbd-listen HOST:PORT (or unix:/PATH)\n" +
-			"as an NBD export named after the volume, --nbd /dev/nbdN through the kernel's nbd driver, or\n" +
-			"--fuse DIR as the file DIR/NAME. Without --agent it serves in the foreground, printing\n" +
-			"\"serving: URL\", until interrupted, then flushes and releases the volume. With --agent SOCKET\n" +
-			"the agent maps it (and keeps it mapped across its restarts) and map returns at once.",
+		Use:   "map NAME [--nbd /dev/nbdN | --nbd-listen ADDR | --fuse DIR] [--read-only] [--agent SOCKET]",
+		Short: "Attach a volume as a kernel nbd device (default), or serve it over NBD or FUSE",
+		Long: "map takes the volume's ownership lease and serves it: by default as a kernel device\n" +
+			"/dev/nbdN (the one --nbd names, else the one a dead map of the volume left, taken over, else\n" +
+			"the first free one), --nbd-listen HOST:PORT (or unix:/PATH) as an NBD export named after the\n" +
+			"volume, or --fuse DIR as the file DIR/NAME. Without --agent it serves in the foreground,\n" +
+			"printing \"serving: DEVICE|URL\", until interrupted or unmapped, then flushes and releases\n" +
+			"the volume. With --agent SOCKET the agent maps it (and keeps it mapped across its restarts)\n" +
+			"and map returns at once.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Volume = args[0]
+			if err := pickDevice(&req); err != nil {
+				return err
+			}
 			if req.FuseDir != "" {
 				abs, err := filepath.Abs(req.FuseDir)
 				if err != nil {
@@ -50,20 +58,41 @@ func newMapCmd(g *globals) *cobra.Command {
 			if err := agent.CheckSpec(spec); err != nil {
 				return err
 			}
+			if spec.Via == agent.ViaNBDDevice {
+				if err := nbd.CheckAttachable(spec.Where, spec.Volume); err != nil {
+					return err
+				}
+			}
 			return withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
-				return mapForeground(cmd, s, spec, holder)
+				return mapForeground(cmd, s, spec, holder, wait)
 			})(cmd, args)
 		},
 	}
 	addEtcdFlags(c, a)
 	fl := c.Flags()
 	fl.StringVar(&req.NbdListen, "nbd-listen", "", "serve over NBD on HOST:PORT or unix:/PATH")
-	fl.StringVar(&req.NbdDevice, "nbd", "", "attach to the kernel nbd device /dev/nbdN")
+	fl.StringVar(&req.NbdDevice, "nbd", "", "attach to the kernel nbd device /dev/nbdN (default: the first free one)")
 	fl.StringVar(&req.FuseDir, "fuse", "", "show the volume as the file DIR/NAME in a FUSE mount")
 	fl.BoolVar(&req.ReadOnly, "read-only", false, "map read-only (shared read-only lease)")
 	fl.StringVar(&sock, "agent", "", "ask the agent on this unix socket to map it (default: serve in the foreground)")
-	fl.StringVar(&holder, "holder", "", "owner name in etcd when serving in the foreground (default map.HOSTNAME)")
+	fl.StringVar(&holder, "holder", "", "owner name in etcd when serving in the foreground (default map.HOSTNAME, or map.node-ID on hosts without a valid one)")
+	fl.BoolVar(&wait, "wait", true, "print a kernel device only once it has its size")
 	return c
+}
+
+// pickDevice makes a request that names no way to serve attach a kernel
+// nbd device: the one its volume had when its serving process died, else
+// the first free one.
+func pickDevice(req *api.MapRequest) error {
+	if req.NbdListen != "" || req.NbdDevice != "" || req.FuseDir != "" {
+		return nil
+	}
+	d, err := nbd.PickDevice(req.Volume)
+	if err != nil {
+		return fmt.Errorf("map %s: %w", req.Volume, err)
+	}
+	req.NbdDevice = d.Path
+	return nil
 }
 
 func mapViaAgent(cmd *cobra.Command, c *api.Client, req *api.MapRequest) error {
@@ -76,11 +105,10 @@ func mapViaAgent(cmd *cobra.Command, c *api.Client, req *api.MapRequest) error {
 }
 
 // mapForeground serves spec until the context ends or the lease is lost.
-func mapForeground(cmd *cobra.Command, s *meta.Store, spec agent.Spec, holder string) error {
+func mapForeground(cmd *cobra.Command, s *meta.Store, spec agent.Spec, holder string, wait bool) error {
 	ctx, out := cmd.Context(), cmd.OutOrStdout()
 	if holder == "" {
-		host, _ := os.Hostname()
-		holder = "map." + host
+		holder = meta.DefaultHolder("map")
 	}
 	ag, err := agent.New(ctx, agent.Options{Store: s, Holder: holder, Logf: lineLogger(cmd.ErrOrStderr())})
 	if err != nil {
@@ -91,8 +119,15 @@ func mapForeground(cmd *cobra.Command, s *meta.Store, spec agent.Spec, holder st
 		ag.Close(context.WithoutCancel(ctx))
 		return err
 	}
-	fmt.Fprintf(out, "serving: %s\n", m.Url)
-	err = ag.WaitFenced(ctx, spec.Volume)
+	if spec.Via == agent.ViaNBDDevice && wait {
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		_, err = nbd.WaitSize(wctx, m.Url)
+		cancel()
+	}
+	if err == nil {
+		fmt.Fprintf(out, "serving: %s\n", m.Url)
+		err = ag.WaitFenced(ctx, spec.Volume)
+	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	fmt.Fprintf(out, "unmapping %s\n", spec.Volume)
@@ -112,10 +147,27 @@ func withAgent(sock string, fn func(*api.Client) error) error {
 func newUnmapCmd(*globals) *cobra.Command {
 	var sock string
 	c := &cobra.Command{
-		Use:   "unmap NAME [--agent SOCKET]",
-		Short: "Ask the agent to stop serving a volume, flush it and release its lease",
-		Args:  cobra.ExactArgs(1),
+		Use:   "unmap NAME|/dev/nbdN [--agent SOCKET]",
+		Short: "Stop serving a volume: detach its kernel nbd device, or ask the agent to unmap it",
+		Long: "unmap /dev/nbdN, or a volume attached to a kernel nbd device by `nvstripe map`, stops the map\n" +
+			"process that serves it (it flushes the volume, disconnects the device and releases its lease;\n" +
+			"a device left by a dead process is disconnected) and returns once the device has size 0. A\n" +
+			"mounted device is refused. Otherwise the agent on --agent unmaps the volume.",
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			dev := args[0]
+			if !strings.HasPrefix(dev, "/dev/") && !cmd.Flags().Changed("agent") {
+				if d, err := nbd.DeviceOf(dev); err == nil && (d.ServedByMap() || !agentRunning(sock)) {
+					dev = d.Path
+				}
+			}
+			if strings.HasPrefix(dev, "/dev/") {
+				if err := nbd.Detach(cmd.Context(), dev); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "unmapped %s\n", dev)
+				return nil
+			}
 			return withAgent(sock, func(c *api.Client) error {
 				if _, err := c.Unmap(cmd.Context(), &api.UnmapRequest{Volume: args[0]}); err != nil {
 					return err
@@ -128,6 +180,12 @@ func newUnmapCmd(*globals) *cobra.Command {
 	c.Flags().StringVar(&sock, "agent", agent.DefaultSocket, "unix socket of the agent")
 	metadataOnly(c)
 	return c
+}
+
+// agentRunning says whether an agent listens on sock.
+func agentRunning(sock string) bool {
+	fi, err := os.Stat(sock)
+	return err == nil && fi.Mode()&os.ModeSocket != 0
 }
 
 func newLsCmd(*globals) *cobra.Command {

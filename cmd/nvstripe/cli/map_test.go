@@ -32,11 +32,21 @@ func TestMapKernelNBDMissing(t *testing.T) {
 	if err == nil || err.Error() != want || ExitCode(err) != 1 {
 		t.Fatalf("map --nbd /dev/nbd0: %v, want %q", err, want)
 	}
+	// Without a way to serve, map attaches the first free kernel device.
+	_, _, err = run(t, "map", "v", "--etcd", "127.0.0.1:1")
+	want = "map v: nbd kernel module not loaded (modprobe nbd); serve over --nbd-listen or --fuse instead"
+	if err == nil || err.Error() != want || ExitCode(err) != 1 {
+		t.Fatalf("map v: %v, want %q", err, want)
+	}
+	// unmap of a device goes to the kernel, not to an agent.
+	_, _, err = run(t, "unmap", "/dev/nbd0")
+	if err == nil || !strings.Contains(err.Error(), "/dev/nbd0: no such nbd device") {
+		t.Fatalf("unmap /dev/nbd0: %v", err)
+	}
 }
 
 func TestMapUsage(t *testing.T) {
 	for _, args := range [][]string{
-		{"map", "v"},
 		{"map", "v", "--nbd-listen", "127.0.0.1:1", "--fuse", "/mnt"},
 		{"map", "v", "--nbd", "/dev/sda"},
 		{"map", "--nbd-listen", "127.0.0.1:1"},

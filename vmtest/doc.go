@@ -1,0 +1,21 @@
+// Package vmtest runs nvstripe against a real Linux kernel: its tests boot
+// the team's QEMU harness (run-vm.sh, found at $VM_DIR or ../shared/vm
+// beside the checkout) with a static nvstripe binary and a scenario from
+// scenarios/, and skip with a message when the harness, QEMU or a kernel
+// image is missing (or with -short). VM_RUN_DIR keeps the run folders
+// (console.log) under that folder. The package has no code of its own.
+//
+// Scenarios (busybox sh, run in the guest; see each file's header):
+//
+//   - nbd-map.sh: a whole cluster in the guest, `nvstripe map VOL` on a
+//     kernel nbd device with four connections, ext4 written, remounted and
+//     verified, a second map of the busy device refused, unmap back to size
+//     0: TestNBDMap (about 1.5 minutes under emulation). With
+//     NVSTRIPE_VM_LONG=1, TestNBDMapLong runs it with long=1: the map
+//     process killed and restarted while reads wait (taken over), and a
+//     target killed while mounted (about 4 minutes).
+//   - nbd-kernel.sh: the nbd package's TestKernel* tests, built static and
+//     run as root in the guest (TestNBDKernel): attach with two
+//     connections, a busy device refused, a dropped connection replaced,
+//     close back to size 0.
+package vmtest
