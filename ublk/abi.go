@@ -16,7 +16,14 @@ const (
 	cmdStopDev    = 0x07
 	cmdSetParams  = 0x08
 	cmdGetParams  = 0x09
+	cmdStartRecov = 0x10 // START_USER_RECOVERY
+	cmdEndRecov   = 0x11 // END_USER_RECOVERY
 )
+
+// cmdNames names the control commands in errors.
+var cmdNames = map[uint32]string{cmdGetDevInfo: "GET_DEV_INFO", cmdAddDev: "ADD_DEV", cmdDelDev: "DEL_DEV",
+	cmdStartDev: "START_DEV", cmdStopDev: "STOP_DEV", cmdSetParams: "SET_PARAMS", cmdGetParams: "GET_PARAMS",
+	cmdStartRecov: "START_USER_RECOVERY", cmdEndRecov: "END_USER_RECOVERY"}
 
 // IO command numbers (UBLK_IO_*), encoded like the control commands with
 // struct ublksrv_io_cmd (16 bytes).
@@ -32,6 +39,8 @@ const ioResAbort = -19
 // Device flags (UBLK_F_*) this server knows.
 const (
 	flagCompInTask  = 1 << 1 // UBLK_F_URING_CMD_COMP_IN_TASK (set by a modular driver)
+	flagRecovery    = 1 << 3 // UBLK_F_USER_RECOVERY
+	flagReissue     = 1 << 4 // UBLK_F_USER_RECOVERY_REISSUE
 	flagIoctlEncode = 1 << 6 // UBLK_F_CMD_IOCTL_ENCODE
 )
 
@@ -208,6 +217,12 @@ func (p params) encode() []byte {
 	le.PutUint32(b[52:], p.maxWriteZeroes)
 	le.PutUint16(b[56:], 1)
 	return b
+}
+
+// decodeParamsSize returns the device size in bytes and the logical block
+// size of an encoded struct ublk_params (GET_PARAMS).
+func decodeParamsSize(b []byte) (size int64, blockSize int) {
+	return int64(le.Uint64(b[24:])) << 9, 1 << b[12]
 }
 
 var le = binary.LittleEndian

@@ -59,9 +59,6 @@ func (e *CmdError) Error() string {
 
 func (e *CmdError) Unwrap() error { return e.Errno }
 
-var cmdNames = map[uint32]string{cmdGetDevInfo: "GET_DEV_INFO", cmdAddDev: "ADD_DEV", cmdDelDev: "DEL_DEV",
-	cmdStartDev: "START_DEV", cmdStopDev: "STOP_DEV", cmdSetParams: "SET_PARAMS", cmdGetParams: "GET_PARAMS"}
-
 // do sends control command nr for device id with buf (if any) as the
 // command's buffer and data0 as its inline data, in encoding enc.
 func (c *control) do(enc Encoding, nr, id uint32, buf []byte, data0 uint64) error {
@@ -122,6 +119,23 @@ func (c *control) start(id uint32, pid int) error {
 }
 func (c *control) stop(id uint32) error { return c.do(c.enc, cmdStopDev, id, nil, 0) }
 func (c *control) del(id uint32) error  { return c.do(c.enc, cmdDelDev, id, nil, 0) }
+
+func (c *control) startRecovery(id uint32) error { return c.do(c.enc, cmdStartRecov, id, nil, 0) }
+func (c *control) endRecovery(id uint32, pid int) error {
+	return c.do(c.enc, cmdEndRecov, id, nil, uint64(pid))
+}
+
+// paramsSize returns the device size and logical block size set by
+// SET_PARAMS (GET_PARAMS).
+func (c *control) paramsSize(id uint32) (int64, int, error) {
+	buf := make([]byte, paramsSize)
+	le.PutUint32(buf, paramsSize)
+	if err := c.do(c.enc, cmdGetParams, id, buf, 0); err != nil {
+		return 0, 0, err
+	}
+	size, bs := decodeParamsSize(buf)
+	return size, bs, nil
+}
 
 func (c *control) info(id uint32) (DevInfo, error) {
 	buf := make([]byte, devInfoSize)

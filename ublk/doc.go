@@ -55,13 +55,21 @@
 // # When the server dies
 //
 // The 6.1 driver checks every 5 s (UBLK_DAEMON_MONITOR_PERIOD) whether a
-// queue's thread is exiting. After kill -9 it then fails the requests the
-// dead process held with EIO, removes /dev/ublkbN (del_gendisk, so a mounted
-// file system sees IO errors, not a hang) and marks the device dead, but
-// /dev/ublkcN and the ID stay until someone sends DEL_DEV: Delete does that
-// for a device left behind. With UBLK_F_USER_RECOVERY the driver would
-// instead quiesce the device and wait for a new server; this package does
-// not ask for it yet.
+// queue's thread is exiting. After kill -9 of a server without recovery it
+// then fails the requests the dead process held with EIO, removes
+// /dev/ublkbN (del_gendisk, so a mounted file system sees IO errors, not a
+// hang) and marks the device dead, but /dev/ublkcN and the ID stay until
+// someone sends DEL_DEV: Delete does that for a device left behind.
+//
+// With Options.Recovery the device is added with UBLK_F_USER_RECOVERY and
+// UBLK_F_USER_RECOVERY_REISSUE: the driver then quiesces the device instead
+// (/dev/ublkbN stays, new IO waits, requests the dead server held are issued
+// again later), and Recover in a new process sends START_USER_RECOVERY
+// (retried while the driver answers EBUSY: the old process's files are not
+// released or the device is not quiesced yet), starts fresh queues and sends
+// END_USER_RECOVERY, after which the waiting IO runs against the new server.
+// The device must be served from the same data (a Mem device dies with its
+// process; a file or a volume does not).
 //
 // # Concurrency
 //

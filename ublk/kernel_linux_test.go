@@ -111,26 +111,30 @@ func kernelIO(t *testing.T, inline bool) {
 	checkGone(t, s.ID())
 }
 
-// TestKernelServe is the server of vmtest/scenarios/ublk-mount.sh: with
-// UBLK_VM_SERVE=FILE it serves a Mem device of UBLK_VM_SIZE_MB (default 256)
-// MiB, writes its /dev/ublkbN path to FILE, and on SIGTERM stops, checks the
-// device nodes are gone and that the device holds an ext4 superblock (the
-// scenario made one).
+// TestKernelServe is the server of the vmtest/scenarios/ublk-*.sh scripts:
+// with UBLK_VM_SERVE=FILE it serves a device and writes its /dev/ublkbN path
+// to FILE, and on SIGTERM stops, checks that the device nodes are gone and
+// that the device holds an ext4 superblock (the scenarios make one).
+// The device: a Mem of UBLK_VM_SIZE_MB (default 256) MiB, or the file
+// UBLK_VM_FILE of that size; UBLK_VM_ASYNC=1 runs its IO on goroutines.
+// UBLK_VM_RECOVERY=1 adds it with Options.Recovery; UBLK_VM_RECOVER=ID
+// takes device ID back from a killed server instead of adding one.
 func TestKernelServe(t *testing.T) {
 	ready := os.Getenv("UBLK_VM_SERVE")
 	if ready == "" {
 		t.Skip("UBLK_VM_SERVE not set: this is the server of a VM scenario")
 	}
 	needDriver(t)
-	sizeMB, _ := strconv.Atoi(os.Getenv("UBLK_VM_SIZE_MB"))
-	mem, _ := blockdev.NewMem(int64(max(sizeMB, 16))<<20, 4096)
-	var dev blockdev.Device = mem
-	if os.Getenv("UBLK_VM_ASYNC") == "1" {
-		dev = faultdev.New(mem, 1) // not Synchronous: IO runs on goroutines
-	}
+	dev := vmDevice(t)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	s, err := Start(ctx, dev, nil)
+	var s *Server
+	var err error
+	if id, rerr := strconv.Atoi(os.Getenv("UBLK_VM_RECOVER")); rerr == nil {
+		s, err = Recover(ctx, id, dev, nil)
+	} else {
+		s, err = Start(ctx, dev, &Options{Recovery: os.Getenv("UBLK_VM_RECOVERY") == "1"})
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,9 +147,28 @@ func TestKernelServe(t *testing.T) {
 	}
 	checkGone(t, s.ID())
 	sb := make([]byte, 4096)
-	if err := mem.ReadAt(context.Background(), sb, 0); err != nil || le.Uint16(sb[1024+56:]) != 0xef53 {
+	if err := dev.ReadAt(context.Background(), sb, 0); err != nil || le.Uint16(sb[1024+56:]) != 0xef53 {
 		t.Errorf("no ext4 superblock magic on the device after the scenario (err %v)", err)
 	}
+}
+
+func vmDevice(t *testing.T) blockdev.Device {
+	sizeMB, _ := strconv.Atoi(os.Getenv("UBLK_VM_SIZE_MB"))
+	size := int64(max(sizeMB, 16)) << 20
+	var dev blockdev.Device
+	var err error
+	if path := os.Getenv("UBLK_VM_FILE"); path != "" {
+		dev, err = blockdev.OpenFile(path, &blockdev.FileOptions{Size: size, Direct: blockdev.DirectOff})
+	} else {
+		dev, err = blockdev.NewMem(size, 4096)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv("UBLK_VM_ASYNC") == "1" {
+		dev = faultdev.New(dev, 1) // not Synchronous: IO runs on goroutines
+	}
+	return dev
 }
 
 // TestKernelDelete deletes device UBLK_VM_DELETE, left by a killed server.

@@ -24,6 +24,11 @@ type Options struct {
 	MaxIO int
 	// ReadOnly makes the block device read-only.
 	ReadOnly bool
+	// Recovery adds the device with UBLK_F_USER_RECOVERY and _REISSUE: when
+	// the server dies the driver keeps /dev/ublkbN and holds its IO (requests
+	// the dead server had taken are issued again) until a new process takes
+	// the device back with Recover, or until it is deleted (Delete).
+	Recovery bool
 }
 
 func (o *Options) withDefaults(numCPU int) Options {

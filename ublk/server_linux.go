@@ -47,15 +47,87 @@ func Start(ctx context.Context, dev blockdev.Device, opts *Options) (*Server, er
 		s.release()
 		return nil, err
 	}
+	s.launch(ctx, queues)
+	return s, nil
+}
+
+func (s *Server) launch(ctx context.Context, queues []chan error) {
 	ctx, s.cancel = context.WithCancel(ctx)
 	go s.run(ctx, queues)
+}
+
+// Recover takes back device id, added with Options.Recovery by a server
+// that died, and serves it from dev, which must have the size and block
+// size the device was added with. It waits up to recoverWait for the driver
+// to notice the death (it checks every 5 s) and quiesce the device. Queue
+// count, depth and IO size are the device's; of opts only ReadOnly counts.
+func Recover(ctx context.Context, id int, dev blockdev.Device, opts *Options) (*Server, error) {
+	ctrl, err := openControl()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{ctrl: ctrl, cfd: -1, done: make(chan struct{})}
+	queues, err := s.recover(uint32(id), dev, opts != nil && opts.ReadOnly)
+	if err != nil {
+		s.release()
+		return nil, err
+	}
+	s.launch(ctx, queues)
 	return s, nil
+}
+
+// recoverWait bounds how long Recover waits for a dead server's device to
+// be quiesced.
+const recoverWait = 30 * time.Second
+
+func (s *Server) recover(id uint32, dev blockdev.Device, readOnly bool) ([]chan error, error) {
+	info, err := s.ctrl.detect(id)
+	if err != nil {
+		return nil, err
+	}
+	if info.Flags&flagRecovery == 0 {
+		return nil, fmt.Errorf("%w: ublk device %d was not added with recovery", ErrBadOptions, id)
+	}
+	size, bs, err := s.ctrl.paramsSize(id)
+	if err != nil {
+		return nil, err
+	}
+	if size != dev.Size() || bs != dev.BlockSize() {
+		return nil, fmt.Errorf("%w: ublk device %d has %d bytes in blocks of %d, the device to serve it %d in blocks of %d",
+			ErrBadOptions, id, size, bs, dev.Size(), dev.BlockSize())
+	}
+	s.info = info
+	for deadline := time.Now().Add(recoverWait); ; time.Sleep(100 * time.Millisecond) {
+		err = s.ctrl.startRecovery(id)
+		if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w (the old server may still run)", err)
+	}
+	if s.cfd, err = openCharDev(id); err != nil {
+		return nil, err
+	}
+	queues, err := s.startQueues(dev, readOnly, func() error { return s.ctrl.endRecovery(id, os.Getpid()) })
+	if err == nil {
+		err = s.checkLive(queues)
+	}
+	if err != nil {
+		s.closeCharDev()
+		return nil, err
+	}
+	return queues, nil
 }
 
 // add runs ADD_DEV, SET_PARAMS, starts the queues and START_DEV. On error
 // the device is deleted again.
 func (s *Server) add(dev blockdev.Device, o Options) ([]chan error, error) {
-	info, err := s.ctrl.addDev(DevInfo{Queues: uint16(o.Queues), Depth: uint16(o.Depth), MaxIOBytes: uint32(o.MaxIO)})
+	want := DevInfo{Queues: uint16(o.Queues), Depth: uint16(o.Depth), MaxIOBytes: uint32(o.MaxIO)}
+	if o.Recovery {
+		want.Flags |= flagRecovery | flagReissue
+	}
+	info, err := s.ctrl.addDev(want)
 	if err != nil {
 		return nil, err
 	}
@@ -69,23 +141,32 @@ func (s *Server) add(dev blockdev.Device, o Options) ([]chan error, error) {
 	}
 	var queues []chan error
 	if err == nil {
-		queues, err = s.startQueues(dev, o.ReadOnly)
+		queues, err = s.startQueues(dev, o.ReadOnly, func() error { return s.ctrl.start(info.ID, os.Getpid()) })
 	}
 	if err == nil {
-		s.info, err = s.ctrl.info(info.ID)
-		if err == nil && s.info.State != StateLive {
-			err = fmt.Errorf("ublk device %d in state %d after START_DEV, want live (%d)", info.ID, s.info.State, StateLive)
-		}
-		if err != nil {
-			s.ctrl.stop(info.ID)
-			s.waitQueues(queues)
-		}
+		err = s.checkLive(queues)
 	}
 	if err != nil {
 		s.closeCharDev()
 		return nil, errors.Join(err, s.ctrl.del(info.ID))
 	}
 	return queues, nil
+}
+
+// checkLive reads the device's info back and stops the queues unless it is
+// live.
+func (s *Server) checkLive(queues []chan error) error {
+	info, err := s.ctrl.info(s.info.ID)
+	if err == nil && info.State != StateLive {
+		err = fmt.Errorf("ublk device %d in state %d after starting, want live (%d)", s.info.ID, info.State, StateLive)
+	}
+	if err != nil {
+		s.ctrl.stop(s.info.ID)
+		s.waitQueues(queues)
+		return err
+	}
+	s.info = info
+	return nil
 }
 
 // openCharDev opens /dev/ublkcN, waiting up to 5 s for devtmpfs or udev to
@@ -105,9 +186,10 @@ func openCharDev(id uint32) (int, error) {
 }
 
 // startQueues starts one goroutine per queue, waits for each to have
-// fetched all its tags, then sends START_DEV (which the driver holds until
-// then). Each returned channel yields its queue's exit error.
-func (s *Server) startQueues(dev blockdev.Device, readOnly bool) ([]chan error, error) {
+// fetched all its tags, then calls live: START_DEV or END_USER_RECOVERY,
+// which the driver holds until then. Each returned channel yields its
+// queue's exit error.
+func (s *Server) startQueues(dev blockdev.Device, readOnly bool, live func() error) ([]chan error, error) {
 	ioCtx := context.Background() // IO outlives cancellation: STOP_DEV waits for it
 	inline := blockdev.IsSynchronous(dev)
 	var queues []chan error
@@ -124,7 +206,7 @@ func (s *Server) startQueues(dev blockdev.Device, readOnly bool) ([]chan error, 
 		queues = append(queues, exit)
 	}
 	if setupErr == nil {
-		setupErr = s.ctrl.start(s.info.ID, os.Getpid())
+		setupErr = live()
 	}
 	if setupErr != nil {
 		s.ctrl.stop(s.info.ID) // aborts the fetched tags of the queues that started

@@ -16,6 +16,11 @@ func Start(ctx context.Context, dev blockdev.Device, opts *Options) (*Server, er
 	return nil, ErrNoDriver
 }
 
+// Recover returns ErrNoDriver: ublk exists only on Linux.
+func Recover(ctx context.Context, id int, dev blockdev.Device, opts *Options) (*Server, error) {
+	return nil, ErrNoDriver
+}
+
 // Path, ID, Close and Wait exist so that callers build everywhere.
 func (s *Server) Path() string { return "" }
 func (s *Server) ID() int      { return -1 }
