@@ -58,9 +58,9 @@ func output(t *testing.T, dir string, env []string, name string, args ...string)
 	return strings.TrimSpace(string(out))
 }
 
-// TestUblkScenarios builds ublk_drv.ko for the guest kernel and a static
-// test binary of package ublk, and runs every scenarios/ublk-*.sh in the
-// guest. A scenario passes only when its script reaches its end
+// TestUblkScenarios builds ublk_drv.ko for the guest kernel, a static test
+// binary of package ublk (/ublk.test in the guest) and a static nvstripe
+// (/nvstripe), and runs every scenarios/ublk-*.sh in the guest. A scenario passes only when its script reaches its end
 // (@@RESULT PASS); the console log names the failing step otherwise.
 func TestUblkScenarios(t *testing.T) {
 	vm := harness(t)
@@ -71,13 +71,15 @@ func TestUblkScenarios(t *testing.T) {
 	ko := output(t, ".", nil, filepath.Join(vm, "build-ublk-module.sh"))
 	bin := filepath.Join(t.TempDir(), "ublk.test")
 	output(t, "..", []string{"CGO_ENABLED=0"}, "go", "test", "-c", "-o", bin, "./ublk")
+	nvs := filepath.Join(t.TempDir(), "nvstripe")
+	output(t, "..", []string{"CGO_ENABLED=0"}, "go", "build", "-o", nvs, "./cmd/nvstripe")
 	for _, s := range scripts {
 		name := strings.TrimSuffix(filepath.Base(s), ".sh")
 		t.Run(name, func(t *testing.T) {
 			abs, _ := filepath.Abs(s)
 			rd := runDir(t, name)
 			cmd := exec.Command(filepath.Join(vm, "run-vm.sh"), "--run-dir", rd, "--timeout", "1200", "--quiet",
-				"--file", ko+":/lib/ublk_drv.ko", "--file", bin+":/ublk.test", abs)
+				"--file", ko+":/lib/ublk_drv.ko", "--file", bin+":/ublk.test", "--file", nvs+":/nvstripe", abs)
 			out, err := cmd.CombinedOutput()
 			if err != nil {
 				log, _ := os.ReadFile(filepath.Join(rd, "console.log"))
