@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"strconv"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/blockdev/faultdev"
+	"github.com/nvstripe/nvstripe/nbd"
 )
 
 func needDriver(t *testing.T) {
@@ -128,6 +130,10 @@ func TestKernelServe(t *testing.T) {
 	dev := vmDevice(t)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	if addr := os.Getenv("UBLK_VM_NBD"); addr != "" {
+		serveNBD(ctx, t, dev, addr, ready)
+		return
+	}
 	var s *Server
 	var err error
 	if id, rerr := strconv.Atoi(os.Getenv("UBLK_VM_RECOVER")); rerr == nil {
@@ -149,6 +155,26 @@ func TestKernelServe(t *testing.T) {
 	sb := make([]byte, 4096)
 	if err := dev.ReadAt(context.Background(), sb, 0); err != nil || le.Uint16(sb[1024+56:]) != 0xef53 {
 		t.Errorf("no ext4 superblock magic on the device after the scenario (err %v)", err)
+	}
+}
+
+// serveNBD serves dev over NBD on addr instead (export "vm"), for the
+// comparison in vmtest/scenarios/figures-ublk-nbd.sh.
+func serveNBD(ctx context.Context, t *testing.T, dev blockdev.Device, addr, ready string) {
+	srv, err := nbd.NewServer(nbd.Options{Exports: map[string]nbd.Export{"vm": {Device: dev}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(ready, []byte("nbd://"+addr+"/vm\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	go func() { <-ctx.Done(); srv.Close() }()
+	if err := srv.Serve(ctx, l); err != nil && !errors.Is(err, nbd.ErrServerClosed) && ctx.Err() == nil {
+		t.Errorf("NBD Serve: %v", err)
 	}
 }
 
