@@ -113,6 +113,45 @@ func kernelIO(t *testing.T, inline bool) {
 	checkGone(t, s.ID())
 }
 
+// TestKernelReadOnly: Options.ReadOnly makes a read-only block device
+// (BLKROGET says so and a write fails) whose reads still work.
+func TestKernelReadOnly(t *testing.T) {
+	needDriver(t)
+	mem, _ := blockdev.NewMem(8<<20, 4096)
+	want := bytes.Repeat([]byte{0x5a}, 4096)
+	mem.WriteAt(context.Background(), want, 0)
+	s, err := Start(context.Background(), mem, &Options{ReadOnly: true, Depth: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	}()
+	f, err := os.OpenFile(s.Path(), os.O_RDONLY|syscall.O_DIRECT, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ro, err := unix.IoctlGetInt(int(f.Fd()), unix.BLKROGET)
+	if err != nil || ro != 1 {
+		t.Errorf("BLKROGET = %d, %v; want 1", ro, err)
+	}
+	got := alignedBuf(4096)
+	if _, err := f.ReadAt(got, 0); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("read of the read-only device: %v, equal %v", err, bytes.Equal(got, want))
+	}
+	if w, err := os.OpenFile(s.Path(), os.O_WRONLY, 0); err == nil {
+		_, werr := w.WriteAt(want, 0)
+		serr := w.Sync()
+		w.Close()
+		if werr == nil && serr == nil {
+			t.Error("a write to the read-only device succeeded")
+		}
+	}
+}
+
 // TestKernelServe is the server of the vmtest/scenarios/ublk-*.sh scripts:
 // with UBLK_VM_SERVE=FILE it serves a device and writes its /dev/ublkbN path
 // to FILE, and on SIGTERM stops, checks that the device nodes are gone and

@@ -26,4 +26,7 @@ func TestStartWithoutDriver(t *testing.T) {
 	if err := Delete(0); !errors.Is(err, ErrNoDriver) {
 		t.Fatalf("Delete: %v", err)
 	}
+	if _, err := Recover(context.Background(), 0, mem, nil); !errors.Is(err, ErrNoDriver) {
+		t.Fatalf("Recover: %v", err)
+	}
 }

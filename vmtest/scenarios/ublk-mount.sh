@@ -23,11 +23,12 @@ run insmod /lib/ublk_drv.ko
 wait_for "[ -e /dev/ublk-control ]" 10 || fail "no /dev/ublk-control"
 
 step "Go kernel tests"
-$T -test.run '^TestKernelIO$' -test.v -test.count=1 >/tmp/kio.log 2>&1
+$T -test.run '^TestKernel(IO|ReadOnly)$' -test.v -test.count=1 >/tmp/kio.log 2>&1
 rc=$?
 cat /tmp/kio.log
-[ $rc -eq 0 ] || fail "TestKernelIO failed (rc=$rc)"
-grep -q -- '--- SKIP' /tmp/kio.log && fail "TestKernelIO skipped"
+[ $rc -eq 0 ] || fail "TestKernelIO or TestKernelReadOnly failed (rc=$rc)"
+grep -q -- '--- SKIP' /tmp/kio.log && fail "a kernel test skipped"
+[ "$(grep -c '^--- PASS: TestKernel' /tmp/kio.log)" -eq 2 ] || fail "TestKernelIO and TestKernelReadOnly did not both pass"
 
 # serve ASYNC: start TestKernelServe in the background; sets srv and dev
 serve() {
