@@ -28,8 +28,11 @@ type control struct {
 
 func openControl() (*control, error) {
 	f, err := os.OpenFile(ControlPath, os.O_RDWR, 0)
-	if err != nil {
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENXIO) {
 		return nil, fmt.Errorf("%w: %w", ErrNoDriver, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ublk control (ublk devices need CAP_SYS_ADMIN): %w", err)
 	}
 	ring, err := uring.New(4, &uring.Options{Flags: uring.SetupSQE128})
 	if err != nil {

@@ -107,6 +107,9 @@ func kernelIO(t *testing.T, inline bool) {
 		}
 	}
 	f.Close()
+	if err := Delete(s.ID()); err == nil {
+		t.Errorf("Delete of a device this live process serves succeeded")
+	}
 	if err := s.Close(); err != nil {
 		t.Errorf("Close: %v", err)
 	}

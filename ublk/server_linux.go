@@ -283,15 +283,20 @@ func (s *Server) Wait() error {
 
 // Delete stops and deletes device id left behind by a server that died
 // (kill -9): the 6.1 driver removes /dev/ublkbN by itself then, but keeps
-// /dev/ublkcN and the ID until DEL_DEV.
+// /dev/ublkcN and the ID until DEL_DEV (and a device added with Recovery
+// stays quiesced). It refuses a device whose server process is alive.
 func Delete(id int) error {
 	c, err := openControl()
 	if err != nil {
 		return err
 	}
 	defer c.close()
-	if _, err := c.detect(uint32(id)); err != nil {
+	info, err := c.detect(uint32(id))
+	if err != nil {
 		return err
+	}
+	if info.State != StateDead && info.ServerPID > 0 && unix.Kill(int(info.ServerPID), 0) == nil {
+		return fmt.Errorf("ublk device %d is served by process %d, which is alive: stop that instead", id, info.ServerPID)
 	}
 	return errors.Join(c.stop(uint32(id)), c.del(uint32(id)))
 }
