@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -21,7 +20,6 @@ type Server struct {
 	info   DevInfo
 	cfd    int
 	cancel context.CancelFunc
-	stopMu sync.Once
 	done   chan struct{}
 	err    error
 }
