@@ -18,4 +18,13 @@
 //     run as root in the guest (TestNBDKernel): attach with two
 //     connections, a busy device refused, a dropped connection replaced,
 //     close back to size 0.
+//   - ublk-*.sh: ublk_drv built for the guest kernel (build-ublk-module.sh)
+//     and loaded, the ublk package's kernel tests, ext4 on /dev/ublkb0
+//     written, remounted and verified, a clean stop and kill -9 with IO in
+//     flight (ublk-mount.sh), user recovery after a crash (ublk-recover.sh)
+//     and, with the map hook, a whole cluster served by `map --ublk`
+//     (ublk-cluster.sh): TestUblkScenarios.
+//   - resv-host.sh: the guest's nvme-cli drives NVMe reservations against
+//     our target on the host (TestLinuxHostReservationsVM, in package
+//     nvmeof/initiator, which serves the target in-process).
 package vmtest
