@@ -3,7 +3,7 @@ package api
 import "time"
 
 // MapRequest asks the agent to serve a volume. Exactly one of NBDListen,
-// NBDDevice and FUSEDir is set.
+// NBDDevice, Ublk and FUSEDir is set.
 type MapRequest struct {
 	// Volume is the volume name (also the NBD export and FUSE file name).
 	Volume string `json:"volume"`
@@ -12,6 +12,9 @@ type MapRequest struct {
 	NBDListen string `json:"nbd_listen,omitempty"`
 	// NBDDevice attaches the volume to this kernel device, "/dev/nbdN".
 	NBDDevice string `json:"nbd_device,omitempty"`
+	// Ublk serves the volume as /dev/ublkbN through the kernel's ublk driver
+	// (the driver picks N).
+	Ublk bool `json:"ublk,omitempty"`
 	// FUSEDir shows the volume as the file FUSEDir/Volume.
 	FUSEDir string `json:"fuse_dir,omitempty"`
 	// ReadOnly maps read-only under a shared read-only lease.

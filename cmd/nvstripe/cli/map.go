@@ -23,10 +23,11 @@ func newMapCmd(g *globals) *cobra.Command {
 	var req api.MapRequest
 	var sock, holder string
 	c := &cobra.Command{
-		Use:   "map NAME (--nbd-listen ADDR | --nbd /dev/nbdN | --fuse DIR) [--read-only] [--agent SOCKET]",
-		Short: "Serve a volume over NBD or FUSE, in the foreground or through the agent",
+		Use:   "map NAME (--nbd-listen ADDR | --nbd /dev/nbdN | --ublk | --fuse DIR) [--read-only] [--agent SOCKET]",
+		Short: "Serve a volume over NBD, ublk or FUSE, in the foreground or through the agent",
 		Long: "map takes the volume's ownership lease and serves it: --nbd-listen HOST:PORT (or unix:/PATH)\n" +
-			"as an NBD export named after the volume, --nbd /dev/nbdN through the kernel's nbd driver, or\n" +
+			"as an NBD export named after the volume, --nbd /dev/nbdN through the kernel's nbd driver, --ublk\n" +
+			"as /dev/ublkbN through the kernel's ublk driver (ublk_drv, Linux 6.0+), or\n" +
 			"--fuse DIR as the file DIR/NAME. Without --agent it serves in the foreground, printing\n" +
 			"\"serving: URL\", until interrupted, then flushes and releases the volume. With --agent SOCKET\n" +
 			"the agent maps it (and keeps it mapped across its restarts) and map returns at once.",
@@ -59,6 +60,7 @@ func newMapCmd(g *globals) *cobra.Command {
 	fl := c.Flags()
 	fl.StringVar(&req.NBDListen, "nbd-listen", "", "serve over NBD on HOST:PORT or unix:/PATH")
 	fl.StringVar(&req.NBDDevice, "nbd", "", "attach to the kernel nbd device /dev/nbdN")
+	fl.BoolVar(&req.Ublk, "ublk", false, "serve as /dev/ublkbN through the kernel's ublk driver")
 	fl.StringVar(&req.FUSEDir, "fuse", "", "show the volume as the file DIR/NAME in a FUSE mount")
 	fl.BoolVar(&req.ReadOnly, "read-only", false, "map read-only (shared read-only lease)")
 	fl.StringVar(&sock, "agent", "", "ask the agent on this unix socket to map it (default: serve in the foreground)")
