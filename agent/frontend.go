@@ -13,6 +13,7 @@ import (
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/fuse"
 	"github.com/nvstripe/nvstripe/nbd"
+	"github.com/nvstripe/nvstripe/ublk"
 )
 
 // frontend is how a mapping is served: an NBD listener, a kernel nbd device
@@ -41,6 +42,8 @@ func startFrontend(ctx context.Context, spec Spec, dev blockdev.Device, logf fun
 			return attachKernel(ctx, srv, spec)
 		}
 		return listenNBD(srv, spec)
+	case ViaUblk:
+		return startUblk(spec, dev)
 	case ViaFUSE:
 		return mountFUSE(spec, dev, logf)
 	}
@@ -117,6 +120,22 @@ func attachKernel(ctx context.Context, srv *nbd.Server, spec Spec) (*nbdKernel, 
 func (f *nbdKernel) url() string   { return f.att.Path }
 func (f *nbdKernel) where() string { return f.att.Path }
 func (f *nbdKernel) close() error  { return errors.Join(f.att.Close(), f.srv.Close()) }
+
+// ublkDevice serves the volume as /dev/ublkbN.
+type ublkDevice struct{ srv *ublk.Server }
+
+func startUblk(spec Spec, dev blockdev.Device) (*ublkDevice, error) {
+	// The device lives until close, not until the caller's context ends.
+	srv, err := ublk.Start(context.Background(), dev, &ublk.Options{ReadOnly: spec.ReadOnly})
+	if err != nil {
+		return nil, fmt.Errorf("ublk device: %w", err)
+	}
+	return &ublkDevice{srv: srv}, nil
+}
+
+func (f *ublkDevice) url() string   { return f.srv.Path() }
+func (f *ublkDevice) where() string { return f.srv.Path() }
+func (f *ublkDevice) close() error  { return f.srv.Close() }
 
 // fuseMount shows the volume as DIR/VOLUME.
 type fuseMount struct {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/agent/api"
 	"github.com/nvstripe/nvstripe/nbd"
+	"github.com/nvstripe/nvstripe/ublk"
 )
 
 // Via says how a mapping serves its volume.
@@ -23,6 +24,9 @@ const (
 	ViaNBDListen Via = "nbd-listen"
 	// ViaNBDDevice: the kernel's nbd driver, as /dev/nbdN.
 	ViaNBDDevice Via = "nbd-device"
+	// ViaUblk: the kernel's ublk driver, as /dev/ublkbN (Where is empty
+	// until the driver has picked N).
+	ViaUblk Via = "ublk"
 	// ViaFUSE: the file DIR/VOLUME in a FUSE mount at DIR.
 	ViaFUSE Via = "fuse"
 )
@@ -50,8 +54,12 @@ func SpecOf(r *api.MapRequest) (Spec, error) {
 			n++
 		}
 	}
+	if r.Ublk {
+		s.Via, s.Where = ViaUblk, ""
+		n++
+	}
 	if n != 1 {
-		return Spec{}, fmt.Errorf("map %s: give exactly one of an NBD listener, an NBD device or a FUSE directory: %w", r.Volume, api.ErrInvalid)
+		return Spec{}, fmt.Errorf("map %s: give exactly one of an NBD listener, an NBD device, ublk or a FUSE directory: %w", r.Volume, api.ErrInvalid)
 	}
 	return s, s.Validate()
 }
@@ -80,6 +88,10 @@ func (s Spec) Validate() error {
 		if !strings.HasPrefix(s.Where, "/dev/nbd") || err != nil || n < 0 {
 			return bad("%q is not an nbd device (/dev/nbdN)", s.Where)
 		}
+	case ViaUblk:
+		if s.Where != "" && !strings.HasPrefix(s.Where, "/dev/ublkb") {
+			return bad("%q is not a ublk device (/dev/ublkbN)", s.Where)
+		}
 	case ViaFUSE:
 		if !filepath.IsAbs(s.Where) {
 			return bad("FUSE directory %q: an absolute path is needed", s.Where)
@@ -100,6 +112,11 @@ func CheckSpec(s Spec) error {
 	}
 	if s.Via == ViaNBDDevice && !kernelNBDPresent(s.Where) {
 		return fmt.Errorf("map %s on %s: %w", s.Volume, s.Where, nbd.ErrNoKernelNBD)
+	}
+	if s.Via == ViaUblk {
+		if err := ublk.Available(); err != nil {
+			return fmt.Errorf("map %s as ublk: %w; serve over --nbd-listen, --nbd or --fuse instead", s.Volume, err)
+		}
 	}
 	return nil
 }

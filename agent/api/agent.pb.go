@@ -30,7 +30,7 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// MapRequest asks the agent to serve a volume. Exactly one of nbd_listen,
+// MapRequest asks the agent to serve a volume. Exactly one of nbd_listen, ublk,
 // nbd_device and fuse_dir is set.
 type MapRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -44,7 +44,10 @@ type MapRequest struct {
 	// Show the volume as the file fuse_dir/volume.
 	FuseDir string `protobuf:"bytes,4,opt,name=fuse_dir,json=fuseDir,proto3" json:"fuse_dir,omitempty"`
 	// Map read-only under a shared read-only lease.
-	ReadOnly      bool `protobuf:"varint,5,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	ReadOnly bool `protobuf:"varint,5,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	// Serve the volume as /dev/ublkbN through the kernel's ublk driver (the
+	// driver picks N).
+	Ublk          bool `protobuf:"varint,6,opt,name=ublk,proto3" json:"ublk,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -110,6 +113,13 @@ func (x *MapRequest) GetFuseDir() string {
 func (x *MapRequest) GetReadOnly() bool {
 	if x != nil {
 		return x.ReadOnly
+	}
+	return false
+}
+
+func (x *MapRequest) GetUblk() bool {
+	if x != nil {
+		return x.Ublk
 	}
 	return false
 }
@@ -704,7 +714,7 @@ var File_agent_api_agent_proto protoreflect.FileDescriptor
 
 const file_agent_api_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x15agent/api/agent.proto\x12\x11nvstripe.agent.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9a\x01\n" +
+	"\x15agent/api/agent.proto\x12\x11nvstripe.agent.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xae\x01\n" +
 	"\n" +
 	"MapRequest\x12\x16\n" +
 	"\x06volume\x18\x01 \x01(\tR\x06volume\x12\x1d\n" +
@@ -713,7 +723,8 @@ const file_agent_api_agent_proto_rawDesc = "" +
 	"\n" +
 	"nbd_device\x18\x03 \x01(\tR\tnbdDevice\x12\x19\n" +
 	"\bfuse_dir\x18\x04 \x01(\tR\afuseDir\x12\x1b\n" +
-	"\tread_only\x18\x05 \x01(\bR\breadOnly\"@\n" +
+	"\tread_only\x18\x05 \x01(\bR\breadOnly\x12\x12\n" +
+	"\x04ublk\x18\x06 \x01(\bR\x04ublk\"@\n" +
 	"\bMapReply\x124\n" +
 	"\amapping\x18\x01 \x01(\v2\x1a.nvstripe.agent.v1.MappingR\amapping\"&\n" +
 	"\fUnmapRequest\x12\x16\n" +

@@ -26,11 +26,12 @@ func newMapCmd(g *globals) *cobra.Command {
 	var sock, holder string
 	wait := true
 	c := &cobra.Command{
-		Use:   "map NAME [--nbd /dev/nbdN | --nbd-listen ADDR | --fuse DIR] [--read-only] [--agent SOCKET]",
-		Short: "Attach a volume as a kernel nbd device (default), or serve it over NBD or FUSE",
+		Use:   "map NAME [--nbd /dev/nbdN | --ublk | --nbd-listen ADDR | --fuse DIR] [--read-only] [--agent SOCKET]",
+		Short: "Attach a volume as a kernel nbd device (default), or serve it over ublk, NBD or FUSE",
 		Long: "map takes the volume's ownership lease and serves it: by default as a kernel device\n" +
 			"/dev/nbdN (the one --nbd names, else the one a dead map of the volume left, taken over, else\n" +
-			"the first free one), --nbd-listen HOST:PORT (or unix:/PATH) as an NBD export named after the\n" +
+			"the first free one), --ublk as /dev/ublkbN through the kernel's ublk driver (ublk_drv),\n" +
+			"--nbd-listen HOST:PORT (or unix:/PATH) as an NBD export named after the\n" +
 			"volume, or --fuse DIR as the file DIR/NAME. Without --agent it serves in the foreground,\n" +
 			"printing \"serving: DEVICE|URL\", until interrupted or unmapped, then flushes and releases\n" +
 			"the volume. With --agent SOCKET the agent maps it (and keeps it mapped across its restarts)\n" +
@@ -72,6 +73,7 @@ func newMapCmd(g *globals) *cobra.Command {
 	fl := c.Flags()
 	fl.StringVar(&req.NbdListen, "nbd-listen", "", "serve over NBD on HOST:PORT or unix:/PATH")
 	fl.StringVar(&req.NbdDevice, "nbd", "", "attach to the kernel nbd device /dev/nbdN (default: the first free one)")
+	fl.BoolVar(&req.Ublk, "ublk", false, "serve as /dev/ublkbN through the kernel's ublk driver")
 	fl.StringVar(&req.FuseDir, "fuse", "", "show the volume as the file DIR/NAME in a FUSE mount")
 	fl.BoolVar(&req.ReadOnly, "read-only", false, "map read-only (shared read-only lease)")
 	fl.StringVar(&sock, "agent", "", "ask the agent on this unix socket to map it (default: serve in the foreground)")
@@ -84,7 +86,7 @@ func newMapCmd(g *globals) *cobra.Command {
 // nbd device: the one its volume had when its serving process died, else
 // the first free one.
 func pickDevice(req *api.MapRequest) error {
-	if req.NbdListen != "" || req.NbdDevice != "" || req.FuseDir != "" {
+	if req.NbdListen != "" || req.NbdDevice != "" || req.Ublk || req.FuseDir != "" {
 		return nil
 	}
 	d, err := nbd.PickDevice(req.Volume)

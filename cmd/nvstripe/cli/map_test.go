@@ -45,10 +45,24 @@ func TestMapKernelNBDMissing(t *testing.T) {
 	}
 }
 
+// TestMapUblkMissing: `nvstripe map NAME --ublk` where the ublk driver is
+// missing fails at once, before contacting etcd, saying what to do.
+func TestMapUblkMissing(t *testing.T) {
+	if _, err := os.Stat("/dev/ublk-control"); err == nil {
+		t.Skip("the ublk driver is loaded here; this test checks the message where it is missing")
+	}
+	_, _, err := run(t, "map", "v", "--ublk", "--etcd", "127.0.0.1:1")
+	want := "map v as ublk: ublk: driver not available (load ublk_drv; needs Linux 6.0+): stat /dev/ublk-control: no such file or directory; serve over --nbd-listen, --nbd or --fuse instead"
+	if err == nil || err.Error() != want || ExitCode(err) != 1 {
+		t.Fatalf("map --ublk: %v, want %q", err, want)
+	}
+}
+
 func TestMapUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"map", "v", "--nbd-listen", "127.0.0.1:1", "--fuse", "/mnt"},
 		{"map", "v", "--nbd", "/dev/sda"},
+		{"map", "v", "--ublk", "--fuse", "/mnt"},
 		{"map", "--nbd-listen", "127.0.0.1:1"},
 		{"unmap"},
 		{"ls", "extra"},
