@@ -288,3 +288,90 @@ func envInt(t *testing.T, name string, def int) int {
 	}
 	return n
 }
+
+// TestProcessFenceSurvivesTargetRestart: owner B of a volume over three
+// `nvstripe target serve --dir` processes fences the earlier owner A (whose
+// session keeps its connections, as a paused process would); the three
+// targets are killed and restarted on the same directories and addresses;
+// A's session, reconnected, is still refused every write (ErrFenced) while B
+// writes, flushes and reads back its data.
+func TestProcessFenceSurvivesTargetRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the nvstripe binary and runs target processes; not in -short")
+	}
+	bin := buildNvstripe(t)
+	ctx := context.Background()
+	store, err := meta.Open(ctx, meta.Config{Endpoints: metatest.Start(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	c, err := store.InitCluster(ctx, meta.InitOptions{SlotSize: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var procs []*procTarget
+	for i := range 3 {
+		procs = append(procs, startProcTarget(t, bin, store, c, i))
+	}
+	if _, err := store.CreateVolume(ctx, meta.VolumeSpec{Name: "v", Size: 8 << 20, Layout: meta.Layout{K: 2, M: 1, Chunk: 64 << 10}}); err != nil {
+		t.Fatal(err)
+	}
+	nsOpts := NamespaceOptions{ControllerLossTimeout: 30 * time.Second, ConnectTimeout: 5 * time.Second}
+	a, err := OpenVolume(ctx, store, "v", OpenOptions{Holder: "A", Namespaces: nsOpts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Volume.WriteAt(ctx, make([]byte, 8<<20), 0); err != nil {
+		t.Fatal(err)
+	}
+	// A's identity on the storage, kept past A's unmap: the stale writer.
+	staleOpts := nsOpts
+	staleOpts.Session = NewSession(c, "v", a.Owner.Epoch(), func(error) {})
+	stale, err := NewNamespaces(ctx, store, staleOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stale.Close()
+	var staleDevs []blockdev.Device
+	for i := range 3 {
+		d, err := stale.Device(ctx, fmt.Sprintf("h%d-n1", i))
+		if err != nil {
+			t.Fatalf("A's session on h%d-n1: %v", i, err)
+		}
+		staleDevs = append(staleDevs, d)
+	}
+	if err := a.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b, err := OpenVolume(ctx, store, "v", OpenOptions{Holder: "B", Namespaces: nsOpts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(ctx)
+	checkStale := func(when string) {
+		t.Helper()
+		for i, d := range staleDevs {
+			if err := d.WriteAt(ctx, make([]byte, 4096), 8<<20); blockdev.Class(err) != blockdev.ErrFenced {
+				t.Fatalf("%s: A's write to h%d-n1: %v, want ErrFenced", when, i, err)
+			}
+		}
+	}
+	checkStale("before the restart")
+	for _, p := range procs {
+		p.kill()
+	}
+	for i, p := range procs {
+		procs[i] = runProcTarget(t, bin, p.dir, p.addr, p.nqn)
+	}
+	model := make([]byte, 8<<20)
+	rand.New(rand.NewSource(1)).Read(model)
+	if err := b.Volume.WriteAt(ctx, model, 0); err != nil {
+		t.Fatalf("B writes after the restart: %v", err)
+	}
+	if err := b.Volume.Flush(ctx); err != nil {
+		t.Fatalf("B flushes after the restart: %v", err)
+	}
+	checkStale("after the targets restarted")
+	verifyThrough(t, b.Volume, model, "B's data after the restart")
+}
