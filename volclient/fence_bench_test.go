@@ -171,7 +171,7 @@ func benchIO(b *testing.B, dev blockdev.Device, write bool, size int64) {
 		wg.Wait()
 	}
 	gib := float64(size) * float64(b.N) / (1 << 30)
-	b.ReportMetric((cpuTime() - cpu0).Seconds()/gib, "cpu-s/GiB")
+	b.ReportMetric((cpuTime()-cpu0).Seconds()/gib, "cpu-s/GiB")
 }
 
 // BenchmarkTakeOverVolume measures a takeover end to end through
