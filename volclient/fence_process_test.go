@@ -227,7 +227,10 @@ func staleOwnerRound(t *testing.T, bin, etcd string, store *meta.Store, vol stri
 		return err == nil && len(owners) == 0
 	})
 	otherBefore := otherN.Load()
+	start := time.Now()
 	b := startProcMap(t, bin, etcd, vol, "B", 10*time.Second)
+	// Serving means OpenVolume returned: every namespace is claimed.
+	t.Logf("B serving (A fenced on every namespace) %v after its map process started", time.Since(start).Round(time.Millisecond))
 	model := make([]byte, b.client.Size())
 	rand.New(rand.NewSource(seed)).Read(model)
 	for off := 0; off < len(model); off += 1 << 20 {
