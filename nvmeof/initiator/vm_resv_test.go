@@ -14,7 +14,7 @@ import (
 	"github.com/nvstripe/nvstripe/nvmeof/target"
 )
 
-// vmDir returns the kernel VM harness (VM_DIR, else the team's shared/vm
+// vmDir returns the kernel VM harness (VM_DIR, else the team's vm folder
 // folder beside the checkout, as package vmtest looks) or skips the test
 // saying what is missing.
 func vmDir(t *testing.T) string {
