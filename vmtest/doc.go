@@ -1,6 +1,6 @@
 // Package vmtest runs nvstripe against a real Linux kernel: its tests boot
-// the team's QEMU harness (run-vm.sh, found at $VM_DIR or ../shared/vm
-// beside the checkout) with a static nvstripe binary and a scenario from
+// the team's QEMU harness (run-vm.sh, found at $VM_DIR or in the team's
+// harness folder beside the checkout, see vm_test.go) with a static nvstripe binary and a scenario from
 // scenarios/, and skip with a message when the harness, QEMU or a kernel
 // image is missing (or with -short). VM_RUN_DIR keeps the run folders
 // (console.log) under that folder. The package has no code of its own.

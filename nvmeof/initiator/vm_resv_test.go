@@ -14,15 +14,16 @@ import (
 	"github.com/nvstripe/nvstripe/nvmeof/target"
 )
 
-// vmDir returns the kernel VM harness (VM_DIR, else /work/shared/vm) or
-// skips the test saying what is missing.
+// vmDir returns the kernel VM harness (VM_DIR, else the team's vm folder
+// folder beside the checkout, as package vmtest looks) or skips the test
+// saying what is missing.
 func vmDir(t *testing.T) string {
 	if testing.Short() {
 		t.Skip("-short: the kernel VM scenario takes minutes")
 	}
 	dir := os.Getenv("VM_DIR")
 	if dir == "" {
-		dir = "/work/shared/vm"
+		dir = filepath.Join("..", "..", "..", "shared", "vm")
 	}
 	if _, err := os.Stat(filepath.Join(dir, "run-vm.sh")); err != nil {
 		t.Skipf("no kernel VM harness (set VM_DIR to the folder with run-vm.sh): %v", err)

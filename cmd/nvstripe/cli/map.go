@@ -80,7 +80,7 @@ func newMapCmd(g *globals) *cobra.Command {
 	fl.BoolVar(&req.ReadOnly, "read-only", false, "map read-only (shared read-only lease)")
 	fl.StringVar(&sock, "agent", "", "ask the agent on this unix socket to map it (default: serve in the foreground)")
 	fl.StringVar(&holder, "holder", "", "owner name in etcd when serving in the foreground (default map.HOSTNAME, or map.node-ID on hosts without a valid one)")
-	fl.BoolVar(&wait, "wait", true, "print a kernel device only once it has its size")
+	fl.BoolVar(&wait, "wait", true, "print a kernel device only once the kernel reports its capacity")
 	fl.DurationVar(&ttl, "lease-ttl", 0, "ownership lease TTL when serving in the foreground: how long the volume stays owned after this process stops renewing (default 10s, at least 2s)")
 	return c
 }
