@@ -262,6 +262,7 @@ func staleOwnerRound(t *testing.T, bin, etcd string, store *meta.Store, vol stri
 	if otherN.Load() == otherBefore {
 		t.Error("the other volume's owner made no progress while this one changed owner")
 	}
+	t.Logf("the other volume's owner meanwhile: %d writes of 256 KiB, each flushed", otherN.Load()-otherBefore)
 }
 
 // differingMiB reads dev in 1 MiB blocks and counts those that differ
