@@ -31,11 +31,11 @@
 // the lease is lost the volume is fenced: the volume closes
 // (volclient.OpenVolume) and the mapping's device, a blockdev.Fence inside a
 // blockdev.Meter, fails every call with blockdev.ErrFenced (EPERM over NBD
-// and FUSE); List shows "fenced" until the mapping is unmapped. Because
-// the client's deadline is taken when the last renewal is answered and
-// checked once a second, this node may keep writing up to about a second
-// after etcd expired the lease; meta would need to cancel Owner earlier (see
-// the agent's report) to close that window without target-side fencing.
+// and FUSE); List shows "fenced" until the mapping is unmapped. The same
+// happens when the storage refuses this owner because a newer one claimed
+// the volume's namespaces (volclient package doc, "Fencing"): writes that
+// were queued while this node was paused past its lease are refused by the
+// targets, not only by this timer.
 //
 // # Errors reported
 //

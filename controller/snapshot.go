@@ -117,7 +117,7 @@ func (s *Snapshot) loadHosts(ctx context.Context, store *meta.Store) error {
 		}
 		s.Namespaces[n.ID] = n
 		s.State.Namespaces = append(s.State.Namespaces, Namespace{ID: n.ID, Host: n.Host, State: st,
-			Capacity: n.Capacity(), Used: a.Used})
+			Capacity: n.Capacity(), Used: a.Used, Unfenced: !n.Placeable()})
 	}
 	return nil
 }

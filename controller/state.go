@@ -34,6 +34,8 @@ type Namespace struct {
 	// Capacity and Used count slots. Used counts every allocated slot,
 	// the destinations of in-flight moves included.
 	Capacity, Used int64
+	// Unfenced: takes no new shards (placement.Namespace.Unfenced).
+	Unfenced bool
 }
 
 // Volume is what Decide needs of a volume.

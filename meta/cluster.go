@@ -123,6 +123,8 @@ type NamespaceSpec struct {
 	UUID  string // optional NGUID/UUID as reported by the target
 	Size  int64  // bytes
 	Paths []PathRecord
+	// Unfenced and AllowUnfenced: see NamespaceRecord.
+	Unfenced, AllowUnfenced bool
 }
 
 // AddNamespace records a namespace in state "in" with an empty allocation
@@ -135,7 +137,8 @@ func (s *Store) AddNamespace(ctx context.Context, spec NamespaceSpec) (*Namespac
 		return nil, err
 	}
 	rec := &NamespaceRecord{ID: spec.ID, Host: spec.Host, NQN: spec.NQN, NSID: spec.NSID, UUID: spec.UUID,
-		Size: spec.Size, Slots: spec.Size / c.SlotSize, State: placement.StateIn.String(), Paths: spec.Paths}
+		Size: spec.Size, Slots: spec.Size / c.SlotSize, State: placement.StateIn.String(), Paths: spec.Paths,
+		Unfenced: spec.Unfenced, AllowUnfenced: spec.AllowUnfenced}
 	for i := range rec.Paths {
 		if rec.Paths[i].ANAState == "" {
 			rec.Paths[i].ANAState = ANAUnknown

@@ -201,6 +201,14 @@ func (o *Owner) run(granted time.Time) {
 	}
 }
 
+// Lose ends the ownership at once, as a lost lease does: Context is
+// cancelled with a cause wrapping cause and ErrLeaseLost. It is for an owner
+// that learns from elsewhere that it is stale (the storage refused it: a
+// newer owner fenced it). Release still revokes the lease.
+func (o *Owner) Lose(cause error) {
+	o.cancel(fmt.Errorf("volume %s epoch %d: %w: %w", o.volume, o.epoch, cause, ErrLeaseLost))
+}
+
 // Release gives ownership up: it stops renewing and revokes the lease,
 // which deletes the owner key at once. It is safe to call more than once.
 func (o *Owner) Release(ctx context.Context) error {

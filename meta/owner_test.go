@@ -186,3 +186,24 @@ func TestRenewMargin(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnerLose: an owner told from elsewhere that it is stale (the storage
+// fenced it) ends at once: its context is done with a cause carrying both
+// the reason and ErrLeaseLost. (Its etcd writes are refused by the owner
+// key's revision, as soon as a newer owner holds the key.)
+func TestOwnerLose(t *testing.T) {
+	s := setup(t, 3, 1, 4)
+	addVolume(t, s, "vol", 2, 1, 4)
+	ctx := testCtx(t)
+	o, err := s.Acquire(ctx, "vol", OwnerOptions{Holder: "node-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Release(ctx)
+	why := errors.New("refused by the storage")
+	o.Lose(why)
+	waitDone(t, o.Context(), "after Lose")
+	if cause := context.Cause(o.Context()); !errors.Is(cause, ErrLeaseLost) || !errors.Is(cause, why) {
+		t.Fatalf("cause %v, want ErrLeaseLost and the reason", cause)
+	}
+}

@@ -165,7 +165,30 @@ type NamespaceRecord struct {
 	Slots int64        `json:"slots"` // Size / slot size, slot 0 included
 	State string       `json:"state"` // placement.State names: in, draining, down, out, failed
 	Paths []PathRecord `json:"paths"`
+	// Unfenced: the namespace's controller has no NVMe reservations
+	// (Identify Controller ONCS bit 5 clear, found at `ns add`), so it
+	// cannot refuse a stale owner's writes.
+	Unfenced bool `json:"unfenced,omitempty"`
+	// AllowUnfenced: the operator accepted an unfenced namespace at
+	// `ns add --allow-unfenced`; without it, it takes no shards.
+	AllowUnfenced bool `json:"allow_unfenced,omitempty"`
 }
+
+// Fencing describes whether the namespace refuses a stale owner's writes:
+// "yes", "no" (it takes no shards) or "no, allowed".
+func (n *NamespaceRecord) Fencing() string {
+	switch {
+	case n == nil || !n.Unfenced:
+		return "yes"
+	case n.AllowUnfenced:
+		return "no, allowed"
+	}
+	return "no"
+}
+
+// Placeable says whether shards may be placed on the namespace as far as
+// fencing goes: it can fence, or the operator allowed it unfenced.
+func (n *NamespaceRecord) Placeable() bool { return !n.Unfenced || n.AllowUnfenced }
 
 // Capacity is the number of slots available to shards (all but the label's).
 func (n *NamespaceRecord) Capacity() int64 { return n.Slots - 1 }

@@ -122,7 +122,8 @@ func (sn *snapshot) cluster() (*placement.Cluster, error) {
 			continue
 		}
 		st, _ := placement.ParseState(e.rec.State) // checked when decoded
-		nss = append(nss, placement.Namespace{ID: id, Host: e.rec.Host, State: st, Capacity: e.alloc.Slots - 1, Used: e.alloc.Used})
+		nss = append(nss, placement.Namespace{ID: id, Host: e.rec.Host, State: st, Capacity: e.alloc.Slots - 1, Used: e.alloc.Used,
+			Unfenced: !e.rec.Placeable()})
 	}
 	c, err := placement.NewCluster(hosts, nss, sn.domain)
 	if err != nil {

@@ -86,6 +86,9 @@ type Namespace struct {
 	State    State
 	Capacity int64 // usable slots
 	Used     int64 // allocated slots, 0 <= Used <= Capacity
+	// Unfenced: the namespace cannot refuse a stale owner's writes and the
+	// operator did not allow it; it receives no new shard.
+	Unfenced bool
 }
 
 // Free returns the number of free slots.

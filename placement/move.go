@@ -214,7 +214,7 @@ func (b *balancer) improves(src, dst int, bounds [2]float64) bool {
 	s, d := b.w.ns[src], b.w.ns[dst]
 	cs, cd := float64(s.Capacity), float64(d.Capacity)
 	us, ud := float64(s.Used)/cs, float64(d.Used)/cd
-	if d.Free() <= 0 || s.Used <= 0 || (ud+1/cd) > bounds[1] || (us-1/cs) < bounds[0] {
+	if d.Unfenced || d.Free() <= 0 || s.Used <= 0 || (ud+1/cd) > bounds[1] || (us-1/cs) < bounds[0] {
 		return false
 	}
 	// The exact change of the sum of squares is a multiple of 1/(cs²cd²);

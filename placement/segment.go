@@ -106,7 +106,7 @@ type candidate struct {
 
 // eligible reports whether namespace i may receive a new shard.
 func (c *Cluster) eligible(i int) bool {
-	return c.ns[i].State == StateIn && c.ns[i].Free() > 0
+	return c.ns[i].State == StateIn && !c.ns[i].Unfenced && c.ns[i].Free() > 0
 }
 
 // score is the weighted-rendezvous key of namespace i: -ln(u)/free with u a

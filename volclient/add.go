@@ -22,8 +22,11 @@ func (e *ConnectError) Unwrap() error { return e.Err }
 // first connects over the spec's paths as hostNQN ("": the initiator's
 // default), reads the size and checks the label, writing the cluster's on a
 // blank namespace; another cluster's label, or data where the label goes,
-// is refused (never overwritten). With a size it only records it: the first
-// node that opens the namespace then labels it.
+// is refused (never overwritten). It also records whether the namespace can
+// fence (NVMe reservations, meta.NamespaceRecord.Unfenced): one that cannot
+// takes no shards unless spec.AllowUnfenced. With a size it only records
+// it: the first node that opens the namespace then labels it, and a
+// namespace that cannot fence is only found at map time (a warning).
 func AddNamespace(ctx context.Context, s *meta.Store, spec meta.NamespaceSpec, hostNQN string) (*meta.NamespaceRecord, error) {
 	for _, p := range spec.Paths {
 		if err := meta.CheckPathAddr(p.Addr); err != nil {
@@ -39,7 +42,7 @@ func AddNamespace(ctx context.Context, s *meta.Store, spec meta.NamespaceSpec, h
 		if id == "" {
 			id = meta.DefaultNamespaceID(spec.Host, spec.NSID)
 		}
-		if spec.Size, err = labelNamespace(ctx, spec, hostNQN, c.Label(id)); err != nil {
+		if spec.Size, spec.Unfenced, err = labelNamespace(ctx, spec, hostNQN, c.Label(id)); err != nil {
 			return nil, err
 		}
 	}
@@ -47,21 +50,21 @@ func AddNamespace(ctx context.Context, s *meta.Store, spec meta.NamespaceSpec, h
 }
 
 // labelNamespace opens the namespace, checks its label (writing want on a
-// blank one) and returns its size.
-func labelNamespace(ctx context.Context, spec meta.NamespaceSpec, hostNQN string, want meta.Label) (int64, error) {
+// blank one) and returns its size and whether it cannot fence.
+func labelNamespace(ctx context.Context, spec meta.NamespaceSpec, hostNQN string, want meta.Label) (size int64, unfenced bool, err error) {
 	var addrs []string
 	for _, p := range spec.Paths {
 		addrs = append(addrs, strings.TrimPrefix(p.Addr, "tcp://"))
 	}
 	dev, err := initiator.Open(ctx, initiator.Options{HostNQN: hostNQN, SubsysNQN: spec.NQN, NSID: spec.NSID, Paths: addrs, IOQueues: 1})
 	if err != nil {
-		return 0, &ConnectError{fmt.Errorf("connect to %s nsid %d at %s: %w", spec.NQN, spec.NSID, strings.Join(addrs, ","), err)}
+		return 0, false, &ConnectError{fmt.Errorf("connect to %s nsid %d at %s: %w", spec.NQN, spec.NSID, strings.Join(addrs, ","), err)}
 	}
 	defer dev.Close()
 	if err := WriteLabel(ctx, dev, want); err != nil {
-		return 0, fmt.Errorf("%s nsid %d: %w", spec.NQN, spec.NSID, err)
+		return 0, false, fmt.Errorf("%s nsid %d: %w", spec.NQN, spec.NSID, err)
 	}
-	return dev.Size(), nil
+	return dev.Size(), !dev.CanReserve(), nil
 }
 
 // Discovered is one namespace Discover went through: added (Added) or
@@ -77,9 +80,10 @@ type Discovered struct {
 // hostNQN and, for every NVMe subsystem in it, adds namespaces 1, 2, ...
 // on host, with all the subsystem's TCP paths, as AddNamespace does, until
 // one does not answer (at most maxNSID). Namespaces already recorded are
-// skipped. Each namespace gone through is passed to report; Discover
-// returns the number of subsystems.
-func Discover(ctx context.Context, s *meta.Store, addr, host, hostNQN string, maxNSID uint32, report func(Discovered)) (int, error) {
+// skipped; allowUnfenced is AddNamespace's spec.AllowUnfenced. Each
+// namespace gone through is passed to report; Discover returns the number
+// of subsystems.
+func Discover(ctx context.Context, s *meta.Store, addr, host, hostNQN string, maxNSID uint32, allowUnfenced bool, report func(Discovered)) (int, error) {
 	entries, err := initiator.Discover(ctx, strings.TrimPrefix(addr, "tcp://"), initiator.DiscoverOptions{HostNQN: hostNQN})
 	if err != nil {
 		return 0, fmt.Errorf("discover %s: %w", addr, err)
@@ -104,7 +108,8 @@ func Discover(ctx context.Context, s *meta.Store, addr, host, hostNQN string, ma
 		recorded[fmt.Sprintf("%s/%d", n.NQN, n.NSID)] = n.ID
 	}
 	for _, nqn := range order {
-		if err := addSubsystem(ctx, s, meta.NamespaceSpec{Host: host, NQN: nqn, Paths: paths[nqn]}, hostNQN, maxNSID, recorded, report); err != nil {
+		spec := meta.NamespaceSpec{Host: host, NQN: nqn, Paths: paths[nqn], AllowUnfenced: allowUnfenced}
+		if err := addSubsystem(ctx, s, spec, hostNQN, maxNSID, recorded, report); err != nil {
 			return 0, err
 		}
 	}

@@ -60,7 +60,7 @@ func TestAddNamespaceLabels(t *testing.T) {
 		t.Errorf("nothing answering: %v, want a ConnectError", err)
 	}
 	var seen []Discovered
-	n, err := Discover(ctx, s, "tcp://"+tgt.Addr(0), "h0", "", 4, func(d Discovered) { seen = append(seen, d) })
+	n, err := Discover(ctx, s, "tcp://"+tgt.Addr(0), "h0", "", 4, false, func(d Discovered) { seen = append(seen, d) })
 	if err != nil || n != 1 || len(seen) != 1 || seen[0].Known != rec.ID {
 		t.Errorf("Discover: %d subsystems, %+v, %v", n, seen, err)
 	}

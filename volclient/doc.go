@@ -21,13 +21,34 @@
 // the volume works degraded) until a probe connects it; one whose label is
 // not the cluster's is never used.
 //
+// # Fencing
+//
+// A read-write owner is a Session on the storage: its connections send a
+// host ID made of the volume's tag and its epoch, and it registers the
+// epoch as its NVMe reservation key (the host NQN stays the node's). Before
+// the first write OpenVolume claims every namespace the volume has a slot
+// or a move target on, in parallel: the claim holds a write-exclusive
+// all-registrants reservation and preempts-and-aborts the volume's older
+// sessions, so the targets refuse a stale owner even if it was paused past
+// its lease and resumes with writes queued. Namespaces connected later (a
+// probe, a new segment or move target) are claimed as they connect. If the
+// storage says a newer owner exists (a claim or a write fails with
+// blockdev.ErrFenced), the ownership ends at once (meta.Owner.Lose).
+// Read-only mappings never register: readers are never fenced. A clean
+// Close keeps the registration (the next owner preempts it): unregistering
+// the last registrant would end the reservation and let an earlier fenced
+// owner write again. Namespaces without reservations are used with a
+// warning; placement keeps shards off them unless the operator allowed them
+// (AddNamespace, meta.NamespaceRecord.AllowUnfenced).
+//
 // # Ownership lost
 //
 // The lease is renewed every TTL/3 by the etcd client; while etcd cannot be
 // reached the volume keeps serving for up to the TTL (OpenOptions.LeaseTTL,
-// default 10s). When the lease is lost, Mapped closes the volume at once, so
-// that a stale owner never writes; fencing what is served on top is the
-// caller's (the agent wraps its devices in blockdev.Fence).
+// default 10s). When the lease is lost, or the storage fences the session,
+// Mapped closes the volume at once, so that a stale owner never writes;
+// fencing what is served on top is the caller's (the agent wraps its
+// devices in blockdev.Fence).
 //
 // # Namespaces that come back
 //

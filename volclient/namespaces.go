@@ -2,6 +2,7 @@ package volclient
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"strings"
@@ -27,6 +28,31 @@ type NamespaceOptions struct {
 	ConnectTimeout time.Duration
 	// Logf receives path events. Default: none.
 	Logf func(format string, args ...any)
+	// Session, when set, is the read-write ownership session the
+	// namespaces are opened for: each is connected with the session's
+	// host ID and claimed for it (see Session). OpenVolume sets it for a
+	// read-write owner; nil (read-only, labelling) claims nothing.
+	Session *Session
+}
+
+// Session is a read-write ownership session's identity on the storage
+// (package doc, "Fencing"): the host ID its connections send (the volume's
+// tag and the epoch, initiator.SessionHostID) and its reservation key, the
+// ownership epoch (an etcd revision, unique cluster-wide).
+type Session struct {
+	HostID [16]byte
+	Epoch  uint64
+	// Fenced is called when a namespace refuses the session: a newer
+	// owner of the volume has claimed it. Required.
+	Fenced func(error)
+	// Logf receives a warning for each namespace that cannot fence.
+	Logf func(format string, args ...any)
+}
+
+// NewSession returns the session of volume's owner epoch in cluster.
+func NewSession(cluster *meta.ClusterRecord, volume string, epoch int64, fenced func(error)) *Session {
+	sum := sha256.Sum256([]byte(cluster.ID + "/" + volume))
+	return &Session{HostID: initiator.SessionHostID([8]byte(sum[:8]), uint64(epoch)), Epoch: uint64(epoch), Fenced: fenced}
 }
 
 func (o *NamespaceOptions) ensureDefaults() {
@@ -184,7 +210,69 @@ func (n *Namespaces) open(ctx context.Context, id string) (blockdev.Device, erro
 		dev.Close()
 		return nil, err
 	}
-	return dev, nil
+	if n.opts.Session == nil {
+		return dev, nil
+	}
+	if err := n.opts.Session.claim(ctx, rec, dev); err != nil {
+		dev.Close()
+		return nil, err
+	}
+	return &fenceWatch{Passthrough: blockdev.Passthrough{Device: dev}, s: n.opts.Session}, nil
+}
+
+// claim makes the session the volume's writer on namespace rec
+// (initiator.Device.Claim). A namespace that cannot fence is used with a
+// warning (placement keeps read-write slots off it unless the operator
+// allowed it, meta.NamespaceRecord.AllowUnfenced). A newer session found
+// there means this one is stale: Fenced is called.
+func (s *Session) claim(ctx context.Context, rec *meta.NamespaceRecord, dev *initiator.Device) error {
+	if !dev.CanReserve() {
+		if s.Logf != nil {
+			s.Logf("namespace %s cannot fence (no NVMe reservations): a stale owner's writes are not refused there", rec.ID)
+		}
+		return nil
+	}
+	err := dev.Claim(ctx, s.Epoch)
+	if blockdev.Class(err) == blockdev.ErrFenced {
+		s.Fenced(err)
+	}
+	if err != nil {
+		return fmt.Errorf("claiming for epoch %d: %w", s.Epoch, err)
+	}
+	return nil
+}
+
+// fenceWatch is a claimed namespace: a write, flush, trim or zeroing the
+// storage refuses as fenced ends the session (Session.Fenced) before the
+// error goes up. Reads are never fenced (write-exclusive reservations).
+type fenceWatch struct {
+	blockdev.Passthrough
+	s *Session
+}
+
+func (f *fenceWatch) check(err error) error {
+	if err != nil && blockdev.Class(err) == blockdev.ErrFenced {
+		f.s.Fenced(err)
+	}
+	return err
+}
+
+func (f *fenceWatch) WriteAt(ctx context.Context, b []byte, off int64) error {
+	return f.check(f.Device.WriteAt(ctx, b, off))
+}
+
+func (f *fenceWatch) WriteAtFUA(ctx context.Context, b []byte, off int64) error {
+	return f.check(f.Passthrough.WriteAtFUA(ctx, b, off))
+}
+
+func (f *fenceWatch) Flush(ctx context.Context) error { return f.check(f.Device.Flush(ctx)) }
+
+func (f *fenceWatch) Trim(ctx context.Context, off, n int64) error {
+	return f.check(f.Device.Trim(ctx, off, n))
+}
+
+func (f *fenceWatch) WriteZeroes(ctx context.Context, off, n int64) error {
+	return f.check(f.Device.WriteZeroes(ctx, off, n))
 }
 
 // Connect opens an NVMe/TCP initiator over every path of a namespace.
@@ -194,8 +282,12 @@ func Connect(ctx context.Context, rec *meta.NamespaceRecord, o NamespaceOptions)
 	for _, p := range rec.Paths {
 		paths = append(paths, strings.TrimPrefix(p.Addr, "tcp://"))
 	}
+	var hostID [16]byte
+	if o.Session != nil {
+		hostID = o.Session.HostID
+	}
 	return initiator.Open(ctx, initiator.Options{
-		HostNQN: o.HostNQN, SubsysNQN: rec.NQN, NSID: rec.NSID, Paths: paths,
+		HostNQN: o.HostNQN, HostID: hostID, SubsysNQN: rec.NQN, NSID: rec.NSID, Paths: paths,
 		IOQueues: o.IOQueues, ControllerLossTimeout: o.ControllerLossTimeout,
 		ConnectTimeout: o.ConnectTimeout, Logf: o.Logf,
 	})

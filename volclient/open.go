@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/volume"
 	"github.com/nvstripe/nvstripe/volume/layout"
@@ -83,6 +84,10 @@ func open(ctx context.Context, store *meta.Store, rec *meta.VolumeRecord, cluste
 	if err != nil {
 		return nil, err
 	}
+	if !o.ReadOnly {
+		o.Namespaces.Session = NewSession(cluster, rec.Name, owner.Epoch(), owner.Lose)
+		o.Namespaces.Session.Logf = o.Logf
+	}
 	devs, err := NewNamespaces(ctx, store, o.Namespaces)
 	if err != nil {
 		return nil, err
@@ -98,6 +103,10 @@ func open(ctx context.Context, store *meta.Store, rec *meta.VolumeRecord, cluste
 	}
 	m := &Mapped{Volume: vol, Owner: owner, Map: vm, Record: rec, devs: devs}
 	if !o.ReadOnly {
+		if err := m.claimAll(ctx); err != nil {
+			devs.Close()
+			return nil, fmt.Errorf("volume %s: %w", rec.Name, err)
+		}
 		if _, err := m.ResumeMoves(ctx); err != nil {
 			devs.Close()
 			return nil, fmt.Errorf("volume %s: %w", rec.Name, err)
@@ -116,6 +125,39 @@ func open(ctx context.Context, store *meta.Store, rec *meta.VolumeRecord, cluste
 	}
 	m.bg.Go(func() { m.maintain(watch, cmp.Or(o.RecheckInterval, 10*time.Second), !o.ReadOnly, logf) })
 	return m, nil
+}
+
+// claimAll claims, in parallel, every namespace the volume has a slot or a
+// move target on, before the first write (Namespaces.Device claims as it
+// connects): from then on the storage refuses the volume's earlier owners.
+// A namespace that cannot be reached is claimed when a probe connects it.
+// It fails only when the storage says this owner is stale (ErrFenced).
+func (m *Mapped) claimAll(ctx context.Context) error {
+	segs, _, err := m.Map.Segments(ctx)
+	if err != nil {
+		return err
+	}
+	ids := map[string]bool{}
+	for _, rec := range segs {
+		for _, sl := range rec.Slots {
+			ids[sl.NS] = true
+		}
+		if rec.Move != nil {
+			ids[rec.Move.To.NS] = true
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(ids))
+	for id := range ids {
+		wg.Go(func() {
+			if _, err := m.devs.Device(ctx, id); blockdev.Class(err) == blockdev.ErrFenced {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
 }
 
 // maintain is the mapping's background upkeep: every interval it brings

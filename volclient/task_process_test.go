@@ -23,9 +23,10 @@ import (
 
 // procTarget is one `nvstripe target serve` process.
 type procTarget struct {
-	cmd  *exec.Cmd
-	addr string
-	dead bool
+	cmd      *exec.Cmd
+	addr     string
+	dir, nqn string
+	dead     bool
 }
 
 // buildNvstripe builds the nvstripe binary into a temporary directory.
@@ -54,26 +55,7 @@ func freeAddr(t *testing.T) string {
 func startProcTarget(t *testing.T, bin string, store *meta.Store, c *meta.ClusterRecord, i int) *procTarget {
 	t.Helper()
 	nqn := fmt.Sprintf("nqn.2026-11.io.nvstripe:proc-t%d", i)
-	p := &procTarget{addr: freeAddr(t)}
-	p.cmd = exec.Command(bin, "target", "serve", "--dir", t.TempDir(), "--listen", p.addr, "--nqn", nqn,
-		"--ns", "d0:96MiB", "--allow-host", "any")
-	p.cmd.Stderr = os.Stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.kill() })
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", p.addr, time.Second)
-		if err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("target %d never listened on %s: %v", i, p.addr, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	p := runProcTarget(t, bin, t.TempDir(), freeAddr(t), nqn)
 	ctx := context.Background()
 	host := fmt.Sprintf("h%d", i)
 	if _, err := store.AddHost(ctx, host, nil); err != nil {
@@ -93,6 +75,32 @@ func startProcTarget(t *testing.T, bin string, store *meta.Store, c *meta.Cluste
 		t.Fatal(err)
 	}
 	return p
+}
+
+// runProcTarget runs `nvstripe target serve` with --dir dir on addr for
+// subsystem nqn (one 96 MiB namespace, d0) and waits until it listens.
+func runProcTarget(t *testing.T, bin, dir, addr, nqn string) *procTarget {
+	t.Helper()
+	p := &procTarget{addr: addr, dir: dir, nqn: nqn}
+	p.cmd = exec.Command(bin, "target", "serve", "--dir", dir, "--listen", addr, "--nqn", nqn,
+		"--ns", "d0:96MiB", "--allow-host", "any")
+	p.cmd.Stderr = os.Stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.kill() })
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return p
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("target %s never listened on %s: %v", nqn, addr, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func (p *procTarget) kill() {

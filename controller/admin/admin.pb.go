@@ -288,8 +288,12 @@ type NamespaceStatus struct {
 	// in, draining, down, out, failed.
 	State string `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
 	// Bytes used and capacity.
-	Used          int64 `protobuf:"varint,4,opt,name=used,proto3" json:"used,omitempty"`
-	Capacity      int64 `protobuf:"varint,5,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	Used     int64 `protobuf:"varint,4,opt,name=used,proto3" json:"used,omitempty"`
+	Capacity int64 `protobuf:"varint,5,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	// Whether the namespace refuses a stale owner's writes: "yes", "no"
+	// (no NVMe reservations: takes no shards), "no, allowed" (the operator
+	// accepted it at ns add --allow-unfenced).
+	Fencing       string `protobuf:"bytes,6,opt,name=fencing,proto3" json:"fencing,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -357,6 +361,13 @@ func (x *NamespaceStatus) GetCapacity() int64 {
 		return x.Capacity
 	}
 	return 0
+}
+
+func (x *NamespaceStatus) GetFencing() string {
+	if x != nil {
+		return x.Fencing
+	}
+	return ""
 }
 
 // TaskStatus is one task record with its progress.
@@ -908,13 +919,14 @@ const file_controller_admin_admin_proto_rawDesc = "" +
 	"\x06moving\x18\b \x01(\x05R\x06moving\x12\x16\n" +
 	"\x06health\x18\t \x01(\tR\x06health\x12\x14\n" +
 	"\x05owner\x18\n" +
-	" \x01(\tR\x05owner\"{\n" +
+	" \x01(\tR\x05owner\"\x95\x01\n" +
 	"\x0fNamespaceStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x14\n" +
 	"\x05state\x18\x03 \x01(\tR\x05state\x12\x12\n" +
 	"\x04used\x18\x04 \x01(\x03R\x04used\x12\x1a\n" +
-	"\bcapacity\x18\x05 \x01(\x03R\bcapacity\"\x93\x02\n" +
+	"\bcapacity\x18\x05 \x01(\x03R\bcapacity\x12\x18\n" +
+	"\afencing\x18\x06 \x01(\tR\afencing\"\x93\x02\n" +
 	"\n" +
 	"TaskStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +

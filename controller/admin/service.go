@@ -61,7 +61,8 @@ func BuildStatus(snap *controller.Snapshot, now time.Time) *StatusReply {
 			Moving: int32(h.Moving), Health: h.Status(), Owner: snap.Owners[h.Volume]})
 	}
 	for _, n := range snap.State.Namespaces {
-		st.Namespaces = append(st.Namespaces, &NamespaceStatus{Id: n.ID, Host: n.Host, State: n.State.String(), Used: n.Used, Capacity: n.Capacity})
+		st.Namespaces = append(st.Namespaces, &NamespaceStatus{Id: n.ID, Host: n.Host, State: n.State.String(), Used: n.Used, Capacity: n.Capacity,
+			Fencing: snap.Namespaces[n.ID].Fencing()})
 	}
 	for _, r := range snap.Tasks {
 		st.Tasks = append(st.Tasks, taskStatus(r, now))

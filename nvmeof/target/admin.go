@@ -103,6 +103,9 @@ func (c *conn) identifyController() []byte {
 	id.ANAGRPMAX, id.NANAGRPID = MaxANAGroups, MaxANAGroups
 	id.NN, id.MNAN = MaxNamespaces, MaxNamespaces
 	id.ONCS = pdu.ONCSDSM | pdu.ONCSWriteZeroes | pdu.ONCSReservations
+	if sub.NoReservations {
+		id.ONCS &^= pdu.ONCSReservations
+	}
 	id.VWC = 1
 	return id.Marshal()
 }
@@ -149,6 +152,9 @@ func (c *conn) nsData(ns *namespace) []byte {
 	}
 	if ns.resv.store != nil {
 		d.RESCAP |= pdu.RESCAPPTPL
+	}
+	if sub := c.ctrl.sub; sub != nil && sub.cfg.NoReservations {
+		d.RESCAP = 0
 	}
 	if st := c.t.anaState(c.l.idx, ns.cfg.ANAGroup); st == pdu.ANAInaccessible || st == pdu.ANAPersistentLoss {
 		d.NUSE = 0

@@ -82,6 +82,11 @@ type SubsystemConfig struct {
 	// AllowAnyHost lets every host connect. Default false: only
 	// AllowedHosts.
 	AllowAnyHost bool
+	// NoReservations makes the subsystem answer as one without NVMe
+	// reservations (Linux nvmet before 6.13, many appliances): ONCS bit 5
+	// and RESCAP clear, the reservation commands invalid opcodes. For
+	// testing clients against such targets. Default false.
+	NoReservations bool
 }
 
 // NamespaceConfig is one namespace.

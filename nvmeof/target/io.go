@@ -25,8 +25,11 @@ func (cmd *command) precheckIO() pdu.Status {
 		return pdu.MakeStatus(pdu.SCCommandSequenceError, true)
 	}
 	switch s.Opcode {
-	case pdu.IORead, pdu.IOWrite, pdu.IOWriteZeroes, pdu.IODSM, pdu.IOFlush,
-		pdu.IOResvRegister, pdu.IOResvReport, pdu.IOResvAcquire, pdu.IOResvRelease:
+	case pdu.IORead, pdu.IOWrite, pdu.IOWriteZeroes, pdu.IODSM, pdu.IOFlush:
+	case pdu.IOResvRegister, pdu.IOResvReport, pdu.IOResvAcquire, pdu.IOResvRelease:
+		if sub := c.ctrl.sub; sub != nil && sub.cfg.NoReservations {
+			return pdu.MakeStatus(pdu.SCInvalidOpcode, true)
+		}
 	default:
 		return pdu.MakeStatus(pdu.SCInvalidOpcode, true)
 	}

@@ -83,9 +83,9 @@ func printStatus(w io.Writer, st *admin.StatusReply) {
 	for _, v := range st.Volumes {
 		fmt.Fprintf(tw, "%s\t%d+%d\t%d\t%s\t%d\t%d\t%s\n", v.Volume, v.K, v.M, v.Segments, v.Health, v.Stale, v.Moving, dash(v.Owner))
 	}
-	fmt.Fprintln(tw, "\nNAMESPACE\tHOST\tSTATE\tUSED\tCAPACITY\t")
+	fmt.Fprintln(tw, "\nNAMESPACE\tHOST\tSTATE\tFENCING\tUSED\tCAPACITY\t")
 	for _, n := range st.Namespaces {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t\n", n.Id, n.Host, n.State, n.Used, n.Capacity)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t\n", n.Id, n.Host, n.State, dash(n.Fencing), n.Used, n.Capacity)
 	}
 	tw.Flush()
 	if len(st.Blocked) > 0 {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +25,7 @@ func newMapCmd(g *globals) *cobra.Command {
 	a := &etcdAuth{}
 	var req api.MapRequest
 	var sock, holder string
+	var ttl time.Duration
 	wait := true
 	c := &cobra.Command{
 		Use:   "map NAME [--nbd /dev/nbdN | --ublk | --nbd-listen ADDR | --fuse DIR] [--read-only] [--agent SOCKET]",
@@ -65,7 +67,7 @@ func newMapCmd(g *globals) *cobra.Command {
 				}
 			}
 			return withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
-				return mapForeground(cmd, s, spec, holder, wait)
+				return mapForeground(cmd, s, spec, agent.Options{Holder: holder, LeaseTTL: ttl}, wait)
 			})(cmd, args)
 		},
 	}
@@ -79,6 +81,7 @@ func newMapCmd(g *globals) *cobra.Command {
 	fl.StringVar(&sock, "agent", "", "ask the agent on this unix socket to map it (default: serve in the foreground)")
 	fl.StringVar(&holder, "holder", "", "owner name in etcd when serving in the foreground (default map.HOSTNAME, or map.node-ID on hosts without a valid one)")
 	fl.BoolVar(&wait, "wait", true, "print a kernel device only once the kernel reports its capacity")
+	fl.DurationVar(&ttl, "lease-ttl", 0, "ownership lease TTL when serving in the foreground: how long the volume stays owned after this process stops renewing (default 10s, at least 2s)")
 	return c
 }
 
@@ -107,12 +110,11 @@ func mapViaAgent(cmd *cobra.Command, c *api.Client, req *api.MapRequest) error {
 }
 
 // mapForeground serves spec until the context ends or the lease is lost.
-func mapForeground(cmd *cobra.Command, s *meta.Store, spec agent.Spec, holder string, wait bool) error {
+func mapForeground(cmd *cobra.Command, s *meta.Store, spec agent.Spec, o agent.Options, wait bool) error {
 	ctx, out := cmd.Context(), cmd.OutOrStdout()
-	if holder == "" {
-		holder = meta.DefaultHolder("map")
-	}
-	ag, err := agent.New(ctx, agent.Options{Store: s, Holder: holder, Logf: lineLogger(cmd.ErrOrStderr())})
+	o.Holder = cmp.Or(o.Holder, meta.DefaultHolder("map"))
+	o.Store, o.Logf = s, lineLogger(cmd.ErrOrStderr())
+	ag, err := agent.New(ctx, o)
 	if err != nil {
 		return err
 	}

@@ -30,6 +30,7 @@ type nsAddFlags struct {
 	size                         int64
 	nsid                         uint32
 	paths                        []string
+	allowUnfenced                bool
 }
 
 func newNSAddCmd(g *globals, a *etcdAuth) *cobra.Command {
@@ -46,7 +47,7 @@ func newNSAddCmd(g *globals, a *etcdAuth) *cobra.Command {
 			if f.host == "" || f.nqn == "" || f.nsid == 0 || len(f.paths) == 0 {
 				return usageError{errors.New("ns add needs --host, --nqn, --nsid and at least one --path")}
 			}
-			spec := meta.NamespaceSpec{ID: f.id, Host: f.host, NQN: f.nqn, NSID: f.nsid, UUID: f.uuid}
+			spec := meta.NamespaceSpec{ID: f.id, Host: f.host, NQN: f.nqn, NSID: f.nsid, UUID: f.uuid, AllowUnfenced: f.allowUnfenced}
 			for _, p := range f.paths {
 				if err := meta.CheckPathAddr(p); err != nil {
 					return usageError{err}
@@ -71,17 +72,27 @@ func newNSAddCmd(g *globals, a *etcdAuth) *cobra.Command {
 	fl.StringVar(&f.id, "id", "", "namespace id in the cluster (default HOST-nNSID)")
 	fl.StringVar(&f.uuid, "uuid", "", "namespace UUID/NGUID, informational")
 	fl.StringVar(&f.hostNQN, "host-nqn", "", "host NQN to connect as (default the initiator's)")
+	fl.BoolVar(&f.allowUnfenced, "allow-unfenced", false, allowUnfencedHelp)
 	return c
 }
+
+const allowUnfencedHelp = "place shards on a namespace that cannot fence a stale owner (no NVMe reservations: Linux nvmet before 6.13, some appliances); without it such a namespace is recorded but takes no shards"
 
 func printAdded(cmd *cobra.Command, rec *meta.NamespaceRecord) {
 	fmt.Fprintf(cmd.OutOrStdout(), "namespace %s added: host %s, %s nsid %d, %s, %d slots\n",
 		rec.ID, rec.Host, rec.NQN, rec.NSID, fmtBytes(rec.Size), rec.Capacity())
+	switch {
+	case !rec.Placeable():
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: namespace %s cannot fence a stale owner (no NVMe reservations): it takes no shards; add it with --allow-unfenced to use it anyway\n", rec.ID)
+	case rec.Unfenced:
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: namespace %s cannot fence a stale owner (no NVMe reservations); allowed: a paused owner may overwrite its successor's data there\n", rec.ID)
+	}
 }
 
 func newNSDiscoverCmd(g *globals, a *etcdAuth) *cobra.Command {
 	var host, hostNQN string
 	var maxNSID uint32
+	var allowUnfenced bool
 	c := &cobra.Command{
 		Use:   "discover tcp://ADDR:PORT --host H",
 		Short: "Add every namespace a discovery controller lists",
@@ -96,18 +107,19 @@ func newNSDiscoverCmd(g *globals, a *etcdAuth) *cobra.Command {
 			if err := meta.CheckPathAddr(args[0]); err != nil {
 				return usageError{err}
 			}
-			return discover(cmd, s, args[0], host, hostNQN, maxNSID)
+			return discover(cmd, s, args[0], host, hostNQN, maxNSID, allowUnfenced)
 		}),
 	}
 	c.Flags().StringVar(&host, "host", "", "host the discovered namespaces live on (required)")
 	c.Flags().StringVar(&hostNQN, "host-nqn", "", "host NQN to connect as (default the initiator's)")
 	c.Flags().Uint32Var(&maxNSID, "max-nsid", 64, "highest namespace ID to probe per subsystem")
+	c.Flags().BoolVar(&allowUnfenced, "allow-unfenced", false, allowUnfencedHelp)
 	return c
 }
 
-func discover(cmd *cobra.Command, s *meta.Store, addr, host, hostNQN string, maxNSID uint32) error {
+func discover(cmd *cobra.Command, s *meta.Store, addr, host, hostNQN string, maxNSID uint32, allowUnfenced bool) error {
 	out, added := cmd.OutOrStdout(), 0
-	subsystems, err := volclient.Discover(cmd.Context(), s, addr, host, hostNQN, maxNSID, func(d volclient.Discovered) {
+	subsystems, err := volclient.Discover(cmd.Context(), s, addr, host, hostNQN, maxNSID, allowUnfenced, func(d volclient.Discovered) {
 		if d.Added == nil {
 			fmt.Fprintf(out, "%s nsid %d: already recorded as %s\n", d.NQN, d.NSID, d.Known)
 			return
@@ -152,13 +164,13 @@ func newNSLsCmd(g *globals, a *etcdAuth) *cobra.Command {
 				return printJSON(cmd.OutOrStdout(), views)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "ID\tHOST\tSTATE\tSIZE\tUSED\tNQN\tNSID\tPATHS")
+			fmt.Fprintln(w, "ID\tHOST\tSTATE\tFENCING\tSIZE\tUSED\tNQN\tNSID\tPATHS")
 			for _, v := range views {
 				var ps []string
 				for _, p := range v.Paths {
 					ps = append(ps, fmt.Sprintf("%s(%s)", strings.TrimPrefix(p.Addr, "tcp://"), p.ANAState))
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%d\t%s\n", v.ID, v.Host, v.State, fmtBytes(v.Size),
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%d\t%s\n", v.ID, v.Host, v.State, v.Fencing(), fmtBytes(v.Size),
 					v.Used, v.Capacity, v.NQN, v.NSID, strings.Join(ps, ","))
 			}
 			return w.Flush()
