@@ -126,6 +126,11 @@ func (v *Volume) zeroSlot(ctx context.Context, s *segment, sl *slot, i int, firs
 	}
 	if err == nil {
 		sl.ns.unflushed.Store(true)
+		if v.g.Checksums {
+			err = v.zeroSums(ctx, sl, first, first+n/v.g.Chunk-1)
+		}
+	}
+	if err == nil {
 		return nil
 	}
 	if isShardFault(v.shardFailed(s, sl, i, first, err)) {

@@ -110,6 +110,7 @@ type Volume struct {
 	par    int
 	closed atomic.Bool
 	sync   atomic.Bool // every namespace so far is blockdev.Synchronous
+	csum   checksumCounters
 
 	locks [lockCount]sync.Mutex
 	bufs  sync.Pool // *[]byte of Chunk bytes
