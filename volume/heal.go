@@ -68,14 +68,19 @@ type stripeImage struct {
 }
 
 // healStripe checks every block of every usable shard of stripe id against
-// its stored checksum. A block that does not match is rebuilt from the other
-// shards of its row (the same block offset in every shard): when the result
-// matches the stored checksum the block was bad and is rewritten; when it
-// equals the block as read, the checksum was bad and is rewritten. Either
-// way the repair is proved by two independent witnesses. A block neither
-// proves is left alone and counted unhealed (reads of it then fail with
-// class ErrCorrupt), except in healResync, where it is the torn write of an
-// unacknowledged request and the data is kept (see docs/architecture.md).
+// its stored checksum. A block that does not match is rebuilt from the
+// other shards of its row (the same block offset in every shard) that do
+// match, and rewritten with its checksum: with no write in flight the stripe
+// is consistent, so K verified shards determine the rest. With fewer than K
+// verified shards in the row the block is left alone and counted unhealed
+// (reads of it then fail with class ErrCorrupt).
+//
+// In healResync (a dirty segment after a crash) data and parity may hold
+// different versions, so a rebuilt block is trusted only with a second
+// witness: it matches the stored checksum (the block was torn or bad), or
+// it equals the block as read (the checksum was). Otherwise the block is
+// the torn write of an unacknowledged request: the data is kept, its
+// checksum rewritten, and parity re-encoded from it (docs/architecture.md).
 // REQUIRES: stripe lock held, s.io held shared.
 func (v *Volume) healStripe(ctx context.Context, s *segment, id layout.StripeID, mode healMode) error {
 	usable := v.usableShards(s, id)
@@ -162,8 +167,8 @@ func (v *Volume) healRow(img *stripeImage, usable []bool, r int64, mode healMode
 	for _, sh := range bad {
 		got := img.bufs.shards[sh][lo:hi]
 		switch {
-		case rebuilt != nil && blockSum(rebuilt[sh]) == img.sums[sh][r]:
-			copy(got, rebuilt[sh]) // the block was bad
+		case rebuilt != nil && (mode != healResync || blockSum(rebuilt[sh]) == img.sums[sh][r]):
+			copy(got, rebuilt[sh]) // the block (or its checksum, or both) was bad
 		case rebuilt != nil && bytes.Equal(rebuilt[sh], got):
 			// the checksum was bad: rewriting the block rewrites it
 		case mode == healResync:
