@@ -12,6 +12,7 @@ import (
 	"strconv"
 
 	"github.com/nvstripe/nvstripe/placement"
+	"github.com/nvstripe/nvstripe/volume/layout"
 )
 
 // Versions. RecordVersion is the "v" of every record this code writes and the
@@ -270,11 +271,35 @@ func (a *AllocRecord) clone() *AllocRecord {
 }
 
 // Layout is a volume's erasure-coding layout: K data and M parity shards of
-// Chunk bytes per stripe.
+// Chunk bytes per stripe, and its on-disk format.
 type Layout struct {
 	K     int   `json:"k"`
 	M     int   `json:"m"`
 	Chunk int64 `json:"chunk"`
+	// Checksum is ChecksumCRC32C for volumes whose slots end in a checksum
+	// area (volume format 2, layout.Geometry.Checksums), empty for volumes
+	// without (format 1: every volume made before checksums existed, or
+	// created with none). Builds that predate the field refuse a record
+	// that has it (decode rejects unknown fields), so they never write a
+	// checksummed volume without its checksums.
+	Checksum string `json:"checksum,omitempty"`
+}
+
+// ChecksumCRC32C is Layout.Checksum for a crc32c per 4 KiB block.
+const ChecksumCRC32C = "crc32c"
+
+// Geometry is the volume engine's geometry of the layout on slots of
+// slotSize bytes: the one place a layout becomes offsets.
+func (l Layout) Geometry(slotSize int64) layout.Geometry {
+	return layout.Geometry{K: l.K, M: l.M, Chunk: l.Chunk, SlotSize: slotSize, Checksums: l.Checksum == ChecksumCRC32C}
+}
+
+// Format describes the layout's on-disk format for people.
+func (l Layout) Format() string {
+	if l.Checksum == ChecksumCRC32C {
+		return "format 2: crc32c per 4 KiB block"
+	}
+	return "format 1: no checksums"
 }
 
 // Limits of a layout (the volume engine's limits).
@@ -295,6 +320,10 @@ func (l Layout) Check(slotSize int64) error {
 		return fmt.Errorf("chunk %d: must be a power of two from 4KiB to 4MiB: %w", l.Chunk, ErrInvalid)
 	case slotSize > 0 && slotSize%l.Chunk != 0:
 		return fmt.Errorf("chunk %d does not divide the slot size %d: %w", l.Chunk, slotSize, ErrInvalid)
+	case l.Checksum != "" && l.Checksum != ChecksumCRC32C:
+		return fmt.Errorf("checksum %q: this build knows %q or none: %w", l.Checksum, ChecksumCRC32C, ErrInvalid)
+	case slotSize > 0 && l.Geometry(slotSize).Validate() != nil:
+		return fmt.Errorf("layout on slots of %d bytes: %w: %w", slotSize, l.Geometry(slotSize).Validate(), ErrInvalid)
 	}
 	return nil
 }

@@ -35,13 +35,15 @@ const sumPageSize = layout.ChecksumBlock
 // a page is loaded; pages are loaded on first use (a fresh slot's are known
 // to be zero: allocation trims the slot).
 type sumTable struct {
-	fresh bool // the slot was trimmed on allocation: unloaded pages are zero
-	mu    sync.Mutex
-	pages map[int64]*sumPage
+	fresh   bool        // the slot was trimmed on allocation: unloaded pages are zero
+	dropped atomic.Bool // the slot was freed or moved away: write nothing more
+	mu      sync.Mutex
+	pages   map[int64]*sumPage
 }
 
 // sumPage is one cached page of a checksum area.
 type sumPage struct {
+	idx    int64 // page index in the checksum area
 	loaded atomic.Bool
 	io     sync.Mutex // serialises loading and writing the page
 	mu     sync.Mutex // guards buf and gen
@@ -59,7 +61,7 @@ func (t *sumTable) page(idx int64) *sumPage {
 	}
 	p := t.pages[idx]
 	if p == nil {
-		p = &sumPage{}
+		p = &sumPage{idx: idx}
 		if t.fresh {
 			p.loaded.Store(true)
 		}
@@ -148,7 +150,56 @@ func (v *Volume) writeSums(ctx context.Context, sl *slot, t, off int64, b []byte
 	p.gen++
 	mine := p.gen
 	p.mu.Unlock()
-	return v.storePage(ctx, sl, p, v.sumPageIndex(t, off), mine, fua)
+	if fua {
+		return v.storePage(ctx, sl, p, mine, true)
+	}
+	v.sumsPending(sl, p)
+	return nil
+}
+
+// sumsPending queues page p of slot copy sl for the next Flush. Checksums
+// of a write without FUA need be durable only when the write is, so their
+// pages are written once per flush, not once per write; a crash before the
+// flush leaves blocks without their checksums only in dirty segments, which
+// Recover resyncs (healResync).
+func (v *Volume) sumsPending(sl *slot, p *sumPage) {
+	v.sumMu.Lock()
+	if v.sumDirty == nil {
+		v.sumDirty = map[*sumPage]*slot{}
+	}
+	v.sumDirty[p] = sl
+	v.sumMu.Unlock()
+}
+
+// storeSums writes the queued checksum pages (of slot copy only, when not
+// nil). A page whose namespace is unavailable marks it down, as a failed
+// write does; the caller's flush then treats its slots as lost.
+func (v *Volume) storeSums(ctx context.Context, only *slot) error {
+	type item struct {
+		p  *sumPage
+		sl *slot
+	}
+	var todo []item
+	v.sumMu.Lock()
+	for p, sl := range v.sumDirty {
+		if only == nil || sl == only {
+			todo = append(todo, item{p, sl})
+			delete(v.sumDirty, p)
+		}
+	}
+	v.sumMu.Unlock()
+	return v.each(len(todo), func(i int) error {
+		it := todo[i]
+		it.p.mu.Lock()
+		gen := it.p.gen
+		it.p.mu.Unlock()
+		err := v.storePage(ctx, it.sl, it.p, gen, false)
+		if blockdev.Class(err) == blockdev.ErrUnavailable {
+			it.sl.ns.down.Store(true)
+			return nil
+		}
+		return err
+	})
 }
 
 // zeroSums sets the checksums of stripes [first, last] of slot copy sl to
@@ -167,7 +218,7 @@ func (v *Volume) zeroSums(ctx context.Context, sl *slot, first, last int64) erro
 		p.gen++
 		mine := p.gen
 		p.mu.Unlock()
-		if err := v.storePage(ctx, sl, p, v.sumPageIndex(t, 0), mine, false); err != nil {
+		if err := v.storePage(ctx, sl, p, mine, false); err != nil {
 			return err
 		}
 		t += n
@@ -184,10 +235,10 @@ func (v *Volume) sumPageIndex(t, off int64) int64 {
 // at the head writes the page as it is then, with every change made so
 // far, so that a page image never lands after a newer one and concurrent
 // writers share one write.
-func (v *Volume) storePage(ctx context.Context, sl *slot, p *sumPage, idx, gen int64, fua bool) error {
+func (v *Volume) storePage(ctx context.Context, sl *slot, p *sumPage, gen int64, fua bool) error {
 	p.io.Lock()
 	defer p.io.Unlock()
-	if p.stored >= gen && (!fua || p.fua >= gen) {
+	if sl.sums.dropped.Load() || (p.stored >= gen && (!fua || p.fua >= gen)) {
 		return nil
 	}
 	var b [sumPageSize]byte
@@ -195,7 +246,7 @@ func (v *Volume) storePage(ctx context.Context, sl *slot, p *sumPage, idx, gen i
 	b = p.buf
 	cur := p.gen
 	p.mu.Unlock()
-	off := v.g.DataEnd() + idx*sumPageSize
+	off := v.g.DataEnd() + p.idx*sumPageSize
 	var err error
 	if fua {
 		err = blockdev.WriteFUA(ctx, sl.dev, b[:], off)

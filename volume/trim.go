@@ -170,6 +170,7 @@ func (v *Volume) freeSegment(ctx context.Context, s *segment) error {
 		return nil
 	}
 	err := v.each(len(s.slots), func(i int) error {
+		s.slots[i].sums.dropped.Store(true) // no queued checksum may land after the trim
 		if s.slots[i].ns.down.Load() {
 			return nil
 		}
