@@ -25,6 +25,7 @@ import (
 type procTarget struct {
 	cmd  *exec.Cmd
 	addr string
+	dir  string // holds the namespace file d0.img
 	dead bool
 }
 
@@ -54,8 +55,8 @@ func freeAddr(t *testing.T) string {
 func startProcTarget(t *testing.T, bin string, store *meta.Store, c *meta.ClusterRecord, i int) *procTarget {
 	t.Helper()
 	nqn := fmt.Sprintf("nqn.2026-11.io.nvstripe:proc-t%d", i)
-	p := &procTarget{addr: freeAddr(t)}
-	p.cmd = exec.Command(bin, "target", "serve", "--dir", t.TempDir(), "--listen", p.addr, "--nqn", nqn,
+	p := &procTarget{addr: freeAddr(t), dir: t.TempDir()}
+	p.cmd = exec.Command(bin, "target", "serve", "--dir", p.dir, "--listen", p.addr, "--nqn", nqn,
 		"--ns", "d0:96MiB", "--allow-host", "any")
 	p.cmd.Stderr = os.Stderr
 	if err := p.cmd.Start(); err != nil {
