@@ -194,11 +194,15 @@ func (v *Volume) storeSums(ctx context.Context, only *slot) error {
 		gen := it.p.gen
 		it.p.mu.Unlock()
 		err := v.storePage(ctx, it.sl, it.p, gen, false)
-		if blockdev.Class(err) == blockdev.ErrUnavailable {
-			it.sl.ns.down.Store(true)
-			return nil
+		switch {
+		case err == nil:
+		case blockdev.Class(err) == blockdev.ErrUnavailable:
+			it.sl.ns.down.Store(true) // its slots go stale; Repair rewrites them
+		default:
+			v.sumsPending(it.sl, it.p) // the next Flush tries again
+			return err
 		}
-		return err
+		return nil
 	})
 }
 
