@@ -37,14 +37,15 @@ const sumPageSize = layout.ChecksumBlock
 type sumTable struct {
 	fresh   bool        // the slot was trimmed on allocation: unloaded pages are zero
 	dropped atomic.Bool // the slot was freed or moved away: write nothing more
-	mu      sync.Mutex
-	pages   map[int64]*sumPage
+	once    sync.Once
+	pages   []atomic.Pointer[sumPage] // by page index, filled on first use
 }
 
 // sumPage is one cached page of a checksum area.
 type sumPage struct {
-	idx    int64 // page index in the checksum area
-	loaded atomic.Bool
+	idx     int64 // page index in the checksum area
+	loaded  atomic.Bool
+	pending atomic.Bool // queued for the next Flush
 	io     sync.Mutex // serialises loading and writing the page
 	mu     sync.Mutex // guards buf and gen
 	buf    [sumPageSize]byte
@@ -53,28 +54,26 @@ type sumPage struct {
 	fua    int64 // gen last written with FUA (REQUIRES: io held)
 }
 
-func (t *sumTable) page(idx int64) *sumPage {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.pages == nil {
-		t.pages = map[int64]*sumPage{}
+// page returns page idx of a checksum area of n pages, creating it on
+// first use (without a lock: the hot path of every shard IO).
+func (t *sumTable) page(idx, n int64) *sumPage {
+	t.once.Do(func() { t.pages = make([]atomic.Pointer[sumPage], n) })
+	if p := t.pages[idx].Load(); p != nil {
+		return p
 	}
-	p := t.pages[idx]
-	if p == nil {
-		p = &sumPage{idx: idx}
-		if t.fresh {
-			p.loaded.Store(true)
-		}
-		t.pages[idx] = p
+	p := &sumPage{idx: idx}
+	p.loaded.Store(t.fresh)
+	if t.pages[idx].CompareAndSwap(nil, p) {
+		return p
 	}
-	return p
+	return t.pages[idx].Load()
 }
 
 // sumPageOf returns the loaded page that holds the checksums of stripe t
 // of slot copy sl from chunk offset off, and the byte index of the first.
 func (v *Volume) sumPageOf(ctx context.Context, sl *slot, t, off int64) (*sumPage, int, error) {
 	at := v.g.ChecksumOffset(t, off) - v.g.DataEnd()
-	p := sl.sums.page(v.sumPageIndex(t, off))
+	p := sl.sums.page(v.sumPageIndex(t, off), v.g.ChecksumArea()/sumPageSize)
 	if !p.loaded.Load() {
 		p.io.Lock()
 		defer p.io.Unlock()
@@ -163,6 +162,9 @@ func (v *Volume) writeSums(ctx context.Context, sl *slot, t, off int64, b []byte
 // flush leaves blocks without their checksums only in dirty segments, which
 // Recover resyncs (healResync).
 func (v *Volume) sumsPending(sl *slot, p *sumPage) {
+	if !p.pending.CompareAndSwap(false, true) {
+		return // queued already: the Flush writes the page as it is then
+	}
 	v.sumMu.Lock()
 	if v.sumDirty == nil {
 		v.sumDirty = map[*sumPage]*slot{}
@@ -185,6 +187,7 @@ func (v *Volume) storeSums(ctx context.Context, only *slot) error {
 		if only == nil || sl == only {
 			todo = append(todo, item{p, sl})
 			delete(v.sumDirty, p)
+			p.pending.Store(false) // a change from now on queues it again
 		}
 	}
 	v.sumMu.Unlock()
