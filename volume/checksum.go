@@ -46,12 +46,12 @@ type sumPage struct {
 	idx     int64 // page index in the checksum area
 	loaded  atomic.Bool
 	pending atomic.Bool // queued for the next Flush
-	io     sync.Mutex // serialises loading and writing the page
-	mu     sync.Mutex // guards buf and gen
-	buf    [sumPageSize]byte
-	gen    int64 // changes applied to buf
-	stored int64 // gen last written (REQUIRES: io held)
-	fua    int64 // gen last written with FUA (REQUIRES: io held)
+	io      sync.Mutex  // serialises loading and writing the page
+	mu      sync.Mutex  // guards buf and gen
+	buf     [sumPageSize]byte
+	gen     int64 // changes applied to buf
+	stored  int64 // gen last written (REQUIRES: io held)
+	fua     int64 // gen last written with FUA (REQUIRES: io held)
 }
 
 // page returns page idx of a checksum area of n pages, creating it on
