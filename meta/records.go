@@ -454,6 +454,14 @@ const (
 	TaskFailed  = "failed"
 )
 
+// TaskScrub is the kind of a scrub task: the volume's read-write owner
+// (Holder) checks every stripe against its checksums and parity and heals
+// what it can; Done and Total count segments, so a restarted owner resumes.
+const TaskScrub = "scrub"
+
+// ScrubTaskID is the id of volume's scrub task (one at a time per volume).
+func ScrubTaskID(volume string) string { return "scrub-" + volume }
+
 // TaskRecord is the progress of a long-running job (rebuild, drain, ...).
 type TaskRecord struct {
 	versioned
@@ -465,6 +473,11 @@ type TaskRecord struct {
 	Total  int64  `json:"total"`
 	State  string `json:"state"`
 	Error  string `json:"error,omitempty"`
+	// Scrub results: blocks found not matching their checksums, and of
+	// those healed; when the task ended (RFC 3339, empty while running).
+	Found  int64  `json:"found,omitempty"`
+	Healed int64  `json:"healed,omitempty"`
+	Ended  string `json:"ended,omitempty"`
 }
 
 func (t *TaskRecord) check() error {
@@ -474,8 +487,8 @@ func (t *TaskRecord) check() error {
 	switch {
 	case t.Kind == "":
 		return errors.New("task without kind")
-	case t.Done < 0 || t.Total < 0:
-		return fmt.Errorf("task progress %d/%d", t.Done, t.Total)
+	case t.Done < 0 || t.Total < 0 || t.Found < 0 || t.Healed < 0:
+		return fmt.Errorf("task progress %d/%d, found %d, healed %d", t.Done, t.Total, t.Found, t.Healed)
 	case t.State != TaskRunning && t.State != TaskDone && t.State != TaskFailed:
 		return fmt.Errorf("unknown task state %q", t.State)
 	}

@@ -75,20 +75,40 @@ func TestProcessBitFlipsHealed(t *testing.T) {
 	if st := m.Volume.ChecksumStats(); st.Mismatches != 1 || st.Healed != 1 {
 		t.Fatalf("after reading everything: %+v, want the data block found and healed", st)
 	}
-	last := g.Segments(size) - 1
-	if _, err := m.Volume.Scrub(ctx, 0, last, nil); err != nil {
-		t.Fatalf("scrub: %v", err)
+	sctx, stopServe := context.WithCancel(ctx)
+	defer stopServe()
+	go m.ServeTasks(sctx, store, TaskOptions{Holder: "node1", Interval: 50 * time.Millisecond})
+	if got := scrubTask(t, store, "node1"); got.Found != 1 || got.Healed != 1 || got.Done != g.Segments(size) {
+		t.Fatalf("scrub task %+v, want the parity block found and healed over every segment", got)
 	}
 	if st := m.Volume.ChecksumStats(); st.Mismatches != 2 || st.Healed != 2 || st.Unhealed != 0 {
 		t.Fatalf("after a scrub: %+v, want the parity block found and healed too", st)
 	}
-	if _, err := m.Volume.Scrub(ctx, 0, last, nil); err != nil {
-		t.Fatalf("second scrub: %v", err)
-	}
-	if st := m.Volume.ChecksumStats(); st.Mismatches != 2 {
-		t.Fatalf("a second scrub found more: %+v", st)
+	if got := scrubTask(t, store, "node1"); got.Found != 0 || got.State != meta.TaskDone {
+		t.Fatalf("second scrub task %+v, want it done and finding nothing", got)
 	}
 	verifyThrough(t, client, model, "after the scrubs")
+}
+
+// scrubTask records a scrub task of volume v for holder and waits until
+// the owner has carried it out.
+func scrubTask(t *testing.T, store *meta.Store, holder string) *meta.TaskRecord {
+	t.Helper()
+	ctx := context.Background()
+	id := meta.ScrubTaskID("v")
+	if err := store.PutTask(ctx, &meta.TaskRecord{ID: id, Kind: meta.TaskScrub, Volume: "v", Holder: holder, State: meta.TaskRunning}); err != nil {
+		t.Fatal(err)
+	}
+	var rec *meta.TaskRecord
+	waitUntil(t, "the scrub task done", func() bool {
+		r, err := store.Task(ctx, id)
+		rec = r
+		return err == nil && r.State != meta.TaskRunning
+	})
+	if rec.State != meta.TaskDone || rec.Ended == "" {
+		t.Fatalf("scrub task ended %+v", rec)
+	}
+	return rec
 }
 
 // slotFile returns the namespace file behind slot i of segment seg and the
