@@ -102,6 +102,12 @@ func printStatus(w io.Writer, st *admin.StatusReply) {
 		if t.Segment != "" {
 			move = fmt.Sprintf("shard %d %s -> %s", t.Shard, t.From, t.To)
 		}
+		if t.Kind == meta.TaskScrub {
+			move = fmt.Sprintf("%d bad, %d healed", t.Found, t.Healed)
+			if t.Ended != "" {
+				move += ", ended " + t.Ended
+			}
+		}
 		eta := "-"
 		if t.EtaSeconds > 0 || t.Done > 0 {
 			eta = (time.Duration(t.EtaSeconds) * time.Second).String()

@@ -43,5 +43,5 @@ func TestAdminScrub(t *testing.T) {
 		}
 	}()
 	a.ok("volume v: scrub done: 4 of 4 segments, 3 blocks bad, 2 healed", "admin", "scrub", "v", "--wait")
-	a.ok("scrub-v", "admin", "status")
+	a.ok("3 bad, 2 healed, ended", "admin", "status")
 }
