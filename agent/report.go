@@ -180,14 +180,29 @@ func (e *volEvents) listener() volume.EventListener {
 			e.nsError(s.NS, "corrupt")
 			e.rep.mediaError(s.NS)
 		},
+		Checksum: func(c volume.ChecksumInfo) {
+			// One bad block is healed in place; a namespace that keeps
+			// returning them is reported as a media error.
+			if e.nsError(c.NS, "checksum") >= checksumMediaError {
+				e.rep.mediaError(c.NS)
+			}
+		},
 	}
 }
 
-func (e *volEvents) nsError(ns, kind string) {
+// checksumMediaError is the number of errors of one namespace (checksum
+// mismatches among them) from which each further mismatch reports it as
+// failing media (the reporter rate-limits repeats).
+const checksumMediaError = 8
+
+// nsError counts an error of namespace ns and returns its count so far.
+func (e *volEvents) nsError(ns, kind string) int64 {
 	e.mu.Lock()
 	e.nsErrs[ns]++
+	n := e.nsErrs[ns]
 	e.mu.Unlock()
 	e.m.nsErrs.WithLabelValues(e.volume, ns, kind).Inc()
+	return n
 }
 
 // namespaceErrors returns a copy of the per-namespace error counts and the

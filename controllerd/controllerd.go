@@ -41,12 +41,18 @@ type Options struct {
 	// MetricsAddr is HOST:PORT of the Prometheus metrics listener (port 0:
 	// any). Default "": none.
 	MetricsAddr string
+	// ScrubInterval is how often every checksummed volume mapped
+	// read-write is scrubbed by its owner (scrub.go). Default 0: never.
+	ScrubInterval time.Duration
 }
 
 // Daemon is a controller daemon: its Runner and its metrics listener.
 type Daemon struct {
 	runner  *controller.Runner
 	holder  string
+	store   *meta.Store
+	scrub   time.Duration // Options.ScrubInterval
+	logf    func(string, ...any)
 	metrics net.Listener // nil without one
 	http    *http.Server
 
@@ -66,7 +72,10 @@ func New(ctx context.Context, o Options) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Daemon{runner: r, holder: cfg.Holder}
+	d := &Daemon{runner: r, holder: cfg.Holder, store: cfg.Store, scrub: o.ScrubInterval, logf: cfg.Logf}
+	if d.logf == nil {
+		d.logf = func(string, ...any) {}
+	}
 	if o.MetricsAddr != "" {
 		if err := d.serveMetrics(cfg.Store, o.MetricsAddr); err != nil {
 			return nil, err
@@ -133,6 +142,15 @@ func (d *Daemon) MetricsURL() string {
 // until ctx ends; then it closes the daemon.
 func (d *Daemon) Run(ctx context.Context) error {
 	defer d.Close()
+	if d.scrub > 0 {
+		sctx, stop := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		defer stop()
+		// Every controller checks; starting a scrub that is due is
+		// idempotent (one task per volume), so no leadership is needed.
+		wg.Go(func() { scheduleScrubs(sctx, d.store, d.scrub, min(d.scrub/10, time.Hour), d.logf) })
+	}
 	return d.runner.Run(ctx)
 }
 

@@ -3,6 +3,7 @@ package controllerd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -105,4 +106,49 @@ func TestDefaults(t *testing.T) {
 	if !strings.HasPrefix(d.Holder(), "controller.") || d.MetricsURL() != "" {
 		t.Errorf("holder %q, metrics %q", d.Holder(), d.MetricsURL())
 	}
+}
+
+// TestScrubSchedule: a checksummed volume mapped read-write gets a scrub
+// task when none ran, not while one runs, not again until the interval
+// has passed since it ended; format-1 and unmapped volumes get none.
+func TestScrubSchedule(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	for _, v := range []meta.VolumeSpec{
+		{Name: "c", Size: 1 << 20, Layout: meta.Layout{K: 1, M: 0, Chunk: 4096, Checksum: meta.ChecksumCRC32C}},
+		{Name: "plain", Size: 1 << 20, Layout: meta.Layout{K: 1, M: 0, Chunk: 4096}},
+		{Name: "unmapped", Size: 1 << 20, Layout: meta.Layout{K: 1, M: 0, Chunk: 4096, Checksum: meta.ChecksumCRC32C}},
+	} {
+		if _, err := s.CreateVolume(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"c", "plain"} {
+		o, err := s.Acquire(ctx, name, meta.OwnerOptions{Holder: "node-1", TTL: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer o.Release(ctx)
+	}
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	week := 7 * 24 * time.Hour
+	expect := func(when time.Time, want string) {
+		t.Helper()
+		got, err := startDueScrubs(ctx, s, when, week)
+		if err != nil || fmt.Sprint(got) != want {
+			t.Fatalf("at %v: started %v (%v), want %s", when, got, err, want)
+		}
+	}
+	expect(now, "[c]")
+	expect(now.Add(time.Minute), "[]") // running
+	tk, err := s.Task(ctx, meta.ScrubTaskID("c"))
+	if err != nil || tk.Holder != "node-1" {
+		t.Fatalf("task %+v %v", tk, err)
+	}
+	tk.State, tk.Ended = meta.TaskDone, now.Add(time.Hour).Format(time.RFC3339)
+	if err := s.PutTask(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	expect(now.Add(week), "[]")            // ended an hour after now: not a week yet
+	expect(now.Add(week+time.Hour), "[c]") // a week after it ended
 }

@@ -101,10 +101,15 @@ func (o *Options) ensureDefaults() {
 	}
 }
 
+// layout is the demo volume's layout: checksummed (volume format 2).
+func (o *Options) layout() meta.Layout {
+	return meta.Layout{K: o.K, M: o.M, Chunk: o.Chunk, Checksum: meta.ChecksumCRC32C}
+}
+
 // nsSize is the size of each namespace: room for this volume's share twice
 // over (so a rebuild has space), plus the label slot.
 func (o *Options) nsSize() int64 {
-	segData := int64(o.K) * o.SlotSize
+	segData := o.layout().Geometry(o.SlotSize).SegmentData()
 	segs := (o.Size + segData - 1) / segData
 	perNS := (segs*int64(o.K+o.M) + int64(o.Targets) - 1) / int64(o.Targets)
 	return (2*perNS + 1) * o.SlotSize
@@ -269,7 +274,7 @@ func (d *demo) openVolume(ctx context.Context) error {
 	_, err := d.store.Volume(ctx, d.o.Name)
 	if errors.Is(err, meta.ErrNotFound) {
 		_, err = d.store.CreateVolume(ctx, meta.VolumeSpec{Name: d.o.Name, Size: d.o.Size,
-			Layout: meta.Layout{K: d.o.K, M: d.o.M, Chunk: d.o.Chunk}})
+			Layout: d.o.layout()})
 	}
 	if err != nil {
 		return err

@@ -37,7 +37,7 @@ func (s *Store) VolumeMap(ctx context.Context, name string, owner *Owner) (*Volu
 	if err != nil {
 		return nil, err
 	}
-	segData := int64(v.Layout.K) * c.SlotSize
+	segData := v.Layout.Geometry(c.SlotSize).SegmentData()
 	return &VolumeMap{s: s, name: name, n: v.Layout.K + v.Layout.M, owner: owner,
 		seg: (v.Size + segData - 1) / segData, share: v.AllowSharedDomains}, nil
 }

@@ -94,6 +94,9 @@ func TestVolumes(t *testing.T) {
 		{"chunk not a power of two", VolumeSpec{Name: "x", Size: 1 << 20, Layout: Layout{K: 2, M: 1, Chunk: 12288}}, ErrInvalid},
 		{"chunk over the slot", VolumeSpec{Name: "x", Size: 1 << 20, Layout: Layout{K: 2, M: 1, Chunk: 1 << 20}}, ErrInvalid},
 		{"bad name", VolumeSpec{Name: "-x", Size: 1 << 20, Layout: l}, ErrInvalid},
+		{"unknown checksum", VolumeSpec{Name: "x", Size: 1 << 20, Layout: Layout{K: 2, M: 1, Chunk: 4096, Checksum: "md5"}}, ErrInvalid},
+		{"no room beside the checksums", VolumeSpec{Name: "x", Size: 1 << 20, Layout: Layout{K: 2, M: 1, Chunk: testSlot, Checksum: ChecksumCRC32C}}, ErrInvalid},
+		{"checksummed", VolumeSpec{Name: "c", Size: 1 << 20, Layout: Layout{K: 2, M: 1, Chunk: 4096, Checksum: ChecksumCRC32C}}, nil},
 		{"ok", VolumeSpec{Name: "a", Size: 1 << 20, Layout: l}, nil},
 		{"duplicate", VolumeSpec{Name: "a", Size: 1 << 20, Layout: l}, ErrExists},
 	} {
@@ -123,7 +126,7 @@ func TestVolumes(t *testing.T) {
 	if used := checkAllocations(t, s); used != 0 {
 		t.Errorf("%d slots still used after delete", used)
 	}
-	if vs, _ := s.Volumes(ctx); len(vs) != 1 || vs[0].Name != "w" {
+	if vs, _ := s.Volumes(ctx); len(vs) != 2 || vs[0].Name != "c" || vs[0].Layout.Checksum != ChecksumCRC32C || vs[1].Name != "w" {
 		t.Errorf("volumes: %+v", vs)
 	}
 }
@@ -241,5 +244,22 @@ func TestTasks(t *testing.T) {
 	_ = s.DeleteTask(ctx, "rebuild-1")
 	if _, err := s.Task(ctx, "rebuild-1"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("deleted task: %v", err)
+	}
+}
+
+// TestVolumeFormats: a record written before checksums (no "checksum"
+// field) is format 1 and maps to a geometry without them; a format-2
+// record maps to one with them, whose segments hold less.
+func TestVolumeFormats(t *testing.T) {
+	var old VolumeRecord
+	if err := decode("vol/old", []byte(`{"v":1,"name":"old","size":4096,"layout":{"k":2,"m":1,"chunk":4096},"state":"ready"}`), &old); err != nil {
+		t.Fatal(err)
+	}
+	if g := old.Layout.Geometry(testSlot); g.Checksums || old.Layout.Format() != "format 1: no checksums" {
+		t.Fatalf("old record: geometry %v, %s", g, old.Layout.Format())
+	}
+	l := Layout{K: 2, M: 1, Chunk: 4096, Checksum: ChecksumCRC32C}
+	if g := l.Geometry(testSlot); !g.Checksums || g.SegmentData() >= old.Layout.Geometry(testSlot).SegmentData() {
+		t.Fatalf("format 2 geometry %v holds %d bytes per segment", g, g.SegmentData())
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"strconv"
 
 	"github.com/nvstripe/nvstripe/placement"
+	"github.com/nvstripe/nvstripe/volume/layout"
 )
 
 // Versions. RecordVersion is the "v" of every record this code writes and the
@@ -293,11 +294,35 @@ func (a *AllocRecord) clone() *AllocRecord {
 }
 
 // Layout is a volume's erasure-coding layout: K data and M parity shards of
-// Chunk bytes per stripe.
+// Chunk bytes per stripe, and its on-disk format.
 type Layout struct {
 	K     int   `json:"k"`
 	M     int   `json:"m"`
 	Chunk int64 `json:"chunk"`
+	// Checksum is ChecksumCRC32C for volumes whose slots end in a checksum
+	// area (volume format 2, layout.Geometry.Checksums), empty for volumes
+	// without (format 1: every volume made before checksums existed, or
+	// created with none). Builds that predate the field refuse a record
+	// that has it (decode rejects unknown fields), so they never write a
+	// checksummed volume without its checksums.
+	Checksum string `json:"checksum,omitempty"`
+}
+
+// ChecksumCRC32C is Layout.Checksum for a crc32c per 4 KiB block.
+const ChecksumCRC32C = "crc32c"
+
+// Geometry is the volume engine's geometry of the layout on slots of
+// slotSize bytes: the one place a layout becomes offsets.
+func (l Layout) Geometry(slotSize int64) layout.Geometry {
+	return layout.Geometry{K: l.K, M: l.M, Chunk: l.Chunk, SlotSize: slotSize, Checksums: l.Checksum == ChecksumCRC32C}
+}
+
+// Format describes the layout's on-disk format for people.
+func (l Layout) Format() string {
+	if l.Checksum == ChecksumCRC32C {
+		return "format 2: crc32c per 4 KiB block"
+	}
+	return "format 1: no checksums"
 }
 
 // Limits of a layout (the volume engine's limits).
@@ -318,6 +343,10 @@ func (l Layout) Check(slotSize int64) error {
 		return fmt.Errorf("chunk %d: must be a power of two from 4KiB to 4MiB: %w", l.Chunk, ErrInvalid)
 	case slotSize > 0 && slotSize%l.Chunk != 0:
 		return fmt.Errorf("chunk %d does not divide the slot size %d: %w", l.Chunk, slotSize, ErrInvalid)
+	case l.Checksum != "" && l.Checksum != ChecksumCRC32C:
+		return fmt.Errorf("checksum %q: this build knows %q or none: %w", l.Checksum, ChecksumCRC32C, ErrInvalid)
+	case slotSize > 0 && l.Geometry(slotSize).Validate() != nil:
+		return fmt.Errorf("layout on slots of %d bytes: %w: %w", slotSize, l.Geometry(slotSize).Validate(), ErrInvalid)
 	}
 	return nil
 }
@@ -448,6 +477,14 @@ const (
 	TaskFailed  = "failed"
 )
 
+// TaskScrub is the kind of a scrub task: the volume's read-write owner
+// (Holder) checks every stripe against its checksums and parity and heals
+// what it can; Done and Total count segments, so a restarted owner resumes.
+const TaskScrub = "scrub"
+
+// ScrubTaskID is the id of volume's scrub task (one at a time per volume).
+func ScrubTaskID(volume string) string { return "scrub-" + volume }
+
 // TaskRecord is the progress of a long-running job (rebuild, drain, ...).
 type TaskRecord struct {
 	versioned
@@ -459,6 +496,11 @@ type TaskRecord struct {
 	Total  int64  `json:"total"`
 	State  string `json:"state"`
 	Error  string `json:"error,omitempty"`
+	// Scrub results: blocks found not matching their checksums, and of
+	// those healed; when the task ended (RFC 3339, empty while running).
+	Found  int64  `json:"found,omitempty"`
+	Healed int64  `json:"healed,omitempty"`
+	Ended  string `json:"ended,omitempty"`
 }
 
 func (t *TaskRecord) check() error {
@@ -468,8 +510,8 @@ func (t *TaskRecord) check() error {
 	switch {
 	case t.Kind == "":
 		return errors.New("task without kind")
-	case t.Done < 0 || t.Total < 0:
-		return fmt.Errorf("task progress %d/%d", t.Done, t.Total)
+	case t.Done < 0 || t.Total < 0 || t.Found < 0 || t.Healed < 0:
+		return fmt.Errorf("task progress %d/%d, found %d, healed %d", t.Done, t.Total, t.Found, t.Healed)
 	case t.State != TaskRunning && t.State != TaskDone && t.State != TaskFailed:
 		return fmt.Errorf("unknown task state %q", t.State)
 	}

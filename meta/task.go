@@ -39,3 +39,39 @@ func (s *Store) DeleteTask(ctx context.Context, id string) error {
 	_, err := s.kv.Delete(ctx, s.keys.task(id))
 	return s.wrap("delete task "+id, err)
 }
+
+// StartScrub asks the read-write owner of volume to scrub it: it records a
+// scrub task (TaskScrub) addressed to the owner, which carries it out
+// (volclient's ServeTasks). A scrub already running is returned as it is.
+// It fails with ErrInvalid when the volume has no read-write owner: the
+// scrub runs where the volume is mapped.
+func (s *Store) StartScrub(ctx context.Context, volume string) (*TaskRecord, error) {
+	if _, err := s.Volume(ctx, volume); err != nil {
+		return nil, err
+	}
+	owners, err := s.Owners(ctx, volume)
+	if err != nil {
+		return nil, err
+	}
+	holder := ""
+	for _, o := range owners {
+		if o.Mode == ModeRW {
+			holder = o.Holder
+		}
+	}
+	if holder == "" {
+		return nil, fmt.Errorf("volume %s is not mapped read-write: its owner runs the scrub, map it first: %w", volume, ErrInvalid)
+	}
+	t, err := s.Task(ctx, ScrubTaskID(volume))
+	if err == nil && t.State == TaskRunning && t.Holder == holder {
+		return t, nil
+	}
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return nil, err
+	}
+	t = &TaskRecord{ID: ScrubTaskID(volume), Kind: TaskScrub, Volume: volume, Holder: holder, State: TaskRunning}
+	if err := s.PutTask(ctx, t); err != nil {
+		return nil, err
+	}
+	return t, nil
+}

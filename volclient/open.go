@@ -11,7 +11,6 @@ import (
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/volume"
-	"github.com/nvstripe/nvstripe/volume/layout"
 )
 
 // OpenOptions configure OpenVolume.
@@ -92,7 +91,7 @@ func open(ctx context.Context, store *meta.Store, rec *meta.VolumeRecord, cluste
 	if err != nil {
 		return nil, err
 	}
-	g := layout.Geometry{K: rec.Layout.K, M: rec.Layout.M, Chunk: rec.Layout.Chunk, SlotSize: cluster.SlotSize}
+	g := rec.Layout.Geometry(cluster.SlotSize)
 	vol, err := volume.New(volume.Options{
 		Geometry: g, Size: rec.Size, Devices: devs,
 		Alloc: segmentMap{vm}, Dirty: segmentMap{vm}, Stale: segmentMap{vm}, Events: o.Events,

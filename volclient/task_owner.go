@@ -28,7 +28,8 @@ type TaskOptions struct {
 }
 
 // ServeTasks carries out the shard moves the controller addresses to this
-// owner of the mapped volume (move task records whose Holder is o.Holder):
+// owner of the mapped volume (move task records whose Holder is o.Holder),
+// and its scrub task (meta.TaskScrub, task_scrub.go):
 // each runs MoveShardPaced, with progress (bytes of shard data) written back
 // to the task, and ends as done or failed. It returns when ctx ends, after
 // the moves it started have stopped (a cancelled move rolls back).
@@ -67,7 +68,9 @@ type taskServer struct {
 	o     TaskOptions
 	mu    sync.Mutex
 	busy  map[int64]bool // segments with a move running here
-	wg    sync.WaitGroup
+	// scrubbing: a scrub task of the volume runs here (task_scrub.go).
+	scrubbing bool
+	wg        sync.WaitGroup
 }
 
 // poll starts the moves addressed to this owner that are not running yet.
@@ -77,6 +80,10 @@ func (s *taskServer) poll(ctx context.Context) error {
 		return err
 	}
 	for _, r := range recs {
+		if s.scrubTask(r) {
+			s.startScrub(ctx, r)
+			continue
+		}
 		t, ok, err := controller.ParseMoveTask(r)
 		if !ok || err != nil || t.Segment.Volume != s.m.Record.Name || t.Holder != s.o.Holder || t.State != meta.TaskRunning {
 			continue

@@ -25,7 +25,7 @@ import (
 type procTarget struct {
 	cmd      *exec.Cmd
 	addr     string
-	dir, nqn string
+	dir, nqn string // dir holds the namespace file d0.img
 	dead     bool
 }
 

@@ -19,8 +19,9 @@ func TestConformance(t *testing.T) {
 		{K: 1, M: 0, Chunk: 4 << 10, SlotSize: 1 << 20},
 		{K: 4, M: 2, Chunk: 64 << 10, SlotSize: 512 << 10},
 		{K: 8, M: 3, Chunk: 16 << 10, SlotSize: 256 << 10},
+		{K: 4, M: 2, Chunk: 64 << 10, SlotSize: 512 << 10, Checksums: true},
 	} {
-		t.Run(fmt.Sprintf("%d+%d", g.K, g.M), func(t *testing.T) {
+		t.Run(g.String(), func(t *testing.T) {
 			devtest.Run(t, func(t *testing.T, size int64) blockdev.Device {
 				return newRig(t, g, size, rigOptions{}).vol
 			})

@@ -117,6 +117,10 @@ type EventListener struct {
 	Corruption func(ShardInfo)
 	// ShardError is called when a shard's device failed an IO.
 	ShardError func(ShardInfo)
+	// Checksum is called once per shard of a stripe in which a heal (a
+	// read's, a write's, a scrub's or a resync's) found blocks that did
+	// not match their checksums, saying how many it healed.
+	Checksum func(ChecksumInfo)
 }
 
 // DegradedInfo describes one degraded stripe IO.
@@ -165,6 +169,10 @@ func LoggingListener(logf func(format string, args ...any)) EventListener {
 		ShardError: func(s ShardInfo) {
 			logf("shard error: namespace %s segment %d slot %d: %v", s.NS, s.Segment, s.Slot, s.Err)
 		},
+		Checksum: func(c ChecksumInfo) {
+			logf("checksum mismatch: namespace %s offset %d (segment %d slot %d stripe %d): %d blocks bad, %d healed, %d kept as torn writes",
+				c.NS, c.Offset, c.Segment, c.Slot, c.Stripe, c.Blocks, c.Healed, c.Torn)
+		},
 	}
 }
 
@@ -174,5 +182,12 @@ func TeeListener(a, b EventListener) EventListener {
 		Degraded:   func(d DegradedInfo) { a.degraded(d); b.degraded(d) },
 		Corruption: func(s ShardInfo) { a.corruption(s); b.corruption(s) },
 		ShardError: func(s ShardInfo) { a.shardError(s); b.shardError(s) },
+		Checksum: func(c ChecksumInfo) {
+			for _, f := range []func(ChecksumInfo){a.Checksum, b.Checksum} {
+				if f != nil {
+					f(c)
+				}
+			}
+		},
 	}
 }

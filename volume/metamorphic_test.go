@@ -80,9 +80,10 @@ func TestMetamorphicHealthyDegradedRebuilt(t *testing.T) {
 	for _, g := range []layout.Geometry{
 		{K: 4, M: 2, Chunk: 16 << 10, SlotSize: 256 << 10},
 		{K: 3, M: 1, Chunk: 8 << 10, SlotSize: 128 << 10},
+		{K: 3, M: 1, Chunk: 8 << 10, SlotSize: 128 << 10, Checksums: true},
 	} {
 		for seed := uint64(1); seed <= 3; seed++ {
-			t.Run(fmt.Sprintf("k%dm%d/seed%d", g.K, g.M, seed), func(t *testing.T) {
+			t.Run(fmt.Sprintf("k%dm%d/csum=%v/seed%d", g.K, g.M, g.Checksums, seed), func(t *testing.T) {
 				size := 3 * g.SegmentData()
 				ops := mmWorkload(seed, g, size, 300)
 				want := mmRun(t, newRig(t, g, size, rigOptions{}).vol, ops, func(int) {})

@@ -104,6 +104,9 @@ func (v *Volume) runMove(ctx context.Context, s *segment, idx int, next *slot, o
 	if next.valid.Load() != v.g.StripesPerSegment() {
 		return fmt.Errorf("destination namespace %s went away: %w", next.ref.NS, blockdev.ErrUnavailable)
 	}
+	if err := v.storeSums(ctx, next); err != nil {
+		return err
+	}
 	if err := next.ns.dev.Flush(ctx); err != nil {
 		return err
 	}
@@ -119,5 +122,8 @@ func (v *Volume) detachMove(s *segment, idx int, next *slot, ok bool) {
 	next.prev.Store(nil)
 	if !ok {
 		s.slots[idx] = prev
+		next.sums.dropped.Store(true) // the destination may be given to another segment
+	} else {
+		prev.sums.dropped.Store(true) // the old location is released
 	}
 }

@@ -107,6 +107,38 @@ func TestMoveSlotRebuild(t *testing.T) {
 	})
 }
 
+// TestMoveSlotCarriesChecksums rebuilds a lost shard of a checksummed
+// volume elsewhere, then opens the volume anew (no cached checksums) over
+// the namespaces that now hold it and reads and scrubs everything: the
+// destination's checksum area must have come with the move.
+func TestMoveSlotCarriesChecksums(t *testing.T) {
+	ctx := context.Background()
+	g := layout.Geometry{K: 4, M: 2, Chunk: 16 << 10, SlotSize: 256 << 10, Checksums: true}
+	r := newRig(t, g, g.SegmentData(), rigOptions{namespaces: 7, slots: 2, crashable: true})
+	want := pattern(int(r.vol.Size()), 4)
+	if err := r.vol.WriteAt(ctx, want, 0); err != nil {
+		t.Fatal(err)
+	}
+	old, _, _ := r.alloc.Lookup(ctx, 0)
+	r.devs[r.index(old[3].NS)].SetDown(true) // the shard to rebuild is gone
+	to := SlotRef{NS: r.names[6], Slot: 0}
+	if err := r.alloc.Reserve(to); err != nil {
+		t.Fatal(err)
+	}
+	err := r.vol.MoveSlot(ctx, 0, 3, to, MoveOptions{Commit: func(ctx context.Context) error { return r.alloc.Replace(ctx, 0, 3, to) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	restart(t, r)
+	if _, err := r.vol.Scrub(ctx, 0, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	mustEqual(t, "after the move and a restart", mustRead(t, r.vol, 0, len(want)), want)
+	if st := r.vol.ChecksumStats(); st != (ChecksumStats{}) {
+		t.Fatalf("after the move: %+v, want no mismatch", st)
+	}
+}
+
 func TestMoveSlotAbortKeepsOldPlacement(t *testing.T) {
 	g := layout.Geometry{K: 2, M: 1, Chunk: 4 << 10, SlotSize: 64 << 10}
 	r := newRig(t, g, g.SegmentData(), rigOptions{namespaces: 4, slots: 1})

@@ -3,7 +3,6 @@ package volume
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"math/rand"
 	"slices"
 	"testing"
@@ -19,6 +18,8 @@ var propLayouts = []layout.Geometry{
 	{K: 2, M: 1, Chunk: 4 << 10, SlotSize: 12 << 10},
 	{K: 4, M: 2, Chunk: 16 << 10, SlotSize: 32 << 10},
 	{K: 8, M: 3, Chunk: 4 << 10, SlotSize: 20 << 10},
+	{K: 2, M: 1, Chunk: 8 << 10, SlotSize: 32 << 10, Checksums: true},
+	{K: 4, M: 2, Chunk: 16 << 10, SlotSize: 64 << 10, Checksums: true},
 }
 
 // propRange draws a block-aligned range inside a volume of size bytes, biased
@@ -39,7 +40,7 @@ func propRange(t *rapid.T, g layout.Geometry, size int64, what string) (off, n i
 // checked on healthy stripes after every step.
 func TestPropertyAgainstModel(t *testing.T) {
 	for _, g := range propLayouts {
-		t.Run(fmt.Sprintf("%d+%d", g.K, g.M), func(t *testing.T) {
+		t.Run(g.String(), func(t *testing.T) {
 			rapid.Check(t, func(rt *rapid.T) { runModel(rt, g) })
 		})
 	}
@@ -158,7 +159,7 @@ func (m *modelRig) finalRead(t tb) {
 // the values they held since.
 func TestPropertyCrash(t *testing.T) {
 	for _, g := range propLayouts {
-		t.Run(fmt.Sprintf("%d+%d", g.K, g.M), func(t *testing.T) {
+		t.Run(g.String(), func(t *testing.T) {
 			rapid.Check(t, func(rt *rapid.T) { runCrash(rt, g) })
 		})
 	}
@@ -283,11 +284,22 @@ func (c *crashRig) crashAndCheck(t tb, seed int64) {
 	if _, err := c.r.vol.Recover(ctx); err != nil {
 		t.Fatalf("recover: %v", err)
 	}
+	recovered := c.r.vol.ChecksumStats()
 	got := make([]byte, c.size)
 	if err := c.r.vol.ReadAt(ctx, got, 0); err != nil {
 		t.Fatal(err)
 	}
 	c.m.check(t, got)
+	if c.r.g.Checksums {
+		// Torn writes are the resync's to settle: nothing is left for
+		// reads or a scrub to find.
+		if _, err := c.r.vol.Scrub(ctx, 0, c.r.g.Segments(c.size)-1, nil); err != nil {
+			t.Fatalf("scrub after recovery: %v", err)
+		}
+		if st := c.r.vol.ChecksumStats(); st != recovered || st.Unhealed != 0 {
+			t.Fatalf("checksums after recovery %+v, after reading and scrubbing everything %+v", recovered, st)
+		}
+	}
 	c.r.rebindMems(crashed)
 	c.r.checkParity(t)
 }

@@ -71,9 +71,12 @@ func (v *Volume) usableInto(u []bool, s *segment, id layout.StripeID) []bool {
 // degradedRead reads sio after a shard fault or with a piece's shard
 // missing: it plans again from the shards usable now (a fault marks its
 // shard) until a plan succeeds, fewer than K shards are left, or every shard
-// has failed once. REQUIRES: stripe lock held.
+// has failed once. A block that does not match its checksum has the stripe
+// healed once (healStripe) and the read planned again; if it still does not
+// match, the read fails with class ErrCorrupt. REQUIRES: stripe lock held.
 func (v *Volume) degradedRead(ctx context.Context, s *segment, sio layout.StripeIO, p []byte, base int64) error {
 	var err error
+	healed := false
 	for attempt := 0; attempt <= v.g.N(); attempt++ {
 		usable := v.usableShards(s, sio.ID)
 		plan, ok := planRead(v.g, sio, usable)
@@ -85,11 +88,29 @@ func (v *Volume) degradedRead(ctx context.Context, s *segment, sio layout.Stripe
 		default:
 			err = v.reconstructRead(ctx, s, sio, p, base, plan)
 		}
-		if !isShardFault(err) {
+		if err, retry := v.healOnce(ctx, s, sio.ID, err, &healed); !retry {
 			return err
 		}
 	}
 	return err // every attempt hit a failing shard
+}
+
+// healOnce decides what a stripe IO does after err (REQUIRES: stripe lock
+// held): retry after a shard fault; after a checksum mismatch, heal the
+// stripe and retry the first time, fail with the mismatch (class
+// ErrCorrupt) the second; stop on anything else.
+func (v *Volume) healOnce(ctx context.Context, s *segment, id layout.StripeID, err error, healed *bool) (error, bool) {
+	if !isChecksumFault(err) {
+		return err, isShardFault(err)
+	}
+	if *healed {
+		return fmt.Errorf("segment %d stripe %d: more shards bad than parity can heal: %w", id.Segment, id.Stripe, err), false
+	}
+	*healed = true
+	if herr := v.healStripe(ctx, s, id, healRead); herr != nil && !isShardFault(herr) {
+		return herr, false
+	}
+	return err, true
 }
 
 // reconstructRead carries out a reconstruct plan: it reads plan.Reads over
@@ -172,6 +193,11 @@ func (v *Volume) shardRead(ctx context.Context, s *segment, id layout.StripeID, 
 		return &shardFault{err: fmt.Errorf("segment %d slot %d: no usable copy: %w", s.id, i, blockdev.ErrUnavailable)}
 	}
 	err := sl.dev.ReadAt(ctx, b, v.g.SlotOffset(id)+off)
+	if err == nil && v.g.Checksums {
+		if err = v.verify(ctx, s, i, sl, id.Stripe, off, b); isChecksumFault(err) {
+			return &shardFault{err: err} // the caller heals the stripe
+		}
+	}
 	return v.shardFailed(s, sl, i, id.Stripe, err)
 }
 

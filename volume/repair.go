@@ -95,10 +95,16 @@ func (v *Volume) fillStripe(ctx context.Context, s *segment, i int, t int64) err
 	b := &stripeBufs{v: v, shards: make([][]byte, v.g.N())}
 	defer b.release()
 	chunk, err := v.chunkFor(ctx, s, i, id, b)
+	if isChecksumFault(err) {
+		if err := v.healStripe(ctx, s, id, healRead); err != nil {
+			return err
+		}
+		chunk, err = v.chunkFor(ctx, s, i, id, b)
+	}
 	if err != nil {
 		return err
 	}
-	if err := v.slotWrite(ctx, sl, chunk, v.g.SlotOffset(id), false); err != nil {
+	if err := v.slotWrite(ctx, sl, t, 0, chunk, false); err != nil {
 		return v.shardFailed(s, sl, i, t, err)
 	}
 	sl.valid.CompareAndSwap(t, t+1)
@@ -113,6 +119,11 @@ func (v *Volume) chunkFor(ctx context.Context, s *segment, i int, id layout.Stri
 	if p := s.slots[i].prev.Load(); p != nil && p.serves(id.Stripe) {
 		buf := b.alloc(target, v.g.Chunk)
 		err := p.dev.ReadAt(ctx, buf, v.g.SlotOffset(id))
+		if err == nil && v.g.Checksums {
+			if err = v.verify(ctx, s, i, p, id.Stripe, 0, buf); isChecksumFault(err) {
+				return nil, &shardFault{err: err}
+			}
+		}
 		return buf, v.shardFailed(s, p, i, id.Stripe, err)
 	}
 	usable := v.usableShards(s, id)
@@ -161,6 +172,9 @@ func (v *Volume) resyncStripe(ctx context.Context, s *segment, t int64) error {
 	mu := v.lock(id)
 	mu.Lock()
 	defer mu.Unlock()
+	if v.g.Checksums {
+		return v.healStripe(ctx, s, id, healResync)
+	}
 	usable := v.usableShards(s, id)
 	data := make([]int, v.g.K)
 	for sh := range data {

@@ -36,6 +36,7 @@ type slot struct {
 	prev  atomic.Pointer[slot]
 	// logged: this copy is marked in the StaleLog (see recordStale).
 	logged atomic.Bool
+	sums   sumTable // the checksums of the copy's blocks (Geometry.Checksums)
 }
 
 func (sl *slot) serves(t int64) bool { return !sl.ns.down.Load() && sl.valid.Load() > t }
@@ -222,6 +223,7 @@ func (v *Volume) openSegment(ctx context.Context, seg int64, refs []SlotRef, fre
 			return nil, fmt.Errorf("segment %d slot %d: %w", seg, i, err)
 		}
 		s.slots[i] = sl
+		sl.sums.fresh = fresh
 	}
 	if fresh {
 		err := v.each(len(s.slots), func(i int) error {

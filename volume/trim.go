@@ -126,6 +126,11 @@ func (v *Volume) zeroSlot(ctx context.Context, s *segment, sl *slot, i int, firs
 	}
 	if err == nil {
 		sl.ns.unflushed.Store(true)
+		if v.g.Checksums {
+			err = v.zeroSums(ctx, sl, first, first+n/v.g.Chunk-1)
+		}
+	}
+	if err == nil {
 		return nil
 	}
 	if isShardFault(v.shardFailed(s, sl, i, first, err)) {
@@ -165,6 +170,7 @@ func (v *Volume) freeSegment(ctx context.Context, s *segment) error {
 		return nil
 	}
 	err := v.each(len(s.slots), func(i int) error {
+		s.slots[i].sums.dropped.Store(true) // no queued checksum may land after the trim
 		if s.slots[i].ns.down.Load() {
 			return nil
 		}

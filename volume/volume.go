@@ -19,6 +19,14 @@
 // acknowledged, so that a later open does not read its old data; Repair
 // rebuilds such slots in place and clears their marks.
 //
+// A volume whose geometry has Checksums (format 2) keeps a crc32c of every
+// 4 KiB block of every shard in a checksum area at the end of each slot,
+// written with the data and durable when it is (checksum.go). Every shard
+// read is verified; a mismatch heals the stripe from the other shards and
+// rewrites the bad block in place (heal.go), and a block that cannot be
+// healed fails the read with class blockdev.ErrCorrupt, never wrong data.
+// Recover tells torn writes of dirty segments from corruption (healResync).
+//
 // Concurrency: all methods may be called from many goroutines. Requests are
 // split per stripe and run concurrently; within a stripe, shard IO is issued
 // in parallel. Writes to one stripe are serialised by a stripe lock; reads of
@@ -110,6 +118,10 @@ type Volume struct {
 	par    int
 	closed atomic.Bool
 	sync   atomic.Bool // every namespace so far is blockdev.Synchronous
+	csum   checksumCounters
+
+	sumMu    sync.Mutex
+	sumDirty map[*sumPage]*slot // checksum pages to write at the next Flush
 
 	locks [lockCount]sync.Mutex
 	bufs  sync.Pool // *[]byte of Chunk bytes
@@ -278,6 +290,9 @@ func (v *Volume) eachLimited(n int, f func(i int) error) error {
 func (v *Volume) Flush(ctx context.Context) error {
 	if v.closed.Load() {
 		return fmt.Errorf("volume closed: %w", blockdev.ErrUnavailable)
+	}
+	if err := v.storeSums(ctx, nil); err != nil {
+		return fmt.Errorf("flush: %w", err)
 	}
 	v.mu.Lock()
 	var todo []*nsState

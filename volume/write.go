@@ -44,13 +44,15 @@ func (v *Volume) writeStripe(ctx context.Context, sio layout.StripeIO, p []byte,
 	mu := v.lock(sio.ID)
 	mu.Lock()
 	defer mu.Unlock()
+	healed := false
 	for attempt := 0; attempt <= v.g.N(); attempt++ {
 		usable := v.usableShards(s, sio.ID)
 		plan, ok := planWrite(v.g, sio, usable)
 		if !ok {
 			return v.stripeError(s, sio.ID, usable)
 		}
-		if err = v.execWrite(ctx, s, sio, p, plan, fua); !isShardFault(err) {
+		err = v.execWrite(ctx, s, sio, p, plan, fua)
+		if err, retry := v.healOnce(ctx, s, sio.ID, err, &healed); !retry {
 			return err
 		}
 	}
@@ -203,7 +205,7 @@ func (v *Volume) shardWrite(ctx context.Context, s *segment, id layout.StripeID,
 	var failed []*slot
 	wrote := 0
 	for _, sl := range s.writeSlots(i, id.Stripe) {
-		err := v.slotWrite(ctx, sl, b, v.g.SlotOffset(id)+off, fua)
+		err := v.slotWrite(ctx, sl, id.Stripe, off, b, fua)
 		if err = v.shardFailed(s, sl, i, id.Stripe, err); err == nil {
 			wrote++
 		} else if !isShardFault(err) {
@@ -232,17 +234,24 @@ func (v *Volume) shardWrite(ctx context.Context, s *segment, id layout.StripeID,
 	return nil
 }
 
-func (v *Volume) slotWrite(ctx context.Context, sl *slot, b []byte, off int64, fua bool) error {
+// slotWrite writes b at chunk offset off of stripe t of slot copy sl and,
+// with checksums, then their checksums (with FUA when fua).
+func (v *Volume) slotWrite(ctx context.Context, sl *slot, t, off int64, b []byte, fua bool) error {
+	at := t*v.g.Chunk + off
 	var err error
 	if fua {
-		err = blockdev.WriteFUA(ctx, sl.dev, b, off)
+		err = blockdev.WriteFUA(ctx, sl.dev, b, at)
 	} else {
-		err = sl.dev.WriteAt(ctx, b, off)
+		err = sl.dev.WriteAt(ctx, b, at)
 	}
-	if err == nil {
-		sl.ns.unflushed.Store(true)
+	if err != nil {
+		return err
 	}
-	return err
+	sl.ns.unflushed.Store(true)
+	if v.g.Checksums {
+		return v.writeSums(ctx, sl, t, off, b, fua)
+	}
+	return nil
 }
 
 func pieceOf(sio layout.StripeIO, sh int) layout.Piece {

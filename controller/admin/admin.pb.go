@@ -388,8 +388,13 @@ type TaskStatus struct {
 	Done  int64 `protobuf:"varint,9,opt,name=done,proto3" json:"done,omitempty"`
 	Total int64 `protobuf:"varint,10,opt,name=total,proto3" json:"total,omitempty"`
 	// Estimated seconds left (0: unknown).
-	EtaSeconds    float64 `protobuf:"fixed64,11,opt,name=eta_seconds,json=etaSeconds,proto3" json:"eta_seconds,omitempty"`
-	Error         string  `protobuf:"bytes,12,opt,name=error,proto3" json:"error,omitempty"`
+	EtaSeconds float64 `protobuf:"fixed64,11,opt,name=eta_seconds,json=etaSeconds,proto3" json:"eta_seconds,omitempty"`
+	Error      string  `protobuf:"bytes,12,opt,name=error,proto3" json:"error,omitempty"`
+	// A scrub: blocks found not matching their checksums, and of those
+	// healed; when it ended (RFC 3339, empty while running).
+	Found         int64  `protobuf:"varint,13,opt,name=found,proto3" json:"found,omitempty"`
+	Healed        int64  `protobuf:"varint,14,opt,name=healed,proto3" json:"healed,omitempty"`
+	Ended         string `protobuf:"bytes,15,opt,name=ended,proto3" json:"ended,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -504,6 +509,27 @@ func (x *TaskStatus) GetEtaSeconds() float64 {
 func (x *TaskStatus) GetError() string {
 	if x != nil {
 		return x.Error
+	}
+	return ""
+}
+
+func (x *TaskStatus) GetFound() int64 {
+	if x != nil {
+		return x.Found
+	}
+	return 0
+}
+
+func (x *TaskStatus) GetHealed() int64 {
+	if x != nil {
+		return x.Healed
+	}
+	return 0
+}
+
+func (x *TaskStatus) GetEnded() string {
+	if x != nil {
+		return x.Ended
 	}
 	return ""
 }
@@ -926,7 +952,7 @@ const file_controller_admin_admin_proto_rawDesc = "" +
 	"\x05state\x18\x03 \x01(\tR\x05state\x12\x12\n" +
 	"\x04used\x18\x04 \x01(\x03R\x04used\x12\x1a\n" +
 	"\bcapacity\x18\x05 \x01(\x03R\bcapacity\x12\x18\n" +
-	"\afencing\x18\x06 \x01(\tR\afencing\"\x93\x02\n" +
+	"\afencing\x18\x06 \x01(\tR\afencing\"\xd7\x02\n" +
 	"\n" +
 	"TaskStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
@@ -942,7 +968,10 @@ const file_controller_admin_admin_proto_rawDesc = "" +
 	" \x01(\x03R\x05total\x12\x1f\n" +
 	"\veta_seconds\x18\v \x01(\x01R\n" +
 	"etaSeconds\x12\x14\n" +
-	"\x05error\x18\f \x01(\tR\x05error\"F\n" +
+	"\x05error\x18\f \x01(\tR\x05error\x12\x14\n" +
+	"\x05found\x18\r \x01(\x03R\x05found\x12\x16\n" +
+	"\x06healed\x18\x0e \x01(\x03R\x06healed\x12\x14\n" +
+	"\x05ended\x18\x0f \x01(\tR\x05ended\"F\n" +
 	"\x10RebalanceRequest\x12\x1c\n" +
 	"\tthreshold\x18\x01 \x01(\x01R\tthreshold\x12\x14\n" +
 	"\x05apply\x18\x02 \x01(\bR\x05apply\"\xb6\x01\n" +

@@ -14,6 +14,13 @@
 // segment keeps shard s in slot (s + t) mod (K+M), so every slot holds data
 // for K of every K+M stripes and sequential reads use every namespace.
 //
+// A geometry with Checksums keeps a crc32c of every 4 KiB block
+// (ChecksumBlock) of the slot in a checksum area at the slot's end: the
+// stripes fill the slot up to DataEnd, the area holds ChecksumSize bytes per
+// block of every stripe, in stripe order (ChecksumOffset). The area is
+// rounded up to whole chunks, so it costs a chunk or about 1/1024 of the
+// slot, whichever is more.
+//
 // Everything here is a pure function of its arguments and safe for concurrent
 // use.
 package layout
@@ -29,6 +36,11 @@ const (
 	MinChunk  = 4 << 10
 	MaxChunk  = 4 << 20
 	MaxShards = 32 // K+M; 16+4 and beyond fit
+
+	// ChecksumBlock is the number of bytes one checksum covers.
+	ChecksumBlock = 4 << 10
+	// ChecksumSize is the number of bytes of one checksum (crc32c).
+	ChecksumSize = 4
 )
 
 // ErrGeometry is the class of every invalid-geometry error.
@@ -40,10 +52,14 @@ var ErrGeometry = errors.New("invalid layout geometry")
 //  1. K >= 1, M >= 0, K+M <= MaxShards.
 //  2. Chunk is a power of two in [MinChunk, MaxChunk].
 //  3. SlotSize is a positive multiple of Chunk.
+//  4. With Checksums, the slot holds at least one stripe besides its
+//     checksum area.
 type Geometry struct {
 	K, M     int
 	Chunk    int64
 	SlotSize int64
+	// Checksums: every slot ends in a checksum area (format 2 volumes).
+	Checksums bool
 }
 
 // Validate checks the invariants and returns an ErrGeometry error naming the
@@ -60,13 +76,20 @@ func (g Geometry) Validate() error {
 		return fmt.Errorf("chunk=%d: must be a power of two from %d to %d: %w", g.Chunk, MinChunk, MaxChunk, ErrGeometry)
 	case g.SlotSize <= 0 || g.SlotSize%g.Chunk != 0:
 		return fmt.Errorf("slot size=%d: must be a positive multiple of chunk %d: %w", g.SlotSize, g.Chunk, ErrGeometry)
+	case g.StripesPerSegment() < 1:
+		return fmt.Errorf("slot size=%d: no room for a chunk of %d beside the checksum area: %w", g.SlotSize, g.Chunk, ErrGeometry)
 	}
 	return nil
 }
 
-// String renders the geometry as "k+m/chunk/slot", e.g. "4+2/131072/1073741824".
+// String renders the geometry as "k+m/chunk/slot", e.g. "4+2/131072/1073741824",
+// with "/crc32c" appended when it has checksums.
 func (g Geometry) String() string {
-	return fmt.Sprintf("%d+%d/%d/%d", g.K, g.M, g.Chunk, g.SlotSize)
+	s := fmt.Sprintf("%d+%d/%d/%d", g.K, g.M, g.Chunk, g.SlotSize)
+	if g.Checksums {
+		s += "/crc32c"
+	}
+	return s
 }
 
 // N is the number of shards (and slots) per stripe: K+M.
@@ -76,7 +99,31 @@ func (g Geometry) N() int { return g.K + g.M }
 func (g Geometry) StripeData() int64 { return int64(g.K) * g.Chunk }
 
 // StripesPerSegment is the number of stripes a segment holds.
-func (g Geometry) StripesPerSegment() int64 { return g.SlotSize / g.Chunk }
+func (g Geometry) StripesPerSegment() int64 { return g.DataEnd() / g.Chunk }
+
+// ChecksumArea is the number of bytes at the end of each slot that hold
+// checksums: a 1/1024 share of the slot (ChecksumSize per ChecksumBlock),
+// rounded up to whole chunks; zero without Checksums.
+func (g Geometry) ChecksumArea() int64 {
+	if !g.Checksums {
+		return 0
+	}
+	need := g.SlotSize / ChecksumBlock * ChecksumSize
+	return (need + g.Chunk - 1) / g.Chunk * g.Chunk
+}
+
+// DataEnd is the slot offset where the stripes end (and the checksum area
+// starts).
+func (g Geometry) DataEnd() int64 { return g.SlotSize - g.ChecksumArea() }
+
+// BlocksPerChunk is the number of checksum blocks in one chunk.
+func (g Geometry) BlocksPerChunk() int64 { return g.Chunk / ChecksumBlock }
+
+// ChecksumOffset returns the slot offset of the checksum of the block at
+// chunk offset off of stripe t (off a multiple of ChecksumBlock).
+func (g Geometry) ChecksumOffset(t, off int64) int64 {
+	return g.DataEnd() + (t*g.BlocksPerChunk()+off/ChecksumBlock)*ChecksumSize
+}
 
 // SegmentData is the number of logical bytes a segment holds.
 func (g Geometry) SegmentData() int64 { return g.StripesPerSegment() * g.StripeData() }

@@ -196,3 +196,36 @@ func TestRotation(t *testing.T) {
 		}
 	})
 }
+
+// TestChecksumArea: with Checksums, the stripes and the checksum area of a
+// slot never overlap, every block of every stripe has a checksum inside
+// the slot, and the area costs at most a chunk more than 1/1024 of the slot.
+func TestChecksumArea(t *testing.T) {
+	for _, g := range []Geometry{
+		{K: 4, M: 2, Chunk: 128 << 10, SlotSize: 1 << 30, Checksums: true},
+		{K: 2, M: 1, Chunk: 4 << 10, SlotSize: 12 << 10, Checksums: true},
+		{K: 8, M: 3, Chunk: 4 << 20, SlotSize: 64 << 20, Checksums: true},
+		{K: 3, M: 1, Chunk: 8 << 10, SlotSize: 40 << 10, Checksums: true},
+	} {
+		if err := g.Validate(); err != nil {
+			t.Fatalf("%v: %v", g, err)
+		}
+		last := g.StripesPerSegment() - 1
+		end := g.ChecksumOffset(last, g.Chunk-ChecksumBlock) + ChecksumSize
+		switch {
+		case (last+1)*g.Chunk != g.DataEnd():
+			t.Errorf("%v: %d stripes end at %d, data end %d", g, last+1, (last+1)*g.Chunk, g.DataEnd())
+		case g.ChecksumOffset(0, 0) != g.DataEnd() || end > g.SlotSize:
+			t.Errorf("%v: checksums span [%d, %d) of a %d-byte slot, data ends at %d", g, g.ChecksumOffset(0, 0), end, g.SlotSize, g.DataEnd())
+		case g.ChecksumArea() > g.SlotSize/1024+g.Chunk:
+			t.Errorf("%v: checksum area %d bytes", g, g.ChecksumArea())
+		}
+	}
+	if g := (Geometry{K: 1, M: 0, Chunk: 4 << 10, SlotSize: 4 << 10, Checksums: true}); g.Validate() == nil {
+		t.Errorf("%v: a slot of one chunk has no room beside its checksums, yet it validates", g)
+	}
+	plain := Geometry{K: 4, M: 2, Chunk: 128 << 10, SlotSize: 1 << 30}
+	if plain.ChecksumArea() != 0 || plain.StripesPerSegment() != 8192 {
+		t.Errorf("%v: format 1 geometry changed: area %d, %d stripes", plain, plain.ChecksumArea(), plain.StripesPerSegment())
+	}
+}

@@ -19,7 +19,7 @@ import (
 func newAdminCmd(g *globals) *cobra.Command {
 	a := &etcdAuth{}
 	f := &adminFlags{}
-	subs := []*cobra.Command{newAdminStatusCmd(g, a, f), newAdminRebalanceCmd(g, a, f), newAdminDrainCmd(g, a, f), newAdminFailCmd(g, a, f)}
+	subs := []*cobra.Command{newAdminStatusCmd(g, a, f), newAdminRebalanceCmd(g, a, f), newAdminDrainCmd(g, a, f), newAdminFailCmd(g, a, f), newAdminScrubCmd(g, a)}
 	c := groupCmd("admin", "Cluster health, rebalance, drain and forced rebuilds (through the controller)", subs...)
 	addEtcdFlags(c, a)
 	c.PersistentFlags().StringVar(&f.controller, "controller", "", "HOST:PORT of a controller's admin API (default: work on etcd directly)")
@@ -101,6 +101,12 @@ func printStatus(w io.Writer, st *admin.StatusReply) {
 		move := "-"
 		if t.Segment != "" {
 			move = fmt.Sprintf("shard %d %s -> %s", t.Shard, t.From, t.To)
+		}
+		if t.Kind == meta.TaskScrub {
+			move = fmt.Sprintf("%d bad, %d healed", t.Found, t.Healed)
+			if t.Ended != "" {
+				move += ", ended " + t.Ended
+			}
 		}
 		eta := "-"
 		if t.EtaSeconds > 0 || t.Done > 0 {

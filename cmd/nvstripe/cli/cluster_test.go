@@ -174,12 +174,13 @@ func TestAdminEndToEnd(t *testing.T) {
 	}
 	var info volumeInfo
 	if err := json.Unmarshal([]byte(a.ok("node-1", "volume", "info", "v1", "--json")), &info); err != nil ||
-		info.Segments != 8 || info.Allocated != 1 || len(info.Owners) != 1 {
+		info.Segments != 9 || info.Allocated != 1 || len(info.Owners) != 1 { // 9: each slot's last chunk holds checksums
 		t.Fatalf("volume info --json: %+v %v", info, err)
 	}
 	a.fails("is mapped (rw by node-1", "volume", "rm", "v1")
 	_ = owner.Release(context.Background())
 	a.ok("not mapped", "volume", "info", "v1")
+	a.ok("checksums format 2: crc32c per 4 KiB block", "volume", "info", "v1")
 	a.ok("volume v1 removed", "volume", "rm", "v1")
 	a.fails("not found", "volume", "info", "v1")
 }

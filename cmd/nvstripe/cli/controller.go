@@ -23,6 +23,7 @@ type controllerFlags struct {
 	holder, hostNQN           string
 	bandwidth                 int64
 	metrics, api              string
+	scrubInterval             time.Duration
 	outAfter, interval, grace time.Duration
 	probeTimeout, leaderTTL   time.Duration
 	maxMoves, maxMovesPerNS   int
@@ -58,7 +59,7 @@ func newControllerCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			d, err := controllerd.New(cmd.Context(), controllerd.Options{Runner: cfg, HostNQN: f.hostNQN, MetricsAddr: f.metrics})
+			d, err := controllerd.New(cmd.Context(), controllerd.Options{Runner: cfg, HostNQN: f.hostNQN, MetricsAddr: f.metrics, ScrubInterval: f.scrubInterval})
 			if err != nil {
 				return err
 			}
@@ -105,6 +106,7 @@ func (f *controllerFlags) register(fl *pflag.FlagSet) {
 	fl.IntVar(&f.maxMovesPerNS, "max-moves-per-ns", 2, "moves in flight writing to or copying from one namespace")
 	fl.Float64Var(&f.minUp, "min-up", 0.5, "mark namespaces out only while at least this fraction of hosts is up (fewer suggests the controller is cut off; negative: no guard)")
 	fl.StringVar(&f.api, "api", "", "HOST:PORT of the gRPC admin API, for admin --controller (\"\": off)")
+	fl.DurationVar(&f.scrubInterval, "scrub-interval", 7*24*time.Hour, "how often the owner of each checksummed, mapped volume scrubs it (0: never; `admin scrub` starts one now)")
 	fl.StringVar(&f.metrics, "metrics", "", "HOST:PORT of the Prometheus metrics listener (tasks, volume health; \"\": off)")
 	fl.StringVar(&f.hostNQN, "host-nqn", "", "NVMe host NQN the controller connects as (default: nvstripe's)")
 	fl.BoolVar(&f.probe, "probe", true, "TCP-probe the namespace paths of hosts that do not gossip (false: such hosts are not tracked)")

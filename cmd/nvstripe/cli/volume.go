@@ -25,19 +25,24 @@ func newVolumeCreateCmd(g *globals, a *etcdAuth) *cobra.Command {
 	chunk := int64(128 << 10)
 	var k, m int
 	var shared bool
+	checksum := meta.ChecksumCRC32C
 	c := &cobra.Command{
-		Use:   "create NAME --size S [--k 4 --m 2 --chunk 128KiB] [--allow-shared-domains]",
+		Use:   "create NAME --size S [--k 4 --m 2 --chunk 128KiB] [--checksum crc32c|none] [--allow-shared-domains]",
 		Short: "Create a thin volume (space is placed on first write)",
 		Long: "create records a volume of --size bytes (a multiple of 4KiB) striped as k data + m parity\n" +
 			"chunks. Every segment puts its k+m shards in distinct failure domains, so k+m may not exceed\n" +
-			"the domains in service unless --allow-shared-domains.",
+			"the domains in service unless --allow-shared-domains. With --checksum crc32c (the default) every\n" +
+			"4KiB block of every shard has a checksum, verified on every read (about 0.1% of the space).",
 		Args: cobra.ExactArgs(1),
 		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
 			if size == 0 {
 				return usageError{errors.New("volume create needs --size")}
 			}
+			if checksum == "none" {
+				checksum = ""
+			}
 			rec, err := s.CreateVolume(cmd.Context(), meta.VolumeSpec{Name: args[0], Size: size,
-				Layout: meta.Layout{K: k, M: m, Chunk: chunk}, AllowSharedDomains: shared})
+				Layout: meta.Layout{K: k, M: m, Chunk: chunk, Checksum: checksum}, AllowSharedDomains: shared})
 			if err != nil {
 				return err
 			}
@@ -50,6 +55,7 @@ func newVolumeCreateCmd(g *globals, a *etcdAuth) *cobra.Command {
 	fl.IntVar(&k, "k", 4, "data shards per stripe")
 	fl.IntVar(&m, "m", 2, "parity shards per stripe")
 	fl.Var(units.NewFlag(&chunk), "chunk", "chunk (stripe unit) size, a power of two from 4KiB to 4MiB")
+	fl.StringVar(&checksum, "checksum", checksum, "block checksums: crc32c or none")
 	fl.BoolVar(&shared, "allow-shared-domains", false, "allow shards of a segment to share a failure domain when there are too few")
 	return c
 }
@@ -105,8 +111,8 @@ func newVolumeInfoCmd(g *globals, a *etcdAuth) *cobra.Command {
 				return printJSON(cmd.OutOrStdout(), info)
 			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "volume %s\nsize %s\nlayout %d+%d chunk %s\nstate %s\nsegments %d allocated of %d (%d dirty, %d moving)\n",
-				info.Name, fmtBytes(info.Size), info.Layout.K, info.Layout.M, fmtBytes(info.Layout.Chunk), info.State,
+			fmt.Fprintf(out, "volume %s\nsize %s\nlayout %d+%d chunk %s\nchecksums %s\nstate %s\nsegments %d allocated of %d (%d dirty, %d moving)\n",
+				info.Name, fmtBytes(info.Size), info.Layout.K, info.Layout.M, fmtBytes(info.Layout.Chunk), info.Layout.Format(), info.State,
 				info.Allocated, info.Segments, info.Dirty, info.Moving)
 			for _, o := range info.Owners {
 				fmt.Fprintf(out, "owner %s (%s, epoch %d)\n", o.Holder, o.Mode, o.Epoch)
@@ -147,7 +153,7 @@ func readVolumeInfo(cmd *cobra.Command, s *meta.Store, name string) (*volumeInfo
 	if err != nil {
 		return nil, err
 	}
-	segData := int64(v.Layout.K) * c.SlotSize
+	segData := v.Layout.Geometry(c.SlotSize).SegmentData()
 	info := &volumeInfo{VolumeRecord: v, Segments: (v.Size + segData - 1) / segData, Allocated: len(segs), Dirty: len(dirty), Owners: owners}
 	for _, r := range segs {
 		if r.Move != nil {

@@ -1,0 +1,78 @@
+package volclient
+
+import (
+	"context"
+	"time"
+
+	"github.com/nvstripe/nvstripe/meta"
+)
+
+// scrubTask reports whether r is a scrub of this owner's volume to start.
+func (s *taskServer) scrubTask(r *meta.TaskRecord) bool {
+	return r.Kind == meta.TaskScrub && r.Volume == s.m.Record.Name && r.Holder == s.o.Holder && r.State == meta.TaskRunning
+}
+
+// startScrub runs the scrub task t unless one runs already.
+func (s *taskServer) startScrub(ctx context.Context, t *meta.TaskRecord) {
+	s.mu.Lock()
+	busy := s.scrubbing
+	s.scrubbing = true
+	s.mu.Unlock()
+	if busy {
+		return
+	}
+	s.wg.Go(func() {
+		defer func() {
+			s.mu.Lock()
+			s.scrubbing = false
+			s.mu.Unlock()
+		}()
+		s.runScrub(ctx, t)
+	})
+}
+
+// runScrub scrubs the volume segment by segment from t.Done, paced like
+// the moves, writing progress and what it found back to t. When ctx ends
+// the task stays running at the segment reached: the next ServeTasks of
+// this holder resumes it.
+func (s *taskServer) runScrub(ctx context.Context, t *meta.TaskRecord) {
+	v := s.m.Volume
+	t.Total = v.Geometry().Segments(v.Size())
+	var pace func(context.Context, int64) error
+	if s.o.Pacer != nil {
+		pace = s.o.Pacer.Wait
+	}
+	s.o.Logf("volume %s: scrub from segment %d of %d", t.Volume, t.Done, t.Total)
+	var wrote time.Time
+	for seg := t.Done; seg < t.Total; seg++ {
+		before := v.ChecksumStats()
+		_, err := v.Scrub(ctx, seg, seg, pace)
+		after := v.ChecksumStats()
+		t.Found += after.Mismatches - before.Mismatches
+		t.Healed += after.Healed - before.Healed
+		if ctx.Err() != nil {
+			s.putTask(context.WithoutCancel(ctx), t)
+			return
+		}
+		if err != nil {
+			t.State, t.Error, t.Ended = meta.TaskFailed, err.Error(), time.Now().UTC().Format(time.RFC3339)
+			s.o.Logf("volume %s: scrub: %v", t.Volume, err)
+			s.putTask(ctx, t)
+			return
+		}
+		t.Done = seg + 1
+		if time.Since(wrote) >= s.o.ProgressEvery {
+			wrote = time.Now()
+			s.putTask(ctx, t)
+		}
+	}
+	t.State, t.Ended = meta.TaskDone, time.Now().UTC().Format(time.RFC3339)
+	s.o.Logf("volume %s: scrub done: %d blocks bad, %d healed", t.Volume, t.Found, t.Healed)
+	s.putTask(ctx, t)
+}
+
+func (s *taskServer) putTask(ctx context.Context, t *meta.TaskRecord) {
+	if err := s.store.PutTask(ctx, t); err != nil && ctx.Err() == nil {
+		s.o.Logf("task %s: %v", t.ID, err)
+	}
+}

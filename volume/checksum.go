@@ -1,0 +1,288 @@
+package volume
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"sync"
+	"sync/atomic"
+
+	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/volume/layout"
+)
+
+// castagnoli is the crc32c table; hash/crc32 computes it with the CPU's
+// crc32 instruction on amd64 and arm64.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// zeroSum is the crc32c of a block of zeros.
+var zeroSum = crc32.Checksum(make([]byte, layout.ChecksumBlock), castagnoli)
+
+// blockSum is the stored checksum of one block: its crc32c xor that of a
+// zero block, so that a trimmed block (zeros) and its trimmed checksum
+// (zero) agree without a write.
+func blockSum(b []byte) uint32 { return crc32.Checksum(b, castagnoli) ^ zeroSum }
+
+// sumPageSize is the unit in which the checksum area is read, cached and
+// written: one block, holding the checksums of 1024 blocks (4 MiB) of the
+// slot. A chunk's checksums never straddle two pages (chunks are powers of
+// two of at most 4 MiB and the area starts chunk-aligned).
+const sumPageSize = layout.ChecksumBlock
+
+// sumTable caches one slot copy's checksum area page by page. The volume's
+// owner is the only writer of its slots, so the cache is authoritative once
+// a page is loaded; pages are loaded on first use (a fresh slot's are known
+// to be zero: allocation trims the slot).
+type sumTable struct {
+	fresh   bool        // the slot was trimmed on allocation: unloaded pages are zero
+	dropped atomic.Bool // the slot was freed or moved away: write nothing more
+	once    sync.Once
+	pages   []atomic.Pointer[sumPage] // by page index, filled on first use
+}
+
+// sumPage is one cached page of a checksum area.
+type sumPage struct {
+	idx     int64 // page index in the checksum area
+	loaded  atomic.Bool
+	pending atomic.Bool // queued for the next Flush
+	io      sync.Mutex  // serialises loading and writing the page
+	mu      sync.Mutex  // guards buf and gen
+	buf     [sumPageSize]byte
+	gen     int64 // changes applied to buf
+	stored  int64 // gen last written (REQUIRES: io held)
+	fua     int64 // gen last written with FUA (REQUIRES: io held)
+}
+
+// page returns page idx of a checksum area of n pages, creating it on
+// first use (without a lock: the hot path of every shard IO).
+func (t *sumTable) page(idx, n int64) *sumPage {
+	t.once.Do(func() { t.pages = make([]atomic.Pointer[sumPage], n) })
+	if p := t.pages[idx].Load(); p != nil {
+		return p
+	}
+	p := &sumPage{idx: idx}
+	p.loaded.Store(t.fresh)
+	if t.pages[idx].CompareAndSwap(nil, p) {
+		return p
+	}
+	return t.pages[idx].Load()
+}
+
+// sumPageOf returns the loaded page that holds the checksums of stripe t
+// of slot copy sl from chunk offset off, and the byte index of the first.
+func (v *Volume) sumPageOf(ctx context.Context, sl *slot, t, off int64) (*sumPage, int, error) {
+	at := v.g.ChecksumOffset(t, off) - v.g.DataEnd()
+	p := sl.sums.page(v.sumPageIndex(t, off), v.g.ChecksumArea()/sumPageSize)
+	if !p.loaded.Load() {
+		p.io.Lock()
+		defer p.io.Unlock()
+		if !p.loaded.Load() {
+			var b [sumPageSize]byte
+			if err := sl.dev.ReadAt(ctx, b[:], v.g.DataEnd()+at/sumPageSize*sumPageSize); err != nil {
+				return nil, 0, fmt.Errorf("reading checksums: %w", err)
+			}
+			p.mu.Lock()
+			p.buf = b
+			p.mu.Unlock()
+			p.loaded.Store(true)
+		}
+	}
+	return p, int(at % sumPageSize), nil
+}
+
+// storedSums fills want with the stored checksums of the blocks of stripe
+// t of slot copy sl from chunk offset off.
+func (v *Volume) storedSums(ctx context.Context, sl *slot, t, off int64, want []uint32) error {
+	p, at, err := v.sumPageOf(ctx, sl, t, off)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	for i := range want {
+		want[i] = binary.LittleEndian.Uint32(p.buf[at+4*i:])
+	}
+	p.mu.Unlock()
+	return nil
+}
+
+// verify checks b, read from stripe t of slot copy sl at chunk offset off,
+// against its stored checksums. A mismatch is a *ChecksumError (class
+// blockdev.ErrCorrupt); failing to read the checksums is the device's error.
+func (v *Volume) verify(ctx context.Context, s *segment, i int, sl *slot, t, off int64, b []byte) error {
+	p, at, err := v.sumPageOf(ctx, sl, t, off)
+	if err != nil {
+		return err
+	}
+	bad := -1
+	p.mu.Lock()
+	for i := 0; i*layout.ChecksumBlock < len(b); i++ {
+		blk := b[i*layout.ChecksumBlock : (i+1)*layout.ChecksumBlock]
+		if blockSum(blk) != binary.LittleEndian.Uint32(p.buf[at+4*i:]) {
+			bad = i
+			break
+		}
+	}
+	p.mu.Unlock()
+	if bad < 0 {
+		return nil
+	}
+	return &ChecksumError{NS: sl.ref.NS, Segment: s.id, Slot: i, Stripe: t, Offset: sl.ref.Slot*v.g.SlotSize + t*v.g.Chunk + off + int64(bad)*layout.ChecksumBlock}
+}
+
+// writeSums stores the checksums of b, just written to stripe t of slot
+// copy sl at chunk offset off, and writes their page (with FUA when fua).
+func (v *Volume) writeSums(ctx context.Context, sl *slot, t, off int64, b []byte, fua bool) error {
+	p, at, err := v.sumPageOf(ctx, sl, t, off)
+	if err != nil {
+		return err
+	}
+	var sums [layout.MaxChunk / layout.ChecksumBlock]uint32
+	n := len(b) / layout.ChecksumBlock
+	for i := 0; i < n; i++ {
+		sums[i] = blockSum(b[i*layout.ChecksumBlock : (i+1)*layout.ChecksumBlock])
+	}
+	p.mu.Lock()
+	for i := 0; i < n; i++ {
+		binary.LittleEndian.PutUint32(p.buf[at+4*i:], sums[i])
+	}
+	p.gen++
+	mine := p.gen
+	p.mu.Unlock()
+	if fua {
+		return v.storePage(ctx, sl, p, mine, true)
+	}
+	v.sumsPending(sl, p)
+	return nil
+}
+
+// sumsPending queues page p of slot copy sl for the next Flush. Checksums
+// of a write without FUA need be durable only when the write is, so their
+// pages are written once per flush, not once per write; a crash before the
+// flush leaves blocks without their checksums only in dirty segments, which
+// Recover resyncs (healResync).
+func (v *Volume) sumsPending(sl *slot, p *sumPage) {
+	if !p.pending.CompareAndSwap(false, true) {
+		return // queued already: the Flush writes the page as it is then
+	}
+	v.sumMu.Lock()
+	if v.sumDirty == nil {
+		v.sumDirty = map[*sumPage]*slot{}
+	}
+	v.sumDirty[p] = sl
+	v.sumMu.Unlock()
+}
+
+// storeSums writes the queued checksum pages (of slot copy only, when not
+// nil). A page whose namespace is unavailable marks it down, as a failed
+// write does; the caller's flush then treats its slots as lost.
+func (v *Volume) storeSums(ctx context.Context, only *slot) error {
+	type item struct {
+		p  *sumPage
+		sl *slot
+	}
+	var todo []item
+	v.sumMu.Lock()
+	for p, sl := range v.sumDirty {
+		if only == nil || sl == only {
+			todo = append(todo, item{p, sl})
+			delete(v.sumDirty, p)
+			p.pending.Store(false) // a change from now on queues it again
+		}
+	}
+	v.sumMu.Unlock()
+	return v.each(len(todo), func(i int) error {
+		it := todo[i]
+		it.p.mu.Lock()
+		gen := it.p.gen
+		it.p.mu.Unlock()
+		err := v.storePage(ctx, it.sl, it.p, gen, false)
+		switch {
+		case err == nil:
+		case blockdev.Class(err) == blockdev.ErrUnavailable:
+			it.sl.ns.down.Store(true) // its slots go stale; Repair rewrites them
+		default:
+			v.sumsPending(it.sl, it.p) // the next Flush tries again
+			return err
+		}
+		return nil
+	})
+}
+
+// zeroSums sets the checksums of stripes [first, last] of slot copy sl to
+// those of zero blocks (after a trim or write-zeroes) and writes them, one
+// page write per page.
+func (v *Volume) zeroSums(ctx context.Context, sl *slot, first, last int64) error {
+	per := v.g.BlocksPerChunk() * layout.ChecksumSize // checksum bytes per stripe
+	for t := first; t <= last; {
+		p, at, err := v.sumPageOf(ctx, sl, t, 0)
+		if err != nil {
+			return err
+		}
+		n := min(last+1-t, (sumPageSize-int64(at))/per) // stripes on this page
+		p.mu.Lock()
+		clear(p.buf[at : at+int(n*per)])
+		p.gen++
+		mine := p.gen
+		p.mu.Unlock()
+		if err := v.storePage(ctx, sl, p, mine, false); err != nil {
+			return err
+		}
+		t += n
+	}
+	return nil
+}
+
+func (v *Volume) sumPageIndex(t, off int64) int64 {
+	return (v.g.ChecksumOffset(t, off) - v.g.DataEnd()) / sumPageSize
+}
+
+// storePage makes change gen of page idx durable as far as a write is
+// (with FUA when fua). Writers of one page queue on its io lock; the one
+// at the head writes the page as it is then, with every change made so
+// far, so that a page image never lands after a newer one and concurrent
+// writers share one write.
+func (v *Volume) storePage(ctx context.Context, sl *slot, p *sumPage, gen int64, fua bool) error {
+	p.io.Lock()
+	defer p.io.Unlock()
+	if sl.sums.dropped.Load() || (p.stored >= gen && (!fua || p.fua >= gen)) {
+		return nil
+	}
+	var b [sumPageSize]byte
+	p.mu.Lock()
+	b = p.buf
+	cur := p.gen
+	p.mu.Unlock()
+	off := v.g.DataEnd() + p.idx*sumPageSize
+	var err error
+	if fua {
+		err = blockdev.WriteFUA(ctx, sl.dev, b[:], off)
+	} else {
+		err = sl.dev.WriteAt(ctx, b[:], off)
+	}
+	if err != nil {
+		return fmt.Errorf("writing checksums: %w", err)
+	}
+	sl.ns.unflushed.Store(true)
+	p.stored = cur
+	if fua {
+		p.fua = cur
+	}
+	return nil
+}
+
+// ChecksumError reports a block whose contents do not match its stored
+// checksum. Its class is blockdev.ErrCorrupt.
+type ChecksumError struct {
+	NS      string
+	Segment int64
+	Slot    int
+	Stripe  int64
+	Offset  int64 // byte offset of the first bad block in the namespace
+}
+
+func (e *ChecksumError) Error() string {
+	return fmt.Sprintf("checksum mismatch: namespace %s offset %d (segment %d slot %d stripe %d)", e.NS, e.Offset, e.Segment, e.Slot, e.Stripe)
+}
+
+func (e *ChecksumError) Unwrap() error { return blockdev.ErrCorrupt }

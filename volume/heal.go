@@ -1,0 +1,377 @@
+package volume
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/nvstripe/nvstripe/volume/layout"
+)
+
+// healMode says what a stripe heal may assume about the stripe.
+type healMode int
+
+const (
+	// healRead: a read found a block that does not match its checksum; no
+	// write was torn, so only blocks the other shards prove wrong change.
+	healRead healMode = iota
+	// healScrub: as healRead, and parity must agree with the data.
+	healScrub
+	// healResync: the segment was dirty at a crash, so a write may have
+	// left a block and its checksum, or data and parity, on different
+	// versions. Parity is recomputed from the data.
+	healResync
+)
+
+// ChecksumStats counts what checksum verification found since the volume
+// was opened.
+type ChecksumStats struct {
+	Mismatches int64 // blocks that did not match their checksum
+	Healed     int64 // of those, rewritten from the other shards
+	Unhealed   int64 // of those, left bad: more than M shards of the row were bad
+	Torn       int64 // blocks of dirty segments taken as they are after a crash
+	Parity     int64 // parity chunks a scrub or resync found out of step and rewrote
+}
+
+type checksumCounters struct{ mismatches, healed, unhealed, torn, parity atomic.Int64 }
+
+// ChecksumStats returns the checksum counters.
+func (v *Volume) ChecksumStats() ChecksumStats {
+	c := &v.csum
+	return ChecksumStats{Mismatches: c.mismatches.Load(), Healed: c.healed.Load(),
+		Unhealed: c.unhealed.Load(), Torn: c.torn.Load(), Parity: c.parity.Load()}
+}
+
+// ChecksumInfo describes the bad blocks one heal found in one shard of a
+// stripe.
+type ChecksumInfo struct {
+	NS      string
+	Segment int64
+	Slot    int
+	Stripe  int64
+	Offset  int64 // byte offset of the first bad block in the namespace
+	Blocks  int   // bad blocks in the shard's chunk
+	Healed  int   // of those, rewritten (data or checksum) from the other shards
+	Torn    int   // of those, taken as they are (resync of a dirty segment)
+}
+
+// stripeImage is every usable shard of one stripe, read whole, with the
+// stored checksums of its blocks.
+type stripeImage struct {
+	bufs  *stripeBufs
+	sums  [][]uint32 // by shard; nil when the shard is not usable
+	fixed [][]bool   // by shard and block: rewrite this block
+	bad   [][]bool   // by shard and block: did not match its checksum
+	torn  [][]bool   // by shard and block: kept as it is by a resync
+}
+
+// healStripe checks every block of every usable shard of stripe id against
+// its stored checksum. A block that does not match is rebuilt from the
+// other shards of its row (the same block offset in every shard) that do
+// match, and rewritten with its checksum: with no write in flight the stripe
+// is consistent, so K verified shards determine the rest. With fewer than K
+// verified shards in the row the block is left alone and counted unhealed
+// (reads of it then fail with class ErrCorrupt).
+//
+// In healResync (a dirty segment after a crash) data and parity may hold
+// different versions, so a rebuilt block is trusted only with a second
+// witness: it matches the stored checksum (the block was torn or bad), or
+// it equals the block as read (the checksum was). Otherwise the block is
+// the torn write of an unacknowledged request: the data is kept, its
+// checksum rewritten, and parity re-encoded from it (docs/architecture.md).
+// REQUIRES: stripe lock held, s.io held shared.
+func (v *Volume) healStripe(ctx context.Context, s *segment, id layout.StripeID, mode healMode) error {
+	usable := v.usableShards(s, id)
+	if mode == healResync {
+		for sh := 0; sh < v.g.K; sh++ {
+			if !usable[sh] {
+				return fmt.Errorf("segment %d stripe %d: resync needs every data shard: %w", s.id, id.Stripe, v.stripeError(s, id, usable))
+			}
+		}
+	}
+	img, err := v.readImage(ctx, s, id, usable)
+	if err != nil {
+		return err
+	}
+	defer img.bufs.release()
+	for r := int64(0); r < v.g.BlocksPerChunk(); r++ {
+		v.healRow(img, usable, r, mode)
+	}
+	v.reportHeal(s, id, img)
+	parity := mode == healResync || (mode == healScrub && count(usable) == v.g.N())
+	if parity && v.g.M > 0 {
+		if err := v.fixParity(img, usable, mode); err != nil {
+			return err
+		}
+	}
+	return v.writeFixes(ctx, s, id, img)
+}
+
+// readImage reads every usable shard of the stripe whole, without
+// verifying, and the stored checksums of its blocks.
+func (v *Volume) readImage(ctx context.Context, s *segment, id layout.StripeID, usable []bool) (*stripeImage, error) {
+	n, rows := v.g.N(), v.g.BlocksPerChunk()
+	img := &stripeImage{bufs: &stripeBufs{v: v, shards: make([][]byte, n)},
+		sums: make([][]uint32, n), fixed: make([][]bool, n), bad: make([][]bool, n), torn: make([][]bool, n)}
+	for sh := range n {
+		img.bufs.alloc(sh, v.g.Chunk)
+		img.fixed[sh] = make([]bool, rows)
+		img.bad[sh] = make([]bool, rows)
+		img.torn[sh] = make([]bool, rows)
+	}
+	err := v.each(n, func(sh int) error {
+		if !usable[sh] {
+			return nil
+		}
+		i := v.g.SlotOf(id.Stripe, sh)
+		sl := s.readSlot(i, id.Stripe)
+		if sl == nil {
+			return &shardFault{err: fmt.Errorf("segment %d slot %d: no usable copy: %w", s.id, i, errNoCopy)}
+		}
+		err := sl.dev.ReadAt(ctx, img.bufs.shards[sh], v.g.SlotOffset(id))
+		if err == nil {
+			img.sums[sh] = make([]uint32, rows)
+			err = v.storedSums(ctx, sl, id.Stripe, 0, img.sums[sh])
+		}
+		return v.shardFailed(s, sl, i, id.Stripe, err)
+	})
+	if err != nil {
+		img.bufs.release()
+		return nil, err
+	}
+	return img, nil
+}
+
+// errNoCopy is the cause of a shard fault on a slot with no copy serving
+// the stripe (it went stale or down meanwhile).
+var errNoCopy = errors.New("no copy serves the stripe")
+
+// healRow checks and heals block r of every usable shard.
+func (v *Volume) healRow(img *stripeImage, usable []bool, r int64, mode healMode) {
+	n := v.g.N()
+	lo, hi := r*layout.ChecksumBlock, (r+1)*layout.ChecksumBlock
+	var bad []int
+	for sh := range n {
+		if usable[sh] && blockSum(img.bufs.shards[sh][lo:hi]) != img.sums[sh][r] {
+			bad = append(bad, sh)
+			img.bad[sh][r] = true
+		}
+	}
+	if len(bad) == 0 {
+		return
+	}
+	v.csum.mismatches.Add(int64(len(bad)))
+	rebuilt := v.rebuildRow(img, usable, bad, lo, hi)
+	for _, sh := range bad {
+		got := img.bufs.shards[sh][lo:hi]
+		switch {
+		case rebuilt != nil && (mode != healResync || blockSum(rebuilt[sh]) == img.sums[sh][r]):
+			copy(got, rebuilt[sh]) // the block (or its checksum, or both) was bad
+		case rebuilt != nil && bytes.Equal(rebuilt[sh], got):
+			// the checksum was bad: rewriting the block rewrites it
+		case mode == healResync:
+			v.csum.torn.Add(1) // data kept; parity is re-encoded from it
+			img.fixed[sh][r] = sh < v.g.K
+			img.torn[sh][r] = true
+			continue
+		default:
+			v.csum.unhealed.Add(1)
+			continue
+		}
+		img.fixed[sh][r] = true
+		v.csum.healed.Add(1)
+	}
+}
+
+// rebuildRow reconstructs block range [lo, hi) of the bad shards from the
+// usable good ones, or returns nil when fewer than K are good.
+func (v *Volume) rebuildRow(img *stripeImage, usable []bool, bad []int, lo, hi int64) [][]byte {
+	n := v.g.N()
+	shards := make([][]byte, n)
+	want := make([]bool, n)
+	good := 0
+	for sh := range n {
+		if usable[sh] && !contains(bad, sh) {
+			shards[sh] = img.bufs.shards[sh][lo:hi]
+			good++
+		}
+	}
+	if good < v.g.K {
+		return nil
+	}
+	for _, sh := range bad {
+		want[sh] = true
+		shards[sh] = make([]byte, 0, hi-lo)
+	}
+	if err := v.codec.ReconstructRange(shards, want); err != nil {
+		return nil
+	}
+	return shards
+}
+
+// fixParity encodes parity from the (healed) data and marks the parity
+// blocks that differ from what the stripe holds for rewriting. In a scrub,
+// rows where a block stayed bad are left alone.
+func (v *Volume) fixParity(img *stripeImage, usable []bool, mode healMode) error {
+	n := v.g.N()
+	enc := make([][]byte, n)
+	for sh := range n {
+		if sh < v.g.K {
+			enc[sh] = img.bufs.shards[sh]
+		} else {
+			enc[sh] = make([]byte, v.g.Chunk)
+		}
+	}
+	if err := v.codec.Encode(enc); err != nil {
+		return err
+	}
+	changed := false
+	for sh := v.g.K; sh < n; sh++ {
+		if !usable[sh] {
+			continue
+		}
+		for r := int64(0); r < v.g.BlocksPerChunk(); r++ {
+			lo, hi := r*layout.ChecksumBlock, (r+1)*layout.ChecksumBlock
+			if mode != healResync && v.rowUnhealed(img, r) {
+				continue
+			}
+			if !bytes.Equal(enc[sh][lo:hi], img.bufs.shards[sh][lo:hi]) || img.bad[sh][r] {
+				copy(img.bufs.shards[sh][lo:hi], enc[sh][lo:hi])
+				img.fixed[sh][r] = true
+				changed = true
+			}
+		}
+	}
+	if changed {
+		v.csum.parity.Add(1)
+	}
+	return nil
+}
+
+// rowUnhealed reports whether a block of row r stayed bad.
+func (v *Volume) rowUnhealed(img *stripeImage, r int64) bool {
+	for sh := range img.bad {
+		if img.bad[sh][r] && !img.fixed[sh][r] {
+			return true
+		}
+	}
+	return false
+}
+
+// writeFixes rewrites every block marked fixed, with its checksum, to
+// every copy of its slot.
+func (v *Volume) writeFixes(ctx context.Context, s *segment, id layout.StripeID, img *stripeImage) error {
+	return v.each(v.g.N(), func(sh int) error {
+		for r := int64(0); r < v.g.BlocksPerChunk(); {
+			if !img.fixed[sh][r] {
+				r++
+				continue
+			}
+			end := r + 1
+			for end < v.g.BlocksPerChunk() && img.fixed[sh][end] {
+				end++
+			}
+			lo, hi := r*layout.ChecksumBlock, end*layout.ChecksumBlock
+			if err := v.shardWrite(ctx, s, id, sh, img.bufs.shards[sh][lo:hi], lo, false); err != nil {
+				return err
+			}
+			r = end
+		}
+		return nil
+	})
+}
+
+// reportHeal calls the Checksum listener once per shard with bad blocks.
+func (v *Volume) reportHeal(s *segment, id layout.StripeID, img *stripeImage) {
+	if v.ev.Checksum == nil {
+		return
+	}
+	for sh := range img.bad {
+		info := ChecksumInfo{Segment: s.id, Slot: v.g.SlotOf(id.Stripe, sh), Stripe: id.Stripe, Offset: -1}
+		info.NS = s.slots[info.Slot].ref.NS
+		for r, b := range img.bad[sh] {
+			if !b {
+				continue
+			}
+			if info.Offset < 0 {
+				info.Offset = s.slots[info.Slot].ref.Slot*v.g.SlotSize + v.g.SlotOffset(id) + int64(r)*layout.ChecksumBlock
+			}
+			info.Blocks++
+			switch {
+			case img.torn[sh][r]:
+				info.Torn++
+			case img.fixed[sh][r]:
+				info.Healed++
+			}
+		}
+		if info.Blocks > 0 {
+			v.ev.Checksum(info)
+		}
+	}
+}
+
+// isChecksumFault reports whether err is a block that did not match its
+// checksum.
+func isChecksumFault(err error) bool {
+	var c *ChecksumError
+	return errors.As(err, &c)
+}
+
+// Scrub checks every stripe of every allocated segment in [first, last]
+// against its checksums and parity and heals what it can, one stripe at a
+// time under its lock (foreground IO to other stripes goes on). pace, when
+// set, is called before each stripe with the bytes it reads. It returns
+// the number of stripes checked; ChecksumStats says what it found.
+func (v *Volume) Scrub(ctx context.Context, first, last int64, pace func(ctx context.Context, n int64) error) (int64, error) {
+	if !v.g.Checksums {
+		return 0, fmt.Errorf("scrub: volume has no checksums (made before format 2): %w", errNoChecksums)
+	}
+	var done int64
+	for seg := first; seg <= last; seg++ {
+		n, err := v.scrubSegment(ctx, seg, pace)
+		done += n
+		if err != nil {
+			return done, err
+		}
+	}
+	return done, nil
+}
+
+var errNoChecksums = errors.New("no checksums")
+
+func (v *Volume) scrubSegment(ctx context.Context, seg int64, pace func(ctx context.Context, n int64) error) (int64, error) {
+	s, err := v.acquire(ctx, seg, false)
+	if err != nil || s == nil {
+		return 0, err
+	}
+	defer s.io.RUnlock()
+	var done int64
+	for t := int64(0); t < v.g.StripesPerSegment(); t++ {
+		if pace != nil {
+			if err := pace(ctx, int64(v.g.N())*v.g.Chunk); err != nil {
+				return done, err
+			}
+		}
+		if err := v.scrubStripe(ctx, s, t); err != nil {
+			return done, err
+		}
+		done++
+	}
+	return done, nil
+}
+
+func (v *Volume) scrubStripe(ctx context.Context, s *segment, t int64) error {
+	id := layout.StripeID{Segment: s.id, Stripe: t}
+	mu := v.lock(id)
+	mu.Lock()
+	defer mu.Unlock()
+	var err error
+	for attempt := 0; attempt <= v.g.N(); attempt++ {
+		if err = v.healStripe(ctx, s, id, healScrub); !isShardFault(err) {
+			return err
+		}
+	}
+	return err
+}
