@@ -100,6 +100,7 @@ func importRules() map[string]rule {
 			why:   "nbd serves any blockdev.Device"},
 		"accept":   {why: "accept is the accept loop the servers share (nvmeof/target, nbd)"},
 		"faultnet": {why: "faultnet is a fault-injecting TCP proxy for tests and fault campaigns"},
+		"campaign": {ours: []string{"*"}, why: "campaign runs the fault campaign over the nvstripe binary's processes (tests only)"},
 		"uring":    {third: []string{"golang.org/x/sys/..."}, why: "uring is the io_uring binding under ublk"},
 		"ublk": {ours: []string{"blockdev", "uring"}, third: []string{"golang.org/x/sys/..."},
 			why: "ublk serves any blockdev.Device as /dev/ublkbN"},
