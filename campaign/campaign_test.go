@@ -63,6 +63,13 @@ var faults = []fault{
 		c.owner.kill()
 		time.Sleep(pause(rng))
 	}},
+	// Longer than the owner's lease TTL (10 s): the mapping is fenced and
+	// must take the volume again once etcd answers.
+	{"SIGSTOP etcd 12s", func(c *cluster, rng *rand.Rand) {
+		c.etcd.stop()
+		time.Sleep(12 * time.Second)
+		c.etcd.cont()
+	}},
 }
 
 // TestCampaign runs the fault campaign (see the package doc).

@@ -57,6 +57,7 @@ type proc struct {
 func (p *proc) start(wait time.Duration) error {
 	cmd := exec.Command(p.bin, p.args...)
 	cmd.Stderr = p.logw
+	dieWithParent(cmd)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return err
