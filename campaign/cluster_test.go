@@ -143,16 +143,19 @@ func (c *cluster) volumeHealth() (string, error) {
 			Stale  int32  `json:"stale"`
 			Moving int32  `json:"moving"`
 		} `json:"volumes"`
+		Tasks   []json.RawMessage `json:"tasks"`
+		Blocked []string          `json:"blocked"`
 	}
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		return "", fmt.Errorf("admin status --json: %v\n%s", err, out)
 	}
 	for _, v := range st.Volumes {
 		if v.Volume == volName {
-			if v.Health == "healthy" && v.Stale == 0 && v.Moving == 0 {
+			// Healthy with no task or blocked shard left behind.
+			if v.Health == "healthy" && v.Stale == 0 && v.Moving == 0 && len(st.Tasks) == 0 && len(st.Blocked) == 0 {
 				return "healthy", nil
 			}
-			return fmt.Sprintf("%s, %d stale, %d moving", v.Health, v.Stale, v.Moving), nil
+			return fmt.Sprintf("%s, %d stale, %d moving, %d tasks, blocked %v", v.Health, v.Stale, v.Moving, len(st.Tasks), st.Blocked), nil
 		}
 	}
 	return "", fmt.Errorf("volume %s missing from admin status", volName)
