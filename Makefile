@@ -5,7 +5,7 @@ BENCHPKG ?= ./...
 # The layering test's checks (layering_test.go at the module root).
 LAYERING := TestImportTable|TestPurePackages|TestBannedConstructs|TestPackageDocs|TestChecks
 
-.PHONY: test fmt-check vet layering unit demo bench build proto proto-tools
+.PHONY: test fmt-check vet layering unit demo bench build proto proto-tools campaign
 
 # The gRPC APIs' schemas and the versions of the code generators that compile
 # them. proto-tools installs the pinned plugins (.ci/run does too); protoc is
@@ -39,6 +39,14 @@ layering:
 
 unit:
 	$(GO) test -race -timeout 40m ./...
+
+## campaign: the fault campaign over real processes (campaign/doc.go), 50 rounds;
+## `make test` runs 3. CAMPAIGN_SEED=S CAMPAIGN_ROUNDS=1 replays a failed round.
+CAMPAIGN_ROUNDS ?= 50
+CAMPAIGN_SEED   ?= 0
+campaign:
+	$(GO) test -count=1 -v -timeout 120m -run TestCampaign ./campaign \
+		-campaign.rounds=$(CAMPAIGN_ROUNDS) -campaign.seed=$(CAMPAIGN_SEED)
 
 ## proto: regenerate the committed *.pb.go files from the .proto files.
 proto:

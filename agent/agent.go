@@ -252,8 +252,9 @@ func (a *Agent) List() []*api.Mapping {
 }
 
 // WaitFenced waits until ctx ends (nil) or the mapping of volume name is
-// fenced (an error saying why), checking every second: what a foreground
-// `nvstripe map` waits for.
+// fenced for good (an error saying why): its lease was lost and it could
+// not take the volume again (another owner took it meanwhile). It checks
+// every second. This is what a foreground `nvstripe map` waits for.
 func (a *Agent) WaitFenced(ctx context.Context, name string) error {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -263,10 +264,14 @@ func (a *Agent) WaitFenced(ctx context.Context, name string) error {
 			return nil
 		case <-tick.C:
 		}
-		for _, m := range a.List() {
-			if m.Volume == name && m.State == api.StateFenced {
-				return fmt.Errorf("volume %s fenced, no longer served: %s", name, m.Error)
-			}
+		a.mu.Lock()
+		mp := a.maps[name]
+		a.mu.Unlock()
+		if mp == nil {
+			continue
+		}
+		if err := mp.fencedForGood(); err != nil {
+			return fmt.Errorf("volume %s fenced, no longer served: %w", name, err)
 		}
 	}
 }

@@ -17,9 +17,11 @@ import (
 	"github.com/nvstripe/nvstripe/agent/api"
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/blockdev/faultdev"
+	"github.com/nvstripe/nvstripe/faultnet"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/nbd"
 	"github.com/nvstripe/nvstripe/rpctest"
+	"github.com/nvstripe/nvstripe/volclient"
 )
 
 func randBytes(t *testing.T, n int) []byte {
@@ -383,7 +385,9 @@ func (r *responseRecorder) WriteHeader(int)             {}
 
 // TestLeaseLossFencesMapping cuts the agent off etcd for longer than the
 // lease TTL: the lease is lost, the mapping says fenced, IO fails with
-// ErrFenced, and another node can take the volume.
+// ErrFenced, and another node can take the volume. When etcd is back the
+// mapping finds that other owner in the volume's history and stays fenced
+// for good, saying so.
 func TestLeaseLossFencesMapping(t *testing.T) {
 	e := newAgentEnvProxied(t)
 	ctx := context.Background()
@@ -403,14 +407,12 @@ func TestLeaseLossFencesMapping(t *testing.T) {
 		t.Errorf("WaitFenced on a serving mapping, context ended: %v", err)
 	}
 	e.proxy.cut()
-	if err := a.WaitFenced(ctx, "v"); err == nil || !strings.Contains(err.Error(), "fenced") {
-		t.Errorf("WaitFenced once the lease is lost: %v", err)
-	}
-	if l := a.List()[0]; l.State != api.StateFenced || !strings.Contains(l.Error, "lease") {
+	waitFor(t, "the mapping to be fenced", func() bool { return a.List()[0].State == api.StateFenced })
+	if l := a.List()[0]; !strings.Contains(l.Error, "lease") {
 		t.Errorf("fenced mapping's error %q does not name the lease", l.Error)
 	}
-	if err := a.WaitFenced(ctx, "v"); err == nil || !strings.Contains(err.Error(), "volume v fenced") {
-		t.Errorf("WaitFenced on a fenced mapping: %v", err)
+	if err := a.WaitFenced(cancelled, "v"); err != nil {
+		t.Errorf("WaitFenced while the mapping may still take its volume again: %v", err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
@@ -430,13 +432,78 @@ func TestLeaseLossFencesMapping(t *testing.T) {
 		}
 		return err == nil
 	})
-	uctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	e.proxy.listen()
+	if err := a.WaitFenced(ctx, "v"); err == nil || !strings.Contains(err.Error(), "volume v fenced") ||
+		!strings.Contains(err.Error(), "successor") || !errors.Is(err, volclient.ErrTakenOver) {
+		t.Errorf("WaitFenced once etcd is back and the successor is found: %v", err)
+	}
+	if l := a.List()[0]; l.State != api.StateFenced || !strings.Contains(l.Error, "successor") {
+		t.Errorf("mapping taken over: %s, %q; want fenced naming the successor", l.State, l.Error)
+	}
+	if err := dev.WriteAt(ctx, randBytes(t, 4096), 0); !errors.Is(err, blockdev.ErrFenced) {
+		t.Errorf("write to a mapping taken over: %v, want ErrFenced", err)
+	}
+	uctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := a.Unmap(uctx, "v"); err != nil { // releasing fails (cut off), which is fine for a fenced mapping
+	if err := a.Unmap(uctx, "v"); err != nil {
 		t.Errorf("unmap of a fenced volume: %v", err)
 	}
 	if l := a.List(); len(l) != 0 {
 		t.Errorf("after unmapping a fenced volume: %+v", l)
+	}
+}
+
+// TestEtcdStallReacquires stalls etcd (every byte held, as when it is
+// stopped with SIGSTOP) for longer than the lease TTL: the mapping is
+// fenced; once etcd answers again it takes the volume again with a new
+// epoch, through the same frontend, and the data written before reads back.
+func TestEtcdStallReacquires(t *testing.T) {
+	e := newAgentEnv(t)
+	ctx := context.Background()
+	p, err := faultnet.New(strings.TrimPrefix(e.store.Endpoints()[0], "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	proxied, err := meta.Open(ctx, meta.Config{Endpoints: []string{p.Addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxied.Close()
+	o := e.options(t, "")
+	o.Store, o.LeaseTTL = proxied, 2*time.Second
+	a := e.newAgent(t, o)
+	m, err := a.Map(ctx, Spec{Volume: "v", Via: ViaNBDListen, Where: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := served(t, a, "v")
+	data := randBytes(t, 1<<20)
+	if err := dev.WriteAt(ctx, data, 0); err != nil {
+		t.Fatal(err)
+	}
+	p.Stall()
+	waitFor(t, "the mapping to be fenced", func() bool { return a.List()[0].State == api.StateFenced })
+	if err := dev.WriteAt(ctx, data[:4096], 0); !errors.Is(err, blockdev.ErrFenced) {
+		t.Fatalf("write while fenced: %v, want ErrFenced", err)
+	}
+	p.Resume()
+	waitFor(t, "the mapping to serve again", func() bool { return a.List()[0].State == api.StateServing })
+	l := a.List()[0]
+	if l.Epoch <= m.Epoch || l.Error != "" || l.Url != m.Url {
+		t.Fatalf("after etcd returned: epoch %d (was %d), error %q, url %s (was %s)", l.Epoch, m.Epoch, l.Error, l.Url, m.Url)
+	}
+	got := make([]byte, len(data))
+	if err := dev.ReadAt(ctx, got, 0); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read after taking the volume again: %v, equal %v", err, bytes.Equal(got, data))
+	}
+	more := randBytes(t, 4096)
+	if err := dev.WriteAt(ctx, more, 12<<20); err != nil { // a new segment: etcd again
+		t.Fatalf("write after taking the volume again: %v", err)
+	}
+	owners, err := e.store.Owners(ctx, "v")
+	if err != nil || len(owners) != 1 || owners[0].Epoch != l.Epoch {
+		t.Fatalf("owners in etcd: %+v, %v; want the new epoch %d only", owners, err, l.Epoch)
 	}
 }
 

@@ -41,7 +41,7 @@ func startFrontend(ctx context.Context, spec Spec, dev blockdev.Device, logf fun
 		if spec.Via == ViaNBDDevice {
 			return attachKernel(ctx, srv, spec)
 		}
-		return listenNBD(srv, spec)
+		return listenNBD(srv, spec, logf)
 	case ViaUblk:
 		return startUblk(spec, dev)
 	case ViaFUSE:
@@ -55,10 +55,10 @@ type nbdListener struct {
 	srv    *nbd.Server
 	addr   string // resolved Where
 	link   string
-	served chan error
+	served chan struct{} // closed when Serve has returned
 }
 
-func listenNBD(srv *nbd.Server, spec Spec) (*nbdListener, error) {
+func listenNBD(srv *nbd.Server, spec Spec, logf func(string, ...any)) (*nbdListener, error) {
 	network, addr := "tcp", spec.Where
 	if p, ok := strings.CutPrefix(spec.Where, "unix:"); ok {
 		network, addr = "unix", p
@@ -69,14 +69,19 @@ func listenNBD(srv *nbd.Server, spec Spec) (*nbdListener, error) {
 		srv.Close()
 		return nil, fmt.Errorf("NBD listener: %w", err)
 	}
-	f := &nbdListener{srv: srv, addr: spec.Where, served: make(chan error, 1)}
+	f := &nbdListener{srv: srv, addr: spec.Where, served: make(chan struct{})}
 	if network == "tcp" {
 		f.addr = l.Addr().String()
 		f.link = "nbd://" + f.addr + "/" + spec.Volume
 	} else {
 		f.link = "nbd+unix:///" + spec.Volume + "?socket=" + addr
 	}
-	go func() { f.served <- srv.Serve(context.Background(), l) }()
+	go func() {
+		defer close(f.served)
+		if err := srv.Serve(context.Background(), l); err != nil {
+			logf("agent: %s: NBD listener %s stopped: %v", spec.Volume, f.addr, err)
+		}
+	}()
 	return f, nil
 }
 
@@ -97,9 +102,15 @@ func removeStaleSocket(path string) {
 
 func (f *nbdListener) url() string   { return f.link }
 func (f *nbdListener) where() string { return f.addr }
+
+// close stops the server and waits for its Serve loop. It may be called
+// again (after an unmap that failed further on): Serve's end is a closed
+// channel, not a value only the first call would receive. How Serve ended
+// was logged when it did; it is no reason to refuse the unmap.
 func (f *nbdListener) close() error {
 	err := f.srv.Close()
-	return errors.Join(err, <-f.served)
+	<-f.served
+	return err
 }
 
 // nbdKernel is an export attached to /dev/nbdN.

@@ -48,6 +48,12 @@ type mapping struct {
 	// when it has returned.
 	stopTasks context.CancelFunc
 	tasksDone chan struct{}
+	pacer     *controller.Pacer
+	// reacquireDone is closed when the loop that takes a fenced mapping's
+	// volume again has ended; nil when none ran. gaveUp is set when it
+	// ended without the volume: the mapping stays fenced.
+	reacquireDone chan struct{}
+	gaveUp        bool
 }
 
 func newMapping(a *Agent, spec Spec) *mapping {
@@ -90,10 +96,7 @@ func (mp *mapping) openLocked(ctx context.Context) error {
 	if err := CheckSpec(spec); err != nil {
 		return err
 	}
-	m, err := volclient.OpenVolume(ctx, a.o.Store, spec.Volume, volclient.OpenOptions{
-		Holder: a.o.Holder, ReadOnly: spec.ReadOnly, LeaseTTL: a.o.LeaseTTL, Namespaces: a.o.Namespaces,
-		Events: volume.TeeListener(mp.ev.listener(), a.o.Events), Logf: a.o.Logf, RecheckInterval: a.o.RecheckInterval,
-	})
+	m, err := volclient.OpenVolume(ctx, a.o.Store, spec.Volume, mp.openOptions(spec))
 	if err != nil {
 		return err
 	}
@@ -112,7 +115,7 @@ func (mp *mapping) openLocked(ctx context.Context) error {
 	stop, done := make(chan struct{}), make(chan struct{})
 	mp.mu.Lock()
 	mp.spec.Where = front.where()
-	mp.opened, mp.dev, mp.front, mp.stopWatch, mp.watchDone = m, dev, front, stop, done
+	mp.opened, mp.dev, mp.front, mp.stopWatch, mp.watchDone, mp.pacer = m, dev, front, stop, done, pacer
 	mp.setStateLocked(api.StateServing, nil)
 	mp.mu.Unlock()
 	a.metrics.epoch.WithLabelValues(spec.Volume).Set(float64(m.Owner.Epoch()))
@@ -122,6 +125,15 @@ func (mp *mapping) openLocked(ctx context.Context) error {
 	}
 	go mp.watch(m, dev, stop, done)
 	return nil
+}
+
+// openOptions are the options every open of the mapping's volume uses.
+func (mp *mapping) openOptions(spec Spec) volclient.OpenOptions {
+	a := mp.a
+	return volclient.OpenOptions{
+		Holder: a.o.Holder, ReadOnly: spec.ReadOnly, LeaseTTL: a.o.LeaseTTL, Namespaces: a.o.Namespaces,
+		Events: volume.TeeListener(mp.ev.listener(), a.o.Events), Logf: a.o.Logf, RecheckInterval: a.o.RecheckInterval,
+	}
 }
 
 // serveTasks runs the shard moves the controller addresses to this owner
@@ -158,8 +170,12 @@ func (mp *mapping) watch(m *volclient.Mapped, dev *servedDev, stop <-chan struct
 				mp.stopTasks() // no new moves on a fenced volume
 			}
 			mp.setStateLocked(api.StateFenced, cause)
+			if mp.openCtx.Err() == nil {
+				mp.reacquireDone = make(chan struct{})
+				go mp.reacquire(m, cause, mp.reacquireDone)
+			}
 			mp.mu.Unlock()
-			mp.a.logf("agent: %s fenced: %v", m.Record.Name, cause)
+			mp.a.logf("agent: %s fenced: %v; taking it again once etcd answers", m.Record.Name, cause)
 			return
 		case <-tick.C:
 			if w := dev.Writes.Load(); w != seen {
@@ -230,6 +246,12 @@ func (mp *mapping) stop(ctx context.Context) (stopped bool, err error) {
 	mp.cancelOpen()
 	if mp.retryDone != nil {
 		<-mp.retryDone
+	}
+	mp.mu.Lock()
+	reacquiring := mp.reacquireDone
+	mp.mu.Unlock()
+	if reacquiring != nil {
+		<-reacquiring
 	}
 	mp.opMu.Lock()
 	defer mp.opMu.Unlock()

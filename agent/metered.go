@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,12 +37,24 @@ func (om *opMeter) observe(n int64, lat time.Duration, err error) {
 
 // servedDev is the device a mapping serves: the volume behind a fence (once
 // ownership is lost every call fails with blockdev.ErrFenced before it
-// reaches the volume) inside a meter (Prometheus metrics and the counters
-// of List; calls refused by the fence count as failed).
+// reaches the volume), the fence in a swappable slot (a mapping that takes
+// its volume again serves the new one behind a new fence, through the same
+// frontend), all inside a meter (Prometheus metrics and the counters of
+// List; calls refused by the fence count as failed).
 type servedDev struct {
 	*blockdev.Meter
-	fence *blockdev.Fence
+	slot  *blockdev.Swappable
+	fence atomic.Pointer[blockdev.Fence]
 }
+
+// sameKind is a Swappable whose devices are all of one kind: it is
+// Synchronous when the first was (a Swappable alone never is).
+type sameKind struct {
+	*blockdev.Swappable
+	sync bool
+}
+
+func (k sameKind) Synchronous() bool { return k.sync }
 
 // newServed wraps the volume dev of mapping volume; latency, when set,
 // receives the latency of every read and write (the pacer of shard moves
@@ -51,19 +64,29 @@ func newServed(dev blockdev.Device, m *Metrics, volume string, latency func(time
 	for op := range blockdev.NumOps {
 		ops[op] = newOpMeter(m, volume, op.String())
 	}
+	d := &servedDev{}
 	fence := blockdev.NewFence(dev)
-	meter := blockdev.NewMeter(fence, func(op blockdev.Op, n int64, lat time.Duration, err error) {
+	d.fence.Store(fence)
+	d.slot = blockdev.NewSwappable(dev.Size(), dev.BlockSize(), fence)
+	d.Meter = blockdev.NewMeter(sameKind{d.slot, blockdev.IsSynchronous(dev)}, func(op blockdev.Op, n int64, lat time.Duration, err error) {
 		ops[op].observe(n, lat, err)
 		if latency != nil && (op == blockdev.OpRead || op == blockdev.OpWrite) {
 			latency(lat)
 		}
 	})
-	return &servedDev{Meter: meter, fence: fence}
+	return d
 }
 
 // fenceLost makes every later call fail with ErrFenced, citing cause.
 func (d *servedDev) fenceLost(cause error) {
-	d.fence.Fence(fmt.Errorf("ownership lost, volume fenced: %w", cause))
+	d.fence.Load().Fence(fmt.Errorf("ownership lost, volume fenced: %w", cause))
+}
+
+// serveAgain serves dev (the volume opened again) from now on.
+func (d *servedDev) serveAgain(dev blockdev.Device) {
+	f := blockdev.NewFence(dev)
+	d.fence.Store(f)
+	d.slot.Swap(f)
 }
 
 // Close does nothing: the mapping closes the volume itself.

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/blockdev/devtest"
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/nbd"
 )
 
 func TestSpecOf(t *testing.T) {
@@ -181,4 +183,32 @@ func TestWrappersPassCapabilities(t *testing.T) {
 	devtest.PassesCapabilities(t, func(d blockdev.Device) blockdev.Device {
 		return newServed(d, NewMetrics(), "v", nil)
 	}, true)
+}
+
+// TestNBDListenerCloseTwice: a listener whose Serve loop already ended (here
+// on a closed server) closes, and closes again, without blocking: the
+// second close of an unmap retried by Close used to wait forever for a
+// value the first had taken.
+func TestNBDListenerCloseTwice(t *testing.T) {
+	srv, err := nbd.NewServer(nbd.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Close() // Serve returns ErrServerClosed at once
+	f, err := listenNBD(srv, Spec{Volume: "v", Via: ViaNBDListen, Where: "127.0.0.1:0"}, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 2)
+	go func() { done <- f.close(); done <- f.close() }()
+	for i := range 2 {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("close %d: %v", i+1, err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("close %d blocked", i+1)
+		}
+	}
 }

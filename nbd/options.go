@@ -38,9 +38,13 @@ type Options struct {
 	// NoStructuredReplies refuses NBD_OPT_STRUCTURED_REPLY (and so block
 	// status and hole reads). Default false: structured replies are offered.
 	NoStructuredReplies bool
-	// HandshakeTimeout bounds the option haggling of one connection.
-	// Default 30 s.
+	// HandshakeTimeout bounds the option haggling of one connection: one
+	// that has not entered transmission by then is closed. Default 30 s.
 	HandshakeTimeout time.Duration
+	// MaxConnections caps the connections each Serve loop serves at once;
+	// one beyond it is closed as soon as it is accepted (and logged).
+	// Default 128; negative: no cap.
+	MaxConnections int
 	// ShutdownGrace is how long Close lets in-flight requests run and their
 	// replies drain before cancelling their IO and closing sockets.
 	// Default 5 s.
@@ -90,6 +94,7 @@ const (
 	DefaultMaxInFlight      = 128
 	DefaultMaxInFlightBytes = 64 << 20
 	DefaultHandshakeTimeout = 30 * time.Second
+	DefaultMaxConnections   = 128
 	DefaultShutdownGrace    = 5 * time.Second
 	DefaultLoopbackSendBuf  = 512 << 10
 	DefaultReplyBacklog     = 2 << 20
@@ -122,6 +127,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.ShutdownGrace == 0 {
 		o.ShutdownGrace = DefaultShutdownGrace
+	}
+	if o.MaxConnections == 0 {
+		o.MaxConnections = DefaultMaxConnections
 	}
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}

@@ -2,13 +2,13 @@ package nbd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"slices"
 	"strings"
 	"sync"
 
+	"github.com/nvstripe/nvstripe/accept"
 	"github.com/nvstripe/nvstripe/blockdev"
 )
 
@@ -135,36 +135,30 @@ func (s *Server) track() bool {
 
 // Serve accepts connections on l and serves each in its own goroutine until
 // ctx is cancelled or Close is called; then it closes l, waits for its
-// connections to end (see Close) and returns nil. Other accept errors are
-// returned (after the same wait).
+// connections to end (see Close) and returns nil. Temporary accept errors
+// (out of file descriptors...) are waited out (package accept); connections
+// beyond MaxConnections are closed at once. Any other accept error is
+// returned once the connections have ended.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	if !s.track() {
 		l.Close()
 		return ErrServerClosed
 	}
 	defer s.wg.Done()
+	defer l.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(s.ctx, cancel)()
-	stopClose := context.AfterFunc(ctx, func() { l.Close() })
-	defer stopClose()
-	var conns sync.WaitGroup
-	defer conns.Wait()
-	for {
-		nc, err := l.Accept()
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
-				return nil
-			}
-			cancel()
-			return fmt.Errorf("nbd: accept on %v: %w", l.Addr(), err)
+	o := accept.Options{MaxConns: max(s.opts.MaxConnections, 0), Name: fmt.Sprintf("nbd: %v", l.Addr()), Logf: s.opts.Logf}
+	err := accept.Serve(ctx, l, o, func(nc net.Conn) {
+		if err := s.ServeConn(ctx, nc); err != nil {
+			s.opts.Logf("nbd: connection from %v: %v", nc.RemoteAddr(), err)
 		}
-		conns.Go(func() {
-			if err := s.ServeConn(ctx, nc); err != nil {
-				s.opts.Logf("nbd: connection from %v: %v", nc.RemoteAddr(), err)
-			}
-		})
+	})
+	if err != nil {
+		return fmt.Errorf("nbd: accept on %v: %w", l.Addr(), err)
 	}
+	return nil
 }
 
 // ServeConn runs the NBD protocol on one connection until the client

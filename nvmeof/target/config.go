@@ -60,6 +60,15 @@ type Config struct {
 	DiscoveryKATO time.Duration
 	// ANATT is the ANA transition time reported in Identify. Default 10 s.
 	ANATT time.Duration
+	// MaxConnections caps the connections open at once on each listener;
+	// one beyond the cap is closed as soon as it is accepted (and logged).
+	// A host uses one per queue (admin + I/O). Default 1024; negative: no
+	// cap.
+	MaxConnections int
+	// HandshakeTimeout bounds how long a new connection may take to send
+	// its ICReq, and then again its Connect; one that has not connected by
+	// then is closed. Default 10 s.
+	HandshakeTimeout time.Duration
 	// Logf receives diagnostic messages (connections, protocol errors).
 	// Default: none.
 	Logf func(format string, args ...any)
@@ -146,6 +155,10 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.ANATT == 0 {
 		c.ANATT = 10 * time.Second
+	}
+	setDefault(&c.MaxConnections, 1024)
+	if c.HandshakeTimeout <= 0 {
+		c.HandshakeTimeout = 10 * time.Second
 	}
 	for i := range c.Subsystems {
 		s := &c.Subsystems[i]

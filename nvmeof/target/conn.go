@@ -14,9 +14,6 @@ import (
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
 )
 
-// icTimeout bounds the wait for the ICReq of a new connection.
-const icTimeout = 10 * time.Second
-
 // readBufSize is the size of a connection's read buffer.
 const readBufSize = 64 << 10
 
@@ -75,6 +72,11 @@ func (c *conn) close() {
 func (c *conn) serve() {
 	go c.snd.run()
 	err := c.handshake()
+	// Until its Connect succeeds the connection has HandshakeTimeout
+	// again to send it: a host that stalls after the ICReq holds no
+	// connection forever.
+	connecting := err == nil
+	c.nc.SetReadDeadline(time.Now().Add(c.t.cfg.HandshakeTimeout))
 	for err == nil {
 		if err = c.t.waitThawed(c.ctx, c.l); err != nil {
 			break
@@ -84,8 +86,20 @@ func (c *conn) serve() {
 		if err == nil {
 			err = c.handlePDU(h)
 		}
+		if connecting && c.ctrl != nil {
+			connecting = false
+			c.nc.SetReadDeadline(time.Time{})
+		}
+	}
+	if connecting && isTimeout(err) {
+		err = fmt.Errorf("no Connect within %v of the ICReq: %w", c.t.cfg.HandshakeTimeout, err)
 	}
 	c.finish(err)
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // finish reports err (a TermReq for protocol errors), then tears down.
@@ -115,12 +129,14 @@ func (c *conn) finish(err error) {
 
 // handshake reads the ICReq and answers with the ICResp.
 func (c *conn) handshake() error {
-	c.nc.SetReadDeadline(time.Now().Add(icTimeout))
+	c.nc.SetReadDeadline(time.Now().Add(c.t.cfg.HandshakeTimeout))
 	h, err := pdu.ReadHeader(c.br, c.hdr[:], pdu.Digests{}, 0)
+	if isTimeout(err) {
+		return fmt.Errorf("no ICReq within %v: %w", c.t.cfg.HandshakeTimeout, err)
+	}
 	if err != nil {
 		return err
 	}
-	c.nc.SetReadDeadline(time.Time{})
 	if h.Type != pdu.TypeICReq {
 		return pdu.NewFatalError(pdu.FESSequenceError, 0, c.hdr[:h.HLen], "first pdu is %v, want ICReq", h.Type)
 	}

@@ -2,7 +2,6 @@ package target
 
 import (
 	"encoding/json"
-	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -378,11 +377,6 @@ func TestFaults(t *testing.T) {
 		t.Fatalf("restarted on %s, want %s", f.t.Addr(1), addr1)
 	}
 	dial(t, addr1, pdu.Digests{}).adminUp(0)
-}
-
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // TestCloseReleases: Close with live connections and I/O in flight returns

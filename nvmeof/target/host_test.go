@@ -33,6 +33,12 @@ type fixture struct {
 // namespaces (NSID 1 in ANA group 1, NSID 2 in group 2).
 func newFixture(tb testing.TB, nl int, mod func(*Config)) *fixture {
 	tb.Helper()
+	return newFixtureWrapped(tb, nl, mod, nil)
+}
+
+// newFixtureWrapped is newFixture with every listener wrapped by wrap.
+func newFixtureWrapped(tb testing.TB, nl int, mod func(*Config), wrap func(net.Listener) net.Listener) *fixture {
+	tb.Helper()
 	f := &fixture{}
 	var nss []NamespaceConfig
 	for i := 1; i <= 2; i++ {
@@ -59,6 +65,7 @@ func newFixture(tb testing.TB, nl int, mod func(*Config)) *fixture {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	t.wrapListener = wrap
 	if err := t.Start(context.Background()); err != nil {
 		tb.Fatal(err)
 	}

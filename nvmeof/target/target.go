@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nvstripe/nvstripe/accept"
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
 )
@@ -41,6 +42,9 @@ type Target struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	// wrapListener, when set (by tests), wraps every listener bound.
+	wrapListener func(net.Listener) net.Listener
 }
 
 type subsystem struct {
@@ -193,6 +197,9 @@ func (t *Target) listenLocked(l *listener, addr string) error {
 	if err != nil {
 		return fmt.Errorf("listener %d (%s): %w", l.idx, addr, err)
 	}
+	if t.wrapListener != nil {
+		ln = t.wrapListener(ln)
+	}
 	l.ln = ln
 	l.bound = ln.Addr().String()
 	t.wg.Add(1)
@@ -200,27 +207,25 @@ func (t *Target) listenLocked(l *listener, addr string) error {
 	return nil
 }
 
+// acceptLoop serves the connections of listener l until ln is closed
+// (accept.Serve: it waits out temporary errors and caps the connections).
 func (t *Target) acceptLoop(l *listener, ln net.Listener) {
 	defer t.wg.Done()
-	for {
-		nc, err := ln.Accept()
-		if err != nil {
-			return
-		}
+	o := accept.Options{MaxConns: max(t.cfg.MaxConnections, 0), Name: fmt.Sprintf("nvmeof/target: listener %d (%s)", l.idx, l.bound), Logf: t.logf}
+	err := accept.Serve(t.ctx, ln, o, func(nc net.Conn) {
 		c := t.newConn(l, nc)
 		t.mu.Lock()
 		if t.closed || l.ln != ln {
 			t.mu.Unlock()
 			nc.Close()
-			continue
+			return
 		}
 		l.conns[c] = struct{}{}
-		t.wg.Add(1)
 		t.mu.Unlock()
-		go func() {
-			defer t.wg.Done()
-			c.serve()
-		}()
+		c.serve()
+	})
+	if err != nil {
+		t.logf("nvmeof/target: listener %d (%s) stopped accepting: %v", l.idx, l.bound, err)
 	}
 }
 

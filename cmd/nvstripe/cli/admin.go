@@ -46,7 +46,7 @@ func withAdmin(g *globals, a *etcdAuth, f *adminFlags, fn func(cmd *cobra.Comman
 			return err
 		}
 		defer c.Close()
-		return fn(cmd, args, c)
+		return g.bounded(cmd, "controller at "+f.controller, "--controller", func() error { return fn(cmd, args, c) })
 	}
 }
 

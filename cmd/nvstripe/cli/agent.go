@@ -26,7 +26,7 @@ func newAgentCmd(g *globals) *cobra.Command {
 			"media errors as failed in etcd; and serves Prometheus metrics on --metrics (\"\" turns it off).\n" +
 			"While etcd is unreachable it keeps serving for up to --lease-ttl; then it fences.",
 		Args: cobra.NoArgs,
-		RunE: withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
+		RunE: serveWithStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
 			out := cmd.OutOrStdout()
 			o.Store, o.Logf = s, lineLogger(cmd.ErrOrStderr())
 			o.Ready = func(ag *agent.Agent, metrics string) {

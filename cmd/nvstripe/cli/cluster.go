@@ -85,8 +85,18 @@ func openStore(ctx context.Context, g *globals, a *etcdAuth) (*meta.Store, error
 		TLS: tc, Username: a.user, Password: a.password})
 }
 
-// withStore wraps a command body with opening and closing the store.
+// withStore wraps a one-shot command body with opening and closing the
+// store, all of it within --timeout (globals.bounded).
 func withStore(g *globals, a *etcdAuth, fn func(cmd *cobra.Command, args []string, s *meta.Store) error) func(*cobra.Command, []string) error {
+	body := serveWithStore(g, a, fn)
+	return func(cmd *cobra.Command, args []string) error {
+		return g.bounded(cmd, g.etcdPeer(), "--etcd", func() error { return body(cmd, args) })
+	}
+}
+
+// serveWithStore is withStore for daemons and foreground map, which run
+// until interrupted: no --timeout.
+func serveWithStore(g *globals, a *etcdAuth, fn func(cmd *cobra.Command, args []string, s *meta.Store) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
 		s, err := openStore(cmd.Context(), g, a)
 		if err != nil {

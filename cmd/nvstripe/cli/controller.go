@@ -54,7 +54,7 @@ func newControllerCmd(g *globals) *cobra.Command {
 			"by the controller itself, unless readers map it read-only: its moves then wait until they\n" +
 			"unmap. Progress is in the task records (`nvstripe admin status`).",
 		Args: cobra.NoArgs,
-		RunE: withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
+		RunE: serveWithStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
 			cfg, err := f.runnerConfig(cmd, s)
 			if err != nil {
 				return err

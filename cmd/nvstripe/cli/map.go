@@ -56,7 +56,7 @@ func newMapCmd(g *globals) *cobra.Command {
 				return usageError{err}
 			}
 			if sock != "" {
-				return withAgent(sock, func(c *api.Client) error { return mapViaAgent(cmd, c, &req) })
+				return withAgent(cmd, g, sock, func(c *api.Client) error { return mapViaAgent(cmd, c, &req) })
 			}
 			if err := agent.CheckSpec(spec); err != nil {
 				return err
@@ -66,7 +66,7 @@ func newMapCmd(g *globals) *cobra.Command {
 					return err
 				}
 			}
-			return withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
+			return serveWithStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
 				return mapForeground(cmd, s, spec, agent.Options{Holder: holder, LeaseTTL: ttl}, wait)
 			})(cmd, args)
 		},
@@ -138,17 +138,17 @@ func mapForeground(cmd *cobra.Command, s *meta.Store, spec agent.Spec, o agent.O
 	return errors.Join(err, ag.Unmap(sctx, spec.Volume), ag.Close(sctx))
 }
 
-// withAgent runs fn with a client of the agent on sock.
-func withAgent(sock string, fn func(*api.Client) error) error {
+// withAgent runs fn with a client of the agent on sock, within --timeout.
+func withAgent(cmd *cobra.Command, g *globals, sock string, fn func(*api.Client) error) error {
 	c, err := api.Dial(sock)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	return fn(c)
+	return g.bounded(cmd, "the agent on "+sock, "--agent", func() error { return fn(c) })
 }
 
-func newUnmapCmd(*globals) *cobra.Command {
+func newUnmapCmd(g *globals) *cobra.Command {
 	var sock string
 	c := &cobra.Command{
 		Use:   "unmap NAME|/dev/nbdN [--agent SOCKET]",
@@ -172,7 +172,7 @@ func newUnmapCmd(*globals) *cobra.Command {
 				fmt.Fprintf(cmd.OutOrStdout(), "unmapped %s\n", dev)
 				return nil
 			}
-			return withAgent(sock, func(c *api.Client) error {
+			return withAgent(cmd, g, sock, func(c *api.Client) error {
 				if _, err := c.Unmap(cmd.Context(), &api.UnmapRequest{Volume: args[0]}); err != nil {
 					return err
 				}
@@ -192,7 +192,7 @@ func agentRunning(sock string) bool {
 	return err == nil && fi.Mode()&os.ModeSocket != 0
 }
 
-func newLsCmd(*globals) *cobra.Command {
+func newLsCmd(g *globals) *cobra.Command {
 	var sock string
 	var asJSON bool
 	c := &cobra.Command{
@@ -200,7 +200,7 @@ func newLsCmd(*globals) *cobra.Command {
 		Short: "List the volumes the agent maps, with their state and IO counters",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withAgent(sock, func(c *api.Client) error {
+			return withAgent(cmd, g, sock, func(c *api.Client) error {
 				l, err := c.List(cmd.Context(), &api.ListRequest{})
 				if err != nil {
 					return err

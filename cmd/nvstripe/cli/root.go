@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -49,6 +50,9 @@ type globals struct {
 	// etcd is --etcd: comma-separated etcd client endpoints.
 	// Default "127.0.0.1:2379", etcd's own client port.
 	etcd string
+	// timeout is --timeout: how long a one-shot command waits for etcd,
+	// the controller or the agent (bounded).
+	timeout time.Duration
 }
 
 // etcdEndpoints returns --etcd split on commas, blanks dropped.
@@ -91,6 +95,8 @@ func newRootCmd() *cobra.Command {
 		PersistentPreRunE: startupSelfTest,
 	}
 	root.PersistentFlags().StringVar(&g.etcd, "etcd", "127.0.0.1:2379", "etcd endpoints, comma-separated")
+	root.PersistentFlags().DurationVar(&g.timeout, "timeout", defaultTimeout,
+		"how long a command waits for etcd, the controller or the agent (0: forever; daemons and map are not limited)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	for _, newCmd := range verbGroups() {
 		root.AddCommand(newCmd(g))

@@ -31,6 +31,7 @@ type targetServeFlags struct {
 	host       string      // --host: this host's name in etcd, for gossip
 	gossip     gossipFlags // --gossip, --gossip-join, --gossip-profile, --label
 	auth       etcdAuth    // etcd, only to find gossip seeds without --gossip-join
+	maxConns   int         // --max-connections
 }
 
 func newTargetServeCmd(g *globals) *cobra.Command {
@@ -65,6 +66,7 @@ func newTargetServeCmd(g *globals) *cobra.Command {
 	fl.StringArrayVar(&f.allowHosts, "allow-host", nil, "host NQN allowed to connect, or 'any', repeatable (required)")
 	f.blockSize = 4096
 	fl.Var(units.NewFlag(&f.blockSize), "block-size", "logical block size of new namespaces")
+	fl.IntVar(&f.maxConns, "max-connections", 1024, "connections each listener serves at once; one beyond is closed at once (negative: no cap)")
 	fl.StringVar(&f.control, "control", "", "serve the HTTP control API on this loopback address (e.g. 127.0.0.1:4480)")
 	fl.StringVar(&f.host, "host", "", "this host's name in etcd (nvstripe host add), gossiped with --gossip")
 	fl.StringArrayVar(&f.gossip.labels, "label", nil, "failure-domain label KEY=VALUE gossiped with --gossip, repeatable")
@@ -118,7 +120,7 @@ func runTargetServe(cmd *cobra.Command, g *globals, f *targetServeFlags) error {
 // config turns the flags into the target's configuration, with the
 // namespace files open.
 func (f *targetServeFlags) config() (target.Config, error) {
-	var cfg target.Config
+	cfg := target.Config{MaxConnections: f.maxConns}
 	if f.dir == "" || f.nqn == "" || len(f.ns) == 0 {
 		return cfg, usageError{errors.New("--dir, --nqn and at least one --ns are required")}
 	}

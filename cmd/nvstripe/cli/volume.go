@@ -189,13 +189,29 @@ func newVolumeRmCmd(g *globals, a *etcdAuth) *cobra.Command {
 	return &cobra.Command{
 		Use:   "rm NAME",
 		Short: "Remove a volume and free its space (refused while it is mapped)",
-		Args:  cobra.ExactArgs(1),
+		Long: "rm marks the volume deleting (it can no longer be mapped), frees its slots and removes its\n" +
+			"records. One that stopped half way (etcd went away, --timeout passed) leaves the volume\n" +
+			"deleting; running rm again finishes it.",
+		Args: cobra.ExactArgs(1),
 		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
-			if err := s.DeleteVolume(cmd.Context(), args[0]); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "volume %s removed\n", args[0])
-			return nil
+			return removeVolume(cmd, s, args[0])
 		}),
 	}
+}
+
+// removeVolume is `volume rm`: it says when it finishes an earlier rm, and
+// when it stops half way that running it again will finish.
+func removeVolume(cmd *cobra.Command, s *meta.Store, name string) error {
+	ctx, out := cmd.Context(), cmd.OutOrStdout()
+	if v, err := s.Volume(ctx, name); err == nil && v.State == meta.VolumeDeleting {
+		fmt.Fprintf(out, "volume %s is deleting (an earlier rm stopped half way): finishing it\n", name)
+	}
+	if err := s.DeleteVolume(ctx, name); err != nil {
+		if ctx.Err() != nil || errors.Is(err, meta.ErrUnreachable) {
+			err = fmt.Errorf("%w (volume %s may be left deleting: run `nvstripe volume rm %s` again to finish)", err, name, name)
+		}
+		return err
+	}
+	fmt.Fprintf(out, "volume %s removed\n", name)
+	return nil
 }

@@ -1,0 +1,119 @@
+// Package accept is the accept loop of nvstripe's servers (the NVMe/TCP
+// target and the NBD server). It keeps accepting through temporary errors
+// (out of file descriptors, out of buffers, a connection aborted before it
+// was accepted), waiting 5 ms after the first and doubling up to 1 s as
+// net/http does; it caps the connections handled at once, closing the ones
+// beyond the cap as soon as they are accepted; and it runs each connection's
+// handler on its own goroutine, returning only when all have ended.
+package accept
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Backoff bounds: the wait after a first temporary accept error, doubled
+// after each further one up to MaxBackoff; a successful accept resets it.
+const (
+	MinBackoff = 5 * time.Millisecond
+	MaxBackoff = time.Second
+)
+
+// Options configure Serve. The zero value means no cap and no logging.
+type Options struct {
+	// MaxConns caps the connections being handled at once; one accepted
+	// beyond the cap is closed at once and logged. 0: no cap.
+	MaxConns int
+	// Name starts every log line (for example "nbd: 127.0.0.1:10809").
+	Name string
+	// Logf receives temporary errors and refused connections. Default: none.
+	Logf func(format string, args ...any)
+}
+
+// Serve accepts connections on ln and runs handle(nc) on a new goroutine for
+// each; handle owns nc and must close it. It stops accepting when ctx ends
+// (it then closes ln) or ln is closed, and returns nil; an accept error that
+// is not temporary (see Temporary) ends it with that error. Either way it
+// returns once every handler has returned.
+func Serve(ctx context.Context, ln net.Listener, o Options, handle func(net.Conn)) error {
+	defer context.AfterFunc(ctx, func() { ln.Close() })()
+	var handlers sync.WaitGroup
+	defer handlers.Wait()
+	var open atomic.Int64
+	var wait time.Duration
+	var lastRefusal time.Time
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			if !Temporary(err) {
+				return err
+			}
+			wait = min(max(2*wait, MinBackoff), MaxBackoff)
+			o.logf("%s: accept: %v; retrying in %v", o.Name, err, wait)
+			if !sleep(ctx, wait) {
+				return nil
+			}
+			continue
+		}
+		wait = 0
+		if o.MaxConns > 0 && open.Load() >= int64(o.MaxConns) {
+			if now := time.Now(); now.Sub(lastRefusal) >= time.Second {
+				lastRefusal = now
+				o.logf("%s: refusing connection from %v: %d connections open, the most allowed", o.Name, nc.RemoteAddr(), o.MaxConns)
+			}
+			nc.Close()
+			continue
+		}
+		open.Add(1)
+		handlers.Go(func() {
+			defer open.Add(-1)
+			handle(nc)
+		})
+	}
+}
+
+// temporaryErrnos are the accept errors that pass: the process or the
+// system ran out of descriptors or memory, or a client gave up before its
+// connection was accepted.
+var temporaryErrnos = []syscall.Errno{
+	syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM,
+	syscall.ECONNABORTED, syscall.ECONNRESET, syscall.EINTR, syscall.EAGAIN,
+}
+
+// Temporary says whether an accept error passes by itself, so that the
+// loop should wait and accept again rather than end.
+func Temporary(err error) bool {
+	for _, e := range temporaryErrnos {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func (o *Options) logf(format string, args ...any) {
+	if o.Logf != nil {
+		o.Logf(format, args...)
+	}
+}
+
+// sleep waits d; false when ctx ended first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

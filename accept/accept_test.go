@@ -1,0 +1,227 @@
+package accept
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// failing returns err from its first n Accept calls, then accepts for real.
+type failing struct {
+	net.Listener
+	mu    sync.Mutex
+	n     int
+	err   error
+	calls int
+}
+
+func (f *failing) Accept() (net.Conn, error) {
+	f.mu.Lock()
+	f.calls++
+	if f.n > 0 {
+		f.n--
+		f.mu.Unlock()
+		return nil, f.err
+	}
+	f.mu.Unlock()
+	return f.Listener.Accept()
+}
+
+func listen(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}
+
+// greet is a handler that writes "hi\n" and holds the connection until the
+// client closes it.
+func greet(nc net.Conn) {
+	defer nc.Close()
+	io.WriteString(nc, "hi\n")
+	io.Copy(io.Discard, nc)
+}
+
+// expectGreeting dials addr and reads the greeting.
+func expectGreeting(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.SetReadDeadline(time.Now().Add(20 * time.Second))
+	line, err := bufio.NewReader(nc).ReadString('\n')
+	if err != nil || line != "hi\n" {
+		t.Fatalf("greeting: %q, %v", line, err)
+	}
+	return nc
+}
+
+func serveAsync(ctx context.Context, ln net.Listener, o Options) <-chan error {
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, ln, o, greet) }()
+	return done
+}
+
+func TestServeRetriesTemporaryErrors(t *testing.T) {
+	for _, errno := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ECONNABORTED} {
+		t.Run(errno.Error(), func(t *testing.T) {
+			fl := &failing{Listener: listen(t), n: 4, err: &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", errno)}}
+			var logs strings.Builder
+			var mu sync.Mutex
+			logf := func(f string, a ...any) { mu.Lock(); fmt.Fprintf(&logs, f+"\n", a...); mu.Unlock() }
+			ctx, cancel := context.WithCancel(context.Background())
+			done := serveAsync(ctx, fl, Options{Name: "test", Logf: logf})
+			expectGreeting(t, fl.Addr().String()).Close()
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatalf("Serve: %v", err)
+			}
+			fl.mu.Lock()
+			calls := fl.calls
+			fl.mu.Unlock()
+			if calls < 5 {
+				t.Fatalf("Accept called %d times, want the 4 failures and a success", calls)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if n := strings.Count(logs.String(), "retrying in"); n != 4 {
+				t.Fatalf("%d retries logged, want 4:\n%s", n, logs.String())
+			}
+		})
+	}
+}
+
+func TestServeEndsOnPermanentError(t *testing.T) {
+	perm := errors.New("listener broken")
+	fl := &failing{Listener: listen(t), n: 1, err: perm}
+	defer fl.Close()
+	if err := Serve(context.Background(), fl, Options{}, greet); !errors.Is(err, perm) {
+		t.Fatalf("Serve = %v, want %v", err, perm)
+	}
+}
+
+func TestServeCapsConnections(t *testing.T) {
+	ln := listen(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := serveAsync(ctx, ln, Options{MaxConns: 2})
+	addr := ln.Addr().String()
+	a, b := expectGreeting(t, addr), expectGreeting(t, addr)
+	extra, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	extra.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if n, err := extra.Read(make([]byte, 8)); err == nil || n != 0 {
+		t.Fatalf("third connection read %d bytes, %v: want it closed without a greeting", n, err)
+	}
+	a.Close()
+	// Once a handler has ended the cap lets a new connection in.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc.SetReadDeadline(deadline)
+		line, err := bufio.NewReader(nc).ReadString('\n')
+		nc.Close()
+		if line == "hi\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no connection accepted after one closed: %v", err)
+		}
+	}
+	b.Close()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestServeOutOfDescriptors runs a server in a child process whose
+// RLIMIT_NOFILE leaves room for two connections: the third accept fails
+// with EMFILE, and once the client closes the first connections every other
+// connection is still served.
+func TestServeOutOfDescriptors(t *testing.T) {
+	if os.Getenv("ACCEPT_CHILD") == "1" {
+		childServe()
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestServeOutOfDescriptors$")
+	cmd.Env = append(os.Environ(), "ACCEPT_CHILD=1")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	addr, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, stderr.String())
+	}
+	addr = strings.TrimSpace(addr)
+	const n = 6
+	conns := make([]net.Conn, n)
+	for i := range conns {
+		if conns[i], err = net.Dial("tcp", addr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, nc := range conns {
+		nc.SetReadDeadline(time.Now().Add(30 * time.Second))
+		line, err := bufio.NewReader(nc).ReadString('\n')
+		if line != "hi\n" {
+			t.Fatalf("connection %d: %q, %v (child log:\n%s)", i, line, err, stderr.String())
+		}
+		nc.Close()
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	if !strings.Contains(stderr.String(), "too many open files") {
+		t.Fatalf("the child never ran out of descriptors, the test proved nothing:\n%s", stderr.String())
+	}
+}
+
+// childServe listens, lowers RLIMIT_NOFILE to two descriptors above those
+// open, prints the address and serves.
+func childServe() {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	// ReadDir's own descriptor is closed again: len(ents)-1 are open.
+	lim := uint64(len(ents) - 1 + 2)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: lim, Max: lim}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	fmt.Println(ln.Addr())
+	logf := func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }
+	err = Serve(context.Background(), ln, Options{Name: "child", Logf: logf}, greet)
+	fmt.Fprintln(os.Stderr, "Serve:", err)
+	os.Exit(1)
+}

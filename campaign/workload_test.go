@@ -1,0 +1,160 @@
+package campaign
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/nvstripe/nvstripe/nbd/nbdtest"
+)
+
+const blockSize = 4096
+
+// workload writes 4 KiB blocks through the NBD export and keeps, for every
+// block, the version it last acknowledged and the versions of writes after
+// it that failed (they may or may not have landed). A block's content is a
+// function of (block, version); version 0 is zeros.
+type workload struct {
+	addr string
+
+	mu      sync.Mutex
+	acked   map[int64]uint64
+	maybe   map[int64][]uint64
+	next    uint64
+	writes  int // acknowledged
+	failed  int
+	flushes int
+}
+
+func newWorkload(addr string) *workload {
+	return &workload{addr: addr, acked: map[int64]uint64{}, maybe: map[int64][]uint64{}}
+}
+
+// content is what version v of block b holds.
+func content(b int64, v uint64) []byte {
+	p := make([]byte, blockSize)
+	if v == 0 {
+		return p
+	}
+	r := rand.New(rand.NewPCG(uint64(b), v))
+	for i := 0; i < len(p); i += 8 {
+		x := r.Uint64()
+		for j := range 8 {
+			p[i+j] = byte(x >> (8 * j))
+		}
+	}
+	return p
+}
+
+// dial connects to the export, retrying until ctx ends (the map may be
+// restarting).
+func (w *workload) dial(ctx context.Context) (*nbdtest.Client, error) {
+	for {
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		c, err := nbdtest.Dial(dctx, "tcp", w.addr, volName)
+		cancel()
+		if err == nil {
+			return c, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("dialing %s: %w", w.addr, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// run writes random blocks until ctx ends, reconnecting after errors.
+func (w *workload) run(ctx context.Context, rng *rand.Rand) {
+	var c *nbdtest.Client
+	defer func() {
+		if c != nil {
+			c.Close()
+		}
+	}()
+	for ctx.Err() == nil {
+		if c == nil {
+			var err error
+			if c, err = w.dial(ctx); err != nil {
+				return
+			}
+		}
+		b := rng.Int64N(volSize / blockSize)
+		w.mu.Lock()
+		w.next++
+		v := w.next
+		w.mu.Unlock()
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := c.WriteAt(wctx, content(b, v), b*blockSize)
+		if err == nil && rng.IntN(32) == 0 {
+			if c.Flush(wctx) == nil {
+				w.mu.Lock()
+				w.flushes++
+				w.mu.Unlock()
+			}
+		}
+		cancel()
+		w.record(b, v, err == nil)
+		if err != nil {
+			c.Close()
+			c = nil
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+func (w *workload) record(b int64, v uint64, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ok {
+		w.acked[b] = v
+		delete(w.maybe, b)
+		w.writes++
+		return
+	}
+	w.maybe[b] = append(w.maybe[b], v)
+	w.failed++
+}
+
+// verify reads every block ever written and checks it holds its last
+// acknowledged version or one of the failed writes after it; it returns the
+// blocks checked. A block found holding a failed write's version takes it
+// as acknowledged (later reads must agree).
+func (w *workload) verify(ctx context.Context) (int, error) {
+	c, err := w.dial(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	blocks := map[int64]bool{}
+	for b := range w.acked {
+		blocks[b] = true
+	}
+	for b := range w.maybe {
+		blocks[b] = true
+	}
+	got := make([]byte, blockSize)
+	for b := range blocks {
+		if err := c.ReadAt(ctx, got, b*blockSize); err != nil {
+			return 0, fmt.Errorf("reading block %d: %w", b, err)
+		}
+		allowed := append([]uint64{w.acked[b]}, w.maybe[b]...)
+		match := false
+		for _, v := range allowed {
+			if bytes.Equal(got, content(b, v)) {
+				w.acked[b], match = v, true
+				delete(w.maybe, b)
+				break
+			}
+		}
+		if !match {
+			return 0, fmt.Errorf("block %d (offset %d) holds none of versions %v: an acknowledged write is lost", b, b*blockSize, allowed)
+		}
+	}
+	return len(blocks), nil
+}

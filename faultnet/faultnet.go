@@ -1,0 +1,196 @@
+// Package faultnet is a TCP proxy on 127.0.0.1 that injects network faults
+// between a client and a server in tests and fault campaigns: it can stall
+// every connection (bytes stop moving both ways, sockets stay open, as when
+// the server process is stopped with SIGSTOP), resume them, reset them, and
+// stall once the client has sent given bytes (to stop a multi-step
+// operation half way).
+package faultnet
+
+import (
+	"bytes"
+	"errors"
+	"net"
+	"sync"
+)
+
+// Proxy forwards connections from its address to a target address.
+type Proxy struct {
+	ln     net.Listener
+	target string
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	stalled bool
+	trigger []byte // stall after forwarding client bytes containing it
+	conns   map[net.Conn]struct{}
+	closed  bool
+	wg      sync.WaitGroup
+}
+
+// New listens on 127.0.0.1:0 and forwards every connection to target.
+func New(target string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p.cond = sync.NewCond(&p.mu)
+	p.wg.Add(1)
+	go p.acceptLoop()
+	return p, nil
+}
+
+// Addr is the proxy's address (127.0.0.1:PORT).
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Stall stops moving bytes on every connection, new ones included; the
+// sockets stay open.
+func (p *Proxy) Stall() {
+	p.mu.Lock()
+	p.stalled = true
+	p.mu.Unlock()
+}
+
+// StallAfter stalls the proxy right after it has forwarded client bytes
+// that contain b (within one read), so the server gets the request that
+// holds b but the client never hears back.
+func (p *Proxy) StallAfter(b []byte) {
+	p.mu.Lock()
+	p.trigger = bytes.Clone(b)
+	p.mu.Unlock()
+}
+
+// Stalled says whether the proxy is stalled.
+func (p *Proxy) Stalled() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stalled
+}
+
+// Resume moves bytes again.
+func (p *Proxy) Resume() {
+	p.mu.Lock()
+	p.stalled = false
+	p.cond.Broadcast()
+	p.mu.Unlock()
+}
+
+// Reset closes every open connection (new ones are still accepted).
+func (p *Proxy) Reset() {
+	p.mu.Lock()
+	for c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+}
+
+// Close stops the proxy and closes every connection.
+func (p *Proxy) Close() error {
+	err := p.ln.Close()
+	p.mu.Lock()
+	p.closed = true
+	p.stalled = false
+	p.cond.Broadcast()
+	for c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+	return err
+}
+
+func (p *Proxy) acceptLoop() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		p.wg.Add(1)
+		go p.serve(c)
+	}
+}
+
+func (p *Proxy) serve(c net.Conn) {
+	defer p.wg.Done()
+	if !p.waitMoving() {
+		c.Close()
+		return
+	}
+	s, err := net.Dial("tcp", p.target)
+	if err != nil {
+		c.Close()
+		return
+	}
+	if !p.track(c, s) {
+		return
+	}
+	var both sync.WaitGroup
+	both.Go(func() { p.pipe(s, c, true) })
+	both.Go(func() { p.pipe(c, s, false) })
+	both.Wait()
+	p.mu.Lock()
+	delete(p.conns, c)
+	delete(p.conns, s)
+	p.mu.Unlock()
+}
+
+// track registers both ends; false (both closed) when the proxy closed.
+func (p *Proxy) track(c, s net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		c.Close()
+		s.Close()
+		return false
+	}
+	p.conns[c], p.conns[s] = struct{}{}, struct{}{}
+	return true
+}
+
+// waitMoving blocks while the proxy is stalled; false once it is closed.
+func (p *Proxy) waitMoving() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for p.stalled && !p.closed {
+		p.cond.Wait()
+	}
+	return !p.closed
+}
+
+// pipe copies from src to dst, holding each chunk while stalled; fromClient
+// chunks are checked against the StallAfter trigger.
+func (p *Proxy) pipe(dst, src net.Conn, fromClient bool) {
+	defer dst.Close()
+	defer src.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if !p.waitMoving() {
+				return
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+			if fromClient {
+				p.checkTrigger(buf[:n])
+			}
+		}
+		if err != nil {
+			return // either end closing closes both
+		}
+	}
+}
+
+func (p *Proxy) checkTrigger(b []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.trigger != nil && bytes.Contains(b, p.trigger) {
+		p.trigger = nil
+		p.stalled = true
+	}
+}

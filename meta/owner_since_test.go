@@ -1,0 +1,95 @@
+package meta
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/nvstripe/nvstripe/meta/metatest"
+)
+
+// TestOwnersSince: the owners that acquired a volume after an epoch are
+// found in etcd's history even when they have released it since; none
+// after the latest; and a compacted history says so.
+func TestOwnersSince(t *testing.T) {
+	s := setup(t, 3, 1, 4)
+	addVolume(t, s, "vol", 2, 1, 2)
+	addVolume(t, s, "other", 2, 1, 2)
+	ctx := testCtx(t)
+	first, err := s.Acquire(ctx, "vol", OwnerOptions{Holder: "node-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.OwnersSince(ctx, "vol", first.Epoch()); err != nil || len(got) != 0 {
+		t.Fatalf("owners since the only one: %+v, %v", got, err)
+	}
+	// Another volume's owners are not this one's.
+	o, err := s.Acquire(ctx, "other", OwnerOptions{Holder: "node-c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Release(ctx)
+	if got, err := s.OwnersSince(ctx, "vol", first.Epoch()); err != nil || len(got) != 0 {
+		t.Fatalf("owners since, with another volume owned: %+v, %v", got, err)
+	}
+	second, err := s.Acquire(ctx, "vol", OwnerOptions{Holder: "node-b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := s.Acquire(ctx, "vol", OwnerOptions{Holder: "node-r", ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Release(ctx)
+	got, err := s.OwnersSince(ctx, "vol", first.Epoch())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []OwnerInfo{{Holder: "node-b", Mode: ModeRW, Epoch: second.Epoch()}, {Holder: "node-r", Mode: ModeRO, Epoch: ro.Epoch()}}
+	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("owners since epoch %d: %+v, want %+v", first.Epoch(), got, want)
+	}
+}
+
+// TestOwnersSinceCompacted: once the history after an epoch is compacted
+// away, OwnersSince cannot tell and says so.
+func TestOwnersSinceCompacted(t *testing.T) {
+	ctx := testCtx(t)
+	eps := metatest.Start(t) // compaction is etcd-wide: not the shared server
+	s, err := Open(ctx, Config{Endpoints: eps, Cluster: "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.InitCluster(ctx, InitOptions{SlotSize: testSlot}); err != nil {
+		t.Fatal(err)
+	}
+	for h := range 3 {
+		host := fmt.Sprintf("h%d", h)
+		if _, err := s.AddHost(ctx, host, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.AddNamespace(ctx, NamespaceSpec{Host: host, NQN: "nqn.2024-01.io.nvstripe:" + host, NSID: 1,
+			Size: 5 * testSlot, Paths: []PathRecord{{Addr: "tcp://127.0.0.1:4420"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	addVolume(t, s, "vol", 2, 1, 2)
+	o, err := s.Acquire(ctx, "vol", OwnerOptions{Holder: "node-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	metatest.Compact(t, eps)
+	if _, err := s.OwnersSince(ctx, "vol", o.Epoch()); !errors.Is(err, ErrCompacted) {
+		t.Fatalf("owners since a compacted revision: %v, want ErrCompacted", err)
+	}
+}
