@@ -119,6 +119,7 @@ func importRules() map[string]rule {
 			why: "controller/admin serves the admin operations on meta over gRPC"},
 		"health/pool": {ours: []string{"health", "meta"},
 			why: "health/pool keeps a gossip member joined and its seed record registered in etcd"},
+		"config":          {third: []string{"sigs.k8s.io/yaml"}, why: "config layers flags, environment, file and defaults"},
 		"rpctest":         {third: []string{"google.golang.org/grpc/..."}, why: "rpctest checks any gRPC server's reflection and health services"},
 		"agent/...":       {ours: []string{"*"}, third: wiring, why: "agent is node-side wiring"},
 		"demo/...":        {ours: []string{"*"}, not: []string{"agent/...", "cmd/..."}, third: wiring, why: "demo is one-process wiring"},

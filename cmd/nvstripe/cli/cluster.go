@@ -3,11 +3,10 @@ package cli
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,6 +14,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/nvstripe/nvstripe/config"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/units"
 )
@@ -32,10 +32,10 @@ type etcdAuth struct {
 // addEtcdFlags registers the etcd connection flags on a verb group.
 func addEtcdFlags(c *cobra.Command, a *etcdAuth) {
 	fl := c.PersistentFlags()
-	fl.StringVar(&a.cluster, "cluster", "default", "cluster name (its keys live under /nvstripe/NAME/)")
-	fl.StringVar(&a.cacert, "etcd-cacert", "", "CA certificate file to verify etcd's TLS certificate (enables TLS)")
-	fl.StringVar(&a.cert, "etcd-cert", "", "client certificate file for etcd TLS")
-	fl.StringVar(&a.key, "etcd-key", "", "client key file for etcd TLS")
+	fl.StringVar(&a.cluster, "cluster", "default", "cluster name (its keys live under /nvstripe/NAME/; env NVSTRIPE_CLUSTER)")
+	fl.StringVar(&a.cacert, "etcd-cacert", "", "CA certificate file to verify etcd's TLS certificate (enables TLS; env NVSTRIPE_ETCD_CACERT)")
+	fl.StringVar(&a.cert, "etcd-cert", "", "client certificate file for etcd TLS (env NVSTRIPE_ETCD_CERT)")
+	fl.StringVar(&a.key, "etcd-key", "", "client key file for etcd TLS (env NVSTRIPE_ETCD_KEY)")
 	fl.BoolVar(&a.insecureSkipVerify, "etcd-insecure-skip-verify", false, "use TLS without verifying etcd's certificate (testing only)")
 	fl.StringVar(&a.user, "etcd-user", "", "etcd user name (with --etcd-password)")
 	fl.StringVar(&a.password, "etcd-password", "", "etcd password")
@@ -45,31 +45,11 @@ func addEtcdFlags(c *cobra.Command, a *etcdAuth) {
 // tlsConfig builds the TLS configuration from the flags, or nil for plain
 // connections.
 func (a *etcdAuth) tlsConfig() (*tls.Config, error) {
-	if a.cacert == "" && a.cert == "" && a.key == "" && !a.insecureSkipVerify {
-		return nil, nil
-	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: a.insecureSkipVerify}
-	if a.cacert != "" {
-		pem, err := os.ReadFile(a.cacert)
-		if err != nil {
-			return nil, fmt.Errorf("--etcd-cacert: %w", err)
-		}
-		cfg.RootCAs = x509.NewCertPool()
-		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--etcd-cacert %s: no PEM certificate found", a.cacert)
-		}
-	}
-	if (a.cert == "") != (a.key == "") {
+	tc, err := config.TLSFiles{CACert: a.cacert, Cert: a.cert, Key: a.key, InsecureSkipVerify: a.insecureSkipVerify}.TLS()
+	if errors.Is(err, config.ErrTLSPair) {
 		return nil, usageError{fmt.Errorf("--etcd-cert and --etcd-key go together")}
 	}
-	if a.cert != "" {
-		pair, err := tls.LoadX509KeyPair(a.cert, a.key)
-		if err != nil {
-			return nil, fmt.Errorf("--etcd-cert/--etcd-key: %w", err)
-		}
-		cfg.Certificates = []tls.Certificate{pair}
-	}
-	return cfg, nil
+	return tc, err
 }
 
 // openStore connects to the cluster named by the flags.
@@ -106,6 +86,12 @@ func metadataOnly(cmds ...*cobra.Command) {
 		}
 		c.Annotations[annotationNoSelfTest] = "metadata only"
 	}
+}
+
+// wantJSON says whether cmd prints JSON: -o json, or its alias --json.
+func wantJSON(cmd *cobra.Command) bool {
+	o, j := cmd.Flags().Lookup("output"), cmd.Flags().Lookup("json")
+	return (o != nil && o.Value.String() == "json") || (j != nil && j.Value.String() == "true")
 }
 
 // printJSON writes v as indented JSON.

@@ -78,7 +78,7 @@ func newMapCmd(g *globals) *cobra.Command {
 	fl.BoolVar(&req.ReadOnly, "read-only", false, "map read-only (shared read-only lease)")
 	fl.StringVar(&sock, "agent", "", "ask the agent on this unix socket to map it (default: serve in the foreground)")
 	fl.StringVar(&holder, "holder", "", "owner name in etcd when serving in the foreground (default map.HOSTNAME, or map.node-ID on hosts without a valid one)")
-	fl.BoolVar(&wait, "wait", true, "print a kernel device only once it has its size")
+	fl.BoolVar(&wait, "wait", true, "print a kernel device only once the kernel reports its capacity")
 	return c
 }
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nvstripe/nvstripe/config"
 	"github.com/nvstripe/nvstripe/ec"
 )
 
@@ -41,6 +42,7 @@ func verbGroups() []func(*globals) *cobra.Command {
 		newMapCmd,
 		newUnmapCmd,
 		newLsCmd,
+		newConfigCmd,
 	}
 }
 
@@ -49,6 +51,15 @@ type globals struct {
 	// etcd is --etcd: comma-separated etcd client endpoints.
 	// Default "127.0.0.1:2379", etcd's own client port.
 	etcd string
+	// output is -o/--output: text or json.
+	output string
+	// configPath is --config: the config file (default NVSTRIPE_CONFIG,
+	// else config.DefaultPath).
+	configPath string
+	// settings are the shared settings resolved before the command ran.
+	settings []config.Value
+	// configFile is the config file read ("" when none was found).
+	configFile string
 }
 
 // etcdEndpoints returns --etcd split on commas, blanks dropped.
@@ -84,13 +95,24 @@ func newRootCmd() *cobra.Command {
 		Short: "Erasure-coded block volumes striped over NVMe-oF namespaces",
 		Long: "nvstripe stripes block volumes over NVMe-oF namespaces with Reed-Solomon erasure coding,\n" +
 			"keeps placement in etcd, and serves volumes over NBD or FUSE.",
-		SilenceUsage:      true,
-		SilenceErrors:     true,
-		Args:              cobra.ArbitraryArgs,
-		RunE:              rejectUnknown,
-		PersistentPreRunE: startupSelfTest,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.ArbitraryArgs,
+		RunE:          rejectUnknown,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			if g.output != "text" && g.output != "json" {
+				return usageError{fmt.Errorf("-o %q: want text or json", g.output)}
+			}
+			if err := applyConfig(cmd, g); err != nil {
+				return err
+			}
+			return startupSelfTest(cmd, args)
+		},
 	}
-	root.PersistentFlags().StringVar(&g.etcd, "etcd", "127.0.0.1:2379", "etcd endpoints, comma-separated")
+	root.PersistentFlags().StringVar(&g.etcd, "etcd", "127.0.0.1:2379", "etcd endpoints, comma-separated (env NVSTRIPE_ETCD)")
+	root.PersistentFlags().StringVar(&g.configPath, "config", "", "config file (default $NVSTRIPE_CONFIG, else "+config.DefaultPath+")")
+	root.PersistentFlags().StringVarP(&g.output, "output", "o", "text", "output format: text or json")
+	root.PersistentFlags().Bool("json", false, "print JSON (alias of -o json)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	for _, newCmd := range verbGroups() {
 		root.AddCommand(newCmd(g))
