@@ -49,7 +49,7 @@ func (s *Store) InitCluster(ctx context.Context, o InitOptions) (*ClusterRecord,
 	rec := &ClusterRecord{ID: newUUID(), Name: s.cfg.Cluster, SlotSize: o.SlotSize, Schema: SchemaVersion, DomainLabel: o.DomainLabel}
 	if err := s.create(ctx, s.keys.cluster(), rec); err != nil {
 		if errors.Is(err, ErrExists) {
-			return nil, fmt.Errorf("cluster %q is already initialized: %w", s.cfg.Cluster, ErrExists)
+			return nil, classErrorf(ErrExists, "cluster %q is already initialized", s.cfg.Cluster)
 		}
 		return nil, err
 	}
@@ -96,7 +96,7 @@ func (s *Store) AddHost(ctx context.Context, name string, labels map[string]stri
 	}
 	if err := s.create(ctx, s.keys.host(name), rec); err != nil {
 		if errors.Is(err, ErrExists) {
-			return nil, fmt.Errorf("host %q already exists: %w", name, ErrExists)
+			return nil, classErrorf(ErrExists, "host %q already exists", name)
 		}
 		return nil, err
 	}
@@ -161,7 +161,7 @@ func (s *Store) checkNewNamespace(ctx context.Context, rec *NamespaceRecord) err
 	}
 	for _, n := range all {
 		if n.NQN == rec.NQN && n.NSID == rec.NSID {
-			return fmt.Errorf("namespace %s nsid %d is already recorded as %q: %w", rec.NQN, rec.NSID, n.ID, ErrExists)
+			return classErrorf(ErrExists, "namespace %s nsid %d is already recorded as %q", rec.NQN, rec.NSID, n.ID)
 		}
 	}
 	return nil
@@ -187,9 +187,9 @@ func (s *Store) putNamespace(ctx context.Context, rec *NamespaceRecord) error {
 	}
 	if !resp.Succeeded {
 		if resp.Responses[0].GetResponseRange().Count == 0 {
-			return fmt.Errorf("host %q not found (add it first with `nvstripe host add %s`): %w", rec.Host, rec.Host, ErrNotFound)
+			return classErrorf(ErrNotFound, "host %q not found (add it first with `nvstripe host add %s`)", rec.Host, rec.Host)
 		}
-		return fmt.Errorf("namespace %q already exists: %w", rec.ID, ErrExists)
+		return classErrorf(ErrExists, "namespace %q already exists", rec.ID)
 	}
 	s.invalidate()
 	return nil

@@ -51,9 +51,8 @@ func withAdmin(g *globals, a *etcdAuth, f *adminFlags, fn func(cmd *cobra.Comman
 }
 
 func newAdminStatusCmd(g *globals, a *etcdAuth, f *adminFlags) *cobra.Command {
-	var asJSON bool
 	c := &cobra.Command{
-		Use:   "status [--json]",
+		Use:   "status",
 		Short: "Cluster health: volumes (healthy, degraded by N, at risk), namespaces, tasks with progress",
 		Args:  cobra.NoArgs,
 		RunE: withAdmin(g, a, f, func(cmd *cobra.Command, _ []string, ops admin.Ops) error {
@@ -61,14 +60,13 @@ func newAdminStatusCmd(g *globals, a *etcdAuth, f *adminFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
+			if wantJSON(cmd) {
 				return printProtoJSON(cmd.OutOrStdout(), st)
 			}
 			printStatus(cmd.OutOrStdout(), st)
 			return nil
 		}),
 	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return c
 }
 
@@ -85,7 +83,7 @@ func printStatus(w io.Writer, st *admin.StatusReply) {
 	}
 	fmt.Fprintln(tw, "\nNAMESPACE\tHOST\tSTATE\tUSED\tCAPACITY\t")
 	for _, n := range st.Namespaces {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t\n", n.Id, n.Host, n.State, n.Used, n.Capacity)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", n.Id, n.Host, n.State, fmtBytes(n.Used), fmtBytes(n.Capacity))
 	}
 	tw.Flush()
 	if len(st.Blocked) > 0 {
@@ -148,6 +146,9 @@ func newAdminRebalanceCmd(g *globals, a *etcdAuth, f *adminFlags) *cobra.Command
 			if err != nil {
 				return err
 			}
+			if wantJSON(cmd) {
+				return printProtoJSON(cmd.OutOrStdout(), rep)
+			}
 			printRebalance(cmd.OutOrStdout(), req, rep)
 			return nil
 		}),
@@ -159,7 +160,7 @@ func newAdminRebalanceCmd(g *globals, a *etcdAuth, f *adminFlags) *cobra.Command
 
 func printRebalance(w io.Writer, req *admin.RebalanceRequest, rep *admin.RebalanceReply) {
 	fmt.Fprintf(w, "spread before %.1f%%, after %.1f%% (threshold %.1f%%): %d moves, %s of shard data\n",
-		rep.SpreadBefore*100, rep.SpreadAfter*100, req.Threshold*100, len(rep.Moves), formatBytes(rep.Bytes))
+		rep.SpreadBefore*100, rep.SpreadAfter*100, req.Threshold*100, len(rep.Moves), fmtBytes(rep.Bytes))
 	if len(rep.Moves) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "SEGMENT\tSHARD\tFROM\tTO")
@@ -176,19 +177,6 @@ func printRebalance(w io.Writer, req *admin.RebalanceRequest, rep *admin.Rebalan
 	}
 }
 
-// formatBytes prints n in the largest binary unit that keeps it >= 1.
-func formatBytes(n int64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}
-	f, i := float64(n), 0
-	for f >= 1024 && i < len(units)-1 {
-		f, i = f/1024, i+1
-	}
-	if f == float64(int64(f)) {
-		return fmt.Sprintf("%d%s", int64(f), units[i])
-	}
-	return fmt.Sprintf("%.1f%s", f, units[i])
-}
-
 func newAdminDrainCmd(g *globals, a *etcdAuth, f *adminFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "drain HOST|NS",
@@ -201,6 +189,9 @@ func newAdminDrainCmd(g *globals, a *etcdAuth, f *adminFlags) *cobra.Command {
 			rep, err := ops.Drain(cmd.Context(), &admin.DrainRequest{Name: args[0]})
 			if err != nil {
 				return err
+			}
+			if wantJSON(cmd) {
+				return printProtoJSON(cmd.OutOrStdout(), rep)
 			}
 			if len(rep.Namespaces) == 0 {
 				fmt.Fprintf(cmd.OutOrStdout(), "host %s has no namespace in service: nothing to drain\n", args[0])
@@ -222,8 +213,7 @@ func newAdminFailCmd(g *globals, a *etcdAuth, f *adminFlags) *cobra.Command {
 			if _, err := ops.Fail(cmd.Context(), &admin.FailRequest{Ns: args[0]}); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "namespace %s: failed; its shards will be rebuilt\n", args[0])
-			return nil
+			return report(cmd, map[string]string{"namespace": args[0], "state": "failed"}, "namespace %s: failed; its shards will be rebuilt", args[0])
 		}),
 	}
 }

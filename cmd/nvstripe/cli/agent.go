@@ -27,15 +27,14 @@ func newAgentCmd(g *globals) *cobra.Command {
 			"While etcd is unreachable it keeps serving for up to --lease-ttl; then it fences.",
 		Args: cobra.NoArgs,
 		RunE: withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
-			out := cmd.OutOrStdout()
 			o.Store, o.Logf = s, lineLogger(cmd.ErrOrStderr())
 			o.Ready = func(ag *agent.Agent, metrics string) {
-				st := ag.Status()
-				fmt.Fprintf(out, "agent %s: API on %s, state in %s", st.Holder, o.Socket, o.StateDir)
+				st, url := ag.Status(), ""
 				if metrics != "" {
-					fmt.Fprintf(out, ", metrics on http://%s/metrics", metrics)
+					url = "http://" + metrics + "/metrics"
 				}
-				fmt.Fprintln(out)
+				report(cmd, map[string]string{"agent": st.Holder, "socket": o.Socket, "state_dir": o.StateDir, "metrics": url},
+					"agent %s: API on %s, state in %s, metrics on %s", st.Holder, o.Socket, o.StateDir, dash(url))
 			}
 			return agent.Serve(cmd.Context(), o)
 		}),

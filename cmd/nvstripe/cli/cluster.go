@@ -94,6 +94,19 @@ func wantJSON(cmd *cobra.Command) bool {
 	return (o != nil && o.Value.String() == "json") || (j != nil && j.Value.String() == "true")
 }
 
+// report prints v as JSON with -o json (protoJSON for a proto message),
+// else the line format, args.
+func report(cmd *cobra.Command, v any, format string, args ...any) error {
+	if wantJSON(cmd) {
+		if m, ok := v.(proto.Message); ok {
+			return printProtoJSON(cmd.OutOrStdout(), m)
+		}
+		return printJSON(cmd.OutOrStdout(), v)
+	}
+	_, err := fmt.Fprintf(cmd.OutOrStdout(), format+"\n", args...)
+	return err
+}
+
 // printJSON writes v as indented JSON.
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
@@ -157,8 +170,7 @@ func newClusterInitCmd(g *globals, a *etcdAuth) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "cluster %s initialized: id %s, slot size %s\n", rec.Name, rec.ID, fmtBytes(rec.SlotSize))
-			return nil
+			return report(cmd, rec, "cluster %s initialized: id %s, slot size %s", rec.Name, rec.ID, fmtBytes(rec.SlotSize))
 		}),
 	}
 	c.Flags().Var(units.NewFlag(&slotSize), "slot-size", "slot size")
@@ -167,9 +179,8 @@ func newClusterInitCmd(g *globals, a *etcdAuth) *cobra.Command {
 }
 
 func newClusterInfoCmd(g *globals, a *etcdAuth) *cobra.Command {
-	var asJSON bool
 	c := &cobra.Command{
-		Use:   "info [--json]",
+		Use:   "info",
 		Short: "Show the cluster record",
 		Args:  cobra.NoArgs,
 		RunE: withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
@@ -177,7 +188,7 @@ func newClusterInfoCmd(g *globals, a *etcdAuth) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
+			if wantJSON(cmd) {
 				return printJSON(cmd.OutOrStdout(), rec)
 			}
 			domain := rec.DomainLabel
@@ -189,6 +200,5 @@ func newClusterInfoCmd(g *globals, a *etcdAuth) *cobra.Command {
 			return nil
 		}),
 	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return c
 }

@@ -72,7 +72,7 @@ func newControllerCmd(g *globals) *cobra.Command {
 				defer stop()
 			}
 			if u := d.MetricsURL(); u != "" {
-				fmt.Fprintf(cmd.OutOrStdout(), "controller %s: metrics on %s\n", cfg.Holder, u)
+				report(cmd, map[string]string{"controller": cfg.Holder, "metrics": u}, "controller %s: metrics on %s", cfg.Holder, u)
 			}
 			if f.api != "" {
 				addr, stop, err := admin.Listen(s, f.api)
@@ -80,9 +80,9 @@ func newControllerCmd(g *globals) *cobra.Command {
 					return err
 				}
 				defer stop()
-				fmt.Fprintf(cmd.OutOrStdout(), "controller %s: admin API on %s\n", cfg.Holder, addr)
+				report(cmd, map[string]string{"controller": cfg.Holder, "admin_api": addr}, "controller %s: admin API on %s", cfg.Holder, addr)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "controller %s: campaigning for leadership\n", cfg.Holder)
+			report(cmd, map[string]string{"controller": cfg.Holder, "state": "campaigning"}, "controller %s: campaigning for leadership", cfg.Holder)
 			return d.Run(cmd.Context())
 		}),
 	}
@@ -133,7 +133,7 @@ func (f *controllerFlags) startGossip(cmd *cobra.Command, s *meta.Store, cfg con
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "controller %s: gossip on %s\n", cfg.Holder, m.Addr())
+	report(cmd, map[string]string{"controller": cfg.Holder, "gossip": m.Addr()}, "controller %s: gossip on %s", cfg.Holder, m.Addr())
 	return m.Leave, nil
 }
 

@@ -35,11 +35,11 @@ func newHostAddCmd(g *globals, a *etcdAuth) *cobra.Command {
 				}
 				lm[k] = v
 			}
-			if _, err := s.AddHost(cmd.Context(), args[0], lm); err != nil {
+			h, err := s.AddHost(cmd.Context(), args[0], lm)
+			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "host %s added\n", args[0])
-			return nil
+			return report(cmd, h, "host %s added", h.Name)
 		}),
 	}
 	c.Flags().StringArrayVar(&labels, "label", nil, "failure-domain label KEY=VALUE, repeatable")
@@ -47,9 +47,8 @@ func newHostAddCmd(g *globals, a *etcdAuth) *cobra.Command {
 }
 
 func newHostLsCmd(g *globals, a *etcdAuth) *cobra.Command {
-	var asJSON bool
 	c := &cobra.Command{
-		Use:   "ls [--json]",
+		Use:   "ls",
 		Short: "List hosts",
 		Args:  cobra.NoArgs,
 		RunE: withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
@@ -57,7 +56,7 @@ func newHostLsCmd(g *globals, a *etcdAuth) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
+			if wantJSON(cmd) {
 				return printJSON(cmd.OutOrStdout(), hosts)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
@@ -72,6 +71,5 @@ func newHostLsCmd(g *globals, a *etcdAuth) *cobra.Command {
 			return w.Flush()
 		}),
 	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return c
 }

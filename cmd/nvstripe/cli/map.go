@@ -102,13 +102,12 @@ func mapViaAgent(cmd *cobra.Command, c *api.Client, req *api.MapRequest) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "mapped: %s (epoch %d)\n", rep.Mapping.GetUrl(), rep.Mapping.GetEpoch())
-	return nil
+	return report(cmd, rep, "mapped: %s (epoch %d)", rep.Mapping.GetUrl(), rep.Mapping.GetEpoch())
 }
 
 // mapForeground serves spec until the context ends or the lease is lost.
 func mapForeground(cmd *cobra.Command, s *meta.Store, spec agent.Spec, holder string, wait bool) error {
-	ctx, out := cmd.Context(), cmd.OutOrStdout()
+	ctx := cmd.Context()
 	if holder == "" {
 		holder = meta.DefaultHolder("map")
 	}
@@ -127,12 +126,12 @@ func mapForeground(cmd *cobra.Command, s *meta.Store, spec agent.Spec, holder st
 		cancel()
 	}
 	if err == nil {
-		fmt.Fprintf(out, "serving: %s\n", m.Url)
+		report(cmd, map[string]string{"volume": spec.Volume, "serving": m.Url}, "serving: %s", m.Url)
 		err = ag.WaitFenced(ctx, spec.Volume)
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	fmt.Fprintf(out, "unmapping %s\n", spec.Volume)
+	report(cmd, map[string]string{"volume": spec.Volume, "unmapping": spec.Volume}, "unmapping %s", spec.Volume)
 	return errors.Join(err, ag.Unmap(sctx, spec.Volume), ag.Close(sctx))
 }
 
@@ -167,15 +166,13 @@ func newUnmapCmd(*globals) *cobra.Command {
 				if err := nbd.Detach(cmd.Context(), dev); err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "unmapped %s\n", dev)
-				return nil
+				return report(cmd, map[string]string{"unmapped": dev}, "unmapped %s", dev)
 			}
 			return withAgent(sock, func(c *api.Client) error {
 				if _, err := c.Unmap(cmd.Context(), &api.UnmapRequest{Volume: args[0]}); err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "unmapped %s\n", args[0])
-				return nil
+				return report(cmd, map[string]string{"unmapped": args[0]}, "unmapped %s", args[0])
 			})
 		},
 	}
@@ -192,9 +189,8 @@ func agentRunning(sock string) bool {
 
 func newLsCmd(*globals) *cobra.Command {
 	var sock string
-	var asJSON bool
 	c := &cobra.Command{
-		Use:   "ls [--agent SOCKET] [--json]",
+		Use:   "ls [--agent SOCKET]",
 		Short: "List the volumes the agent maps, with their state and IO counters",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -203,7 +199,7 @@ func newLsCmd(*globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if asJSON {
+				if wantJSON(cmd) {
 					return printProtoJSONList(cmd.OutOrStdout(), l.Mappings)
 				}
 				printMappings(cmd, l.Mappings)
@@ -212,7 +208,6 @@ func newLsCmd(*globals) *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&sock, "agent", agent.DefaultSocket, "unix socket of the agent")
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	metadataOnly(c)
 	return c
 }

@@ -155,7 +155,11 @@ func TestAgentMapUnmapLs(t *testing.T) {
 	if err != nil || !strings.Contains(o, "serving") || !strings.Contains(o, "VOLUME") {
 		t.Errorf("ls: %q, %v", o, err)
 	}
-	o, _, err = run(t, "ls", "--agent", sock, "--json")
+	o, _, err = run(t, "ls", "--agent", sock, "-o", "json")
+	var anyJSON any
+	if json.Unmarshal([]byte(o), &anyJSON) == nil {
+		checkSnake(t, "ls -o json", anyJSON)
+	}
 	var raw []json.RawMessage
 	m := &api.Mapping{}
 	if err != nil || json.Unmarshal([]byte(o), &raw) != nil || len(raw) != 1 || protojson.Unmarshal(raw[0], m) != nil ||
@@ -163,7 +167,7 @@ func TestAgentMapUnmapLs(t *testing.T) {
 		t.Errorf("ls --json: %q, %v", o, err)
 	}
 	cl.ok("node-a", "volume", "info", "v")
-	if o, _, err = run(t, "unmap", "v", "--agent", sock); err != nil || o != "unmapped v\n" {
+	if o, _, err = run(t, "unmap", "v", "--agent", sock, "-o", "json"); err != nil || strings.Join(strings.Fields(o), "") != `{"unmapped":"v"}` {
 		t.Errorf("unmap: %q, %v", o, err)
 	}
 	cancel()

@@ -3,8 +3,6 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"io"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -110,7 +108,9 @@ func runTargetServe(cmd *cobra.Command, g *globals, f *targetServeFlags) error {
 		return err
 	}
 	defer leave()
-	printServing(cmd.OutOrStdout(), t, &cfg, ctlAddr, gossipAddr)
+	if err := printServing(cmd, t, ctlAddr, gossipAddr); err != nil {
+		return err
+	}
 	<-ctx.Done()
 	return nil
 }
@@ -133,9 +133,9 @@ func (f *targetServeFlags) config() (target.Config, error) {
 			sub.AllowedHosts = append(sub.AllowedHosts, h)
 		}
 	}
-	nss, err := f.fileNamespaces()
+	nss, err := target.ParseFileNamespaces(f.ns, f.anaGroups)
 	if err != nil {
-		return cfg, err
+		return cfg, usageError{err}
 	}
 	if sub.Namespaces, err = target.OpenFileNamespaces(f.dir, int(f.blockSize), nss); err != nil {
 		return cfg, err
@@ -149,64 +149,19 @@ func (f *targetServeFlags) config() (target.Config, error) {
 	return cfg, nil
 }
 
-// fileNamespaces parses --ns and --ana-group.
-func (f *targetServeFlags) fileNamespaces() ([]target.FileNamespace, error) {
-	groups, err := parseANAGroups(f.anaGroups)
-	if err != nil {
-		return nil, err
+// printServing prints what the target serves, then "ready".
+func printServing(cmd *cobra.Command, t *target.Target, ctl, gossip string) error {
+	sum := t.Summary()
+	if wantJSON(cmd) {
+		return printJSON(cmd.OutOrStdout(), map[string]any{"target": sum, "control": ctl, "gossip": gossip, "ready": true})
 	}
-	var out []target.FileNamespace
-	for _, spec := range f.ns {
-		name, size, err := parseNSSpec(spec)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, target.FileNamespace{Name: name, Size: size, ANAGroup: groups[name]})
-		delete(groups, name)
-	}
-	for name := range groups {
-		return nil, usageError{fmt.Errorf("--ana-group names unknown namespace %q", name)}
-	}
-	return out, nil
-}
-
-func parseNSSpec(spec string) (string, int64, error) {
-	name, sz, ok := strings.Cut(spec, ":")
-	if !ok || name == "" || strings.ContainsAny(name, "/\\") {
-		return "", 0, usageError{fmt.Errorf("--ns %q: want NAME:SIZE", spec)}
-	}
-	size, err := units.ParseSize(sz)
-	if err != nil {
-		return "", 0, usageError{fmt.Errorf("--ns %q: %w", spec, err)}
-	}
-	if size <= 0 {
-		return "", 0, usageError{fmt.Errorf("--ns %q: the size must be positive", spec)}
-	}
-	return name, size, nil
-}
-
-func parseANAGroups(specs []string) (map[string]uint32, error) {
-	out := map[string]uint32{}
-	for _, s := range specs {
-		name, g, ok := strings.Cut(s, ":")
-		n, err := strconv.ParseUint(g, 10, 32)
-		if !ok || err != nil || n == 0 {
-			return nil, usageError{fmt.Errorf("--ana-group %q: want NAME:GROUP with GROUP >= 1", s)}
-		}
-		out[name] = uint32(n)
-	}
-	return out, nil
-}
-
-func printServing(w io.Writer, t *target.Target, cfg *target.Config, ctl, gossip string) {
-	s := cfg.Subsystems[0]
+	w, s := cmd.OutOrStdout(), sum.Subsystems[0]
 	fmt.Fprintf(w, "subsystem %s\n", s.NQN)
-	for i, a := range t.Addrs() {
+	for i, a := range sum.Listeners {
 		fmt.Fprintf(w, "listener %d: %s\n", i, a)
 	}
 	for _, ns := range s.Namespaces {
-		u, _ := target.DeriveNamespaceIDs(s.NQN, ns.NSID, ns.Name)
-		fmt.Fprintf(w, "ns %d: %s size %s uuid %x ana-group %d\n", ns.NSID, ns.Name, fmtBytes(ns.Device.Size()), u, max(ns.ANAGroup, 1))
+		fmt.Fprintf(w, "ns %d: %s size %s uuid %s ana-group %d\n", ns.NSID, ns.Name, fmtBytes(ns.Size), ns.UUID, ns.ANAGroup)
 	}
 	if ctl != "" {
 		fmt.Fprintf(w, "control: http://%s\n", ctl)
@@ -214,7 +169,8 @@ func printServing(w io.Writer, t *target.Target, cfg *target.Config, ctl, gossip
 	if gossip != "" {
 		fmt.Fprintf(w, "gossip: %s\n", gossip)
 	}
-	fmt.Fprintln(w, "ready")
+	_, err := fmt.Fprintln(w, "ready")
+	return err
 }
 
 func newTargetANAStateCmd() *cobra.Command {
@@ -234,6 +190,9 @@ func newTargetANAStateCmd() *cobra.Command {
 			cc := target.ControlClient{Addr: control}
 			if state == "" {
 				es, err := cc.ANAStates(cmd.Context())
+				if err == nil && wantJSON(cmd) {
+					return printJSON(cmd.OutOrStdout(), es)
+				}
 				for _, e := range es {
 					fmt.Fprintf(cmd.OutOrStdout(), "listener %d %s group %d %s\n", e.Listener, e.Address, e.Group, e.State)
 				}
@@ -242,8 +201,7 @@ func newTargetANAStateCmd() *cobra.Command {
 			if err := cc.SetANAState(cmd.Context(), listener, group, state); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "listener %s group %d: %s\n", listener, group, state)
-			return nil
+			return report(cmd, map[string]any{"listener": listener, "group": group, "state": state}, "listener %s group %d: %s", listener, group, state)
 		},
 	}
 	c.Flags().StringVar(&control, "control", "", "address of the target's control API (its --control)")

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/spf13/cobra"
 )
@@ -38,7 +37,7 @@ func newTargetAgentCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer leave()
-			fmt.Fprintf(cmd.OutOrStdout(), "gossip: %s as host %s\nready\n", addr, host)
+			report(cmd, map[string]any{"gossip": addr, "host": host, "ready": true}, "gossip: %s as host %s\nready", addr, host)
 			<-cmd.Context().Done()
 			return nil
 		},

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
-	"fmt"
 	"runtime"
 	"runtime/debug"
 
@@ -11,12 +9,12 @@ import (
 
 // versionInfo is what `nvstripe version` prints.
 type versionInfo struct {
-	Version    string `json:"version"`              // module version, "(devel)" for a local build
-	Commit     string `json:"commit,omitempty"`     // VCS revision, when stamped
-	CommitTime string `json:"commitTime,omitempty"` // VCS commit time, RFC 3339
-	Modified   bool   `json:"modified,omitempty"`   // built from a dirty tree
-	Go         string `json:"go"`                   // Go toolchain version
-	Platform   string `json:"platform"`             // GOOS/GOARCH
+	Version    string `json:"version"`               // module version, "(devel)" for a local build
+	Commit     string `json:"commit,omitempty"`      // VCS revision, when stamped
+	CommitTime string `json:"commit_time,omitempty"` // VCS commit time, RFC 3339
+	Modified   bool   `json:"modified,omitempty"`    // built from a dirty tree
+	Go         string `json:"go"`                    // Go toolchain version
+	Platform   string `json:"platform"`              // GOOS/GOARCH
 }
 
 // readVersion collects versionInfo from the binary's build information.
@@ -55,7 +53,6 @@ func (v versionInfo) String() string {
 }
 
 func newVersionCmd(*globals) *cobra.Command {
-	var asJSON bool
 	c := &cobra.Command{
 		Use:         "version",
 		Short:       "Print the nvstripe version",
@@ -63,15 +60,8 @@ func newVersionCmd(*globals) *cobra.Command {
 		Annotations: map[string]string{annotationNoSelfTest: "yes"},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			v := readVersion()
-			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(v)
-			}
-			_, err := fmt.Fprintln(cmd.OutOrStdout(), v)
-			return err
+			return report(cmd, v, "%s", v)
 		},
 	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
 	return c
 }
