@@ -88,6 +88,28 @@ func ReadFile(path string, required bool) (*File, error) {
 	return &f, nil
 }
 
+// Load finds the config file (path if set, else the one $NVSTRIPE_CONFIG
+// names, else DefaultPath, which alone may be missing), reads it and
+// resolves every Setting over flags (the flags given, by name) and env. It
+// returns the values and the file read ("" when none was).
+func Load(path string, flags map[string]string, env func(string) (string, bool)) ([]Value, string, error) {
+	required := true
+	if path == "" {
+		path, _ = lookup(env, PathEnv)
+	}
+	if path == "" {
+		path, required = DefaultPath, false
+	}
+	f, err := ReadFile(path, required)
+	if err != nil {
+		return nil, "", err
+	}
+	if f == nil {
+		path = ""
+	}
+	return Resolve(Layers{Flags: flags, Env: env, File: f, FilePath: path}), path, nil
+}
+
 // Value is a resolved setting and where it came from: "flag --etcd",
 // "env NVSTRIPE_ETCD", "file PATH" or "default".
 type Value struct {

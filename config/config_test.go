@@ -89,3 +89,20 @@ func TestTLSFiles(t *testing.T) {
 		t.Errorf("insecure: %v, %v", c, err)
 	}
 }
+
+func TestLoad(t *testing.T) {
+	p := writeFile(t, "cluster: c1\n")
+	env := map[string]string{PathEnv: p}
+	get := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	vs, file, err := Load("", nil, get)
+	if err != nil || file != p || byKey(vs)["cluster"].Value != "c1" {
+		t.Fatalf("Load via %s: %v %q %v", PathEnv, vs, file, err)
+	}
+	if _, _, err := Load(p+".missing", nil, get); err == nil {
+		t.Error("a named file that is missing: no error")
+	}
+	env[PathEnv] = p + ".missing"
+	if _, _, err := Load("", nil, get); err == nil {
+		t.Errorf("a file %s names that is missing: no error", PathEnv)
+	}
+}

@@ -48,6 +48,52 @@ func ParseFileNamespaces(specs, anaGroups []string) ([]FileNamespace, error) {
 	return out, nil
 }
 
+// FileSpec is a one-subsystem target over namespace files as an operator
+// names it (the flags of `nvstripe target serve`).
+type FileSpec struct {
+	Dir        string   // directory of the files NAME.img
+	NQN        string   // subsystem NQN
+	Listen     []string // listener addresses
+	Namespaces []string // NAME:SIZE
+	ANAGroups  []string // NAME:GROUP
+	AllowHosts []string // host NQNs, or "any"
+	BlockSize  int
+}
+
+// Config checks the spec and returns the target's configuration with the
+// namespace files open (CloseNamespaces closes them). Mistakes are ErrSpec.
+func (f FileSpec) Config() (Config, error) {
+	var cfg Config
+	if f.Dir == "" || f.NQN == "" || len(f.Namespaces) == 0 {
+		return cfg, fmt.Errorf("%w: a directory, a subsystem NQN and at least one namespace are required", ErrSpec)
+	}
+	if len(f.AllowHosts) == 0 {
+		return cfg, fmt.Errorf("%w: no allowed host: name the host NQNs, or 'any' to allow every host", ErrSpec)
+	}
+	sub := SubsystemConfig{NQN: f.NQN}
+	for _, h := range f.AllowHosts {
+		if h == "any" {
+			sub.AllowAnyHost = true
+		} else {
+			sub.AllowedHosts = append(sub.AllowedHosts, h)
+		}
+	}
+	nss, err := ParseFileNamespaces(f.Namespaces, f.ANAGroups)
+	if err != nil {
+		return cfg, err
+	}
+	if sub.Namespaces, err = OpenFileNamespaces(f.Dir, f.BlockSize, nss); err != nil {
+		return cfg, err
+	}
+	cfg.Subsystems = []SubsystemConfig{sub}
+	for _, a := range f.Listen {
+		if a = strings.TrimSpace(a); a != "" {
+			cfg.Listeners = append(cfg.Listeners, ListenerConfig{Address: a})
+		}
+	}
+	return cfg, nil
+}
+
 // Summary describes what a started target serves, for its operator.
 type Summary struct {
 	Listeners  []string           `json:"listeners"`

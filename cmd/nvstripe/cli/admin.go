@@ -2,10 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"io"
-	"strings"
-	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -63,68 +59,10 @@ func newAdminStatusCmd(g *globals, a *etcdAuth, f *adminFlags) *cobra.Command {
 			if wantJSON(cmd) {
 				return printProtoJSON(cmd.OutOrStdout(), st)
 			}
-			printStatus(cmd.OutOrStdout(), st)
-			return nil
+			return admin.WriteStatus(cmd.OutOrStdout(), st)
 		}),
 	}
 	return c
-}
-
-func printStatus(w io.Writer, st *admin.StatusReply) {
-	leader := st.Leader
-	if leader == "" {
-		leader = "none (no controller running)"
-	}
-	fmt.Fprintf(w, "controller leader: %s\n\n", leader)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "VOLUME\tLAYOUT\tSEGMENTS\tHEALTH\tSTALE\tMOVING\tOWNER")
-	for _, v := range st.Volumes {
-		fmt.Fprintf(tw, "%s\t%d+%d\t%d\t%s\t%d\t%d\t%s\n", v.Volume, v.K, v.M, v.Segments, v.Health, v.Stale, v.Moving, dash(v.Owner))
-	}
-	fmt.Fprintln(tw, "\nNAMESPACE\tHOST\tSTATE\tUSED\tCAPACITY\t")
-	for _, n := range st.Namespaces {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", n.Id, n.Host, n.State, fmtBytes(n.Used), fmtBytes(n.Capacity))
-	}
-	tw.Flush()
-	if len(st.Blocked) > 0 {
-		fmt.Fprintf(w, "\nblocked (no home for a shard):\n  %s\n", strings.Join(st.Blocked, "\n  "))
-	}
-	if len(st.Tasks) == 0 {
-		fmt.Fprintln(w, "\nno tasks")
-		return
-	}
-	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nTASK\tKIND\tSEGMENT\tMOVE\tHOLDER\tSTATE\tPROGRESS\tETA")
-	for _, t := range st.Tasks {
-		move := "-"
-		if t.Segment != "" {
-			move = fmt.Sprintf("shard %d %s -> %s", t.Shard, t.From, t.To)
-		}
-		eta := "-"
-		if t.EtaSeconds > 0 || t.Done > 0 {
-			eta = (time.Duration(t.EtaSeconds) * time.Second).String()
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Id, t.Kind, dash(t.Segment), move, dash(t.Holder), t.State, progressBar(t.Done, t.Total), eta)
-	}
-	tw.Flush()
-}
-
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-// progressBar draws done of total as [#####-----] NN%.
-func progressBar(done, total int64) string {
-	const width = 20
-	if total <= 0 {
-		return "[" + strings.Repeat("-", width) + "]   0%"
-	}
-	done = min(max(done, 0), total)
-	n := int(done * width / total)
-	return fmt.Sprintf("[%s%s] %3d%%", strings.Repeat("#", n), strings.Repeat("-", width-n), done*100/total)
 }
 
 func newAdminRebalanceCmd(g *globals, a *etcdAuth, f *adminFlags) *cobra.Command {
@@ -149,32 +87,12 @@ func newAdminRebalanceCmd(g *globals, a *etcdAuth, f *adminFlags) *cobra.Command
 			if wantJSON(cmd) {
 				return printProtoJSON(cmd.OutOrStdout(), rep)
 			}
-			printRebalance(cmd.OutOrStdout(), req, rep)
-			return nil
+			return admin.WriteRebalance(cmd.OutOrStdout(), req, rep)
 		}),
 	}
 	c.Flags().BoolVar(&req.Apply, "apply", false, "record the task for the controller")
 	c.Flags().Float64Var(&req.Threshold, "threshold", 0.1, "largest acceptable spread of used/capacity (0.1 = 10 points)")
 	return c
-}
-
-func printRebalance(w io.Writer, req *admin.RebalanceRequest, rep *admin.RebalanceReply) {
-	fmt.Fprintf(w, "spread before %.1f%%, after %.1f%% (threshold %.1f%%): %d moves, %s of shard data\n",
-		rep.SpreadBefore*100, rep.SpreadAfter*100, req.Threshold*100, len(rep.Moves), fmtBytes(rep.Bytes))
-	if len(rep.Moves) > 0 {
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "SEGMENT\tSHARD\tFROM\tTO")
-		for _, m := range rep.Moves {
-			fmt.Fprintf(tw, "%s/%d\t%d\t%s\t%s\n", m.Volume, m.Segment, m.Shard, m.From, m.To)
-		}
-		tw.Flush()
-	}
-	switch {
-	case rep.Task != "":
-		fmt.Fprintf(w, "task %s recorded: the leading controller carries it out (nvstripe admin status)\n", rep.Task)
-	case req.Apply:
-		fmt.Fprintln(w, "nothing to do: no task recorded")
-	}
 }
 
 func newAdminDrainCmd(g *globals, a *etcdAuth, f *adminFlags) *cobra.Command {

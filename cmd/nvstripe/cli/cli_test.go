@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+
+	"github.com/nvstripe/nvstripe/buildinfo"
 )
 
 // run calls Run in-process and returns stdout, stderr and the error.
@@ -46,7 +48,7 @@ func TestVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var v versionInfo
+	var v buildinfo.Info
 	if err := json.Unmarshal([]byte(out), &v); err != nil {
 		t.Fatalf("version --json printed %q: %v", out, err)
 	}

@@ -146,6 +146,14 @@ func printProtoJSONList[M proto.Message](w io.Writer, ms []M) error {
 // fmtBytes renders n for people (units.FormatSize: "1 GiB").
 func fmtBytes(n int64) string { return units.FormatSize(n) }
 
+// dash stands in for an empty table cell.
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
 func newClusterCmd(g *globals) *cobra.Command {
 	a := &etcdAuth{}
 	c := groupCmd("cluster", "Create and show the cluster record in etcd", newClusterInitCmd(g, a), newClusterInfoCmd(g, a))

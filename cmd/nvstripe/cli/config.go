@@ -13,27 +13,16 @@ import (
 // applyConfig resolves the shared settings (package config) and sets every
 // flag of cmd that names one and was not given on the command line.
 func applyConfig(cmd *cobra.Command, g *globals) error {
-	path, required := g.configPath, true
-	if path == "" {
-		path = os.Getenv(config.PathEnv)
-	}
-	if path == "" {
-		path, required = config.DefaultPath, false
-	}
-	file, err := config.ReadFile(path, required)
-	if err != nil {
-		return err
-	}
-	if file != nil {
-		g.configFile = path
-	}
 	given := map[string]string{}
 	for _, s := range config.Settings {
 		if f := cmd.Flags().Lookup(s.Flag); f != nil && f.Changed {
 			given[s.Flag] = f.Value.String()
 		}
 	}
-	g.settings = config.Resolve(config.Layers{Flags: given, Env: os.LookupEnv, File: file, FilePath: path})
+	var err error
+	if g.settings, g.configFile, err = config.Load(g.configPath, given, os.LookupEnv); err != nil {
+		return err
+	}
 	for i, s := range config.Settings {
 		if f := cmd.Flags().Lookup(s.Flag); f != nil && !f.Changed {
 			if err := f.Value.Set(g.settings[i].Value); err != nil {

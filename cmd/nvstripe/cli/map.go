@@ -1,14 +1,10 @@
 package cli
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -107,32 +103,16 @@ func mapViaAgent(cmd *cobra.Command, c *api.Client, req *api.MapRequest) error {
 
 // mapForeground serves spec until the context ends or the lease is lost.
 func mapForeground(cmd *cobra.Command, s *meta.Store, spec agent.Spec, holder string, wait bool) error {
-	ctx := cmd.Context()
 	if holder == "" {
 		holder = meta.DefaultHolder("map")
 	}
-	ag, err := agent.New(ctx, agent.Options{Store: s, Holder: holder, Logf: lineLogger(cmd.ErrOrStderr())})
-	if err != nil {
-		return err
+	say := func(what string) func(string) {
+		return func(url string) {
+			report(cmd, map[string]string{"volume": spec.Volume, what: url}, "%s: %s", what, url)
+		}
 	}
-	m, err := ag.Map(ctx, spec)
-	if err != nil {
-		ag.Close(context.WithoutCancel(ctx))
-		return err
-	}
-	if spec.Via == agent.ViaNBDDevice && wait {
-		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		_, err = nbd.WaitSize(wctx, m.Url)
-		cancel()
-	}
-	if err == nil {
-		report(cmd, map[string]string{"volume": spec.Volume, "serving": m.Url}, "serving: %s", m.Url)
-		err = ag.WaitFenced(ctx, spec.Volume)
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	report(cmd, map[string]string{"volume": spec.Volume, "unmapping": spec.Volume}, "unmapping %s", spec.Volume)
-	return errors.Join(err, ag.Unmap(sctx, spec.Volume), ag.Close(sctx))
+	return agent.ServeForeground(cmd.Context(), spec, agent.ForegroundOptions{WaitSize: wait, Serving: say("serving"), Unmapping: say("unmapping"),
+		Agent: agent.Options{Store: s, Holder: holder, Logf: lineLogger(cmd.ErrOrStderr())}})
 }
 
 // withAgent runs fn with a client of the agent on sock.
@@ -202,30 +182,11 @@ func newLsCmd(*globals) *cobra.Command {
 				if wantJSON(cmd) {
 					return printProtoJSONList(cmd.OutOrStdout(), l.Mappings)
 				}
-				printMappings(cmd, l.Mappings)
-				return nil
+				return api.WriteMappings(cmd.OutOrStdout(), l.Mappings)
 			})
 		},
 	}
 	c.Flags().StringVar(&sock, "agent", agent.DefaultSocket, "unix socket of the agent")
 	metadataOnly(c)
 	return c
-}
-
-func printMappings(cmd *cobra.Command, ms []*api.Mapping) {
-	w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "VOLUME\tSTATE\tURL\tEPOCH\tREAD\tWRITTEN\tERRORS\tDEGRADED\tNOTE")
-	for _, m := range ms {
-		url := m.Url
-		if url == "" {
-			url = m.Via + " " + m.Where
-		}
-		if m.ReadOnly {
-			url += " (ro)"
-		}
-		s := m.GetStats()
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%d\t%s\n", m.Volume, m.State, url, m.Epoch,
-			fmtBytes(s.GetReadBytes()), fmtBytes(s.GetWriteBytes()), s.GetErrors(), s.GetDegraded(), m.Error)
-	}
-	w.Flush()
 }

@@ -65,15 +65,15 @@ func newTargetServeCmd(g *globals) *cobra.Command {
 	fl.Var(units.NewFlag(&f.blockSize), "block-size", "logical block size of new namespaces")
 	fl.StringVar(&f.control, "control", "", "serve the HTTP control API on this loopback address (e.g. 127.0.0.1:4480)")
 	fl.StringVar(&f.host, "host", "", "this host's name in etcd (nvstripe host add), gossiped with --gossip")
-	fl.StringArrayVar(&f.gossip.labels, "label", nil, "failure-domain label KEY=VALUE gossiped with --gossip, repeatable")
+	fl.StringArrayVar(&f.gossip.Labels, "label", nil, "failure-domain label KEY=VALUE gossiped with --gossip, repeatable")
 	f.gossip.register(fl)
 	return c
 }
 
 // runTargetServe serves the namespaces until the command's context ends.
 func runTargetServe(cmd *cobra.Command, g *globals, f *targetServeFlags) error {
-	if _, err := f.gossip.targetConfig(f.host, nil); err != nil {
-		return err // before anything listens
+	if _, err := f.gossip.TargetMember(f.host, nil); err != nil {
+		return specError(err) // before anything listens
 	}
 	cfg, err := f.config()
 	if err != nil {
@@ -118,35 +118,12 @@ func runTargetServe(cmd *cobra.Command, g *globals, f *targetServeFlags) error {
 // config turns the flags into the target's configuration, with the
 // namespace files open.
 func (f *targetServeFlags) config() (target.Config, error) {
-	var cfg target.Config
-	if f.dir == "" || f.nqn == "" || len(f.ns) == 0 {
-		return cfg, usageError{errors.New("--dir, --nqn and at least one --ns are required")}
-	}
-	if len(f.allowHosts) == 0 {
-		return cfg, usageError{errors.New("no --allow-host: name the host NQNs, or 'any' to allow every host")}
-	}
-	sub := target.SubsystemConfig{NQN: f.nqn}
-	for _, h := range f.allowHosts {
-		if h == "any" {
-			sub.AllowAnyHost = true
-		} else {
-			sub.AllowedHosts = append(sub.AllowedHosts, h)
-		}
-	}
-	nss, err := target.ParseFileNamespaces(f.ns, f.anaGroups)
-	if err != nil {
+	cfg, err := target.FileSpec{Dir: f.dir, NQN: f.nqn, Listen: strings.Split(f.listen, ","), Namespaces: f.ns,
+		ANAGroups: f.anaGroups, AllowHosts: f.allowHosts, BlockSize: int(f.blockSize)}.Config()
+	if errors.Is(err, target.ErrSpec) {
 		return cfg, usageError{err}
 	}
-	if sub.Namespaces, err = target.OpenFileNamespaces(f.dir, int(f.blockSize), nss); err != nil {
-		return cfg, err
-	}
-	cfg.Subsystems = []target.SubsystemConfig{sub}
-	for _, a := range strings.Split(f.listen, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			cfg.Listeners = append(cfg.Listeners, target.ListenerConfig{Address: a})
-		}
-	}
-	return cfg, nil
+	return cfg, err
 }
 
 // printServing prints what the target serves, then "ready".
