@@ -3,10 +3,12 @@ package controllerd
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/nvstripe/nvstripe/controller"
 	"github.com/nvstripe/nvstripe/health"
+	"github.com/nvstripe/nvstripe/logging"
 	"github.com/nvstripe/nvstripe/meta"
 )
 
@@ -28,9 +30,9 @@ type Settings struct {
 }
 
 // RunnerConfig turns the settings into the Runner's configuration over s,
-// logging with logf (New fills in the mover, the domain label and a
+// logging to log (moves through controller.LogMoves) (New fills in the mover, the domain label and a
 // default holder).
-func (st Settings) RunnerConfig(s *meta.Store, logf func(string, ...any)) (controller.RunnerConfig, error) {
+func (st Settings) RunnerConfig(s *meta.Store, log *slog.Logger) (controller.RunnerConfig, error) {
 	bw := st.Bandwidth
 	if bw == 0 {
 		bw = -1
@@ -41,7 +43,7 @@ func (st Settings) RunnerConfig(s *meta.Store, logf func(string, ...any)) (contr
 	}
 	cfg := controller.RunnerConfig{Store: s, Holder: st.Holder, Interval: st.Interval, LeaderTTL: st.LeaderTTL,
 		Decide: controller.Config{OutAfter: st.OutAfter, MaxMoves: st.MaxMoves, MaxMovesPerNS: st.MaxMovesPerNS, MinUpFraction: st.MinUp},
-		Pacer:  pacer, Health: health.TrackerConfig{Grace: st.Grace}, Logf: logf}
+		Pacer:  pacer, Health: health.TrackerConfig{Grace: st.Grace}, Logf: logging.Logf(log), OnMove: controller.LogMoves(log)}
 	if st.Probe {
 		cfg.Probe = controller.ProbeTCP(st.ProbeTimeout)
 	}

@@ -65,7 +65,7 @@ func TestSelfTestCommand(t *testing.T) {
 }
 
 func TestUsageErrors(t *testing.T) {
-	for _, args := range [][]string{{"bogus"}, {"version", "--bogus"}, {"version", "extra"}, {"--etcd"}} {
+	for _, args := range [][]string{{"bogus"}, {"version", "--bogus"}, {"version", "extra"}, {"--etcd"}, {"version", "--log-format", "xml"}, {"version", "--log-level", "loud"}} {
 		_, _, err := run(t, args...)
 		if err == nil {
 			t.Errorf("%q: no error", args)

@@ -62,7 +62,7 @@ func openStore(ctx context.Context, g *globals, a *etcdAuth) (*meta.Store, error
 		return nil, usageError{fmt.Errorf("--etcd-user and --etcd-password go together")}
 	}
 	return meta.Open(ctx, meta.Config{Endpoints: g.etcdEndpoints(), Cluster: a.cluster, DialTimeout: a.timeout,
-		TLS: tc, Username: a.user, Password: a.password})
+		TLS: tc, Username: a.user, Password: a.password, Logger: meta.ZapToSlog(g.logger("etcd-client"))})
 }
 
 // withStore wraps a command body with opening and closing the store.

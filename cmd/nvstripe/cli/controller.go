@@ -49,7 +49,7 @@ func newControllerCmd(g *globals) *cobra.Command {
 			"unmap. Progress is in the task records (`nvstripe admin status`).",
 		Args: cobra.NoArgs,
 		RunE: withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
-			cfg, err := f.runnerConfig(cmd, s)
+			cfg, err := f.runnerConfig(g, s)
 			if err != nil {
 				return err
 			}
@@ -133,12 +133,12 @@ func (f *controllerFlags) startGossip(cmd *cobra.Command, s *meta.Store, cfg con
 }
 
 // runnerConfig turns the flags into the controller's options.
-func (f *controllerFlags) runnerConfig(cmd *cobra.Command, s *meta.Store) (controller.RunnerConfig, error) {
+func (f *controllerFlags) runnerConfig(g *globals, s *meta.Store) (controller.RunnerConfig, error) {
 	if f.gossip.Addr == "" && (len(f.gossip.Join) > 0 || f.gossipHost != "") {
 		return controller.RunnerConfig{}, usageError{fmt.Errorf("--gossip-join and --gossip-host need --gossip")}
 	}
 	f.Gossip = f.gossip.Addr != ""
-	cfg, err := f.Settings.RunnerConfig(s, lineLogger(cmd.ErrOrStderr()))
+	cfg, err := f.Settings.RunnerConfig(s, g.logger("controller"))
 	if errors.Is(err, controllerd.ErrSettings) {
 		return cfg, usageError{err}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/nvstripe/nvstripe/health/pool"
+	"github.com/nvstripe/nvstripe/logging"
 	"github.com/nvstripe/nvstripe/meta"
 )
 
@@ -66,7 +67,7 @@ func startTargetGossip(cmd *cobra.Command, gl *globals, a *etcdAuth, f *gossipFl
 	if err != nil || f.Addr == "" {
 		return func() {}, "", specError(err)
 	}
-	pc := pool.Config{Health: cfg, Join: f.Join, Logf: lineLogger(cmd.ErrOrStderr())}
+	pc := pool.Config{Health: cfg, Join: f.Join, Logf: logging.Logf(gl.logger("gossip"))}
 	closeStore := func() {}
 	if len(f.Join) == 0 {
 		pc.Store, closeStore = lazyStore(gl, a)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/agent"
 	"github.com/nvstripe/nvstripe/agent/api"
+	"github.com/nvstripe/nvstripe/logging"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/nbd"
 )
@@ -61,7 +63,7 @@ func newMapCmd(g *globals) *cobra.Command {
 				}
 			}
 			return withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
-				return mapForeground(cmd, s, spec, holder, wait)
+				return mapForeground(cmd, s, spec, holder, wait, g.logger("map"))
 			})(cmd, args)
 		},
 	}
@@ -102,7 +104,7 @@ func mapViaAgent(cmd *cobra.Command, c *api.Client, req *api.MapRequest) error {
 }
 
 // mapForeground serves spec until the context ends or the lease is lost.
-func mapForeground(cmd *cobra.Command, s *meta.Store, spec agent.Spec, holder string, wait bool) error {
+func mapForeground(cmd *cobra.Command, s *meta.Store, spec agent.Spec, holder string, wait bool, log *slog.Logger) error {
 	if holder == "" {
 		holder = meta.DefaultHolder("map")
 	}
@@ -112,7 +114,7 @@ func mapForeground(cmd *cobra.Command, s *meta.Store, spec agent.Spec, holder st
 		}
 	}
 	return agent.ServeForeground(cmd.Context(), spec, agent.ForegroundOptions{WaitSize: wait, Serving: say("serving"), Unmapping: say("unmapping"),
-		Agent: agent.Options{Store: s, Holder: holder, Logf: lineLogger(cmd.ErrOrStderr())}})
+		Agent: agent.Options{Store: s, Holder: holder, Log: log, Logf: logging.Logf(log)}})
 }
 
 // withAgent runs fn with a client of the agent on sock.

@@ -177,14 +177,18 @@ func TestAgentMapUnmapLs(t *testing.T) {
 
 	// In the foreground: serving until interrupted, then the lease is free.
 	fctx, fcancel := context.WithCancel(context.Background())
-	var fout syncBuffer
+	var fout, ferr syncBuffer
 	go func() {
-		done <- Run(fctx, []string{"map", "v", "--nbd-listen", "unix:" + filepath.Join(dir, "v.sock"), "--etcd", ep}, &fout, &errb)
+		done <- Run(fctx, []string{"map", "v", "--nbd-listen", "unix:" + filepath.Join(dir, "v.sock"), "--etcd", ep, "--log-format", "json"}, &fout, &ferr)
 	}()
 	waitOutput(t, &fout, done, "serving: nbd+unix:///v?socket="+filepath.Join(dir, "v.sock"))
 	fcancel()
 	if err := <-done; err != nil {
 		t.Errorf("map in the foreground: %v", err)
+	}
+	// Its log lines are JSON records of component map, never agent.
+	if l := ferr.String(); !strings.Contains(l, `"component":"map"`) || strings.Contains(l, "agent") || !strings.Contains(l, `"level":"INFO"`) {
+		t.Errorf("foreground map's log:\n%s", l)
 	}
 	if o := cl.ok("v", "volume", "info", "v"); strings.Contains(o, "map.") {
 		t.Errorf("lease still held after the foreground map ended:\n%s", o)

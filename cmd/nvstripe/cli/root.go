@@ -16,12 +16,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/nvstripe/nvstripe/config"
 	"github.com/nvstripe/nvstripe/ec"
+	"github.com/nvstripe/nvstripe/logging"
 )
 
 // verbGroups lists the constructors of the top-level commands, one line each.
@@ -53,6 +55,10 @@ type globals struct {
 	etcd string
 	// output is -o/--output: text or json.
 	output string
+	// logFormat and logLevel are --log-format and --log-level; log is the
+	// daemons' logger they make.
+	logFormat, logLevel string
+	log                 *slog.Logger
 	// configPath is --config: the config file (default NVSTRIPE_CONFIG,
 	// else config.DefaultPath).
 	configPath string
@@ -71,6 +77,11 @@ func (g *globals) etcdEndpoints() []string {
 		}
 	}
 	return eps
+}
+
+// logger returns the daemons' logger for component (agent, map, target, ...).
+func (g *globals) logger(component string) *slog.Logger {
+	return g.log.With("component", component)
 }
 
 // annotationNoSelfTest on a command skips the start-up codec self-test.
@@ -103,6 +114,10 @@ func newRootCmd() *cobra.Command {
 			if g.output != "text" && g.output != "json" {
 				return usageError{fmt.Errorf("-o %q: want text or json", g.output)}
 			}
+			var err error
+			if g.log, err = logging.New(cmd.ErrOrStderr(), g.logFormat, g.logLevel); err != nil {
+				return usageError{err}
+			}
 			if err := applyConfig(cmd, g); err != nil {
 				return err
 			}
@@ -113,6 +128,8 @@ func newRootCmd() *cobra.Command {
 	root.PersistentFlags().StringVar(&g.configPath, "config", "", "config file (default $NVSTRIPE_CONFIG, else "+config.DefaultPath+")")
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "text", "output format: text or json")
 	root.PersistentFlags().Bool("json", false, "print JSON (alias of -o json)")
+	root.PersistentFlags().StringVar(&g.logFormat, "log-format", "text", "daemons' log lines on stderr: text or json")
+	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "least level logged: debug, info, warn or error")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	for _, newCmd := range verbGroups() {
 		root.AddCommand(newCmd(g))

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nvstripe/nvstripe/logging"
 	"github.com/nvstripe/nvstripe/nvmeof/target"
 	"github.com/nvstripe/nvstripe/units"
 )
@@ -80,7 +81,7 @@ func runTargetServe(cmd *cobra.Command, g *globals, f *targetServeFlags) error {
 		return err
 	}
 	defer target.CloseNamespaces(cfg.Subsystems[0].Namespaces)
-	cfg.Logf = lineLogger(cmd.ErrOrStderr())
+	cfg.Logf = logging.Logf(g.logger("target"))
 	t, err := target.New(cfg)
 	if err != nil {
 		return err
