@@ -120,6 +120,7 @@ func importRules() map[string]rule {
 		"health/pool": {ours: []string{"health", "meta"},
 			why: "health/pool keeps a gossip member joined and its seed record registered in etcd"},
 		"buildinfo":       pureRule("buildinfo reads the binary's build information"),
+		"jsonout":         {third: []string{"google.golang.org/protobuf/..."}, why: "jsonout writes results as JSON"},
 		"logging":         pureRule("logging builds slog loggers and adapts Logf hooks to them"),
 		"config":          {third: []string{"sigs.k8s.io/yaml"}, why: "config layers flags, environment, file and defaults"},
 		"rpctest":         {third: []string{"google.golang.org/grpc/..."}, why: "rpctest checks any gRPC server's reflection and health services"},

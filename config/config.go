@@ -155,6 +155,18 @@ func lookup(env func(string) (string, bool), name string) (string, bool) {
 	return v, ok && v != ""
 }
 
+// SplitList splits a comma-separated list (etcd endpoints), dropping
+// blanks.
+func SplitList(s string) []string {
+	var out []string
+	for _, e := range strings.Split(s, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // TLSFiles name the PEM files of an etcd TLS connection.
 type TLSFiles struct {
 	CACert, Cert, Key  string

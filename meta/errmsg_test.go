@@ -40,3 +40,15 @@ func TestErrorMessages(t *testing.T) {
 		}
 	}
 }
+
+func TestParseLabels(t *testing.T) {
+	m, err := ParseLabels([]string{"rack=r1", "row="})
+	if err != nil || len(m) != 2 || m["rack"] != "r1" || m["row"] != "" {
+		t.Errorf("ParseLabels = %v, %v", m, err)
+	}
+	for _, bad := range []string{"rack", "=r1"} {
+		if _, err := ParseLabels([]string{bad}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%q: %v, want ErrInvalid", bad, err)
+		}
+	}
+}

@@ -1,6 +1,10 @@
 package meta
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"strings"
+)
 
 // VolumeInfo is a volume's record with its allocation and owners, as
 // `nvstripe volume info` shows it.
@@ -75,6 +79,20 @@ func (s *Store) NamespaceUses(ctx context.Context) ([]NamespaceUse, error) {
 			return nil, err
 		}
 		out = append(out, NamespaceUse{NamespaceRecord: n, UsedBytes: al.Used * c.SlotSize, CapacityBytes: n.Capacity() * c.SlotSize})
+	}
+	return out, nil
+}
+
+// ParseLabels reads failure-domain labels KEY=VALUE (`host add --label`,
+// a target's gossiped labels). A malformed one is ErrInvalid.
+func ParseLabels(specs []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, l := range specs {
+		k, v, ok := strings.Cut(l, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("label %q: want KEY=VALUE: %w", l, ErrInvalid)
+		}
+		out[k] = v
 	}
 	return out, nil
 }

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"net"
 	"strconv"
-	"strings"
 
 	"github.com/nvstripe/nvstripe/health"
+	"github.com/nvstripe/nvstripe/meta"
 )
 
 // ErrSpec marks a malformed gossip setting: an operator's mistake, found
@@ -38,11 +38,11 @@ func (s Spec) Member(m health.Meta, name string) (health.Config, error) {
 	if !ok {
 		return health.Config{}, fmt.Errorf("%w: gossip profile %q: want lan, local or test", ErrSpec, s.Profile)
 	}
-	for _, l := range s.Labels {
-		k, v, ok := strings.Cut(l, "=")
-		if !ok || k == "" {
-			return health.Config{}, fmt.Errorf("%w: label %q: want KEY=VALUE", ErrSpec, l)
-		}
+	labels, err := meta.ParseLabels(s.Labels)
+	if err != nil {
+		return health.Config{}, fmt.Errorf("%w: %w", ErrSpec, err)
+	}
+	for k, v := range labels {
 		if m.Labels == nil {
 			m.Labels = map[string]string{}
 		}

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nvstripe/nvstripe/controller/admin"
+	"github.com/nvstripe/nvstripe/jsonout"
 	"github.com/nvstripe/nvstripe/meta"
 )
 
@@ -57,7 +58,7 @@ func newAdminStatusCmd(g *globals, a *etcdAuth, f *adminFlags) *cobra.Command {
 				return err
 			}
 			if wantJSON(cmd) {
-				return printProtoJSON(cmd.OutOrStdout(), st)
+				return jsonout.Write(cmd.OutOrStdout(), st)
 			}
 			return admin.WriteStatus(cmd.OutOrStdout(), st)
 		}),
@@ -85,7 +86,7 @@ func newAdminRebalanceCmd(g *globals, a *etcdAuth, f *adminFlags) *cobra.Command
 				return err
 			}
 			if wantJSON(cmd) {
-				return printProtoJSON(cmd.OutOrStdout(), rep)
+				return jsonout.Write(cmd.OutOrStdout(), rep)
 			}
 			return admin.WriteRebalance(cmd.OutOrStdout(), req, rep)
 		}),
@@ -109,7 +110,7 @@ func newAdminDrainCmd(g *globals, a *etcdAuth, f *adminFlags) *cobra.Command {
 				return err
 			}
 			if wantJSON(cmd) {
-				return printProtoJSON(cmd.OutOrStdout(), rep)
+				return jsonout.Write(cmd.OutOrStdout(), rep)
 			}
 			if len(rep.Namespaces) == 0 {
 				fmt.Fprintf(cmd.OutOrStdout(), "host %s has no namespace in service: nothing to drain\n", args[0])

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nvstripe/nvstripe/buildinfo"
+	"github.com/nvstripe/nvstripe/config"
 )
 
 // run calls Run in-process and returns stdout, stderr and the error.
@@ -88,9 +89,8 @@ func TestEtcdFlag(t *testing.T) {
 	if f == nil || f.DefValue != "127.0.0.1:2379" {
 		t.Fatalf("--etcd flag = %+v, want default 127.0.0.1:2379", f)
 	}
-	g := &globals{etcd: " a:1, b:2,,"}
-	if got := g.etcdEndpoints(); !slices.Equal(got, []string{"a:1", "b:2"}) {
-		t.Errorf("etcdEndpoints = %q", got)
+	if got := config.SplitList(" a:1, b:2,,"); !slices.Equal(got, []string{"a:1", "b:2"}) {
+		t.Errorf("SplitList = %q", got)
 	}
 }
 

@@ -3,18 +3,14 @@ package cli
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
-
 	"github.com/nvstripe/nvstripe/config"
+	"github.com/nvstripe/nvstripe/jsonout"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/units"
 )
@@ -61,7 +57,7 @@ func openStore(ctx context.Context, g *globals, a *etcdAuth) (*meta.Store, error
 	if (a.user == "") != (a.password == "") {
 		return nil, usageError{fmt.Errorf("--etcd-user and --etcd-password go together")}
 	}
-	return meta.Open(ctx, meta.Config{Endpoints: g.etcdEndpoints(), Cluster: a.cluster, DialTimeout: a.timeout,
+	return meta.Open(ctx, meta.Config{Endpoints: config.SplitList(g.etcd), Cluster: a.cluster, DialTimeout: a.timeout,
 		TLS: tc, Username: a.user, Password: a.password, Logger: meta.ZapToSlog(g.logger("etcd-client"))})
 }
 
@@ -94,53 +90,14 @@ func wantJSON(cmd *cobra.Command) bool {
 	return (o != nil && o.Value.String() == "json") || (j != nil && j.Value.String() == "true")
 }
 
-// report prints v as JSON with -o json (protoJSON for a proto message),
-// else the line format, args.
+// report prints v as JSON with -o json (jsonout), else the line format,
+// args.
 func report(cmd *cobra.Command, v any, format string, args ...any) error {
 	if wantJSON(cmd) {
-		if m, ok := v.(proto.Message); ok {
-			return printProtoJSON(cmd.OutOrStdout(), m)
-		}
-		return printJSON(cmd.OutOrStdout(), v)
+		return jsonout.Write(cmd.OutOrStdout(), v)
 	}
 	_, err := fmt.Fprintf(cmd.OutOrStdout(), format+"\n", args...)
 	return err
-}
-
-// printJSON writes v as indented JSON.
-func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
-// protoJSON encodes m in the proto3 JSON mapping with the field names of
-// its .proto file (64-bit integers are strings, times RFC 3339), zero values
-// included.
-func protoJSON(m proto.Message) (json.RawMessage, error) {
-	return protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}.Marshal(m)
-}
-
-// printProtoJSON writes m as indented JSON (protoJSON).
-func printProtoJSON(w io.Writer, m proto.Message) error {
-	b, err := protoJSON(m)
-	if err != nil {
-		return err
-	}
-	return printJSON(w, b)
-}
-
-// printProtoJSONList writes ms as an indented JSON array (protoJSON).
-func printProtoJSONList[M proto.Message](w io.Writer, ms []M) error {
-	raw := []json.RawMessage{}
-	for _, m := range ms {
-		b, err := protoJSON(m)
-		if err != nil {
-			return err
-		}
-		raw = append(raw, b)
-	}
-	return printJSON(w, raw)
 }
 
 // fmtBytes renders n for people (units.FormatSize: "1 GiB").
@@ -197,7 +154,7 @@ func newClusterInfoCmd(g *globals, a *etcdAuth) *cobra.Command {
 				return err
 			}
 			if wantJSON(cmd) {
-				return printJSON(cmd.OutOrStdout(), rec)
+				return jsonout.Write(cmd.OutOrStdout(), rec)
 			}
 			domain := rec.DomainLabel
 			if domain == "" {

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nvstripe/nvstripe/config"
+	"github.com/nvstripe/nvstripe/jsonout"
 )
 
 // applyConfig resolves the shared settings (package config) and sets every
@@ -47,7 +48,7 @@ func newConfigCmd(g *globals) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if wantJSON(cmd) {
-				return printJSON(cmd.OutOrStdout(), map[string]any{"config_file": g.configFile, "settings": g.settings})
+				return jsonout.Write(cmd.OutOrStdout(), map[string]any{"config_file": g.configFile, "settings": g.settings})
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "KEY\tVALUE\tSOURCE")

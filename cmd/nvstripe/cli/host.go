@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nvstripe/nvstripe/jsonout"
 	"github.com/nvstripe/nvstripe/meta"
 )
 
@@ -27,13 +28,9 @@ func newHostAddCmd(g *globals, a *etcdAuth) *cobra.Command {
 		Short: "Add a storage host",
 		Args:  cobra.ExactArgs(1),
 		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
-			lm := map[string]string{}
-			for _, l := range labels {
-				k, v, ok := strings.Cut(l, "=")
-				if !ok || k == "" {
-					return usageError{fmt.Errorf("--label %q: want KEY=VALUE", l)}
-				}
-				lm[k] = v
+			lm, err := meta.ParseLabels(labels)
+			if err != nil {
+				return usageError{err}
 			}
 			h, err := s.AddHost(cmd.Context(), args[0], lm)
 			if err != nil {
@@ -57,7 +54,7 @@ func newHostLsCmd(g *globals, a *etcdAuth) *cobra.Command {
 				return err
 			}
 			if wantJSON(cmd) {
-				return printJSON(cmd.OutOrStdout(), hosts)
+				return jsonout.Write(cmd.OutOrStdout(), hosts)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "NAME\tLABELS")

@@ -1,16 +1,15 @@
 package cli
 
 import (
-	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/nvstripe/nvstripe/agent"
 	"github.com/nvstripe/nvstripe/agent/api"
+	"github.com/nvstripe/nvstripe/jsonout"
 	"github.com/nvstripe/nvstripe/logging"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/nbd"
@@ -37,15 +36,8 @@ func newMapCmd(g *globals) *cobra.Command {
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Volume = args[0]
-			if err := pickDevice(&req); err != nil {
+			if err := agent.CompleteRequest(&req); err != nil {
 				return err
-			}
-			if req.FuseDir != "" {
-				abs, err := filepath.Abs(req.FuseDir)
-				if err != nil {
-					return err
-				}
-				req.FuseDir = abs
 			}
 			spec, err := agent.SpecOf(&req)
 			if err != nil {
@@ -78,21 +70,6 @@ func newMapCmd(g *globals) *cobra.Command {
 	fl.StringVar(&holder, "holder", "", "owner name in etcd when serving in the foreground (default map.HOSTNAME, or map.node-ID on hosts without a valid one)")
 	fl.BoolVar(&wait, "wait", true, "print a kernel device only once the kernel reports its capacity")
 	return c
-}
-
-// pickDevice makes a request that names no way to serve attach a kernel
-// nbd device: the one its volume had when its serving process died, else
-// the first free one.
-func pickDevice(req *api.MapRequest) error {
-	if req.NbdListen != "" || req.NbdDevice != "" || req.Ublk || req.FuseDir != "" {
-		return nil
-	}
-	d, err := nbd.PickDevice(req.Volume)
-	if err != nil {
-		return fmt.Errorf("map %s: %w", req.Volume, err)
-	}
-	req.NbdDevice = d.Path
-	return nil
 }
 
 func mapViaAgent(cmd *cobra.Command, c *api.Client, req *api.MapRequest) error {
@@ -182,7 +159,7 @@ func newLsCmd(*globals) *cobra.Command {
 					return err
 				}
 				if wantJSON(cmd) {
-					return printProtoJSONList(cmd.OutOrStdout(), l.Mappings)
+					return jsonout.Write(cmd.OutOrStdout(), l.Mappings)
 				}
 				return api.WriteMappings(cmd.OutOrStdout(), l.Mappings)
 			})

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nvstripe/nvstripe/jsonout"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/placement"
 	"github.com/nvstripe/nvstripe/units"
@@ -137,7 +138,7 @@ func newNSLsCmd(g *globals, a *etcdAuth) *cobra.Command {
 				return err
 			}
 			if wantJSON(cmd) {
-				return printJSON(cmd.OutOrStdout(), views)
+				return jsonout.Write(cmd.OutOrStdout(), views)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "ID\tHOST\tSTATE\tSIZE\tUSED\tNQN\tNSID\tPATHS")

@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -66,17 +65,6 @@ type globals struct {
 	settings []config.Value
 	// configFile is the config file read ("" when none was found).
 	configFile string
-}
-
-// etcdEndpoints returns --etcd split on commas, blanks dropped.
-func (g *globals) etcdEndpoints() []string {
-	var eps []string
-	for _, e := range strings.Split(g.etcd, ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			eps = append(eps, e)
-		}
-	}
-	return eps
 }
 
 // logger returns the daemons' logger for component (agent, map, target, ...).

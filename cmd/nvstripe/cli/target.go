@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nvstripe/nvstripe/jsonout"
 	"github.com/nvstripe/nvstripe/logging"
 	"github.com/nvstripe/nvstripe/nvmeof/target"
 	"github.com/nvstripe/nvstripe/units"
@@ -131,7 +132,7 @@ func (f *targetServeFlags) config() (target.Config, error) {
 func printServing(cmd *cobra.Command, t *target.Target, ctl, gossip string) error {
 	sum := t.Summary()
 	if wantJSON(cmd) {
-		return printJSON(cmd.OutOrStdout(), map[string]any{"target": sum, "control": ctl, "gossip": gossip, "ready": true})
+		return jsonout.Write(cmd.OutOrStdout(), map[string]any{"target": sum, "control": ctl, "gossip": gossip, "ready": true})
 	}
 	w, s := cmd.OutOrStdout(), sum.Subsystems[0]
 	fmt.Fprintf(w, "subsystem %s\n", s.NQN)
@@ -169,7 +170,7 @@ func newTargetANAStateCmd() *cobra.Command {
 			if state == "" {
 				es, err := cc.ANAStates(cmd.Context())
 				if err == nil && wantJSON(cmd) {
-					return printJSON(cmd.OutOrStdout(), es)
+					return jsonout.Write(cmd.OutOrStdout(), es)
 				}
 				for _, e := range es {
 					fmt.Fprintf(cmd.OutOrStdout(), "listener %d %s group %d %s\n", e.Listener, e.Address, e.Group, e.State)

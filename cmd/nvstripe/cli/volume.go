@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nvstripe/nvstripe/jsonout"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/units"
 )
@@ -64,7 +65,7 @@ func newVolumeLsCmd(g *globals, a *etcdAuth) *cobra.Command {
 				return err
 			}
 			if wantJSON(cmd) {
-				return printJSON(cmd.OutOrStdout(), vols)
+				return jsonout.Write(cmd.OutOrStdout(), vols)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "NAME\tSIZE\tLAYOUT\tCHUNK\tSTATE")
@@ -88,7 +89,7 @@ func newVolumeInfoCmd(g *globals, a *etcdAuth) *cobra.Command {
 				return err
 			}
 			if wantJSON(cmd) {
-				return printJSON(cmd.OutOrStdout(), info)
+				return jsonout.Write(cmd.OutOrStdout(), info)
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "volume %s\nsize %s\nlayout %d+%d chunk %s\nstate %s\nsegments %d allocated of %d (%d dirty, %d moving)\n",
