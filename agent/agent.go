@@ -90,6 +90,12 @@ func (o *Options) ensureDefaults() {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
+	if o.Namespaces.Logf == nil {
+		o.Namespaces.Logf = o.Logf
+	}
+	if o.Namespaces.OnPathState == nil {
+		o.Namespaces.OnPathState = o.Metrics.setPathState
+	}
 }
 
 // Agent maps volumes on request, serves them over NBD or FUSE, holds their

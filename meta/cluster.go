@@ -230,14 +230,18 @@ func (s *Store) SetNamespaceState(ctx context.Context, id string, state placemen
 		func(n *NamespaceRecord) error { n.State = state.String(); return nil })
 }
 
-// SetPathState records the last-known ANA group and state of one path of a
-// namespace (ErrNotFound when the namespace has no such path).
+// SetPathState records the last-known ANA group (0: keep the recorded one)
+// and state of one path of a namespace (ErrNotFound when the namespace has
+// no such path).
 func (s *Store) SetPathState(ctx context.Context, id, addr string, group uint32, state string) error {
 	return update(ctx, s, s.keys.namespace(id), func() *NamespaceRecord { return &NamespaceRecord{} },
 		func(n *NamespaceRecord) error {
 			for i := range n.Paths {
 				if n.Paths[i].Addr == addr {
-					n.Paths[i].ANAGroup, n.Paths[i].ANAState = group, state
+					n.Paths[i].ANAState = state
+					if group != 0 {
+						n.Paths[i].ANAGroup = group
+					}
 					return nil
 				}
 			}

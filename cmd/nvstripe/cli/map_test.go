@@ -17,6 +17,7 @@ import (
 	"github.com/nvstripe/nvstripe/agent/api"
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/meta/metatest"
+	"github.com/nvstripe/nvstripe/nbd/nbdtest"
 	"github.com/nvstripe/nvstripe/nvmeof/target"
 )
 
@@ -155,6 +156,21 @@ func TestAgentMapUnmapLs(t *testing.T) {
 	if err != nil || !strings.Contains(o, "serving") || !strings.Contains(o, "VOLUME") {
 		t.Errorf("ls: %q, %v", o, err)
 	}
+	// A write allocates a segment: the agent connects its namespaces and
+	// publishes the ANA state of their paths, which ns ls shows.
+	_, url, _ := strings.Cut(o, "nbd://")
+	hostPort, _, _ := strings.Cut(url, "/")
+	nc, err := nbdtest.Dial(ctx, "tcp", hostPort, "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.WriteAt(ctx, make([]byte, 4096), 0); err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	waitCLI(t, "ns ls -o json showing optimized paths", func() bool {
+		return strings.Count(cl.ok("h0-n1", "ns", "ls", "-o", "json"), `"ana_state": "optimized"`) == 3
+	})
 	o, _, err = run(t, "ls", "--agent", sock, "-o", "json")
 	var anyJSON any
 	if json.Unmarshal([]byte(o), &anyJSON) == nil {
