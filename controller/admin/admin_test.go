@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/metatest"
@@ -129,5 +130,73 @@ func TestServiceErrors(t *testing.T) {
 	}
 	if _, err := svc.Fail(ctx, &FailRequest{Ns: "nope-n1"}); !errors.Is(err, meta.ErrNotFound) {
 		t.Errorf("fail nope-n1: %v", err)
+	}
+}
+
+// TestRebalanceProgress: a rebalance task's progress is the share of its
+// planned shard data no longer left to move: none at first, all of it once
+// nothing is left (here: the volume is removed).
+func TestRebalanceProgress(t *testing.T) {
+	ctx := context.Background()
+	s := fixture(t, 8)
+	svc := NewService(s)
+	rep, err := svc.Rebalance(ctx, &RebalanceRequest{Threshold: 0.01, Apply: true})
+	if err != nil || rep.Task == "" || rep.Bytes <= 0 {
+		t.Fatalf("rebalance --apply: %+v, %v", rep, err)
+	}
+	task := func() *TaskStatus {
+		st, err := svc.Status(ctx, &StatusRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tk := range st.Tasks {
+			if tk.Id == rep.Task {
+				return tk
+			}
+		}
+		t.Fatalf("task %s not in status", rep.Task)
+		return nil
+	}
+	if tk := task(); tk.Total != rep.Bytes || tk.Done != 0 {
+		t.Errorf("at first: done %d of %d, want 0 of %d", tk.Done, tk.Total, rep.Bytes)
+	}
+	if err := s.DeleteVolume(ctx, "v"); err != nil {
+		t.Fatal(err)
+	}
+	if tk := task(); tk.Done != rep.Bytes {
+		t.Errorf("with nothing left: done %d of %d", tk.Done, tk.Total)
+	}
+}
+
+// TestWatch: once without an interval; with one, until the context ends;
+// fn's error ends it.
+func TestWatch(t *testing.T) {
+	s := fixture(t, 6)
+	svc := NewService(s)
+	calls := 0
+	count := func(st *StatusReply) error {
+		calls++
+		if len(st.Volumes) != 1 {
+			t.Errorf("status %v", st)
+		}
+		return nil
+	}
+	if err := Watch(context.Background(), svc, 0, count); err != nil || calls != 1 {
+		t.Errorf("once: %d calls, %v", calls, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	calls = 0
+	err := Watch(ctx, svc, time.Millisecond, func(st *StatusReply) error {
+		if count(st); calls == 3 {
+			cancel()
+		}
+		return nil
+	})
+	if err != nil || calls != 3 {
+		t.Errorf("watch: %d calls, %v", calls, err)
+	}
+	boom := errors.New("boom")
+	if err := Watch(context.Background(), svc, time.Millisecond, func(*StatusReply) error { return boom }); err != boom {
+		t.Errorf("fn error: %v", err)
 	}
 }

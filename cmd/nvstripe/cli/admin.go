@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -48,21 +49,21 @@ func withAdmin(g *globals, a *etcdAuth, f *adminFlags, fn func(cmd *cobra.Comman
 }
 
 func newAdminStatusCmd(g *globals, a *etcdAuth, f *adminFlags) *cobra.Command {
+	var watch time.Duration
 	c := &cobra.Command{
-		Use:   "status",
+		Use:   "status [--watch 2s]",
 		Short: "Cluster health: volumes (healthy, degraded by N, at risk), namespaces, tasks with progress",
 		Args:  cobra.NoArgs,
 		RunE: withAdmin(g, a, f, func(cmd *cobra.Command, _ []string, ops admin.Ops) error {
-			st, err := ops.Status(cmd.Context(), &admin.StatusRequest{})
-			if err != nil {
-				return err
-			}
-			if wantJSON(cmd) {
-				return jsonout.Write(cmd.OutOrStdout(), st)
-			}
-			return admin.WriteStatus(cmd.OutOrStdout(), st)
+			return admin.Watch(cmd.Context(), ops, watch, func(st *admin.StatusReply) error {
+				if wantJSON(cmd) {
+					return jsonout.Write(cmd.OutOrStdout(), st)
+				}
+				return admin.WriteStatus(cmd.OutOrStdout(), st)
+			})
 		}),
 	}
+	c.Flags().DurationVar(&watch, "watch", 0, "print the status again every DURATION until interrupted (one JSON document each)")
 	return c
 }
 
