@@ -9,15 +9,16 @@ import (
 )
 
 // ZapToSlog returns a zap logger (what the etcd client logs to, Config.Logger)
-// whose entries go to l: zap's levels map to slog's, its fields become
-// attributes.
-func ZapToSlog(l *slog.Logger) *zap.Logger {
-	return zap.New(&slogCore{h: l.Handler()})
+// whose entries at min and above go to l: zap's levels map to slog's, its
+// fields become attributes.
+func ZapToSlog(l *slog.Logger, min slog.Level) *zap.Logger {
+	return zap.New(&slogCore{h: l.Handler(), min: min})
 }
 
 // slogCore is a zapcore.Core over a slog.Handler.
 type slogCore struct {
 	h     slog.Handler
+	min   slog.Level
 	attrs []slog.Attr
 }
 
@@ -34,11 +35,11 @@ func slogLevel(l zapcore.Level) slog.Level {
 }
 
 func (c *slogCore) Enabled(l zapcore.Level) bool {
-	return c.h.Enabled(context.Background(), slogLevel(l))
+	return slogLevel(l) >= c.min && c.h.Enabled(context.Background(), slogLevel(l))
 }
 
 func (c *slogCore) With(fs []zapcore.Field) zapcore.Core {
-	return &slogCore{h: c.h, attrs: append(c.attrs[:len(c.attrs):len(c.attrs)], fieldAttrs(fs)...)}
+	return &slogCore{h: c.h, min: c.min, attrs: append(c.attrs[:len(c.attrs):len(c.attrs)], fieldAttrs(fs)...)}
 }
 
 func (c *slogCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {

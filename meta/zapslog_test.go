@@ -12,7 +12,8 @@ import (
 
 func TestZapToSlog(t *testing.T) {
 	var b bytes.Buffer
-	z := ZapToSlog(slog.New(slog.NewJSONHandler(&b, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	z := ZapToSlog(slog.New(slog.NewJSONHandler(&b, &slog.HandlerOptions{Level: slog.LevelInfo})), slog.LevelWarn)
+	z.Info("below min")
 	z.Debug("hidden")
 	z.With(zap.String("target", "etcd")).Warn("retrying", zap.Int("attempt", 2), zap.Error(errors.New("boom")))
 	var r map[string]any

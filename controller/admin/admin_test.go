@@ -200,3 +200,49 @@ func TestWatch(t *testing.T) {
 		t.Errorf("fn error: %v", err)
 	}
 }
+
+// TestWaitProgress: a drain's progress runs from none of the bytes its
+// namespace used to all of them once it holds none; a task's ends when the
+// controller removes it.
+func TestWaitProgress(t *testing.T) {
+	ctx := context.Background()
+	s := fixture(t, 8)
+	svc := NewService(s)
+	st, err := svc.Status(ctx, &StatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var full string
+	for _, n := range st.Namespaces {
+		if n.Used > 0 {
+			full = n.Id
+		}
+	}
+	rep, err := svc.Rebalance(ctx, &RebalanceRequest{Threshold: 0.01, Apply: true})
+	if err != nil || rep.Task == "" {
+		t.Fatalf("rebalance: %+v %v", rep, err)
+	}
+	var drain, task []Progress
+	err = WaitProgress(ctx, svc, time.Millisecond, TaskMeasure(rep.Task), func(p Progress) error {
+		if task = append(task, p); len(task) == 1 {
+			return s.DeleteTask(ctx, rep.Task)
+		}
+		return nil
+	})
+	if err != nil || len(task) != 2 || task[0].Finished || !task[1].Finished || task[1].Done != rep.Bytes || task[1].Total != rep.Bytes {
+		t.Errorf("task progress %+v, %v", task, err)
+	}
+	err = WaitProgress(ctx, svc, time.Millisecond, DrainMeasure([]string{full}), func(p Progress) error {
+		if drain = append(drain, p); len(drain) == 1 {
+			return s.DeleteVolume(ctx, "v")
+		}
+		return nil
+	})
+	if err != nil || len(drain) != 2 || drain[0].Done != 0 || drain[0].Total <= 0 || !drain[1].Finished || drain[1].Done != drain[0].Total {
+		t.Errorf("drain progress %+v, %v", drain, err)
+	}
+	p := Progress{Done: 1 << 20, Total: 4 << 20, Rate: 1 << 20, ETASeconds: 3}
+	if got := p.String(); got != "1 MiB of 4 MiB (25%), 1 MiB/s, ETA 3s" {
+		t.Errorf("String() = %q", got)
+	}
+}

@@ -70,23 +70,25 @@ func progressBar(done, total int64) string {
 	return fmt.Sprintf("[%s%s] %3d%%", strings.Repeat("#", n), strings.Repeat("-", width-n), done*100/total)
 }
 
-// WriteRebalance prints a rebalance plan (rep, for req) for people.
-func WriteRebalance(w io.Writer, req *RebalanceRequest, rep *RebalanceReply) error {
-	fmt.Fprintf(w, "spread before %.1f%%, after %.1f%% (threshold %.1f%%): %d moves, %s of shard data\n",
+// RebalanceText is a rebalance plan (rep, for req) for people: the spread
+// before and after, the moves, and what became of the task.
+func RebalanceText(req *RebalanceRequest, rep *RebalanceReply) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "spread before %.1f%%, after %.1f%% (threshold %.1f%%): %d moves, %s of shard data",
 		rep.SpreadBefore*100, rep.SpreadAfter*100, req.Threshold*100, len(rep.Moves), units.FormatSize(rep.Bytes))
 	if len(rep.Moves) > 0 {
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "SEGMENT\tSHARD\tFROM\tTO")
+		tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+		fmt.Fprint(tw, "\nSEGMENT\tSHARD\tFROM\tTO")
 		for _, m := range rep.Moves {
-			fmt.Fprintf(tw, "%s/%d\t%d\t%s\t%s\n", m.Volume, m.Segment, m.Shard, m.From, m.To)
+			fmt.Fprintf(tw, "\n%s/%d\t%d\t%s\t%s", m.Volume, m.Segment, m.Shard, m.From, m.To)
 		}
 		tw.Flush()
 	}
 	switch {
 	case rep.Task != "":
-		fmt.Fprintf(w, "task %s recorded: the leading controller carries it out (nvstripe admin status)\n", rep.Task)
+		fmt.Fprintf(&b, "\ntask %s recorded: the leading controller carries it out (nvstripe admin status)", rep.Task)
 	case req.Apply:
-		fmt.Fprintln(w, "nothing to do: no task recorded")
+		b.WriteString("\nnothing to do: no task recorded")
 	}
-	return nil
+	return b.String()
 }

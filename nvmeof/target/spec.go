@@ -115,6 +115,24 @@ type NamespaceSummary struct {
 	ANAGroup uint32 `json:"ana_group"`
 }
 
+// String is the summary for people: each subsystem, listener and
+// namespace on a line.
+func (s Summary) String() string {
+	var b strings.Builder
+	for _, ss := range s.Subsystems {
+		fmt.Fprintf(&b, "subsystem %s\n", ss.NQN)
+	}
+	for i, a := range s.Listeners {
+		fmt.Fprintf(&b, "listener %d: %s\n", i, a)
+	}
+	for _, ss := range s.Subsystems {
+		for _, ns := range ss.Namespaces {
+			fmt.Fprintf(&b, "ns %d: %s size %s uuid %s ana-group %d\n", ns.NSID, ns.Name, units.FormatSize(ns.Size), ns.UUID, ns.ANAGroup)
+		}
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
 // Summary lists the target's listeners, subsystems and namespaces.
 func (t *Target) Summary() Summary {
 	out := Summary{Listeners: t.Addrs()}

@@ -3,6 +3,7 @@ package target
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -46,5 +47,8 @@ func TestFileSpec(t *testing.T) {
 	if len(sum.Listeners) != 1 || sum.Listeners[0] == "127.0.0.1:0" || len(nss) != 2 ||
 		nss[0].Name != "a" || nss[0].Size != 1<<20 || nss[0].ANAGroup != 1 || nss[1].NSID != 2 || nss[1].ANAGroup != 2 || len(nss[1].UUID) != 32 {
 		t.Errorf("summary %+v", sum)
+	}
+	if txt := sum.String(); !strings.Contains(txt, "subsystem nqn.test:spec\nlistener 0: 127.0.0.1:") || !strings.Contains(txt, "ns 2: b size 2 MiB uuid ") {
+		t.Errorf("summary text:\n%s", txt)
 	}
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -28,6 +29,16 @@ func newAdminCmd(g *globals) *cobra.Command {
 // adminFlags are the flags every admin command shares.
 type adminFlags struct {
 	controller string
+	wait       bool // rebalance and drain --wait
+}
+
+// waitFor prints the overall progress of a rebalance or drain until it is
+// done, with --wait.
+func waitFor(cmd *cobra.Command, f *adminFlags, ops admin.Ops, m admin.Measure) error {
+	if !f.wait {
+		return nil
+	}
+	return admin.WaitProgress(cmd.Context(), ops, 2*time.Second, m, func(p admin.Progress) error { return report(cmd, p, "%s", p) })
 }
 
 // withAdmin runs fn with the admin operations: through the controller's
@@ -70,7 +81,7 @@ func newAdminStatusCmd(g *globals, a *etcdAuth, f *adminFlags) *cobra.Command {
 func newAdminRebalanceCmd(g *globals, a *etcdAuth, f *adminFlags) *cobra.Command {
 	req := &admin.RebalanceRequest{}
 	c := &cobra.Command{
-		Use:   "rebalance [--threshold 0.1] [--apply]",
+		Use:   "rebalance [--threshold 0.1] [--apply [--wait]]",
 		Short: "Print the moves that even out capacity use; --apply has the controller carry them out",
 		Long: "rebalance plans moves of shards from fuller to emptier namespaces until the spread of\n" +
 			"used/capacity between namespaces in service is at most --threshold, keeping the failure-domain\n" +
@@ -86,20 +97,21 @@ func newAdminRebalanceCmd(g *globals, a *etcdAuth, f *adminFlags) *cobra.Command
 			if err != nil {
 				return err
 			}
-			if wantJSON(cmd) {
-				return jsonout.Write(cmd.OutOrStdout(), rep)
+			if err := report(cmd, rep, "%s", admin.RebalanceText(req, rep)); err != nil || rep.Task == "" {
+				return err
 			}
-			return admin.WriteRebalance(cmd.OutOrStdout(), req, rep)
+			return waitFor(cmd, f, ops, admin.TaskMeasure(rep.Task))
 		}),
 	}
+	c.Flags().BoolVar(&f.wait, "wait", false, "with --apply, print the overall progress until the task is done")
 	c.Flags().BoolVar(&req.Apply, "apply", false, "record the task for the controller")
 	c.Flags().Float64Var(&req.Threshold, "threshold", 0.1, "largest acceptable spread of used/capacity (0.1 = 10 points)")
 	return c
 }
 
 func newAdminDrainCmd(g *globals, a *etcdAuth, f *adminFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:   "drain HOST|NS",
+	c := &cobra.Command{
+		Use:   "drain HOST|NS [--wait]",
 		Short: "Empty a host or a namespace: its shards are copied away by the controller",
 		Long: "drain sets the namespace, or every in-service namespace of the host, to state draining: it\n" +
 			"receives no new segments and the leading controller copies its shards elsewhere (each stays\n" +
@@ -110,18 +122,18 @@ func newAdminDrainCmd(g *globals, a *etcdAuth, f *adminFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if wantJSON(cmd) {
-				return jsonout.Write(cmd.OutOrStdout(), rep)
+			text := "host " + args[0] + " has no namespace in service: nothing to drain"
+			if len(rep.Namespaces) > 0 {
+				text = "namespace " + strings.Join(rep.Namespaces, ": draining\nnamespace ") + ": draining"
 			}
-			if len(rep.Namespaces) == 0 {
-				fmt.Fprintf(cmd.OutOrStdout(), "host %s has no namespace in service: nothing to drain\n", args[0])
+			if err := report(cmd, rep, "%s", text); err != nil || len(rep.Namespaces) == 0 {
+				return err
 			}
-			for _, id := range rep.Namespaces {
-				fmt.Fprintf(cmd.OutOrStdout(), "namespace %s: draining\n", id)
-			}
-			return nil
+			return waitFor(cmd, f, ops, admin.DrainMeasure(rep.Namespaces))
 		}),
 	}
+	c.Flags().BoolVar(&f.wait, "wait", false, "print the overall progress until the namespaces hold no shard")
+	return c
 }
 
 func newAdminFailCmd(g *globals, a *etcdAuth, f *adminFlags) *cobra.Command {

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -57,8 +58,12 @@ func openStore(ctx context.Context, g *globals, a *etcdAuth) (*meta.Store, error
 	if (a.user == "") != (a.password == "") {
 		return nil, usageError{fmt.Errorf("--etcd-user and --etcd-password go together")}
 	}
+	etcdLog := slog.LevelError // its retry warnings say what the command's error says
+	if g.logLevel == "debug" {
+		etcdLog = slog.LevelDebug
+	}
 	return meta.Open(ctx, meta.Config{Endpoints: config.SplitList(g.etcd), Cluster: a.cluster, DialTimeout: a.timeout,
-		TLS: tc, Username: a.user, Password: a.password, Logger: meta.ZapToSlog(g.logger("etcd-client"))})
+		TLS: tc, Username: a.user, Password: a.password, Logger: meta.ZapToSlog(g.logger("etcd-client"), etcdLog)})
 }
 
 // withStore wraps a command body with opening and closing the store.

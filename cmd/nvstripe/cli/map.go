@@ -2,7 +2,6 @@ package cli
 
 import (
 	"log/slog"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -44,7 +43,7 @@ func newMapCmd(g *globals) *cobra.Command {
 				return usageError{err}
 			}
 			if sock != "" {
-				return withAgent(sock, func(c *api.Client) error { return mapViaAgent(cmd, c, &req) })
+				return api.WithClient(sock, func(c *api.Client) error { return mapViaAgent(cmd, c, &req) })
 			}
 			if err := agent.CheckSpec(spec); err != nil {
 				return err
@@ -94,16 +93,6 @@ func mapForeground(cmd *cobra.Command, s *meta.Store, spec agent.Spec, holder st
 		Agent: agent.Options{Store: s, Holder: holder, Log: log, Logf: logging.Logf(log)}})
 }
 
-// withAgent runs fn with a client of the agent on sock.
-func withAgent(sock string, fn func(*api.Client) error) error {
-	c, err := api.Dial(sock)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	return fn(c)
-}
-
 func newUnmapCmd(*globals) *cobra.Command {
 	var sock string
 	c := &cobra.Command{
@@ -117,7 +106,7 @@ func newUnmapCmd(*globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dev := args[0]
 			if !strings.HasPrefix(dev, "/dev/") && !cmd.Flags().Changed("agent") {
-				if d, err := nbd.DeviceOf(dev); err == nil && (d.ServedByMap() || !agentRunning(sock)) {
+				if d, err := nbd.DeviceOf(dev); err == nil && (d.ServedByMap() || !api.Listening(sock)) {
 					dev = d.Path
 				}
 			}
@@ -127,7 +116,7 @@ func newUnmapCmd(*globals) *cobra.Command {
 				}
 				return report(cmd, map[string]string{"unmapped": dev}, "unmapped %s", dev)
 			}
-			return withAgent(sock, func(c *api.Client) error {
+			return api.WithClient(sock, func(c *api.Client) error {
 				if _, err := c.Unmap(cmd.Context(), &api.UnmapRequest{Volume: args[0]}); err != nil {
 					return err
 				}
@@ -140,12 +129,6 @@ func newUnmapCmd(*globals) *cobra.Command {
 	return c
 }
 
-// agentRunning says whether an agent listens on sock.
-func agentRunning(sock string) bool {
-	fi, err := os.Stat(sock)
-	return err == nil && fi.Mode()&os.ModeSocket != 0
-}
-
 func newLsCmd(*globals) *cobra.Command {
 	var sock string
 	c := &cobra.Command{
@@ -153,7 +136,7 @@ func newLsCmd(*globals) *cobra.Command {
 		Short: "List the volumes the agent maps, with their state and IO counters",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withAgent(sock, func(c *api.Client) error {
+			return api.WithClient(sock, func(c *api.Client) error {
 				l, err := c.List(cmd.Context(), &api.ListRequest{})
 				if err != nil {
 					return err

@@ -81,7 +81,7 @@ func TestEveryCommandPrintsJSON(t *testing.T) {
 		{args: []string{"volume", "resize", "v", "--size", "16MiB"}},
 		{args: []string{"admin", "status"}},
 		{args: []string{"admin", "rebalance"}},
-		{args: []string{"admin", "drain", "h0-n1"}},
+		{args: []string{"admin", "drain", "h0-n1", "--wait"}},
 		{args: []string{"admin", "fail", "h0-n1"}},
 		{args: []string{"volume", "rm", "v"}},
 		{args: []string{"config", "show"}},
@@ -134,14 +134,25 @@ func runJSON(t *testing.T, r jsonRun) any {
 	args := append(r.args[:len(r.args):len(r.args)], "-o", "json")
 	if !r.daemon {
 		out, _, err := run(t, args...)
-		var v any
-		if err == nil {
-			err = json.Unmarshal([]byte(out), &v)
-		}
 		if err != nil {
 			t.Fatalf("%q: %v\n%s", args, err, out)
 		}
-		return v
+		// Every document (--wait prints progress after the result) must parse.
+		var docs []any
+		for dec := json.NewDecoder(strings.NewReader(out)); dec.More(); {
+			var v any
+			if err := dec.Decode(&v); err != nil {
+				t.Fatalf("%q: %v\n%s", args, err, out)
+			}
+			docs = append(docs, v)
+		}
+		if len(docs) == 0 {
+			t.Fatalf("%q printed no JSON", args)
+		}
+		for _, d := range docs[1:] {
+			checkSnake(t, strings.Join(args, " "), d)
+		}
+		return docs[0]
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()

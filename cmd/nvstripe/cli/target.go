@@ -131,25 +131,14 @@ func (f *targetServeFlags) config() (target.Config, error) {
 // printServing prints what the target serves, then "ready".
 func printServing(cmd *cobra.Command, t *target.Target, ctl, gossip string) error {
 	sum := t.Summary()
-	if wantJSON(cmd) {
-		return jsonout.Write(cmd.OutOrStdout(), map[string]any{"target": sum, "control": ctl, "gossip": gossip, "ready": true})
-	}
-	w, s := cmd.OutOrStdout(), sum.Subsystems[0]
-	fmt.Fprintf(w, "subsystem %s\n", s.NQN)
-	for i, a := range sum.Listeners {
-		fmt.Fprintf(w, "listener %d: %s\n", i, a)
-	}
-	for _, ns := range s.Namespaces {
-		fmt.Fprintf(w, "ns %d: %s size %s uuid %s ana-group %d\n", ns.NSID, ns.Name, fmtBytes(ns.Size), ns.UUID, ns.ANAGroup)
-	}
+	text := sum.String()
 	if ctl != "" {
-		fmt.Fprintf(w, "control: http://%s\n", ctl)
+		text += "\ncontrol: http://" + ctl
 	}
 	if gossip != "" {
-		fmt.Fprintf(w, "gossip: %s\n", gossip)
+		text += "\ngossip: " + gossip
 	}
-	_, err := fmt.Fprintln(w, "ready")
-	return err
+	return report(cmd, map[string]any{"target": sum, "control": ctl, "gossip": gossip, "ready": true}, "%s\nready", text)
 }
 
 func newTargetANAStateCmd() *cobra.Command {
