@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"log/slog"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -19,7 +18,8 @@ import (
 func newMapCmd(g *globals) *cobra.Command {
 	a := &etcdAuth{}
 	var req api.MapRequest
-	var sock, holder string
+	var sock string
+	var ao agent.Options // a foreground map's agent
 	wait := true
 	c := &cobra.Command{
 		Use:   "map NAME [--nbd /dev/nbdN | --ublk | --nbd-listen ADDR | --fuse DIR] [--read-only] [--agent SOCKET]",
@@ -54,7 +54,8 @@ func newMapCmd(g *globals) *cobra.Command {
 				}
 			}
 			return withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
-				return mapForeground(cmd, s, spec, holder, wait, g.logger("map"))
+				ao.Store, ao.Log = s, g.logger("map")
+				return mapForeground(cmd, spec, wait, ao)
 			})(cmd, args)
 		},
 	}
@@ -66,7 +67,8 @@ func newMapCmd(g *globals) *cobra.Command {
 	fl.StringVar(&req.FuseDir, "fuse", "", "show the volume as the file DIR/NAME in a FUSE mount")
 	fl.BoolVar(&req.ReadOnly, "read-only", false, "map read-only (shared read-only lease)")
 	fl.StringVar(&sock, "agent", "", "ask the agent on this unix socket to map it (default: serve in the foreground)")
-	fl.StringVar(&holder, "holder", "", "owner name in etcd when serving in the foreground (default map.HOSTNAME, or map.node-ID on hosts without a valid one)")
+	fl.StringVar(&ao.Namespaces.HostNQN, "host-nqn", "", "NVMe host NQN to connect as in the foreground (default: nvstripe's)")
+	fl.StringVar(&ao.Holder, "holder", "", "owner name in etcd when serving in the foreground (default map.HOSTNAME, or map.node-ID on hosts without a valid one)")
 	fl.BoolVar(&wait, "wait", true, "print a kernel device only once the kernel reports its capacity")
 	return c
 }
@@ -80,17 +82,18 @@ func mapViaAgent(cmd *cobra.Command, c *api.Client, req *api.MapRequest) error {
 }
 
 // mapForeground serves spec until the context ends or the lease is lost.
-func mapForeground(cmd *cobra.Command, s *meta.Store, spec agent.Spec, holder string, wait bool, log *slog.Logger) error {
-	if holder == "" {
-		holder = meta.DefaultHolder("map")
+func mapForeground(cmd *cobra.Command, spec agent.Spec, wait bool, o agent.Options) error {
+	if o.Holder == "" {
+		o.Holder = meta.DefaultHolder("map")
 	}
+	o.Logf = logging.Logf(o.Log)
 	say := func(what string) func(string) {
 		return func(url string) {
 			report(cmd, map[string]string{"volume": spec.Volume, what: url}, "%s: %s", what, url)
 		}
 	}
 	return agent.ServeForeground(cmd.Context(), spec, agent.ForegroundOptions{WaitSize: wait, Serving: say("serving"), Unmapping: say("unmapping"),
-		Agent: agent.Options{Store: s, Holder: holder, Log: log, Logf: logging.Logf(log)}})
+		Agent: o})
 }
 
 func newUnmapCmd(*globals) *cobra.Command {
