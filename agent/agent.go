@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -59,7 +60,15 @@ type Options struct {
 	Events volume.EventListener
 	// Logf receives one line per notable event. Default: discard.
 	Logf func(format string, args ...any)
+	// Log receives structured events: shard moves starting and ending, and
+	// a warning (at most one a minute per volume) while a volume serves IO
+	// degraded. Default: discard.
+	Log *slog.Logger
 }
+
+// degradedWarnEvery is the least time between two warnings that a volume
+// runs degraded.
+const degradedWarnEvery = time.Minute
 
 func (o *Options) ensureDefaults() {
 	if o.Holder == "" {
@@ -78,6 +87,15 @@ func (o *Options) ensureDefaults() {
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Namespaces.Logf == nil {
+		o.Namespaces.Logf = o.Logf
+	}
+	if o.Namespaces.OnPathState == nil {
+		o.Namespaces.OnPathState = o.Metrics.setPathState
+	}
 }
 
 // Agent maps volumes on request, serves them over NBD or FUSE, holds their
@@ -86,6 +104,7 @@ func (o *Options) ensureDefaults() {
 // concurrent use.
 type Agent struct {
 	o        Options
+	warnDeg  func(volume string, attrs ...any) // rate-limited degraded warning
 	metrics  *Metrics
 	rep      *reporter
 	state    *stateStore
@@ -116,10 +135,10 @@ func New(ctx context.Context, o Options) (*Agent, error) {
 		st.close()
 		return nil, err
 	}
-	a := &Agent{o: o, metrics: o.Metrics, state: st, started: time.Now(), restored: make(chan struct{}),
+	a := &Agent{o: o, warnDeg: controller.WarnEvery(o.Log, degradedWarnEvery, "volume runs degraded"), metrics: o.Metrics, state: st, started: time.Now(), restored: make(chan struct{}),
 		maps: map[string]*mapping{}, repDone: make(chan struct{})}
 	for _, e := range bad {
-		a.logf("agent: %v", e)
+		a.logf("%v", e)
 	}
 	a.rep = newReporter(o.Store, o.Report, a.metrics, o.Logf)
 	repCtx, stop := context.WithCancel(context.WithoutCancel(ctx))

@@ -59,7 +59,7 @@ type mapping struct {
 func newMapping(a *Agent, spec Spec) *mapping {
 	ctx, cancel := context.WithCancel(context.Background())
 	mp := &mapping{a: a, name: spec.Volume, spec: spec, openCtx: ctx, cancelOpen: cancel,
-		ev: newVolEvents(spec.Volume, a.metrics, a.rep)}
+		ev: newVolEvents(spec.Volume, a.metrics, a.rep, a.warnDeg)}
 	mp.setState(api.StateStarting, nil)
 	return mp
 }
@@ -119,7 +119,7 @@ func (mp *mapping) openLocked(ctx context.Context) error {
 	mp.setStateLocked(api.StateServing, nil)
 	mp.mu.Unlock()
 	a.metrics.epoch.WithLabelValues(spec.Volume).Set(float64(m.Owner.Epoch()))
-	a.logf("agent: %s served at %s (epoch %d)", spec.Volume, front.url(), m.Owner.Epoch())
+	a.logf("%s served at %s (epoch %d)", spec.Volume, front.url(), m.Owner.Epoch())
 	if !spec.ReadOnly {
 		mp.serveTasks(m, pacer)
 	}
@@ -146,7 +146,7 @@ func (mp *mapping) serveTasks(m *volclient.Mapped, pacer *controller.Pacer) {
 	mp.mu.Unlock()
 	go func() {
 		defer close(done)
-		m.ServeTasks(ctx, mp.a.o.Store, volclient.TaskOptions{Holder: mp.a.o.Holder, Pacer: pacer, Logf: mp.a.o.Logf})
+		m.ServeTasks(ctx, mp.a.o.Store, volclient.TaskOptions{Holder: mp.a.o.Holder, Pacer: pacer, Logf: mp.a.o.Logf, OnMove: controller.LogMoves(mp.a.o.Log)})
 	}()
 }
 
@@ -175,7 +175,7 @@ func (mp *mapping) watch(m *volclient.Mapped, dev *servedDev, stop <-chan struct
 				go mp.reacquire(m, cause, mp.reacquireDone)
 			}
 			mp.mu.Unlock()
-			mp.a.logf("agent: %s fenced: %v; taking it again once etcd answers", m.Record.Name, cause)
+			mp.a.logf("%s fenced: %v; taking it again once etcd answers", m.Record.Name, cause)
 			return
 		case <-tick.C:
 			if w := dev.Writes.Load(); w != seen {
@@ -194,7 +194,7 @@ func (mp *mapping) clean(m *volclient.Mapped) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), mp.a.o.CleanInterval)
 	defer cancel()
 	if err := m.Volume.Clean(ctx); err != nil {
-		mp.a.logf("agent: %s: marking idle segments clean: %v", m.Record.Name, err)
+		mp.a.logf("%s: marking idle segments clean: %v", m.Record.Name, err)
 		return false
 	}
 	return true
@@ -214,7 +214,7 @@ func (mp *mapping) restore(first func()) {
 		stopped := mp.openCtx.Err() != nil
 		if err != nil && !stopped {
 			mp.setState(api.StateRetrying, err)
-			mp.a.logf("agent: restoring %s: %v (retrying in %v)", mp.name, err, delay)
+			mp.a.logf("restoring %s: %v (retrying in %v)", mp.name, err, delay)
 		}
 		mp.opMu.Unlock()
 		if first != nil {
@@ -280,7 +280,7 @@ func (mp *mapping) stop(ctx context.Context) (stopped bool, err error) {
 	mp.front, mp.opened, mp.stopWatch, mp.watchDone, mp.stopTasks, mp.tasksDone = nil, nil, nil, nil, nil, nil
 	mp.mu.Unlock()
 	if err != nil && fenced {
-		mp.a.logf("agent: unmapping fenced %s: %v", mp.name, err)
+		mp.a.logf("unmapping fenced %s: %v", mp.name, err)
 		err = nil
 	}
 	if err != nil {

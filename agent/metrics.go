@@ -8,6 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/nvstripe/nvstripe/agent/api"
+	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/volclient"
 )
 
 // Metrics are the agent's Prometheus metrics, in a private registry (never
@@ -26,6 +28,7 @@ type Metrics struct {
 	reports  *prometheus.CounterVec   // namespace, result
 	state    *prometheus.GaugeVec     // volume, state
 	epoch    *prometheus.GaugeVec     // volume
+	paths    *prometheus.GaugeVec     // namespace, path, state
 }
 
 // mappingStates are the values of the state label, one-hot per volume.
@@ -59,8 +62,11 @@ func NewMetrics() *Metrics {
 			Help: "1 for the current state of each mapping (starting, serving, retrying, fenced)."}, []string{"volume", "state"}),
 		epoch: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "owner_epoch",
 			Help: "Epoch of the ownership lease held for the volume."}, []string{"volume"}),
+		paths: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "path_ana_state",
+			Help: "1 for the ANA state this node sees on each path of a namespace it uses (unknown: not connected)."},
+			[]string{"namespace", "path", "state"}),
 	}
-	m.reg.MustRegister(m.bytes, m.ops, m.errs, m.latency, m.degraded, m.nsErrs, m.reports, m.state, m.epoch,
+	m.reg.MustRegister(m.bytes, m.ops, m.errs, m.latency, m.degraded, m.nsErrs, m.reports, m.state, m.epoch, m.paths,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -81,6 +87,17 @@ func (m *Metrics) setState(volume, state string) {
 			v = 1
 		}
 		m.state.WithLabelValues(volume, s).Set(v)
+	}
+}
+
+// setPathState makes p.State the one current state of its path.
+func (m *Metrics) setPathState(p volclient.PathState) {
+	for _, s := range []string{meta.ANAOptimized, meta.ANANonOptimized, meta.ANAInaccessible, meta.ANAPersistentLoss, meta.ANAChange, meta.ANAUnknown} {
+		v := 0.0
+		if s == p.State {
+			v = 1
+		}
+		m.paths.WithLabelValues(p.Namespace, p.Addr, s).Set(v)
 	}
 }
 

@@ -111,12 +111,12 @@ func (r *reporter) report(ctx context.Context, ns string) {
 	result := "ok"
 	if err != nil {
 		result = "error"
-		r.logf("agent: reporting namespace %s failed: %v", ns, err)
+		r.logf("reporting namespace %s failed: %v", ns, err)
 	} else {
 		r.mu.Lock()
 		r.reported[ns] = true
 		r.mu.Unlock()
-		r.logf("agent: namespace %s reported failed after %d media errors", ns, r.o.FailNamespaceAfter)
+		r.logf("namespace %s reported failed after %d media errors", ns, r.o.FailNamespaceAfter)
 	}
 	r.m.reports.WithLabelValues(ns, result).Inc()
 }
@@ -151,13 +151,14 @@ type volEvents struct {
 	rep      *reporter
 	degraded atomic.Int64
 	degOps   map[string]prometheus.Counter // read, write, trim
+	warn     func(volume string, attrs ...any)
 
 	mu     sync.Mutex
 	nsErrs map[string]int64
 }
 
-func newVolEvents(volumeName string, m *Metrics, rep *reporter) *volEvents {
-	e := &volEvents{volume: volumeName, m: m, rep: rep, degOps: map[string]prometheus.Counter{}, nsErrs: map[string]int64{}}
+func newVolEvents(volumeName string, m *Metrics, rep *reporter, warn func(string, ...any)) *volEvents {
+	e := &volEvents{volume: volumeName, m: m, rep: rep, warn: warn, degOps: map[string]prometheus.Counter{}, nsErrs: map[string]int64{}}
 	for _, op := range []string{"read", "write", "trim"} {
 		e.degOps[op] = m.degraded.WithLabelValues(volumeName, op)
 	}
@@ -174,6 +175,7 @@ func (e *volEvents) listener() volume.EventListener {
 				c = e.m.degraded.WithLabelValues(e.volume, d.Op)
 			}
 			c.Inc()
+			e.warn(e.volume, "volume", e.volume, "op", d.Op, "segment", d.Segment, "stripe", d.Stripe, "missing", d.Missing)
 		},
 		ShardError: func(s volume.ShardInfo) { e.nsError(s.NS, "io") },
 		Corruption: func(s volume.ShardInfo) {

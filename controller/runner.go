@@ -74,6 +74,9 @@ type RunnerConfig struct {
 	Now func() time.Time
 	// Logf receives one line per event. Default: discarded.
 	Logf func(format string, args ...any)
+	// OnMove hears the moves the controller carries out itself start and
+	// end (LogMoves logs them). Default nil.
+	OnMove func(MoveEvent)
 }
 
 func (c *RunnerConfig) ensureDefaults() error {

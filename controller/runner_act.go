@@ -89,6 +89,9 @@ func (r *Runner) start(ctx context.Context, snap *Snapshot, t MoveTask) error {
 		return err
 	}
 	r.cfg.Logf("%s/%d shard %d: %s to %s, by the controller", t.Segment.Volume, t.Segment.Index, t.Shard, t.Kind, t.To)
+	if r.cfg.OnMove != nil {
+		r.cfg.OnMove(MoveEvent{Task: t})
+	}
 	mctx, cancel := context.WithCancel(ctx)
 	run := &running{cancel: cancel, task: t}
 	r.mu.Lock()
@@ -109,6 +112,7 @@ func (r *Runner) runMove(ctx context.Context, run *running) {
 	if r.cfg.Pacer != nil {
 		req.Pace = r.cfg.Pacer.Wait
 	}
+	began := time.Now()
 	err := r.cfg.Mover.MoveShard(ctx, req)
 	r.mu.Lock()
 	delete(r.running, t.Segment)
@@ -124,6 +128,9 @@ func (r *Runner) runMove(ctx context.Context, run *running) {
 	if err != nil {
 		t.State, t.Err = meta.TaskFailed, err.Error()
 		r.cfg.Logf("%s/%d shard %d: %v", t.Segment.Volume, t.Segment.Index, t.Shard, err)
+	}
+	if r.cfg.OnMove != nil {
+		r.cfg.OnMove(MoveEvent{Task: t, Ended: true, Took: time.Since(began), Err: err})
 	}
 	if err := r.cfg.Store.PutTask(ctx, t.Record()); err != nil {
 		r.cfg.Logf("task %s: %v", MoveTaskID(t.Segment), err)

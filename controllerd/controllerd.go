@@ -102,7 +102,7 @@ func defaults(ctx context.Context, cfg *controller.RunnerConfig, hostNQN string)
 	}
 	if cfg.Mover == nil {
 		cfg.Mover = volclient.NewTaskMover(cfg.Store, volclient.OpenOptions{Holder: cfg.Holder, LeaseTTL: cfg.LeaderTTL,
-			Namespaces: volclient.NamespaceOptions{HostNQN: hostNQN}, Logf: cfg.Logf})
+			Namespaces: volclient.NamespaceOptions{HostNQN: hostNQN, Logf: cfg.Logf}, Logf: cfg.Logf})
 	}
 	return nil
 }

@@ -49,7 +49,7 @@ func (s *Store) InitCluster(ctx context.Context, o InitOptions) (*ClusterRecord,
 	rec := &ClusterRecord{ID: newUUID(), Name: s.cfg.Cluster, SlotSize: o.SlotSize, Schema: SchemaVersion, DomainLabel: o.DomainLabel}
 	if err := s.create(ctx, s.keys.cluster(), rec); err != nil {
 		if errors.Is(err, ErrExists) {
-			return nil, fmt.Errorf("cluster %q is already initialized: %w", s.cfg.Cluster, ErrExists)
+			return nil, classErrorf(ErrExists, "cluster %q is already initialized", s.cfg.Cluster)
 		}
 		return nil, err
 	}
@@ -96,7 +96,7 @@ func (s *Store) AddHost(ctx context.Context, name string, labels map[string]stri
 	}
 	if err := s.create(ctx, s.keys.host(name), rec); err != nil {
 		if errors.Is(err, ErrExists) {
-			return nil, fmt.Errorf("host %q already exists: %w", name, ErrExists)
+			return nil, classErrorf(ErrExists, "host %q already exists", name)
 		}
 		return nil, err
 	}
@@ -164,7 +164,7 @@ func (s *Store) checkNewNamespace(ctx context.Context, rec *NamespaceRecord) err
 	}
 	for _, n := range all {
 		if n.NQN == rec.NQN && n.NSID == rec.NSID {
-			return fmt.Errorf("namespace %s nsid %d is already recorded as %q: %w", rec.NQN, rec.NSID, n.ID, ErrExists)
+			return classErrorf(ErrExists, "namespace %s nsid %d is already recorded as %q", rec.NQN, rec.NSID, n.ID)
 		}
 	}
 	return nil
@@ -190,9 +190,9 @@ func (s *Store) putNamespace(ctx context.Context, rec *NamespaceRecord) error {
 	}
 	if !resp.Succeeded {
 		if resp.Responses[0].GetResponseRange().Count == 0 {
-			return fmt.Errorf("host %q not found (add it first with `nvstripe host add %s`): %w", rec.Host, rec.Host, ErrNotFound)
+			return classErrorf(ErrNotFound, "host %q not found (add it first with `nvstripe host add %s`)", rec.Host, rec.Host)
 		}
-		return fmt.Errorf("namespace %q already exists: %w", rec.ID, ErrExists)
+		return classErrorf(ErrExists, "namespace %q already exists", rec.ID)
 	}
 	s.invalidate()
 	return nil
@@ -233,14 +233,18 @@ func (s *Store) SetNamespaceState(ctx context.Context, id string, state placemen
 		func(n *NamespaceRecord) error { n.State = state.String(); return nil })
 }
 
-// SetPathState records the last-known ANA group and state of one path of a
-// namespace (ErrNotFound when the namespace has no such path).
+// SetPathState records the last-known ANA group (0: keep the recorded one)
+// and state of one path of a namespace (ErrNotFound when the namespace has
+// no such path).
 func (s *Store) SetPathState(ctx context.Context, id, addr string, group uint32, state string) error {
 	return update(ctx, s, s.keys.namespace(id), func() *NamespaceRecord { return &NamespaceRecord{} },
 		func(n *NamespaceRecord) error {
 			for i := range n.Paths {
 				if n.Paths[i].Addr == addr {
-					n.Paths[i].ANAGroup, n.Paths[i].ANAState = group, state
+					n.Paths[i].ANAState = state
+					if group != 0 {
+						n.Paths[i].ANAGroup = group
+					}
 					return nil
 				}
 			}

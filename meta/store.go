@@ -22,7 +22,7 @@ func (s *Store) get(ctx context.Context, key string, r record) (int64, error) {
 		return 0, s.wrap("read "+key, err)
 	}
 	if len(resp.Kvs) == 0 {
-		return 0, fmt.Errorf("%s: %w", key, ErrNotFound)
+		return 0, fmt.Errorf("%s: %w", s.keys.describe(key), ErrNotFound)
 	}
 	return resp.Kvs[0].ModRevision, decode(key, resp.Kvs[0].Value, r)
 }
@@ -71,7 +71,7 @@ func (s *Store) create(ctx context.Context, key string, r record, more ...client
 		return s.wrap("create "+key, err)
 	}
 	if !resp.Succeeded {
-		return fmt.Errorf("%s: %w", key, ErrExists)
+		return fmt.Errorf("%s: %w", s.keys.describe(key), ErrExists)
 	}
 	return nil
 }

@@ -42,7 +42,7 @@ func (s *Store) CreateVolume(ctx context.Context, spec VolumeSpec) (*VolumeRecor
 	}
 	if err := s.create(ctx, s.keys.volume(spec.Name), rec); err != nil {
 		if errors.Is(err, ErrExists) {
-			return nil, fmt.Errorf("volume %q already exists: %w", spec.Name, ErrExists)
+			return nil, classErrorf(ErrExists, "volume %q already exists", spec.Name)
 		}
 		return nil, err
 	}

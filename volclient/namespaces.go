@@ -28,6 +28,13 @@ type NamespaceOptions struct {
 	ConnectTimeout time.Duration
 	// Logf receives path events. Default: none.
 	Logf func(format string, args ...any)
+	// PathStateInterval is how often the paths of connected namespaces are
+	// looked at: a path whose ANA state changed is recorded in etcd (what
+	// `nvstripe ns ls` shows) and handed to OnPathState. Default 2s;
+	// negative: never.
+	PathStateInterval time.Duration
+	// OnPathState hears each path state change (metrics). Default nil.
+	OnPathState func(PathState)
 	// Session, when set, is the read-write ownership session the
 	// namespaces are opened for: each is connected with the session's
 	// host ID and claimed for it (see Session). OpenVolume sets it for a
@@ -65,6 +72,12 @@ func (o *NamespaceOptions) ensureDefaults() {
 	if o.ConnectTimeout == 0 {
 		o.ConnectTimeout = 5 * time.Second
 	}
+	if o.PathStateInterval == 0 {
+		o.PathStateInterval = 2 * time.Second
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
 }
 
 // Namespaces is the volume engine's DeviceSet over etcd's namespace records:
@@ -82,6 +95,12 @@ type Namespaces struct {
 	// until Probe swaps the connected device in.
 	pending map[string]*blockdev.Swappable
 	closed  bool
+
+	// published is the path state last recorded, by namespace and path;
+	// only the watchPaths goroutine uses it.
+	published map[string]map[string]string
+	stopWatch context.CancelFunc
+	watchDone chan struct{}
 }
 
 // NewNamespaces returns a DeviceSet for the namespaces of store's cluster.
@@ -91,8 +110,16 @@ func NewNamespaces(ctx context.Context, store *meta.Store, opts NamespaceOptions
 	if err != nil {
 		return nil, fmt.Errorf("reading the cluster record: %w", err)
 	}
-	return &Namespaces{store: store, cluster: c, opts: opts,
-		devs: map[string]blockdev.Device{}, pending: map[string]*blockdev.Swappable{}}, nil
+	n := &Namespaces{store: store, cluster: c, opts: opts, devs: map[string]blockdev.Device{}, pending: map[string]*blockdev.Swappable{},
+		published: map[string]map[string]string{}, stopWatch: func() {}, watchDone: make(chan struct{})}
+	if opts.PathStateInterval > 0 {
+		var wctx context.Context
+		wctx, n.stopWatch = context.WithCancel(context.Background())
+		go n.watchPaths(wctx, opts.PathStateInterval)
+	} else {
+		close(n.watchDone)
+	}
+	return n, nil
 }
 
 // Device returns the connected, label-checked device of namespace id,
@@ -295,6 +322,8 @@ func Connect(ctx context.Context, rec *meta.NamespaceRecord, o NamespaceOptions)
 
 // Close closes every connection.
 func (n *Namespaces) Close() error {
+	n.stopWatch()
+	<-n.watchDone
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.closed = true

@@ -25,6 +25,9 @@ type TaskOptions struct {
 	Pacer *controller.Pacer
 	// Logf receives one line per event. Default: discarded.
 	Logf func(format string, args ...any)
+	// OnMove hears each move start and end (controller.LogMoves logs
+	// them). Default nil.
+	OnMove func(controller.MoveEvent)
 }
 
 // ServeTasks carries out the shard moves the controller addresses to this
@@ -115,6 +118,10 @@ func (s *taskServer) run(ctx context.Context, t controller.MoveTask) {
 		pace = s.o.Pacer.Wait
 	}
 	s.o.Logf("volume %s: %s of segment %d shard %d to %s", t.Segment.Volume, t.Kind, t.Segment.Index, t.Shard, t.To)
+	began := time.Now()
+	if s.o.OnMove != nil {
+		s.o.OnMove(controller.MoveEvent{Task: t})
+	}
 	err := s.m.MoveShardPaced(ctx, t.Segment.Index, t.Shard, t.To, pace, func(p MoveProgress) {
 		t.Done, t.Total = p.Done*chunk, p.Total*chunk
 		if !p.Finished && time.Since(wrote) >= s.o.ProgressEvery {
@@ -129,6 +136,9 @@ func (s *taskServer) run(ctx context.Context, t controller.MoveTask) {
 	if err != nil {
 		t.State, t.Err = meta.TaskFailed, err.Error()
 		s.o.Logf("volume %s: segment %d shard %d: %v", t.Segment.Volume, t.Segment.Index, t.Shard, err)
+	}
+	if s.o.OnMove != nil {
+		s.o.OnMove(controller.MoveEvent{Task: t, Ended: true, Took: time.Since(began), Err: err})
 	}
 	s.put(ctx, t)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -151,4 +152,21 @@ func (c *Client) List(ctx context.Context, req *ListRequest) (*ListReply, error)
 // Status describes the agent.
 func (c *Client) Status(ctx context.Context, req *StatusRequest) (*StatusReply, error) {
 	return invoke(ctx, c, c.rpc.Status, req)
+}
+
+// WithClient runs fn with a client of the agent on socket, closed after.
+func WithClient(socket string, fn func(*Client) error) error {
+	c, err := Dial(socket)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return fn(c)
+}
+
+// Listening says whether socket is a unix socket (an agent may listen on
+// it).
+func Listening(socket string) bool {
+	fi, err := os.Stat(socket)
+	return err == nil && fi.Mode()&os.ModeSocket != 0
 }

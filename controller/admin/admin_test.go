@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/metatest"
@@ -129,5 +130,119 @@ func TestServiceErrors(t *testing.T) {
 	}
 	if _, err := svc.Fail(ctx, &FailRequest{Ns: "nope-n1"}); !errors.Is(err, meta.ErrNotFound) {
 		t.Errorf("fail nope-n1: %v", err)
+	}
+}
+
+// TestRebalanceProgress: a rebalance task's progress is the share of its
+// planned shard data no longer left to move: none at first, all of it once
+// nothing is left (here: the volume is removed).
+func TestRebalanceProgress(t *testing.T) {
+	ctx := context.Background()
+	s := fixture(t, 8)
+	svc := NewService(s)
+	rep, err := svc.Rebalance(ctx, &RebalanceRequest{Threshold: 0.01, Apply: true})
+	if err != nil || rep.Task == "" || rep.Bytes <= 0 {
+		t.Fatalf("rebalance --apply: %+v, %v", rep, err)
+	}
+	task := func() *TaskStatus {
+		st, err := svc.Status(ctx, &StatusRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tk := range st.Tasks {
+			if tk.Id == rep.Task {
+				return tk
+			}
+		}
+		t.Fatalf("task %s not in status", rep.Task)
+		return nil
+	}
+	if tk := task(); tk.Total != rep.Bytes || tk.Done != 0 {
+		t.Errorf("at first: done %d of %d, want 0 of %d", tk.Done, tk.Total, rep.Bytes)
+	}
+	if err := s.DeleteVolume(ctx, "v"); err != nil {
+		t.Fatal(err)
+	}
+	if tk := task(); tk.Done != rep.Bytes {
+		t.Errorf("with nothing left: done %d of %d", tk.Done, tk.Total)
+	}
+}
+
+// TestWatch: once without an interval; with one, until the context ends;
+// fn's error ends it.
+func TestWatch(t *testing.T) {
+	s := fixture(t, 6)
+	svc := NewService(s)
+	calls := 0
+	count := func(st *StatusReply) error {
+		calls++
+		if len(st.Volumes) != 1 {
+			t.Errorf("status %v", st)
+		}
+		return nil
+	}
+	if err := Watch(context.Background(), svc, 0, count); err != nil || calls != 1 {
+		t.Errorf("once: %d calls, %v", calls, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	calls = 0
+	err := Watch(ctx, svc, time.Millisecond, func(st *StatusReply) error {
+		if count(st); calls == 3 {
+			cancel()
+		}
+		return nil
+	})
+	if err != nil || calls != 3 {
+		t.Errorf("watch: %d calls, %v", calls, err)
+	}
+	boom := errors.New("boom")
+	if err := Watch(context.Background(), svc, time.Millisecond, func(*StatusReply) error { return boom }); err != boom {
+		t.Errorf("fn error: %v", err)
+	}
+}
+
+// TestWaitProgress: a drain's progress runs from none of the bytes its
+// namespace used to all of them once it holds none; a task's ends when the
+// controller removes it.
+func TestWaitProgress(t *testing.T) {
+	ctx := context.Background()
+	s := fixture(t, 8)
+	svc := NewService(s)
+	st, err := svc.Status(ctx, &StatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var full string
+	for _, n := range st.Namespaces {
+		if n.Used > 0 {
+			full = n.Id
+		}
+	}
+	rep, err := svc.Rebalance(ctx, &RebalanceRequest{Threshold: 0.01, Apply: true})
+	if err != nil || rep.Task == "" {
+		t.Fatalf("rebalance: %+v %v", rep, err)
+	}
+	var drain, task []Progress
+	err = WaitProgress(ctx, svc, time.Millisecond, TaskMeasure(rep.Task), func(p Progress) error {
+		if task = append(task, p); len(task) == 1 {
+			return s.DeleteTask(ctx, rep.Task)
+		}
+		return nil
+	})
+	if err != nil || len(task) != 2 || task[0].Finished || !task[1].Finished || task[1].Done != rep.Bytes || task[1].Total != rep.Bytes {
+		t.Errorf("task progress %+v, %v", task, err)
+	}
+	err = WaitProgress(ctx, svc, time.Millisecond, DrainMeasure([]string{full}), func(p Progress) error {
+		if drain = append(drain, p); len(drain) == 1 {
+			return s.DeleteVolume(ctx, "v")
+		}
+		return nil
+	})
+	if err != nil || len(drain) != 2 || drain[0].Done != 0 || drain[0].Total <= 0 || !drain[1].Finished || drain[1].Done != drain[0].Total {
+		t.Errorf("drain progress %+v, %v", drain, err)
+	}
+	p := Progress{Done: 1 << 20, Total: 4 << 20, Rate: 1 << 20, ETASeconds: 3}
+	if got := p.String(); got != "1 MiB of 4 MiB (25%), 1 MiB/s, ETA 3s" {
+		t.Errorf("String() = %q", got)
 	}
 }

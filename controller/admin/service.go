@@ -44,6 +44,7 @@ func (e *Service) Status(ctx context.Context, _ *StatusRequest) (*StatusReply, e
 	st := BuildStatus(snap, time.Now())
 	if cl, err := e.s.Cluster(ctx); err == nil {
 		st.Blocked = blocked(snap, cl.DomainLabel)
+		rebalanceProgress(st, snap, cl)
 	}
 	if st.Leader, err = e.s.Leader(ctx); err != nil && !errors.Is(err, meta.ErrNotFound) {
 		return nil, err
@@ -81,6 +82,28 @@ func taskStatus(r *meta.TaskRecord, now time.Time) *TaskStatus {
 		}
 	}
 	return t
+}
+
+// rebalanceProgress fills in the progress of rebalance tasks. A task's
+// Total is the shard data its plan moved when it was recorded; Done is
+// Total less what is left: what a plan made now would move, and what the
+// rebalance moves in flight have still to copy.
+func rebalanceProgress(st *StatusReply, snap *controller.Snapshot, cl *meta.ClusterRecord) {
+	var inFlight int64
+	for _, t := range st.Tasks {
+		if t.Segment != "" && t.Kind == controller.MoveRebalance.String() {
+			inFlight += cl.SlotSize - min(max(t.Done, 0), cl.SlotSize)
+		}
+	}
+	for _, t := range st.Tasks {
+		task, ok, err := controller.ParseTask(&meta.TaskRecord{ID: t.Id, Kind: t.Kind})
+		if !ok || err != nil || t.Total <= 0 {
+			continue
+		}
+		if plan, err := snap.PlanRebalance(task.Threshold, cl.DomainLabel); err == nil {
+			t.Done = min(max(t.Total-int64(len(plan.Moves))*cl.SlotSize-inFlight, 0), t.Total)
+		}
+	}
 }
 
 // blocked runs the controller's decision on snap and returns what it
@@ -123,7 +146,9 @@ func (e *Service) Rebalance(ctx context.Context, req *RebalanceRequest) (*Rebala
 	}
 	if req.Apply && len(plan.Moves) > 0 {
 		rep.Task = fmt.Sprintf("rebalance-%d", time.Now().UnixMilli())
-		if err := e.s.PutTask(ctx, controller.RebalanceRecord(rep.Task, req.Threshold)); err != nil {
+		rec := controller.RebalanceRecord(rep.Task, req.Threshold)
+		rec.Total = rep.Bytes
+		if err := e.s.PutTask(ctx, rec); err != nil {
 			return nil, err
 		}
 	}

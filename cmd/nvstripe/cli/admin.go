@@ -2,14 +2,13 @@ package cli
 
 import (
 	"fmt"
-	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/nvstripe/nvstripe/controller/admin"
+	"github.com/nvstripe/nvstripe/jsonout"
 	"github.com/nvstripe/nvstripe/meta"
 )
 
@@ -30,6 +29,16 @@ func newAdminCmd(g *globals) *cobra.Command {
 // adminFlags are the flags every admin command shares.
 type adminFlags struct {
 	controller string
+	wait       bool // rebalance and drain --wait
+}
+
+// waitFor prints the overall progress of a rebalance or drain until it is
+// done, with --wait.
+func waitFor(cmd *cobra.Command, f *adminFlags, ops admin.Ops, m admin.Measure) error {
+	if !f.wait {
+		return nil
+	}
+	return admin.WaitProgress(cmd.Context(), ops, 2*time.Second, m, func(p admin.Progress) error { return report(cmd, p, "%s", p) })
 }
 
 // withAdmin runs fn with the admin operations: through the controller's
@@ -51,94 +60,28 @@ func withAdmin(g *globals, a *etcdAuth, f *adminFlags, fn func(cmd *cobra.Comman
 }
 
 func newAdminStatusCmd(g *globals, a *etcdAuth, f *adminFlags) *cobra.Command {
-	var asJSON bool
+	var watch time.Duration
 	c := &cobra.Command{
-		Use:   "status [--json]",
+		Use:   "status [--watch 2s]",
 		Short: "Cluster health: volumes (healthy, degraded by N, at risk), namespaces, tasks with progress",
 		Args:  cobra.NoArgs,
 		RunE: withAdmin(g, a, f, func(cmd *cobra.Command, _ []string, ops admin.Ops) error {
-			st, err := ops.Status(cmd.Context(), &admin.StatusRequest{})
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return printProtoJSON(cmd.OutOrStdout(), st)
-			}
-			printStatus(cmd.OutOrStdout(), st)
-			return nil
+			return admin.Watch(cmd.Context(), ops, watch, func(st *admin.StatusReply) error {
+				if wantJSON(cmd) {
+					return jsonout.Write(cmd.OutOrStdout(), st)
+				}
+				return admin.WriteStatus(cmd.OutOrStdout(), st)
+			})
 		}),
 	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	c.Flags().DurationVar(&watch, "watch", 0, "print the status again every DURATION until interrupted (one JSON document each)")
 	return c
-}
-
-func printStatus(w io.Writer, st *admin.StatusReply) {
-	leader := st.Leader
-	if leader == "" {
-		leader = "none (no controller running)"
-	}
-	fmt.Fprintf(w, "controller leader: %s\n\n", leader)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "VOLUME\tLAYOUT\tSEGMENTS\tHEALTH\tSTALE\tMOVING\tOWNER")
-	for _, v := range st.Volumes {
-		fmt.Fprintf(tw, "%s\t%d+%d\t%d\t%s\t%d\t%d\t%s\n", v.Volume, v.K, v.M, v.Segments, v.Health, v.Stale, v.Moving, dash(v.Owner))
-	}
-	fmt.Fprintln(tw, "\nNAMESPACE\tHOST\tSTATE\tFENCING\tUSED\tCAPACITY\t")
-	for _, n := range st.Namespaces {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t\n", n.Id, n.Host, n.State, dash(n.Fencing), n.Used, n.Capacity)
-	}
-	tw.Flush()
-	if len(st.Blocked) > 0 {
-		fmt.Fprintf(w, "\nblocked (no home for a shard):\n  %s\n", strings.Join(st.Blocked, "\n  "))
-	}
-	if len(st.Tasks) == 0 {
-		fmt.Fprintln(w, "\nno tasks")
-		return
-	}
-	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nTASK\tKIND\tSEGMENT\tMOVE\tHOLDER\tSTATE\tPROGRESS\tETA")
-	for _, t := range st.Tasks {
-		move := "-"
-		if t.Segment != "" {
-			move = fmt.Sprintf("shard %d %s -> %s", t.Shard, t.From, t.To)
-		}
-		if t.Kind == meta.TaskScrub {
-			move = fmt.Sprintf("%d bad, %d healed", t.Found, t.Healed)
-			if t.Ended != "" {
-				move += ", ended " + t.Ended
-			}
-		}
-		eta := "-"
-		if t.EtaSeconds > 0 || t.Done > 0 {
-			eta = (time.Duration(t.EtaSeconds) * time.Second).String()
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Id, t.Kind, dash(t.Segment), move, dash(t.Holder), t.State, progressBar(t.Done, t.Total), eta)
-	}
-	tw.Flush()
-}
-
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-// progressBar draws done of total as [#####-----] NN%.
-func progressBar(done, total int64) string {
-	const width = 20
-	if total <= 0 {
-		return "[" + strings.Repeat("-", width) + "]   0%"
-	}
-	done = min(max(done, 0), total)
-	n := int(done * width / total)
-	return fmt.Sprintf("[%s%s] %3d%%", strings.Repeat("#", n), strings.Repeat("-", width-n), done*100/total)
 }
 
 func newAdminRebalanceCmd(g *globals, a *etcdAuth, f *adminFlags) *cobra.Command {
 	req := &admin.RebalanceRequest{}
 	c := &cobra.Command{
-		Use:   "rebalance [--threshold 0.1] [--apply]",
+		Use:   "rebalance [--threshold 0.1] [--apply [--wait]]",
 		Short: "Print the moves that even out capacity use; --apply has the controller carry them out",
 		Long: "rebalance plans moves of shards from fuller to emptier namespaces until the spread of\n" +
 			"used/capacity between namespaces in service is at most --threshold, keeping the failure-domain\n" +
@@ -154,50 +97,21 @@ func newAdminRebalanceCmd(g *globals, a *etcdAuth, f *adminFlags) *cobra.Command
 			if err != nil {
 				return err
 			}
-			printRebalance(cmd.OutOrStdout(), req, rep)
-			return nil
+			if err := report(cmd, rep, "%s", admin.RebalanceText(req, rep)); err != nil || rep.Task == "" {
+				return err
+			}
+			return waitFor(cmd, f, ops, admin.TaskMeasure(rep.Task))
 		}),
 	}
+	c.Flags().BoolVar(&f.wait, "wait", false, "with --apply, print the overall progress until the task is done")
 	c.Flags().BoolVar(&req.Apply, "apply", false, "record the task for the controller")
 	c.Flags().Float64Var(&req.Threshold, "threshold", 0.1, "largest acceptable spread of used/capacity (0.1 = 10 points)")
 	return c
 }
 
-func printRebalance(w io.Writer, req *admin.RebalanceRequest, rep *admin.RebalanceReply) {
-	fmt.Fprintf(w, "spread before %.1f%%, after %.1f%% (threshold %.1f%%): %d moves, %s of shard data\n",
-		rep.SpreadBefore*100, rep.SpreadAfter*100, req.Threshold*100, len(rep.Moves), formatBytes(rep.Bytes))
-	if len(rep.Moves) > 0 {
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "SEGMENT\tSHARD\tFROM\tTO")
-		for _, m := range rep.Moves {
-			fmt.Fprintf(tw, "%s/%d\t%d\t%s\t%s\n", m.Volume, m.Segment, m.Shard, m.From, m.To)
-		}
-		tw.Flush()
-	}
-	switch {
-	case rep.Task != "":
-		fmt.Fprintf(w, "task %s recorded: the leading controller carries it out (nvstripe admin status)\n", rep.Task)
-	case req.Apply:
-		fmt.Fprintln(w, "nothing to do: no task recorded")
-	}
-}
-
-// formatBytes prints n in the largest binary unit that keeps it >= 1.
-func formatBytes(n int64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}
-	f, i := float64(n), 0
-	for f >= 1024 && i < len(units)-1 {
-		f, i = f/1024, i+1
-	}
-	if f == float64(int64(f)) {
-		return fmt.Sprintf("%d%s", int64(f), units[i])
-	}
-	return fmt.Sprintf("%.1f%s", f, units[i])
-}
-
 func newAdminDrainCmd(g *globals, a *etcdAuth, f *adminFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:   "drain HOST|NS",
+	c := &cobra.Command{
+		Use:   "drain HOST|NS [--wait]",
 		Short: "Empty a host or a namespace: its shards are copied away by the controller",
 		Long: "drain sets the namespace, or every in-service namespace of the host, to state draining: it\n" +
 			"receives no new segments and the leading controller copies its shards elsewhere (each stays\n" +
@@ -208,15 +122,18 @@ func newAdminDrainCmd(g *globals, a *etcdAuth, f *adminFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if len(rep.Namespaces) == 0 {
-				fmt.Fprintf(cmd.OutOrStdout(), "host %s has no namespace in service: nothing to drain\n", args[0])
+			text := "host " + args[0] + " has no namespace in service: nothing to drain"
+			if len(rep.Namespaces) > 0 {
+				text = "namespace " + strings.Join(rep.Namespaces, ": draining\nnamespace ") + ": draining"
 			}
-			for _, id := range rep.Namespaces {
-				fmt.Fprintf(cmd.OutOrStdout(), "namespace %s: draining\n", id)
+			if err := report(cmd, rep, "%s", text); err != nil || len(rep.Namespaces) == 0 {
+				return err
 			}
-			return nil
+			return waitFor(cmd, f, ops, admin.DrainMeasure(rep.Namespaces))
 		}),
 	}
+	c.Flags().BoolVar(&f.wait, "wait", false, "print the overall progress until the namespaces hold no shard")
+	return c
 }
 
 func newAdminFailCmd(g *globals, a *etcdAuth, f *adminFlags) *cobra.Command {
@@ -228,8 +145,7 @@ func newAdminFailCmd(g *globals, a *etcdAuth, f *adminFlags) *cobra.Command {
 			if _, err := ops.Fail(cmd.Context(), &admin.FailRequest{Ns: args[0]}); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "namespace %s: failed; its shards will be rebuilt\n", args[0])
-			return nil
+			return report(cmd, map[string]string{"namespace": args[0], "state": "failed"}, "namespace %s: failed; its shards will be rebuilt", args[0])
 		}),
 	}
 }

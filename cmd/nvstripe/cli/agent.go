@@ -1,13 +1,10 @@
 package cli
 
 import (
-	"fmt"
-	"io"
-	"sync"
-
 	"github.com/spf13/cobra"
 
 	"github.com/nvstripe/nvstripe/agent"
+	"github.com/nvstripe/nvstripe/logging"
 	"github.com/nvstripe/nvstripe/meta"
 )
 
@@ -27,15 +24,15 @@ func newAgentCmd(g *globals) *cobra.Command {
 			"While etcd is unreachable it keeps serving for up to --lease-ttl; then it fences.",
 		Args: cobra.NoArgs,
 		RunE: serveWithStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
-			out := cmd.OutOrStdout()
-			o.Store, o.Logf = s, lineLogger(cmd.ErrOrStderr())
+			o.Store, o.Log = s, g.logger("agent")
+			o.Logf = logging.Logf(o.Log)
 			o.Ready = func(ag *agent.Agent, metrics string) {
-				st := ag.Status()
-				fmt.Fprintf(out, "agent %s: API on %s, state in %s", st.Holder, o.Socket, o.StateDir)
+				st, url := ag.Status(), ""
 				if metrics != "" {
-					fmt.Fprintf(out, ", metrics on http://%s/metrics", metrics)
+					url = "http://" + metrics + "/metrics"
 				}
-				fmt.Fprintln(out)
+				report(cmd, map[string]string{"agent": st.Holder, "socket": o.Socket, "state_dir": o.StateDir, "metrics": url},
+					"agent %s: API on %s, state in %s, metrics on %s", st.Holder, o.Socket, o.StateDir, dash(url))
 			}
 			return agent.Serve(cmd.Context(), o)
 		}),
@@ -51,15 +48,4 @@ func newAgentCmd(g *globals) *cobra.Command {
 	fl.IntVar(&o.Report.FailNamespaceAfter, "fail-namespace-after", 1, "media errors after which a namespace is reported failed in etcd (-1: never)")
 	fl.StringVar(&o.Namespaces.HostNQN, "host-nqn", "", "NVMe host NQN of this node (default: nvstripe's)")
 	return c
-}
-
-// lineLogger returns a Logf that writes one line per call to w, safe for
-// concurrent use.
-func lineLogger(w io.Writer) func(string, ...any) {
-	var mu sync.Mutex
-	return func(format string, args ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		fmt.Fprintf(w, format+"\n", args...)
-	}
 }

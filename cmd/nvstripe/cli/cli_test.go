@@ -10,6 +10,9 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+
+	"github.com/nvstripe/nvstripe/buildinfo"
+	"github.com/nvstripe/nvstripe/config"
 )
 
 // run calls Run in-process and returns stdout, stderr and the error.
@@ -46,7 +49,7 @@ func TestVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var v versionInfo
+	var v buildinfo.Info
 	if err := json.Unmarshal([]byte(out), &v); err != nil {
 		t.Fatalf("version --json printed %q: %v", out, err)
 	}
@@ -63,7 +66,7 @@ func TestSelfTestCommand(t *testing.T) {
 }
 
 func TestUsageErrors(t *testing.T) {
-	for _, args := range [][]string{{"bogus"}, {"version", "--bogus"}, {"version", "extra"}, {"--etcd"}} {
+	for _, args := range [][]string{{"bogus"}, {"version", "--bogus"}, {"version", "extra"}, {"--etcd"}, {"version", "--log-format", "xml"}, {"version", "--log-level", "loud"}} {
 		_, _, err := run(t, args...)
 		if err == nil {
 			t.Errorf("%q: no error", args)
@@ -86,9 +89,8 @@ func TestEtcdFlag(t *testing.T) {
 	if f == nil || f.DefValue != "127.0.0.1:2379" {
 		t.Fatalf("--etcd flag = %+v, want default 127.0.0.1:2379", f)
 	}
-	g := &globals{etcd: " a:1, b:2,,"}
-	if got := g.etcdEndpoints(); !slices.Equal(got, []string{"a:1", "b:2"}) {
-		t.Errorf("etcdEndpoints = %q", got)
+	if got := config.SplitList(" a:1, b:2,,"); !slices.Equal(got, []string{"a:1", "b:2"}) {
+		t.Errorf("SplitList = %q", got)
 	}
 }
 

@@ -3,18 +3,15 @@ package cli
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
-	"os"
+	"log/slog"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
-
+	"github.com/nvstripe/nvstripe/config"
+	"github.com/nvstripe/nvstripe/jsonout"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/units"
 )
@@ -32,10 +29,10 @@ type etcdAuth struct {
 // addEtcdFlags registers the etcd connection flags on a verb group.
 func addEtcdFlags(c *cobra.Command, a *etcdAuth) {
 	fl := c.PersistentFlags()
-	fl.StringVar(&a.cluster, "cluster", "default", "cluster name (its keys live under /nvstripe/NAME/)")
-	fl.StringVar(&a.cacert, "etcd-cacert", "", "CA certificate file to verify etcd's TLS certificate (enables TLS)")
-	fl.StringVar(&a.cert, "etcd-cert", "", "client certificate file for etcd TLS")
-	fl.StringVar(&a.key, "etcd-key", "", "client key file for etcd TLS")
+	fl.StringVar(&a.cluster, "cluster", "default", "cluster name (its keys live under /nvstripe/NAME/; env NVSTRIPE_CLUSTER)")
+	fl.StringVar(&a.cacert, "etcd-cacert", "", "CA certificate file to verify etcd's TLS certificate (enables TLS; env NVSTRIPE_ETCD_CACERT)")
+	fl.StringVar(&a.cert, "etcd-cert", "", "client certificate file for etcd TLS (env NVSTRIPE_ETCD_CERT)")
+	fl.StringVar(&a.key, "etcd-key", "", "client key file for etcd TLS (env NVSTRIPE_ETCD_KEY)")
 	fl.BoolVar(&a.insecureSkipVerify, "etcd-insecure-skip-verify", false, "use TLS without verifying etcd's certificate (testing only)")
 	fl.StringVar(&a.user, "etcd-user", "", "etcd user name (with --etcd-password)")
 	fl.StringVar(&a.password, "etcd-password", "", "etcd password")
@@ -45,31 +42,11 @@ func addEtcdFlags(c *cobra.Command, a *etcdAuth) {
 // tlsConfig builds the TLS configuration from the flags, or nil for plain
 // connections.
 func (a *etcdAuth) tlsConfig() (*tls.Config, error) {
-	if a.cacert == "" && a.cert == "" && a.key == "" && !a.insecureSkipVerify {
-		return nil, nil
-	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: a.insecureSkipVerify}
-	if a.cacert != "" {
-		pem, err := os.ReadFile(a.cacert)
-		if err != nil {
-			return nil, fmt.Errorf("--etcd-cacert: %w", err)
-		}
-		cfg.RootCAs = x509.NewCertPool()
-		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--etcd-cacert %s: no PEM certificate found", a.cacert)
-		}
-	}
-	if (a.cert == "") != (a.key == "") {
+	tc, err := config.TLSFiles{CACert: a.cacert, Cert: a.cert, Key: a.key, InsecureSkipVerify: a.insecureSkipVerify}.TLS()
+	if errors.Is(err, config.ErrTLSPair) {
 		return nil, usageError{fmt.Errorf("--etcd-cert and --etcd-key go together")}
 	}
-	if a.cert != "" {
-		pair, err := tls.LoadX509KeyPair(a.cert, a.key)
-		if err != nil {
-			return nil, fmt.Errorf("--etcd-cert/--etcd-key: %w", err)
-		}
-		cfg.Certificates = []tls.Certificate{pair}
-	}
-	return cfg, nil
+	return tc, err
 }
 
 // openStore connects to the cluster named by the flags.
@@ -81,8 +58,12 @@ func openStore(ctx context.Context, g *globals, a *etcdAuth) (*meta.Store, error
 	if (a.user == "") != (a.password == "") {
 		return nil, usageError{fmt.Errorf("--etcd-user and --etcd-password go together")}
 	}
-	return meta.Open(ctx, meta.Config{Endpoints: g.etcdEndpoints(), Cluster: a.cluster, DialTimeout: a.timeout,
-		TLS: tc, Username: a.user, Password: a.password})
+	etcdLog := slog.LevelError // its retry warnings say what the command's error says
+	if g.logLevel == "debug" {
+		etcdLog = slog.LevelDebug
+	}
+	return meta.Open(ctx, meta.Config{Endpoints: config.SplitList(g.etcd), Cluster: a.cluster, DialTimeout: a.timeout,
+		TLS: tc, Username: a.user, Password: a.password, Logger: meta.ZapToSlog(g.logger("etcd-client"), etcdLog)})
 }
 
 // withStore wraps a one-shot command body with opening and closing the
@@ -118,44 +99,32 @@ func metadataOnly(cmds ...*cobra.Command) {
 	}
 }
 
-// printJSON writes v as indented JSON.
-func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+// wantJSON says whether cmd prints JSON: -o json, or its alias --json.
+func wantJSON(cmd *cobra.Command) bool {
+	o, j := cmd.Flags().Lookup("output"), cmd.Flags().Lookup("json")
+	return (o != nil && o.Value.String() == "json") || (j != nil && j.Value.String() == "true")
 }
 
-// protoJSON encodes m in the proto3 JSON mapping with the field names of
-// its .proto file (64-bit integers are strings, times RFC 3339), zero values
-// included.
-func protoJSON(m proto.Message) (json.RawMessage, error) {
-	return protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}.Marshal(m)
-}
-
-// printProtoJSON writes m as indented JSON (protoJSON).
-func printProtoJSON(w io.Writer, m proto.Message) error {
-	b, err := protoJSON(m)
-	if err != nil {
-		return err
+// report prints v as JSON with -o json (jsonout), else the line format,
+// args.
+func report(cmd *cobra.Command, v any, format string, args ...any) error {
+	if wantJSON(cmd) {
+		return jsonout.Write(cmd.OutOrStdout(), v)
 	}
-	return printJSON(w, b)
-}
-
-// printProtoJSONList writes ms as an indented JSON array (protoJSON).
-func printProtoJSONList[M proto.Message](w io.Writer, ms []M) error {
-	raw := []json.RawMessage{}
-	for _, m := range ms {
-		b, err := protoJSON(m)
-		if err != nil {
-			return err
-		}
-		raw = append(raw, b)
-	}
-	return printJSON(w, raw)
+	_, err := fmt.Fprintf(cmd.OutOrStdout(), format+"\n", args...)
+	return err
 }
 
 // fmtBytes renders n for people (units.FormatSize: "1 GiB").
 func fmtBytes(n int64) string { return units.FormatSize(n) }
+
+// dash stands in for an empty table cell.
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
 
 func newClusterCmd(g *globals) *cobra.Command {
 	a := &etcdAuth{}
@@ -181,8 +150,7 @@ func newClusterInitCmd(g *globals, a *etcdAuth) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "cluster %s initialized: id %s, slot size %s\n", rec.Name, rec.ID, fmtBytes(rec.SlotSize))
-			return nil
+			return report(cmd, rec, "cluster %s initialized: id %s, slot size %s", rec.Name, rec.ID, fmtBytes(rec.SlotSize))
 		}),
 	}
 	c.Flags().Var(units.NewFlag(&slotSize), "slot-size", "slot size")
@@ -191,9 +159,8 @@ func newClusterInitCmd(g *globals, a *etcdAuth) *cobra.Command {
 }
 
 func newClusterInfoCmd(g *globals, a *etcdAuth) *cobra.Command {
-	var asJSON bool
 	c := &cobra.Command{
-		Use:   "info [--json]",
+		Use:   "info",
 		Short: "Show the cluster record",
 		Args:  cobra.NoArgs,
 		RunE: withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
@@ -201,8 +168,8 @@ func newClusterInfoCmd(g *globals, a *etcdAuth) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), rec)
+			if wantJSON(cmd) {
+				return jsonout.Write(cmd.OutOrStdout(), rec)
 			}
 			domain := rec.DomainLabel
 			if domain == "" {
@@ -213,6 +180,5 @@ func newClusterInfoCmd(g *globals, a *etcdAuth) *cobra.Command {
 			return nil
 		}),
 	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return c
 }

@@ -142,8 +142,8 @@ func TestAdminEndToEnd(t *testing.T) {
 	b.ok("added", "host", "add", "h3")
 	b.fails("label does not match", "ns", "add", "--host", "h3", "--nqn", "nqn.2024-01.io.test:sub-a", "--nsid", "1", "--path", "tcp://"+addr)
 
-	var nss []nsView
-	if err := json.Unmarshal([]byte(a.ok("h4-n2", "ns", "ls", "--json")), &nss); err != nil || len(nss) != 6 || nss[0].Capacity != 63 {
+	var nss []meta.NamespaceUse
+	if err := json.Unmarshal([]byte(a.ok("h4-n2", "ns", "ls", "--json")), &nss); err != nil || len(nss) != 6 || nss[0].CapacityBytes != 63<<20 {
 		t.Fatalf("ns ls --json: %+v %v", nss, err)
 	}
 	a.ok("h0-n1 is now draining", "ns", "set-state", "h0-n1", "draining")
@@ -172,7 +172,7 @@ func TestAdminEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var info volumeInfo
+	var info meta.VolumeInfo
 	if err := json.Unmarshal([]byte(a.ok("node-1", "volume", "info", "v1", "--json")), &info); err != nil ||
 		info.Segments != 9 || info.Allocated != 1 || len(info.Owners) != 1 { // 9: each slot's last chunk holds checksums
 		t.Fatalf("volume info --json: %+v %v", info, err)

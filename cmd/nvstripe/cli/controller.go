@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -20,17 +21,11 @@ import (
 
 // controllerFlags are the flags of `nvstripe controller`.
 type controllerFlags struct {
-	holder, hostNQN           string
-	bandwidth                 int64
-	metrics, api              string
-	scrubInterval             time.Duration
-	outAfter, interval, grace time.Duration
-	probeTimeout, leaderTTL   time.Duration
-	maxMoves, maxMovesPerNS   int
-	minUp                     float64
-	probe                     bool
-	gossip                    gossipFlags
-	gossipHost                string
+	controllerd.Settings
+	hostNQN, metrics, api string
+	gossip                gossipFlags
+	gossipHost            string
+	scrubInterval         time.Duration
 }
 
 // newControllerCmd is `nvstripe controller`: the rebuild, drain and
@@ -55,7 +50,7 @@ func newControllerCmd(g *globals) *cobra.Command {
 			"unmap. Progress is in the task records (`nvstripe admin status`).",
 		Args: cobra.NoArgs,
 		RunE: serveWithStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
-			cfg, err := f.runnerConfig(cmd, s)
+			cfg, err := f.runnerConfig(g, s)
 			if err != nil {
 				return err
 			}
@@ -73,7 +68,7 @@ func newControllerCmd(g *globals) *cobra.Command {
 				defer stop()
 			}
 			if u := d.MetricsURL(); u != "" {
-				fmt.Fprintf(cmd.OutOrStdout(), "controller %s: metrics on %s\n", cfg.Holder, u)
+				report(cmd, map[string]string{"controller": cfg.Holder, "metrics": u}, "controller %s: metrics on %s", cfg.Holder, u)
 			}
 			if f.api != "" {
 				addr, stop, err := admin.Listen(s, f.api)
@@ -81,9 +76,9 @@ func newControllerCmd(g *globals) *cobra.Command {
 					return err
 				}
 				defer stop()
-				fmt.Fprintf(cmd.OutOrStdout(), "controller %s: admin API on %s\n", cfg.Holder, addr)
+				report(cmd, map[string]string{"controller": cfg.Holder, "admin_api": addr}, "controller %s: admin API on %s", cfg.Holder, addr)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "controller %s: campaigning for leadership\n", cfg.Holder)
+			report(cmd, map[string]string{"controller": cfg.Holder, "state": "campaigning"}, "controller %s: campaigning for leadership", cfg.Holder)
 			return d.Run(cmd.Context())
 		}),
 	}
@@ -94,22 +89,22 @@ func newControllerCmd(g *globals) *cobra.Command {
 
 // register defines the flags on fl.
 func (f *controllerFlags) register(fl *pflag.FlagSet) {
-	fl.StringVar(&f.holder, "holder", "", "this controller's name in etcd (default controller.HOSTNAME)")
-	fl.DurationVar(&f.outAfter, "out-after", 10*time.Minute, "a namespace down this long is marked out and rebuilt")
-	fl.DurationVar(&f.grace, "grace", 5*time.Second, "a host silent this long is down")
-	fl.DurationVar(&f.interval, "interval", time.Second, "time between decisions")
-	fl.DurationVar(&f.probeTimeout, "probe-timeout", time.Second, "TCP probe timeout of a namespace path")
-	fl.DurationVar(&f.leaderTTL, "leader-ttl", 10*time.Second, "leadership lease TTL: how soon another controller takes over")
-	f.bandwidth = 256 << 20
-	fl.Var(units.NewFlag(&f.bandwidth), "bandwidth", "bytes per second the controller's own moves may use (0: unlimited)")
-	fl.IntVar(&f.maxMoves, "max-moves", 32, "moves in flight in the whole cluster")
-	fl.IntVar(&f.maxMovesPerNS, "max-moves-per-ns", 2, "moves in flight writing to or copying from one namespace")
-	fl.Float64Var(&f.minUp, "min-up", 0.5, "mark namespaces out only while at least this fraction of hosts is up (fewer suggests the controller is cut off; negative: no guard)")
+	fl.StringVar(&f.Holder, "holder", "", "this controller's name in etcd (default controller.HOSTNAME)")
+	fl.DurationVar(&f.OutAfter, "out-after", 10*time.Minute, "a namespace down this long is marked out and rebuilt")
+	fl.DurationVar(&f.Grace, "grace", 5*time.Second, "a host silent this long is down")
+	fl.DurationVar(&f.Interval, "interval", time.Second, "time between decisions")
+	fl.DurationVar(&f.ProbeTimeout, "probe-timeout", time.Second, "TCP probe timeout of a namespace path")
+	fl.DurationVar(&f.LeaderTTL, "leader-ttl", 10*time.Second, "leadership lease TTL: how soon another controller takes over")
+	f.Bandwidth = 256 << 20
+	fl.Var(units.NewFlag(&f.Bandwidth), "bandwidth", "bytes per second the controller's own moves may use (0: unlimited)")
+	fl.IntVar(&f.MaxMoves, "max-moves", 32, "moves in flight in the whole cluster")
+	fl.IntVar(&f.MaxMovesPerNS, "max-moves-per-ns", 2, "moves in flight writing to or copying from one namespace")
+	fl.Float64Var(&f.MinUp, "min-up", 0.5, "mark namespaces out only while at least this fraction of hosts is up (fewer suggests the controller is cut off; negative: no guard)")
 	fl.StringVar(&f.api, "api", "", "HOST:PORT of the gRPC admin API, for admin --controller (\"\": off)")
 	fl.DurationVar(&f.scrubInterval, "scrub-interval", 7*24*time.Hour, "how often the owner of each checksummed, mapped volume scrubs it (0: never; `admin scrub` starts one now)")
 	fl.StringVar(&f.metrics, "metrics", "", "HOST:PORT of the Prometheus metrics listener (tasks, volume health; \"\": off)")
 	fl.StringVar(&f.hostNQN, "host-nqn", "", "NVMe host NQN the controller connects as (default: nvstripe's)")
-	fl.BoolVar(&f.probe, "probe", true, "TCP-probe the namespace paths of hosts that do not gossip (false: such hosts are not tracked)")
+	fl.BoolVar(&f.Probe, "probe", true, "TCP-probe the namespace paths of hosts that do not gossip (false: such hosts are not tracked)")
 	fl.StringVar(&f.gossipHost, "gossip-host", "", "the host name this controller gossips (default: the machine's host name)")
 	f.gossip.register(fl)
 }
@@ -125,42 +120,29 @@ func (f *controllerFlags) startGossip(cmd *cobra.Command, s *meta.Store, cfg con
 			return nil, err
 		}
 	}
-	hc, err := f.gossip.config(health.Meta{Role: health.RoleController, Host: host}, cfg.Holder)
+	hc, err := f.gossip.Member(health.Meta{Role: health.RoleController, Host: host}, cfg.Holder)
 	if err != nil {
-		return nil, err
+		return nil, specError(err)
 	}
 	hc.OnEvent = cfg.Gossip.OnEvent
-	m, err := pool.Start(pool.Config{Health: hc, Join: f.gossip.join, Logf: cfg.Logf,
+	m, err := pool.Start(pool.Config{Health: hc, Join: f.gossip.Join, Logf: cfg.Logf,
 		Store: func(context.Context) (*meta.Store, error) { return s, nil }})
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "controller %s: gossip on %s\n", cfg.Holder, m.Addr())
+	report(cmd, map[string]string{"controller": cfg.Holder, "gossip": m.Addr()}, "controller %s: gossip on %s", cfg.Holder, m.Addr())
 	return m.Leave, nil
 }
 
-// runnerConfig turns the flags into the controller's options (the daemon
-// fills in the mover, the domain label and a default holder).
-func (f *controllerFlags) runnerConfig(cmd *cobra.Command, s *meta.Store) (controller.RunnerConfig, error) {
-	bw := f.bandwidth
-	if bw == 0 {
-		bw = -1
-	}
-	pacer, err := controller.NewPacer(controller.PacerConfig{Bandwidth: bw})
-	if err != nil {
-		return controller.RunnerConfig{}, usageError{err}
-	}
-	if f.gossip.addr == "" && (len(f.gossip.join) > 0 || f.gossipHost != "") {
+// runnerConfig turns the flags into the controller's options.
+func (f *controllerFlags) runnerConfig(g *globals, s *meta.Store) (controller.RunnerConfig, error) {
+	if f.gossip.Addr == "" && (len(f.gossip.Join) > 0 || f.gossipHost != "") {
 		return controller.RunnerConfig{}, usageError{fmt.Errorf("--gossip-join and --gossip-host need --gossip")}
 	}
-	cfg := controller.RunnerConfig{Store: s, Holder: f.holder, Interval: f.interval, LeaderTTL: f.leaderTTL,
-		Decide: controller.Config{OutAfter: f.outAfter, MaxMoves: f.maxMoves, MaxMovesPerNS: f.maxMovesPerNS, MinUpFraction: f.minUp},
-		Pacer:  pacer, Health: health.TrackerConfig{Grace: f.grace}, Logf: lineLogger(cmd.ErrOrStderr())}
-	if f.probe {
-		cfg.Probe = controller.ProbeTCP(f.probeTimeout)
+	f.Gossip = f.gossip.Addr != ""
+	cfg, err := f.Settings.RunnerConfig(s, g.logger("controller"))
+	if errors.Is(err, controllerd.ErrSettings) {
+		return cfg, usageError{err}
 	}
-	if f.gossip.addr != "" {
-		cfg.Gossip = controller.NewGossip(nil)
-	}
-	return cfg, nil
+	return cfg, err
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/nvstripe/nvstripe/config"
 )
 
 // defaultTimeout is --timeout's default: how long a one-shot command waits
@@ -50,4 +52,4 @@ func (e *timeoutError) Error() string {
 func (e *timeoutError) Unwrap() []error { return []error{e.err, context.DeadlineExceeded} }
 
 // etcdPeer names the etcd endpoints for bounded.
-func (g *globals) etcdPeer() string { return "etcd at " + strings.Join(g.etcdEndpoints(), ",") }
+func (g *globals) etcdPeer() string { return "etcd at " + strings.Join(config.SplitList(g.etcd), ",") }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"os"
 
 	"github.com/nvstripe/nvstripe/demo"
@@ -24,6 +25,9 @@ func newDemoCmd(*globals) *cobra.Command {
 			"  nbdcopy --progress /dev/urandom nbd://127.0.0.1:10809/demo   (fills it)",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if wantJSON(cmd) {
+				return usageError{errors.New("demo narrates for people: -o json is not supported (script the real commands)")}
+			}
 			o.Size, o.Out = size, cmd.OutOrStdout()
 			if o.Dir == "" {
 				var err error

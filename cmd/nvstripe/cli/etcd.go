@@ -27,7 +27,7 @@ func newEtcdCmd(*globals) *cobra.Command {
 				return err
 			}
 			defer srv.Close()
-			fmt.Fprintf(cmd.OutOrStdout(), "etcd ready: %s (data in %s)\n", srv.Endpoints()[0], dir)
+			report(cmd, map[string]string{"endpoint": srv.Endpoints()[0], "dir": dir}, "etcd ready: %s (data in %s)", srv.Endpoints()[0], dir)
 			select {
 			case <-cmd.Context().Done():
 				return nil

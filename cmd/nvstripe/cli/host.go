@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nvstripe/nvstripe/jsonout"
 	"github.com/nvstripe/nvstripe/meta"
 )
 
@@ -27,19 +28,15 @@ func newHostAddCmd(g *globals, a *etcdAuth) *cobra.Command {
 		Short: "Add a storage host",
 		Args:  cobra.ExactArgs(1),
 		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
-			lm := map[string]string{}
-			for _, l := range labels {
-				k, v, ok := strings.Cut(l, "=")
-				if !ok || k == "" {
-					return usageError{fmt.Errorf("--label %q: want KEY=VALUE", l)}
-				}
-				lm[k] = v
+			lm, err := meta.ParseLabels(labels)
+			if err != nil {
+				return usageError{err}
 			}
-			if _, err := s.AddHost(cmd.Context(), args[0], lm); err != nil {
+			h, err := s.AddHost(cmd.Context(), args[0], lm)
+			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "host %s added\n", args[0])
-			return nil
+			return report(cmd, h, "host %s added", h.Name)
 		}),
 	}
 	c.Flags().StringArrayVar(&labels, "label", nil, "failure-domain label KEY=VALUE, repeatable")
@@ -47,9 +44,8 @@ func newHostAddCmd(g *globals, a *etcdAuth) *cobra.Command {
 }
 
 func newHostLsCmd(g *globals, a *etcdAuth) *cobra.Command {
-	var asJSON bool
 	c := &cobra.Command{
-		Use:   "ls [--json]",
+		Use:   "ls",
 		Short: "List hosts",
 		Args:  cobra.NoArgs,
 		RunE: withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
@@ -57,8 +53,8 @@ func newHostLsCmd(g *globals, a *etcdAuth) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), hosts)
+			if wantJSON(cmd) {
+				return jsonout.Write(cmd.OutOrStdout(), hosts)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "NAME\tLABELS")
@@ -72,6 +68,5 @@ func newHostLsCmd(g *globals, a *etcdAuth) *cobra.Command {
 			return w.Flush()
 		}),
 	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return c
 }

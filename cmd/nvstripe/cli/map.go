@@ -1,20 +1,14 @@
 package cli
 
 import (
-	"cmp"
-	"context"
-	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
-	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/nvstripe/nvstripe/agent"
 	"github.com/nvstripe/nvstripe/agent/api"
+	"github.com/nvstripe/nvstripe/jsonout"
+	"github.com/nvstripe/nvstripe/logging"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/nbd"
 )
@@ -24,8 +18,8 @@ import (
 func newMapCmd(g *globals) *cobra.Command {
 	a := &etcdAuth{}
 	var req api.MapRequest
-	var sock, holder string
-	var ttl time.Duration
+	var sock string
+	var ao agent.Options // a foreground map's agent
 	wait := true
 	c := &cobra.Command{
 		Use:   "map NAME [--nbd /dev/nbdN | --ublk | --nbd-listen ADDR | --fuse DIR] [--read-only] [--agent SOCKET]",
@@ -41,15 +35,8 @@ func newMapCmd(g *globals) *cobra.Command {
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Volume = args[0]
-			if err := pickDevice(&req); err != nil {
+			if err := agent.CompleteRequest(&req); err != nil {
 				return err
-			}
-			if req.FuseDir != "" {
-				abs, err := filepath.Abs(req.FuseDir)
-				if err != nil {
-					return err
-				}
-				req.FuseDir = abs
 			}
 			spec, err := agent.SpecOf(&req)
 			if err != nil {
@@ -67,7 +54,8 @@ func newMapCmd(g *globals) *cobra.Command {
 				}
 			}
 			return serveWithStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
-				return mapForeground(cmd, s, spec, agent.Options{Holder: holder, LeaseTTL: ttl}, wait)
+				ao.Store, ao.Log = s, g.logger("map")
+				return mapForeground(cmd, spec, wait, ao)
 			})(cmd, args)
 		},
 	}
@@ -79,25 +67,11 @@ func newMapCmd(g *globals) *cobra.Command {
 	fl.StringVar(&req.FuseDir, "fuse", "", "show the volume as the file DIR/NAME in a FUSE mount")
 	fl.BoolVar(&req.ReadOnly, "read-only", false, "map read-only (shared read-only lease)")
 	fl.StringVar(&sock, "agent", "", "ask the agent on this unix socket to map it (default: serve in the foreground)")
-	fl.StringVar(&holder, "holder", "", "owner name in etcd when serving in the foreground (default map.HOSTNAME, or map.node-ID on hosts without a valid one)")
+	fl.StringVar(&ao.Namespaces.HostNQN, "host-nqn", "", "NVMe host NQN to connect as in the foreground (default: nvstripe's)")
+	fl.StringVar(&ao.Holder, "holder", "", "owner name in etcd when serving in the foreground (default map.HOSTNAME, or map.node-ID on hosts without a valid one)")
 	fl.BoolVar(&wait, "wait", true, "print a kernel device only once the kernel reports its capacity")
-	fl.DurationVar(&ttl, "lease-ttl", 0, "ownership lease TTL when serving in the foreground: how long the volume stays owned after this process stops renewing (default 10s, at least 2s)")
+	fl.DurationVar(&ao.LeaseTTL, "lease-ttl", 0, "ownership lease TTL when serving in the foreground: how long the volume stays owned after this process stops renewing (default 10s, at least 2s)")
 	return c
-}
-
-// pickDevice makes a request that names no way to serve attach a kernel
-// nbd device: the one its volume had when its serving process died, else
-// the first free one.
-func pickDevice(req *api.MapRequest) error {
-	if req.NbdListen != "" || req.NbdDevice != "" || req.Ublk || req.FuseDir != "" {
-		return nil
-	}
-	d, err := nbd.PickDevice(req.Volume)
-	if err != nil {
-		return fmt.Errorf("map %s: %w", req.Volume, err)
-	}
-	req.NbdDevice = d.Path
-	return nil
 }
 
 func mapViaAgent(cmd *cobra.Command, c *api.Client, req *api.MapRequest) error {
@@ -105,37 +79,22 @@ func mapViaAgent(cmd *cobra.Command, c *api.Client, req *api.MapRequest) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "mapped: %s (epoch %d)\n", rep.Mapping.GetUrl(), rep.Mapping.GetEpoch())
-	return nil
+	return report(cmd, rep, "mapped: %s (epoch %d)", rep.Mapping.GetUrl(), rep.Mapping.GetEpoch())
 }
 
 // mapForeground serves spec until the context ends or the lease is lost.
-func mapForeground(cmd *cobra.Command, s *meta.Store, spec agent.Spec, o agent.Options, wait bool) error {
-	ctx, out := cmd.Context(), cmd.OutOrStdout()
-	o.Holder = cmp.Or(o.Holder, meta.DefaultHolder("map"))
-	o.Store, o.Logf = s, lineLogger(cmd.ErrOrStderr())
-	ag, err := agent.New(ctx, o)
-	if err != nil {
-		return err
+func mapForeground(cmd *cobra.Command, spec agent.Spec, wait bool, o agent.Options) error {
+	if o.Holder == "" {
+		o.Holder = meta.DefaultHolder("map")
 	}
-	m, err := ag.Map(ctx, spec)
-	if err != nil {
-		ag.Close(context.WithoutCancel(ctx))
-		return err
+	o.Logf = logging.Logf(o.Log)
+	say := func(what string) func(string) {
+		return func(url string) {
+			report(cmd, map[string]string{"volume": spec.Volume, what: url}, "%s: %s", what, url)
+		}
 	}
-	if spec.Via == agent.ViaNBDDevice && wait {
-		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		_, err = nbd.WaitSize(wctx, m.Url)
-		cancel()
-	}
-	if err == nil {
-		fmt.Fprintf(out, "serving: %s\n", m.Url)
-		err = ag.WaitFenced(ctx, spec.Volume)
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	fmt.Fprintf(out, "unmapping %s\n", spec.Volume)
-	return errors.Join(err, ag.Unmap(sctx, spec.Volume), ag.Close(sctx))
+	return agent.ServeForeground(cmd.Context(), spec, agent.ForegroundOptions{WaitSize: wait, Serving: say("serving"), Unmapping: say("unmapping"),
+		Agent: o})
 }
 
 // withAgent runs fn with a client of the agent on sock, within --timeout.
@@ -161,7 +120,7 @@ func newUnmapCmd(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dev := args[0]
 			if !strings.HasPrefix(dev, "/dev/") && !cmd.Flags().Changed("agent") {
-				if d, err := nbd.DeviceOf(dev); err == nil && (d.ServedByMap() || !agentRunning(sock)) {
+				if d, err := nbd.DeviceOf(dev); err == nil && (d.ServedByMap() || !api.Listening(sock)) {
 					dev = d.Path
 				}
 			}
@@ -169,15 +128,13 @@ func newUnmapCmd(g *globals) *cobra.Command {
 				if err := nbd.Detach(cmd.Context(), dev); err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "unmapped %s\n", dev)
-				return nil
+				return report(cmd, map[string]string{"unmapped": dev}, "unmapped %s", dev)
 			}
 			return withAgent(cmd, g, sock, func(c *api.Client) error {
 				if _, err := c.Unmap(cmd.Context(), &api.UnmapRequest{Volume: args[0]}); err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "unmapped %s\n", args[0])
-				return nil
+				return report(cmd, map[string]string{"unmapped": args[0]}, "unmapped %s", args[0])
 			})
 		},
 	}
@@ -186,17 +143,10 @@ func newUnmapCmd(g *globals) *cobra.Command {
 	return c
 }
 
-// agentRunning says whether an agent listens on sock.
-func agentRunning(sock string) bool {
-	fi, err := os.Stat(sock)
-	return err == nil && fi.Mode()&os.ModeSocket != 0
-}
-
 func newLsCmd(g *globals) *cobra.Command {
 	var sock string
-	var asJSON bool
 	c := &cobra.Command{
-		Use:   "ls [--agent SOCKET] [--json]",
+		Use:   "ls [--agent SOCKET]",
 		Short: "List the volumes the agent maps, with their state and IO counters",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -205,34 +155,14 @@ func newLsCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if asJSON {
-					return printProtoJSONList(cmd.OutOrStdout(), l.Mappings)
+				if wantJSON(cmd) {
+					return jsonout.Write(cmd.OutOrStdout(), l.Mappings)
 				}
-				printMappings(cmd, l.Mappings)
-				return nil
+				return api.WriteMappings(cmd.OutOrStdout(), l.Mappings)
 			})
 		},
 	}
 	c.Flags().StringVar(&sock, "agent", agent.DefaultSocket, "unix socket of the agent")
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	metadataOnly(c)
 	return c
-}
-
-func printMappings(cmd *cobra.Command, ms []*api.Mapping) {
-	w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "VOLUME\tSTATE\tURL\tEPOCH\tREAD\tWRITTEN\tERRORS\tDEGRADED\tNOTE")
-	for _, m := range ms {
-		url := m.Url
-		if url == "" {
-			url = m.Via + " " + m.Where
-		}
-		if m.ReadOnly {
-			url += " (ro)"
-		}
-		s := m.GetStats()
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%d\t%s\n", m.Volume, m.State, url, m.Epoch,
-			fmtBytes(s.GetReadBytes()), fmtBytes(s.GetWriteBytes()), s.GetErrors(), s.GetDegraded(), m.Error)
-	}
-	w.Flush()
 }

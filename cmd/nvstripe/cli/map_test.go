@@ -17,6 +17,7 @@ import (
 	"github.com/nvstripe/nvstripe/agent/api"
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/meta/metatest"
+	"github.com/nvstripe/nvstripe/nbd/nbdtest"
 	"github.com/nvstripe/nvstripe/nvmeof/target"
 )
 
@@ -155,7 +156,26 @@ func TestAgentMapUnmapLs(t *testing.T) {
 	if err != nil || !strings.Contains(o, "serving") || !strings.Contains(o, "VOLUME") {
 		t.Errorf("ls: %q, %v", o, err)
 	}
-	o, _, err = run(t, "ls", "--agent", sock, "--json")
+	// A write allocates a segment: the agent connects its namespaces and
+	// publishes the ANA state of their paths, which ns ls shows.
+	_, url, _ := strings.Cut(o, "nbd://")
+	hostPort, _, _ := strings.Cut(url, "/")
+	nc, err := nbdtest.Dial(ctx, "tcp", hostPort, "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.WriteAt(ctx, make([]byte, 4096), 0); err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	waitCLI(t, "ns ls -o json showing optimized paths", func() bool {
+		return strings.Count(cl.ok("h0-n1", "ns", "ls", "-o", "json"), `"ana_state": "optimized"`) == 3
+	})
+	o, _, err = run(t, "ls", "--agent", sock, "-o", "json")
+	var anyJSON any
+	if json.Unmarshal([]byte(o), &anyJSON) == nil {
+		checkSnake(t, "ls -o json", anyJSON)
+	}
 	var raw []json.RawMessage
 	m := &api.Mapping{}
 	if err != nil || json.Unmarshal([]byte(o), &raw) != nil || len(raw) != 1 || protojson.Unmarshal(raw[0], m) != nil ||
@@ -163,7 +183,7 @@ func TestAgentMapUnmapLs(t *testing.T) {
 		t.Errorf("ls --json: %q, %v", o, err)
 	}
 	cl.ok("node-a", "volume", "info", "v")
-	if o, _, err = run(t, "unmap", "v", "--agent", sock); err != nil || o != "unmapped v\n" {
+	if o, _, err = run(t, "unmap", "v", "--agent", sock, "-o", "json"); err != nil || strings.Join(strings.Fields(o), "") != `{"unmapped":"v"}` {
 		t.Errorf("unmap: %q, %v", o, err)
 	}
 	cancel()
@@ -173,14 +193,18 @@ func TestAgentMapUnmapLs(t *testing.T) {
 
 	// In the foreground: serving until interrupted, then the lease is free.
 	fctx, fcancel := context.WithCancel(context.Background())
-	var fout syncBuffer
+	var fout, ferr syncBuffer
 	go func() {
-		done <- Run(fctx, []string{"map", "v", "--nbd-listen", "unix:" + filepath.Join(dir, "v.sock"), "--etcd", ep}, &fout, &errb)
+		done <- Run(fctx, []string{"map", "v", "--nbd-listen", "unix:" + filepath.Join(dir, "v.sock"), "--etcd", ep, "--log-format", "json"}, &fout, &ferr)
 	}()
 	waitOutput(t, &fout, done, "serving: nbd+unix:///v?socket="+filepath.Join(dir, "v.sock"))
 	fcancel()
 	if err := <-done; err != nil {
 		t.Errorf("map in the foreground: %v", err)
+	}
+	// Its log lines are JSON records of component map, never agent.
+	if l := ferr.String(); !strings.Contains(l, `"component":"map"`) || strings.Contains(l, "agent") || !strings.Contains(l, `"level":"INFO"`) {
+		t.Errorf("foreground map's log:\n%s", l)
 	}
 	if o := cl.ok("v", "volume", "info", "v"); strings.Contains(o, "map.") {
 		t.Errorf("lease still held after the foreground map ended:\n%s", o)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nvstripe/nvstripe/jsonout"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/placement"
 	"github.com/nvstripe/nvstripe/units"
@@ -59,8 +60,7 @@ func newNSAddCmd(g *globals, a *etcdAuth) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			printAdded(cmd, rec)
-			return nil
+			return printAdded(cmd, rec)
 		}),
 	}
 	fl := c.Flags()
@@ -78,15 +78,14 @@ func newNSAddCmd(g *globals, a *etcdAuth) *cobra.Command {
 
 const allowUnfencedHelp = "place shards on a namespace that cannot fence a stale owner (no NVMe reservations: Linux nvmet before 6.13, some appliances); without it such a namespace is recorded but takes no shards"
 
-func printAdded(cmd *cobra.Command, rec *meta.NamespaceRecord) {
-	fmt.Fprintf(cmd.OutOrStdout(), "namespace %s added: host %s, %s nsid %d, %s, %d slots\n",
-		rec.ID, rec.Host, rec.NQN, rec.NSID, fmtBytes(rec.Size), rec.Capacity())
+func printAdded(cmd *cobra.Command, rec *meta.NamespaceRecord) error {
 	switch {
 	case !rec.Placeable():
 		fmt.Fprintf(cmd.ErrOrStderr(), "warning: namespace %s cannot fence a stale owner (no NVMe reservations): it takes no shards; add it with --allow-unfenced to use it anyway\n", rec.ID)
 	case rec.Unfenced:
 		fmt.Fprintf(cmd.ErrOrStderr(), "warning: namespace %s cannot fence a stale owner (no NVMe reservations); allowed: a paused owner may overwrite its successor's data there\n", rec.ID)
 	}
+	return report(cmd, rec, "namespace %s added: host %s, %s nsid %d, %s", rec.ID, rec.Host, rec.NQN, rec.NSID, fmtBytes(rec.Size))
 }
 
 func newNSDiscoverCmd(g *globals, a *etcdAuth) *cobra.Command {
@@ -118,50 +117,40 @@ func newNSDiscoverCmd(g *globals, a *etcdAuth) *cobra.Command {
 }
 
 func discover(cmd *cobra.Command, s *meta.Store, addr, host, hostNQN string, maxNSID uint32, allowUnfenced bool) error {
-	out, added := cmd.OutOrStdout(), 0
+	out, js := cmd.OutOrStdout(), wantJSON(cmd)
+	added, known := []*meta.NamespaceRecord{}, []string{}
 	subsystems, err := volclient.Discover(cmd.Context(), s, addr, host, hostNQN, maxNSID, allowUnfenced, func(d volclient.Discovered) {
-		if d.Added == nil {
-			fmt.Fprintf(out, "%s nsid %d: already recorded as %s\n", d.NQN, d.NSID, d.Known)
+		if d.Added != nil {
+			added = append(added, d.Added)
+			if !js {
+				printAdded(cmd, d.Added)
+			}
 			return
 		}
-		printAdded(cmd, d.Added)
-		added++
+		known = append(known, d.Known)
+		if !js {
+			fmt.Fprintf(out, "%s nsid %d: already recorded as %s\n", d.NQN, d.NSID, d.Known)
+		}
 	})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "%d namespaces added from %d subsystems at %s\n", added, subsystems, addr)
-	return nil
-}
-
-// nsView is one line of `ns ls --json`.
-type nsView struct {
-	*meta.NamespaceRecord
-	Used     int64 `json:"used_slots"`
-	Capacity int64 `json:"capacity_slots"`
+	return report(cmd, map[string]any{"added": added, "already_recorded": known, "subsystems": subsystems},
+		"%d namespaces added from %d subsystems at %s", len(added), subsystems, addr)
 }
 
 func newNSLsCmd(g *globals, a *etcdAuth) *cobra.Command {
-	var asJSON bool
 	c := &cobra.Command{
-		Use:   "ls [--json]",
+		Use:   "ls",
 		Short: "List namespaces with state, size and slot use",
 		Args:  cobra.NoArgs,
 		RunE: withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
-			nss, err := s.Namespaces(cmd.Context())
+			views, err := s.NamespaceUses(cmd.Context())
 			if err != nil {
 				return err
 			}
-			views := make([]nsView, 0, len(nss))
-			for _, n := range nss {
-				al, err := s.Allocation(cmd.Context(), n.ID)
-				if err != nil {
-					return err
-				}
-				views = append(views, nsView{NamespaceRecord: n, Used: al.Used, Capacity: n.Capacity()})
-			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), views)
+			if wantJSON(cmd) {
+				return jsonout.Write(cmd.OutOrStdout(), views)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "ID\tHOST\tSTATE\tFENCING\tSIZE\tUSED\tNQN\tNSID\tPATHS")
@@ -170,13 +159,12 @@ func newNSLsCmd(g *globals, a *etcdAuth) *cobra.Command {
 				for _, p := range v.Paths {
 					ps = append(ps, fmt.Sprintf("%s(%s)", strings.TrimPrefix(p.Addr, "tcp://"), p.ANAState))
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%d\t%s\n", v.ID, v.Host, v.State, v.Fencing(), fmtBytes(v.Size),
-					v.Used, v.Capacity, v.NQN, v.NSID, strings.Join(ps, ","))
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", v.ID, v.Host, v.State, v.Fencing(), fmtBytes(v.Size),
+					fmtBytes(v.UsedBytes), v.NQN, v.NSID, strings.Join(ps, ","))
 			}
 			return w.Flush()
 		}),
 	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return c
 }
 
@@ -193,8 +181,7 @@ func newNSSetStateCmd(g *globals, a *etcdAuth) *cobra.Command {
 			if err := s.SetNamespaceState(cmd.Context(), args[0], st); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "namespace %s is now %s\n", args[0], st)
-			return nil
+			return report(cmd, map[string]string{"namespace": args[0], "state": st.String()}, "namespace %s is now %s", args[0], st)
 		}),
 	}
 }

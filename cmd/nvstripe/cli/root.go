@@ -16,12 +16,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
+	"log/slog"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/nvstripe/nvstripe/config"
 	"github.com/nvstripe/nvstripe/ec"
+	"github.com/nvstripe/nvstripe/logging"
 )
 
 // verbGroups lists the constructors of the top-level commands, one line each.
@@ -42,6 +44,7 @@ func verbGroups() []func(*globals) *cobra.Command {
 		newMapCmd,
 		newUnmapCmd,
 		newLsCmd,
+		newConfigCmd,
 	}
 }
 
@@ -53,17 +56,24 @@ type globals struct {
 	// timeout is --timeout: how long a one-shot command waits for etcd,
 	// the controller or the agent (bounded).
 	timeout time.Duration
+	// output is -o/--output: text or json.
+	output string
+	// logFormat and logLevel are --log-format and --log-level; log is the
+	// daemons' logger they make.
+	logFormat, logLevel string
+	log                 *slog.Logger
+	// configPath is --config: the config file (default NVSTRIPE_CONFIG,
+	// else config.DefaultPath).
+	configPath string
+	// settings are the shared settings resolved before the command ran.
+	settings []config.Value
+	// configFile is the config file read ("" when none was found).
+	configFile string
 }
 
-// etcdEndpoints returns --etcd split on commas, blanks dropped.
-func (g *globals) etcdEndpoints() []string {
-	var eps []string
-	for _, e := range strings.Split(g.etcd, ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			eps = append(eps, e)
-		}
-	}
-	return eps
+// logger returns the daemons' logger for component (agent, map, target, ...).
+func (g *globals) logger(component string) *slog.Logger {
+	return g.log.With("component", component)
 }
 
 // annotationNoSelfTest on a command skips the start-up codec self-test.
@@ -88,13 +98,30 @@ func newRootCmd() *cobra.Command {
 		Short: "Erasure-coded block volumes striped over NVMe-oF namespaces",
 		Long: "nvstripe stripes block volumes over NVMe-oF namespaces with Reed-Solomon erasure coding,\n" +
 			"keeps placement in etcd, and serves volumes over NBD or FUSE.",
-		SilenceUsage:      true,
-		SilenceErrors:     true,
-		Args:              cobra.ArbitraryArgs,
-		RunE:              rejectUnknown,
-		PersistentPreRunE: startupSelfTest,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.ArbitraryArgs,
+		RunE:          rejectUnknown,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			if g.output != "text" && g.output != "json" {
+				return usageError{fmt.Errorf("-o %q: want text or json", g.output)}
+			}
+			var err error
+			if g.log, err = logging.New(cmd.ErrOrStderr(), g.logFormat, g.logLevel); err != nil {
+				return usageError{err}
+			}
+			if err := applyConfig(cmd, g); err != nil {
+				return err
+			}
+			return startupSelfTest(cmd, args)
+		},
 	}
-	root.PersistentFlags().StringVar(&g.etcd, "etcd", "127.0.0.1:2379", "etcd endpoints, comma-separated")
+	root.PersistentFlags().StringVar(&g.etcd, "etcd", "127.0.0.1:2379", "etcd endpoints, comma-separated (env NVSTRIPE_ETCD)")
+	root.PersistentFlags().StringVar(&g.configPath, "config", "", "config file (default $NVSTRIPE_CONFIG, else "+config.DefaultPath+")")
+	root.PersistentFlags().StringVarP(&g.output, "output", "o", "text", "output format: text or json")
+	root.PersistentFlags().Bool("json", false, "print JSON (alias of -o json)")
+	root.PersistentFlags().StringVar(&g.logFormat, "log-format", "text", "daemons' log lines on stderr: text or json")
+	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "least level logged: debug, info, warn or error")
 	root.PersistentFlags().DurationVar(&g.timeout, "timeout", defaultTimeout,
 		"how long a command waits for etcd, the controller or the agent (0: forever; daemons and map are not limited)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })

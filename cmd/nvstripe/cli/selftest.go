@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,8 +21,8 @@ func newSelfTestCmd(*globals) *cobra.Command {
 			if err := ec.SelfTest(); err != nil {
 				return err
 			}
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "ec self-test: ok (%v)\n", time.Since(start).Round(time.Millisecond))
-			return err
+			took := time.Since(start).Round(time.Millisecond)
+			return report(cmd, map[string]any{"ec_self_test": "ok", "seconds": took.Seconds()}, "ec self-test: ok (%v)", took)
 		},
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/nvstripe/nvstripe/nvmeof/target"
 	"github.com/nvstripe/nvstripe/units"
 )
 
@@ -32,8 +33,11 @@ var badSizes = []struct{ in, why string }{
 // spelling, with how to read the size back out of it.
 var compositeSizeFlags = map[string]func(size string) (int64, error){
 	"nvstripe target serve --ns": func(size string) (int64, error) {
-		_, n, err := parseNSSpec("data0:" + size)
-		return n, err
+		nss, err := target.ParseFileNamespaces([]string{"data0:" + size}, nil)
+		if err != nil {
+			return 0, err
+		}
+		return nss[0].Size, nil
 	},
 }
 

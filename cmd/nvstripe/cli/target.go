@@ -3,12 +3,12 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"io"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/nvstripe/nvstripe/jsonout"
+	"github.com/nvstripe/nvstripe/logging"
 	"github.com/nvstripe/nvstripe/nvmeof/target"
 	"github.com/nvstripe/nvstripe/units"
 )
@@ -69,22 +69,22 @@ func newTargetServeCmd(g *globals) *cobra.Command {
 	fl.IntVar(&f.maxConns, "max-connections", 1024, "connections each listener serves at once; one beyond is closed at once (negative: no cap)")
 	fl.StringVar(&f.control, "control", "", "serve the HTTP control API on this loopback address (e.g. 127.0.0.1:4480)")
 	fl.StringVar(&f.host, "host", "", "this host's name in etcd (nvstripe host add), gossiped with --gossip")
-	fl.StringArrayVar(&f.gossip.labels, "label", nil, "failure-domain label KEY=VALUE gossiped with --gossip, repeatable")
+	fl.StringArrayVar(&f.gossip.Labels, "label", nil, "failure-domain label KEY=VALUE gossiped with --gossip, repeatable")
 	f.gossip.register(fl)
 	return c
 }
 
 // runTargetServe serves the namespaces until the command's context ends.
 func runTargetServe(cmd *cobra.Command, g *globals, f *targetServeFlags) error {
-	if _, err := f.gossip.targetConfig(f.host, nil); err != nil {
-		return err // before anything listens
+	if _, err := f.gossip.TargetMember(f.host, nil); err != nil {
+		return specError(err) // before anything listens
 	}
 	cfg, err := f.config()
 	if err != nil {
 		return err
 	}
 	defer target.CloseNamespaces(cfg.Subsystems[0].Namespaces)
-	cfg.Logf = lineLogger(cmd.ErrOrStderr())
+	cfg.Logf = logging.Logf(g.logger("target"))
 	t, err := target.New(cfg)
 	if err != nil {
 		return err
@@ -112,7 +112,9 @@ func runTargetServe(cmd *cobra.Command, g *globals, f *targetServeFlags) error {
 		return err
 	}
 	defer leave()
-	printServing(cmd.OutOrStdout(), t, &cfg, ctlAddr, gossipAddr)
+	if err := printServing(cmd, t, ctlAddr, gossipAddr); err != nil {
+		return err
+	}
 	<-ctx.Done()
 	return nil
 }
@@ -120,103 +122,26 @@ func runTargetServe(cmd *cobra.Command, g *globals, f *targetServeFlags) error {
 // config turns the flags into the target's configuration, with the
 // namespace files open.
 func (f *targetServeFlags) config() (target.Config, error) {
-	cfg := target.Config{MaxConnections: f.maxConns}
-	if f.dir == "" || f.nqn == "" || len(f.ns) == 0 {
-		return cfg, usageError{errors.New("--dir, --nqn and at least one --ns are required")}
+	cfg, err := target.FileSpec{Dir: f.dir, NQN: f.nqn, Listen: strings.Split(f.listen, ","), Namespaces: f.ns,
+		ANAGroups: f.anaGroups, AllowHosts: f.allowHosts, BlockSize: int(f.blockSize)}.Config()
+	if errors.Is(err, target.ErrSpec) {
+		return cfg, usageError{err}
 	}
-	if len(f.allowHosts) == 0 {
-		return cfg, usageError{errors.New("no --allow-host: name the host NQNs, or 'any' to allow every host")}
-	}
-	sub := target.SubsystemConfig{NQN: f.nqn}
-	for _, h := range f.allowHosts {
-		if h == "any" {
-			sub.AllowAnyHost = true
-		} else {
-			sub.AllowedHosts = append(sub.AllowedHosts, h)
-		}
-	}
-	nss, err := f.fileNamespaces()
-	if err != nil {
-		return cfg, err
-	}
-	if sub.Namespaces, err = target.OpenFileNamespaces(f.dir, int(f.blockSize), nss); err != nil {
-		return cfg, err
-	}
-	cfg.Subsystems = []target.SubsystemConfig{sub}
-	for _, a := range strings.Split(f.listen, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			cfg.Listeners = append(cfg.Listeners, target.ListenerConfig{Address: a})
-		}
-	}
-	return cfg, nil
+	cfg.MaxConnections = f.maxConns
+	return cfg, err
 }
 
-// fileNamespaces parses --ns and --ana-group.
-func (f *targetServeFlags) fileNamespaces() ([]target.FileNamespace, error) {
-	groups, err := parseANAGroups(f.anaGroups)
-	if err != nil {
-		return nil, err
-	}
-	var out []target.FileNamespace
-	for _, spec := range f.ns {
-		name, size, err := parseNSSpec(spec)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, target.FileNamespace{Name: name, Size: size, ANAGroup: groups[name]})
-		delete(groups, name)
-	}
-	for name := range groups {
-		return nil, usageError{fmt.Errorf("--ana-group names unknown namespace %q", name)}
-	}
-	return out, nil
-}
-
-func parseNSSpec(spec string) (string, int64, error) {
-	name, sz, ok := strings.Cut(spec, ":")
-	if !ok || name == "" || strings.ContainsAny(name, "/\\") {
-		return "", 0, usageError{fmt.Errorf("--ns %q: want NAME:SIZE", spec)}
-	}
-	size, err := units.ParseSize(sz)
-	if err != nil {
-		return "", 0, usageError{fmt.Errorf("--ns %q: %w", spec, err)}
-	}
-	if size <= 0 {
-		return "", 0, usageError{fmt.Errorf("--ns %q: the size must be positive", spec)}
-	}
-	return name, size, nil
-}
-
-func parseANAGroups(specs []string) (map[string]uint32, error) {
-	out := map[string]uint32{}
-	for _, s := range specs {
-		name, g, ok := strings.Cut(s, ":")
-		n, err := strconv.ParseUint(g, 10, 32)
-		if !ok || err != nil || n == 0 {
-			return nil, usageError{fmt.Errorf("--ana-group %q: want NAME:GROUP with GROUP >= 1", s)}
-		}
-		out[name] = uint32(n)
-	}
-	return out, nil
-}
-
-func printServing(w io.Writer, t *target.Target, cfg *target.Config, ctl, gossip string) {
-	s := cfg.Subsystems[0]
-	fmt.Fprintf(w, "subsystem %s\n", s.NQN)
-	for i, a := range t.Addrs() {
-		fmt.Fprintf(w, "listener %d: %s\n", i, a)
-	}
-	for _, ns := range s.Namespaces {
-		u, _ := target.DeriveNamespaceIDs(s.NQN, ns.NSID, ns.Name)
-		fmt.Fprintf(w, "ns %d: %s size %s uuid %x ana-group %d\n", ns.NSID, ns.Name, fmtBytes(ns.Device.Size()), u, max(ns.ANAGroup, 1))
-	}
+// printServing prints what the target serves, then "ready".
+func printServing(cmd *cobra.Command, t *target.Target, ctl, gossip string) error {
+	sum := t.Summary()
+	text := sum.String()
 	if ctl != "" {
-		fmt.Fprintf(w, "control: http://%s\n", ctl)
+		text += "\ncontrol: http://" + ctl
 	}
 	if gossip != "" {
-		fmt.Fprintf(w, "gossip: %s\n", gossip)
+		text += "\ngossip: " + gossip
 	}
-	fmt.Fprintln(w, "ready")
+	return report(cmd, map[string]any{"target": sum, "control": ctl, "gossip": gossip, "ready": true}, "%s\nready", text)
 }
 
 func newTargetANAStateCmd() *cobra.Command {
@@ -236,6 +161,9 @@ func newTargetANAStateCmd() *cobra.Command {
 			cc := target.ControlClient{Addr: control}
 			if state == "" {
 				es, err := cc.ANAStates(cmd.Context())
+				if err == nil && wantJSON(cmd) {
+					return jsonout.Write(cmd.OutOrStdout(), es)
+				}
 				for _, e := range es {
 					fmt.Fprintf(cmd.OutOrStdout(), "listener %d %s group %d %s\n", e.Listener, e.Address, e.Group, e.State)
 				}
@@ -244,8 +172,7 @@ func newTargetANAStateCmd() *cobra.Command {
 			if err := cc.SetANAState(cmd.Context(), listener, group, state); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "listener %s group %d: %s\n", listener, group, state)
-			return nil
+			return report(cmd, map[string]any{"listener": listener, "group": group, "state": state}, "listener %s group %d: %s", listener, group, state)
 		},
 	}
 	c.Flags().StringVar(&control, "control", "", "address of the target's control API (its --control)")

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/spf13/cobra"
 )
@@ -30,7 +29,7 @@ func newTargetAgentCmd(g *globals) *cobra.Command {
 		Args:        cobra.NoArgs,
 		Annotations: map[string]string{annotationNoSelfTest: "gossip only"},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if f.addr == "" {
+			if f.Addr == "" {
 				return usageError{errors.New("target agent needs --gossip and --host")}
 			}
 			leave, addr, err := startTargetGossip(cmd, g, &a, &f, host, names)
@@ -38,7 +37,7 @@ func newTargetAgentCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer leave()
-			fmt.Fprintf(cmd.OutOrStdout(), "gossip: %s as host %s\nready\n", addr, host)
+			report(cmd, map[string]any{"gossip": addr, "host": host, "ready": true}, "gossip: %s as host %s\nready", addr, host)
 			<-cmd.Context().Done()
 			return nil
 		},
@@ -46,7 +45,7 @@ func newTargetAgentCmd(g *globals) *cobra.Command {
 	addEtcdFlags(c, &a)
 	fl := c.Flags()
 	fl.StringVar(&host, "host", "", "this host's name in etcd, see 'nvstripe host add' (required)")
-	fl.StringArrayVar(&f.labels, "label", nil, "failure-domain label KEY=VALUE gossiped, repeatable")
+	fl.StringArrayVar(&f.Labels, "label", nil, "failure-domain label KEY=VALUE gossiped, repeatable")
 	fl.StringArrayVar(&names, "ns", nil, "name of a namespace the target serves, repeatable (informational)")
 	f.register(fl)
 	return c

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nvstripe/nvstripe/jsonout"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/units"
 )
@@ -46,8 +47,7 @@ func newVolumeCreateCmd(g *globals, a *etcdAuth) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "volume %s created: %s, %d+%d, chunk %s\n", rec.Name, fmtBytes(rec.Size), k, m, fmtBytes(chunk))
-			return nil
+			return report(cmd, rec, "volume %s created: %s, %d+%d, chunk %s", rec.Name, fmtBytes(rec.Size), k, m, fmtBytes(chunk))
 		}),
 	}
 	fl := c.Flags()
@@ -61,9 +61,8 @@ func newVolumeCreateCmd(g *globals, a *etcdAuth) *cobra.Command {
 }
 
 func newVolumeLsCmd(g *globals, a *etcdAuth) *cobra.Command {
-	var asJSON bool
 	c := &cobra.Command{
-		Use:   "ls [--json]",
+		Use:   "ls",
 		Short: "List volumes",
 		Args:  cobra.NoArgs,
 		RunE: withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
@@ -71,8 +70,8 @@ func newVolumeLsCmd(g *globals, a *etcdAuth) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), vols)
+			if wantJSON(cmd) {
+				return jsonout.Write(cmd.OutOrStdout(), vols)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "NAME\tSIZE\tLAYOUT\tCHUNK\tSTATE")
@@ -82,33 +81,21 @@ func newVolumeLsCmd(g *globals, a *etcdAuth) *cobra.Command {
 			return w.Flush()
 		}),
 	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return c
 }
 
-// volumeInfo is `volume info --json`.
-type volumeInfo struct {
-	*meta.VolumeRecord
-	Segments  int64            `json:"segments"`
-	Allocated int              `json:"allocated_segments"`
-	Dirty     int              `json:"dirty_segments"`
-	Moving    int              `json:"moving_segments"`
-	Owners    []meta.OwnerInfo `json:"owners"`
-}
-
 func newVolumeInfoCmd(g *globals, a *etcdAuth) *cobra.Command {
-	var asJSON bool
 	c := &cobra.Command{
-		Use:   "info NAME [--json]",
+		Use:   "info NAME",
 		Short: "Show a volume: layout, allocation, dirty segments, owners",
 		Args:  cobra.ExactArgs(1),
 		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
-			info, err := readVolumeInfo(cmd, s, args[0])
+			info, err := s.VolumeInfo(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), info)
+			if wantJSON(cmd) {
+				return jsonout.Write(cmd.OutOrStdout(), info)
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "volume %s\nsize %s\nlayout %d+%d chunk %s\nchecksums %s\nstate %s\nsegments %d allocated of %d (%d dirty, %d moving)\n",
@@ -123,44 +110,7 @@ func newVolumeInfoCmd(g *globals, a *etcdAuth) *cobra.Command {
 			return nil
 		}),
 	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return c
-}
-
-func readVolumeInfo(cmd *cobra.Command, s *meta.Store, name string) (*volumeInfo, error) {
-	ctx := cmd.Context()
-	v, err := s.Volume(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	c, err := s.Cluster(ctx)
-	if err != nil {
-		return nil, err
-	}
-	vm, err := s.VolumeMap(ctx, name, nil)
-	if err != nil {
-		return nil, err
-	}
-	segs, _, err := vm.Segments(ctx)
-	if err != nil {
-		return nil, err
-	}
-	dirty, err := vm.Dirty(ctx)
-	if err != nil {
-		return nil, err
-	}
-	owners, err := s.Owners(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	segData := v.Layout.Geometry(c.SlotSize).SegmentData()
-	info := &volumeInfo{VolumeRecord: v, Segments: (v.Size + segData - 1) / segData, Allocated: len(segs), Dirty: len(dirty), Owners: owners}
-	for _, r := range segs {
-		if r.Move != nil {
-			info.Moving++
-		}
-	}
-	return info, nil
 }
 
 func newVolumeResizeCmd(g *globals, a *etcdAuth) *cobra.Command {
@@ -177,8 +127,7 @@ func newVolumeResizeCmd(g *globals, a *etcdAuth) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "volume %s is now %s\n", v.Name, fmtBytes(v.Size))
-			return nil
+			return report(cmd, v, "volume %s is now %s", v.Name, fmtBytes(v.Size))
 		}),
 	}
 	c.Flags().Var(units.NewFlag(&size), "size", "new size (required)")
@@ -203,7 +152,7 @@ func newVolumeRmCmd(g *globals, a *etcdAuth) *cobra.Command {
 // when it stops half way that running it again will finish.
 func removeVolume(cmd *cobra.Command, s *meta.Store, name string) error {
 	ctx, out := cmd.Context(), cmd.OutOrStdout()
-	if v, err := s.Volume(ctx, name); err == nil && v.State == meta.VolumeDeleting {
+	if v, err := s.Volume(ctx, name); err == nil && v.State == meta.VolumeDeleting && !wantJSON(cmd) {
 		fmt.Fprintf(out, "volume %s is deleting (an earlier rm stopped half way): finishing it\n", name)
 	}
 	if err := s.DeleteVolume(ctx, name); err != nil {
@@ -212,6 +161,5 @@ func removeVolume(cmd *cobra.Command, s *meta.Store, name string) error {
 		}
 		return err
 	}
-	fmt.Fprintf(out, "volume %s removed\n", name)
-	return nil
+	return report(cmd, map[string]any{"volume": name, "removed": true}, "volume %s removed", name)
 }

@@ -1,0 +1,32 @@
+package agent
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nvstripe/nvstripe/controller"
+	"github.com/nvstripe/nvstripe/volume"
+)
+
+// TestDegradedWarning: a volume's degraded IO is counted and warned about
+// once, not once per IO.
+func TestDegradedWarning(t *testing.T) {
+	var b bytes.Buffer
+	warn := controller.WarnEvery(slog.New(slog.NewTextHandler(&b, nil)), time.Hour, "volume runs degraded")
+	ev := newVolEvents("v", NewMetrics(), nil, warn)
+	l := ev.listener()
+	for i := 0; i < 3; i++ {
+		l.Degraded(volume.DegradedInfo{Op: "read", Segment: 1, Missing: []string{"h1-n1"}})
+	}
+	if n := ev.degraded.Load(); n != 3 {
+		t.Errorf("degraded count %d, want 3", n)
+	}
+	out := b.String()
+	if strings.Count(out, "volume runs degraded") != 1 || !strings.Contains(out, "level=WARN") || !strings.Contains(out, "volume=v") ||
+		!strings.Contains(out, "h1-n1") {
+		t.Errorf("warnings:\n%s", out)
+	}
+}

@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nvstripe/nvstripe/config"
+	"github.com/nvstripe/nvstripe/jsonout"
+)
+
+// applyConfig resolves the shared settings (package config) and sets every
+// flag of cmd that names one and was not given on the command line.
+func applyConfig(cmd *cobra.Command, g *globals) error {
+	given := map[string]string{}
+	for _, s := range config.Settings {
+		if f := cmd.Flags().Lookup(s.Flag); f != nil && f.Changed {
+			given[s.Flag] = f.Value.String()
+		}
+	}
+	var err error
+	if g.settings, g.configFile, err = config.Load(g.configPath, given, os.LookupEnv); err != nil {
+		return err
+	}
+	for i, s := range config.Settings {
+		if f := cmd.Flags().Lookup(s.Flag); f != nil && !f.Changed {
+			if err := f.Value.Set(g.settings[i].Value); err != nil {
+				return fmt.Errorf("%s (%s): %w", s.Key, g.settings[i].Source, err)
+			}
+		}
+	}
+	return nil
+}
+
+func newConfigCmd(g *globals) *cobra.Command {
+	a := &etcdAuth{}
+	var hostNQN string
+	show := &cobra.Command{
+		Use:   "show",
+		Short: "Print the shared settings and where each came from (flag, environment, file, default)",
+		Long: "show prints the settings every command shares: etcd endpoints and TLS files, the cluster\n" +
+			"name and the host NQN. A flag beats its environment variable (NVSTRIPE_ETCD, NVSTRIPE_ETCD_CACERT,\n" +
+			"NVSTRIPE_ETCD_CERT, NVSTRIPE_ETCD_KEY, NVSTRIPE_CLUSTER, NVSTRIPE_HOST_NQN), which beats the\n" +
+			"config file (--config, else $NVSTRIPE_CONFIG, else " + config.DefaultPath + "), which beats\n" +
+			"the default.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if wantJSON(cmd) {
+				return jsonout.Write(cmd.OutOrStdout(), map[string]any{"config_file": g.configFile, "settings": g.settings})
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "KEY\tVALUE\tSOURCE")
+			for _, v := range g.settings {
+				fmt.Fprintf(w, "%s\t%s\t%s\n", v.Key, dash(v.Value), v.Source)
+			}
+			return w.Flush()
+		},
+	}
+	show.Flags().StringVar(&hostNQN, "host-nqn", "", "NVMe host NQN (env NVSTRIPE_HOST_NQN)")
+	c := groupCmd("config", "Show the shared settings (etcd, cluster, host NQN) and their sources", show)
+	addEtcdFlags(c, a)
+	metadataOnly(show)
+	return c
+}

@@ -1,0 +1,198 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nvstripe/nvstripe/meta/metatest"
+)
+
+// jsonRun is one command of TestEveryCommandPrintsJSON, run with -o json
+// in order. A daemon is read up to its first JSON document.
+type jsonRun struct {
+	args   []string
+	daemon bool
+}
+
+// notRunForJSON names the commands TestEveryCommandPrintsJSON does not
+// run, and why. Every other command must appear in its runs.
+var notRunForJSON = map[string]string{
+	"nvstripe demo":         "refuses -o json with a usage error (checked below)",
+	"nvstripe map":          "needs a data path (kernel nbd or namespaces that answer): TestAgentMapUnmapLs drives it",
+	"nvstripe unmap":        "needs a mapped volume: TestAgentMapUnmapLs drives it",
+	"nvstripe ls":           "needs a running agent: TestAgentMapUnmapLs drives it",
+	"nvstripe agent":        "needs a socket and state directory of its own: TestAgentMapUnmapLs runs it",
+	"nvstripe target agent": "needs a gossip pool: TestGossipProcesses runs it",
+}
+
+// snakeKey is a stable JSON key: lower case words joined by underscores.
+var snakeKey = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
+
+// checkSnake reports every object key in v that is not snake_case.
+func checkSnake(t *testing.T, where string, v any) {
+	t.Helper()
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			if !snakeKey.MatchString(k) {
+				t.Errorf("%s: JSON key %q is not snake_case", where, k)
+			}
+			checkSnake(t, where+"."+k, e)
+		}
+	case []any:
+		for i, e := range x {
+			checkSnake(t, fmt.Sprintf("%s[%d]", where, i), e)
+		}
+	}
+}
+
+// TestEveryCommandPrintsJSON walks the command tree: every command that
+// runs must either be run here with -o json, print JSON that parses with
+// snake_case keys, or be listed in notRunForJSON with a reason.
+func TestEveryCommandPrintsJSON(t *testing.T) {
+	ep := metatest.Start(t)[0]
+	t.Setenv("NVSTRIPE_ETCD", ep)
+	t.Setenv("NVSTRIPE_CLUSTER", "js")
+	tgt, _ := startTarget(t)
+	dir := t.TempDir()
+	runs := []jsonRun{
+		{args: []string{"cluster", "init", "--slot-size", "1MiB"}},
+		{args: []string{"host", "add", "h0", "--label", "rack=r0"}},
+		{args: []string{"ns", "add", "--host", "h0", "--nqn", "nqn.test:h0", "--nsid", "1", "--path", "tcp://127.0.0.1:1", "--size", "64MiB"}},
+		{args: []string{"host", "add", "h1"}},
+		{args: []string{"host", "add", "h2"}},
+		{args: []string{"ns", "add", "--host", "h1", "--nqn", "nqn.2024-01.io.test:sub-a", "--nsid", "1", "--path", "tcp://" + tgt}},
+		{args: []string{"ns", "discover", "tcp://" + tgt, "--host", "h2"}},
+		{args: []string{"cluster", "info"}},
+		{args: []string{"host", "ls"}},
+		{args: []string{"ns", "ls"}},
+		{args: []string{"ns", "set-state", "h0-n1", "in"}},
+		{args: []string{"volume", "create", "v", "--size", "8MiB", "--k", "2", "--m", "1", "--chunk", "64KiB", "--allow-shared-domains"}},
+		{args: []string{"volume", "ls"}},
+		{args: []string{"volume", "info", "v"}},
+		{args: []string{"volume", "resize", "v", "--size", "16MiB"}},
+		{args: []string{"admin", "status"}},
+		{args: []string{"admin", "rebalance"}},
+		{args: []string{"admin", "drain", "h0-n1", "--wait"}},
+		{args: []string{"admin", "fail", "h0-n1"}},
+		{args: []string{"volume", "rm", "v"}},
+		{args: []string{"config", "show"}},
+		{args: []string{"version"}},
+		{args: []string{"selftest"}},
+		{args: []string{"etcd", "--dir", filepath.Join(dir, "etcd"), "--listen", "127.0.0.1:0", "--peer-listen", "127.0.0.1:0"}, daemon: true},
+		{args: []string{"controller", "--holder", "c1", "--probe=false"}, daemon: true},
+		{args: []string{"target", "serve", "--dir", dir, "--listen", "127.0.0.1:0", "--nqn", "nqn.test:json", "--ns", "d0:1MiB",
+			"--allow-host", "any", "--control", "127.0.0.1:0"}, daemon: true},
+	}
+	ran := map[string]bool{}
+	var control string
+	for _, r := range runs {
+		v := runJSON(t, r)
+		checkSnake(t, strings.Join(r.args, " "), v)
+		ran[commandPath(t, r.args)] = true
+		if r.args[0] == "target" {
+			control, _ = v.(map[string]any)["control"].(string)
+		}
+	}
+	if control == "" {
+		t.Fatal("target serve -o json named no control address")
+	}
+	for _, args := range [][]string{{"target", "ana-state", "--control", control},
+		{"target", "ana-state", "--control", control, "--group", "1", "--state", "non-optimized"}} {
+		checkSnake(t, strings.Join(args, " "), runJSON(t, jsonRun{args: args}))
+		ran[commandPath(t, args)] = true
+	}
+	if _, _, err := run(t, "demo", "-o", "json"); ExitCode(err) != 2 {
+		t.Errorf("demo -o json: %v, want a usage error", err)
+	}
+	if _, _, err := run(t, "version", "-o", "yaml"); ExitCode(err) != 2 {
+		t.Errorf("-o yaml: %v, want a usage error", err)
+	}
+	walkRunnable(newRootCmd(), func(c *cobra.Command) {
+		p := c.CommandPath()
+		if !ran[p] && notRunForJSON[p] == "" {
+			t.Errorf("%s: not run with -o json here and not listed in notRunForJSON", p)
+		}
+		if c.Flags().Lookup("output") == nil && c.InheritedFlags().Lookup("output") == nil {
+			t.Errorf("%s: no -o flag", p)
+		}
+	})
+}
+
+// runJSON runs r with -o json and decodes its (first) JSON document. A
+// daemon is stopped when the test ends.
+func runJSON(t *testing.T, r jsonRun) any {
+	t.Helper()
+	args := append(r.args[:len(r.args):len(r.args)], "-o", "json")
+	if !r.daemon {
+		out, _, err := run(t, args...)
+		if err != nil {
+			t.Fatalf("%q: %v\n%s", args, err, out)
+		}
+		// Every document (--wait prints progress after the result) must parse.
+		var docs []any
+		for dec := json.NewDecoder(strings.NewReader(out)); dec.More(); {
+			var v any
+			if err := dec.Decode(&v); err != nil {
+				t.Fatalf("%q: %v\n%s", args, err, out)
+			}
+			docs = append(docs, v)
+		}
+		if len(docs) == 0 {
+			t.Fatalf("%q printed no JSON", args)
+		}
+		for _, d := range docs[1:] {
+			checkSnake(t, strings.Join(args, " "), d)
+		}
+		return docs[0]
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, args, pw, io.Discard); pw.Close() }()
+	var v any
+	err := json.NewDecoder(pr).Decode(&v)
+	go io.Copy(io.Discard, pr)
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("%q: %v", args, err)
+		}
+	})
+	if err != nil {
+		t.Fatalf("%q: %v", args, err)
+	}
+	return v
+}
+
+// commandPath is the path of the command args run.
+func commandPath(t *testing.T, args []string) string {
+	t.Helper()
+	c, _, err := newRootCmd().Find(args)
+	if err != nil {
+		t.Fatalf("%q: %v", args, err)
+	}
+	return c.CommandPath()
+}
+
+// walkRunnable calls fn for every command that does something besides
+// grouping others (help and completion excluded).
+func walkRunnable(c *cobra.Command, fn func(*cobra.Command)) {
+	if c.HasSubCommands() {
+		for _, sub := range c.Commands() {
+			walkRunnable(sub, fn)
+		}
+		return
+	}
+	if c.Runnable() && c.Name() != "help" && c.Name() != "completion" {
+		fn(c)
+	}
+}

@@ -1,0 +1,207 @@
+// Package config resolves the settings every nvstripe command shares (etcd
+// endpoints and TLS files, the cluster name, the host NQN) from four layers:
+// a command-line flag beats an environment variable, which beats the config
+// file (/etc/nvstripe/nvstripe.yaml), which beats the built-in default.
+// Resolve records where each value came from, for `nvstripe config show`.
+//
+// The package reads files but not the environment: the caller (cmd) passes
+// the variables in, so that only cmd depends on the process environment.
+package config
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// DefaultPath is the config file read when neither --config nor
+// NVSTRIPE_CONFIG names one.
+const DefaultPath = "/etc/nvstripe/nvstripe.yaml"
+
+// PathEnv names the environment variable that overrides DefaultPath.
+const PathEnv = "NVSTRIPE_CONFIG"
+
+// Setting is one shared setting: its key in `config show`, the flag and the
+// environment variable that set it, and its default.
+type Setting struct {
+	Key     string // e.g. "etcd.endpoints"
+	Flag    string // e.g. "etcd"
+	Env     string // e.g. "NVSTRIPE_ETCD"
+	Default string
+}
+
+// Settings lists the shared settings in the order `config show` prints them.
+var Settings = []Setting{
+	{Key: "etcd.endpoints", Flag: "etcd", Env: "NVSTRIPE_ETCD", Default: "127.0.0.1:2379"},
+	{Key: "etcd.cacert", Flag: "etcd-cacert", Env: "NVSTRIPE_ETCD_CACERT"},
+	{Key: "etcd.cert", Flag: "etcd-cert", Env: "NVSTRIPE_ETCD_CERT"},
+	{Key: "etcd.key", Flag: "etcd-key", Env: "NVSTRIPE_ETCD_KEY"},
+	{Key: "cluster", Flag: "cluster", Env: "NVSTRIPE_CLUSTER", Default: "default"},
+	{Key: "host_nqn", Flag: "host-nqn", Env: "NVSTRIPE_HOST_NQN"},
+}
+
+// File is the config file's schema. Unknown keys are an error, so that a
+// misspelt key does not silently fall back to a default.
+type File struct {
+	Etcd struct {
+		Endpoints []string `json:"endpoints"`
+		CACert    string   `json:"cacert"`
+		Cert      string   `json:"cert"`
+		Key       string   `json:"key"`
+	} `json:"etcd"`
+	Cluster string `json:"cluster"`
+	HostNQN string `json:"host_nqn"`
+}
+
+// values returns the file's settings by key; unset ones are absent.
+func (f *File) values() map[string]string {
+	m := map[string]string{"etcd.endpoints": strings.Join(f.Etcd.Endpoints, ","), "etcd.cacert": f.Etcd.CACert,
+		"etcd.cert": f.Etcd.Cert, "etcd.key": f.Etcd.Key, "cluster": f.Cluster, "host_nqn": f.HostNQN}
+	for k, v := range m {
+		if v == "" {
+			delete(m, k)
+		}
+	}
+	return m
+}
+
+// ReadFile reads and checks the config file at path. A missing file is
+// no error unless required (the operator named it).
+func ReadFile(path string, required bool) (*File, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) && !required {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("config file: %w", err)
+	}
+	var f File
+	if err := yaml.UnmarshalStrict(b, &f); err != nil {
+		return nil, fmt.Errorf("config file %s: %w", path, err)
+	}
+	return &f, nil
+}
+
+// Load finds the config file (path if set, else the one $NVSTRIPE_CONFIG
+// names, else DefaultPath, which alone may be missing), reads it and
+// resolves every Setting over flags (the flags given, by name) and env. It
+// returns the values and the file read ("" when none was).
+func Load(path string, flags map[string]string, env func(string) (string, bool)) ([]Value, string, error) {
+	required := true
+	if path == "" {
+		path, _ = lookup(env, PathEnv)
+	}
+	if path == "" {
+		path, required = DefaultPath, false
+	}
+	f, err := ReadFile(path, required)
+	if err != nil {
+		return nil, "", err
+	}
+	if f == nil {
+		path = ""
+	}
+	return Resolve(Layers{Flags: flags, Env: env, File: f, FilePath: path}), path, nil
+}
+
+// Value is a resolved setting and where it came from: "flag --etcd",
+// "env NVSTRIPE_ETCD", "file PATH" or "default".
+type Value struct {
+	Key    string `json:"key"`
+	Value  string `json:"value"`
+	Source string `json:"source"`
+}
+
+// Layers are the inputs of Resolve.
+type Layers struct {
+	Flags    map[string]string // set flags by flag name (only those given on the command line)
+	Env      func(string) (string, bool)
+	File     *File // nil: no file
+	FilePath string
+}
+
+// Resolve returns every Setting's value, highest layer first.
+func Resolve(l Layers) []Value {
+	var file map[string]string
+	if l.File != nil {
+		file = l.File.values()
+	}
+	out := make([]Value, 0, len(Settings))
+	for _, s := range Settings {
+		v := Value{Key: s.Key, Value: s.Default, Source: "default"}
+		if fv, ok := l.Flags[s.Flag]; ok {
+			v.Value, v.Source = fv, "flag --"+s.Flag
+		} else if ev, ok := lookup(l.Env, s.Env); ok {
+			v.Value, v.Source = ev, "env "+s.Env
+		} else if fv, ok := file[s.Key]; ok {
+			v.Value, v.Source = fv, "file "+l.FilePath
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+func lookup(env func(string) (string, bool), name string) (string, bool) {
+	if env == nil {
+		return "", false
+	}
+	v, ok := env(name)
+	return v, ok && v != ""
+}
+
+// SplitList splits a comma-separated list (etcd endpoints), dropping
+// blanks.
+func SplitList(s string) []string {
+	var out []string
+	for _, e := range strings.Split(s, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// TLSFiles name the PEM files of an etcd TLS connection.
+type TLSFiles struct {
+	CACert, Cert, Key  string
+	InsecureSkipVerify bool
+}
+
+// ErrTLSPair is returned when only one of a certificate and its key is set.
+var ErrTLSPair = errors.New("the etcd client certificate and key go together")
+
+// TLS builds the client TLS configuration, or nil (plain connections) when
+// no file is named and verification is not turned off.
+func (t TLSFiles) TLS() (*tls.Config, error) {
+	if t.CACert == "" && t.Cert == "" && t.Key == "" && !t.InsecureSkipVerify {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: t.InsecureSkipVerify}
+	if t.CACert != "" {
+		pem, err := os.ReadFile(t.CACert)
+		if err != nil {
+			return nil, fmt.Errorf("etcd CA certificate: %w", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("etcd CA certificate %s: no PEM certificate found", t.CACert)
+		}
+	}
+	if (t.Cert == "") != (t.Key == "") {
+		return nil, ErrTLSPair
+	}
+	if t.Cert != "" {
+		pair, err := tls.LoadX509KeyPair(t.Cert, t.Key)
+		if err != nil {
+			return nil, fmt.Errorf("etcd client certificate: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
+}

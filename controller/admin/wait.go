@@ -1,0 +1,112 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nvstripe/nvstripe/units"
+)
+
+// Progress is one overall progress report of a long operation (a rebalance
+// task, a drain): bytes of shard data done of total, the rate since the
+// wait began and the time left at that rate.
+type Progress struct {
+	Done       int64   `json:"done_bytes"`
+	Total      int64   `json:"total_bytes"`
+	Rate       float64 `json:"rate_bytes_per_second"`
+	ETASeconds float64 `json:"eta_seconds"`
+	Finished   bool    `json:"finished"`
+	Elapsed    float64 `json:"elapsed_seconds"`
+}
+
+// String is the progress line people read.
+func (p Progress) String() string {
+	pct := int64(100)
+	if p.Total > 0 {
+		pct = p.Done * 100 / p.Total
+	}
+	s := fmt.Sprintf("%s of %s (%d%%), %s/s", units.FormatSize(p.Done), units.FormatSize(p.Total), pct, units.FormatSize(int64(p.Rate)))
+	if p.Finished {
+		return s + ", finished in " + (time.Duration(p.Elapsed) * time.Second).String()
+	}
+	if p.ETASeconds > 0 {
+		s += ", ETA " + (time.Duration(p.ETASeconds) * time.Second).String()
+	}
+	return s
+}
+
+// Measure reads from a status how far an operation is: bytes done of
+// total, and whether it is finished.
+type Measure func(*StatusReply) (done, total int64, finished bool)
+
+// WaitProgress calls fn with the operation's progress every interval until
+// it finishes (the last call has Finished set) or ctx ends.
+func WaitProgress(ctx context.Context, ops Ops, interval time.Duration, measure Measure, fn func(Progress) error) error {
+	start := time.Now()
+	var first int64 = -1
+	err := Watch(ctx, ops, interval, func(st *StatusReply) error {
+		done, total, finished := measure(st)
+		if first < 0 {
+			first = done
+		}
+		el := time.Since(start).Seconds()
+		p := Progress{Done: done, Total: total, Finished: finished, Elapsed: el}
+		if el > 0 {
+			p.Rate = float64(done-first) / el
+		}
+		if p.Rate > 0 && total > done {
+			p.ETASeconds = float64(total-done) / p.Rate
+		}
+		if err := fn(p); err != nil || !finished {
+			return err
+		}
+		return errFinished
+	})
+	if err == errFinished {
+		return nil
+	}
+	return err
+}
+
+// errFinished ends Watch from inside WaitProgress.
+var errFinished = errors.New("finished")
+
+// TaskMeasure measures a task (a rebalance) by ID: its Done of Total
+// while it is listed, finished once the controller removed it.
+func TaskMeasure(id string) Measure {
+	var last *TaskStatus
+	return func(st *StatusReply) (int64, int64, bool) {
+		for _, t := range st.Tasks {
+			if t.Id == id {
+				last = t
+				return t.Done, t.Total, false
+			}
+		}
+		if last == nil {
+			return 0, 0, true
+		}
+		return last.Total, last.Total, true
+	}
+}
+
+// DrainMeasure measures the drain of namespaces: the bytes they used when
+// the wait began less those they use now; finished once they use none.
+func DrainMeasure(namespaces []string) Measure {
+	total := int64(-1)
+	return func(st *StatusReply) (int64, int64, bool) {
+		var used int64
+		for _, n := range st.Namespaces {
+			for _, id := range namespaces {
+				if n.Id == id {
+					used += n.Used
+				}
+			}
+		}
+		if total < 0 {
+			total = used
+		}
+		return max(total-used, 0), total, used == 0
+	}
+}

@@ -1,0 +1,54 @@
+package controllerd
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nvstripe/nvstripe/controller"
+	"github.com/nvstripe/nvstripe/health"
+	"github.com/nvstripe/nvstripe/logging"
+	"github.com/nvstripe/nvstripe/meta"
+)
+
+// ErrSettings marks settings that do not fit together (an operator's
+// mistake).
+var ErrSettings = errors.New("bad controller settings")
+
+// Settings are the controller's knobs as an operator gives them (the flags
+// of `nvstripe controller`).
+type Settings struct {
+	Holder                    string
+	Bandwidth                 int64 // bytes per second of the controller's own moves; 0: unlimited
+	OutAfter, Interval, Grace time.Duration
+	ProbeTimeout, LeaderTTL   time.Duration
+	MaxMoves, MaxMovesPerNS   int
+	MinUp                     float64
+	Probe                     bool // TCP-probe the paths of hosts that do not gossip
+	Gossip                    bool // the controller is a gossip member
+}
+
+// RunnerConfig turns the settings into the Runner's configuration over s,
+// logging to log (moves through controller.LogMoves) (New fills in the mover, the domain label and a
+// default holder).
+func (st Settings) RunnerConfig(s *meta.Store, log *slog.Logger) (controller.RunnerConfig, error) {
+	bw := st.Bandwidth
+	if bw == 0 {
+		bw = -1
+	}
+	pacer, err := controller.NewPacer(controller.PacerConfig{Bandwidth: bw})
+	if err != nil {
+		return controller.RunnerConfig{}, fmt.Errorf("%w: %w", ErrSettings, err)
+	}
+	cfg := controller.RunnerConfig{Store: s, Holder: st.Holder, Interval: st.Interval, LeaderTTL: st.LeaderTTL,
+		Decide: controller.Config{OutAfter: st.OutAfter, MaxMoves: st.MaxMoves, MaxMovesPerNS: st.MaxMovesPerNS, MinUpFraction: st.MinUp},
+		Pacer:  pacer, Health: health.TrackerConfig{Grace: st.Grace}, Logf: logging.Logf(log), OnMove: controller.LogMoves(log)}
+	if st.Probe {
+		cfg.Probe = controller.ProbeTCP(st.ProbeTimeout)
+	}
+	if st.Gossip {
+		cfg.Gossip = controller.NewGossip(nil)
+	}
+	return cfg, nil
+}

@@ -1,0 +1,71 @@
+package pool
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+
+	"github.com/nvstripe/nvstripe/health"
+	"github.com/nvstripe/nvstripe/meta"
+)
+
+// ErrSpec marks a malformed gossip setting: an operator's mistake, found
+// before anything listens.
+var ErrSpec = errors.New("bad gossip setting")
+
+// Spec is how an operator names a gossip member (nvstripe's --gossip,
+// --gossip-join, --gossip-profile and --label flags).
+type Spec struct {
+	Addr    string   // IP:PORT to gossip on; "" is no gossip
+	Join    []string // members to join, IP:PORT
+	Profile string   // failure-detection timing: lan, local or test
+	Labels  []string // failure-domain labels KEY=VALUE (targets)
+}
+
+// profiles are the Profile names.
+var profiles = map[string]health.Profile{"lan": health.ProfileLAN, "local": health.ProfileLocal, "test": health.ProfileTest}
+
+// Member checks the spec and returns the health.Config of a member with
+// meta m (its Labels filled from the spec) named name.
+func (s Spec) Member(m health.Meta, name string) (health.Config, error) {
+	host, portS, err := net.SplitHostPort(s.Addr)
+	port, perr := strconv.Atoi(portS)
+	if err != nil || perr != nil || port < 0 || port > 65535 || net.ParseIP(host) == nil {
+		return health.Config{}, fmt.Errorf("%w: gossip address %q: want IP:PORT", ErrSpec, s.Addr)
+	}
+	p, ok := profiles[s.Profile]
+	if !ok {
+		return health.Config{}, fmt.Errorf("%w: gossip profile %q: want lan, local or test", ErrSpec, s.Profile)
+	}
+	labels, err := meta.ParseLabels(s.Labels)
+	if err != nil {
+		return health.Config{}, fmt.Errorf("%w: %w", ErrSpec, err)
+	}
+	for k, v := range labels {
+		if m.Labels == nil {
+			m.Labels = map[string]string{}
+		}
+		m.Labels[k] = v
+	}
+	if _, err := m.Encode(); err != nil {
+		return health.Config{}, fmt.Errorf("%w: %w", ErrSpec, err)
+	}
+	return health.Config{Meta: m, Name: name, BindAddr: host, BindPort: port, Profile: p}, nil
+}
+
+// TargetMember checks the spec of a target host's member (role target,
+// Meta.Host = host, names = the namespaces it serves, informational) and
+// returns its health.Config; the zero Config when the spec has no Addr.
+func (s Spec) TargetMember(host string, names []string) (health.Config, error) {
+	if s.Addr == "" {
+		if host != "" || len(s.Join) > 0 || len(s.Labels) > 0 {
+			return health.Config{}, fmt.Errorf("%w: a host name, seeds to join and labels need a gossip address", ErrSpec)
+		}
+		return health.Config{}, nil
+	}
+	if host == "" {
+		return health.Config{}, fmt.Errorf("%w: gossip needs the host's name in etcd (nvstripe host add)", ErrSpec)
+	}
+	return s.Member(health.Meta{Role: health.RoleTarget, Host: host, Namespaces: names}, "")
+}

@@ -1,0 +1,49 @@
+// Package jsonout writes a command's result as indented JSON: plain Go
+// values through encoding/json, protobuf messages (and slices of them) in
+// the proto3 JSON mapping with the field names of their .proto files
+// (snake_case; zero values included, so that keys are stable).
+package jsonout
+
+import (
+	"encoding/json"
+	"io"
+	"reflect"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+)
+
+var marshal = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}
+
+// Write writes v to w as indented JSON followed by a newline.
+func Write(w io.Writer, v any) error {
+	v, err := protoRaw(v)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// protoRaw returns a proto message, or a slice of them, as raw JSON (a
+// slice as an array, never null); other values unchanged.
+func protoRaw(v any) (any, error) {
+	if m, ok := v.(proto.Message); ok {
+		b, err := marshal.Marshal(m)
+		return json.RawMessage(b), err
+	}
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Slice || !rv.Type().Elem().Implements(reflect.TypeFor[proto.Message]()) {
+		return v, nil
+	}
+	out := make([]json.RawMessage, 0, rv.Len())
+	for i := range rv.Len() {
+		b, err := marshal.Marshal(rv.Index(i).Interface().(proto.Message))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
