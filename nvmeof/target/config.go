@@ -58,6 +58,10 @@ type Config struct {
 	// DiscoveryKATO is the keep-alive timeout given to discovery
 	// controllers that connect with KATO 0. Default 120 s.
 	DiscoveryKATO time.Duration
+	// ConnectTimeout is the time a new connection has from accept to a
+	// completed Connect (ICReq included); a connection without a queue by
+	// then is dropped. Default 10 s.
+	ConnectTimeout time.Duration
 	// ANATT is the ANA transition time reported in Identify. Default 10 s.
 	ANATT time.Duration
 	// Logf receives diagnostic messages (connections, protocol errors).
@@ -136,6 +140,9 @@ func (c *Config) EnsureDefaults() {
 	setDefault(&c.MaxH2CData, 256<<10)
 	setDefault(&c.MaxR2TLength, 1<<20)
 	setDefault(&c.MaxTransferSize, 1<<20)
+	if c.ConnectTimeout == 0 {
+		c.ConnectTimeout = 10 * time.Second
+	}
 	if c.DiscoveryKATO == 0 {
 		c.DiscoveryKATO = 120 * time.Second
 	}

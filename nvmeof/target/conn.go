@@ -2,11 +2,13 @@ package target
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,11 +16,12 @@ import (
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
 )
 
-// icTimeout bounds the wait for the ICReq of a new connection.
-const icTimeout = 10 * time.Second
-
-// readBufSize is the size of a connection's read buffer.
-const readBufSize = 64 << 10
+// readBufSize is the size of a connection's read buffer once it has a
+// queue; strangerBufSize before (an ICReq and a Connect capsule fit).
+const (
+	readBufSize     = 64 << 10
+	strangerBufSize = 2 << 10
+)
 
 // conn is one NVMe/TCP connection: one queue (admin or I/O).
 //
@@ -60,10 +63,25 @@ func (t *Target) newConn(l *listener, nc net.Conn) *conn {
 	}
 	ctx, cancel := context.WithCancel(t.ctx)
 	c := &conn{t: t, l: l, nc: nc, ctx: ctx, cancel: cancel, xfers: map[uint16]*xfer{}}
-	c.br = bufio.NewReaderSize(nc, readBufSize)
+	c.br = bufio.NewReaderSize(nc, strangerBufSize)
 	c.snd = newSender(nc, func() error { return t.waitThawed(ctx, l) }, func(error) { c.close() })
-	c.maxData = max(adminInCapsule, t.cfg.InCapsuleDataSize, t.cfg.MaxH2CData, t.cfg.MaxTransferSize)
+	c.maxData = pdu.ConnectDataLen
 	return c
+}
+
+// admitted lifts the limits of a connection without a queue once Connect
+// made it one: no deadline, full-size PDUs, the full read buffer. Runs on
+// the reader goroutine between PDUs.
+func (c *conn) admitted() {
+	c.nc.SetReadDeadline(time.Time{})
+	c.maxData = max(adminInCapsule, c.t.cfg.InCapsuleDataSize, c.t.cfg.MaxH2CData, c.t.cfg.MaxTransferSize)
+	pending, _ := c.br.Peek(c.br.Buffered())
+	var r io.Reader = c.nc
+	if len(pending) > 0 {
+		r = io.MultiReader(bytes.NewReader(bytes.Clone(pending)), c.nc)
+	}
+	c.br = bufio.NewReaderSize(r, readBufSize)
+	c.snd.grow()
 }
 
 // close tears the connection down from any goroutine.
@@ -95,6 +113,8 @@ func (c *conn) finish(err error) {
 		c.t.logf("nvmeof/target: %s: %v; sending C2HTermReq", c.nc.RemoteAddr(), err)
 		c.snd.send(pdu.AppendTermReq(nil, pdu.TypeC2HTermReq, fe.TermReq()), nil, nil, nil)
 		c.snd.flushAndClose(2 * time.Second)
+	} else if c.ctrl == nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		c.t.logf("nvmeof/target: %s: no Connect within %v; dropped", c.nc.RemoteAddr(), c.t.cfg.ConnectTimeout)
 	} else if err != nil && !errors.Is(err, io.EOF) && c.ctx.Err() == nil {
 		c.t.logf("nvmeof/target: %s: %v", c.nc.RemoteAddr(), err)
 	}
@@ -113,14 +133,14 @@ func (c *conn) finish(err error) {
 	c.t.removeConn(c)
 }
 
-// handshake reads the ICReq and answers with the ICResp.
+// handshake reads the ICReq and answers with the ICResp. The connection
+// then has until ConnectTimeout after accept to complete a Connect.
 func (c *conn) handshake() error {
-	c.nc.SetReadDeadline(time.Now().Add(icTimeout))
+	c.nc.SetReadDeadline(time.Now().Add(c.t.cfg.ConnectTimeout))
 	h, err := pdu.ReadHeader(c.br, c.hdr[:], pdu.Digests{}, 0)
 	if err != nil {
 		return err
 	}
-	c.nc.SetReadDeadline(time.Time{})
 	if h.Type != pdu.TypeICReq {
 		return pdu.NewFatalError(pdu.FESSequenceError, 0, c.hdr[:h.HLen], "first pdu is %v, want ICReq", h.Type)
 	}
@@ -174,11 +194,17 @@ func (c *conn) onCapsule(h pdu.Header) error {
 		c.ctrl.traffic.Store(true)
 	}
 	n := h.DataLen()
-	if n > c.inCapsuleLimit(&cmd.sqe) {
+	if n > c.inCapsuleLimit(&cmd.sqe) || (c.ctrl == nil && !isConnect(&cmd.sqe)) {
+		// No buffer: too much data, or a stranger's data for anything
+		// but Connect (dispatch refuses it).
 		if err := pdu.Discard(c.br, h); err != nil {
 			return err
 		}
-		cmd.fail(pdu.SCSGLOffsetInvalid, true)
+		if c.ctrl == nil && !isConnect(&cmd.sqe) {
+			c.dispatch(cmd)
+		} else {
+			cmd.fail(pdu.SCSGLOffsetInvalid, true)
+		}
 		return nil
 	}
 	if n > 0 {
@@ -263,8 +289,12 @@ type xfer struct {
 // startXfer registers a transfer for cmd (whose buf has the full length)
 // and sends its first R2T.
 func (c *conn) startXfer(cmd *command) {
+	limit := c.maxInflight()
+	if c.ctrl == nil {
+		limit = 1 // a stranger's Connect
+	}
 	c.mu.Lock()
-	if len(c.xfers) >= c.maxInflight() {
+	if len(c.xfers) >= limit {
 		c.mu.Unlock()
 		cmd.fail(pdu.SCTransientTransport, false)
 		return

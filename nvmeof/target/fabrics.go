@@ -76,6 +76,9 @@ func (c *conn) connect(cmd *command) {
 	} else {
 		c.connectIO(cmd, cc, d)
 	}
+	if c.ctrl != nil {
+		c.admitted()
+	}
 }
 
 func (c *conn) setQueue(cc pdu.ConnectCmd) {
