@@ -28,6 +28,7 @@ type targetServeFlags struct {
 	allowHosts []string
 	blockSize  int64
 	control    string
+	ctlToken   string      // --control-token-file
 	host       string      // --host: this host's name in etcd, for gossip
 	gossip     gossipFlags // --gossip, --gossip-join, --gossip-profile, --label
 	auth       etcdAuth    // etcd, only to find gossip seeds without --gossip-join
@@ -45,7 +46,8 @@ func newTargetServeCmd(g *globals) *cobra.Command {
 			"DIR/NAME.resv, so a fenced writer stays fenced across a restart.\n" +
 			"Every listener also serves the discovery subsystem. --ana-group NAME:GROUP puts a namespace\n" +
 			"in an ANA group (default 1); all groups start optimized on every listener. --control ADDR\n" +
-			"serves an HTTP control API (see 'target ana-state') on a loopback address.\n\n" +
+			"serves an HTTP control API (see 'target ana-state') on a loopback address; another address\n" +
+			"needs --control-token-file, whose token every request must then carry.\n\n" +
 			"--gossip IP:PORT puts the target in the health gossip pool as host --host (its name in etcd,\n" +
 			"see 'nvstripe host add'): the controller then judges the host alive or dead by gossip instead\n" +
 			"of TCP probes. It joins --gossip-join, or without it the members registered in etcd (--etcd),\n" +
@@ -65,7 +67,8 @@ func newTargetServeCmd(g *globals) *cobra.Command {
 	fl.StringArrayVar(&f.allowHosts, "allow-host", nil, "host NQN allowed to connect, or 'any', repeatable (required)")
 	f.blockSize = 4096
 	fl.Var(units.NewFlag(&f.blockSize), "block-size", "logical block size of new namespaces")
-	fl.StringVar(&f.control, "control", "", "serve the HTTP control API on this loopback address (e.g. 127.0.0.1:4480)")
+	fl.StringVar(&f.control, "control", "", "serve the HTTP control API on this address (e.g. 127.0.0.1:4480); loopback only without --control-token-file")
+	fl.StringVar(&f.ctlToken, "control-token-file", "", "file holding a bearer token every control API request must carry")
 	fl.StringVar(&f.host, "host", "", "this host's name in etcd (nvstripe host add), gossiped with --gossip")
 	fl.StringArrayVar(&f.gossip.labels, "label", nil, "failure-domain label KEY=VALUE gossiped with --gossip, repeatable")
 	f.gossip.register(fl)
@@ -94,7 +97,11 @@ func runTargetServe(cmd *cobra.Command, g *globals, f *targetServeFlags) error {
 	defer t.Close()
 	var ctlAddr string
 	if f.control != "" {
-		addr, stop, err := t.ServeControl(f.control)
+		token, err := readSecretFile("--control-token-file", f.ctlToken)
+		if err != nil {
+			return err
+		}
+		addr, stop, err := t.ServeControl(f.control, token)
 		if err != nil {
 			return err
 		}
@@ -218,7 +225,7 @@ func printServing(w io.Writer, t *target.Target, cfg *target.Config, ctl, gossip
 }
 
 func newTargetANAStateCmd() *cobra.Command {
-	var control, listener, state string
+	var control, tokenFile, listener, state string
 	var group uint32
 	c := &cobra.Command{
 		Use:   "ana-state --control ADDR [--listener L --group G --state S]",
@@ -231,7 +238,11 @@ func newTargetANAStateCmd() *cobra.Command {
 			if control == "" {
 				return usageError{errors.New("--control is required")}
 			}
-			cc := target.ControlClient{Addr: control}
+			token, err := readSecretFile("--control-token-file", tokenFile)
+			if err != nil {
+				return err
+			}
+			cc := target.ControlClient{Addr: control, Token: token}
 			if state == "" {
 				es, err := cc.ANAStates(cmd.Context())
 				for _, e := range es {
@@ -247,6 +258,7 @@ func newTargetANAStateCmd() *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&control, "control", "", "address of the target's control API (its --control)")
+	c.Flags().StringVar(&tokenFile, "control-token-file", "", "file holding the target's control token (its --control-token-file)")
 	c.Flags().StringVar(&listener, "listener", "0", "listener index or address")
 	c.Flags().Uint32Var(&group, "group", 1, "ANA group ID")
 	c.Flags().StringVar(&state, "state", "", "new state; empty lists the states")
