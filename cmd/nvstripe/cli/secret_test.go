@@ -9,40 +9,16 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/nvstripe/nvstripe/meta/metatest"
 	"github.com/nvstripe/nvstripe/nvmeof/target"
 )
-
-// enableEtcdAuth turns on etcd authentication with user root.
-func enableEtcdAuth(t *testing.T, ep, password string) {
-	t.Helper()
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx := context.Background()
-	steps := []func() error{
-		func() error { _, err := c.RoleAdd(ctx, "root"); return err },
-		func() error { _, err := c.UserAdd(ctx, "root", password); return err },
-		func() error { _, err := c.UserGrantRole(ctx, "root", "root"); return err },
-		func() error { _, err := c.AuthEnable(ctx); return err },
-	}
-	for _, step := range steps {
-		if err := step(); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 // TestEtcdPassword: the etcd password comes from a file or the
 // environment and works against an etcd with authentication on; the
 // removed --etcd-password flag is refused with the way to do it instead.
 func TestEtcdPassword(t *testing.T) {
 	ep := metatest.Start(t)[0]
-	enableEtcdAuth(t, ep, "hunter2")
+	metatest.EnableAuth(t, []string{ep}, "hunter2")
 	dir := t.TempDir()
 	good, bad := filepath.Join(dir, "good"), filepath.Join(dir, "bad")
 	os.WriteFile(good, []byte("hunter2\n"), 0o600)
