@@ -29,6 +29,10 @@ func newAgentCmd(g *globals) *cobra.Command {
 		RunE: withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
 			out := cmd.OutOrStdout()
 			o.Store, o.Logf = s, lineLogger(cmd.ErrOrStderr())
+			var err error
+			if o.Namespaces.HostNQN, err = nodeHostNQN(o.Namespaces.HostNQN); err != nil {
+				return err
+			}
 			o.Ready = func(ag *agent.Agent, metrics string) {
 				st := ag.Status()
 				fmt.Fprintf(out, "agent %s: API on %s, state in %s", st.Holder, o.Socket, o.StateDir)
@@ -49,7 +53,7 @@ func newAgentCmd(g *globals) *cobra.Command {
 	fl.DurationVar(&o.LeaseTTL, "lease-ttl", 0, "ownership lease TTL: how long volumes are served while etcd is unreachable (default 10s)")
 	fl.DurationVar(&o.RecheckInterval, "recheck-interval", 0, "how often namespaces that are down are probed, to be used again once they answer (default 10s)")
 	fl.IntVar(&o.Report.FailNamespaceAfter, "fail-namespace-after", 1, "media errors after which a namespace is reported failed in etcd (-1: never)")
-	fl.StringVar(&o.Namespaces.HostNQN, "host-nqn", "", "NVMe host NQN of this node (default: nvstripe's)")
+	fl.StringVar(&o.Namespaces.HostNQN, "host-nqn", "", hostNQNUsage)
 	return c
 }
 

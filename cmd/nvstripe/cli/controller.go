@@ -58,7 +58,11 @@ func newControllerCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			d, err := controllerd.New(cmd.Context(), controllerd.Options{Runner: cfg, HostNQN: f.hostNQN, MetricsAddr: f.metrics})
+			nqn, err := nodeHostNQN(f.hostNQN)
+			if err != nil {
+				return err
+			}
+			d, err := controllerd.New(cmd.Context(), controllerd.Options{Runner: cfg, HostNQN: nqn, MetricsAddr: f.metrics})
 			if err != nil {
 				return err
 			}
@@ -106,7 +110,7 @@ func (f *controllerFlags) register(fl *pflag.FlagSet) {
 	fl.Float64Var(&f.minUp, "min-up", 0.5, "mark namespaces out only while at least this fraction of hosts is up (fewer suggests the controller is cut off; negative: no guard)")
 	fl.StringVar(&f.api, "api", "", "HOST:PORT of the gRPC admin API, for admin --controller (\"\": off)")
 	fl.StringVar(&f.metrics, "metrics", "", "HOST:PORT of the Prometheus metrics listener (tasks, volume health; \"\": off)")
-	fl.StringVar(&f.hostNQN, "host-nqn", "", "NVMe host NQN the controller connects as (default: nvstripe's)")
+	fl.StringVar(&f.hostNQN, "host-nqn", "", hostNQNUsage)
 	fl.BoolVar(&f.probe, "probe", true, "TCP-probe the namespace paths of hosts that do not gossip (false: such hosts are not tracked)")
 	fl.StringVar(&f.gossipHost, "gossip-host", "", "the host name this controller gossips (default: the machine's host name)")
 	f.gossip.register(fl)

@@ -16,6 +16,7 @@ import (
 	"github.com/nvstripe/nvstripe/agent/api"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/nbd"
+	"github.com/nvstripe/nvstripe/volclient"
 )
 
 // newMapCmd is `nvstripe map`: serve a volume in the foreground, or ask the
@@ -23,7 +24,7 @@ import (
 func newMapCmd(g *globals) *cobra.Command {
 	a := &etcdAuth{}
 	var req api.MapRequest
-	var sock, holder string
+	var sock, holder, hostNQN string
 	wait := true
 	c := &cobra.Command{
 		Use:   "map NAME [--nbd /dev/nbdN | --ublk | --nbd-listen ADDR | --fuse DIR] [--read-only] [--agent SOCKET]",
@@ -64,8 +65,11 @@ func newMapCmd(g *globals) *cobra.Command {
 					return err
 				}
 			}
+			if hostNQN, err = nodeHostNQN(hostNQN); err != nil {
+				return err
+			}
 			return withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
-				return mapForeground(cmd, s, spec, holder, wait)
+				return mapForeground(cmd, s, spec, holder, hostNQN, wait)
 			})(cmd, args)
 		},
 	}
@@ -78,6 +82,7 @@ func newMapCmd(g *globals) *cobra.Command {
 	fl.BoolVar(&req.ReadOnly, "read-only", false, "map read-only (shared read-only lease)")
 	fl.StringVar(&sock, "agent", "", "ask the agent on this unix socket to map it (default: serve in the foreground)")
 	fl.StringVar(&holder, "holder", "", "owner name in etcd when serving in the foreground (default map.HOSTNAME, or map.node-ID on hosts without a valid one)")
+	fl.StringVar(&hostNQN, "host-nqn", "", hostNQNUsage+"; with --agent the agent's")
 	fl.BoolVar(&wait, "wait", true, "print a kernel device only once it has its size")
 	return c
 }
@@ -107,12 +112,13 @@ func mapViaAgent(cmd *cobra.Command, c *api.Client, req *api.MapRequest) error {
 }
 
 // mapForeground serves spec until the context ends or the lease is lost.
-func mapForeground(cmd *cobra.Command, s *meta.Store, spec agent.Spec, holder string, wait bool) error {
+func mapForeground(cmd *cobra.Command, s *meta.Store, spec agent.Spec, holder, hostNQN string, wait bool) error {
 	ctx, out := cmd.Context(), cmd.OutOrStdout()
 	if holder == "" {
 		holder = meta.DefaultHolder("map")
 	}
-	ag, err := agent.New(ctx, agent.Options{Store: s, Holder: holder, Logf: lineLogger(cmd.ErrOrStderr())})
+	ag, err := agent.New(ctx, agent.Options{Store: s, Holder: holder, Logf: lineLogger(cmd.ErrOrStderr()),
+		Namespaces: volclient.NamespaceOptions{HostNQN: hostNQN}})
 	if err != nil {
 		return err
 	}

@@ -54,6 +54,12 @@ func newNSAddCmd(g *globals, a *etcdAuth) *cobra.Command {
 				spec.Paths = append(spec.Paths, meta.PathRecord{Addr: p})
 			}
 			spec.Size = f.size
+			if f.size == 0 { // connects
+				var err error
+				if f.hostNQN, err = nodeHostNQN(f.hostNQN); err != nil {
+					return err
+				}
+			}
 			rec, err := volclient.AddNamespace(cmd.Context(), s, spec, f.hostNQN)
 			if err != nil {
 				return err
@@ -70,7 +76,7 @@ func newNSAddCmd(g *globals, a *etcdAuth) *cobra.Command {
 	fl.Var(units.NewFlag(&f.size), "size", "record this size without connecting (e.g. 7TiB)")
 	fl.StringVar(&f.id, "id", "", "namespace id in the cluster (default HOST-nNSID)")
 	fl.StringVar(&f.uuid, "uuid", "", "namespace UUID/NGUID, informational")
-	fl.StringVar(&f.hostNQN, "host-nqn", "", "host NQN to connect as (default the initiator's)")
+	fl.StringVar(&f.hostNQN, "host-nqn", "", hostNQNUsage)
 	return c
 }
 
@@ -96,11 +102,15 @@ func newNSDiscoverCmd(g *globals, a *etcdAuth) *cobra.Command {
 			if err := meta.CheckPathAddr(args[0]); err != nil {
 				return usageError{err}
 			}
-			return discover(cmd, s, args[0], host, hostNQN, maxNSID)
+			nqn, err := nodeHostNQN(hostNQN)
+			if err != nil {
+				return err
+			}
+			return discover(cmd, s, args[0], host, nqn, maxNSID)
 		}),
 	}
 	c.Flags().StringVar(&host, "host", "", "host the discovered namespaces live on (required)")
-	c.Flags().StringVar(&hostNQN, "host-nqn", "", "host NQN to connect as (default the initiator's)")
+	c.Flags().StringVar(&hostNQN, "host-nqn", "", hostNQNUsage)
 	c.Flags().Uint32Var(&maxNSID, "max-nsid", 64, "highest namespace ID to probe per subsystem")
 	return c
 }

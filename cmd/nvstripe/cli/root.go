@@ -41,6 +41,7 @@ func verbGroups() []func(*globals) *cobra.Command {
 		newMapCmd,
 		newUnmapCmd,
 		newLsCmd,
+		newHostIdentityCmd,
 	}
 }
 
