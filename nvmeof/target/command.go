@@ -134,6 +134,11 @@ func isConnect(s *pdu.SQE) bool {
 	return s.Opcode == pdu.OpFabrics && s.FCType() == pdu.FabricsConnect
 }
 
+func isAuthOrConnect(s *pdu.SQE) bool {
+	fc := s.FCType()
+	return s.Opcode == pdu.OpFabrics && (fc == pdu.FabricsConnect || fc == pdu.FabricsAuthSend || fc == pdu.FabricsAuthRecv)
+}
+
 // dispatch routes a received command. A connection without a queue (no
 // Connect yet) gets Connect only, with at most Connect's 1 KiB of data.
 func (c *conn) dispatch(cmd *command) {
@@ -145,6 +150,10 @@ func (c *conn) dispatch(cmd *command) {
 	if c.ctrl == nil && s.SGL.Length > pdu.ConnectDataLen {
 		// Nothing bigger than Connect's data is buffered for a stranger.
 		cmd.fail(pdu.SCDataSGLLengthInvalid, true)
+		return
+	}
+	if c.authx != nil && !c.authed && !isAuthOrConnect(s) {
+		cmd.fail(pdu.SCAuthRequired, true)
 		return
 	}
 	needR2T, st := cmd.checkSGL()

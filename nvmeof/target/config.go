@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/nvmeof/auth"
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
 )
 
@@ -86,6 +87,55 @@ type SubsystemConfig struct {
 	// AllowAnyHost lets every host connect. Default false: only
 	// AllowedHosts.
 	AllowAnyHost bool
+	// HostKeys turn on DH-HMAC-CHAP in-band authentication for hosts
+	// (each is allowed too): a queue of such a host must authenticate
+	// after Connect before any other command is taken.
+	HostKeys []HostKey
+}
+
+// HostKey is one host's DH-HMAC-CHAP configuration.
+type HostKey struct {
+	HostNQN string
+	// Secret is the host's secret, "DHHC-1:..." (nvme gen-dhchap-key).
+	Secret string
+	// CtrlSecret, optional, is the controller's secret, for hosts that
+	// authenticate the controller too (bidirectional).
+	CtrlSecret string
+	// Hashes ("sha256", "hmac(sha384)"...) and DHGroups ("null",
+	// "ffdhe2048"...) accepted, preferred first. Default: every one,
+	// SHA-512 and the null group first.
+	Hashes, DHGroups []string
+}
+
+// keys parses k.
+func (k HostKey) keys() (auth.Keys, error) {
+	var ks auth.Keys
+	var err error
+	if ks.Secret, err = auth.ParseSecret(k.Secret); err != nil {
+		return ks, fmt.Errorf("host %s secret: %w", k.HostNQN, err)
+	}
+	if k.CtrlSecret != "" {
+		cs, err := auth.ParseSecret(k.CtrlSecret)
+		if err != nil {
+			return ks, fmt.Errorf("host %s controller secret: %w", k.HostNQN, err)
+		}
+		ks.CtrlSecret = &cs
+	}
+	for _, h := range k.Hashes {
+		id, err := auth.ParseHash(h)
+		if err != nil {
+			return ks, fmt.Errorf("host %s: %w", k.HostNQN, err)
+		}
+		ks.Hashes = append(ks.Hashes, id)
+	}
+	for _, g := range k.DHGroups {
+		id, err := auth.ParseDHGroup(g)
+		if err != nil {
+			return ks, fmt.Errorf("host %s: %w", k.HostNQN, err)
+		}
+		ks.DHGroups = append(ks.DHGroups, id)
+	}
+	return ks, nil
 }
 
 // NamespaceConfig is one namespace.

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nvstripe/nvstripe/nvmeof/auth"
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
 )
 
@@ -47,6 +48,9 @@ type conn struct {
 	qid      uint16
 	sqsize   uint32
 	noSQFlow bool
+	authx    *auth.CtrlExchange // DH-HMAC-CHAP, for a host with keys
+	authed   bool               // authx succeeded: the queue is open
+	authErr  error              // the refusal last logged
 
 	fetched  atomic.Uint32 // commands received, for SQHD
 	inflight sync.WaitGroup
