@@ -25,6 +25,12 @@ func (e *ConnectError) Unwrap() error { return e.Err }
 // is refused (never overwritten). With a size it only records it: the first
 // node that opens the namespace then labels it.
 func AddNamespace(ctx context.Context, s *meta.Store, spec meta.NamespaceSpec, hostNQN string) (*meta.NamespaceRecord, error) {
+	return AddNamespaceAs(ctx, s, spec, NamespaceOptions{HostNQN: hostNQN})
+}
+
+// AddNamespaceAs is AddNamespace connecting with o's host NQN and
+// DH-HMAC-CHAP secrets.
+func AddNamespaceAs(ctx context.Context, s *meta.Store, spec meta.NamespaceSpec, o NamespaceOptions) (*meta.NamespaceRecord, error) {
 	for _, p := range spec.Paths {
 		if err := meta.CheckPathAddr(p.Addr); err != nil {
 			return nil, err
@@ -39,7 +45,7 @@ func AddNamespace(ctx context.Context, s *meta.Store, spec meta.NamespaceSpec, h
 		if id == "" {
 			id = meta.DefaultNamespaceID(spec.Host, spec.NSID)
 		}
-		if spec.Size, err = labelNamespace(ctx, spec, hostNQN, c.Label(id)); err != nil {
+		if spec.Size, err = labelNamespace(ctx, spec, o, c.Label(id)); err != nil {
 			return nil, err
 		}
 	}
@@ -48,12 +54,13 @@ func AddNamespace(ctx context.Context, s *meta.Store, spec meta.NamespaceSpec, h
 
 // labelNamespace opens the namespace, checks its label (writing want on a
 // blank one) and returns its size.
-func labelNamespace(ctx context.Context, spec meta.NamespaceSpec, hostNQN string, want meta.Label) (int64, error) {
+func labelNamespace(ctx context.Context, spec meta.NamespaceSpec, o NamespaceOptions, want meta.Label) (int64, error) {
 	var addrs []string
 	for _, p := range spec.Paths {
 		addrs = append(addrs, strings.TrimPrefix(p.Addr, "tcp://"))
 	}
-	dev, err := initiator.Open(ctx, initiator.Options{HostNQN: hostNQN, SubsysNQN: spec.NQN, NSID: spec.NSID, Paths: addrs, IOQueues: 1})
+	dev, err := initiator.Open(ctx, initiator.Options{HostNQN: o.HostNQN, DHCHAPSecret: o.DHCHAPSecret, DHCHAPCtrlSecret: o.DHCHAPCtrlSecret,
+		SubsysNQN: spec.NQN, NSID: spec.NSID, Paths: addrs, IOQueues: 1})
 	if err != nil {
 		return 0, &ConnectError{fmt.Errorf("connect to %s nsid %d at %s: %w", spec.NQN, spec.NSID, strings.Join(addrs, ","), err)}
 	}

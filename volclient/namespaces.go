@@ -18,6 +18,9 @@ type NamespaceOptions struct {
 	// HostNQN identifies this node to the targets. Default
 	// initiator.DefaultHostNQN.
 	HostNQN string
+	// DHCHAPSecret and DHCHAPCtrlSecret authenticate to targets that
+	// require it (initiator.Options). Default none.
+	DHCHAPSecret, DHCHAPCtrlSecret string
 	// IOQueues per path. Default 2.
 	IOQueues int
 	// ControllerLossTimeout is how long IO to an unreachable namespace waits
@@ -195,7 +198,8 @@ func Connect(ctx context.Context, rec *meta.NamespaceRecord, o NamespaceOptions)
 		paths = append(paths, strings.TrimPrefix(p.Addr, "tcp://"))
 	}
 	return initiator.Open(ctx, initiator.Options{
-		HostNQN: o.HostNQN, SubsysNQN: rec.NQN, NSID: rec.NSID, Paths: paths,
+		HostNQN: o.HostNQN, DHCHAPSecret: o.DHCHAPSecret, DHCHAPCtrlSecret: o.DHCHAPCtrlSecret,
+		SubsysNQN: rec.NQN, NSID: rec.NSID, Paths: paths,
 		IOQueues: o.IOQueues, ControllerLossTimeout: o.ControllerLossTimeout,
 		ConnectTimeout: o.ConnectTimeout, Logf: o.Logf,
 	})

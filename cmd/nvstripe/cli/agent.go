@@ -15,6 +15,7 @@ import (
 func newAgentCmd(g *globals) *cobra.Command {
 	a := &etcdAuth{}
 	o := agent.ServeOptions{}
+	var dh dhchapFlags
 	c := &cobra.Command{
 		Use:   "agent [--socket PATH] [--state-dir DIR] [--metrics 127.0.0.1:9475] [--holder NAME]",
 		Short: "Run the node agent: map volumes on request, hold their leases, restore them after a restart",
@@ -31,6 +32,9 @@ func newAgentCmd(g *globals) *cobra.Command {
 			o.Store, o.Logf = s, lineLogger(cmd.ErrOrStderr())
 			var err error
 			if o.Namespaces.HostNQN, err = nodeHostNQN(o.Namespaces.HostNQN); err != nil {
+				return err
+			}
+			if o.Namespaces.DHCHAPSecret, o.Namespaces.DHCHAPCtrlSecret, err = dh.load(); err != nil {
 				return err
 			}
 			o.Ready = func(ag *agent.Agent, metrics string) {
@@ -54,6 +58,7 @@ func newAgentCmd(g *globals) *cobra.Command {
 	fl.DurationVar(&o.RecheckInterval, "recheck-interval", 0, "how often namespaces that are down are probed, to be used again once they answer (default 10s)")
 	fl.IntVar(&o.Report.FailNamespaceAfter, "fail-namespace-after", 1, "media errors after which a namespace is reported failed in etcd (-1: never)")
 	fl.StringVar(&o.Namespaces.HostNQN, "host-nqn", "", hostNQNUsage)
+	dh.register(fl)
 	return c
 }
 

@@ -28,6 +28,7 @@ type controllerFlags struct {
 	maxMoves, maxMovesPerNS   int
 	minUp                     float64
 	probe                     bool
+	dhchap                    dhchapFlags
 	gossip                    gossipFlags
 	gossipHost                string
 }
@@ -62,7 +63,12 @@ func newControllerCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			d, err := controllerd.New(cmd.Context(), controllerd.Options{Runner: cfg, HostNQN: nqn, MetricsAddr: f.metrics})
+			secret, ctrl, err := f.dhchap.load()
+			if err != nil {
+				return err
+			}
+			d, err := controllerd.New(cmd.Context(), controllerd.Options{Runner: cfg, HostNQN: nqn, MetricsAddr: f.metrics,
+				DHCHAPSecret: secret, DHCHAPCtrlSecret: ctrl})
 			if err != nil {
 				return err
 			}
@@ -111,6 +117,7 @@ func (f *controllerFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.api, "api", "", "HOST:PORT of the gRPC admin API, for admin --controller (\"\": off)")
 	fl.StringVar(&f.metrics, "metrics", "", "HOST:PORT of the Prometheus metrics listener (tasks, volume health; \"\": off)")
 	fl.StringVar(&f.hostNQN, "host-nqn", "", hostNQNUsage)
+	f.dhchap.register(fl)
 	fl.BoolVar(&f.probe, "probe", true, "TCP-probe the namespace paths of hosts that do not gossip (false: such hosts are not tracked)")
 	fl.StringVar(&f.gossipHost, "gossip-host", "", "the host name this controller gossips (default: the machine's host name)")
 	f.gossip.register(fl)

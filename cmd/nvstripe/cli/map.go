@@ -25,6 +25,7 @@ func newMapCmd(g *globals) *cobra.Command {
 	a := &etcdAuth{}
 	var req api.MapRequest
 	var sock, holder, hostNQN string
+	var dh dhchapFlags
 	wait := true
 	c := &cobra.Command{
 		Use:   "map NAME [--nbd /dev/nbdN | --ublk | --nbd-listen ADDR | --fuse DIR] [--read-only] [--agent SOCKET]",
@@ -65,11 +66,15 @@ func newMapCmd(g *globals) *cobra.Command {
 					return err
 				}
 			}
-			if hostNQN, err = nodeHostNQN(hostNQN); err != nil {
+			nso := volclient.NamespaceOptions{}
+			if nso.HostNQN, err = nodeHostNQN(hostNQN); err != nil {
+				return err
+			}
+			if nso.DHCHAPSecret, nso.DHCHAPCtrlSecret, err = dh.load(); err != nil {
 				return err
 			}
 			return withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
-				return mapForeground(cmd, s, spec, holder, hostNQN, wait)
+				return mapForeground(cmd, s, spec, holder, nso, wait)
 			})(cmd, args)
 		},
 	}
@@ -83,6 +88,7 @@ func newMapCmd(g *globals) *cobra.Command {
 	fl.StringVar(&sock, "agent", "", "ask the agent on this unix socket to map it (default: serve in the foreground)")
 	fl.StringVar(&holder, "holder", "", "owner name in etcd when serving in the foreground (default map.HOSTNAME, or map.node-ID on hosts without a valid one)")
 	fl.StringVar(&hostNQN, "host-nqn", "", hostNQNUsage+"; with --agent the agent's")
+	dh.register(fl)
 	fl.BoolVar(&wait, "wait", true, "print a kernel device only once it has its size")
 	return c
 }
@@ -112,13 +118,13 @@ func mapViaAgent(cmd *cobra.Command, c *api.Client, req *api.MapRequest) error {
 }
 
 // mapForeground serves spec until the context ends or the lease is lost.
-func mapForeground(cmd *cobra.Command, s *meta.Store, spec agent.Spec, holder, hostNQN string, wait bool) error {
+func mapForeground(cmd *cobra.Command, s *meta.Store, spec agent.Spec, holder string, nso volclient.NamespaceOptions, wait bool) error {
 	ctx, out := cmd.Context(), cmd.OutOrStdout()
 	if holder == "" {
 		holder = meta.DefaultHolder("map")
 	}
 	ag, err := agent.New(ctx, agent.Options{Store: s, Holder: holder, Logf: lineLogger(cmd.ErrOrStderr()),
-		Namespaces: volclient.NamespaceOptions{HostNQN: hostNQN}})
+		Namespaces: nso})
 	if err != nil {
 		return err
 	}

@@ -30,6 +30,7 @@ type nsAddFlags struct {
 	size                         int64
 	nsid                         uint32
 	paths                        []string
+	dhchap                       dhchapFlags
 }
 
 func newNSAddCmd(g *globals, a *etcdAuth) *cobra.Command {
@@ -54,13 +55,17 @@ func newNSAddCmd(g *globals, a *etcdAuth) *cobra.Command {
 				spec.Paths = append(spec.Paths, meta.PathRecord{Addr: p})
 			}
 			spec.Size = f.size
+			var nso volclient.NamespaceOptions
 			if f.size == 0 { // connects
 				var err error
-				if f.hostNQN, err = nodeHostNQN(f.hostNQN); err != nil {
+				if nso.HostNQN, err = nodeHostNQN(f.hostNQN); err != nil {
+					return err
+				}
+				if nso.DHCHAPSecret, nso.DHCHAPCtrlSecret, err = f.dhchap.load(); err != nil {
 					return err
 				}
 			}
-			rec, err := volclient.AddNamespace(cmd.Context(), s, spec, f.hostNQN)
+			rec, err := volclient.AddNamespaceAs(cmd.Context(), s, spec, nso)
 			if err != nil {
 				return err
 			}
@@ -77,6 +82,7 @@ func newNSAddCmd(g *globals, a *etcdAuth) *cobra.Command {
 	fl.StringVar(&f.id, "id", "", "namespace id in the cluster (default HOST-nNSID)")
 	fl.StringVar(&f.uuid, "uuid", "", "namespace UUID/NGUID, informational")
 	fl.StringVar(&f.hostNQN, "host-nqn", "", hostNQNUsage)
+	f.dhchap.register(fl)
 	return c
 }
 

@@ -42,6 +42,7 @@ func verbGroups() []func(*globals) *cobra.Command {
 		newUnmapCmd,
 		newLsCmd,
 		newHostIdentityCmd,
+		newGenDHCHAPKeyCmd,
 	}
 }
 

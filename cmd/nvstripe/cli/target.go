@@ -29,6 +29,7 @@ type targetServeFlags struct {
 	blockSize  int64
 	control    string
 	ctlToken   string      // --control-token-file
+	hostKeys   string      // --host-keys
 	host       string      // --host: this host's name in etcd, for gossip
 	gossip     gossipFlags // --gossip, --gossip-join, --gossip-profile, --label
 	auth       etcdAuth    // etcd, only to find gossip seeds without --gossip-join
@@ -68,6 +69,7 @@ func newTargetServeCmd(g *globals) *cobra.Command {
 	f.blockSize = 4096
 	fl.Var(units.NewFlag(&f.blockSize), "block-size", "logical block size of new namespaces")
 	fl.StringVar(&f.control, "control", "", "serve the HTTP control API on this address (e.g. 127.0.0.1:4480); loopback only without --control-token-file")
+	fl.StringVar(&f.hostKeys, "host-keys", "", "file of hosts that must authenticate (DH-HMAC-CHAP): lines 'HOSTNQN DHHC-1:... [CTRL-DHHC-1:...]'")
 	fl.StringVar(&f.ctlToken, "control-token-file", "", "file holding a bearer token every control API request must carry")
 	fl.StringVar(&f.host, "host", "", "this host's name in etcd (nvstripe host add), gossiped with --gossip")
 	fl.StringArrayVar(&f.gossip.labels, "label", nil, "failure-domain label KEY=VALUE gossiped with --gossip, repeatable")
@@ -129,10 +131,16 @@ func (f *targetServeFlags) config() (target.Config, error) {
 	if f.dir == "" || f.nqn == "" || len(f.ns) == 0 {
 		return cfg, usageError{errors.New("--dir, --nqn and at least one --ns are required")}
 	}
-	if len(f.allowHosts) == 0 {
-		return cfg, usageError{errors.New("no --allow-host: name the host NQNs, or 'any' to allow every host")}
-	}
 	sub := target.SubsystemConfig{NQN: f.nqn}
+	if f.hostKeys != "" {
+		var err error
+		if sub.HostKeys, err = readHostKeys(f.hostKeys); err != nil {
+			return cfg, err
+		}
+	}
+	if len(f.allowHosts) == 0 && len(sub.HostKeys) == 0 {
+		return cfg, usageError{errors.New("no --allow-host or --host-keys: name the host NQNs, or 'any' to allow every host")}
+	}
 	for _, h := range f.allowHosts {
 		if h == "any" {
 			sub.AllowAnyHost = true
