@@ -89,10 +89,14 @@ func prime(g uint8) *big.Int {
 	return p
 }
 
-// dhLen is the byte length of group g's public values (0 for null).
+// dhLen is the byte length of group g's public values (0 for null, -1
+// for an unknown group).
 func dhLen(g uint8) int {
 	if g == DHNull {
 		return 0
+	}
+	if _, ok := ffdhePrimes[g]; !ok {
+		return -1
 	}
 	return (prime(g).BitLen() + 7) / 8
 }

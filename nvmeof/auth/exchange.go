@@ -19,18 +19,29 @@ type Keys struct {
 	Hashes, DHGroups []uint8
 }
 
+// hashes and dhGroups are the configured lists without unknown IDs.
 func (k *Keys) hashes() []uint8 {
 	if len(k.Hashes) == 0 {
 		return AllHashes
 	}
-	return k.Hashes
+	return known(k.Hashes, AllHashes)
 }
 
 func (k *Keys) dhGroups() []uint8 {
 	if len(k.DHGroups) == 0 {
 		return AllDHGroups
 	}
-	return k.DHGroups
+	return known(k.DHGroups, AllDHGroups)
+}
+
+func known(ids, all []uint8) []uint8 {
+	var out []uint8
+	for _, id := range ids {
+		if slices.Contains(all, id) {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 func randomBytes(rand io.Reader, n int) ([]byte, error) {
