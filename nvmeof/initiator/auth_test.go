@@ -12,7 +12,7 @@ import (
 	"github.com/nvstripe/nvstripe/nvmeof/target"
 )
 
-func secret(t *testing.T, h uint8) string {
+func secret(t testing.TB, h uint8) string {
 	t.Helper()
 	s, err := auth.GenerateSecret(rand.Reader, h, 0)
 	if err != nil {
@@ -101,4 +101,33 @@ func TestAuthRefused(t *testing.T) {
 	d := open(t, o)
 	defer d.Close()
 	roundTrip(t, d)
+}
+
+// BenchmarkAuthConnect is the cost of bringing a device up (admin queue
+// and one I/O queue, each authenticated) without keys and with
+// DH-HMAC-CHAP in each group; subtract "none" and halve for one queue.
+func BenchmarkAuthConnect(b *testing.B) {
+	for _, g := range []string{"none", "null", "ffdhe2048", "ffdhe4096", "ffdhe8192"} {
+		b.Run(g, func(b *testing.B) {
+			hk := secret(b, 1)
+			f := newFixture(b, 1, 1<<20, func(c *target.Config) {
+				if g != "none" {
+					c.Subsystems[0].HostKeys = []target.HostKey{{HostNQN: testHost, Secret: hk, Hashes: []string{"sha256"}, DHGroups: []string{g}}}
+				}
+			})
+			o := f.options(b)
+			o.IOQueues, o.Logf = 1, nil
+			if g != "none" {
+				o.DHCHAPSecret = hk
+			}
+			b.ResetTimer()
+			for range b.N {
+				d, err := Open(context.Background(), o)
+				if err != nil {
+					b.Fatal(err)
+				}
+				d.Close()
+			}
+		})
+	}
 }
