@@ -16,6 +16,7 @@ func newAgentCmd(g *globals) *cobra.Command {
 	a := &etcdAuth{}
 	o := agent.ServeOptions{}
 	var dh dhchapFlags
+	var nt nbdTLSFlags
 	c := &cobra.Command{
 		Use:   "agent [--socket PATH] [--state-dir DIR] [--metrics 127.0.0.1:9475] [--holder NAME]",
 		Short: "Run the node agent: map volumes on request, hold their leases, restore them after a restart",
@@ -35,6 +36,9 @@ func newAgentCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if o.Namespaces.DHCHAPSecret, o.Namespaces.DHCHAPCtrlSecret, err = dh.load(); err != nil {
+				return err
+			}
+			if o.NBDTLS, o.NBDRequireTLS, err = nt.config(); err != nil {
 				return err
 			}
 			o.Ready = func(ag *agent.Agent, metrics string) {
@@ -59,6 +63,7 @@ func newAgentCmd(g *globals) *cobra.Command {
 	fl.IntVar(&o.Report.FailNamespaceAfter, "fail-namespace-after", 1, "media errors after which a namespace is reported failed in etcd (-1: never)")
 	fl.StringVar(&o.Namespaces.HostNQN, "host-nqn", "", hostNQNUsage)
 	dh.register(fl)
+	nt.register(fl)
 	return c
 }
 

@@ -26,6 +26,7 @@ func newMapCmd(g *globals) *cobra.Command {
 	var req api.MapRequest
 	var sock, holder, hostNQN string
 	var dh dhchapFlags
+	var nt nbdTLSFlags
 	wait := true
 	c := &cobra.Command{
 		Use:   "map NAME [--nbd /dev/nbdN | --ublk | --nbd-listen ADDR | --fuse DIR] [--read-only] [--agent SOCKET]",
@@ -73,8 +74,15 @@ func newMapCmd(g *globals) *cobra.Command {
 			if nso.DHCHAPSecret, nso.DHCHAPCtrlSecret, err = dh.load(); err != nil {
 				return err
 			}
+			tc, requireTLS, err := nt.config()
+			if err != nil {
+				return err
+			}
+			if tc != nil && spec.Via != agent.ViaNBDListen {
+				return usageError{fmt.Errorf("--tls is for --nbd-listen exports (kernel nbd devices have no TLS)")}
+			}
 			return withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
-				return mapForeground(cmd, s, spec, holder, nso, wait)
+				return mapForeground(cmd, s, spec, agent.Options{Holder: holder, Namespaces: nso, NBDTLS: tc, NBDRequireTLS: requireTLS}, wait)
 			})(cmd, args)
 		},
 	}
@@ -89,6 +97,7 @@ func newMapCmd(g *globals) *cobra.Command {
 	fl.StringVar(&holder, "holder", "", "owner name in etcd when serving in the foreground (default map.HOSTNAME, or map.node-ID on hosts without a valid one)")
 	fl.StringVar(&hostNQN, "host-nqn", "", hostNQNUsage+"; with --agent the agent's")
 	dh.register(fl)
+	nt.register(fl)
 	fl.BoolVar(&wait, "wait", true, "print a kernel device only once it has its size")
 	return c
 }
@@ -118,13 +127,13 @@ func mapViaAgent(cmd *cobra.Command, c *api.Client, req *api.MapRequest) error {
 }
 
 // mapForeground serves spec until the context ends or the lease is lost.
-func mapForeground(cmd *cobra.Command, s *meta.Store, spec agent.Spec, holder string, nso volclient.NamespaceOptions, wait bool) error {
+func mapForeground(cmd *cobra.Command, s *meta.Store, spec agent.Spec, o agent.Options, wait bool) error {
 	ctx, out := cmd.Context(), cmd.OutOrStdout()
-	if holder == "" {
-		holder = meta.DefaultHolder("map")
+	if o.Holder == "" {
+		o.Holder = meta.DefaultHolder("map")
 	}
-	ag, err := agent.New(ctx, agent.Options{Store: s, Holder: holder, Logf: lineLogger(cmd.ErrOrStderr()),
-		Namespaces: nso})
+	o.Store, o.Logf = s, lineLogger(cmd.ErrOrStderr())
+	ag, err := agent.New(ctx, o)
 	if err != nil {
 		return err
 	}
