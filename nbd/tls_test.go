@@ -3,8 +3,11 @@ package nbd
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/tls"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -101,5 +104,46 @@ func TestTLSLibnbd(t *testing.T) {
 	}
 	if out, err := runErr(t, "nbdinfo", uri(addr, "mem")); err == nil {
 		t.Errorf("plain-text nbdinfo succeeded against --tls=require:\n%s", out)
+	}
+}
+
+// BenchmarkNbdcopyTLS copies a 64 MiB export to null: with nbdcopy in
+// plain text and over TLS, in interleaved rounds.
+func BenchmarkNbdcopyTLS(b *testing.B) {
+	if _, err := exec.LookPath("nbdcopy"); err != nil {
+		b.Skip("nbdcopy (libnbd-bin) not installed")
+	}
+	p := nbdtest.NewPKI(b)
+	m, err := newBenchMem(64 << 20)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := m.WriteAt(context.Background(), pattern(64<<20, 5), 0); err != nil {
+		b.Fatal(err) // data everywhere: nbdcopy skips holes
+	}
+	s, err := NewServer(Options{Exports: map[string]Export{"m": {Device: m}}, TLS: serverTLS(p)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go s.Serve(context.Background(), l)
+	defer s.Close()
+	addr := l.Addr().String()
+	for _, u := range []struct{ name, uri string }{ // interleaved rounds
+		{"plain", "nbd://" + addr + "/m"}, {"tls", "nbds://" + addr + "/m?tls-certificates=" + p.ClientDir},
+		{"plain", "nbd://" + addr + "/m"}, {"tls", "nbds://" + addr + "/m?tls-certificates=" + p.ClientDir},
+		{"plain", "nbd://" + addr + "/m"}, {"tls", "nbds://" + addr + "/m?tls-certificates=" + p.ClientDir},
+	} {
+		b.Run(u.name, func(b *testing.B) {
+			b.SetBytes(64 << 20)
+			for range b.N {
+				if out, err := exec.Command("nbdcopy", u.uri, "null:").CombinedOutput(); err != nil {
+					b.Fatalf("%v\n%s", err, out)
+				}
+			}
+		})
 	}
 }
