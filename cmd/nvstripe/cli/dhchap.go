@@ -71,7 +71,7 @@ func newGenDHCHAPKeyCmd(*globals) *cobra.Command {
 		},
 	}
 	c.Flags().IntVar(&hmac, "hmac", 1, "hash that transforms the key: 0 none, 1 SHA-256, 2 SHA-384, 3 SHA-512")
-	c.Flags().IntVar(&keyLen, "key-length", 0, "key bytes: 32, 48 or 64 (default: the hash's length, 32 for none)")
+	c.Flags().IntVar(&keyLen, "key-length", 0, "key length: 32, 48 or 64 (default: the hash's digest length, 32 for none)")
 	return c
 }
 

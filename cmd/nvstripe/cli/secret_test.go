@@ -23,7 +23,7 @@ func TestEtcdPassword(t *testing.T) {
 	good, bad := filepath.Join(dir, "good"), filepath.Join(dir, "bad")
 	os.WriteFile(good, []byte("hunter2\n"), 0o600)
 	os.WriteFile(bad, []byte("hunter3\n"), 0o600)
-	base := []string{"volume", "ls", "--etcd", ep, "--etcd-timeout", "2s"}
+	base := []string{"volume", "ls", "--etcd", ep, "--etcd-timeout", "20s"}
 	if _, _, err := run(t, append(base, "--etcd-user", "root", "--etcd-password-file", good)...); err != nil {
 		t.Fatalf("password file: %v", err)
 	}
