@@ -93,7 +93,7 @@ func importRules() map[string]rule {
 		"volume": {ours: []string{"blockdev", "ec", "volume/layout"}, third: syncPkgs,
 			std: map[string]string{"os": whyVolumeIO, "net": whyVolumeIO, "net/...": whyVolumeIO},
 			why: "volume is the IO engine over blockdev.Device"},
-		"nvmeof/...": {ours: []string{"blockdev", "nvmeof/pdu", "accept", "units"}, third: []string{"golang.org/x/sys/..."},
+		"nvmeof/...": {ours: []string{"blockdev", "nvmeof/pdu", "accept", "units", "nvmeof/auth"}, third: []string{"golang.org/x/sys/..."},
 			why: "nvmeof provides and serves any blockdev.Device"},
 		"nbd": {ours: []string{"blockdev", "nbd/proto", "accept"},
 			third: []string{"golang.org/x/sys/...", "github.com/mdlayher/genetlink", "github.com/mdlayher/netlink/..."},

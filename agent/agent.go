@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -58,6 +59,11 @@ type Options struct {
 	Metrics *Metrics
 	// Events also receives every volume's events. Default: none.
 	Events volume.EventListener
+	// NBDTLS offers TLS (NBD_OPT_STARTTLS) on NBD listeners (not on kernel
+	// nbd devices, which have no TLS); NBDRequireTLS refuses plain text.
+	// Default nil: no TLS.
+	NBDTLS        *tls.Config
+	NBDRequireTLS bool
 	// Logf receives one line per notable event. Default: discard.
 	Logf func(format string, args ...any)
 	// Log receives structured events: shard moves starting and ending, and

@@ -29,12 +29,17 @@ type frontend interface {
 }
 
 // startFrontend serves dev as spec asks.
-func startFrontend(ctx context.Context, spec Spec, dev blockdev.Device, logf func(string, ...any)) (frontend, error) {
+func startFrontend(ctx context.Context, spec Spec, dev blockdev.Device, o *Options) (frontend, error) {
+	logf := o.Logf
 	switch spec.Via {
 	case ViaNBDListen, ViaNBDDevice:
-		srv, err := nbd.NewServer(nbd.Options{Logf: logf, Exports: map[string]nbd.Export{
+		no := nbd.Options{Logf: logf, Exports: map[string]nbd.Export{
 			spec.Volume: {Device: dev, ReadOnly: spec.ReadOnly, Description: "nvstripe volume " + spec.Volume},
-		}})
+		}}
+		if spec.Via == ViaNBDListen {
+			no.TLS, no.RequireTLS = o.NBDTLS, o.NBDRequireTLS
+		}
+		srv, err := nbd.NewServer(no)
 		if err != nil {
 			return nil, err
 		}

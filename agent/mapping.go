@@ -105,7 +105,7 @@ func (mp *mapping) openLocked(ctx context.Context) error {
 		return errors.Join(err, m.Close(context.WithoutCancel(ctx)))
 	}
 	dev := newServed(m.Volume, a.metrics, spec.Volume, pacer.Observe)
-	front, err := startFrontend(ctx, spec, dev, a.o.Logf)
+	front, err := startFrontend(ctx, spec, dev, &a.o)
 	if err == nil && mp.openCtx.Err() != nil {
 		err = errors.Join(fmt.Errorf("map %s: unmapped while mapping: %w", spec.Volume, api.ErrBusy), front.close())
 	}

@@ -38,6 +38,9 @@ type Options struct {
 	// HostNQN is the NVMe host NQN the default mover connects as. Default
 	// initiator.DefaultHostNQN.
 	HostNQN string
+	// DHCHAPSecret and DHCHAPCtrlSecret authenticate the default mover's
+	// connections to targets that require it (initiator.Options).
+	DHCHAPSecret, DHCHAPCtrlSecret string
 	// MetricsAddr is HOST:PORT of the Prometheus metrics listener (port 0:
 	// any). Default "": none.
 	MetricsAddr string
@@ -65,7 +68,8 @@ func New(ctx context.Context, o Options) (*Daemon, error) {
 	if cfg.Store == nil {
 		return nil, fmt.Errorf("controller: no store: %w", meta.ErrInvalid)
 	}
-	if err := defaults(ctx, &cfg, o.HostNQN); err != nil {
+	nso := volclient.NamespaceOptions{HostNQN: o.HostNQN, DHCHAPSecret: o.DHCHAPSecret, DHCHAPCtrlSecret: o.DHCHAPCtrlSecret}
+	if err := defaults(ctx, &cfg, nso); err != nil {
 		return nil, err
 	}
 	r, err := controller.NewRunner(cfg)
@@ -85,7 +89,7 @@ func New(ctx context.Context, o Options) (*Daemon, error) {
 }
 
 // defaults fills the Runner options New documents.
-func defaults(ctx context.Context, cfg *controller.RunnerConfig, hostNQN string) error {
+func defaults(ctx context.Context, cfg *controller.RunnerConfig, nso volclient.NamespaceOptions) error {
 	if cfg.Holder == "" {
 		host, err := os.Hostname()
 		if err != nil {
@@ -102,7 +106,7 @@ func defaults(ctx context.Context, cfg *controller.RunnerConfig, hostNQN string)
 	}
 	if cfg.Mover == nil {
 		cfg.Mover = volclient.NewTaskMover(cfg.Store, volclient.OpenOptions{Holder: cfg.Holder, LeaseTTL: cfg.LeaderTTL,
-			Namespaces: volclient.NamespaceOptions{HostNQN: hostNQN, Logf: cfg.Logf}, Logf: cfg.Logf})
+			Namespaces: nso, Logf: cfg.Logf})
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package nbd
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -31,8 +32,9 @@ type conn struct {
 	s   *Server
 	nc  net.Conn
 	br  *bufio.Reader
-	raw *rawSock // nc's raw reads and writes; nil: use nc itself
-	out []byte   // handshake replies, flushed per option
+	raw *rawSock  // nc's raw reads and writes; nil: use nc itself
+	tls *tls.Conn // over nc after STARTTLS: every read and write
+	out []byte    // handshake replies, flushed per option
 
 	// Set when transmission starts, read-only afterwards.
 	exp        *export
@@ -77,12 +79,20 @@ func tuneSocket(nc net.Conn, o Options) {
 	}
 }
 
+// writer is where replies go: the TLS session once there is one.
+func (c *conn) writer() io.Writer {
+	if c.tls != nil {
+		return c.tls
+	}
+	return c.nc
+}
+
 // flushOut writes the pending handshake bytes.
 func (c *conn) flushOut() error {
 	if len(c.out) == 0 {
 		return nil
 	}
-	_, err := c.nc.Write(c.out)
+	_, err := c.writer().Write(c.out)
 	c.out = c.out[:0]
 	if err != nil {
 		return fmt.Errorf("write handshake reply: %w", err)

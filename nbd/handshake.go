@@ -27,6 +27,7 @@ type session struct {
 	noZeroes   bool
 	structured bool
 	metaExport string // export base:allocation was selected for, if any
+	tls        bool   // STARTTLS done
 	metaSet    bool
 	exp        *export // set when transmission starts
 }
@@ -74,7 +75,19 @@ func (c *conn) negotiate() (*session, error) {
 
 // option answers one option into c.out; done means transmission starts.
 func (c *conn) option(st *session, code proto.Option, data []byte) (done bool, err error) {
+	if c.s.opts.RequireTLS && !st.tls {
+		switch code {
+		case proto.OptStartTLS, proto.OptAbort:
+		case proto.OptExportName:
+			return false, fmt.Errorf("NBD_OPT_EXPORT_NAME before TLS, which is required: %w", ErrTLSRequired)
+		default:
+			c.out = proto.AppendOptionError(c.out, code, proto.RepErrTLSReqd, "TLS is required: send NBD_OPT_STARTTLS first")
+			return false, nil
+		}
+	}
 	switch code {
+	case proto.OptStartTLS:
+		return false, c.optStartTLS(st, data)
 	case proto.OptExportName:
 		return c.optExportName(st, string(data))
 	case proto.OptAbort:

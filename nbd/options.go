@@ -1,6 +1,7 @@
 package nbd
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"time"
@@ -83,6 +84,15 @@ type Options struct {
 	// (the kernel's nbd driver, nbdcopy). Other devices always run side by
 	// side, up to MaxInFlight, to overlap their waiting.
 	PipelineSynchronous bool
+	// TLS, when set, offers NBD_OPT_STARTTLS with this configuration
+	// (certificates; ClientAuth and ClientCAs to require client
+	// certificates). Default nil: STARTTLS is answered
+	// NBD_REP_ERR_UNSUP.
+	TLS *tls.Config
+	// RequireTLS refuses every option but STARTTLS and ABORT before TLS
+	// (NBD_REP_ERR_TLS_REQD; NBD_OPT_EXPORT_NAME closes the connection),
+	// as nbdkit --tls=require does. Needs TLS.
+	RequireTLS bool
 	// Logf receives one line per notable connection event (protocol
 	// violations, IO errors). Default: discard.
 	Logf func(format string, args ...any)
@@ -143,6 +153,9 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxInFlight < 1 || o.MaxInFlightBytes < 1 {
 		return fmt.Errorf("nbd: MaxInFlight %d and MaxInFlightBytes %d must be positive: %w", o.MaxInFlight, o.MaxInFlightBytes, blockdev.ErrInvalid)
+	}
+	if o.RequireTLS && o.TLS == nil {
+		return fmt.Errorf("nbd: RequireTLS without a TLS configuration: %w", blockdev.ErrInvalid)
 	}
 	if o.HandshakeTimeout < 0 || o.ShutdownGrace < 0 {
 		return fmt.Errorf("nbd: negative timeout: %w", blockdev.ErrInvalid)

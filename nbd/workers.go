@@ -175,7 +175,7 @@ func (c *conn) writeBatch(batch []*reply, failed bool) error {
 			err = c.raw.writev(t.vec)
 		} else {
 			v := t.vec
-			_, err = v.WriteTo(c.nc)
+			_, err = v.WriteTo(c.writer())
 		}
 		if err != nil {
 			c.nc.Close()

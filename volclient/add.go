@@ -28,6 +28,12 @@ func (e *ConnectError) Unwrap() error { return e.Err }
 // it: the first node that opens the namespace then labels it, and a
 // namespace that cannot fence is only found at map time (a warning).
 func AddNamespace(ctx context.Context, s *meta.Store, spec meta.NamespaceSpec, hostNQN string) (*meta.NamespaceRecord, error) {
+	return AddNamespaceAs(ctx, s, spec, NamespaceOptions{HostNQN: hostNQN})
+}
+
+// AddNamespaceAs is AddNamespace connecting with o's host NQN and
+// DH-HMAC-CHAP secrets.
+func AddNamespaceAs(ctx context.Context, s *meta.Store, spec meta.NamespaceSpec, o NamespaceOptions) (*meta.NamespaceRecord, error) {
 	for _, p := range spec.Paths {
 		if err := meta.CheckPathAddr(p.Addr); err != nil {
 			return nil, err
@@ -42,7 +48,7 @@ func AddNamespace(ctx context.Context, s *meta.Store, spec meta.NamespaceSpec, h
 		if id == "" {
 			id = meta.DefaultNamespaceID(spec.Host, spec.NSID)
 		}
-		if spec.Size, spec.Unfenced, err = labelNamespace(ctx, spec, hostNQN, c.Label(id)); err != nil {
+		if spec.Size, spec.Unfenced, err = labelNamespace(ctx, spec, o, c.Label(id)); err != nil {
 			return nil, err
 		}
 	}
@@ -51,12 +57,13 @@ func AddNamespace(ctx context.Context, s *meta.Store, spec meta.NamespaceSpec, h
 
 // labelNamespace opens the namespace, checks its label (writing want on a
 // blank one) and returns its size and whether it cannot fence.
-func labelNamespace(ctx context.Context, spec meta.NamespaceSpec, hostNQN string, want meta.Label) (size int64, unfenced bool, err error) {
+func labelNamespace(ctx context.Context, spec meta.NamespaceSpec, o NamespaceOptions, want meta.Label) (size int64, unfenced bool, err error) {
 	var addrs []string
 	for _, p := range spec.Paths {
 		addrs = append(addrs, strings.TrimPrefix(p.Addr, "tcp://"))
 	}
-	dev, err := initiator.Open(ctx, initiator.Options{HostNQN: hostNQN, SubsysNQN: spec.NQN, NSID: spec.NSID, Paths: addrs, IOQueues: 1})
+	dev, err := initiator.Open(ctx, initiator.Options{HostNQN: o.HostNQN, DHCHAPSecret: o.DHCHAPSecret, DHCHAPCtrlSecret: o.DHCHAPCtrlSecret,
+		SubsysNQN: spec.NQN, NSID: spec.NSID, Paths: addrs, IOQueues: 1})
 	if err != nil {
 		return 0, false, &ConnectError{fmt.Errorf("connect to %s nsid %d at %s: %w", spec.NQN, spec.NSID, strings.Join(addrs, ","), err)}
 	}

@@ -19,6 +19,9 @@ type NamespaceOptions struct {
 	// HostNQN identifies this node to the targets. Default
 	// initiator.DefaultHostNQN.
 	HostNQN string
+	// DHCHAPSecret and DHCHAPCtrlSecret authenticate to targets that
+	// require it (initiator.Options). Default none.
+	DHCHAPSecret, DHCHAPCtrlSecret string
 	// IOQueues per path. Default 2.
 	IOQueues int
 	// ControllerLossTimeout is how long IO to an unreachable namespace waits
@@ -314,7 +317,8 @@ func Connect(ctx context.Context, rec *meta.NamespaceRecord, o NamespaceOptions)
 		hostID = o.Session.HostID
 	}
 	return initiator.Open(ctx, initiator.Options{
-		HostNQN: o.HostNQN, HostID: hostID, SubsysNQN: rec.NQN, NSID: rec.NSID, Paths: paths,
+		HostNQN: o.HostNQN, HostID: hostID, DHCHAPSecret: o.DHCHAPSecret, DHCHAPCtrlSecret: o.DHCHAPCtrlSecret,
+		SubsysNQN: rec.NQN, NSID: rec.NSID, Paths: paths,
 		IOQueues: o.IOQueues, ControllerLossTimeout: o.ControllerLossTimeout,
 		ConnectTimeout: o.ConnectTimeout, Logf: o.Logf,
 	})

@@ -55,3 +55,26 @@ func Compact(t testing.TB, endpoints []string) int64 {
 	}
 	return rev
 }
+
+// EnableAuth turns on authentication in the etcd at endpoints with the
+// user root (role root) and password: clients need credentials after it.
+func EnableAuth(t testing.TB, endpoints []string, password string) {
+	t.Helper()
+	c, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatalf("metatest: %v", err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	steps := []func() error{
+		func() error { _, err := c.RoleAdd(ctx, "root"); return err },
+		func() error { _, err := c.UserAdd(ctx, "root", password); return err },
+		func() error { _, err := c.UserGrantRole(ctx, "root", "root"); return err },
+		func() error { _, err := c.AuthEnable(ctx); return err },
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			t.Fatalf("metatest: enable auth: %v", err)
+		}
+	}
+}

@@ -6,7 +6,8 @@
 // that drives a local device and check it against the same model.
 //
 // It is deliberately plain: simple replies only (structured replies are not
-// negotiated), no TLS, no block status, no reconnect. Requests are checked
+// negotiated), no TLS (NewPKI makes certificates for testing TLS servers
+// with other clients), no block status, no reconnect. Requests are checked
 // for alignment (to the export's minimum block size) and bounds before
 // they are sent, so a misaligned or out-of-range call fails locally with
 // blockdev.ErrInvalid or blockdev.ErrOutOfRange, as the Device contract asks.

@@ -153,8 +153,10 @@ func (c *controller) fabricsConnect(ctx context.Context, q *queue, qid uint16, d
 	if err != nil {
 		return err
 	}
-	if cqe.DW0&(1<<17) != 0 {
-		return fmt.Errorf("connect: the target requires in-band authentication, which is not supported: %w", blockdev.ErrInvalid)
+	if cqe.DW0&pdu.ConnectAuthReq != 0 {
+		if err := c.authenticate(ctx, q, qid, nqn); err != nil {
+			return err
+		}
 	}
 	if qid == 0 {
 		c.cntlid = uint16(cqe.DW0)

@@ -22,6 +22,13 @@ type Options struct {
 	// HostID is the 16-byte host identifier sent in Connect. Default: derived
 	// from HostNQN (stable for a given NQN).
 	HostID [16]byte
+	// DHCHAPSecret is this host's DH-HMAC-CHAP secret ("DHHC-1:...", as
+	// nvme gen-dhchap-key makes), used when a target requires in-band
+	// authentication. Default none: such targets are refused.
+	DHCHAPSecret string
+	// DHCHAPCtrlSecret, with DHCHAPSecret, makes the authentication
+	// bidirectional: the target must prove it holds this secret.
+	DHCHAPCtrlSecret string
 	// SubsysNQN is the subsystem to connect to. Required.
 	SubsysNQN string
 	// NSID is the namespace to use. Default 1.
@@ -134,6 +141,9 @@ func (o *Options) Validate() error {
 	}
 	if err == nil {
 		err = validatePaths(o.Paths)
+	}
+	if err == nil {
+		_, err = o.authKeys()
 	}
 	if err != nil {
 		return blockdev.Mark(fmt.Errorf("initiator options: %w", err), blockdev.ErrInvalid)

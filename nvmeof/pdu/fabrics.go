@@ -152,6 +152,27 @@ func b2u(b bool) uint32 {
 	return 0
 }
 
+// In-band authentication (AUTH_SEND, AUTH_RECEIVE): the security protocol
+// fields of CDW10 (SECP 0xE9 DH-HMAC-CHAP, SPSP0 and SPSP1 1) and, in
+// Connect's response DW0, the bit saying authentication is required.
+const (
+	AuthCDW10      = 0x01<<8 | 0x01<<16 | 0xE9<<24
+	ConnectAuthReq = 1 << 17
+	AuthMaxMessage = 4096 // largest TL/AL a target takes; Linux asks AL 4096
+)
+
+// AuthSendSQE sends tl bytes of an authentication message in-capsule.
+func AuthSendSQE(cid uint16, tl uint32) SQE {
+	return SQE{Opcode: OpFabrics, Flags: PSDTSGL, CID: cid, NSID: uint32(FabricsAuthSend),
+		SGL: SGL{Length: tl, ID: SGLInCapsule}, CDW10: AuthCDW10, CDW11: tl}
+}
+
+// AuthRecvSQE reads al bytes of an authentication message.
+func AuthRecvSQE(cid uint16, al uint32) SQE {
+	return SQE{Opcode: OpFabrics, Flags: PSDTSGL, CID: cid, NSID: uint32(FabricsAuthRecv),
+		SGL: SGL{Length: al, ID: SGLTransport}, CDW10: AuthCDW10, CDW11: al}
+}
+
 // IdentifySQE builds an Identify SQE for cns and nsid reading 4096 bytes
 // through C2HData.
 func IdentifySQE(cid uint16, cns uint8, nsid uint32) SQE {

@@ -249,6 +249,7 @@ const (
 	SCConnectInvalidParam    StatusCode = 0x182
 	SCConnectRestartDisc     StatusCode = 0x183
 	SCConnectInvalidHost     StatusCode = 0x184
+	SCAuthRequired           StatusCode = 0x191 // in-band authentication required
 	SCWriteFault             StatusCode = 0x280
 	SCUnrecoveredReadError   StatusCode = 0x281
 	SCInternalPathError      StatusCode = 0x300
@@ -296,6 +297,8 @@ func (c StatusCode) String() string {
 		return "invalid namespace"
 	case SCCommandSequenceError:
 		return "command sequence error"
+	case SCAuthRequired:
+		return "authentication required"
 	case SCDataSGLLengthInvalid:
 		return "data sgl length invalid"
 	case SCSGLTypeInvalid:

@@ -130,11 +130,30 @@ func (cmd *command) checkSGL() (needR2T bool, st pdu.Status) {
 	return dataDir(&cmd.sqe) == 1, 0
 }
 
-// dispatch routes a received command.
+func isConnect(s *pdu.SQE) bool {
+	return s.Opcode == pdu.OpFabrics && s.FCType() == pdu.FabricsConnect
+}
+
+func isAuthOrConnect(s *pdu.SQE) bool {
+	fc := s.FCType()
+	return s.Opcode == pdu.OpFabrics && (fc == pdu.FabricsConnect || fc == pdu.FabricsAuthSend || fc == pdu.FabricsAuthRecv)
+}
+
+// dispatch routes a received command. A connection without a queue (no
+// Connect yet) gets Connect only, with at most Connect's 1 KiB of data.
 func (c *conn) dispatch(cmd *command) {
 	s := &cmd.sqe
-	if c.ctrl == nil && !(s.Opcode == pdu.OpFabrics && s.FCType() == pdu.FabricsConnect) {
+	if c.ctrl == nil && !isConnect(s) {
 		cmd.fail(pdu.SCCommandSequenceError, true)
+		return
+	}
+	if c.ctrl == nil && s.SGL.Length > pdu.ConnectDataLen {
+		// Nothing bigger than Connect's data is buffered for a stranger.
+		cmd.fail(pdu.SCDataSGLLengthInvalid, true)
+		return
+	}
+	if c.authx != nil && !c.authed && !isAuthOrConnect(s) {
+		cmd.fail(pdu.SCAuthRequired, true)
 		return
 	}
 	needR2T, st := cmd.checkSGL()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/nvmeof/auth"
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
 )
 
@@ -65,9 +66,10 @@ type Config struct {
 	// A host uses one per queue (admin + I/O). Default 1024; negative: no
 	// cap.
 	MaxConnections int
-	// HandshakeTimeout bounds how long a new connection may take to send
-	// its ICReq, and then again its Connect; one that has not connected by
-	// then is closed. Default 10 s.
+	// HandshakeTimeout is the time a new connection has from accept to a
+	// completed Connect (ICReq included); a connection without a queue by
+	// then is closed (and logged), so a stranger holds nothing for long.
+	// Default 10 s.
 	HandshakeTimeout time.Duration
 	// Logf receives diagnostic messages (connections, protocol errors).
 	// Default: none.
@@ -96,6 +98,55 @@ type SubsystemConfig struct {
 	// and RESCAP clear, the reservation commands invalid opcodes. For
 	// testing clients against such targets. Default false.
 	NoReservations bool
+	// HostKeys turn on DH-HMAC-CHAP in-band authentication for hosts
+	// (each is allowed too): a queue of such a host must authenticate
+	// after Connect before any other command is taken.
+	HostKeys []HostKey
+}
+
+// HostKey is one host's DH-HMAC-CHAP configuration.
+type HostKey struct {
+	HostNQN string
+	// Secret is the host's secret, "DHHC-1:..." (nvme gen-dhchap-key).
+	Secret string
+	// CtrlSecret, optional, is the controller's secret, for hosts that
+	// authenticate the controller too (bidirectional).
+	CtrlSecret string
+	// Hashes ("sha256", "hmac(sha384)"...) and DHGroups ("null",
+	// "ffdhe2048"...) accepted, preferred first. Default: every one,
+	// SHA-512 and the null group first.
+	Hashes, DHGroups []string
+}
+
+// keys parses k.
+func (k HostKey) keys() (auth.Keys, error) {
+	var ks auth.Keys
+	var err error
+	if ks.Secret, err = auth.ParseSecret(k.Secret); err != nil {
+		return ks, fmt.Errorf("host %s secret: %w", k.HostNQN, err)
+	}
+	if k.CtrlSecret != "" {
+		cs, err := auth.ParseSecret(k.CtrlSecret)
+		if err != nil {
+			return ks, fmt.Errorf("host %s controller secret: %w", k.HostNQN, err)
+		}
+		ks.CtrlSecret = &cs
+	}
+	for _, h := range k.Hashes {
+		id, err := auth.ParseHash(h)
+		if err != nil {
+			return ks, fmt.Errorf("host %s: %w", k.HostNQN, err)
+		}
+		ks.Hashes = append(ks.Hashes, id)
+	}
+	for _, g := range k.DHGroups {
+		id, err := auth.ParseDHGroup(g)
+		if err != nil {
+			return ks, fmt.Errorf("host %s: %w", k.HostNQN, err)
+		}
+		ks.DHGroups = append(ks.DHGroups, id)
+	}
+	return ks, nil
 }
 
 // NamespaceConfig is one namespace.

@@ -2,20 +2,27 @@ package target
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/nvstripe/nvstripe/nvmeof/auth"
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
 )
 
-// readBufSize is the size of a connection's read buffer.
-const readBufSize = 64 << 10
+// readBufSize is the size of a connection's read buffer once it has a
+// queue; strangerBufSize before (an ICReq and a Connect capsule fit).
+const (
+	readBufSize     = 64 << 10
+	strangerBufSize = 2 << 10
+)
 
 // conn is one NVMe/TCP connection: one queue (admin or I/O).
 //
@@ -41,6 +48,9 @@ type conn struct {
 	qid      uint16
 	sqsize   uint32
 	noSQFlow bool
+	authx    *auth.CtrlExchange // DH-HMAC-CHAP, for a host with keys
+	authed   bool               // authx succeeded: the queue is open
+	authErr  error              // the refusal last logged
 
 	fetched  atomic.Uint32 // commands received, for SQHD
 	inflight sync.WaitGroup
@@ -57,10 +67,25 @@ func (t *Target) newConn(l *listener, nc net.Conn) *conn {
 	}
 	ctx, cancel := context.WithCancel(t.ctx)
 	c := &conn{t: t, l: l, nc: nc, ctx: ctx, cancel: cancel, xfers: map[uint16]*xfer{}}
-	c.br = bufio.NewReaderSize(nc, readBufSize)
+	c.br = bufio.NewReaderSize(nc, strangerBufSize)
 	c.snd = newSender(nc, func() error { return t.waitThawed(ctx, l) }, func(error) { c.close() })
-	c.maxData = max(adminInCapsule, t.cfg.InCapsuleDataSize, t.cfg.MaxH2CData, t.cfg.MaxTransferSize)
+	c.maxData = pdu.ConnectDataLen
 	return c
+}
+
+// admitted lifts the limits of a connection without a queue once Connect
+// made it one: no deadline, full-size PDUs, the full read buffer. Runs on
+// the reader goroutine between PDUs.
+func (c *conn) admitted() {
+	c.nc.SetReadDeadline(time.Time{})
+	c.maxData = max(adminInCapsule, c.t.cfg.InCapsuleDataSize, c.t.cfg.MaxH2CData, c.t.cfg.MaxTransferSize)
+	pending, _ := c.br.Peek(c.br.Buffered())
+	var r io.Reader = c.nc
+	if len(pending) > 0 {
+		r = io.MultiReader(bytes.NewReader(bytes.Clone(pending)), c.nc)
+	}
+	c.br = bufio.NewReaderSize(r, readBufSize)
+	c.snd.grow()
 }
 
 // close tears the connection down from any goroutine.
@@ -72,11 +97,10 @@ func (c *conn) close() {
 func (c *conn) serve() {
 	go c.snd.run()
 	err := c.handshake()
-	// Until its Connect succeeds the connection has HandshakeTimeout
-	// again to send it: a host that stalls after the ICReq holds no
-	// connection forever.
+	// The deadline the handshake set at accept stays until the Connect
+	// succeeds: a host that stalls after the ICReq holds no connection
+	// past HandshakeTimeout.
 	connecting := err == nil
-	c.nc.SetReadDeadline(time.Now().Add(c.t.cfg.HandshakeTimeout))
 	for err == nil {
 		if err = c.t.waitThawed(c.ctx, c.l); err != nil {
 			break
@@ -92,7 +116,7 @@ func (c *conn) serve() {
 		}
 	}
 	if connecting && isTimeout(err) {
-		err = fmt.Errorf("no Connect within %v of the ICReq: %w", c.t.cfg.HandshakeTimeout, err)
+		err = fmt.Errorf("no Connect within %v of accept: %w", c.t.cfg.HandshakeTimeout, err)
 	}
 	c.finish(err)
 }
@@ -109,6 +133,8 @@ func (c *conn) finish(err error) {
 		c.t.logf("nvmeof/target: %s: %v; sending C2HTermReq", c.nc.RemoteAddr(), err)
 		c.snd.send(pdu.AppendTermReq(nil, pdu.TypeC2HTermReq, fe.TermReq()), nil, nil, nil)
 		c.snd.flushAndClose(2 * time.Second)
+	} else if c.ctrl == nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		c.t.logf("nvmeof/target: %s: no Connect within %v; dropped", c.nc.RemoteAddr(), c.t.cfg.HandshakeTimeout)
 	} else if err != nil && !errors.Is(err, io.EOF) && c.ctx.Err() == nil {
 		c.t.logf("nvmeof/target: %s: %v", c.nc.RemoteAddr(), err)
 	}
@@ -127,7 +153,8 @@ func (c *conn) finish(err error) {
 	c.t.removeConn(c)
 }
 
-// handshake reads the ICReq and answers with the ICResp.
+// handshake reads the ICReq and answers with the ICResp. The connection
+// then has until HandshakeTimeout after accept to complete a Connect.
 func (c *conn) handshake() error {
 	c.nc.SetReadDeadline(time.Now().Add(c.t.cfg.HandshakeTimeout))
 	h, err := pdu.ReadHeader(c.br, c.hdr[:], pdu.Digests{}, 0)
@@ -190,11 +217,17 @@ func (c *conn) onCapsule(h pdu.Header) error {
 		c.ctrl.traffic.Store(true)
 	}
 	n := h.DataLen()
-	if n > c.inCapsuleLimit(&cmd.sqe) {
+	if n > c.inCapsuleLimit(&cmd.sqe) || (c.ctrl == nil && !isConnect(&cmd.sqe)) {
+		// No buffer: too much data, or a stranger's data for anything
+		// but Connect (dispatch refuses it).
 		if err := pdu.Discard(c.br, h); err != nil {
 			return err
 		}
-		cmd.fail(pdu.SCSGLOffsetInvalid, true)
+		if c.ctrl == nil && !isConnect(&cmd.sqe) {
+			c.dispatch(cmd)
+		} else {
+			cmd.fail(pdu.SCSGLOffsetInvalid, true)
+		}
 		return nil
 	}
 	if n > 0 {
@@ -279,8 +312,12 @@ type xfer struct {
 // startXfer registers a transfer for cmd (whose buf has the full length)
 // and sends its first R2T.
 func (c *conn) startXfer(cmd *command) {
+	limit := c.maxInflight()
+	if c.ctrl == nil {
+		limit = 1 // a stranger's Connect
+	}
 	c.mu.Lock()
-	if len(c.xfers) >= c.maxInflight() {
+	if len(c.xfers) >= limit {
 		c.mu.Unlock()
 		cmd.fail(pdu.SCTransientTransport, false)
 		return

@@ -1,8 +1,11 @@
 package target
 
 import (
+	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"mime"
 	"net/http"
 	"strconv"
 
@@ -30,46 +33,87 @@ func (t *Target) ANAStates() []ANAEntry {
 	return out
 }
 
-// ControlHandler is a small HTTP API for run-time control, meant to be
-// served on 127.0.0.1 only:
+// ANAChange is the JSON body of POST /v1/ana: Listener is an index or an
+// address; State a name pdu.ParseANAState accepts.
+type ANAChange struct {
+	Listener string `json:"listener"`
+	Group    uint32 `json:"group"`
+	State    string `json:"state"`
+}
+
+// maxControlBody bounds a control request body.
+const maxControlBody = 64 << 10
+
+// ControlHandler is a small HTTP API for run-time control:
 //
-//	GET  /v1/ana                                   JSON list of ANAEntry
-//	POST /v1/ana?listener=L&group=G&state=S        set a state (L: index or address;
-//	                                               S: optimized, non-optimized,
-//	                                               inaccessible, persistent-loss, change)
+//	GET  /v1/ana   JSON list of ANAEntry
+//	POST /v1/ana   body: JSON ANAChange, Content-Type application/json
 //
-// Errors are plain-text 4xx responses.
-func (t *Target) ControlHandler() http.Handler {
+// State changes come only as a POST with a JSON body and that content
+// type, which an HTML form cannot send (a cross-site form post changes
+// nothing); a query string is refused. With token not empty every request
+// needs the header "Authorization: Bearer TOKEN". Errors are plain-text
+// 4xx responses.
+func (t *Target) ControlHandler(token string) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/ana", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(t.ANAStates())
 	})
 	mux.HandleFunc("POST /v1/ana", func(w http.ResponseWriter, r *http.Request) {
-		if err := t.setANAFromRequest(r); err != nil {
+		ch, err := decodeJSON[ANAChange](w, r)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if err := t.setANA(ch); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
 		fmt.Fprintln(w, "ok")
 	})
-	return mux
+	if token == "" {
+		return mux
+	}
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			http.Error(w, "control: missing or wrong bearer token", http.StatusUnauthorized)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
-func (t *Target) setANAFromRequest(r *http.Request) error {
-	q := r.URL.Query()
-	li, err := strconv.Atoi(q.Get("listener"))
+// decodeJSON reads a state-changing request's body: JSON only (by
+// Content-Type), no query string, no unknown fields, bounded.
+func decodeJSON[T any](w http.ResponseWriter, r *http.Request) (T, error) {
+	var v T
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "application/json" {
+		return v, fmt.Errorf("control: Content-Type %q, want application/json", r.Header.Get("Content-Type"))
+	}
+	if r.URL.RawQuery != "" {
+		return v, errors.New("control: parameters go in the JSON body, not the query string")
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxControlBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		return v, fmt.Errorf("control: body: %w", err)
+	}
+	return v, nil
+}
+
+func (t *Target) setANA(ch ANAChange) error {
+	li, err := strconv.Atoi(ch.Listener)
 	if err != nil {
-		if li, err = t.ListenerIndex(q.Get("listener")); err != nil {
+		if li, err = t.ListenerIndex(ch.Listener); err != nil {
 			return err
 		}
 	}
-	g, err := strconv.ParseUint(q.Get("group"), 10, 32)
-	if err != nil {
-		return fmt.Errorf("group %q: %w", q.Get("group"), err)
-	}
-	st, err := pdu.ParseANAState(q.Get("state"))
+	st, err := pdu.ParseANAState(ch.State)
 	if err != nil {
 		return err
 	}
-	return t.SetANAState(li, uint32(g), st)
+	return t.SetANAState(li, ch.Group, st)
 }

@@ -1,25 +1,26 @@
 package target
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
 )
 
 // ControlClient calls the control API (ControlHandler) of a running target
-// at Addr (HOST:PORT, as given to ServeControl).
+// at Addr (HOST:PORT, as given to ServeControl), with the bearer Token
+// the target was given (if any).
 type ControlClient struct {
-	Addr string
+	Addr  string
+	Token string
 }
 
 // ANAStates lists every (listener, group) state.
 func (c ControlClient) ANAStates(ctx context.Context) ([]ANAEntry, error) {
-	body, err := c.call(ctx, http.MethodGet, "/v1/ana")
+	body, err := c.call(ctx, http.MethodGet, "/v1/ana", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -33,27 +34,36 @@ func (c ControlClient) ANAStates(ctx context.Context) ([]ANAEntry, error) {
 // SetANAState sets the state of group on listener (an index or an
 // address); state is a name pdu.ParseANAState accepts.
 func (c ControlClient) SetANAState(ctx context.Context, listener string, group uint32, state string) error {
-	q := url.Values{"listener": {listener}, "group": {strconv.FormatUint(uint64(group), 10)}, "state": {state}}
-	_, err := c.call(ctx, http.MethodPost, "/v1/ana?"+q.Encode())
+	body, err := json.Marshal(ANAChange{Listener: listener, Group: group, State: state})
+	if err != nil {
+		return err
+	}
+	_, err = c.call(ctx, http.MethodPost, "/v1/ana", body)
 	return err
 }
 
-func (c ControlClient) call(ctx context.Context, method, path string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+c.Addr+path, nil)
+func (c ControlClient) call(ctx context.Context, method, path string, body []byte) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+c.Addr+path, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("control: %w", err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	out, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
 		return nil, fmt.Errorf("control: %w", err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("control: %s: %s", resp.Status, strings.TrimSpace(string(body)))
+		return nil, fmt.Errorf("control: %s: %s", resp.Status, strings.TrimSpace(string(out)))
 	}
-	return body, nil
+	return out, nil
 }

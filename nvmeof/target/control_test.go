@@ -1,10 +1,12 @@
 package target
 
 import (
+	"context"
 	"encoding/json"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"runtime"
 	"strings"
 	"testing"
@@ -415,24 +417,30 @@ func TestCloseReleases(t *testing.T) {
 
 func TestControlHandler(t *testing.T) {
 	f := newFixture(t, 2, nil)
-	srv := httptest.NewServer(f.t.ControlHandler())
+	srv := httptest.NewServer(f.t.ControlHandler(""))
 	defer srv.Close()
-	resp, err := http.Post(srv.URL+"/v1/ana?listener="+f.t.Addr(1)+"&group=2&state=inaccessible", "", nil)
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("post: %v %v", resp, err)
+	post := func(ctype, body string) int {
+		t.Helper()
+		resp, err := http.Post(srv.URL+"/v1/ana", ctype, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
 	}
-	resp.Body.Close()
+	if code := post("application/json", `{"listener":"`+f.t.Addr(1)+`","group":2,"state":"inaccessible"}`); code != 200 {
+		t.Fatalf("json post: %d", code)
+	}
 	if st, _ := f.t.ANAState(1, 2); st != pdu.ANAInaccessible {
 		t.Fatalf("state %v", st)
 	}
-	for _, q := range []string{"listener=0&group=2&state=bogus", "listener=9&group=1&state=change", "listener=0&group=77&state=change"} {
-		resp, err := http.Post(srv.URL+"/v1/ana?"+q, "", nil)
-		if err != nil || resp.StatusCode != 400 {
-			t.Fatalf("%s: %v %v", q, resp, err)
+	for _, b := range []string{`{"listener":"0","group":2,"state":"bogus"}`, `{"listener":"9","group":1,"state":"change"}`,
+		`{"listener":"0","group":77,"state":"change"}`, `{"listener":"0","group":1,"state":"change","extra":1}`, `{`} {
+		if code := post("application/json", b); code != 400 {
+			t.Fatalf("%s: %d, want 400", b, code)
 		}
-		resp.Body.Close()
 	}
-	resp, err = http.Get(srv.URL + "/v1/ana")
+	resp, err := http.Get(srv.URL + "/v1/ana")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -440,6 +448,69 @@ func TestControlHandler(t *testing.T) {
 	var es []ANAEntry
 	if err := json.NewDecoder(resp.Body).Decode(&es); err != nil || len(es) != 4 || es[3].State != "inaccessible" {
 		t.Fatalf("entries %+v %v", es, err)
+	}
+}
+
+// TestControlFormPost: what a cross-site HTML form can send (a POST with
+// a form body or a query string, form or text content types) changes
+// nothing.
+func TestControlFormPost(t *testing.T) {
+	f := newFixture(t, 1, nil)
+	srv := httptest.NewServer(f.t.ControlHandler(""))
+	defer srv.Close()
+	form := url.Values{"listener": {"0"}, "group": {"1"}, "state": {"inaccessible"}}
+	tries := []struct{ path, ctype, body string }{
+		{"/v1/ana?" + form.Encode(), "", ""},
+		{"/v1/ana?" + form.Encode(), "application/json", `{"listener":"0","group":1,"state":"inaccessible"}`},
+		{"/v1/ana", "application/x-www-form-urlencoded", form.Encode()},
+		{"/v1/ana", "text/plain", `{"listener":"0","group":1,"state":"inaccessible"}`},
+		{"/v1/ana", "multipart/form-data; boundary=x", "--x\r\n"},
+	}
+	for _, try := range tries {
+		resp, err := http.Post(srv.URL+try.path, try.ctype, strings.NewReader(try.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("%s %q: %s, want 400", try.path, try.ctype, resp.Status)
+		}
+	}
+	if st, _ := f.t.ANAState(0, 1); st != pdu.ANAOptimized {
+		t.Fatalf("state after the form posts: %v", st)
+	}
+}
+
+// TestControlBind: a non-loopback control address is refused without a
+// token; with one, requests without it are refused.
+func TestControlBind(t *testing.T) {
+	f := newFixture(t, 1, nil)
+	for _, addr := range []string{":0", "0.0.0.0:0", "[::]:0", "192.0.2.1:0"} {
+		if _, _, err := f.t.ServeControl(addr, ""); !errors.Is(err, ErrControlExposed) {
+			t.Errorf("ServeControl(%q) without a token: %v, want ErrControlExposed", addr, err)
+		}
+	}
+	addr, stop, err := f.t.ServeControl("0.0.0.0:0", "s3cret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	_, port, _ := net.SplitHostPort(addr)
+	addr = net.JoinHostPort("127.0.0.1", port)
+	ctx := context.Background()
+	for _, tok := range []string{"", "wrong"} {
+		if err := (ControlClient{Addr: addr, Token: tok}).SetANAState(ctx, "0", 1, "inaccessible"); err == nil || !strings.Contains(err.Error(), "401") {
+			t.Errorf("token %q: %v, want 401", tok, err)
+		}
+	}
+	if st, _ := f.t.ANAState(0, 1); st != pdu.ANAOptimized {
+		t.Fatalf("state after refused posts: %v", st)
+	}
+	if err := (ControlClient{Addr: addr, Token: "s3cret"}).SetANAState(ctx, "0", 1, "inaccessible"); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := f.t.ANAState(0, 1); st != pdu.ANAInaccessible {
+		t.Fatalf("state with the token: %v", st)
 	}
 }
 

@@ -31,8 +31,15 @@
 //
 // `nvstripe target serve` is New and Start over namespaces kept in files
 // (OpenFileNamespaces, CloseNamespaces after Close), with the run-time
-// control API (ControlHandler) served on a loopback address
-// (ServeControl) and called by ControlClient.
+// control API (ControlHandler) served on a loopback address, or elsewhere
+// only behind a bearer token (ServeControl), and called by ControlClient.
+// It changes state only on a POST with a JSON body.
+//
+// # Strangers
+//
+// A connection has Config.HandshakeTimeout from accept to a completed
+// Connect. Until then it gets small buffers, PDUs of at most Connect's
+// 1 KiB of data, and only Connect is taken (one R2T transfer at a time).
 //
 // # Linux host interop
 //

@@ -18,6 +18,8 @@ func (c *conn) fabrics(cmd *command) {
 	switch s.FCType() {
 	case pdu.FabricsConnect:
 		c.connect(cmd)
+	case pdu.FabricsAuthSend, pdu.FabricsAuthRecv:
+		c.authCmd(cmd)
 	case pdu.FabricsPropertyGet, pdu.FabricsPropertySet:
 		if c.qid != 0 {
 			cmd.fail(pdu.SCInvalidField, true)
@@ -76,6 +78,9 @@ func (c *conn) connect(cmd *command) {
 	} else {
 		c.connectIO(cmd, cc, d)
 	}
+	if c.ctrl != nil {
+		c.admitted()
+	}
 }
 
 func (c *conn) setQueue(cc pdu.ConnectCmd) {
@@ -131,7 +136,7 @@ func (c *conn) connectAdmin(cmd *command, cc pdu.ConnectCmd, d pdu.ConnectData) 
 	}
 	ct.startKeepAlive()
 	t.logf("nvmeof/target: %s: controller %d for %s (%s), kato %v", c.nc.RemoteAddr(), ct.id, d.SubNQN, d.HostNQN, ct.kato)
-	cmd.ok(uint32(ct.id))
+	cmd.ok(uint32(ct.id) | c.requireAuth(ct))
 }
 
 func (c *conn) connectIO(cmd *command, cc pdu.ConnectCmd, d pdu.ConnectData) {
@@ -158,7 +163,7 @@ func (c *conn) connectIO(cmd *command, cc pdu.ConnectCmd, d pdu.ConnectData) {
 	}
 	c.setQueue(cc)
 	c.ctrl = ct
-	cmd.ok(uint32(ct.id))
+	cmd.ok(uint32(ct.id) | c.requireAuth(ct))
 }
 
 func (ct *controller) grantedQueues() uint32 {

@@ -64,15 +64,36 @@ func CloseNamespaces(nss []NamespaceConfig) error {
 	return errors.Join(errs...)
 }
 
-// ServeControl serves the control API (ControlHandler) on addr, meant to
-// be a loopback address (port 0: any). It returns the bound address and
-// the function that stops serving.
-func (t *Target) ServeControl(addr string) (bound string, stop func(), err error) {
+// ErrControlExposed refuses a control API address that is not loopback
+// when no token protects it.
+var ErrControlExposed = errors.New("control API on a non-loopback address needs a token")
+
+// ServeControl serves the control API (ControlHandler(token)) on addr
+// (port 0: any). addr must be a loopback address unless token is set. It
+// returns the bound address and the function that stops serving.
+func (t *Target) ServeControl(addr, token string) (bound string, stop func(), err error) {
+	if token == "" && !isLoopback(addr) {
+		return "", nil, fmt.Errorf("control %q: %w", addr, ErrControlExposed)
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", nil, fmt.Errorf("control: %w", err)
 	}
-	srv := &http.Server{Handler: t.ControlHandler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: t.ControlHandler(token), ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	return ln.Addr().String(), func() { srv.Close() }, nil
+}
+
+// isLoopback says whether every address host:port names is a loopback
+// one ("localhost" counts; an empty host is every interface).
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -60,7 +60,7 @@ func TestOpenFileNamespaces(t *testing.T) {
 // ControlClient too, until stopped.
 func TestServeControl(t *testing.T) {
 	f := newFixture(t, 1, nil)
-	addr, stop, err := f.t.ServeControl("127.0.0.1:0")
+	addr, stop, err := f.t.ServeControl("127.0.0.1:0", "")
 	if err != nil {
 		t.Fatal(err)
 	}

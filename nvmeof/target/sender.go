@@ -10,6 +10,13 @@ import (
 // arena instead of being written from the caller's buffer.
 const smallData = 8 << 10
 
+// Arena sizes: a connection without a queue sends an ICResp and one
+// completion, so it gets small arenas until grow.
+const (
+	arenaSize         = 16 << 10
+	strangerArenaSize = 512
+)
+
 // sender is a connection's single writer. Producers (command goroutines
 // and the reader) queue PDUs; the writer goroutine sends everything queued
 // so far with one writev, so that concurrent completions share syscalls.
@@ -28,6 +35,7 @@ type sender struct {
 	rel       []func() // run once the queued bytes were written
 	spares    [][]byte // free arenas
 	spareSegs [][]byte
+	arenaCap  int  // capacity of new arenas
 	flushEnd  bool // close the connection once the queue is empty
 	writing   bool // a goroutine is in drain
 	dead      bool
@@ -35,7 +43,15 @@ type sender struct {
 
 func newSender(nc net.Conn, gate func() error, onErr func(error)) *sender {
 	return &sender{nc: nc, wake: make(chan struct{}, 1), done: make(chan struct{}), stop: make(chan struct{}),
-		gate: gate, onErr: onErr, arena: make([]byte, 0, 16<<10)}
+		gate: gate, onErr: onErr, arena: make([]byte, 0, strangerArenaSize), arenaCap: strangerArenaSize}
+}
+
+// grow makes new arenas full-size (the connection has a queue now).
+func (s *sender) grow() {
+	s.mu.Lock()
+	s.arenaCap = arenaSize
+	s.spares = nil
+	s.mu.Unlock()
 }
 
 // send queues a PDU made of hdr (copied), data (copied when small, else
@@ -118,7 +134,7 @@ func (s *sender) takeLocked() (segs [][]byte, rel []func(), arena []byte) {
 	if n := len(s.spares); n > 0 {
 		s.arena, s.spares = s.spares[n-1][:0], s.spares[:n-1]
 	} else {
-		s.arena = make([]byte, 0, 16<<10)
+		s.arena = make([]byte, 0, s.arenaCap)
 	}
 	return segs, rel, arena
 }

@@ -51,12 +51,13 @@ func ParseFileNamespaces(specs, anaGroups []string) ([]FileNamespace, error) {
 // FileSpec is a one-subsystem target over namespace files as an operator
 // names it (the flags of `nvstripe target serve`).
 type FileSpec struct {
-	Dir        string   // directory of the files NAME.img
-	NQN        string   // subsystem NQN
-	Listen     []string // listener addresses
-	Namespaces []string // NAME:SIZE
-	ANAGroups  []string // NAME:GROUP
-	AllowHosts []string // host NQNs, or "any"
+	Dir        string    // directory of the files NAME.img
+	NQN        string    // subsystem NQN
+	Listen     []string  // listener addresses
+	Namespaces []string  // NAME:SIZE
+	ANAGroups  []string  // NAME:GROUP
+	AllowHosts []string  // host NQNs, or "any"
+	HostKeys   []HostKey // hosts that must authenticate (DH-HMAC-CHAP); each is allowed too
 	BlockSize  int
 }
 
@@ -67,10 +68,10 @@ func (f FileSpec) Config() (Config, error) {
 	if f.Dir == "" || f.NQN == "" || len(f.Namespaces) == 0 {
 		return cfg, fmt.Errorf("%w: a directory, a subsystem NQN and at least one namespace are required", ErrSpec)
 	}
-	if len(f.AllowHosts) == 0 {
-		return cfg, fmt.Errorf("%w: no allowed host: name the host NQNs, or 'any' to allow every host", ErrSpec)
+	if len(f.AllowHosts) == 0 && len(f.HostKeys) == 0 {
+		return cfg, fmt.Errorf("%w: no allowed host: name the host NQNs, or 'any' to allow every host, or hosts with keys", ErrSpec)
 	}
-	sub := SubsystemConfig{NQN: f.NQN}
+	sub := SubsystemConfig{NQN: f.NQN, HostKeys: f.HostKeys}
 	for _, h := range f.AllowHosts {
 		if h == "any" {
 			sub.AllowAnyHost = true

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/accept"
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/nvmeof/auth"
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
 )
 
@@ -52,6 +53,7 @@ type subsystem struct {
 	ns      map[uint32]*namespace
 	nsids   []uint32 // ascending
 	allowed map[string]bool
+	keys    map[string]auth.Keys // DH-HMAC-CHAP, by host NQN
 
 	// live holds every controller that may still run commands: from its
 	// admin Connect until its last connection has finished, which can be
@@ -124,6 +126,14 @@ func newSubsystem(c *SubsystemConfig) (*subsystem, error) {
 	for _, h := range c.AllowedHosts {
 		s.allowed[h] = true
 	}
+	s.keys = map[string]auth.Keys{}
+	for _, k := range c.HostKeys {
+		ks, err := k.keys()
+		if err != nil {
+			return nil, fmt.Errorf("subsystem %s: %w", c.NQN, err)
+		}
+		s.keys[k.HostNQN] = ks
+	}
 	for _, nc := range c.Namespaces {
 		bs := nc.Device.BlockSize()
 		if bs < 512 || bs > 4096 || bs&(bs-1) != 0 || nc.Device.Size()%int64(bs) != 0 || nc.Device.Size() == 0 {
@@ -155,7 +165,10 @@ func (ns *namespace) loadReservations() error {
 	return nil
 }
 
-func (s *subsystem) hostAllowed(nqn string) bool { return s.cfg.AllowAnyHost || s.allowed[nqn] }
+func (s *subsystem) hostAllowed(nqn string) bool {
+	_, keyed := s.keys[nqn]
+	return s.cfg.AllowAnyHost || s.allowed[nqn] || keyed
+}
 
 // Start binds every listener and starts serving. ctx bounds the target's
 // life: when it is done the target closes as if Close were called.

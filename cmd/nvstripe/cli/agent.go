@@ -12,6 +12,8 @@ import (
 func newAgentCmd(g *globals) *cobra.Command {
 	a := &etcdAuth{}
 	o := agent.ServeOptions{}
+	var dh dhchapFlags
+	var nt nbdTLSFlags
 	c := &cobra.Command{
 		Use:   "agent [--socket PATH] [--state-dir DIR] [--metrics 127.0.0.1:9475] [--holder NAME]",
 		Short: "Run the node agent: map volumes on request, hold their leases, restore them after a restart",
@@ -26,6 +28,16 @@ func newAgentCmd(g *globals) *cobra.Command {
 		RunE: serveWithStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
 			o.Store, o.Log = s, g.logger("agent")
 			o.Logf = logging.Logf(o.Log)
+			var err error
+			if o.Namespaces.HostNQN, err = nodeHostNQN(o.Namespaces.HostNQN); err != nil {
+				return err
+			}
+			if o.Namespaces.DHCHAPSecret, o.Namespaces.DHCHAPCtrlSecret, err = dh.load(); err != nil {
+				return err
+			}
+			if o.NBDTLS, o.NBDRequireTLS, err = nt.config(); err != nil {
+				return err
+			}
 			o.Ready = func(ag *agent.Agent, metrics string) {
 				st, url := ag.Status(), ""
 				if metrics != "" {
@@ -46,6 +58,8 @@ func newAgentCmd(g *globals) *cobra.Command {
 	fl.DurationVar(&o.LeaseTTL, "lease-ttl", 0, "ownership lease TTL: how long volumes are served while etcd is unreachable (default 10s)")
 	fl.DurationVar(&o.RecheckInterval, "recheck-interval", 0, "how often namespaces that are down are probed, to be used again once they answer (default 10s)")
 	fl.IntVar(&o.Report.FailNamespaceAfter, "fail-namespace-after", 1, "media errors after which a namespace is reported failed in etcd (-1: never)")
-	fl.StringVar(&o.Namespaces.HostNQN, "host-nqn", "", "NVMe host NQN of this node (default: nvstripe's)")
+	fl.StringVar(&o.Namespaces.HostNQN, "host-nqn", "", hostNQNUsage)
+	dh.register(fl)
+	nt.register(fl)
 	return c
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,6 +24,8 @@ type etcdAuth struct {
 	cluster            string
 	cacert, cert, key  string
 	user, password     string
+	passwordFile       string
+	passwordArg        string // the removed --etcd-password, refused
 	timeout            time.Duration
 	insecureSkipVerify bool
 }
@@ -34,8 +38,10 @@ func addEtcdFlags(c *cobra.Command, a *etcdAuth) {
 	fl.StringVar(&a.cert, "etcd-cert", "", "client certificate file for etcd TLS (env NVSTRIPE_ETCD_CERT)")
 	fl.StringVar(&a.key, "etcd-key", "", "client key file for etcd TLS (env NVSTRIPE_ETCD_KEY)")
 	fl.BoolVar(&a.insecureSkipVerify, "etcd-insecure-skip-verify", false, "use TLS without verifying etcd's certificate (testing only)")
-	fl.StringVar(&a.user, "etcd-user", "", "etcd user name (with --etcd-password)")
-	fl.StringVar(&a.password, "etcd-password", "", "etcd password")
+	fl.StringVar(&a.user, "etcd-user", "", "etcd user name (password from $"+etcdPasswordEnv+" or --etcd-password-file)")
+	fl.StringVar(&a.passwordFile, "etcd-password-file", "", "file holding the etcd password (one line; else $"+etcdPasswordEnv+")")
+	fl.StringVar(&a.passwordArg, "etcd-password", "", "removed: a password in argv is visible to every local user")
+	fl.MarkHidden("etcd-password")
 	fl.DurationVar(&a.timeout, "etcd-timeout", 5*time.Second, "how long to wait for etcd to answer at first")
 }
 
@@ -49,14 +55,62 @@ func (a *etcdAuth) tlsConfig() (*tls.Config, error) {
 	return tc, err
 }
 
+// etcdPasswordEnv names the environment variable with the etcd password.
+const etcdPasswordEnv = "NVSTRIPE_ETCD_PASSWORD"
+
+// loadPassword takes the etcd password from --etcd-password-file or the
+// environment, never from argv: --etcd-password is refused (not merely
+// deprecated) because every use of it leaks the password to ps and
+// /proc/PID/cmdline and shell history.
+func (a *etcdAuth) loadPassword() error {
+	if a.passwordArg != "" {
+		return usageError{fmt.Errorf("--etcd-password is no longer accepted (argv is visible to every local user): " +
+			"set $" + etcdPasswordEnv + " or use --etcd-password-file")}
+	}
+	a.password = os.Getenv(etcdPasswordEnv)
+	if a.passwordFile != "" {
+		p, err := readSecretFile("--etcd-password-file", a.passwordFile)
+		if err != nil {
+			return err
+		}
+		a.password = p
+	}
+	switch {
+	case a.user == "" && a.passwordFile != "":
+		return usageError{fmt.Errorf("--etcd-password-file needs --etcd-user")}
+	case a.user == "":
+		a.password = "" // $NVSTRIPE_ETCD_PASSWORD alone does not turn auth on
+	case a.password == "":
+		return usageError{fmt.Errorf("--etcd-user needs a password: set $%s or use --etcd-password-file", etcdPasswordEnv)}
+	}
+	return nil
+}
+
+// readSecretFile reads a secret kept in a file (its first line, trimmed):
+// passwords and tokens never come from argv. "" for no file.
+func readSecretFile(flag, path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", flag, err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	if line = strings.TrimSpace(line); line == "" {
+		return "", usageError{fmt.Errorf("%s %s is empty", flag, path)}
+	}
+	return line, nil
+}
+
 // openStore connects to the cluster named by the flags.
 func openStore(ctx context.Context, g *globals, a *etcdAuth) (*meta.Store, error) {
 	tc, err := a.tlsConfig()
 	if err != nil {
 		return nil, err
 	}
-	if (a.user == "") != (a.password == "") {
-		return nil, usageError{fmt.Errorf("--etcd-user and --etcd-password go together")}
+	if err := a.loadPassword(); err != nil {
+		return nil, err
 	}
 	etcdLog := slog.LevelError // its retry warnings say what the command's error says
 	if g.logLevel == "debug" {

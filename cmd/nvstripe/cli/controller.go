@@ -26,6 +26,7 @@ type controllerFlags struct {
 	gossip                gossipFlags
 	gossipHost            string
 	scrubInterval         time.Duration
+	dhchap                dhchapFlags
 }
 
 // newControllerCmd is `nvstripe controller`: the rebuild, drain and
@@ -54,7 +55,16 @@ func newControllerCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			d, err := controllerd.New(cmd.Context(), controllerd.Options{Runner: cfg, HostNQN: f.hostNQN, MetricsAddr: f.metrics, ScrubInterval: f.scrubInterval})
+			nqn, err := nodeHostNQN(f.hostNQN)
+			if err != nil {
+				return err
+			}
+			secret, ctrl, err := f.dhchap.load()
+			if err != nil {
+				return err
+			}
+			d, err := controllerd.New(cmd.Context(), controllerd.Options{Runner: cfg, HostNQN: nqn, MetricsAddr: f.metrics,
+				DHCHAPSecret: secret, DHCHAPCtrlSecret: ctrl, ScrubInterval: f.scrubInterval})
 			if err != nil {
 				return err
 			}
@@ -103,7 +113,8 @@ func (f *controllerFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.api, "api", "", "HOST:PORT of the gRPC admin API, for admin --controller (\"\": off)")
 	fl.DurationVar(&f.scrubInterval, "scrub-interval", 7*24*time.Hour, "how often the owner of each checksummed, mapped volume scrubs it (0: never; `admin scrub` starts one now)")
 	fl.StringVar(&f.metrics, "metrics", "", "HOST:PORT of the Prometheus metrics listener (tasks, volume health; \"\": off)")
-	fl.StringVar(&f.hostNQN, "host-nqn", "", "NVMe host NQN the controller connects as (default: nvstripe's)")
+	fl.StringVar(&f.hostNQN, "host-nqn", "", hostNQNUsage)
+	f.dhchap.register(fl)
 	fl.BoolVar(&f.Probe, "probe", true, "TCP-probe the namespace paths of hosts that do not gossip (false: such hosts are not tracked)")
 	fl.StringVar(&f.gossipHost, "gossip-host", "", "the host name this controller gossips (default: the machine's host name)")
 	f.gossip.register(fl)

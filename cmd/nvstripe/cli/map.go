@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -20,6 +21,8 @@ func newMapCmd(g *globals) *cobra.Command {
 	var req api.MapRequest
 	var sock string
 	var ao agent.Options // a foreground map's agent
+	var dh dhchapFlags
+	var nt nbdTLSFlags
 	wait := true
 	c := &cobra.Command{
 		Use:   "map NAME [--nbd /dev/nbdN | --ublk | --nbd-listen ADDR | --fuse DIR] [--read-only] [--agent SOCKET]",
@@ -53,6 +56,18 @@ func newMapCmd(g *globals) *cobra.Command {
 					return err
 				}
 			}
+			if ao.Namespaces.HostNQN, err = nodeHostNQN(ao.Namespaces.HostNQN); err != nil {
+				return err
+			}
+			if ao.Namespaces.DHCHAPSecret, ao.Namespaces.DHCHAPCtrlSecret, err = dh.load(); err != nil {
+				return err
+			}
+			if ao.NBDTLS, ao.NBDRequireTLS, err = nt.config(); err != nil {
+				return err
+			}
+			if ao.NBDTLS != nil && spec.Via != agent.ViaNBDListen {
+				return usageError{fmt.Errorf("--tls is for --nbd-listen exports (kernel nbd devices have no TLS)")}
+			}
 			return serveWithStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
 				ao.Store, ao.Log = s, g.logger("map")
 				return mapForeground(cmd, spec, wait, ao)
@@ -67,10 +82,12 @@ func newMapCmd(g *globals) *cobra.Command {
 	fl.StringVar(&req.FuseDir, "fuse", "", "show the volume as the file DIR/NAME in a FUSE mount")
 	fl.BoolVar(&req.ReadOnly, "read-only", false, "map read-only (shared read-only lease)")
 	fl.StringVar(&sock, "agent", "", "ask the agent on this unix socket to map it (default: serve in the foreground)")
-	fl.StringVar(&ao.Namespaces.HostNQN, "host-nqn", "", "NVMe host NQN to connect as in the foreground (default: nvstripe's)")
+	fl.StringVar(&ao.Namespaces.HostNQN, "host-nqn", "", hostNQNUsage+"; with --agent the agent's")
 	fl.StringVar(&ao.Holder, "holder", "", "owner name in etcd when serving in the foreground (default map.HOSTNAME, or map.node-ID on hosts without a valid one)")
 	fl.BoolVar(&wait, "wait", true, "print a kernel device only once the kernel reports its capacity")
 	fl.DurationVar(&ao.LeaseTTL, "lease-ttl", 0, "ownership lease TTL when serving in the foreground: how long the volume stays owned after this process stops renewing (default 10s, at least 2s)")
+	dh.register(fl)
+	nt.register(fl)
 	return c
 }
 

@@ -32,6 +32,7 @@ type nsAddFlags struct {
 	nsid                         uint32
 	paths                        []string
 	allowUnfenced                bool
+	dhchap                       dhchapFlags
 }
 
 func newNSAddCmd(g *globals, a *etcdAuth) *cobra.Command {
@@ -56,7 +57,17 @@ func newNSAddCmd(g *globals, a *etcdAuth) *cobra.Command {
 				spec.Paths = append(spec.Paths, meta.PathRecord{Addr: p})
 			}
 			spec.Size = f.size
-			rec, err := volclient.AddNamespace(cmd.Context(), s, spec, f.hostNQN)
+			var nso volclient.NamespaceOptions
+			if f.size == 0 { // connects
+				var err error
+				if nso.HostNQN, err = nodeHostNQN(f.hostNQN); err != nil {
+					return err
+				}
+				if nso.DHCHAPSecret, nso.DHCHAPCtrlSecret, err = f.dhchap.load(); err != nil {
+					return err
+				}
+			}
+			rec, err := volclient.AddNamespaceAs(cmd.Context(), s, spec, nso)
 			if err != nil {
 				return err
 			}
@@ -71,8 +82,9 @@ func newNSAddCmd(g *globals, a *etcdAuth) *cobra.Command {
 	fl.Var(units.NewFlag(&f.size), "size", "record this size without connecting (e.g. 7TiB)")
 	fl.StringVar(&f.id, "id", "", "namespace id in the cluster (default HOST-nNSID)")
 	fl.StringVar(&f.uuid, "uuid", "", "namespace UUID/NGUID, informational")
-	fl.StringVar(&f.hostNQN, "host-nqn", "", "host NQN to connect as (default the initiator's)")
+	fl.StringVar(&f.hostNQN, "host-nqn", "", hostNQNUsage)
 	fl.BoolVar(&f.allowUnfenced, "allow-unfenced", false, allowUnfencedHelp)
+	f.dhchap.register(fl)
 	return c
 }
 
@@ -106,11 +118,15 @@ func newNSDiscoverCmd(g *globals, a *etcdAuth) *cobra.Command {
 			if err := meta.CheckPathAddr(args[0]); err != nil {
 				return usageError{err}
 			}
-			return discover(cmd, s, args[0], host, hostNQN, maxNSID, allowUnfenced)
+			nqn, err := nodeHostNQN(hostNQN)
+			if err != nil {
+				return err
+			}
+			return discover(cmd, s, args[0], host, nqn, maxNSID, allowUnfenced)
 		}),
 	}
 	c.Flags().StringVar(&host, "host", "", "host the discovered namespaces live on (required)")
-	c.Flags().StringVar(&hostNQN, "host-nqn", "", "host NQN to connect as (default the initiator's)")
+	c.Flags().StringVar(&hostNQN, "host-nqn", "", hostNQNUsage)
 	c.Flags().Uint32Var(&maxNSID, "max-nsid", 64, "highest namespace ID to probe per subsystem")
 	c.Flags().BoolVar(&allowUnfenced, "allow-unfenced", false, allowUnfencedHelp)
 	return c

@@ -45,6 +45,8 @@ func verbGroups() []func(*globals) *cobra.Command {
 		newUnmapCmd,
 		newLsCmd,
 		newConfigCmd,
+		newHostIdentityCmd,
+		newGenDHCHAPKeyCmd,
 	}
 }
 

@@ -28,6 +28,8 @@ type targetServeFlags struct {
 	allowHosts []string
 	blockSize  int64
 	control    string
+	ctlToken   string      // --control-token-file
+	hostKeys   string      // --host-keys
 	host       string      // --host: this host's name in etcd, for gossip
 	gossip     gossipFlags // --gossip, --gossip-join, --gossip-profile, --label
 	auth       etcdAuth    // etcd, only to find gossip seeds without --gossip-join
@@ -46,7 +48,8 @@ func newTargetServeCmd(g *globals) *cobra.Command {
 			"DIR/NAME.resv, so a fenced writer stays fenced across a restart.\n" +
 			"Every listener also serves the discovery subsystem. --ana-group NAME:GROUP puts a namespace\n" +
 			"in an ANA group (default 1); all groups start optimized on every listener. --control ADDR\n" +
-			"serves an HTTP control API (see 'target ana-state') on a loopback address.\n\n" +
+			"serves an HTTP control API (see 'target ana-state') on a loopback address; another address\n" +
+			"needs --control-token-file, whose token every request must then carry.\n\n" +
 			"--gossip IP:PORT puts the target in the health gossip pool as host --host (its name in etcd,\n" +
 			"see 'nvstripe host add'): the controller then judges the host alive or dead by gossip instead\n" +
 			"of TCP probes. It joins --gossip-join, or without it the members registered in etcd (--etcd),\n" +
@@ -67,7 +70,9 @@ func newTargetServeCmd(g *globals) *cobra.Command {
 	f.blockSize = 4096
 	fl.Var(units.NewFlag(&f.blockSize), "block-size", "logical block size of new namespaces")
 	fl.IntVar(&f.maxConns, "max-connections", 1024, "connections each listener serves at once; one beyond is closed at once (negative: no cap)")
-	fl.StringVar(&f.control, "control", "", "serve the HTTP control API on this loopback address (e.g. 127.0.0.1:4480)")
+	fl.StringVar(&f.control, "control", "", "serve the HTTP control API on this address (e.g. 127.0.0.1:4480); loopback only without --control-token-file")
+	fl.StringVar(&f.hostKeys, "host-keys", "", "file of hosts that must authenticate (DH-HMAC-CHAP): lines 'HOSTNQN DHHC-1:... [CTRL-DHHC-1:...]'")
+	fl.StringVar(&f.ctlToken, "control-token-file", "", "file holding a bearer token every control API request must carry")
 	fl.StringVar(&f.host, "host", "", "this host's name in etcd (nvstripe host add), gossiped with --gossip")
 	fl.StringArrayVar(&f.gossip.Labels, "label", nil, "failure-domain label KEY=VALUE gossiped with --gossip, repeatable")
 	f.gossip.register(fl)
@@ -96,7 +101,11 @@ func runTargetServe(cmd *cobra.Command, g *globals, f *targetServeFlags) error {
 	defer t.Close()
 	var ctlAddr string
 	if f.control != "" {
-		addr, stop, err := t.ServeControl(f.control)
+		token, err := readSecretFile("--control-token-file", f.ctlToken)
+		if err != nil {
+			return err
+		}
+		addr, stop, err := t.ServeControl(f.control, token)
 		if err != nil {
 			return err
 		}
@@ -122,8 +131,15 @@ func runTargetServe(cmd *cobra.Command, g *globals, f *targetServeFlags) error {
 // config turns the flags into the target's configuration, with the
 // namespace files open.
 func (f *targetServeFlags) config() (target.Config, error) {
+	var keys []target.HostKey
+	if f.hostKeys != "" {
+		var err error
+		if keys, err = readHostKeys(f.hostKeys); err != nil {
+			return target.Config{}, err
+		}
+	}
 	cfg, err := target.FileSpec{Dir: f.dir, NQN: f.nqn, Listen: strings.Split(f.listen, ","), Namespaces: f.ns,
-		ANAGroups: f.anaGroups, AllowHosts: f.allowHosts, BlockSize: int(f.blockSize)}.Config()
+		ANAGroups: f.anaGroups, AllowHosts: f.allowHosts, HostKeys: keys, BlockSize: int(f.blockSize)}.Config()
 	if errors.Is(err, target.ErrSpec) {
 		return cfg, usageError{err}
 	}
@@ -145,7 +161,7 @@ func printServing(cmd *cobra.Command, t *target.Target, ctl, gossip string) erro
 }
 
 func newTargetANAStateCmd() *cobra.Command {
-	var control, listener, state string
+	var control, tokenFile, listener, state string
 	var group uint32
 	c := &cobra.Command{
 		Use:   "ana-state --control ADDR [--listener L --group G --state S]",
@@ -158,7 +174,11 @@ func newTargetANAStateCmd() *cobra.Command {
 			if control == "" {
 				return usageError{errors.New("--control is required")}
 			}
-			cc := target.ControlClient{Addr: control}
+			token, err := readSecretFile("--control-token-file", tokenFile)
+			if err != nil {
+				return err
+			}
+			cc := target.ControlClient{Addr: control, Token: token}
 			if state == "" {
 				es, err := cc.ANAStates(cmd.Context())
 				if err == nil && wantJSON(cmd) {
@@ -176,6 +196,7 @@ func newTargetANAStateCmd() *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&control, "control", "", "address of the target's control API (its --control)")
+	c.Flags().StringVar(&tokenFile, "control-token-file", "", "file holding the target's control token (its --control-token-file)")
 	c.Flags().StringVar(&listener, "listener", "0", "listener index or address")
 	c.Flags().Uint32Var(&group, "group", 1, "ANA group ID")
 	c.Flags().StringVar(&state, "state", "", "new state; empty lists the states")

@@ -1,0 +1,63 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nvstripe/nvstripe/nvmeof/identity"
+)
+
+// hostIdentityEnv names a directory that replaces /etc/nvme and
+// /etc/nvstripe as the home of this node's NVMe host identity (tests,
+// containers without /etc).
+const hostIdentityEnv = "NVSTRIPE_HOST_IDENTITY_DIR"
+
+// hostNQNUsage is the help of every --host-nqn flag.
+const hostNQNUsage = "NVMe host NQN to connect as (default: this node's, see 'nvstripe host-identity')"
+
+func nodeIdentity() (identity.Host, error) {
+	d := identity.DefaultDirs
+	if dir := os.Getenv(hostIdentityEnv); dir != "" {
+		d = identity.Dirs{Store: dir}
+	}
+	h, err := identity.Load(d)
+	if err != nil {
+		return h, fmt.Errorf("this node's host identity (or give --host-nqn): %w", err)
+	}
+	return h, nil
+}
+
+// nodeHostNQN is the --host-nqn flag's value, else this node's NQN.
+func nodeHostNQN(flag string) (string, error) {
+	if flag != "" {
+		if err := identity.CheckNQN(flag); err != nil {
+			return "", usageError{fmt.Errorf("--host-nqn: %w", err)}
+		}
+		return flag, nil
+	}
+	h, err := nodeIdentity()
+	return h.NQN, err
+}
+
+func newHostIdentityCmd(*globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "host-identity",
+		Short: "Print this node's NVMe host NQN and host ID (made and stored on first use)",
+		Long: "The node's host NQN and host ID come from /etc/nvme/hostnqn and /etc/nvme/hostid (nvme-cli's)\n" +
+			"when present, else from /etc/nvstripe, where they are generated and stored on first use\n" +
+			"($" + hostIdentityEnv + " names another directory). agent, map, ns add, ns discover and\n" +
+			"controller run connect as this NQN unless given --host-nqn: allow it on the targets\n" +
+			"('target serve --allow-host NQN').",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			h, err := nodeIdentity()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "hostnqn %s\nhostid %s\n", h.NQN, identity.FormatUUID(h.ID))
+			return nil
+		},
+	}
+}

@@ -1,0 +1,56 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"regexp"
+	"testing"
+
+	"github.com/nvstripe/nvstripe/meta/metatest"
+	"github.com/nvstripe/nvstripe/nbd/nbdtest"
+)
+
+// TestMapTLS: 'map --nbd-listen --tls require --tls-verify-peer' serves
+// the volume to a libnbd client with a certificate only.
+func TestMapTLS(t *testing.T) {
+	nbdinfo, err := exec.LookPath("nbdinfo")
+	if err != nil {
+		t.Skip("nbdinfo (libnbd-bin) not installed")
+	}
+	ep := metatest.Start(t)[0]
+	cl := adminCLI{t: t, etcd: ep, cluster: "default"}
+	addr := startMapTarget(t)
+	cl.ok("initialized", "cluster", "init", "--slot-size", "1MiB")
+	for i := range 3 {
+		h := fmt.Sprintf("h%d", i)
+		cl.ok("added", "host", "add", h)
+		cl.ok("added", "ns", "add", "--host", h, "--nqn", fmt.Sprintf("nqn.2024-01.io.test:map-%d", i), "--nsid", "1", "--path", "tcp://"+addr)
+	}
+	cl.ok("created", "volume", "create", "v", "--size", "8MiB", "--k", "2", "--m", "1", "--chunk", "64KiB")
+	p := nbdtest.NewPKI(t)
+	if _, _, err := run(t, "map", "v", "--nbd-listen", "127.0.0.1:0", "--etcd", ep, "--tls", "require"); ExitCode(err) != 2 {
+		t.Errorf("--tls require without certificates: %v, want a usage error", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errb syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, []string{"map", "v", "--nbd-listen", "127.0.0.1:0", "--etcd", ep,
+			"--tls", "require", "--tls-certificates", p.ServerDir, "--tls-verify-peer"}, &out, &errb)
+	}()
+	waitOutput(t, &out, done, "serving: nbd://")
+	nbdAddr := regexp.MustCompile(`serving: nbd://([^/]+)/`).FindStringSubmatch(out.String())[1]
+	if o, err := exec.Command(nbdinfo, "nbds://"+nbdAddr+"/v?tls-certificates="+p.ClientDir).CombinedOutput(); err != nil {
+		t.Errorf("nbdinfo over TLS: %v\n%s", err, o)
+	}
+	for _, u := range []string{"nbd://" + nbdAddr + "/v", "nbds://" + nbdAddr + "/v?tls-certificates=" + p.CAOnlyDir} {
+		if o, err := exec.Command(nbdinfo, u).CombinedOutput(); err == nil {
+			t.Errorf("nbdinfo %s succeeded:\n%s", u, o)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("map: %v\n%s", err, errb.String())
+	}
+}
