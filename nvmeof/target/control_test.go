@@ -2,6 +2,7 @@ package target
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"net"
 	"net/http"
