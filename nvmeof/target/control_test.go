@@ -2,8 +2,8 @@ package target
 
 import (
 	"context"
-	"errors"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
