@@ -280,6 +280,15 @@ type fenceWatch struct {
 	s *Session
 }
 
+// Paths reports the wrapped initiator's paths (path state publishing, a
+// capability Passthrough does not know of); none for other devices.
+func (f *fenceWatch) Paths() []initiator.PathStats {
+	if p, ok := f.Device.(pather); ok {
+		return p.Paths()
+	}
+	return nil
+}
+
 func (f *fenceWatch) check(err error) error {
 	if err != nil && blockdev.Class(err) == blockdev.ErrFenced {
 		f.s.Fenced(err)

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -235,4 +236,13 @@ func newClusterInfoCmd(g *globals, a *etcdAuth) *cobra.Command {
 		}),
 	}
 	return c
+}
+
+// textOut is where a command writes its text lines: stdout, or nowhere
+// under -o json (the command then writes one JSON document).
+func textOut(cmd *cobra.Command) io.Writer {
+	if wantJSON(cmd) {
+		return io.Discard
+	}
+	return cmd.OutOrStdout()
 }

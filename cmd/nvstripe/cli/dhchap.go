@@ -66,8 +66,7 @@ func newGenDHCHAPKeyCmd(*globals) *cobra.Command {
 			if err != nil {
 				return usageError{err}
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), s)
-			return nil
+			return report(cmd, map[string]string{"secret": s.String()}, "%s", s)
 		},
 	}
 	c.Flags().IntVar(&hmac, "hmac", 1, "hash that transforms the key: 0 none, 1 SHA-256, 2 SHA-384, 3 SHA-512")

@@ -56,8 +56,8 @@ func newHostIdentityCmd(*globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "hostnqn %s\nhostid %s\n", h.NQN, identity.FormatUUID(h.ID))
-			return nil
+			id := identity.FormatUUID(h.ID)
+			return report(cmd, map[string]string{"hostnqn": h.NQN, "hostid": id}, "hostnqn %s\nhostid %s", h.NQN, id)
 		},
 	}
 }
