@@ -1,0 +1,109 @@
+package admin
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/nvstripe/nvstripe/meta"
+)
+
+// ScrubResult is what `admin scrub` reports for one volume.
+type ScrubResult struct {
+	Volume  string `json:"volume"`
+	Skipped string `json:"skipped,omitempty"` // why no scrub started
+	Task    string `json:"task,omitempty"`
+	Holder  string `json:"holder,omitempty"`
+	State   string `json:"state,omitempty"` // with --wait: how it ended
+	Done    int64  `json:"done_segments"`
+	Total   int64  `json:"total_segments"`
+	Found   int64  `json:"blocks_bad"`
+	Healed  int64  `json:"blocks_healed"`
+	Error   string `json:"error,omitempty"`
+}
+
+// Scrub starts the scrub of each volume through etcd (a task its
+// read-write owner runs; volumes not mapped read-write are skipped unless
+// named, which is an error then) and, with wait, waits for each to end.
+// w gets one text line per event (io.Discard: none); the results are
+// returned for -o json.
+func Scrub(ctx context.Context, w io.Writer, s *meta.Store, names []string, named, wait bool) ([]ScrubResult, error) {
+	res := []ScrubResult{}
+	var started []*meta.TaskRecord
+	for _, name := range names {
+		t, err := s.StartScrub(ctx, name)
+		if err != nil && named {
+			return res, err
+		}
+		if err != nil {
+			fmt.Fprintf(w, "volume %s: skipped: %v\n", name, err)
+			res = append(res, ScrubResult{Volume: name, Skipped: err.Error()})
+			continue
+		}
+		fmt.Fprintf(w, "volume %s: scrub running in %s (task %s)\n", name, t.Holder, t.ID)
+		res = append(res, ScrubResult{Volume: name, Task: t.ID, Holder: t.Holder, State: t.State, Total: t.Total})
+		started = append(started, t)
+	}
+	if !wait {
+		return res, nil
+	}
+	var failed error
+	for _, t := range started {
+		end, err := waitTask(ctx, s, t.ID)
+		if err != nil {
+			return res, err
+		}
+		fmt.Fprintf(w, "volume %s: scrub %s: %d of %d segments, %d blocks bad, %d healed%s\n",
+			end.Volume, end.State, end.Done, end.Total, end.Found, end.Healed, errSuffix(end.Error))
+		for i := range res {
+			if res[i].Task == end.ID {
+				res[i].State, res[i].Done, res[i].Total, res[i].Found, res[i].Healed, res[i].Error = end.State, end.Done, end.Total, end.Found, end.Healed, end.Error
+			}
+		}
+		if end.State != meta.TaskDone && failed == nil {
+			failed = fmt.Errorf("scrub of volume %s %s: %s", end.Volume, end.State, end.Error)
+		}
+	}
+	return res, failed
+}
+
+// waitTask polls task id until it is no longer running, or its holder no
+// longer owns the volume (the scrub then waits for the holder to map it
+// again).
+func waitTask(ctx context.Context, s *meta.Store, id string) (*meta.TaskRecord, error) {
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		t, err := s.Task(ctx, id)
+		if err != nil || t.State != meta.TaskRunning {
+			return t, err
+		}
+		if owned, err := ownsRW(ctx, s, t.Volume, t.Holder); err != nil || !owned {
+			return nil, cmp.Or(err, fmt.Errorf("volume %s: %s no longer maps it; the scrub resumes at segment %d of %d when it maps it again", t.Volume, t.Holder, t.Done, t.Total))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+func ownsRW(ctx context.Context, s *meta.Store, volume, holder string) (bool, error) {
+	owners, err := s.Owners(ctx, volume)
+	for _, o := range owners {
+		if o.Mode == meta.ModeRW && o.Holder == holder {
+			return true, err
+		}
+	}
+	return false, err
+}
+
+func errSuffix(e string) string {
+	if e == "" {
+		return ""
+	}
+	return ": " + e
+}
