@@ -153,12 +153,14 @@ type volEvents struct {
 	degOps   map[string]prometheus.Counter // read, write, trim
 	warn     func(volume string, attrs ...any)
 
-	mu     sync.Mutex
-	nsErrs map[string]int64
+	mu       sync.Mutex
+	nsErrs   map[string]int64
+	csumErrs map[string]int64 // checksum mismatches, by namespace
 }
 
 func newVolEvents(volumeName string, m *Metrics, rep *reporter, warn func(string, ...any)) *volEvents {
-	e := &volEvents{volume: volumeName, m: m, rep: rep, warn: warn, degOps: map[string]prometheus.Counter{}, nsErrs: map[string]int64{}}
+	e := &volEvents{volume: volumeName, m: m, rep: rep, warn: warn, degOps: map[string]prometheus.Counter{}, nsErrs: map[string]int64{},
+		csumErrs: map[string]int64{}}
 	for _, op := range []string{"read", "write", "trim"} {
 		e.degOps[op] = m.degraded.WithLabelValues(volumeName, op)
 	}
@@ -183,18 +185,26 @@ func (e *volEvents) listener() volume.EventListener {
 			e.rep.mediaError(s.NS)
 		},
 		Checksum: func(c volume.ChecksumInfo) {
+			// Blocks a resync took as they are were torn by a crash or a
+			// fenced owner, not bad media: counted apart, never reported.
+			if c.Blocks <= c.Torn {
+				e.nsError(c.NS, "torn")
+				return
+			}
 			// One bad block is healed in place; a namespace that keeps
 			// returning them is reported as a media error.
-			if e.nsError(c.NS, "checksum") >= checksumMediaError {
+			e.nsError(c.NS, "checksum")
+			if e.checksumError(c.NS) >= checksumMediaError {
 				e.rep.mediaError(c.NS)
 			}
 		},
 	}
 }
 
-// checksumMediaError is the number of errors of one namespace (checksum
-// mismatches among them) from which each further mismatch reports it as
-// failing media (the reporter rate-limits repeats).
+// checksumMediaError is the number of checksum mismatches of one namespace
+// (torn blocks and IO errors not counted: an outage or a crash makes those)
+// from which each further mismatch reports it as failing media (the
+// reporter rate-limits repeats).
 const checksumMediaError = 8
 
 // nsError counts an error of namespace ns and returns its count so far.
@@ -205,6 +215,15 @@ func (e *volEvents) nsError(ns, kind string) int64 {
 	e.mu.Unlock()
 	e.m.nsErrs.WithLabelValues(e.volume, ns, kind).Inc()
 	return n
+}
+
+// checksumError counts a checksum mismatch of namespace ns and returns the
+// count so far.
+func (e *volEvents) checksumError(ns string) int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.csumErrs[ns]++
+	return e.csumErrs[ns]
 }
 
 // namespaceErrors returns a copy of the per-namespace error counts and the
