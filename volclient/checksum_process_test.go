@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/meta"
-	"github.com/nvstripe/nvstripe/meta/metatest"
 )
 
 // TestProcessBitFlipsHealed runs three `nvstripe target serve` processes
@@ -24,21 +23,9 @@ func TestProcessBitFlipsHealed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the nvstripe binary and runs three target processes; not in -short")
 	}
-	bin := buildNvstripe(t)
+	pc := startProcCluster(t, 3)
+	store, c, procs := pc.store, pc.c, pc.procs
 	ctx := context.Background()
-	store, err := meta.Open(ctx, meta.Config{Endpoints: metatest.Start(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	c, err := store.InitCluster(ctx, meta.InitOptions{SlotSize: 4 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var procs []*procTarget
-	for i := 0; i < 3; i++ {
-		procs = append(procs, startProcTarget(t, bin, store, c, i))
-	}
 	const size = 8 << 20
 	layout := meta.Layout{K: 2, M: 1, Chunk: 64 << 10, Checksum: meta.ChecksumCRC32C}
 	if _, err := store.CreateVolume(ctx, meta.VolumeSpec{Name: "v", Size: size, Layout: layout}); err != nil {

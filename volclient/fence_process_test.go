@@ -19,7 +19,6 @@ import (
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/meta"
-	"github.com/nvstripe/nvstripe/meta/metatest"
 	"github.com/nvstripe/nvstripe/nbd/nbdtest"
 )
 
@@ -169,21 +168,9 @@ func TestProcessStaleOwnerFenced(t *testing.T) {
 	seed := int64(envInt(t, "NVSTRIPE_FENCE_SEED", int(time.Now().UnixNano()%1e9)))
 	t.Logf("seed %d (NVSTRIPE_FENCE_SEED=%d repeats this run), %d rounds", seed, seed, rounds)
 	rng := rand.New(rand.NewSource(seed))
-	bin := buildNvstripe(t)
+	pc := startProcCluster(t, 3)
+	bin, eps, store := pc.bin, pc.eps, pc.store
 	ctx := context.Background()
-	eps := metatest.Start(t)
-	store, err := meta.Open(ctx, meta.Config{Endpoints: eps})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	c, err := store.InitCluster(ctx, meta.InitOptions{SlotSize: 4 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		startProcTarget(t, bin, store, c, i)
-	}
 	const size = 16 << 20
 	lay := meta.Layout{K: 2, M: 1, Chunk: 64 << 10}
 	for _, v := range []string{"w", "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9"}[:rounds+1] {
@@ -303,21 +290,9 @@ func TestProcessFenceSurvivesTargetRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the nvstripe binary and runs target processes; not in -short")
 	}
-	bin := buildNvstripe(t)
+	pc := startProcCluster(t, 3)
+	bin, store, c, procs := pc.bin, pc.store, pc.c, pc.procs
 	ctx := context.Background()
-	store, err := meta.Open(ctx, meta.Config{Endpoints: metatest.Start(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	c, err := store.InitCluster(ctx, meta.InitOptions{SlotSize: 4 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var procs []*procTarget
-	for i := range 3 {
-		procs = append(procs, startProcTarget(t, bin, store, c, i))
-	}
 	if _, err := store.CreateVolume(ctx, meta.VolumeSpec{Name: "v", Size: 8 << 20, Layout: meta.Layout{K: 2, M: 1, Chunk: 64 << 10}}); err != nil {
 		t.Fatal(err)
 	}

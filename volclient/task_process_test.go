@@ -21,6 +21,35 @@ import (
 	"github.com/nvstripe/nvstripe/nbd/nbdtest"
 )
 
+// procCluster is an embedded etcd holding an initialized cluster (4 MiB
+// slots) and n `nvstripe target serve` processes of bin, each a host with
+// one namespace: the start of every process test here.
+type procCluster struct {
+	bin   string
+	eps   []string
+	store *meta.Store
+	c     *meta.ClusterRecord
+	procs []*procTarget
+}
+
+func startProcCluster(t *testing.T, n int) *procCluster {
+	t.Helper()
+	p := &procCluster{bin: buildNvstripe(t), eps: metatest.Start(t)}
+	ctx := context.Background()
+	var err error
+	if p.store, err = meta.Open(ctx, meta.Config{Endpoints: p.eps}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.store.Close() })
+	if p.c, err = p.store.InitCluster(ctx, meta.InitOptions{SlotSize: 4 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		p.procs = append(p.procs, startProcTarget(t, p.bin, p.store, p.c, i))
+	}
+	return p
+}
+
 // procTarget is one `nvstripe target serve` process.
 type procTarget struct {
 	cmd      *exec.Cmd
@@ -237,22 +266,10 @@ func TestProcessTargetsKilledAndRebuilt(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the nvstripe binary and runs nine target processes; not in -short")
 	}
-	bin := buildNvstripe(t)
+	pc := startProcCluster(t, 9)
+	store, procs := pc.store, pc.procs
 	ctx := context.Background()
-	store, err := meta.Open(ctx, meta.Config{Endpoints: metatest.Start(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	c, err := store.InitCluster(ctx, meta.InitOptions{SlotSize: 4 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
 	tc := &testCluster{store: store}
-	var procs []*procTarget
-	for i := 0; i < 9; i++ {
-		procs = append(procs, startProcTarget(t, bin, store, c, i))
-	}
 	const size = 64 << 20
 	if _, err := store.CreateVolume(ctx, meta.VolumeSpec{Name: "v", Size: size, Layout: meta.Layout{K: 4, M: 2, Chunk: 64 << 10}}); err != nil {
 		t.Fatal(err)
