@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -57,51 +56,28 @@ func (a *etcdAuth) tlsConfig() (*tls.Config, error) {
 }
 
 // etcdPasswordEnv names the environment variable with the etcd password.
-const etcdPasswordEnv = "NVSTRIPE_ETCD_PASSWORD"
+const etcdPasswordEnv = config.PasswordEnv
 
 // loadPassword takes the etcd password from --etcd-password-file or the
-// environment, never from argv: --etcd-password is refused (not merely
-// deprecated) because every use of it leaks the password to ps and
-// /proc/PID/cmdline and shell history.
-func (a *etcdAuth) loadPassword() error {
-	if a.passwordArg != "" {
-		return usageError{fmt.Errorf("--etcd-password is no longer accepted (argv is visible to every local user): " +
-			"set $" + etcdPasswordEnv + " or use --etcd-password-file")}
-	}
-	a.password = os.Getenv(etcdPasswordEnv)
-	if a.passwordFile != "" {
-		p, err := readSecretFile("--etcd-password-file", a.passwordFile)
-		if err != nil {
-			return err
-		}
-		a.password = p
-	}
-	switch {
-	case a.user == "" && a.passwordFile != "":
-		return usageError{fmt.Errorf("--etcd-password-file needs --etcd-user")}
-	case a.user == "":
-		a.password = "" // $NVSTRIPE_ETCD_PASSWORD alone does not turn auth on
-	case a.password == "":
-		return usageError{fmt.Errorf("--etcd-user needs a password: set $%s or use --etcd-password-file", etcdPasswordEnv)}
-	}
-	return nil
+// environment, never from argv (config.EtcdCredentials).
+func (a *etcdAuth) loadPassword() (err error) {
+	a.password, err = config.EtcdCredentials{User: a.user, PasswordFile: a.passwordFile, PasswordArg: a.passwordArg,
+		PasswordEnv: os.Getenv(etcdPasswordEnv)}.Password()
+	return secretUsage(err)
 }
 
-// readSecretFile reads a secret kept in a file (its first line, trimmed):
-// passwords and tokens never come from argv. "" for no file.
+// readSecretFile is config.ReadSecretFile with its usage mistakes marked.
 func readSecretFile(flag, path string) (string, error) {
-	if path == "" {
-		return "", nil
+	s, err := config.ReadSecretFile(flag, path)
+	return s, secretUsage(err)
+}
+
+// secretUsage marks a misconfigured secret as a usage error (exit 2).
+func secretUsage(err error) error {
+	if errors.Is(err, config.ErrSecret) {
+		return usageError{err}
 	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", flag, err)
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	if line = strings.TrimSpace(line); line == "" {
-		return "", usageError{fmt.Errorf("%s %s is empty", flag, path)}
-	}
-	return line, nil
+	return err
 }
 
 // openStore connects to the cluster named by the flags.

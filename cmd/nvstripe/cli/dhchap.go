@@ -1,52 +1,14 @@
 package cli
 
 import (
-	"bufio"
 	"crypto/rand"
 	"fmt"
-	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/nvstripe/nvstripe/nvmeof/auth"
-	"github.com/nvstripe/nvstripe/nvmeof/target"
 )
-
-// readHostKeys reads a --host-keys file: one host per line, "HOSTNQN
-// SECRET [CTRL-SECRET]" (DHHC-1 secrets), blank lines and #-comments
-// ignored. The file holds secrets: it should be readable by root only.
-func readHostKeys(path string) ([]target.HostKey, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("--host-keys: %w", err)
-	}
-	defer f.Close()
-	var keys []target.HostKey
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		line, _, _ := strings.Cut(sc.Text(), "#")
-		fs := strings.Fields(line)
-		if len(fs) == 0 {
-			continue
-		}
-		if len(fs) > 3 || len(fs) < 2 {
-			return nil, usageError{fmt.Errorf("--host-keys %s line %d: want HOSTNQN SECRET [CTRL-SECRET]", path, n)}
-		}
-		k := target.HostKey{HostNQN: fs[0], Secret: fs[1]}
-		if len(fs) == 3 {
-			k.CtrlSecret = fs[2]
-		}
-		for _, s := range fs[1:] {
-			if _, err := auth.ParseSecret(s); err != nil {
-				return nil, usageError{fmt.Errorf("--host-keys %s line %d: %w", path, n, err)}
-			}
-		}
-		keys = append(keys, k)
-	}
-	return keys, sc.Err()
-}
 
 func newGenDHCHAPKeyCmd(*globals) *cobra.Command {
 	var hmac, keyLen int

@@ -132,9 +132,11 @@ func runTargetServe(cmd *cobra.Command, g *globals, f *targetServeFlags) error {
 // namespace files open.
 func (f *targetServeFlags) config() (target.Config, error) {
 	var keys []target.HostKey
+	var err error
 	if f.hostKeys != "" {
-		var err error
-		if keys, err = readHostKeys(f.hostKeys); err != nil {
+		if keys, err = target.ReadHostKeys(f.hostKeys); errors.Is(err, target.ErrSpec) {
+			return target.Config{}, usageError{err}
+		} else if err != nil {
 			return target.Config{}, err
 		}
 	}
