@@ -95,6 +95,8 @@ func importRules() map[string]rule {
 			why: "volume is the IO engine over blockdev.Device"},
 		"nvmeof/...": {ours: []string{"blockdev", "nvmeof/pdu", "accept", "units", "nvmeof/auth"}, third: []string{"golang.org/x/sys/..."},
 			why: "nvmeof provides and serves any blockdev.Device"},
+		"nvmeof/target/metrics": {ours: []string{"nvmeof/target"}, third: []string{"github.com/prometheus/client_golang/..."},
+			why: "nvmeof/target/metrics exports a target's counters to Prometheus"},
 		"nbd": {ours: []string{"blockdev", "nbd/proto", "accept"},
 			third: []string{"golang.org/x/sys/...", "github.com/mdlayher/genetlink", "github.com/mdlayher/netlink/..."},
 			why:   "nbd serves any blockdev.Device"},
