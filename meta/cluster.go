@@ -230,7 +230,13 @@ func (s *Store) SetNamespaceState(ctx context.Context, id string, state placemen
 	}
 	defer s.invalidate()
 	return update(ctx, s, s.keys.namespace(id), func() *NamespaceRecord { return &NamespaceRecord{} },
-		func(n *NamespaceRecord) error { n.State = state.String(); return nil })
+		func(n *NamespaceRecord) error {
+			if state != placement.StateIn {
+				n.Returned = nil
+			}
+			n.State = state.String()
+			return nil
+		})
 }
 
 // SetPathState records the last-known ANA group (0: keep the recorded one)
@@ -248,6 +254,6 @@ func (s *Store) SetPathState(ctx context.Context, id, addr string, group uint32,
 					return nil
 				}
 			}
-			return fmt.Errorf("namespace %s has no path %s: %w", id, addr, ErrNotFound)
+			return classErrorf(ErrNotFound, "namespace %s has no path %s", id, addr)
 		})
 }

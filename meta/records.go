@@ -173,6 +173,9 @@ type NamespaceRecord struct {
 	// AllowUnfenced: the operator accepted an unfenced namespace at
 	// `ns add --allow-unfenced`; without it, it takes no shards.
 	AllowUnfenced bool `json:"allow_unfenced,omitempty"`
+	// Returned: how the namespace last came back from out (ReturnNamespace);
+	// cleared when it leaves service again.
+	Returned *NamespaceReturn `json:"returned,omitempty"`
 }
 
 // Fencing describes whether the namespace refuses a stale owner's writes:

@@ -85,6 +85,8 @@ func TestEveryCommandPrintsJSON(t *testing.T) {
 		{args: []string{"admin", "fail", "h0-n1"}},
 		{args: []string{"admin", "scrub"}},
 		{args: []string{"volume", "rm", "v"}},
+		{args: []string{"ns", "rm", "h0-n1"}},
+		{args: []string{"host", "rm", "h0"}},
 		{args: []string{"host-identity"}},
 		{args: []string{"gen-dhchap-key"}},
 		{args: []string{"config", "show"}},
