@@ -124,6 +124,8 @@ func importRules() map[string]rule {
 			why: "controller/admin serves the admin operations on meta over gRPC"},
 		"health/pool": {ours: []string{"health", "meta"},
 			why: "health/pool keeps a gossip member joined and its seed record registered in etcd"},
+		"capacity": {ours: []string{"meta", "placement", "units"},
+			why: "capacity sums the cluster's space per failure domain (nvstripe df, volume create's check)"},
 		"buildinfo":       pureRule("buildinfo reads the binary's build information"),
 		"jsonout":         {third: []string{"google.golang.org/protobuf/..."}, why: "jsonout writes results as JSON"},
 		"logging":         pureRule("logging builds slog loggers and adapts Logf hooks to them"),

@@ -77,6 +77,27 @@ func (s *Store) Cluster(ctx context.Context) (*ClusterRecord, error) {
 	return c, nil
 }
 
+// SetMaxOvercommit records the cluster's overcommit limit (see
+// ClusterRecord.MaxOvercommit).
+func (s *Store) SetMaxOvercommit(ctx context.Context, r float64) (*ClusterRecord, error) {
+	if err := CheckOvercommit(r); err != nil {
+		return nil, err
+	}
+	if _, err := s.Cluster(ctx); err != nil {
+		return nil, err
+	}
+	var out *ClusterRecord
+	err := update(ctx, s, s.keys.cluster(), func() *ClusterRecord { return &ClusterRecord{} },
+		func(c *ClusterRecord) error { c.MaxOvercommit, out = r, c; return nil })
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.cluster = out
+	s.mu.Unlock()
+	return out, nil
+}
+
 func newUUID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)

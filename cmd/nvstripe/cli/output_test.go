@@ -65,6 +65,7 @@ func TestEveryCommandPrintsJSON(t *testing.T) {
 	dir := t.TempDir()
 	runs := []jsonRun{
 		{args: []string{"cluster", "init", "--slot-size", "1MiB"}},
+		{args: []string{"cluster", "set", "--max-overcommit", "1.5"}},
 		{args: []string{"host", "add", "h0", "--label", "rack=r0"}},
 		{args: []string{"ns", "add", "--host", "h0", "--nqn", "nqn.test:h0", "--nsid", "1", "--path", "tcp://127.0.0.1:1", "--size", "64MiB"}},
 		{args: []string{"host", "add", "h1"}},
@@ -77,6 +78,7 @@ func TestEveryCommandPrintsJSON(t *testing.T) {
 		{args: []string{"ns", "set-state", "h0-n1", "in"}},
 		{args: []string{"volume", "create", "v", "--size", "8MiB", "--k", "2", "--m", "1", "--chunk", "64KiB", "--allow-shared-domains"}},
 		{args: []string{"volume", "ls"}},
+		{args: []string{"df"}},
 		{args: []string{"volume", "info", "v"}},
 		{args: []string{"volume", "resize", "v", "--size", "16MiB"}},
 		{args: []string{"admin", "status"}},
