@@ -41,20 +41,23 @@ func (e *Service) Status(ctx context.Context, _ *StatusRequest) (*StatusReply, e
 	if err != nil {
 		return nil, err
 	}
-	st := BuildStatus(snap, time.Now())
-	if cl, err := e.s.Cluster(ctx); err == nil {
-		st.Blocked = blocked(snap, cl.DomainLabel)
-		rebalanceProgress(st, snap, cl)
+	cl, err := e.s.Cluster(ctx)
+	if err != nil {
+		return nil, err
 	}
+	st := BuildStatus(snap, time.Now(), cl.SlotSize)
+	st.Blocked = blocked(snap, cl.DomainLabel)
+	rebalanceProgress(st, snap, cl)
 	if st.Leader, err = e.s.Leader(ctx); err != nil && !errors.Is(err, meta.ErrNotFound) {
 		return nil, err
 	}
 	return st, nil
 }
 
-// BuildStatus describes snap: its revision, volumes, namespaces and tasks
-// (a move with its ETA at now). Status adds the leader and what is blocked.
-func BuildStatus(snap *controller.Snapshot, now time.Time) *StatusReply {
+// BuildStatus describes snap: its revision, volumes, namespaces (use and
+// capacity in bytes of slotSize slots) and tasks (a move with its ETA at
+// now). Status adds the leader and what is blocked.
+func BuildStatus(snap *controller.Snapshot, now time.Time, slotSize int64) *StatusReply {
 	st := &StatusReply{Revision: snap.Rev}
 	for _, h := range snap.Health() {
 		st.Volumes = append(st.Volumes, &VolumeStatus{Volume: h.Volume, K: int32(h.K), M: int32(h.M),
@@ -62,7 +65,7 @@ func BuildStatus(snap *controller.Snapshot, now time.Time) *StatusReply {
 			Moving: int32(h.Moving), Health: h.Status(), Owner: snap.Owners[h.Volume]})
 	}
 	for _, n := range snap.State.Namespaces {
-		ns := &NamespaceStatus{Id: n.ID, Host: n.Host, State: n.State.String(), Used: n.Used, Capacity: n.Capacity,
+		ns := &NamespaceStatus{Id: n.ID, Host: n.Host, State: n.State.String(), Used: n.Used * slotSize, Capacity: n.Capacity * slotSize,
 			Fencing: snap.Namespaces[n.ID].Fencing()}
 		if r := snap.Namespaces[n.ID]; r != nil && r.Returned != nil {
 			ns.Back = r.Returned.Note()

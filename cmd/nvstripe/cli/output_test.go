@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -97,7 +98,7 @@ func TestEveryCommandPrintsJSON(t *testing.T) {
 		{args: []string{"etcd", "--dir", filepath.Join(dir, "etcd"), "--listen", "127.0.0.1:0", "--peer-listen", "127.0.0.1:0"}, daemon: true},
 		{args: []string{"controller", "--holder", "c1", "--probe=false"}, daemon: true},
 		{args: []string{"target", "serve", "--dir", dir, "--listen", "127.0.0.1:0", "--nqn", "nqn.test:json", "--ns", "d0:1MiB",
-			"--allow-host", "any", "--control", "127.0.0.1:0"}, daemon: true},
+			"--allow-host", "any", "--control", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, daemon: true},
 	}
 	ran := map[string]bool{}
 	var control string
@@ -107,6 +108,7 @@ func TestEveryCommandPrintsJSON(t *testing.T) {
 		ran[commandPath(t, r.args)] = true
 		if r.args[0] == "target" {
 			control, _ = v.(map[string]any)["control"].(string)
+			checkTargetMetrics(t, v.(map[string]any)["metrics"])
 		}
 	}
 	if control == "" {
@@ -201,5 +203,27 @@ func walkRunnable(c *cobra.Command, fn func(*cobra.Command)) {
 	}
 	if c.Runnable() && c.Name() != "help" && c.Name() != "completion" {
 		fn(c)
+	}
+}
+
+// checkTargetMetrics scrapes the metrics address `target serve -o json`
+// printed and looks for the target's series.
+func checkTargetMetrics(t *testing.T, addr any) {
+	t.Helper()
+	a, _ := addr.(string)
+	if a == "" {
+		t.Fatal("target serve --metrics-listen -o json named no metrics address")
+	}
+	resp, err := http.Get("http://" + a + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{`nvstripe_target_io_ops_total{namespace="d0",nqn="nqn.test:json",nsid="1",op="read"} 0`,
+		`nvstripe_target_refused_connections_total{reason="max_connections"} 0`, "nvstripe_target_connections 0"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("target metrics lack %q:\n%s", want, b)
+		}
 	}
 }
