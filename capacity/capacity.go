@@ -232,8 +232,8 @@ func sortedKeys[V any](m map[string]V) []string {
 	return ks
 }
 
-// Check judges a new volume v against a cluster's space before (r is the
-// report with v among the volumes) and the limit: an error of class
+// Check judges a new or grown volume v by the cluster's space with it (r,
+// the report with v among the volumes) and the limit: an error of class
 // ErrOvercommitted beyond the limit, a warning past 1 (the volumes promise
 // more than there is), or nothing.
 func Check(r *Report, v Volume, limit float64) (warning string, err error) {

@@ -59,11 +59,36 @@ func CheckNewVolume(ctx context.Context, s *meta.Store, v Volume) (warning strin
 	if v.K < 1 || v.M < 0 || v.Size <= 0 {
 		return "", nil // not a layout: creating the volume says why
 	}
+	return checkWith(ctx, s, func(vols []Volume) ([]Volume, Volume, bool) { return append(vols, v), v, true })
+}
+
+// CheckResize judges growing volume name to size bytes like CheckNewVolume.
+// Nothing is said when there is no such volume or it does not grow:
+// resizing says why.
+func CheckResize(ctx context.Context, s *meta.Store, name string, size int64) (warning string, err error) {
+	return checkWith(ctx, s, func(vols []Volume) ([]Volume, Volume, bool) {
+		for i := range vols {
+			if vols[i].Name == name && size > vols[i].Size {
+				vols[i].Size = size
+				return vols, vols[i], true
+			}
+		}
+		return vols, Volume{}, false
+	})
+}
+
+// checkWith loads the cluster, changes its volumes with change and judges
+// the result (Check) for the volume change names.
+func checkWith(ctx context.Context, s *meta.Store, change func([]Volume) ([]Volume, Volume, bool)) (string, error) {
 	in, limit, err := Load(ctx, s)
 	if err != nil {
 		return "", err
 	}
-	in.Volumes = append(in.Volumes, v)
+	vols, v, ok := change(in.Volumes)
+	if !ok {
+		return "", nil
+	}
+	in.Volumes = vols
 	r, err := Compute(in)
 	if err != nil {
 		return "", err

@@ -37,6 +37,7 @@ func TestCapacity(t *testing.T) {
 	a.ok("max overcommit 3", "cluster", "set", "--max-overcommit", "3")
 	a.ok("max overcommit 3", "cluster", "info")
 	a.ok("created", "volume", "create", "c", "--size", "12MiB", "--k", "2", "--m", "1")
+	a.fails("volume c (40 MiB): thin volumes would promise 105 MiB after parity, 3.50 times", "volume", "resize", "c", "--size", "40MiB")
 	var js struct {
 		Space struct {
 			Raw        int64 `json:"raw_bytes"`

@@ -127,11 +127,18 @@ func newVolumeResizeCmd(g *globals, a *etcdAuth) *cobra.Command {
 	var size int64
 	c := &cobra.Command{
 		Use:   "resize NAME --size S",
-		Short: "Grow a volume (shrinking is refused)",
+		Short: "Grow a volume (shrinking is refused; so is growing past the overcommit limit)",
 		Args:  cobra.ExactArgs(1),
 		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
 			if size == 0 {
 				return usageError{errors.New("volume resize needs --size")}
+			}
+			warn, err := capacity.CheckResize(cmd.Context(), s, args[0], size)
+			if err != nil {
+				return err
+			}
+			if warn != "" {
+				fmt.Fprintln(cmd.ErrOrStderr(), "warning: "+warn)
 			}
 			v, err := s.ResizeVolume(cmd.Context(), args[0], size)
 			if err != nil {
