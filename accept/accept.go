@@ -33,6 +33,9 @@ type Options struct {
 	Name string
 	// Logf receives temporary errors and refused connections. Default: none.
 	Logf func(format string, args ...any)
+	// Refused, when set, is called for each connection closed for the cap
+	// (for metrics).
+	Refused func()
 }
 
 // Serve accepts connections on ln and runs handle(nc) on a new goroutine for
@@ -70,6 +73,9 @@ func Serve(ctx context.Context, ln net.Listener, o Options, handle func(net.Conn
 				o.logf("%s: refusing connection from %v: %d connections open, the most allowed", o.Name, nc.RemoteAddr(), o.MaxConns)
 			}
 			nc.Close()
+			if o.Refused != nil {
+				o.Refused()
+			}
 			continue
 		}
 		open.Add(1)

@@ -10,8 +10,8 @@ import (
 // Action the runner could not do comes back next time.
 //
 // Who does what:
-//   - Decide emits MarkOut, RebuildShard, MoveShard, AbortMove, FinishTask,
-//     Blocked and HoldOut.
+//   - Decide emits MarkOut, MarkDrained, RebuildShard, MoveShard, AbortMove,
+//     FinishTask, Blocked and HoldOut.
 //   - The runner starts a move (RebuildShard, MoveShard) by allocating a
 //     slot on To and recording the Move in the segment in one transaction;
 //     the copy then runs in the owner (or the runner, under the volume's
@@ -34,6 +34,13 @@ type Action interface {
 type MarkOut struct {
 	NS        string
 	DownSince time.Time
+}
+
+// MarkDrained: namespace NS is draining and holds no shard any more, with
+// no move in flight from it. The runner sets its state to drained: it
+// takes no shard and may be removed (`nvstripe ns rm`).
+type MarkDrained struct {
+	NS string
 }
 
 // RebuildShard: reconstruct shard Shard of Segment, lost with namespace
@@ -88,6 +95,7 @@ type HoldOut struct {
 
 func (MarkOut) isAction()      {}
 func (HoldOut) isAction()      {}
+func (MarkDrained) isAction()  {}
 func (RebuildShard) isAction() {}
 func (MoveShard) isAction()    {}
 func (AbortMove) isAction()    {}
@@ -97,6 +105,8 @@ func (Blocked) isAction()      {}
 func (a MarkOut) String() string {
 	return fmt.Sprintf("mark-out %s (down since %s)", a.NS, a.DownSince.Format(time.RFC3339))
 }
+
+func (a MarkDrained) String() string { return "mark-drained " + a.NS }
 
 func (a HoldOut) String() string {
 	return fmt.Sprintf("hold-out: only %d of %d hosts up; not marking out %v (check the controller's own network)", a.Up, a.Hosts, a.Due)

@@ -32,8 +32,11 @@ import (
 //     a. RebuildShard for the lowest shard on an out, failed or unknown
 //     namespace. Segments with the least redundancy left go first
 //     (remaining = m - shards on down, out, failed or unknown namespaces).
-//     b. Then MoveShard (drain) for the lowest shard on a draining namespace.
+//     b. Then MoveShard (drain) for the lowest shard on a draining namespace
+//     (or a drained one: a slot allocated as it was marked drained).
 //     c. Shards on down namespaces get nothing: down is the wait before out.
+//     d. MarkDrained each draining namespace that holds no slot and has no
+//     move in flight.
 //  4. Rebalance, for the first rebalance task by ID, only when no repair is
 //     pending or in flight: MoveShard (rebalance) for placement's plan;
 //     FinishTask once the plan is empty and none of its moves is in flight.
@@ -65,6 +68,7 @@ func Decide(st State, now time.Time, cfg Config) ([]Action, error) {
 	d.abortMoves()
 	d.countMoves()
 	pending := d.repair()
+	d.markDrained()
 	d.rebalance(st.Tasks, pending)
 	return d.out, nil
 }
@@ -195,6 +199,15 @@ func (d *decider) markOut(nss []Namespace) {
 	for _, i := range due {
 		d.out = append(d.out, MarkOut{NS: d.ns[i].ID, DownSince: since[d.ns[i].ID]})
 		d.ns[i].State = placement.StateOut
+	}
+}
+
+// markDrained applies rule 3d.
+func (d *decider) markDrained() {
+	for _, n := range d.ns {
+		if n.State == placement.StateDraining && n.Used == 0 && d.moves[n.ID] == 0 {
+			d.out = append(d.out, MarkDrained{NS: n.ID})
+		}
 	}
 }
 

@@ -33,8 +33,9 @@ func ProbeTCP(timeout time.Duration) func(ctx context.Context, ns *meta.Namespac
 // liveness feeds the tracker what this tick learned — the gossip events
 // queued since the last tick, then TCP probes of the hosts gossip does not
 // judge — and applies its transitions: a host down past Grace puts its
-// namespaces that are in service down; one back up puts its down ones back
-// in. Out and failed are left alone: they are cleared by an operator.
+// namespaces that are in service down; one back up puts its down and out
+// ones back in (an out one with a note of how: returnOut). Failed ones are
+// left alone: they are cleared by an operator.
 func (r *Runner) liveness(ctx context.Context, snap *Snapshot, now time.Time) {
 	hosts := map[string][]*meta.NamespaceRecord{}
 	for _, n := range snap.Namespaces {
@@ -163,6 +164,10 @@ func (r *Runner) transition(ctx context.Context, snap *Snapshot, tr health.Trans
 	}
 	for _, id := range tr.Namespaces {
 		n := snap.Namespaces[id]
+		if n != nil && tr.To == health.StateUp && n.State == placement.StateOut.String() {
+			r.returnOut(ctx, snap, id, tr)
+			continue
+		}
 		if n == nil || n.State != from.String() {
 			continue
 		}
@@ -181,4 +186,29 @@ func (r *Runner) transition(ctx context.Context, snap *Snapshot, tr health.Trans
 		r.nsSeen[id] = nsSeen{state: to, since: tr.At}
 		r.mu.Unlock()
 	}
+}
+
+// returnOut puts out namespace id back in service: its host is alive
+// again. The slots it still holds are reinstated (the stale log names what
+// they missed; in-flight rebuilds of its shards go on and free them when
+// they commit); one whose slots were all rebuilt elsewhere comes back empty.
+func (r *Runner) returnOut(ctx context.Context, snap *Snapshot, id string, tr health.Transition) {
+	back, err := r.cfg.Store.ReturnNamespace(ctx, id, tr.At)
+	if err != nil || back == nil {
+		if err != nil {
+			r.cfg.Logf("namespace %s: host %s is back, but: %v", id, tr.Host, err)
+		}
+		return
+	}
+	r.cfg.Logf("namespace %s (host %s) %s", id, tr.Host, back.Note())
+	n := snap.Namespaces[id]
+	n.State, n.Returned = placement.StateIn.String(), back
+	for i := range snap.State.Namespaces {
+		if snap.State.Namespaces[i].ID == id {
+			snap.State.Namespaces[i].State = placement.StateIn
+		}
+	}
+	r.mu.Lock()
+	r.nsSeen[id] = nsSeen{state: placement.StateIn, since: tr.At}
+	r.mu.Unlock()
 }

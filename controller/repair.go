@@ -63,7 +63,7 @@ func (d *decider) repairJob(i int, s Segment) (repairJob, bool) {
 			}
 		case known && st == placement.StateDown:
 			remaining--
-		case st == placement.StateDraining && drain < 0:
+		case (st == placement.StateDraining || st == placement.StateDrained) && drain < 0:
 			drain = j
 		}
 	}

@@ -16,6 +16,9 @@ func (r *Runner) do(ctx context.Context, snap *Snapshot, a Action, now time.Time
 	case MarkOut:
 		r.cfg.Logf("%v", a)
 		return r.cfg.Store.SetNamespaceState(ctx, a.NS, placement.StateOut)
+	case MarkDrained:
+		r.cfg.Logf("namespace %s drained: it holds no shard; `nvstripe ns rm %s` removes it", a.NS, a.NS)
+		return r.cfg.Store.SetNamespaceState(ctx, a.NS, placement.StateDrained)
 	case AbortMove:
 		r.cfg.Logf("%v", a)
 		return r.abort(ctx, a.Segment)

@@ -371,11 +371,15 @@ func TestRunnerRebalanceAndDrain(t *testing.T) {
 	if err := admin.SetNamespaceState(ctx, "h2-n1", placement.StateDraining); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "drain done", func() bool {
+	waitFor(t, "drain done, namespace drained", func() bool {
 		n, m := shardsOn(t, admin, "h2-n1")
 		ts, _ := admin.Tasks(ctx)
-		return n == 0 && m == 0 && len(ts) == 0
+		rec, _ := admin.Namespace(ctx, "h2-n1")
+		return n == 0 && m == 0 && len(ts) == 0 && rec != nil && rec.State == placement.StateDrained.String()
 	})
+	if err := admin.RemoveNamespace(ctx, "h2-n1"); err != nil {
+		t.Errorf("remove the drained namespace: %v", err)
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -447,6 +451,12 @@ func TestRunnerProbeDownAndBack(t *testing.T) {
 		n, m := shardsOn(t, admin, victim+"-n1")
 		return state(victim+"-n1") == "out" && n == 0 && m == 0
 	})
+	setDead(victim, false)
+	waitFor(t, victim+" back in, empty", func() bool { return state(victim+"-n1") == "in" })
+	if rec, err := admin.Namespace(ctx, victim+"-n1"); err != nil || rec.Returned == nil || rec.Returned.Slots != 0 ||
+		!strings.Contains(rec.Returned.Note(), "rebuilt elsewhere; it holds no data now and takes new slots") {
+		t.Errorf("returned namespace: %+v, %v", rec, err)
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -323,6 +323,8 @@ func (e *env) apply(a Action, now time.Time) {
 	switch a := a.(type) {
 	case MarkOut:
 		e.ns(a.NS).State, e.ns(a.NS).Since = placement.StateOut, now
+	case MarkDrained:
+		e.ns(a.NS).State = placement.StateDrained
 	case RebuildShard:
 		e.startMove(a.Segment, a.Shard, MoveRebuild, a.To, now)
 	case MoveShard:

@@ -111,10 +111,10 @@ func (m *VolumeMap) segmentAt(ctx context.Context, seg int64) (rec *SegmentRecor
 	key := m.s.keys.segment(m.name, seg)
 	resp, err := m.s.kv.Get(ctx, key)
 	if err != nil {
-		return nil, 0, 0, m.s.wrap("read "+key, err)
+		return nil, 0, 0, m.s.wrap("read "+m.s.keys.describe(key), err)
 	}
 	if len(resp.Kvs) == 0 {
-		return nil, 0, resp.Header.Revision, fmt.Errorf("%s: %w", key, ErrNotFound)
+		return nil, 0, resp.Header.Revision, classErrorf(ErrNotFound, "%s not found", m.s.keys.describe(key))
 	}
 	rec = &SegmentRecord{}
 	if err := decodeKV(resp.Kvs[0], rec); err != nil {
@@ -131,7 +131,7 @@ func (m *VolumeMap) Segments(ctx context.Context) (map[int64]*SegmentRecord, int
 	prefix := m.s.keys.segments(m.name)
 	resp, err := m.s.kv.Get(ctx, prefix, clientv3.WithPrefix())
 	if err != nil {
-		return nil, 0, m.s.wrap("list "+prefix, err)
+		return nil, 0, m.s.wrap("list the segments of volume "+m.name, err)
 	}
 	out := make(map[int64]*SegmentRecord, len(resp.Kvs))
 	for _, kv := range resp.Kvs {

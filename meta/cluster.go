@@ -77,6 +77,27 @@ func (s *Store) Cluster(ctx context.Context) (*ClusterRecord, error) {
 	return c, nil
 }
 
+// SetMaxOvercommit records the cluster's overcommit limit (see
+// ClusterRecord.MaxOvercommit).
+func (s *Store) SetMaxOvercommit(ctx context.Context, r float64) (*ClusterRecord, error) {
+	if err := CheckOvercommit(r); err != nil {
+		return nil, err
+	}
+	if _, err := s.Cluster(ctx); err != nil {
+		return nil, err
+	}
+	var out *ClusterRecord
+	err := update(ctx, s, s.keys.cluster(), func() *ClusterRecord { return &ClusterRecord{} },
+		func(c *ClusterRecord) error { c.MaxOvercommit, out = r, c; return nil })
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.cluster = out
+	s.mu.Unlock()
+	return out, nil
+}
+
 func newUUID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
@@ -230,7 +251,13 @@ func (s *Store) SetNamespaceState(ctx context.Context, id string, state placemen
 	}
 	defer s.invalidate()
 	return update(ctx, s, s.keys.namespace(id), func() *NamespaceRecord { return &NamespaceRecord{} },
-		func(n *NamespaceRecord) error { n.State = state.String(); return nil })
+		func(n *NamespaceRecord) error {
+			if state != placement.StateIn {
+				n.Returned = nil
+			}
+			n.State = state.String()
+			return nil
+		})
 }
 
 // SetPathState records the last-known ANA group (0: keep the recorded one)
@@ -248,6 +275,6 @@ func (s *Store) SetPathState(ctx context.Context, id, addr string, group uint32,
 					return nil
 				}
 			}
-			return fmt.Errorf("namespace %s has no path %s: %w", id, addr, ErrNotFound)
+			return classErrorf(ErrNotFound, "namespace %s has no path %s", id, addr)
 		})
 }

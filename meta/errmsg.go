@@ -36,6 +36,9 @@ func (k keys) describe(key string) string {
 		if !ok {
 			continue
 		}
+		if name == "" {
+			return kd.name + " records"
+		}
 		if vol, hex, ok := strings.Cut(name, "/"); ok && (kd.name == "segment" || kd.name == "dirty segment") {
 			if i, err := strconv.ParseInt(hex, 16, 64); err == nil {
 				return fmt.Sprintf("%s %s/%d", kd.name, vol, i)

@@ -25,8 +25,8 @@ func TestErrorMessages(t *testing.T) {
 		want  string
 	}{
 		{dup, ErrExists, `host "h0" already exists`},
-		{missing, ErrNotFound, `namespace "t9-n1": not found`},
-		{task, ErrNotFound, `task "x1": not found`},
+		{missing, ErrNotFound, `namespace "t9-n1" not found`},
+		{task, ErrNotFound, `task "x1" not found`},
 	} {
 		if tc.err == nil || tc.err.Error() != tc.want || !errors.Is(tc.err, tc.class) {
 			t.Errorf("error %v, want %q of class %v", tc.err, tc.want, tc.class)
@@ -34,7 +34,7 @@ func TestErrorMessages(t *testing.T) {
 	}
 	k := keys{root: "/nvstripe/c/"}
 	for key, want := range map[string]string{k.segment("v", 3): "segment v/3", k.ownerRW("v"): `owner of volume "v"`,
-		k.cluster(): "the cluster record", "/other/x": "/other/x"} {
+		k.cluster(): "the cluster record", "/other/x": "/other/x", k.hosts(): "host records"} {
 		if got := k.describe(key); got != want {
 			t.Errorf("describe(%q) = %q, want %q", key, got, want)
 		}

@@ -70,7 +70,7 @@ func (s *Store) Leader(ctx context.Context) (string, error) {
 		return "", s.wrap("read leader", err)
 	}
 	if len(resp.Kvs) == 0 {
-		return "", fmt.Errorf("controller leader: %w", ErrNotFound)
+		return "", classErrorf(ErrNotFound, "no controller leader")
 	}
 	return string(resp.Kvs[0].Value), nil
 }

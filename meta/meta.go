@@ -122,7 +122,7 @@ type Store struct {
 	closer sync.Once
 
 	mu      sync.Mutex
-	cluster *ClusterRecord // cached: immutable once created
+	cluster *ClusterRecord // cached: immutable once created but for MaxOvercommit (SetMaxOvercommit)
 	snap    *snapshot      // allocation view, see alloc.go
 }
 

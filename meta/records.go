@@ -81,6 +81,31 @@ type ClusterRecord struct {
 	// DomainLabel is the host label naming failure domains ("rack");
 	// empty means every host is its own domain.
 	DomainLabel string `json:"domain_label,omitempty"`
+	// MaxOvercommit caps what thin volumes may promise: the bytes of all
+	// volumes after parity over the usable bytes (`nvstripe df`); `volume
+	// create` refuses a volume beyond it. 0: DefaultMaxOvercommit.
+	MaxOvercommit float64 `json:"max_overcommit,omitempty"`
+}
+
+// DefaultMaxOvercommit is the overcommit limit of a cluster that set none:
+// thin volumes may promise twice the usable space.
+const DefaultMaxOvercommit = 2.0
+
+// OvercommitLimit returns MaxOvercommit, or the default when unset.
+func (c *ClusterRecord) OvercommitLimit() float64 {
+	if c.MaxOvercommit == 0 {
+		return DefaultMaxOvercommit
+	}
+	return c.MaxOvercommit
+}
+
+// CheckOvercommit validates an overcommit limit: from 1 (promise no more
+// than there is) to 1000.
+func CheckOvercommit(r float64) error {
+	if !(r >= 1 && r <= 1000) {
+		return fmt.Errorf("max overcommit %g: want a ratio from 1 to 1000: %w", r, ErrInvalid)
+	}
+	return nil
 }
 
 func (c *ClusterRecord) check() error {
@@ -89,6 +114,8 @@ func (c *ClusterRecord) check() error {
 		return errors.New("empty cluster id")
 	case c.Schema != SchemaVersion:
 		return fmt.Errorf("schema version %d, this build knows %d", c.Schema, SchemaVersion)
+	case c.MaxOvercommit != 0 && CheckOvercommit(c.MaxOvercommit) != nil:
+		return CheckOvercommit(c.MaxOvercommit)
 	}
 	return CheckSlotSize(c.SlotSize)
 }
@@ -173,6 +200,9 @@ type NamespaceRecord struct {
 	// AllowUnfenced: the operator accepted an unfenced namespace at
 	// `ns add --allow-unfenced`; without it, it takes no shards.
 	AllowUnfenced bool `json:"allow_unfenced,omitempty"`
+	// Returned: how the namespace last came back from out (ReturnNamespace);
+	// cleared when it leaves service again.
+	Returned *NamespaceReturn `json:"returned,omitempty"`
 }
 
 // Fencing describes whether the namespace refuses a stale owner's writes:

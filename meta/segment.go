@@ -130,7 +130,7 @@ func (m *VolumeMap) readAllocs(ctx context.Context, ids []string, extra string, 
 // "in" and remembers its revision for the compare.
 func (m *VolumeMap) checkTarget(kvs []*mvccpb.KeyValue, id string, c *segChange) error {
 	if len(kvs) == 0 {
-		return fmt.Errorf("namespace %q: %w", id, ErrNotFound)
+		return classErrorf(ErrNotFound, "namespace %q not found", id)
 	}
 	n := &NamespaceRecord{}
 	if err := decodeKV(kvs[0], n); err != nil {

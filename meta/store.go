@@ -19,10 +19,10 @@ const maxTxnOps = 100
 func (s *Store) get(ctx context.Context, key string, r record) (int64, error) {
 	resp, err := s.kv.Get(ctx, key)
 	if err != nil {
-		return 0, s.wrap("read "+key, err)
+		return 0, s.wrap("read "+s.keys.describe(key), err)
 	}
 	if len(resp.Kvs) == 0 {
-		return 0, fmt.Errorf("%s: %w", s.keys.describe(key), ErrNotFound)
+		return 0, classErrorf(ErrNotFound, "%s not found", s.keys.describe(key))
 	}
 	return resp.Kvs[0].ModRevision, decode(key, resp.Kvs[0].Value, r)
 }
@@ -32,7 +32,7 @@ func (s *Store) get(ctx context.Context, key string, r record) (int64, error) {
 func list[R record](ctx context.Context, s *Store, prefix string, fresh func() R) ([]R, int64, error) {
 	resp, err := s.kv.Get(ctx, prefix, clientv3.WithPrefix())
 	if err != nil {
-		return nil, 0, s.wrap("list "+prefix, err)
+		return nil, 0, s.wrap("list "+s.keys.describe(prefix), err)
 	}
 	out := make([]R, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
@@ -68,10 +68,10 @@ func (s *Store) create(ctx context.Context, key string, r record, more ...client
 	cmps := append([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)}, more...)
 	resp, err := s.kv.Txn(ctx).If(cmps...).Then(op).Commit()
 	if err != nil {
-		return s.wrap("create "+key, err)
+		return s.wrap("create "+s.keys.describe(key), err)
 	}
 	if !resp.Succeeded {
-		return fmt.Errorf("%s: %w", s.keys.describe(key), ErrExists)
+		return classErrorf(ErrExists, "%s already exists", s.keys.describe(key))
 	}
 	return nil
 }
@@ -94,11 +94,11 @@ func update[R record](ctx context.Context, s *Store, key string, fresh func() R,
 		}
 		resp, err := s.kv.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).Then(op).Commit()
 		if err != nil {
-			return s.wrap("update "+key, err)
+			return s.wrap("update "+s.keys.describe(key), err)
 		}
 		if resp.Succeeded {
 			return nil
 		}
 	}
-	return fmt.Errorf("update %s: %w", key, ErrConflict)
+	return fmt.Errorf("update %s: %w", s.keys.describe(key), ErrConflict)
 }

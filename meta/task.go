@@ -21,7 +21,7 @@ func (s *Store) Task(ctx context.Context, id string) (*TaskRecord, error) {
 	t := &TaskRecord{}
 	if _, err := s.get(ctx, s.keys.task(id), t); err != nil {
 		if errors.Is(err, ErrNotFound) {
-			return nil, fmt.Errorf("task %q: %w", id, ErrNotFound)
+			return nil, classErrorf(ErrNotFound, "task %q not found", id)
 		}
 		return nil, err
 	}

@@ -92,7 +92,7 @@ func (s *Store) volume(ctx context.Context, name string) (*VolumeRecord, int64, 
 	v := &VolumeRecord{}
 	rev, err := s.get(ctx, s.keys.volume(name), v)
 	if errors.Is(err, ErrNotFound) {
-		return nil, 0, fmt.Errorf("volume %q: %w", name, ErrNotFound)
+		return nil, 0, classErrorf(ErrNotFound, "volume %q not found", name)
 	}
 	return v, rev, err
 }

@@ -50,12 +50,13 @@ const (
 	StateDown                  // unreachable, within its grace period
 	StateOut                   // out of service; its shards are rebuilt elsewhere
 	StateFailed                // failed (IO errors); its shards are rebuilt elsewhere
+	StateDrained               // drained: holds no shard, takes none; may be removed
 )
 
-var stateNames = [...]string{"in", "draining", "down", "out", "failed"}
+var stateNames = [...]string{"in", "draining", "down", "out", "failed", "drained"}
 
 // String returns the state's name as stored and shown: in, draining, down,
-// out, failed.
+// out, failed, drained.
 func (s State) String() string {
 	if int(s) < len(stateNames) {
 		return stateNames[s]
@@ -70,7 +71,7 @@ func ParseState(name string) (State, error) {
 			return State(i), nil
 		}
 	}
-	return 0, fmt.Errorf("unknown namespace state %q (want in, draining, down, out or failed): %w", name, ErrInvalid)
+	return 0, fmt.Errorf("unknown namespace state %q (want in, draining, down, out, failed or drained): %w", name, ErrInvalid)
 }
 
 // Host is a storage host and its failure-domain labels.

@@ -285,7 +285,7 @@ type NamespaceStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	Host  string                 `protobuf:"bytes,2,opt,name=host,proto3" json:"host,omitempty"`
-	// in, draining, down, out, failed.
+	// in, draining, down, out, failed, drained.
 	State string `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
 	// Bytes used and capacity.
 	Used     int64 `protobuf:"varint,4,opt,name=used,proto3" json:"used,omitempty"`
@@ -293,7 +293,11 @@ type NamespaceStatus struct {
 	// Whether the namespace refuses a stale owner's writes: "yes", "no"
 	// (no NVMe reservations: takes no shards), "no, allowed" (the operator
 	// accepted it at ns add --allow-unfenced).
-	Fencing       string `protobuf:"bytes,6,opt,name=fencing,proto3" json:"fencing,omitempty"`
+	Fencing string `protobuf:"bytes,6,opt,name=fencing,proto3" json:"fencing,omitempty"`
+	// How the namespace came back from out, when it did ("back TIME: its
+	// slots were rebuilt elsewhere; ..." or "back TIME: its N slots are
+	// reinstated ..."); empty otherwise.
+	Back          string `protobuf:"bytes,7,opt,name=back,proto3" json:"back,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -366,6 +370,13 @@ func (x *NamespaceStatus) GetCapacity() int64 {
 func (x *NamespaceStatus) GetFencing() string {
 	if x != nil {
 		return x.Fencing
+	}
+	return ""
+}
+
+func (x *NamespaceStatus) GetBack() string {
+	if x != nil {
+		return x.Back
 	}
 	return ""
 }
@@ -945,14 +956,15 @@ const file_controller_admin_admin_proto_rawDesc = "" +
 	"\x06moving\x18\b \x01(\x05R\x06moving\x12\x16\n" +
 	"\x06health\x18\t \x01(\tR\x06health\x12\x14\n" +
 	"\x05owner\x18\n" +
-	" \x01(\tR\x05owner\"\x95\x01\n" +
+	" \x01(\tR\x05owner\"\xa9\x01\n" +
 	"\x0fNamespaceStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x14\n" +
 	"\x05state\x18\x03 \x01(\tR\x05state\x12\x12\n" +
 	"\x04used\x18\x04 \x01(\x03R\x04used\x12\x1a\n" +
 	"\bcapacity\x18\x05 \x01(\x03R\bcapacity\x12\x18\n" +
-	"\afencing\x18\x06 \x01(\tR\afencing\"\xd7\x02\n" +
+	"\afencing\x18\x06 \x01(\tR\afencing\x12\x12\n" +
+	"\x04back\x18\a \x01(\tR\x04back\"\xd7\x02\n" +
 	"\n" +
 	"TaskStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +

@@ -246,3 +246,61 @@ func TestWaitProgress(t *testing.T) {
 		t.Errorf("String() = %q", got)
 	}
 }
+
+// TestStatusDrainedAndBack: admin drain of an empty namespace leaves it
+// drained at once; a namespace back from out carries its note into the
+// status and the table.
+func TestStatusDrainedAndBack(t *testing.T) {
+	ctx := context.Background()
+	s := fixture(t, 8)
+	if _, err := s.AddHost(ctx, "h9", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AddNamespace(ctx, meta.NamespaceSpec{Host: "h9", NQN: "nqn.test:h9", NSID: 1, Size: 64 << 20,
+		Paths: []meta.PathRecord{{Addr: "tcp://127.0.0.1:1"}}}); err != nil {
+		t.Fatal(err)
+	}
+	svc := NewService(s)
+	st, err := svc.Status(ctx, &StatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var empty, full string
+	for _, n := range st.Namespaces {
+		if n.Used == 0 {
+			empty = n.Id
+		} else {
+			full = n.Id
+		}
+	}
+	if empty == "" || full == "" {
+		t.Fatalf("fixture: want an empty and a used namespace: %v", st.Namespaces)
+	}
+	if _, err := svc.Drain(ctx, &DrainRequest{Name: empty}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Drain(ctx, &DrainRequest{Name: full}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetNamespaceState(ctx, full, placement.StateOut); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ReturnNamespace(ctx, full, time.Date(2026, 12, 1, 18, 0, 0, 0, time.UTC)); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = svc.Status(ctx, &StatusRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	states := map[string]*NamespaceStatus{}
+	for _, n := range st.Namespaces {
+		states[n.Id] = n
+	}
+	if states[empty].State != "drained" || states[full].State != "in" || !strings.Contains(states[full].Back, "slots are reinstated") {
+		t.Errorf("drained %+v, returned %+v", states[empty], states[full])
+	}
+	var b strings.Builder
+	if err := WriteStatus(&b, st); err != nil || !strings.Contains(b.String(), full+" back 2026-12-01T18:00:00Z: its ") ||
+		!strings.Contains(b.String(), "63 MiB") {
+		t.Errorf("status table: %v\n%s", err, b.String())
+	}
+}

@@ -30,6 +30,11 @@ func WriteStatus(w io.Writer, st *StatusReply) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", n.Id, n.Host, n.State, dash(n.Fencing), units.FormatSize(n.Used), units.FormatSize(n.Capacity))
 	}
 	tw.Flush()
+	for _, n := range st.Namespaces {
+		if n.Back != "" {
+			fmt.Fprintf(w, "%s %s\n", n.Id, n.Back)
+		}
+	}
 	if len(st.Blocked) > 0 {
 		fmt.Fprintf(w, "\nblocked (no home for a shard):\n  %s\n", strings.Join(st.Blocked, "\n  "))
 	}

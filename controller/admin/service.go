@@ -41,20 +41,23 @@ func (e *Service) Status(ctx context.Context, _ *StatusRequest) (*StatusReply, e
 	if err != nil {
 		return nil, err
 	}
-	st := BuildStatus(snap, time.Now())
-	if cl, err := e.s.Cluster(ctx); err == nil {
-		st.Blocked = blocked(snap, cl.DomainLabel)
-		rebalanceProgress(st, snap, cl)
+	cl, err := e.s.Cluster(ctx)
+	if err != nil {
+		return nil, err
 	}
+	st := BuildStatus(snap, time.Now(), cl.SlotSize)
+	st.Blocked = blocked(snap, cl.DomainLabel)
+	rebalanceProgress(st, snap, cl)
 	if st.Leader, err = e.s.Leader(ctx); err != nil && !errors.Is(err, meta.ErrNotFound) {
 		return nil, err
 	}
 	return st, nil
 }
 
-// BuildStatus describes snap: its revision, volumes, namespaces and tasks
-// (a move with its ETA at now). Status adds the leader and what is blocked.
-func BuildStatus(snap *controller.Snapshot, now time.Time) *StatusReply {
+// BuildStatus describes snap: its revision, volumes, namespaces (use and
+// capacity in bytes of slotSize slots) and tasks (a move with its ETA at
+// now). Status adds the leader and what is blocked.
+func BuildStatus(snap *controller.Snapshot, now time.Time, slotSize int64) *StatusReply {
 	st := &StatusReply{Revision: snap.Rev}
 	for _, h := range snap.Health() {
 		st.Volumes = append(st.Volumes, &VolumeStatus{Volume: h.Volume, K: int32(h.K), M: int32(h.M),
@@ -62,8 +65,12 @@ func BuildStatus(snap *controller.Snapshot, now time.Time) *StatusReply {
 			Moving: int32(h.Moving), Health: h.Status(), Owner: snap.Owners[h.Volume]})
 	}
 	for _, n := range snap.State.Namespaces {
-		st.Namespaces = append(st.Namespaces, &NamespaceStatus{Id: n.ID, Host: n.Host, State: n.State.String(), Used: n.Used, Capacity: n.Capacity,
-			Fencing: snap.Namespaces[n.ID].Fencing()})
+		ns := &NamespaceStatus{Id: n.ID, Host: n.Host, State: n.State.String(), Used: n.Used * slotSize, Capacity: n.Capacity * slotSize,
+			Fencing: snap.Namespaces[n.ID].Fencing()}
+		if r := snap.Namespaces[n.ID]; r != nil && r.Returned != nil {
+			ns.Back = r.Returned.Note()
+		}
+		st.Namespaces = append(st.Namespaces, ns)
 	}
 	for _, r := range snap.Tasks {
 		st.Tasks = append(st.Tasks, taskStatus(r, now))
@@ -156,18 +163,33 @@ func (e *Service) Rebalance(ctx context.Context, req *RebalanceRequest) (*Rebala
 }
 
 // Drain sets the namespace req.Name, or every in-service namespace of the
-// host req.Name, to state draining.
+// host req.Name, to state draining; one that holds no slot goes straight to
+// drained (the controller marks the others drained once they are empty).
 func (e *Service) Drain(ctx context.Context, req *DrainRequest) (*DrainReply, error) {
 	ids, err := drainTargets(ctx, e.s, req.Name)
 	if err != nil {
 		return nil, err
 	}
 	for _, id := range ids {
-		if err := e.s.SetNamespaceState(ctx, id, placement.StateDraining); err != nil {
+		if err := e.drainOne(ctx, id); err != nil {
 			return nil, err
 		}
 	}
 	return &DrainReply{Namespaces: ids}, nil
+}
+
+// drainOne sets namespace id draining, then drained when it holds no slot.
+// A slot allocated in between is moved away by the controller like a
+// draining namespace's (rule 3b treats drained alike).
+func (e *Service) drainOne(ctx context.Context, id string) error {
+	if err := e.s.SetNamespaceState(ctx, id, placement.StateDraining); err != nil {
+		return err
+	}
+	a, err := e.s.Allocation(ctx, id)
+	if err != nil || a.Used > 0 {
+		return err
+	}
+	return e.s.SetNamespaceState(ctx, id, placement.StateDrained)
 }
 
 // Fail marks the namespace req.Ns failed.
@@ -184,6 +206,9 @@ func drainTargets(ctx context.Context, s *meta.Store, name string) ([]string, er
 	ids := []string{}
 	host := false
 	for _, n := range nss {
+		if n.ID == name && n.State == placement.StateDrained.String() {
+			return []string{n.ID}, nil // already drained: nothing to wait for
+		}
 		if n.ID == name && n.State != placement.StateIn.String() && n.State != placement.StateDraining.String() {
 			return nil, fmt.Errorf("namespace %s is %s: only a namespace in service can be drained (lost shards are rebuilt): %w", n.ID, n.State, meta.ErrInvalid)
 		}

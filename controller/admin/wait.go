@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nvstripe/nvstripe/placement"
 	"github.com/nvstripe/nvstripe/units"
 )
 
@@ -92,21 +93,24 @@ func TaskMeasure(id string) Measure {
 }
 
 // DrainMeasure measures the drain of namespaces: the bytes they used when
-// the wait began less those they use now; finished once they use none.
+// the wait began less those they use now; finished once they use none and
+// none is still draining (the controller marks an empty one drained).
 func DrainMeasure(namespaces []string) Measure {
 	total := int64(-1)
 	return func(st *StatusReply) (int64, int64, bool) {
 		var used int64
+		draining := false
 		for _, n := range st.Namespaces {
 			for _, id := range namespaces {
 				if n.Id == id {
 					used += n.Used
+					draining = draining || n.State == placement.StateDraining.String()
 				}
 			}
 		}
 		if total < 0 {
 			total = used
 		}
-		return max(total-used, 0), total, used == 0
+		return max(total-used, 0), total, used == 0 && !draining
 	}
 }

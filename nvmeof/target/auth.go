@@ -73,6 +73,7 @@ func (c *conn) noteAuth() {
 		c.t.logf("nvmeof/target: %s: host %s authenticated (DH-HMAC-CHAP)", c, c.ctrl.hostNQN)
 	case !c.authed && c.authx.Err() != nil && c.authx.Err() != c.authErr:
 		c.authErr = c.authx.Err()
+		c.t.refuse(RefusedAuth)
 		c.t.logf("nvmeof/target: %s: host %s refused: %v", c, c.ctrl.hostNQN, c.authErr)
 	}
 }

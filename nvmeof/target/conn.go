@@ -51,6 +51,7 @@ type conn struct {
 	authx    *auth.CtrlExchange // DH-HMAC-CHAP, for a host with keys
 	authed   bool               // authx succeeded: the queue is open
 	authErr  error              // the refusal last logged
+	queued   bool               // Connect succeeded: counted in Target.queues
 
 	fetched  atomic.Uint32 // commands received, for SQHD
 	inflight sync.WaitGroup
@@ -134,11 +135,15 @@ func (c *conn) finish(err error) {
 		c.snd.send(pdu.AppendTermReq(nil, pdu.TypeC2HTermReq, fe.TermReq()), nil, nil, nil)
 		c.snd.flushAndClose(2 * time.Second)
 	} else if c.ctrl == nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		c.t.refuse(RefusedHandshake)
 		c.t.logf("nvmeof/target: %s: no Connect within %v; dropped", c.nc.RemoteAddr(), c.t.cfg.HandshakeTimeout)
 	} else if err != nil && !errors.Is(err, io.EOF) && c.ctx.Err() == nil {
 		c.t.logf("nvmeof/target: %s: %v", c.nc.RemoteAddr(), err)
 	}
 	c.close()
+	if c.queued {
+		c.t.queues.Add(-1)
+	}
 	c.inflight.Wait()
 	c.snd.shutdown()
 	c.mu.Lock()

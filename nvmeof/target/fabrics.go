@@ -80,6 +80,8 @@ func (c *conn) connect(cmd *command) {
 	}
 	if c.ctrl != nil {
 		c.admitted()
+		c.queued = true
+		c.t.queues.Add(1)
 	}
 }
 
@@ -101,10 +103,12 @@ func (c *conn) connectAdmin(cmd *command, cc pdu.ConnectCmd, d pdu.ConnectData) 
 	} else {
 		ct.sub = t.subs[d.SubNQN]
 		if ct.sub == nil {
+			t.refuse(RefusedNoSubsystem)
 			invalidParam(cmd, pdu.ConnectOffSubNQN, true)
 			return
 		}
 		if !ct.sub.hostAllowed(d.HostNQN) {
+			t.refuse(RefusedHostNotAllowed)
 			cmd.complete(pdu.MakeStatus(pdu.SCConnectInvalidHost, true), pdu.ConnectOffHostNQN|1<<16, 0)
 			return
 		}

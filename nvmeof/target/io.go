@@ -102,6 +102,9 @@ func (cmd *command) runIO() {
 	g.RLock()
 	r := cmd.guardedIO(ns)
 	g.RUnlock()
+	if !r.drop {
+		ns.counters.count(s.Opcode, uint64(s.SGL.Length), r.st)
+	}
 	switch {
 	case r.drop:
 		cmd.release()

@@ -28,7 +28,9 @@ type Target struct {
 	pool   bufPool
 	logf   func(string, ...any)
 
-	conflicts atomic.Uint64 // I/O commands refused by a reservation
+	conflicts atomic.Uint64             // I/O commands refused by a reservation
+	refused   map[string]*atomic.Uint64 // connections refused, by reason (stats.go)
+	queues    atomic.Int64              // connections that completed a Connect and are open
 
 	mu        sync.Mutex
 	listeners []*listener
@@ -81,6 +83,8 @@ type namespace struct {
 	bs   int
 	nlb  uint64
 	resv reservations
+
+	counters nsCounters
 }
 
 // New validates cfg (after filling defaults on a copy) and builds a target.
@@ -94,7 +98,8 @@ func New(cfg Config) (*Target, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("target config: %w", err)
 	}
-	t := &Target{cfg: cfg, subs: map[string]*subsystem{}, ctrls: map[uint16]*controller{}, nextID: 1, discGen: 1}
+	t := &Target{cfg: cfg, subs: map[string]*subsystem{}, ctrls: map[uint16]*controller{}, nextID: 1, discGen: 1,
+		refused: newRefusals()}
 	t.logf = cfg.Logf
 	if t.logf == nil {
 		t.logf = func(string, ...any) {}
@@ -224,7 +229,8 @@ func (t *Target) listenLocked(l *listener, addr string) error {
 // (accept.Serve: it waits out temporary errors and caps the connections).
 func (t *Target) acceptLoop(l *listener, ln net.Listener) {
 	defer t.wg.Done()
-	o := accept.Options{MaxConns: max(t.cfg.MaxConnections, 0), Name: fmt.Sprintf("nvmeof/target: listener %d (%s)", l.idx, l.bound), Logf: t.logf}
+	o := accept.Options{MaxConns: max(t.cfg.MaxConnections, 0), Name: fmt.Sprintf("nvmeof/target: listener %d (%s)", l.idx, l.bound), Logf: t.logf,
+		Refused: func() { t.refuse(RefusedMaxConnections) }}
 	err := accept.Serve(t.ctx, ln, o, func(nc net.Conn) {
 		c := t.newConn(l, nc)
 		t.mu.Lock()

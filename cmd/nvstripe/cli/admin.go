@@ -115,7 +115,8 @@ func newAdminDrainCmd(g *globals, a *etcdAuth, f *adminFlags) *cobra.Command {
 		Short: "Empty a host or a namespace: its shards are copied away by the controller",
 		Long: "drain sets the namespace, or every in-service namespace of the host, to state draining: it\n" +
 			"receives no new segments and the leading controller copies its shards elsewhere (each stays\n" +
-			"readable where it is until its copy commits). `ns set-state NS in` undoes it.",
+			"readable where it is until its copy commits); once empty it is drained and 'ns rm' removes it.\n" +
+			"`ns set-state NS in` undoes it. --wait ends when every namespace is drained.",
 		Args: cobra.ExactArgs(1),
 		RunE: withAdmin(g, a, f, func(cmd *cobra.Command, args []string, ops admin.Ops) error {
 			rep, err := ops.Drain(cmd.Context(), &admin.DrainRequest{Name: args[0]})

@@ -159,7 +159,8 @@ func dash(s string) string {
 
 func newClusterCmd(g *globals) *cobra.Command {
 	a := &etcdAuth{}
-	c := groupCmd("cluster", "Create and show the cluster record in etcd", newClusterInitCmd(g, a), newClusterInfoCmd(g, a))
+	c := groupCmd("cluster", "Create, show and set the cluster record in etcd", newClusterInitCmd(g, a), newClusterInfoCmd(g, a),
+		newClusterSetCmd(g, a))
 	addEtcdFlags(c, a)
 	metadataOnly(c.Commands()...)
 	return c
@@ -206,8 +207,8 @@ func newClusterInfoCmd(g *globals, a *etcdAuth) *cobra.Command {
 			if domain == "" {
 				domain = "host"
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "cluster %s\nid %s\nslot size %s\nfailure domain %s\nschema %d\n",
-				rec.Name, rec.ID, fmtBytes(rec.SlotSize), domain, rec.Schema)
+			fmt.Fprintf(cmd.OutOrStdout(), "cluster %s\nid %s\nslot size %s\nfailure domain %s\nmax overcommit %g\nschema %d\n",
+				rec.Name, rec.ID, fmtBytes(rec.SlotSize), domain, rec.OvercommitLimit(), rec.Schema)
 			return nil
 		}),
 	}

@@ -15,7 +15,7 @@ import (
 
 func newHostCmd(g *globals) *cobra.Command {
 	a := &etcdAuth{}
-	c := groupCmd("host", "Storage hosts and their failure-domain labels", newHostAddCmd(g, a), newHostLsCmd(g, a))
+	c := groupCmd("host", "Storage hosts and their failure-domain labels: add, list, remove", newHostAddCmd(g, a), newHostLsCmd(g, a), newHostRmCmd(g, a))
 	addEtcdFlags(c, a)
 	metadataOnly(c.Commands()...)
 	return c

@@ -17,11 +17,11 @@ import (
 
 func newNamespaceCmd(g *globals) *cobra.Command {
 	a := &etcdAuth{}
-	ls, set := newNSLsCmd(g, a), newNSSetStateCmd(g, a)
-	c := groupCmd("ns", "NVMe-oF namespaces: add, discover, list, change state",
-		newNSAddCmd(g, a), newNSDiscoverCmd(g, a), ls, set)
+	ls, set, rm := newNSLsCmd(g, a), newNSSetStateCmd(g, a), newNSRmCmd(g, a)
+	c := groupCmd("ns", "NVMe-oF namespaces: add, discover, list, change state, remove",
+		newNSAddCmd(g, a), newNSDiscoverCmd(g, a), ls, set, rm)
 	addEtcdFlags(c, a)
-	metadataOnly(ls, set) // add and discover write labels: they keep the self-test
+	metadataOnly(ls, set, rm) // add and discover write labels: they keep the self-test
 	return c
 }
 
@@ -186,7 +186,7 @@ func newNSLsCmd(g *globals, a *etcdAuth) *cobra.Command {
 
 func newNSSetStateCmd(g *globals, a *etcdAuth) *cobra.Command {
 	return &cobra.Command{
-		Use:   "set-state NS in|draining|down|out|failed",
+		Use:   "set-state NS in|draining|down|out|failed|drained",
 		Short: "Change a namespace's state (only 'in' receives new segments)",
 		Args:  cobra.ExactArgs(2),
 		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {

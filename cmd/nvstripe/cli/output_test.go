@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -65,6 +66,7 @@ func TestEveryCommandPrintsJSON(t *testing.T) {
 	dir := t.TempDir()
 	runs := []jsonRun{
 		{args: []string{"cluster", "init", "--slot-size", "1MiB"}},
+		{args: []string{"cluster", "set", "--max-overcommit", "1.5"}},
 		{args: []string{"host", "add", "h0", "--label", "rack=r0"}},
 		{args: []string{"ns", "add", "--host", "h0", "--nqn", "nqn.test:h0", "--nsid", "1", "--path", "tcp://127.0.0.1:1", "--size", "64MiB"}},
 		{args: []string{"host", "add", "h1"}},
@@ -77,6 +79,7 @@ func TestEveryCommandPrintsJSON(t *testing.T) {
 		{args: []string{"ns", "set-state", "h0-n1", "in"}},
 		{args: []string{"volume", "create", "v", "--size", "8MiB", "--k", "2", "--m", "1", "--chunk", "64KiB", "--allow-shared-domains"}},
 		{args: []string{"volume", "ls"}},
+		{args: []string{"df"}},
 		{args: []string{"volume", "info", "v"}},
 		{args: []string{"volume", "resize", "v", "--size", "16MiB"}},
 		{args: []string{"admin", "status"}},
@@ -85,6 +88,8 @@ func TestEveryCommandPrintsJSON(t *testing.T) {
 		{args: []string{"admin", "fail", "h0-n1"}},
 		{args: []string{"admin", "scrub"}},
 		{args: []string{"volume", "rm", "v"}},
+		{args: []string{"ns", "rm", "h0-n1"}},
+		{args: []string{"host", "rm", "h0"}},
 		{args: []string{"host-identity"}},
 		{args: []string{"gen-dhchap-key"}},
 		{args: []string{"config", "show"}},
@@ -93,7 +98,7 @@ func TestEveryCommandPrintsJSON(t *testing.T) {
 		{args: []string{"etcd", "--dir", filepath.Join(dir, "etcd"), "--listen", "127.0.0.1:0", "--peer-listen", "127.0.0.1:0"}, daemon: true},
 		{args: []string{"controller", "--holder", "c1", "--probe=false"}, daemon: true},
 		{args: []string{"target", "serve", "--dir", dir, "--listen", "127.0.0.1:0", "--nqn", "nqn.test:json", "--ns", "d0:1MiB",
-			"--allow-host", "any", "--control", "127.0.0.1:0"}, daemon: true},
+			"--allow-host", "any", "--control", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, daemon: true},
 	}
 	ran := map[string]bool{}
 	var control string
@@ -103,6 +108,7 @@ func TestEveryCommandPrintsJSON(t *testing.T) {
 		ran[commandPath(t, r.args)] = true
 		if r.args[0] == "target" {
 			control, _ = v.(map[string]any)["control"].(string)
+			checkTargetMetrics(t, v.(map[string]any)["metrics"])
 		}
 	}
 	if control == "" {
@@ -197,5 +203,27 @@ func walkRunnable(c *cobra.Command, fn func(*cobra.Command)) {
 	}
 	if c.Runnable() && c.Name() != "help" && c.Name() != "completion" {
 		fn(c)
+	}
+}
+
+// checkTargetMetrics scrapes the metrics address `target serve -o json`
+// printed and looks for the target's series.
+func checkTargetMetrics(t *testing.T, addr any) {
+	t.Helper()
+	a, _ := addr.(string)
+	if a == "" {
+		t.Fatal("target serve --metrics-listen -o json named no metrics address")
+	}
+	resp, err := http.Get("http://" + a + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{`nvstripe_target_io_ops_total{namespace="d0",nqn="nqn.test:json",nsid="1",op="read"} 0`,
+		`nvstripe_target_refused_connections_total{reason="max_connections"} 0`, "nvstripe_target_connections 0"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("target metrics lack %q:\n%s", want, b)
+		}
 	}
 }

@@ -37,6 +37,7 @@ func verbGroups() []func(*globals) *cobra.Command {
 		newHostCmd,
 		newNamespaceCmd,
 		newVolumeCmd,
+		newDfCmd,
 		newEtcdCmd,
 		newControllerCmd,
 		newAdminCmd,

@@ -10,6 +10,7 @@ import (
 	"github.com/nvstripe/nvstripe/jsonout"
 	"github.com/nvstripe/nvstripe/logging"
 	"github.com/nvstripe/nvstripe/nvmeof/target"
+	targetmetrics "github.com/nvstripe/nvstripe/nvmeof/target/metrics"
 	"github.com/nvstripe/nvstripe/units"
 )
 
@@ -34,6 +35,7 @@ type targetServeFlags struct {
 	gossip     gossipFlags // --gossip, --gossip-join, --gossip-profile, --label
 	auth       etcdAuth    // etcd, only to find gossip seeds without --gossip-join
 	maxConns   int         // --max-connections
+	metrics    string      // --metrics-listen
 }
 
 func newTargetServeCmd(g *globals) *cobra.Command {
@@ -70,6 +72,7 @@ func newTargetServeCmd(g *globals) *cobra.Command {
 	f.blockSize = 4096
 	fl.Var(units.NewFlag(&f.blockSize), "block-size", "logical block size of new namespaces")
 	fl.IntVar(&f.maxConns, "max-connections", 1024, "connections each listener serves at once; one beyond is closed at once (negative: no cap)")
+	fl.StringVar(&f.metrics, "metrics-listen", "", "serve Prometheus metrics (per-namespace IO, connections, refusals) on HOST:PORT/metrics")
 	fl.StringVar(&f.control, "control", "", "serve the HTTP control API on this address (e.g. 127.0.0.1:4480); loopback only without --control-token-file")
 	fl.StringVar(&f.hostKeys, "host-keys", "", "file of hosts that must authenticate (DH-HMAC-CHAP): lines 'HOSTNQN DHHC-1:... [CTRL-DHHC-1:...]'")
 	fl.StringVar(&f.ctlToken, "control-token-file", "", "file holding a bearer token every control API request must carry")
@@ -112,6 +115,15 @@ func runTargetServe(cmd *cobra.Command, g *globals, f *targetServeFlags) error {
 		defer stop()
 		ctlAddr = addr
 	}
+	var metricsAddr string
+	if f.metrics != "" {
+		addr, stop, err := targetmetrics.Serve(f.metrics, t)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		metricsAddr = addr
+	}
 	var names []string
 	for _, ns := range cfg.Subsystems[0].Namespaces {
 		names = append(names, ns.Name)
@@ -121,7 +133,7 @@ func runTargetServe(cmd *cobra.Command, g *globals, f *targetServeFlags) error {
 		return err
 	}
 	defer leave()
-	if err := printServing(cmd, t, ctlAddr, gossipAddr); err != nil {
+	if err := printServing(cmd, t, ctlAddr, gossipAddr, metricsAddr); err != nil {
 		return err
 	}
 	<-ctx.Done()
@@ -150,7 +162,7 @@ func (f *targetServeFlags) config() (target.Config, error) {
 }
 
 // printServing prints what the target serves, then "ready".
-func printServing(cmd *cobra.Command, t *target.Target, ctl, gossip string) error {
+func printServing(cmd *cobra.Command, t *target.Target, ctl, gossip, metrics string) error {
 	sum := t.Summary()
 	text := sum.String()
 	if ctl != "" {
@@ -159,7 +171,10 @@ func printServing(cmd *cobra.Command, t *target.Target, ctl, gossip string) erro
 	if gossip != "" {
 		text += "\ngossip: " + gossip
 	}
-	return report(cmd, map[string]any{"target": sum, "control": ctl, "gossip": gossip, "ready": true}, "%s\nready", text)
+	if metrics != "" {
+		text += "\nmetrics: http://" + metrics + "/metrics"
+	}
+	return report(cmd, map[string]any{"target": sum, "control": ctl, "gossip": gossip, "metrics": metrics, "ready": true}, "%s\nready", text)
 }
 
 func newTargetANAStateCmd() *cobra.Command {

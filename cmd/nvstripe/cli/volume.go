@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nvstripe/nvstripe/capacity"
 	"github.com/nvstripe/nvstripe/jsonout"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/units"
@@ -33,7 +34,9 @@ func newVolumeCreateCmd(g *globals, a *etcdAuth) *cobra.Command {
 		Long: "create records a volume of --size bytes (a multiple of 4KiB) striped as k data + m parity\n" +
 			"chunks. Every segment puts its k+m shards in distinct failure domains, so k+m may not exceed\n" +
 			"the domains in service unless --allow-shared-domains. With --checksum crc32c (the default) every\n" +
-			"4KiB block of every shard has a checksum, verified on every read (about 0.1% of the space).",
+			"4KiB block of every shard has a checksum, verified on every read (about 0.1% of the space).\n" +
+			"It warns when thin volumes would promise more than the usable space ('nvstripe df') and refuses\n" +
+			"past the cluster's limit ('cluster set --max-overcommit', default 2).",
 		Args: cobra.ExactArgs(1),
 		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
 			if size == 0 {
@@ -41,6 +44,13 @@ func newVolumeCreateCmd(g *globals, a *etcdAuth) *cobra.Command {
 			}
 			if checksum == "none" {
 				checksum = ""
+			}
+			warn, err := capacity.CheckNewVolume(cmd.Context(), s, capacity.Volume{Name: args[0], Size: size, K: k, M: m, Shared: shared})
+			if err != nil {
+				return err
+			}
+			if warn != "" {
+				fmt.Fprintln(cmd.ErrOrStderr(), "warning: "+warn)
 			}
 			rec, err := s.CreateVolume(cmd.Context(), meta.VolumeSpec{Name: args[0], Size: size,
 				Layout: meta.Layout{K: k, M: m, Chunk: chunk, Checksum: checksum}, AllowSharedDomains: shared})
@@ -117,11 +127,18 @@ func newVolumeResizeCmd(g *globals, a *etcdAuth) *cobra.Command {
 	var size int64
 	c := &cobra.Command{
 		Use:   "resize NAME --size S",
-		Short: "Grow a volume (shrinking is refused)",
+		Short: "Grow a volume (shrinking is refused; so is growing past the overcommit limit)",
 		Args:  cobra.ExactArgs(1),
 		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
 			if size == 0 {
 				return usageError{errors.New("volume resize needs --size")}
+			}
+			warn, err := capacity.CheckResize(cmd.Context(), s, args[0], size)
+			if err != nil {
+				return err
+			}
+			if warn != "" {
+				fmt.Fprintln(cmd.ErrOrStderr(), "warning: "+warn)
 			}
 			v, err := s.ResizeVolume(cmd.Context(), args[0], size)
 			if err != nil {

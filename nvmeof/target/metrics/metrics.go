@@ -1,0 +1,103 @@
+// Package metrics exports a userspace NVMe/TCP target's counters
+// (target.Target.Stats) as Prometheus metrics, read at each scrape, in a
+// registry of their own: IO operations and bytes, errors and reservation
+// conflicts per namespace, live connections, queues and controllers, and
+// connections refused by reason. `nvstripe target serve --metrics-listen`
+// serves them.
+package metrics
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/nvstripe/nvstripe/nvmeof/target"
+)
+
+// collector turns one Stats snapshot into metrics at each scrape.
+type collector struct {
+	t                                        *target.Target
+	ops, bytes, errs, conflicts              *prometheus.Desc
+	connections, queues, controllers, refuse *prometheus.Desc
+}
+
+func newCollector(t *target.Target) *collector {
+	const p = "nvstripe_target_"
+	nsLabels := []string{"nqn", "nsid", "namespace"}
+	withOp := append(nsLabels[:3:3], "op")
+	return &collector{t: t,
+		ops:         prometheus.NewDesc(p+"io_ops_total", "IO commands run on the namespace (op: read, write, other), failed ones included.", withOp, nil),
+		bytes:       prometheus.NewDesc(p+"io_bytes_total", "Bytes read from and written to the namespace by successful commands (op: read, write).", withOp, nil),
+		errs:        prometheus.NewDesc(p+"io_errors_total", "IO commands on the namespace that failed (reservation conflicts aside).", nsLabels, nil),
+		conflicts:   prometheus.NewDesc(p+"reservation_conflicts_total", "IO commands refused because another host holds the namespace's reservation.", nsLabels, nil),
+		connections: prometheus.NewDesc(p+"connections", "TCP connections open, with or without a queue.", nil, nil),
+		queues:      prometheus.NewDesc(p+"queues", "Connections that completed a Connect (admin and IO queues).", nil, nil),
+		controllers: prometheus.NewDesc(p+"controllers", "Controllers of IO subsystems (hosts' associations).", nil, nil),
+		refuse:      prometheus.NewDesc(p+"refused_connections_total", "Connections or Connects refused, by reason.", []string{"reason"}, nil),
+	}
+}
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.ops, c.bytes, c.errs, c.conflicts, c.connections, c.queues, c.controllers, c.refuse} {
+		ch <- d
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	st := c.t.Stats()
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	for _, n := range st.Namespaces {
+		l := []string{n.NQN, strconv.FormatUint(uint64(n.NSID), 10), n.Name}
+		counter(c.ops, n.ReadOps, append(l, "read")...)
+		counter(c.ops, n.WriteOps, append(l, "write")...)
+		counter(c.ops, n.OtherOps, append(l, "other")...)
+		counter(c.bytes, n.ReadBytes, append(l, "read")...)
+		counter(c.bytes, n.WriteBytes, append(l, "write")...)
+		counter(c.errs, n.Errors, l...)
+		counter(c.conflicts, n.ReservationConflicts, l...)
+	}
+	for _, r := range target.RefusalReasons() {
+		counter(c.refuse, st.Refused[r], r)
+	}
+	gauge := func(d *prometheus.Desc, v int) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v))
+	}
+	gauge(c.connections, st.Connections)
+	gauge(c.queues, st.Queues)
+	gauge(c.controllers, st.Controllers)
+}
+
+// Registry returns a new registry holding t's metrics and the Go runtime
+// and process collectors.
+func Registry(t *target.Target) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newCollector(t), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// Serve serves GET /metrics for t on addr until stop is called; it returns
+// the bound address.
+func Serve(addr string, t *target.Target) (bound string, stop func(), err error) {
+	if addr == "" {
+		return "", nil, errors.New("metrics: empty listen address")
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", nil, fmt.Errorf("metrics listener: %w", err)
+	}
+	reg := Registry(t)
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go hs.Serve(ln)
+	return ln.Addr().String(), func() { hs.Close() }, nil
+}

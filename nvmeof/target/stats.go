@@ -1,0 +1,128 @@
+package target
+
+import (
+	"sort"
+	"sync/atomic"
+
+	"github.com/nvstripe/nvstripe/nvmeof/pdu"
+)
+
+// Reasons a connection or a host is refused, as Stats counts them.
+const (
+	RefusedMaxConnections = "max_connections"   // beyond Config.MaxConnections on its listener
+	RefusedHostNotAllowed = "host_not_allowed"  // Connect from a host NQN the subsystem does not allow
+	RefusedNoSubsystem    = "unknown_subsystem" // Connect to a subsystem NQN the target does not serve
+	RefusedAuth           = "auth_failed"       // DH-HMAC-CHAP failed
+	RefusedHandshake      = "handshake_timeout" // no Connect within HandshakeTimeout of accept
+)
+
+// RefusalReasons lists every reason Stats.Refused counts, in a fixed order.
+func RefusalReasons() []string {
+	return []string{RefusedMaxConnections, RefusedHostNotAllowed, RefusedNoSubsystem, RefusedAuth, RefusedHandshake}
+}
+
+// nsCounters are a namespace's IO counters since the target was built.
+type nsCounters struct {
+	readOps, readBytes, writeOps, writeBytes, otherOps, errors, conflicts atomic.Uint64
+}
+
+// count records one IO command's outcome on the namespace.
+func (n *nsCounters) count(op uint8, bytes uint64, st pdu.Status) {
+	switch op {
+	case pdu.IORead:
+		n.readOps.Add(1)
+		if st == 0 {
+			n.readBytes.Add(bytes)
+		}
+	case pdu.IOWrite:
+		n.writeOps.Add(1)
+		if st == 0 {
+			n.writeBytes.Add(bytes)
+		}
+	default:
+		n.otherOps.Add(1)
+	}
+	switch {
+	case st == 0:
+	case st.Code() == pdu.SCReservationConflict:
+		n.conflicts.Add(1)
+	default:
+		n.errors.Add(1)
+	}
+}
+
+// NamespaceStats are one namespace's counters.
+type NamespaceStats struct {
+	NQN        string `json:"nqn"`
+	NSID       uint32 `json:"nsid"`
+	Name       string `json:"name"`
+	ReadOps    uint64 `json:"read_ops"`    // Read commands, failed ones included
+	ReadBytes  uint64 `json:"read_bytes"`  // bytes of successful reads
+	WriteOps   uint64 `json:"write_ops"`   // Write commands, failed ones included
+	WriteBytes uint64 `json:"write_bytes"` // bytes of successful writes
+	OtherOps   uint64 `json:"other_ops"`   // Flush, Write Zeroes, Dataset Management
+	Errors     uint64 `json:"errors"`      // commands that failed, reservation conflicts aside
+	// ReservationConflicts are commands refused because another host
+	// holds the namespace's reservation (a fenced writer).
+	ReservationConflicts uint64 `json:"reservation_conflicts"`
+}
+
+// Stats are a target's counters and gauges at one moment.
+type Stats struct {
+	Namespaces  []NamespaceStats  `json:"namespaces"`  // by subsystem NQN, then NSID
+	Connections int               `json:"connections"` // TCP connections open, queues or not yet
+	Queues      int               `json:"queues"`      // connections that completed a Connect (admin and IO queues)
+	Controllers int               `json:"controllers"` // controllers of IO subsystems (discovery ones aside)
+	Refused     map[string]uint64 `json:"refused"`     // connections refused, by reason (RefusalReasons)
+}
+
+// refuse counts one refusal for reason.
+func (t *Target) refuse(reason string) {
+	if c := t.refused[reason]; c != nil {
+		c.Add(1)
+	}
+}
+
+func newRefusals() map[string]*atomic.Uint64 {
+	m := map[string]*atomic.Uint64{}
+	for _, r := range RefusalReasons() {
+		m[r] = new(atomic.Uint64)
+	}
+	return m
+}
+
+// Stats returns the target's counters since New and its live connections.
+func (t *Target) Stats() Stats {
+	st := Stats{Refused: map[string]uint64{}}
+	for r, c := range t.refused {
+		st.Refused[r] = c.Load()
+	}
+	nqns := make([]string, 0, len(t.subs))
+	for n := range t.subs {
+		nqns = append(nqns, n)
+	}
+	sort.Strings(nqns)
+	for _, n := range nqns {
+		s := t.subs[n]
+		for _, id := range s.nsids {
+			ns := s.ns[id]
+			c := &ns.counters
+			st.Namespaces = append(st.Namespaces, NamespaceStats{NQN: n, NSID: id, Name: ns.cfg.Name,
+				ReadOps: c.readOps.Load(), ReadBytes: c.readBytes.Load(), WriteOps: c.writeOps.Load(),
+				WriteBytes: c.writeBytes.Load(), OtherOps: c.otherOps.Load(), Errors: c.errors.Load(),
+				ReservationConflicts: c.conflicts.Load()})
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, l := range t.listeners {
+		st.Connections += len(l.conns)
+	}
+	for _, c := range t.ctrls {
+		if !c.disc {
+			st.Controllers++
+		}
+	}
+	st.Queues = int(t.queues.Load())
+	return st
+}
