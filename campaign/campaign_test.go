@@ -55,6 +55,7 @@ type totals struct {
 	ReadsFailed   int            `json:"ro_reads_failed"`
 	Scrubbed      int64          `json:"segments_scrubbed"`
 	Fenced        int            `json:"owners_fenced_restarted"`
+	Returned      int            `json:"namespaces_returned"`
 	SlowStops     int            `json:"slow_stops"`
 	LostBytes     int            `json:"acked_bytes_lost"`
 	BadStripes    int            `json:"inconsistent_stripes"`
@@ -73,11 +74,7 @@ func TestCampaign(t *testing.T) {
 		dir = keep
 	}
 	c := startCluster(t, buildBinary(t, dir), dir)
-	s, err := c.openStore(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := c.store
 	w := newWorkload(c.ownerAddr)
 	rd := &reader{addr: c.readerAddr}
 	seed := *firstSeed
@@ -103,7 +100,7 @@ func TestCampaign(t *testing.T) {
 	}
 	tot.Writes, tot.WritesFailed, tot.Flushes = w.writes, w.failed, w.flushes
 	tot.ReadsOK, tot.ReadsFailed = rd.ok, rd.failed
-	tot.Fenced, tot.SlowStops = c.fenced, c.slowStops
+	tot.Fenced, tot.SlowStops, tot.Returned = c.fenced, c.slowStops, c.returned
 	tot.Wall = time.Since(start).Round(time.Second).String()
 	t.Log("campaign totals:\n" + tot.table())
 	line, _ := json.Marshal(tot)
@@ -131,6 +128,7 @@ func (tot totals) table() string {
 	row("segments scrubbed", tot.Scrubbed)
 	row("owners fenced, restarted", tot.Fenced)
 	row("processes killed after SIGTERM", tot.SlowStops)
+	row("namespaces out, rebuilt, put back in", tot.Returned)
 	// Each of these fails its round; a campaign that ends has none.
 	row("acknowledged bytes lost", tot.LostBytes)
 	row("inconsistent stripes (scrub)", tot.BadStripes)
@@ -169,6 +167,9 @@ func runRound(c *cluster, s *meta.Store, w *workload, rd *reader, f fault, rng *
 		return checked{}, err
 	}
 	if err := c.waitHealthy(3*time.Minute, *readerAttached); err != nil {
+		return checked{}, err
+	}
+	if err := c.returnOut(cctx, s); err != nil {
 		return checked{}, err
 	}
 	got, err := c.check(cctx, s, w, *readerAttached)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"time"
 
@@ -16,11 +17,6 @@ type checked struct {
 	blocks   int   // rwVolume blocks read back
 	roBytes  int64 // roVolume bytes read back
 	segments int64 // segments scrubbed
-}
-
-// openStore connects to the campaign's etcd.
-func (c *cluster) openStore(ctx context.Context) (*meta.Store, error) {
-	return meta.Open(ctx, meta.Config{Endpoints: []string{c.etcdURL}})
 }
 
 // ensureOwner restarts the owner when it runs but no longer holds
@@ -149,27 +145,13 @@ func leaks(ctx context.Context, live *meta.Store) error {
 	if err != nil {
 		return err
 	}
-	var bad []string
+	allocs := map[string]*meta.AllocRecord{}
 	for _, ns := range nss {
-		al, err := s.Allocation(ctx, ns.ID)
-		if err != nil {
+		if allocs[ns.ID], err = s.Allocation(ctx, ns.ID); err != nil {
 			return err
 		}
-		for slot := int64(1); slot < al.Slots; slot++ {
-			used := al.Bitmap[slot/8]&(1<<(slot%8)) != 0
-			ref := refs[meta.SlotRef{NS: ns.ID, Slot: slot}]
-			switch {
-			case used && !ref:
-				bad = append(bad, fmt.Sprintf("%s/%d allocated, referenced by no segment (leaked)", ns.ID, slot))
-			case ref && !used:
-				bad = append(bad, fmt.Sprintf("%s/%d referenced but free", ns.ID, slot))
-			}
-			delete(refs, meta.SlotRef{NS: ns.ID, Slot: slot})
-		}
 	}
-	for r := range refs {
-		bad = append(bad, fmt.Sprintf("%s/%d referenced outside any namespace's slots", r.NS, r.Slot))
-	}
+	bad := compareSlots(allocs, refs)
 	tasks, err := s.Tasks(ctx)
 	if err != nil {
 		return err
@@ -214,4 +196,31 @@ func referenced(ctx context.Context, s *meta.Store) (map[meta.SlotRef]bool, erro
 		}
 	}
 	return refs, nil
+}
+
+// compareSlots lists the slots marked used in allocs (by namespace) but
+// not in refs, and the reverse; slot 0 (the label) is never a shard's.
+func compareSlots(allocs map[string]*meta.AllocRecord, refs map[meta.SlotRef]bool) []string {
+	var bad []string
+	seen := 0
+	for id, al := range allocs {
+		for slot := int64(1); slot < al.Slots; slot++ {
+			used := al.Bitmap[slot/8]&(1<<(slot%8)) != 0
+			ref := refs[meta.SlotRef{NS: id, Slot: slot}]
+			if ref {
+				seen++
+			}
+			switch {
+			case used && !ref:
+				bad = append(bad, fmt.Sprintf("%s/%d allocated, referenced by no segment (leaked)", id, slot))
+			case ref && !used:
+				bad = append(bad, fmt.Sprintf("%s/%d referenced but free", id, slot))
+			}
+		}
+	}
+	if seen != len(refs) {
+		bad = append(bad, fmt.Sprintf("%d referenced slots outside every namespace's slots", len(refs)-seen))
+	}
+	sort.Strings(bad)
+	return bad
 }

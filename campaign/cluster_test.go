@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/faultnet"
+	"github.com/nvstripe/nvstripe/meta"
 )
 
 const (
@@ -26,7 +27,8 @@ const (
 
 // cluster is the campaign's processes: etcd, the targets (each reached
 // through its faultnet proxy: the namespace paths in etcd are the proxies'
-// addresses), the controller, the owner (a foreground `map` of rwVolume
+// addresses; each gossips its health, which the controller judges it
+// by), the controller, the owner (a foreground `map` of rwVolume
 // over NBD) and the reader (a read-only `map` of roVolume over NBD).
 type cluster struct {
 	t       *testing.T
@@ -37,6 +39,7 @@ type cluster struct {
 	targets []*proc
 	proxies []*faultnet.Proxy
 	ctl     *proc
+	store   *meta.Store // the campaign's own etcd client
 	owner   *proc
 	reader  *proc
 	// ownerAddr and readerAddr are the NBD exports of owner and reader.
@@ -45,7 +48,15 @@ type cluster struct {
 	// (restarted by ensureOwner); slowStops counts processes that did not
 	// end within stopWait of SIGTERM (then killed).
 	fenced, slowStops int
+	// returned counts namespaces marked out (their shards rebuilt) that
+	// the campaign put back in service, as an operator does.
+	returned int
 }
+
+// outAfter is how long a namespace stays down before the controller marks
+// it out and rebuilds its shards elsewhere (the gossip judges the targets:
+// their paths in etcd are the proxies, which always accept).
+const outAfter = 5 * time.Second
 
 // stopWait is how long a process gets to end after SIGTERM.
 const stopWait = 20 * time.Second
@@ -62,13 +73,21 @@ func startCluster(t *testing.T, bin, dir string) *cluster {
 	c.etcdURL = freePort(t)
 	c.etcd = c.newProc("etcd", "etcd ready", "etcd", "--dir", filepath.Join(dir, "etcd"), "--listen", c.etcdURL, "--peer-listen", freePort(t))
 	c.mustStart(c.etcd, 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var err error
+	if c.store, err = meta.Open(ctx, meta.Config{Endpoints: []string{c.etcdURL}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.store.Close() })
 	c.admin("cluster", "init", "--slot-size", "1MiB")
 	for i := range numTargets {
 		c.addTarget(dir, i)
 	}
 	c.admin("volume", "create", rwVolume, "--size", fmt.Sprint(volSize), "--k", "4", "--m", "2")
 	c.admin("volume", "create", roVolume, "--size", fmt.Sprint(roSize), "--k", "4", "--m", "2")
-	c.ctl = c.newProc("controller", "controller", "controller", "--interval", "200ms", "--grace", "2s", "--holder", "campaign-ctl")
+	c.ctl = c.newProc("controller", "controller", "controller", "--interval", "200ms", "--grace", "2s", "--out-after", outAfter.String(),
+		"--holder", "campaign-ctl", "--gossip", "127.0.0.1:0", "--gossip-profile", "local")
 	c.mustStart(c.ctl, 30*time.Second)
 	c.fillReadOnly()
 	c.ownerAddr, c.readerAddr = freePort(t), freePort(t)
@@ -83,8 +102,9 @@ func startCluster(t *testing.T, bin, dir string) *cluster {
 func (c *cluster) addTarget(dir string, i int) {
 	host, addr := fmt.Sprintf("h%d", i), freePort(c.t)
 	nqn := "nqn.2026-12.io.nvstripe:campaign-" + host
+	c.admin("host", "add", host)
 	p := c.newProc("target-"+host, "ready", "target", "serve", "--dir", filepath.Join(dir, host), "--listen", addr,
-		"--nqn", nqn, "--ns", "d0:64MiB", "--allow-host", "any")
+		"--nqn", nqn, "--ns", "d0:64MiB", "--allow-host", "any", "--host", host, "--gossip", "127.0.0.1:0", "--gossip-profile", "local")
 	c.mustStart(p, 30*time.Second)
 	px, err := faultnet.New(addr)
 	if err != nil {
@@ -92,7 +112,6 @@ func (c *cluster) addTarget(dir string, i int) {
 	}
 	c.t.Cleanup(func() { px.Close() })
 	c.targets, c.proxies = append(c.targets, p), append(c.proxies, px)
-	c.admin("host", "add", host)
 	c.admin("ns", "add", "--host", host, "--nqn", nqn, "--nsid", "1", "--path", "tcp://"+px.Addr())
 }
 
@@ -291,4 +310,38 @@ func (c *cluster) killAll() {
 	if c.etcd != nil {
 		c.etcd.kill()
 	}
+}
+
+// returnOut puts every namespace marked out or failed back in service
+// (`ns set-state NS in`, the operator's step once its target is back).
+func (c *cluster) returnOut(ctx context.Context, s *meta.Store) error {
+	nss, err := s.Namespaces(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range nss {
+		if n.State == "out" || n.State == "failed" {
+			if out, err := c.tryAdmin("ns", "set-state", n.ID, "in"); err != nil {
+				return fmt.Errorf("ns set-state %s in: %v: %s", n.ID, err, out)
+			}
+			c.returned++
+		}
+	}
+	return nil
+}
+
+// waitState waits up to within for namespace of host to reach state.
+func (c *cluster) waitState(ctx context.Context, s *meta.Store, host, state string, within time.Duration) bool {
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		nss, err := s.Namespaces(ctx)
+		if err != nil {
+			continue
+		}
+		for _, n := range nss {
+			if n.Host == host && n.State == state {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -1,6 +1,8 @@
 package campaign
 
 import (
+	"context"
+	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -73,6 +75,15 @@ var faults = []fault{
 			p.kill()
 		}
 		c.mustStart(p, 60*time.Second)
+	}},
+	// Down past outAfter: the controller marks the namespace out and
+	// rebuilds its shards on the others.
+	{"lose target (kill -9 until out)", func(c *cluster, rng *rand.Rand) {
+		i := rng.IntN(len(c.targets))
+		c.targets[i].kill()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		c.waitState(ctx, c.store, fmt.Sprintf("h%d", i), "out", outAfter+30*time.Second)
 	}},
 	{"kill -9 etcd", killFor(theEtcd)},
 	{"SIGSTOP etcd", stopFor(theEtcd, pause)},
