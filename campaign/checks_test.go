@@ -2,6 +2,7 @@ package campaign
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -10,6 +11,13 @@ import (
 
 	"github.com/nvstripe/nvstripe/controller/admin"
 	"github.com/nvstripe/nvstripe/meta"
+)
+
+// The findings of the checks, by class.
+var (
+	errLost      = errors.New("acknowledged data lost")
+	errBadBlocks = errors.New("scrub found bad blocks")
+	errLeak      = errors.New("leak")
 )
 
 // checked is what one round's checks looked at.
@@ -121,8 +129,12 @@ func scrub(ctx context.Context, s *meta.Store, volume string) (int64, error) {
 	var n int64
 	for _, r := range res {
 		if r.State != meta.TaskDone || r.Found != 0 || r.Done != r.Total {
-			return n, fmt.Errorf("scrub of %s: %s, %d of %d segments, %d blocks bad (checksum or parity), %d healed %s",
+			err := fmt.Errorf("scrub of %s: %s, %d of %d segments, %d blocks bad (checksum or parity), %d healed %s",
 				volume, r.State, r.Done, r.Total, r.Found, r.Healed, r.Error)
+			if r.Found != 0 {
+				err = fmt.Errorf("%w: %w", errBadBlocks, err)
+			}
+			return n, err
 		}
 		n += r.Done
 	}
@@ -162,7 +174,7 @@ func leaks(ctx context.Context, live *meta.Store) error {
 		}
 	}
 	if len(bad) > 0 {
-		return fmt.Errorf("%d leaks: %s", len(bad), strings.Join(bad, "; "))
+		return fmt.Errorf("%w: %d: %s", errLeak, len(bad), strings.Join(bad, "; "))
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package campaign
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -15,9 +16,9 @@ import (
 	"github.com/nvstripe/nvstripe/nbd/nbdtest"
 )
 
-// TestLeakCheck: the slot check passes on a cluster whose segments hold
-// every used slot, and finds a used slot no segment references and a
-// referenced slot that is free.
+// TestLeakCheck: the check passes on a cluster whose segments hold every
+// used slot, and finds a used slot no segment references, a referenced
+// slot that is free, and a task left running.
 func TestLeakCheck(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -73,6 +74,12 @@ func TestLeakCheck(t *testing.T) {
 			t.Errorf("compareSlots: %q, want %q in it", got, want)
 		}
 	}
+	if err := s.PutTask(ctx, &meta.TaskRecord{ID: "scrub-v", Kind: meta.TaskScrub, Volume: "v", Holder: "x", State: meta.TaskRunning}); err != nil {
+		t.Fatal(err)
+	}
+	if err := leaks(ctx, s); !errors.Is(err, errLeak) || !strings.Contains(err.Error(), "scrub-v") {
+		t.Errorf("a task left running: %v", err)
+	}
 }
 
 // TestVerifyFindsLostWrite: verify passes when every block holds its
@@ -122,7 +129,7 @@ func TestVerifyFindsLostWrite(t *testing.T) {
 	if err := c.WriteAt(ctx, content(9, 99), 9*blockSize); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.verify(ctx, l.Addr().String()); err == nil || !strings.Contains(err.Error(), "block 9") {
+	if _, err := w.verify(ctx, l.Addr().String()); err == nil || !errors.Is(err, errLost) || !strings.Contains(err.Error(), "block 9") {
 		t.Fatalf("verify of a block holding an unknown version: %v", err)
 	}
 }

@@ -154,7 +154,7 @@ func (w *workload) verify(ctx context.Context, addr string) (int, error) {
 			}
 		}
 		if !match {
-			return 0, fmt.Errorf("block %d (offset %d) holds none of versions %v: an acknowledged write is lost", b, b*blockSize, allowed)
+			return 0, fmt.Errorf("%w: block %d (offset %d) holds none of versions %v", errLost, b, b*blockSize, allowed)
 		}
 	}
 	return len(blocks), nil
@@ -244,7 +244,7 @@ func (r *reader) record(off int64, got []byte, err error) {
 	case !bytes.Equal(got, roContent(off, len(got))):
 		r.failed++
 		if r.wrong == nil {
-			r.wrong = fmt.Errorf("read-only mapping: %d bytes at offset %d differ from the acknowledged content", len(got), off)
+			r.wrong = fmt.Errorf("%w: read-only mapping: %d bytes at offset %d differ from the acknowledged content", errLost, len(got), off)
 		}
 	default:
 		r.ok++
@@ -272,7 +272,7 @@ func verifyRO(ctx context.Context, addr string) (int64, error) {
 			return 0, fmt.Errorf("reading %s at offset %d: %w", roVolume, off, err)
 		}
 		if !bytes.Equal(got, roContent(off, roChunk)) {
-			return 0, fmt.Errorf("%s: %d bytes at offset %d differ from the acknowledged content", roVolume, roChunk, off)
+			return 0, fmt.Errorf("%w: %s: %d bytes at offset %d differ from the acknowledged content", errLost, roVolume, roChunk, off)
 		}
 	}
 	return roSize, nil
