@@ -133,3 +133,20 @@ func TestVerifyFindsLostWrite(t *testing.T) {
 		t.Fatalf("verify of a block holding an unknown version: %v", err)
 	}
 }
+
+// TestReaderFlagsWrongData: a failed read is only counted; a read that
+// returns other bytes than the volume's content is a lost-data finding.
+func TestReaderFlagsWrongData(t *testing.T) {
+	r := &reader{}
+	r.record(roChunk, roContent(roChunk, roChunk), nil)
+	r.record(0, nil, errors.New("timeout"))
+	if err := r.wrongRead(); err != nil || r.ok != 1 || r.failed != 1 {
+		t.Fatalf("after a good and a failed read: %v, %d ok, %d failed", err, r.ok, r.failed)
+	}
+	bad := roContent(0, roChunk)
+	bad[100] ^= 1
+	r.record(0, bad, nil)
+	if err := r.wrongRead(); !errors.Is(err, errLost) {
+		t.Fatalf("a read of wrong data: %v", err)
+	}
+}
