@@ -89,7 +89,7 @@ func TestCampaign(t *testing.T) {
 	for r := range *rounds {
 		sd := seed + uint64(r)
 		rng := rand.New(rand.NewPCG(sd, 0))
-		f := faults[rng.IntN(len(faults))]
+		f := faults[sd%uint64(len(faults))]
 		t.Logf("round %d: seed %d: %s (replay: make campaign SEED=%d ROUNDS=1)", r, sd, f.name, sd)
 		got, err := runRound(c, s, w, rd, f, rng)
 		if err != nil {
@@ -137,7 +137,7 @@ func (tot *totals) report(t *testing.T, c *cluster, w *workload, rd *reader, sta
 // table prints the totals as aligned rows.
 func (tot totals) table() string {
 	var b strings.Builder
-	row := func(k string, v any) { fmt.Fprintf(&b, "  %-34s %v\n", k, v) }
+	row := func(k string, v any) { fmt.Fprintf(&b, "  %-40s %v\n", k, v) }
 	row("rounds", fmt.Sprintf("%d (seeds %d..%d)", tot.Rounds, tot.FirstSeed, tot.FirstSeed+uint64(max(tot.Rounds, 1))-1))
 	var kinds []string
 	for k := range tot.Faults {
@@ -166,25 +166,32 @@ func (tot totals) table() string {
 // runRound runs the workload and the reader while f strikes, heals, waits
 // for the controller to restore redundancy and checks (cluster.check).
 func runRound(c *cluster, s *meta.Store, w *workload, rd *reader, f fault, rng *rand.Rand) (checked, error) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{}, 2)
+	wctx, wcancel := context.WithCancel(context.Background())
+	rctx, rcancel := context.WithCancel(context.Background())
+	defer rcancel()
+	wdone, rdone := make(chan struct{}), make(chan struct{})
 	wrng, rrng := rand.New(rand.NewPCG(rng.Uint64(), 1)), rand.New(rand.NewPCG(rng.Uint64(), 2))
-	go func() { w.run(ctx, wrng); done <- struct{}{} }()
-	go func() { rd.run(ctx, rrng); done <- struct{}{} }()
+	go func() { defer close(wdone); w.run(wctx, wrng) }()
+	go func() { defer close(rdone); rd.run(rctx, rrng) }()
+	stopReading := func() error {
+		rcancel()
+		<-rdone
+		return rd.wrongRead()
+	}
 	time.Sleep(pause(rng))
 	f.do(c, rng)
 	herr := c.heal(true)
 	time.Sleep(pause(rng)) // some IO after the heal
-	cancel()
-	<-done
-	<-done
+	wcancel()
+	<-wdone
 	if herr != nil {
 		return checked{}, herr
 	}
-	if err := rd.wrongRead(); err != nil {
-		return checked{}, err
-	}
 	if !*readerAttached {
+		// Unmapped, or the controller holds back the moves of its volume.
+		if err := stopReading(); err != nil {
+			return checked{}, err
+		}
 		c.stop(c.reader)
 	}
 	cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -192,7 +199,12 @@ func runRound(c *cluster, s *meta.Store, w *workload, rd *reader, f fault, rng *
 	if err := c.ensureOwner(cctx, s); err != nil {
 		return checked{}, err
 	}
+	// An attached reader reads on while the controller restores
+	// redundancy under it.
 	if err := c.waitHealthy(3*time.Minute, *readerAttached); err != nil {
+		return checked{}, err
+	}
+	if err := stopReading(); err != nil {
 		return checked{}, err
 	}
 	if err := c.returnOut(cctx, s); err != nil {

@@ -8,7 +8,8 @@
 // once at the start, whose every successful read must return that
 // content.
 //
-// Each round injects one fault while both run, picked from: kill -9 or
+// Round seed S injects one fault while both run, the kind faults[S mod
+// len(faults)] (consecutive seeds go through every kind), from: kill -9 or
 // SIGSTOP/SIGCONT of a target, etcd (SIGSTOP also for 12 s, past the
 // owner's lease TTL), the controller, the owner or the reader; a target
 // restart; a target killed until the controller marks its namespace out
