@@ -117,8 +117,9 @@ func (c *cluster) withMap(name, volume string, readOnly bool, fn func(addr strin
 }
 
 // scrub scrubs volume through its read-write owner (admin.Scrub, what
-// `admin scrub --wait` runs) and fails on any bad block; it returns the
-// segments scrubbed.
+// `admin scrub --wait` runs) and fails on any block bad against its
+// checksum and any parity chunk out of step with its stripe's data; it
+// returns the segments scrubbed.
 func scrub(ctx context.Context, s *meta.Store, volume string) (int64, error) {
 	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
@@ -128,10 +129,10 @@ func scrub(ctx context.Context, s *meta.Store, volume string) (int64, error) {
 	}
 	var n int64
 	for _, r := range res {
-		if r.State != meta.TaskDone || r.Found != 0 || r.Done != r.Total {
-			err := fmt.Errorf("scrub of %s: %s, %d of %d segments, %d blocks bad (checksum or parity), %d healed %s",
-				volume, r.State, r.Done, r.Total, r.Found, r.Healed, r.Error)
-			if r.Found != 0 {
+		if r.State != meta.TaskDone || r.Found != 0 || r.Parity != 0 || r.Done != r.Total {
+			err := fmt.Errorf("scrub of %s: %s, %d of %d segments, %d blocks bad (checksums), %d healed, %d parity chunks out of step %s",
+				volume, r.State, r.Done, r.Total, r.Found, r.Healed, r.Parity, r.Error)
+			if r.Found != 0 || r.Parity != 0 {
 				err = fmt.Errorf("%w: %w", errBadBlocks, err)
 			}
 			return n, err
