@@ -41,9 +41,11 @@ unit:
 	$(GO) test -race -timeout 40m ./...
 
 ## campaign: the fault campaign over real processes (campaign/doc.go), 50 rounds;
-## `make test` runs 3. CAMPAIGN_SEED=S CAMPAIGN_ROUNDS=1 replays a failed round.
-CAMPAIGN_ROUNDS ?= 50
-CAMPAIGN_SEED   ?= 0
+## `make test` runs 3. `make campaign SEED=S ROUNDS=1` replays a failed round.
+ROUNDS          ?= 50
+SEED            ?= 0
+CAMPAIGN_ROUNDS ?= $(ROUNDS)
+CAMPAIGN_SEED   ?= $(SEED)
 campaign:
 	$(GO) test -count=1 -v -timeout 120m -run TestCampaign ./campaign \
 		-campaign.rounds=$(CAMPAIGN_ROUNDS) -campaign.seed=$(CAMPAIGN_SEED)

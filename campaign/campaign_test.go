@@ -2,19 +2,32 @@ package campaign
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nvstripe/nvstripe/meta"
 )
 
 var (
-	rounds    = flag.Int("campaign.rounds", 3, "rounds to run (make campaign runs 50)")
-	firstSeed = flag.Uint64("campaign.seed", ciSeed, "seed of the first round (0: from the clock, as make campaign does); round i uses seed+i")
+	rounds    = flag.Int("campaign.rounds", envInt("CAMPAIGN_ROUNDS", 3), "rounds to run (make campaign runs 50); default $CAMPAIGN_ROUNDS, else 3")
+	firstSeed = flag.Uint64("campaign.seed", uint64(envInt("CAMPAIGN_SEED", ciSeed)), "seed of the first round (0: from the clock, as make campaign does); round i uses seed+i; default $CAMPAIGN_SEED, else the CI seed")
+	// readerAttached is the switch for read-only mappings that follow
+	// moves (issue 16, "Read-only mappings follow the map"): on main the
+	// controller holds back every move of a volume mapped only read-only,
+	// so the reader is unmapped before each round waits for redundancy and
+	// mapped again after the checks. Once readers follow moves, turn it on
+	// (default true) and the reader stays attached through the rounds.
+	readerAttached = flag.Bool("campaign.reader-attached", os.Getenv("CAMPAIGN_READER_ATTACHED") == "1",
+		"keep the read-only mapping attached while the controller restores redundancy (needs readers that follow moves)")
 )
 
 // ciSeed is the first seed of the short campaign `make test` runs: fixed, so
@@ -22,59 +35,35 @@ var (
 // new schedules come from `make campaign` (seeded from the clock).
 const ciSeed = 250940844
 
-// fault is one kind of injection: it breaks something for a while, and the
-// round's heal brings it back.
-type fault struct {
-	name string
-	do   func(c *cluster, rng *rand.Rand)
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return n
+	}
+	return def
 }
 
-// pause is how long a fault lasts: 0.5 to 3 s.
-func pause(rng *rand.Rand) time.Duration {
-	return 500*time.Millisecond + time.Duration(rng.Int64N(int64(2500*time.Millisecond)))
-}
-
-var faults = []fault{
-	{"kill -9 target", func(c *cluster, rng *rand.Rand) {
-		p := c.targets[rng.IntN(len(c.targets))]
-		p.kill()
-		time.Sleep(pause(rng))
-	}},
-	{"SIGSTOP target", func(c *cluster, rng *rand.Rand) {
-		p := c.targets[rng.IntN(len(c.targets))]
-		p.stop()
-		time.Sleep(pause(rng))
-		p.cont()
-	}},
-	{"SIGSTOP etcd", func(c *cluster, rng *rand.Rand) {
-		c.etcd.stop()
-		time.Sleep(pause(rng))
-		c.etcd.cont()
-	}},
-	{"kill -9 etcd", func(c *cluster, rng *rand.Rand) {
-		c.etcd.kill()
-		time.Sleep(pause(rng))
-	}},
-	{"kill -9 controller", func(c *cluster, rng *rand.Rand) {
-		c.ctl.kill()
-		time.Sleep(pause(rng))
-	}},
-	{"SIGSTOP controller", func(c *cluster, rng *rand.Rand) {
-		c.ctl.stop()
-		time.Sleep(pause(rng))
-		c.ctl.cont()
-	}},
-	{"kill -9 owner", func(c *cluster, rng *rand.Rand) {
-		c.owner.kill()
-		time.Sleep(pause(rng))
-	}},
-	// Longer than the owner's lease TTL (10 s): the mapping is fenced and
-	// must take the volume again once etcd answers.
-	{"SIGSTOP etcd 12s", func(c *cluster, rng *rand.Rand) {
-		c.etcd.stop()
-		time.Sleep(12 * time.Second)
-		c.etcd.cont()
-	}},
+// totals is what the campaign did, printed at the end.
+type totals struct {
+	Rounds        int            `json:"rounds"`
+	FirstSeed     uint64         `json:"first_seed"`
+	Faults        map[string]int `json:"faults"`
+	Writes        int            `json:"writes_acked"`
+	WritesFailed  int            `json:"writes_failed"`
+	Flushes       int            `json:"flushes_acked"`
+	BlocksChecked int            `json:"blocks_checked"`
+	BytesChecked  int64          `json:"bytes_checked"`
+	ReadsOK       int            `json:"ro_reads_ok"`
+	ReadsFailed   int            `json:"ro_reads_failed"`
+	Scrubbed      int64          `json:"segments_scrubbed"`
+	Fenced        int            `json:"owners_fenced_restarted"`
+	Returned      int            `json:"namespaces_returned"`
+	SlowStops     int            `json:"slow_stops"`
+	// Rounds whose checks found lost acknowledged data, a scrub's bad
+	// blocks, leaked slots or running tasks (the first ends the campaign).
+	LostData   int    `json:"rounds_lost_acked_data"`
+	BadStripes int    `json:"rounds_inconsistent_stripes"`
+	Leaks      int    `json:"rounds_leaking"`
+	Wall       string `json:"wall"`
 }
 
 // TestCampaign runs the fault campaign (see the package doc).
@@ -88,52 +77,145 @@ func TestCampaign(t *testing.T) {
 		dir = keep
 	}
 	c := startCluster(t, buildBinary(t, dir), dir)
-	w := newWorkload(c.nbdAddr)
+	s := c.store
+	w := newWorkload(c.ownerAddr)
+	rd := &reader{addr: c.readerAddr}
 	seed := *firstSeed
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano()) % 1_000_000_000
 	}
-	counts := map[string]int{}
-	checked := 0
+	tot := totals{FirstSeed: seed, Faults: map[string]int{}}
+	defer func() { tot.report(t, c, w, rd, start) }()
 	for r := range *rounds {
-		s := seed + uint64(r)
-		rng := rand.New(rand.NewPCG(s, 0))
-		f := faults[rng.IntN(len(faults))]
-		t.Logf("round %d: seed %d: %s", r, s, f.name)
-		n, err := runRound(c, w, f, rng)
+		sd := seed + uint64(r)
+		rng := rand.New(rand.NewPCG(sd, 0))
+		f := faults[sd%uint64(len(faults))]
+		t.Logf("round %d: seed %d: %s (replay: make campaign SEED=%d ROUNDS=1)", r, sd, f.name, sd)
+		got, err := runRound(c, s, w, rd, f, rng)
 		if err != nil {
-			t.Fatalf("round %d (replay: go test ./campaign -run TestCampaign -campaign.seed=%d -campaign.rounds=1): %s: %v",
-				r, s, f.name, err)
+			t.Errorf("round %d, seed %d, %s: %v\nreplay: make campaign SEED=%d ROUNDS=1 (or CAMPAIGN_SEED=%d CAMPAIGN_ROUNDS=1 go test ./campaign -run TestCampaign -v); process logs: %s",
+				r, sd, f.name, err, sd, sd, dir+"/processes.log")
+			tot.count(err)
+			return
 		}
-		counts[f.name]++
-		checked += n
+		tot.Rounds++
+		tot.Faults[f.name]++
+		tot.BlocksChecked += got.blocks
+		tot.BytesChecked += int64(got.blocks)*blockSize + got.roBytes
+		tot.Scrubbed += got.segments
 	}
-	var kinds []string
-	for k, n := range counts {
-		kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
-	}
-	sort.Strings(kinds)
-	t.Logf("campaign: %d rounds from seed %d in %v; faults: %s; %d acknowledged writes (%d failed, %d flushes); %d block checks; 0 acknowledged bytes lost",
-		*rounds, seed, time.Since(start).Round(time.Second), strings.Join(kinds, ", "), w.writes, w.failed, w.flushes, checked)
 }
 
-// runRound runs the workload while f strikes, heals, waits for the volume
-// to be healthy and verifies every block written so far.
-func runRound(c *cluster, w *workload, f fault, rng *rand.Rand) (int, error) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	wrng := rand.New(rand.NewPCG(rng.Uint64(), 1))
-	go func() { defer close(done); w.run(ctx, wrng) }()
+// count counts a failed round's finding.
+func (tot *totals) count(err error) {
+	switch {
+	case errors.Is(err, errLost):
+		tot.LostData++
+	case errors.Is(err, errBadBlocks):
+		tot.BadStripes++
+	case errors.Is(err, errLeak):
+		tot.Leaks++
+	}
+}
+
+// report logs the totals as a table and a JSON line (also after a failed
+// round: the rounds before it passed).
+func (tot *totals) report(t *testing.T, c *cluster, w *workload, rd *reader, start time.Time) {
+	w.mu.Lock()
+	tot.Writes, tot.WritesFailed, tot.Flushes = w.writes, w.failed, w.flushes
+	w.mu.Unlock()
+	rd.mu.Lock()
+	tot.ReadsOK, tot.ReadsFailed = rd.ok, rd.failed
+	rd.mu.Unlock()
+	tot.Fenced, tot.SlowStops, tot.Returned = c.fenced, c.slowStops, c.returned
+	tot.Wall = time.Since(start).Round(time.Second).String()
+	t.Log("campaign totals:\n" + tot.table())
+	line, _ := json.Marshal(tot)
+	t.Logf("campaign-json: %s", line)
+}
+
+// table prints the totals as aligned rows.
+func (tot totals) table() string {
+	var b strings.Builder
+	row := func(k string, v any) { fmt.Fprintf(&b, "  %-40s %v\n", k, v) }
+	row("rounds", fmt.Sprintf("%d (seeds %d..%d)", tot.Rounds, tot.FirstSeed, tot.FirstSeed+uint64(max(tot.Rounds, 1))-1))
+	var kinds []string
+	for k := range tot.Faults {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	for _, k := range kinds {
+		row("fault: "+k, tot.Faults[k])
+	}
+	row("writes acknowledged (failed)", fmt.Sprintf("%d (%d)", tot.Writes, tot.WritesFailed))
+	row("flushes acknowledged", tot.Flushes)
+	row("blocks read back (rw volume)", tot.BlocksChecked)
+	row("bytes read back (both volumes)", tot.BytesChecked)
+	row("read-only reads ok (failed)", fmt.Sprintf("%d (%d)", tot.ReadsOK, tot.ReadsFailed))
+	row("segments scrubbed", tot.Scrubbed)
+	row("owners fenced, restarted", tot.Fenced)
+	row("processes killed after SIGTERM", tot.SlowStops)
+	row("namespaces out, rebuilt, put back in", tot.Returned)
+	row("rounds that lost acknowledged data", tot.LostData)
+	row("rounds with bad blocks (scrub)", tot.BadStripes)
+	row("rounds with leaked slots or tasks", tot.Leaks)
+	row("wall time", tot.Wall)
+	return b.String()
+}
+
+// runRound runs the workload and the reader while f strikes, heals, waits
+// for the controller to restore redundancy and checks (cluster.check).
+func runRound(c *cluster, s *meta.Store, w *workload, rd *reader, f fault, rng *rand.Rand) (checked, error) {
+	wctx, wcancel := context.WithCancel(context.Background())
+	rctx, rcancel := context.WithCancel(context.Background())
+	defer rcancel()
+	wdone, rdone := make(chan struct{}), make(chan struct{})
+	wrng, rrng := rand.New(rand.NewPCG(rng.Uint64(), 1)), rand.New(rand.NewPCG(rng.Uint64(), 2))
+	go func() { defer close(wdone); w.run(wctx, wrng) }()
+	go func() { defer close(rdone); rd.run(rctx, rrng) }()
+	stopReading := func() error {
+		rcancel()
+		<-rdone
+		return rd.wrongRead()
+	}
 	time.Sleep(pause(rng))
 	f.do(c, rng)
-	c.heal()
-	time.Sleep(pause(rng)) // some writes after the heal
-	cancel()
-	<-done
-	if err := c.waitHealthy(2 * time.Minute); err != nil {
-		return 0, err
+	herr := c.heal(true)
+	time.Sleep(pause(rng)) // some IO after the heal
+	wcancel()
+	<-wdone
+	if herr != nil {
+		return checked{}, herr
 	}
-	vctx, vcancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer vcancel()
-	return w.verify(vctx)
+	if !*readerAttached {
+		// Unmapped, or the controller holds back the moves of its volume.
+		if err := stopReading(); err != nil {
+			return checked{}, err
+		}
+		c.stop(c.reader)
+	}
+	cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer ccancel()
+	if err := c.ensureOwner(cctx, s); err != nil {
+		return checked{}, err
+	}
+	// An attached reader reads on while the controller restores
+	// redundancy under it.
+	if err := c.waitHealthy(3*time.Minute, *readerAttached); err != nil {
+		return checked{}, err
+	}
+	if err := stopReading(); err != nil {
+		return checked{}, err
+	}
+	if err := c.returnOut(cctx, s); err != nil {
+		return checked{}, err
+	}
+	got, err := c.check(cctx, s, w, *readerAttached)
+	if err != nil {
+		return got, err
+	}
+	if !*readerAttached {
+		err = c.tryStartMap(c.reader)
+	}
+	return got, err
 }

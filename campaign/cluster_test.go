@@ -1,6 +1,7 @@
 package campaign
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,15 +10,26 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nvstripe/nvstripe/faultnet"
+	"github.com/nvstripe/nvstripe/meta"
 )
 
 const (
-	numTargets = 4
-	volName    = "v"
+	numTargets = 8
+	rwVolume   = "v"  // mapped read-write by the owner, written by the workload
+	roVolume   = "ro" // filled once, mapped read-only by the reader
 	volSize    = 32 << 20
+	roSize     = 16 << 20
+	ownerName  = "campaign-map"
+	readerName = "campaign-reader"
 )
 
-// cluster is the campaign's processes.
+// cluster is the campaign's processes: etcd, the targets (each reached
+// through its faultnet proxy: the namespace paths in etcd are the proxies'
+// addresses; each gossips its health, which the controller judges it
+// by), the controller, the owner (a foreground `map` of rwVolume
+// over NBD) and the reader (a read-only `map` of roVolume over NBD).
 type cluster struct {
 	t       *testing.T
 	bin     string
@@ -25,40 +37,96 @@ type cluster struct {
 	logw    io.Writer
 	etcd    *proc
 	targets []*proc
+	proxies []*faultnet.Proxy
 	ctl     *proc
-	owner   *proc // the foreground map serving the volume
-	nbdAddr string
+	store   *meta.Store // the campaign's own etcd client
+	owner   *proc
+	reader  *proc
+	// ownerAddr and readerAddr are the NBD exports of owner and reader.
+	ownerAddr, readerAddr string
+	// fenced counts owners found alive but no longer holding the volume
+	// (restarted by ensureOwner); slowStops counts processes that did not
+	// end within stopWait of SIGTERM (then killed).
+	fenced, slowStops int
+	// returned counts namespaces marked out (their shards rebuilt) that
+	// the campaign put back in service, as an operator does.
+	returned int
 }
 
-// startCluster starts etcd, the targets (registered as hosts h0..h3 with one
-// namespace each), a 2+1 volume, the controller and the map.
+// outAfter is how long a namespace stays down before the controller marks
+// it out and rebuilds its shards elsewhere (the gossip judges the targets:
+// their paths in etcd are the proxies, which always accept).
+const outAfter = 5 * time.Second
+
+// stopWait is how long a process gets to end after SIGTERM.
+const stopWait = 20 * time.Second
+
+// startCluster starts etcd, the targets (registered as hosts h0..h7 with
+// one namespace each, behind their proxies), the two 4+2 volumes, the
+// controller, the owner and the reader; roVolume is filled with its
+// content first through a read-write map.
 func startCluster(t *testing.T, bin, dir string) *cluster {
 	t.Helper()
 	c := &cluster{t: t, bin: bin, logw: logFile(t, dir)}
+	t.Cleanup(c.killAll)
 	t.Logf("process logs: %s", filepath.Join(dir, "processes.log"))
-	etcdAddr := freePort(t)
-	c.etcdURL = etcdAddr
-	c.etcd = c.newProc("etcd", "etcd ready", "etcd", "--dir", filepath.Join(dir, "etcd"), "--listen", etcdAddr, "--peer-listen", freePort(t))
+	c.etcdURL = freePort(t)
+	c.etcd = c.newProc("etcd", "etcd ready", "etcd", "--dir", filepath.Join(dir, "etcd"), "--listen", c.etcdURL, "--peer-listen", freePort(t))
 	c.mustStart(c.etcd, 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var err error
+	if c.store, err = meta.Open(ctx, meta.Config{Endpoints: []string{c.etcdURL}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.store.Close() })
 	c.admin("cluster", "init", "--slot-size", "1MiB")
 	for i := range numTargets {
-		host, addr := fmt.Sprintf("h%d", i), freePort(t)
-		nqn := "nqn.2026-12.io.nvstripe:campaign-" + host
-		p := c.newProc("target-"+host, "ready", "target", "serve", "--dir", filepath.Join(dir, host), "--listen", addr,
-			"--nqn", nqn, "--ns", "d0:64MiB", "--allow-host", "any")
-		c.mustStart(p, 30*time.Second)
-		c.targets = append(c.targets, p)
-		c.admin("host", "add", host)
-		c.admin("ns", "add", "--host", host, "--nqn", nqn, "--nsid", "1", "--path", "tcp://"+addr)
+		c.addTarget(dir, i)
 	}
-	c.admin("volume", "create", volName, "--size", fmt.Sprint(volSize), "--k", "2", "--m", "1")
-	c.ctl = c.newProc("controller", "controller", "controller", "--interval", "200ms", "--grace", "2s", "--holder", "campaign-ctl")
+	c.admin("volume", "create", rwVolume, "--size", fmt.Sprint(volSize), "--k", "4", "--m", "2")
+	c.admin("volume", "create", roVolume, "--size", fmt.Sprint(roSize), "--k", "4", "--m", "2")
+	c.ctl = c.newProc("controller", "controller", "controller", "--interval", "200ms", "--grace", "2s", "--out-after", outAfter.String(),
+		"--holder", "campaign-ctl", "--gossip", "127.0.0.1:0", "--gossip-profile", "local")
 	c.mustStart(c.ctl, 30*time.Second)
-	c.nbdAddr = freePort(t)
-	c.owner = c.newProc("map", "serving: ", "map", volName, "--nbd-listen", c.nbdAddr, "--holder", "campaign-map")
-	c.startOwner()
-	t.Cleanup(c.killAll)
+	c.fillReadOnly()
+	c.ownerAddr, c.readerAddr = freePort(t), freePort(t)
+	c.owner = c.newProc("owner", "serving: ", "map", rwVolume, "--nbd-listen", c.ownerAddr, "--holder", ownerName)
+	c.reader = c.newProc("reader", "serving: ", "map", roVolume, "--read-only", "--nbd-listen", c.readerAddr, "--holder", readerName)
+	c.startMap(c.owner)
+	c.startMap(c.reader)
 	return c
+}
+
+// addTarget starts target i behind a proxy and registers it.
+func (c *cluster) addTarget(dir string, i int) {
+	host, addr := fmt.Sprintf("h%d", i), freePort(c.t)
+	nqn := "nqn.2026-12.io.nvstripe:campaign-" + host
+	c.admin("host", "add", host)
+	p := c.newProc("target-"+host, "ready", "target", "serve", "--dir", filepath.Join(dir, host), "--listen", addr,
+		"--nqn", nqn, "--ns", "d0:64MiB", "--allow-host", "any", "--host", host, "--gossip", "127.0.0.1:0", "--gossip-profile", "local")
+	c.mustStart(p, 30*time.Second)
+	px, err := faultnet.New(addr)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { px.Close() })
+	c.targets, c.proxies = append(c.targets, p), append(c.proxies, px)
+	c.admin("ns", "add", "--host", host, "--nqn", nqn, "--nsid", "1", "--path", "tcp://"+px.Addr())
+}
+
+// fillReadOnly writes roVolume's content through a read-write map.
+func (c *cluster) fillReadOnly() {
+	c.t.Helper()
+	addr := freePort(c.t)
+	p := c.newProc("filler", "serving: ", "map", roVolume, "--nbd-listen", addr, "--holder", "campaign-filler")
+	c.startMap(p)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := fill(ctx, addr); err != nil {
+		c.t.Fatalf("filling %s: %v", roVolume, err)
+	}
+	c.stop(p)
 }
 
 func (c *cluster) newProc(name, ready string, args ...string) *proc {
@@ -76,20 +144,33 @@ func (c *cluster) mustStart(p *proc, wait time.Duration) {
 	}
 }
 
-// startOwner starts the map, retrying while the lease of a killed one is
-// still held in etcd (up to its TTL).
-func (c *cluster) startOwner() {
+// startMap starts a map, retrying while a killed one's lease is still
+// held in etcd (up to its TTL) or etcd is coming back.
+func (c *cluster) startMap(p *proc) {
 	c.t.Helper()
+	if err := c.tryStartMap(p); err != nil {
+		c.t.Fatalf("%s: %v", p.name, err)
+	}
+}
+
+func (c *cluster) tryStartMap(p *proc) error {
 	deadline := time.Now().Add(90 * time.Second)
 	for {
-		err := c.owner.start(60 * time.Second)
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("map: %v", err)
+		err := p.start(60 * time.Second)
+		if err == nil || time.Now().After(deadline) {
+			return err
 		}
 		time.Sleep(time.Second)
+	}
+}
+
+// stop ends p with SIGTERM (a map flushes and releases its lease), killing
+// it if it does not end within stopWait.
+func (c *cluster) stop(p *proc) {
+	if !p.term(stopWait) {
+		c.slowStops++
+		fmt.Fprintf(c.logw, "campaign: %s did not end within %v of SIGTERM: killed\n", p.name, stopWait)
+		p.kill()
 	}
 }
 
@@ -104,7 +185,7 @@ func (c *cluster) admin(args ...string) string {
 }
 
 func (c *cluster) tryAdmin(args ...string) (string, error) {
-	cmd := exec.Command(c.bin, append(args, "--etcd", c.etcdURL, "--timeout", "20s")...)
+	cmd := exec.Command(c.bin, append(args, "--etcd", c.etcdURL, "--timeout", "60s")...)
 	var errb strings.Builder
 	cmd.Stderr = &errb
 	out, err := cmd.Output()
@@ -114,74 +195,153 @@ func (c *cluster) tryAdmin(args ...string) (string, error) {
 	return string(out), nil
 }
 
-// heal brings every process back: continues stopped ones and restarts
-// dead ones.
-func (c *cluster) heal() {
-	c.t.Helper()
+// heal undoes every fault: it heals the proxies, continues stopped
+// processes and restarts dead ones. The reader is left as it is when
+// keepReader is false (it is stopped before the checks).
+func (c *cluster) heal(keepReader bool) error {
+	for _, px := range c.proxies {
+		px.Heal()
+	}
 	for _, p := range append([]*proc{c.etcd, c.ctl}, c.targets...) {
 		p.cont()
 		if !p.running() {
-			c.mustStart(p, 60*time.Second)
+			if err := p.start(60 * time.Second); err != nil {
+				return err
+			}
 		}
 	}
-	c.owner.cont()
-	if !c.owner.running() {
-		c.startOwner()
+	maps := []*proc{c.owner}
+	if keepReader {
+		maps = append(maps, c.reader)
 	}
+	for _, p := range maps {
+		p.cont()
+		if !p.running() {
+			if err := c.tryStartMap(p); err != nil {
+				return fmt.Errorf("%s: %w", p.name, err)
+			}
+		}
+	}
+	return nil
 }
 
-// volumeHealth is the volume's health as `admin status` reports it.
-func (c *cluster) volumeHealth() (string, error) {
+// status is what `admin status --json` says about the volumes and tasks.
+type status struct {
+	Volumes []struct {
+		Volume string `json:"volume"`
+		Health string `json:"health"`
+		Stale  int32  `json:"stale"`
+		Moving int32  `json:"moving"`
+	} `json:"volumes"`
+	Tasks []struct {
+		ID    string `json:"id"`
+		Kind  string `json:"kind"`
+		State string `json:"state"`
+	} `json:"tasks"`
+	Blocked []string `json:"blocked"`
+}
+
+// unhealthy says what keeps the cluster from being healthy: a volume not
+// healthy, stale or moving, a running task, a blocked shard; "" when
+// nothing.
+func (c *cluster) unhealthy() (string, error) {
 	out, err := c.tryAdmin("admin", "status", "--json")
 	if err != nil {
 		return "", fmt.Errorf("%v: %s", err, out)
 	}
-	var st struct {
-		Volumes []struct {
-			Volume string `json:"volume"`
-			Health string `json:"health"`
-			Stale  int32  `json:"stale"`
-			Moving int32  `json:"moving"`
-		} `json:"volumes"`
-		Tasks   []json.RawMessage `json:"tasks"`
-		Blocked []string          `json:"blocked"`
-	}
+	var st status
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		return "", fmt.Errorf("admin status --json: %v\n%s", err, out)
 	}
+	var why []string
+	seen := 0
 	for _, v := range st.Volumes {
-		if v.Volume == volName {
-			// Healthy with no task or blocked shard left behind.
-			if v.Health == "healthy" && v.Stale == 0 && v.Moving == 0 && len(st.Tasks) == 0 && len(st.Blocked) == 0 {
-				return "healthy", nil
-			}
-			return fmt.Sprintf("%s, %d stale, %d moving, %d tasks, blocked %v", v.Health, v.Stale, v.Moving, len(st.Tasks), st.Blocked), nil
+		if v.Volume != rwVolume && v.Volume != roVolume {
+			continue
+		}
+		seen++
+		if v.Health != "healthy" || v.Stale != 0 || v.Moving != 0 {
+			why = append(why, fmt.Sprintf("volume %s %s, %d stale, %d moving", v.Volume, v.Health, v.Stale, v.Moving))
 		}
 	}
-	return "", fmt.Errorf("volume %s missing from admin status", volName)
+	if seen != 2 {
+		return "", fmt.Errorf("admin status lists %d of volumes %s and %s", seen, rwVolume, roVolume)
+	}
+	for _, t := range st.Tasks {
+		if t.State == "running" {
+			why = append(why, fmt.Sprintf("task %s (%s) running", t.ID, t.Kind))
+		}
+	}
+	if len(st.Blocked) > 0 {
+		why = append(why, fmt.Sprintf("blocked %v", st.Blocked))
+	}
+	return strings.Join(why, "; "), nil
 }
 
-// waitHealthy waits until the controller reports the volume healthy.
-func (c *cluster) waitHealthy(within time.Duration) error {
+// waitHealthy waits until the controller reports both volumes healthy with
+// no task running and nothing blocked; meanwhile it restarts what died
+// late (a fenced owner that exits once it notices).
+func (c *cluster) waitHealthy(within time.Duration, keepReader bool) error {
 	deadline := time.Now().Add(within)
 	var last string
 	for time.Now().Before(deadline) {
-		h, err := c.volumeHealth()
-		if err == nil && h == "healthy" {
+		if err := c.heal(keepReader); err != nil {
+			return err
+		}
+		why, err := c.unhealthy()
+		if err == nil && why == "" {
 			return nil
 		}
-		last = h
+		last = why
 		if err != nil {
 			last = err.Error()
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	return fmt.Errorf("volume not healthy within %v: %s", within, last)
+	return fmt.Errorf("not healthy within %v: %s", within, last)
 }
 
 func (c *cluster) killAll() {
-	for _, p := range append([]*proc{c.owner, c.ctl}, c.targets...) {
-		p.kill()
+	for _, p := range append([]*proc{c.owner, c.reader, c.ctl}, c.targets...) {
+		if p != nil {
+			p.kill()
+		}
 	}
-	c.etcd.kill()
+	if c.etcd != nil {
+		c.etcd.kill()
+	}
+}
+
+// returnOut puts every namespace marked out or failed back in service
+// (`ns set-state NS in`, the operator's step once its target is back).
+func (c *cluster) returnOut(ctx context.Context, s *meta.Store) error {
+	nss, err := s.Namespaces(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range nss {
+		if n.State == "out" || n.State == "failed" {
+			if out, err := c.tryAdmin("ns", "set-state", n.ID, "in"); err != nil {
+				return fmt.Errorf("ns set-state %s in: %v: %s", n.ID, err, out)
+			}
+			c.returned++
+		}
+	}
+	return nil
+}
+
+// waitState waits up to within for namespace of host to reach state.
+func (c *cluster) waitState(ctx context.Context, s *meta.Store, host, state string, within time.Duration) bool {
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		nss, err := s.Namespaces(ctx)
+		if err != nil {
+			continue
+		}
+		for _, n := range nss {
+			if n.Host == host && n.State == state {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -115,6 +115,25 @@ func (p *proc) kill() {
 	<-done
 }
 
+// term continues p and sends SIGTERM, then waits up to wait for it to
+// end; false when it did not.
+func (p *proc) term(wait time.Duration) bool {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	if cmd == nil {
+		return true
+	}
+	cmd.Process.Signal(syscall.SIGCONT)
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+		return true
+	case <-time.After(wait):
+		return false
+	}
+}
+
 // stop sends SIGSTOP; cont sends SIGCONT.
 func (p *proc) stop() { p.signal(syscall.SIGSTOP, true) }
 func (p *proc) cont() { p.signal(syscall.SIGCONT, false) }

@@ -13,10 +13,10 @@ import (
 
 const blockSize = 4096
 
-// workload writes 4 KiB blocks through the NBD export and keeps, for every
-// block, the version it last acknowledged and the versions of writes after
-// it that failed (they may or may not have landed). A block's content is a
-// function of (block, version); version 0 is zeros.
+// workload writes 4 KiB blocks through the owner's NBD export and keeps,
+// for every block, the version it last acknowledged and the versions of
+// writes after it that failed (they may or may not have landed). A block's
+// content is a function of (block, version); version 0 is zeros.
 type workload struct {
 	addr string
 
@@ -49,19 +49,19 @@ func content(b int64, v uint64) []byte {
 	return p
 }
 
-// dial connects to the export, retrying until ctx ends (the map may be
+// dial connects to export at addr, retrying until ctx ends (the map may be
 // restarting).
-func (w *workload) dial(ctx context.Context) (*nbdtest.Client, error) {
+func dial(ctx context.Context, addr, export string) (*nbdtest.Client, error) {
 	for {
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		c, err := nbdtest.Dial(dctx, "tcp", w.addr, volName)
+		c, err := nbdtest.Dial(dctx, "tcp", addr, export)
 		cancel()
 		if err == nil {
 			return c, nil
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("dialing %s: %w", w.addr, err)
+			return nil, fmt.Errorf("dialing %s: %w", addr, err)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -78,7 +78,7 @@ func (w *workload) run(ctx context.Context, rng *rand.Rand) {
 	for ctx.Err() == nil {
 		if c == nil {
 			var err error
-			if c, err = w.dial(ctx); err != nil {
+			if c, err = dial(ctx, w.addr, rwVolume); err != nil {
 				return
 			}
 		}
@@ -119,12 +119,13 @@ func (w *workload) record(b int64, v uint64, ok bool) {
 	w.failed++
 }
 
-// verify reads every block ever written and checks it holds its last
-// acknowledged version or one of the failed writes after it; it returns the
-// blocks checked. A block found holding a failed write's version takes it
-// as acknowledged (later reads must agree).
-func (w *workload) verify(ctx context.Context) (int, error) {
-	c, err := w.dial(ctx)
+// verify reads every block ever written through the export at addr (a
+// fresh mapping) and checks it holds its last acknowledged version or one
+// of the failed writes after it; it returns the blocks checked. A block
+// found holding a failed write's version takes it as acknowledged (later
+// reads must agree).
+func (w *workload) verify(ctx context.Context, addr string) (int, error) {
+	c, err := dial(ctx, addr, rwVolume)
 	if err != nil {
 		return 0, err
 	}
@@ -153,8 +154,126 @@ func (w *workload) verify(ctx context.Context) (int, error) {
 			}
 		}
 		if !match {
-			return 0, fmt.Errorf("block %d (offset %d) holds none of versions %v: an acknowledged write is lost", b, b*blockSize, allowed)
+			return 0, fmt.Errorf("%w: block %d (offset %d) holds none of versions %v", errLost, b, b*blockSize, allowed)
 		}
 	}
 	return len(blocks), nil
+}
+
+// roVersion is the version every block of roVolume holds (so its content
+// differs from any block of rwVolume's).
+const roVersion = 1 << 62
+
+// roChunk is the size of the reader's reads and of the fill's writes.
+const roChunk = 64 << 10
+
+// roContent is what roVolume holds at off, n bytes (block aligned).
+func roContent(off int64, n int) []byte {
+	p := make([]byte, 0, n)
+	for b := off / blockSize; int64(len(p)) < int64(n); b++ {
+		p = append(p, content(b, roVersion)...)
+	}
+	return p
+}
+
+// fill writes roVolume's content through the export at addr and flushes.
+func fill(ctx context.Context, addr string) error {
+	c, err := dial(ctx, addr, roVolume)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	for off := int64(0); off < roSize; off += roChunk {
+		if err := c.WriteAt(ctx, roContent(off, roChunk), off); err != nil {
+			return fmt.Errorf("writing offset %d: %w", off, err)
+		}
+	}
+	return c.Flush(ctx)
+}
+
+// reader reads random chunks of roVolume through the read-only mapping and
+// checks each against roVolume's content: a read may fail while a fault
+// lasts, but one that succeeds must return the acknowledged data.
+type reader struct {
+	addr string
+
+	mu     sync.Mutex
+	ok     int
+	failed int
+	wrong  error // the first read that returned wrong data
+}
+
+// run reads until ctx ends, reconnecting after errors.
+func (r *reader) run(ctx context.Context, rng *rand.Rand) {
+	var c *nbdtest.Client
+	defer func() {
+		if c != nil {
+			c.Close()
+		}
+	}()
+	got := make([]byte, roChunk)
+	for ctx.Err() == nil {
+		if c == nil {
+			var err error
+			if c, err = dial(ctx, r.addr, roVolume); err != nil {
+				return
+			}
+		}
+		off := rng.Int64N(roSize/roChunk) * roChunk
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := c.ReadAt(rctx, got, off)
+		cancel()
+		if ctx.Err() != nil {
+			return // the round ended: not the read's fault
+		}
+		r.record(off, got, err)
+		if err != nil {
+			c.Close()
+			c = nil
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+func (r *reader) record(off int64, got []byte, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case err != nil:
+		r.failed++
+	case !bytes.Equal(got, roContent(off, len(got))):
+		r.failed++
+		if r.wrong == nil {
+			r.wrong = fmt.Errorf("%w: read-only mapping: %d bytes at offset %d differ from the acknowledged content", errLost, len(got), off)
+		}
+	default:
+		r.ok++
+	}
+}
+
+// wrongRead returns the first wrong read seen, if any.
+func (r *reader) wrongRead() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.wrong
+}
+
+// verifyRO reads all of roVolume through the export at addr and checks it;
+// it returns the bytes checked.
+func verifyRO(ctx context.Context, addr string) (int64, error) {
+	c, err := dial(ctx, addr, roVolume)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	got := make([]byte, roChunk)
+	for off := int64(0); off < roSize; off += roChunk {
+		if err := c.ReadAt(ctx, got, off); err != nil {
+			return 0, fmt.Errorf("reading %s at offset %d: %w", roVolume, off, err)
+		}
+		if !bytes.Equal(got, roContent(off, roChunk)) {
+			return 0, fmt.Errorf("%w: %s: %d bytes at offset %d differ from the acknowledged content", errLost, roVolume, roChunk, off)
+		}
+	}
+	return roSize, nil
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"time"
 )
 
 // Proxy forwards connections from its address to a target address.
@@ -21,7 +22,9 @@ type Proxy struct {
 	mu      sync.Mutex
 	cond    *sync.Cond
 	stalled bool
-	trigger []byte // stall after forwarding client bytes containing it
+	dropped bool          // partitioned: connections are closed at once
+	delay   time.Duration // added before forwarding each chunk
+	trigger []byte        // stall after forwarding client bytes containing it
 	conns   map[net.Conn]struct{}
 	closed  bool
 	wg      sync.WaitGroup
@@ -84,6 +87,31 @@ func (p *Proxy) Reset() {
 	p.mu.Unlock()
 }
 
+// Partition closes every open connection and every new one at once (the
+// client sees its connection reset or refused) until Heal.
+func (p *Proxy) Partition() {
+	p.mu.Lock()
+	p.dropped = true
+	p.mu.Unlock()
+	p.Reset()
+}
+
+// Delay holds each chunk d before forwarding it, both ways (0: none).
+func (p *Proxy) Delay(d time.Duration) {
+	p.mu.Lock()
+	p.delay = d
+	p.mu.Unlock()
+}
+
+// Heal undoes every fault: it resumes, ends a partition, drops the delay
+// and forgets a StallAfter trigger.
+func (p *Proxy) Heal() {
+	p.mu.Lock()
+	p.dropped, p.delay, p.trigger = false, 0, nil
+	p.mu.Unlock()
+	p.Resume()
+}
+
 // Close stops the proxy and closes every connection.
 func (p *Proxy) Close() error {
 	err := p.ln.Close()
@@ -116,7 +144,7 @@ func (p *Proxy) acceptLoop() {
 
 func (p *Proxy) serve(c net.Conn) {
 	defer p.wg.Done()
-	if !p.waitMoving() {
+	if !p.waitMoving() || p.partitioned() {
 		c.Close()
 		return
 	}
@@ -142,13 +170,26 @@ func (p *Proxy) serve(c net.Conn) {
 func (p *Proxy) track(c, s net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
+	if p.closed || p.dropped {
 		c.Close()
 		s.Close()
 		return false
 	}
 	p.conns[c], p.conns[s] = struct{}{}, struct{}{}
 	return true
+}
+
+func (p *Proxy) partitioned() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.dropped
+}
+
+// chunkDelay is the delay in force.
+func (p *Proxy) chunkDelay() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.delay
 }
 
 // waitMoving blocks while the proxy is stalled; false once it is closed.
@@ -170,6 +211,9 @@ func (p *Proxy) pipe(dst, src net.Conn, fromClient bool) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
+			if d := p.chunkDelay(); d > 0 {
+				time.Sleep(d)
+			}
 			if !p.waitMoving() {
 				return
 			}

@@ -128,3 +128,73 @@ func TestProxyStallAfter(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+func TestProxyPartitionHeal(t *testing.T) {
+	e := startEcho(t)
+	p, err := New(e.ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got, err := roundTrip(t, c, "one", 10*time.Second); got != "one" || err != nil {
+		t.Fatalf("through the proxy: %q, %v", got, err)
+	}
+	p.Partition()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	b := make([]byte, 3)
+	if n, err := c.Read(b); err == nil {
+		t.Fatalf("open connection read %d bytes across the partition", n)
+	}
+	// A new connection is accepted by the listener and closed at once.
+	c2, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if got, err := roundTrip(t, c2, "two", 10*time.Second); err == nil {
+		t.Fatalf("new connection passed %q across the partition", got)
+	}
+	p.Heal()
+	c3, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c3.Close()
+	if got, err := roundTrip(t, c3, "three", 10*time.Second); got != "three" || err != nil {
+		t.Fatalf("after Heal: %q, %v", got, err)
+	}
+}
+
+func TestProxyDelay(t *testing.T) {
+	e := startEcho(t)
+	p, err := New(e.ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p.Delay(time.Second)
+	// The echo comes back through two delayed hops: not within 500 ms,
+	// but it does come.
+	if got, err := roundTrip(t, c, "slow", 500*time.Millisecond); err == nil {
+		t.Fatalf("delayed proxy answered %q at once", got)
+	}
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	b := make([]byte, 4)
+	if _, err := io.ReadFull(c, b); string(b) != "slow" {
+		t.Fatalf("after the delay: %q, %v", b, err)
+	}
+	p.Heal()
+	if got, err := roundTrip(t, c, "fast", 10*time.Second); got != "fast" || err != nil {
+		t.Fatalf("after Heal: %q, %v", got, err)
+	}
+}

@@ -527,9 +527,12 @@ type TaskRecord struct {
 	State  string `json:"state"`
 	Error  string `json:"error,omitempty"`
 	// Scrub results: blocks found not matching their checksums, and of
-	// those healed; when the task ended (RFC 3339, empty while running).
+	// those healed; parity chunks found out of step with their stripe's
+	// data (all checksums good) and rewritten; when the task ended (RFC
+	// 3339, empty while running).
 	Found  int64  `json:"found,omitempty"`
 	Healed int64  `json:"healed,omitempty"`
+	Parity int64  `json:"parity,omitempty"`
 	Ended  string `json:"ended,omitempty"`
 }
 
@@ -540,8 +543,8 @@ func (t *TaskRecord) check() error {
 	switch {
 	case t.Kind == "":
 		return errors.New("task without kind")
-	case t.Done < 0 || t.Total < 0 || t.Found < 0 || t.Healed < 0:
-		return fmt.Errorf("task progress %d/%d, found %d, healed %d", t.Done, t.Total, t.Found, t.Healed)
+	case t.Done < 0 || t.Total < 0 || t.Found < 0 || t.Healed < 0 || t.Parity < 0:
+		return fmt.Errorf("task progress %d/%d, found %d, healed %d, parity %d", t.Done, t.Total, t.Found, t.Healed, t.Parity)
 	case t.State != TaskRunning && t.State != TaskDone && t.State != TaskFailed:
 		return fmt.Errorf("unknown task state %q", t.State)
 	}

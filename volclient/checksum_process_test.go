@@ -65,13 +65,14 @@ func TestProcessBitFlipsHealed(t *testing.T) {
 	sctx, stopServe := context.WithCancel(ctx)
 	defer stopServe()
 	go m.ServeTasks(sctx, store, TaskOptions{Holder: "node1", Interval: 50 * time.Millisecond})
-	if got := scrubTask(t, store, "node1"); got.Found != 1 || got.Healed != 1 || got.Done != g.Segments(size) {
-		t.Fatalf("scrub task %+v, want the parity block found and healed over every segment", got)
+	// The bad parity block is also a parity chunk rewritten (Parity).
+	if got := scrubTask(t, store, "node1"); got.Found != 1 || got.Healed != 1 || got.Parity != 1 || got.Done != g.Segments(size) {
+		t.Fatalf("scrub task %+v, want the parity block found, healed and rewritten over every segment", got)
 	}
 	if st := m.Volume.ChecksumStats(); st.Mismatches != 2 || st.Healed != 2 || st.Unhealed != 0 {
 		t.Fatalf("after a scrub: %+v, want the parity block found and healed too", st)
 	}
-	if got := scrubTask(t, store, "node1"); got.Found != 0 || got.State != meta.TaskDone {
+	if got := scrubTask(t, store, "node1"); got.Found != 0 || got.Parity != 0 || got.State != meta.TaskDone {
 		t.Fatalf("second scrub task %+v, want it done and finding nothing", got)
 	}
 	verifyThrough(t, client, model, "after the scrubs")

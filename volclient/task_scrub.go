@@ -50,6 +50,7 @@ func (s *taskServer) runScrub(ctx context.Context, t *meta.TaskRecord) {
 		after := v.ChecksumStats()
 		t.Found += after.Mismatches - before.Mismatches
 		t.Healed += after.Healed - before.Healed
+		t.Parity += after.Parity - before.Parity
 		if ctx.Err() != nil {
 			s.putTask(context.WithoutCancel(ctx), t)
 			return
@@ -67,7 +68,7 @@ func (s *taskServer) runScrub(ctx context.Context, t *meta.TaskRecord) {
 		}
 	}
 	t.State, t.Ended = meta.TaskDone, time.Now().UTC().Format(time.RFC3339)
-	s.o.Logf("volume %s: scrub done: %d blocks bad, %d healed", t.Volume, t.Found, t.Healed)
+	s.o.Logf("volume %s: scrub done: %d blocks bad, %d healed, %d parity chunks out of step rewritten", t.Volume, t.Found, t.Healed, t.Parity)
 	s.putTask(ctx, t)
 }
 

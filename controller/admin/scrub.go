@@ -21,6 +21,7 @@ type ScrubResult struct {
 	Total   int64  `json:"total_segments"`
 	Found   int64  `json:"blocks_bad"`
 	Healed  int64  `json:"blocks_healed"`
+	Parity  int64  `json:"parity_rewritten"` // parity chunks out of step with good data
 	Error   string `json:"error,omitempty"`
 }
 
@@ -55,11 +56,12 @@ func Scrub(ctx context.Context, w io.Writer, s *meta.Store, names []string, name
 		if err != nil {
 			return res, err
 		}
-		fmt.Fprintf(w, "volume %s: scrub %s: %d of %d segments, %d blocks bad, %d healed%s\n",
-			end.Volume, end.State, end.Done, end.Total, end.Found, end.Healed, errSuffix(end.Error))
+		fmt.Fprintf(w, "volume %s: scrub %s: %d of %d segments, %d blocks bad, %d healed, %d parity chunks rewritten%s\n",
+			end.Volume, end.State, end.Done, end.Total, end.Found, end.Healed, end.Parity, errSuffix(end.Error))
 		for i := range res {
 			if res[i].Task == end.ID {
 				res[i].State, res[i].Done, res[i].Total, res[i].Found, res[i].Healed, res[i].Error = end.State, end.Done, end.Total, end.Found, end.Healed, end.Error
+				res[i].Parity = end.Parity
 			}
 		}
 		if end.State != meta.TaskDone && failed == nil {

@@ -1,0 +1,152 @@
+package campaign
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/meta/metatest"
+	"github.com/nvstripe/nvstripe/nbd"
+	"github.com/nvstripe/nvstripe/nbd/nbdtest"
+)
+
+// TestLeakCheck: the check passes on a cluster whose segments hold every
+// used slot, and finds a used slot no segment references, a referenced
+// slot that is free, and a task left running.
+func TestLeakCheck(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := meta.Open(ctx, meta.Config{Endpoints: metatest.Start(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const slot = 1 << 20
+	if _, err := s.InitCluster(ctx, meta.InitOptions{SlotSize: slot}); err != nil {
+		t.Fatal(err)
+	}
+	for h := range 3 {
+		host := fmt.Sprintf("h%d", h)
+		if _, err := s.AddHost(ctx, host, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.AddNamespace(ctx, meta.NamespaceSpec{Host: host, NQN: "nqn.2026-12.io.nvstripe:" + host, NSID: 1, Size: 9 * slot,
+			Paths: []meta.PathRecord{{Addr: "tcp://127.0.0.1:1"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.CreateVolume(ctx, meta.VolumeSpec{Name: "v", Size: 4 * 2 * slot, Layout: meta.Layout{K: 2, M: 1, Chunk: 4096}}); err != nil {
+		t.Fatal(err)
+	}
+	vm, err := s.VolumeMap(ctx, "v", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slots, err := vm.Allocate(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := leaks(ctx, s); err != nil {
+		t.Fatalf("allocated segment: %v", err)
+	}
+	refs, err := referenced(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	allocs := map[string]*meta.AllocRecord{}
+	for _, r := range slots {
+		if allocs[r.NS], err = s.Allocation(ctx, r.NS); err != nil {
+			t.Fatal(err)
+		}
+	}
+	delete(refs, slots[0])
+	refs[meta.SlotRef{NS: slots[1].NS, Slot: 5}] = true
+	got := strings.Join(compareSlots(allocs, refs), "; ")
+	for _, want := range []string{fmt.Sprintf("%s/%d allocated, referenced by no segment", slots[0].NS, slots[0].Slot),
+		fmt.Sprintf("%s/5 referenced but free", slots[1].NS)} {
+		if !strings.Contains(got, want) {
+			t.Errorf("compareSlots: %q, want %q in it", got, want)
+		}
+	}
+	if err := s.PutTask(ctx, &meta.TaskRecord{ID: "scrub-v", Kind: meta.TaskScrub, Volume: "v", Holder: "x", State: meta.TaskRunning}); err != nil {
+		t.Fatal(err)
+	}
+	if err := leaks(ctx, s); !errors.Is(err, errLeak) || !strings.Contains(err.Error(), "scrub-v") {
+		t.Errorf("a task left running: %v", err)
+	}
+}
+
+// TestVerifyFindsLostWrite: verify passes when every block holds its
+// acknowledged version (or a failed later write's), and fails on a block
+// that holds neither.
+func TestVerifyFindsLostWrite(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dev, err := blockdev.NewMem(volSize, blockSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := nbd.NewServer(nbd.Options{Exports: map[string]nbd.Export{rwVolume: {Device: dev}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go srv.Serve(sctx, l)
+	c, err := nbdtest.Dial(ctx, "tcp", l.Addr().String(), rwVolume)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	w := newWorkload(l.Addr().String())
+	for b, v := range map[int64]uint64{3: 7, 9: 8} {
+		if err := c.WriteAt(ctx, content(b, v), b*blockSize); err != nil {
+			t.Fatal(err)
+		}
+		w.record(b, v, true)
+	}
+	w.record(9, 11, false) // failed, never landed: 9 still holds 8
+	w.record(3, 12, false)
+	if err := c.WriteAt(ctx, content(3, 12), 3*blockSize); err != nil { // failed, but landed
+		t.Fatal(err)
+	}
+	if n, err := w.verify(ctx, l.Addr().String()); n != 2 || err != nil {
+		t.Fatalf("verify: %d blocks, %v; want 2, nil", n, err)
+	}
+	if w.acked[3] != 12 {
+		t.Errorf("block 3 found holding the failed write 12, acknowledged %d", w.acked[3])
+	}
+	if err := c.WriteAt(ctx, content(9, 99), 9*blockSize); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.verify(ctx, l.Addr().String()); err == nil || !errors.Is(err, errLost) || !strings.Contains(err.Error(), "block 9") {
+		t.Fatalf("verify of a block holding an unknown version: %v", err)
+	}
+}
+
+// TestReaderFlagsWrongData: a failed read is only counted; a read that
+// returns other bytes than the volume's content is a lost-data finding.
+func TestReaderFlagsWrongData(t *testing.T) {
+	r := &reader{}
+	r.record(roChunk, roContent(roChunk, roChunk), nil)
+	r.record(0, nil, errors.New("timeout"))
+	if err := r.wrongRead(); err != nil || r.ok != 1 || r.failed != 1 {
+		t.Fatalf("after a good and a failed read: %v, %d ok, %d failed", err, r.ok, r.failed)
+	}
+	bad := roContent(0, roChunk)
+	bad[100] ^= 1
+	r.record(0, bad, nil)
+	if err := r.wrongRead(); !errors.Is(err, errLost) {
+		t.Fatalf("a read of wrong data: %v", err)
+	}
+}

@@ -1,0 +1,112 @@
+package campaign
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/nvstripe/nvstripe/faultnet"
+)
+
+// fault is one kind of injection: it breaks something for a while, and the
+// round's heal brings it back.
+type fault struct {
+	name string
+	do   func(c *cluster, rng *rand.Rand)
+}
+
+// pause is how long a fault lasts: 0.5 to 3 s.
+func pause(rng *rand.Rand) time.Duration {
+	return 500*time.Millisecond + time.Duration(rng.Int64N(int64(2500*time.Millisecond)))
+}
+
+// killFor kills p and leaves it dead for a pause (heal restarts it).
+func killFor(p func(*cluster, *rand.Rand) *proc) func(*cluster, *rand.Rand) {
+	return func(c *cluster, rng *rand.Rand) {
+		p(c, rng).kill()
+		time.Sleep(pause(rng))
+	}
+}
+
+// stopFor stops p with SIGSTOP for d, then continues it.
+func stopFor(p func(*cluster, *rand.Rand) *proc, d func(*rand.Rand) time.Duration) func(*cluster, *rand.Rand) {
+	return func(c *cluster, rng *rand.Rand) {
+		x := p(c, rng)
+		x.stop()
+		time.Sleep(d(rng))
+		x.cont()
+	}
+}
+
+// onProxies applies fn to the proxies of one or two targets (never more than the
+// volumes' m = 2) for a pause, then heals them.
+func onProxies(fn func(*faultnet.Proxy, *rand.Rand)) func(*cluster, *rand.Rand) {
+	return func(c *cluster, rng *rand.Rand) {
+		picked := rng.Perm(len(c.proxies))[:1+rng.IntN(2)]
+		for _, i := range picked {
+			fn(c.proxies[i], rng)
+		}
+		time.Sleep(pause(rng))
+		for _, i := range picked {
+			c.proxies[i].Heal()
+		}
+	}
+}
+
+func aTarget(c *cluster, rng *rand.Rand) *proc { return c.targets[rng.IntN(len(c.targets))] }
+func theEtcd(c *cluster, _ *rand.Rand) *proc   { return c.etcd }
+func theCtl(c *cluster, _ *rand.Rand) *proc    { return c.ctl }
+func theOwner(c *cluster, _ *rand.Rand) *proc  { return c.owner }
+func theReader(c *cluster, _ *rand.Rand) *proc { return c.reader }
+
+// past the owner's lease TTL (10 s): the mapping is fenced.
+func pastTTL(*rand.Rand) time.Duration { return 12 * time.Second }
+
+// faults are the kinds of fault; round seed S injects faults[S mod
+// len(faults)], so consecutive seeds go through every kind and a seed
+// replays its kind. The CI seed's three rounds get the 3rd to 5th: a
+// rebuild by the controller, an owner crash, a partition. The network
+// faults act on a target's proxy, which every client of that target goes
+// through (the mappings and the controller's moves; liveness is gossiped
+// directly).
+var faults = []fault{
+	{"kill -9 target", killFor(aTarget)},
+	{"SIGSTOP target", stopFor(aTarget, pause)},
+	// Down past outAfter: the controller marks the namespace out and
+	// rebuilds its shards on the others.
+	{"lose target (kill -9 until out)", func(c *cluster, rng *rand.Rand) {
+		i := rng.IntN(len(c.targets))
+		c.targets[i].kill()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		c.waitState(ctx, c.store, fmt.Sprintf("h%d", i), "out", outAfter+30*time.Second)
+	}},
+	{"kill -9 owner", killFor(theOwner)},
+	{"partition targets", onProxies(func(p *faultnet.Proxy, _ *rand.Rand) { p.Partition() })},
+	{"restart target", func(c *cluster, rng *rand.Rand) {
+		p := aTarget(c, rng)
+		if !p.term(stopWait) {
+			p.kill()
+		}
+		c.mustStart(p, 60*time.Second)
+	}},
+	{"kill -9 etcd", killFor(theEtcd)},
+	{"SIGSTOP etcd", stopFor(theEtcd, pause)},
+	{"SIGSTOP etcd 12s", stopFor(theEtcd, pastTTL)},
+	{"kill -9 controller", killFor(theCtl)},
+	{"SIGSTOP controller", stopFor(theCtl, pause)},
+	{"SIGSTOP owner", stopFor(theOwner, pause)},
+	{"kill -9 reader", killFor(theReader)},
+	{"SIGSTOP reader", stopFor(theReader, pause)},
+	{"stall targets", onProxies(func(p *faultnet.Proxy, _ *rand.Rand) { p.Stall() })},
+	{"delay targets", onProxies(func(p *faultnet.Proxy, rng *rand.Rand) {
+		p.Delay(time.Duration(10+rng.IntN(490)) * time.Millisecond)
+	})},
+	{"reset target connections", func(c *cluster, rng *rand.Rand) {
+		for range 1 + rng.IntN(4) {
+			c.proxies[rng.IntN(len(c.proxies))].Reset()
+			time.Sleep(pause(rng) / 4)
+		}
+	}},
+}
