@@ -52,7 +52,7 @@ func startCluster(t *testing.T, bin, dir string) *cluster {
 		c.admin("ns", "add", "--host", host, "--nqn", nqn, "--nsid", "1", "--path", "tcp://"+addr)
 	}
 	c.admin("volume", "create", volName, "--size", fmt.Sprint(volSize), "--k", "2", "--m", "1")
-	c.ctl = c.newProc("controller", "controller", "controller", "--interval", "200ms", "--grace", "2s", "--holder", "campaign-ctl")
+	c.ctl = c.newProc("controller", "controller", "controller", "--interval", "200ms", "--grace", "2s", "--holder", "campaign-ctl", "--api", "")
 	c.mustStart(c.ctl, 30*time.Second)
 	c.nbdAddr = freePort(t)
 	c.owner = c.newProc("map", "serving: ", "map", volName, "--nbd-listen", c.nbdAddr, "--holder", "campaign-map")
