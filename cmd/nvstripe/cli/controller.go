@@ -72,6 +72,7 @@ func newControllerCmd(g *globals) *cobra.Command {
 			defer d.Close()
 			cfg.Holder = d.Holder()
 			if cfg.Gossip != nil {
+				f.gossip.Cluster = a.cluster
 				stop, err := f.startGossip(cmd, s, cfg)
 				if err != nil {
 					return err
