@@ -51,6 +51,7 @@ type conn struct {
 	authx    *auth.CtrlExchange // DH-HMAC-CHAP, for a host with keys
 	authed   bool               // authx succeeded: the queue is open
 	authErr  error              // the refusal last logged
+	slot     string             // the host NQN this queue is counted under (hostSlots)
 
 	fetched  atomic.Uint32 // commands received, for SQHD
 	inflight sync.WaitGroup
@@ -150,6 +151,7 @@ func (c *conn) finish(err error) {
 	if c.ctrl != nil {
 		c.ctrl.queueGone(c)
 	}
+	c.releaseHostSlot()
 	c.t.removeConn(c)
 }
 

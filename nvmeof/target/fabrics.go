@@ -73,14 +73,20 @@ func (c *conn) connect(cmd *command) {
 		invalidParam(cmd, sqeOffSQSize, false)
 		return
 	}
+	if !c.takeHostSlot(d.HostNQN) {
+		cmd.fail(pdu.SCConnectControllerBusy, false)
+		return
+	}
 	if cc.QID == 0 {
 		c.connectAdmin(cmd, cc, d)
 	} else {
 		c.connectIO(cmd, cc, d)
 	}
-	if c.ctrl != nil {
-		c.admitted()
+	if c.ctrl == nil {
+		c.releaseHostSlot()
+		return
 	}
+	c.admitted()
 }
 
 func (c *conn) setQueue(cc pdu.ConnectCmd) {
@@ -105,6 +111,7 @@ func (c *conn) connectAdmin(cmd *command, cc pdu.ConnectCmd, d pdu.ConnectData) 
 			return
 		}
 		if !ct.sub.hostAllowed(d.HostNQN) {
+			c.logRefusedHost(d.SubNQN, d.HostNQN)
 			cmd.complete(pdu.MakeStatus(pdu.SCConnectInvalidHost, true), pdu.ConnectOffHostNQN|1<<16, 0)
 			return
 		}

@@ -29,6 +29,8 @@ type Target struct {
 	logf   func(string, ...any)
 
 	conflicts atomic.Uint64 // I/O commands refused by a reservation
+	hosts     hostSlots     // queues per claimed host NQN
+	refused   refusals      // Connect refusals logged
 
 	mu        sync.Mutex
 	listeners []*listener
@@ -224,7 +226,7 @@ func (t *Target) listenLocked(l *listener, addr string) error {
 // (accept.Serve: it waits out temporary errors and caps the connections).
 func (t *Target) acceptLoop(l *listener, ln net.Listener) {
 	defer t.wg.Done()
-	o := accept.Options{MaxConns: max(t.cfg.MaxConnections, 0), Name: fmt.Sprintf("nvmeof/target: listener %d (%s)", l.idx, l.bound), Logf: t.logf}
+	o := accept.Options{MaxConns: max(t.cfg.MaxConnections, 0), MaxConnsPerIP: max(t.cfg.MaxConnectionsPerIP, 0), Name: fmt.Sprintf("nvmeof/target: listener %d (%s)", l.idx, l.bound), Logf: t.logf}
 	err := accept.Serve(t.ctx, ln, o, func(nc net.Conn) {
 		c := t.newConn(l, nc)
 		t.mu.Lock()
