@@ -84,7 +84,7 @@ if [ "${TLS:-0}" = 1 ]; then
 	# What TLS costs: the same server in plain text and over TLS.
 	command -v openssl >/dev/null || { echo "bench/nbd.sh: openssl not installed (TLS=1)" >&2; exit 2; }
 	A=plain B=tls
-	mkdir "$work/server" "$work/client"
+	mkdir "$work/server"
 	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=bench-ca \
 		-keyout "$work/ca-key.pem" -out "$work/server/ca-cert.pem" 2>/dev/null
 	openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=127.0.0.1 \
@@ -92,9 +92,14 @@ if [ "${TLS:-0}" = 1 ]; then
 	printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >"$work/ext"
 	openssl x509 -req -in "$work/server.csr" -CA "$work/server/ca-cert.pem" -CAkey "$work/ca-key.pem" -CAcreateserial \
 		-days 1 -extfile "$work/ext" -out "$work/server/server-cert.pem" 2>/dev/null
-	cp "$work/server/ca-cert.pem" "$work/client/"
-	URI=([plain]="nbd://127.0.0.1:$PORT/$EXPORT" [tls]="nbds://127.0.0.1:$KPORT/$EXPORT?tls-certificates=$work/client")
-	go build -o "$work/nbdbench" ./bench/nbdbench
+	# fio's nbd engine takes no tls-certificates= in its URI (it does not
+	# allow local files): every client finds the CA in libnbd's default
+	# directory, $HOME/.pki/libnbd.
+	mkdir -p "$work/home/.pki/libnbd"
+	cp "$work/server/ca-cert.pem" "$work/home/.pki/libnbd/"
+	go build -o "$work/nbdbench" ./bench/nbdbench # before HOME moves (Go's caches live there)
+	export HOME="$work/home"
+	URI=([plain]="nbd://127.0.0.1:$PORT/$EXPORT" [tls]="nbds://127.0.0.1:$KPORT/$EXPORT")
 	start plain "$PORT" "$work/nbdbench" -listen "127.0.0.1:$PORT" -size "$SIZE" -export "$EXPORT" ${NBDBENCH_OPTS:-}
 	start tls "$KPORT" "$work/nbdbench" -listen "127.0.0.1:$KPORT" -size "$SIZE" -export "$EXPORT" \
 		-tls-certificates "$work/server" ${NBDBENCH_OPTS:-}
