@@ -173,11 +173,12 @@ func clearStale(path string) error {
 	return os.Remove(path)
 }
 
-// LocalSocket returns DefaultSocket as an address when a socket exists
-// there (a controller runs on this machine), else "".
-func LocalSocket() string {
-	if fi, err := os.Stat(DefaultSocket); err == nil && fi.Mode().Type() == fs.ModeSocket {
-		return "unix:" + DefaultSocket
+// LocalSocket returns path (DefaultSocket, for `nvstripe admin`) as an
+// address when a socket exists there (a controller runs on this machine),
+// else "".
+func LocalSocket(path string) string {
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Type() == fs.ModeSocket {
+		return "unix:" + path
 	}
 	return ""
 }

@@ -103,6 +103,12 @@ func TestUnixSocket(t *testing.T) {
 	if err != nil {
 		t.Fatalf("over a stale socket: %v", err)
 	}
+	if got := LocalSocket(path); got != addr {
+		t.Fatalf("LocalSocket with a controller on it: %q, want %q", got, addr)
+	}
+	if got := LocalSocket(filepath.Join(t.TempDir(), "none.sock")); got != "" {
+		t.Fatalf("LocalSocket without a socket: %q", got)
+	}
 	fi, err := os.Stat(path)
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("socket mode: %v %v, want 0600", fi.Mode(), err)

@@ -50,7 +50,7 @@ func waitFor(cmd *cobra.Command, f *adminFlags, ops admin.Ops, m admin.Measure) 
 func withAdmin(g *globals, a *etcdAuth, f *adminFlags, fn func(cmd *cobra.Command, args []string, ops admin.Ops) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
 		if f.controller == "" && g.settingSource("etcd.endpoints") == "default" {
-			f.controller = admin.LocalSocket()
+			f.controller = admin.LocalSocket(admin.DefaultSocket)
 		}
 		if f.controller == "" {
 			return withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
