@@ -23,7 +23,7 @@ func (f *gossipFlags) register(fl *pflag.FlagSet) {
 		"gossip members to join, IP:PORT, comma-separated (default: the members registered in etcd, see --etcd)")
 	fl.StringVar(&f.Profile, "gossip-profile", "lan",
 		"gossip failure-detection timing: lan (a dead member is seen in seconds), local (one machine) or test")
-	fl.StringVar(&f.KeyFile, "gossip-key-file", "", "file with the pool's key, base64 of 16, 24 or 32 bytes "+
+	fl.StringVar(&f.KeyFile, "gossip-key-file", "", "file with the pool's AES key in base64, 128, 192 or 256 bits "+
 		"(head -c 32 /dev/urandom | base64 > FILE): gossip is encrypted and only members with the key join (\"\": clear text)")
 }
 
