@@ -29,13 +29,18 @@ type Options struct {
 	// MaxConns caps the connections being handled at once; one accepted
 	// beyond the cap is closed at once and logged. 0: no cap.
 	MaxConns int
+	// MaxConnsPerIP caps the connections handled at once from one remote
+	// IP address; one beyond is closed at once. The first refusal of an
+	// address is logged, then none until all its connections have ended.
+	// 0: no cap.
+	MaxConnsPerIP int
 	// Name starts every log line (for example "nbd: 127.0.0.1:10809").
 	Name string
 	// Logf receives temporary errors and refused connections. Default: none.
 	Logf func(format string, args ...any)
 	// Refused, when set, is called for each connection closed for the cap
 	// (for metrics).
-	Refused func()
+	Refused func(perIP bool)
 }
 
 // Serve accepts connections on ln and runs handle(nc) on a new goroutine for
@@ -50,6 +55,7 @@ func Serve(ctx context.Context, ln net.Listener, o Options, handle func(net.Conn
 	var open atomic.Int64
 	var wait time.Duration
 	var lastRefusal time.Time
+	perIP := newIPCount(o.MaxConnsPerIP)
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
@@ -74,16 +80,87 @@ func Serve(ctx context.Context, ln net.Listener, o Options, handle func(net.Conn
 			}
 			nc.Close()
 			if o.Refused != nil {
-				o.Refused()
+				o.Refused(false)
+			}
+			continue
+		}
+		ip := remoteIP(nc)
+		if !perIP.take(ip) {
+			if perIP.firstRefusal(ip) {
+				o.logf("%s: refusing connection from %v: %d connections open from %s, the most allowed (logged once)", o.Name, nc.RemoteAddr(), o.MaxConnsPerIP, ip)
+			}
+			nc.Close()
+			if o.Refused != nil {
+				o.Refused(true)
 			}
 			continue
 		}
 		open.Add(1)
 		handlers.Go(func() {
 			defer open.Add(-1)
+			defer perIP.release(ip)
 			handle(nc)
 		})
 	}
+}
+
+// ipCount counts the connections open from each remote IP address.
+type ipCount struct {
+	max     int // 0: no cap
+	mu      sync.Mutex
+	open    map[string]int
+	refused map[string]bool // logged since its connections last all ended
+}
+
+func newIPCount(max int) *ipCount {
+	return &ipCount{max: max, open: map[string]int{}, refused: map[string]bool{}}
+}
+
+// take counts a connection from ip; false when ip is at the cap.
+func (c *ipCount) take(ip string) bool {
+	if c.max <= 0 {
+		return true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.open[ip] >= c.max {
+		return false
+	}
+	c.open[ip]++
+	return true
+}
+
+// firstRefusal says whether this is ip's first refusal since its
+// connections last all ended.
+func (c *ipCount) firstRefusal(ip string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	first := !c.refused[ip]
+	c.refused[ip] = true
+	return first
+}
+
+// release uncounts a connection from ip.
+func (c *ipCount) release(ip string) {
+	if c.max <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.open[ip]--; c.open[ip] <= 0 {
+		delete(c.open, ip)
+		delete(c.refused, ip)
+	}
+}
+
+// remoteIP is the IP address of nc's peer (its whole address when it has
+// no host part, as on a unix socket).
+func remoteIP(nc net.Conn) string {
+	addr := nc.RemoteAddr().String()
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		return host
+	}
+	return addr
 }
 
 // temporaryErrnos are the accept errors that pass: the process or the

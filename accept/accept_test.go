@@ -225,3 +225,74 @@ func childServe() {
 	fmt.Fprintln(os.Stderr, "Serve:", err)
 	os.Exit(1)
 }
+
+// dialFrom dials addr from the local IP from.
+func dialFrom(t *testing.T, from, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+	nc, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.SetReadDeadline(time.Now().Add(20 * time.Second))
+	return nc
+}
+
+// greeted says whether nc got the greeting (false: closed without one).
+func greeted(nc net.Conn) bool {
+	line, _ := bufio.NewReader(nc).ReadString('\n')
+	return line == "hi\n"
+}
+
+// TestServeCapsConnectionsPerIP: with MaxConnsPerIP 2 a third connection
+// from one address is closed unanswered while another address is served;
+// the refusals of an address are logged once until its connections end.
+func TestServeCapsConnectionsPerIP(t *testing.T) {
+	ln := listen(t)
+	var logs strings.Builder
+	var mu sync.Mutex
+	logf := func(f string, a ...any) { mu.Lock(); fmt.Fprintf(&logs, f+"\n", a...); mu.Unlock() }
+	refusals := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Count(logs.String(), "refusing connection from 127.0.0.1:")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := serveAsync(ctx, ln, Options{MaxConnsPerIP: 2, Logf: logf})
+	addr := ln.Addr().String()
+	a, b := dialFrom(t, "127.0.0.1", addr), dialFrom(t, "127.0.0.1", addr)
+	if !greeted(a) || !greeted(b) {
+		t.Fatal("the first two connections of an address were not served")
+	}
+	for i := range 3 {
+		if nc := dialFrom(t, "127.0.0.1", addr); greeted(nc) {
+			t.Fatalf("connection %d beyond the cap was served", i+3)
+		}
+	}
+	other := dialFrom(t, "127.0.0.2", addr)
+	if !greeted(other) {
+		t.Fatal("another address was refused: the cap is per address")
+	}
+	if n := refusals(); n != 1 {
+		t.Fatalf("%d refusals of 127.0.0.1 logged, want 1:\n%s", n, logs.String())
+	}
+	a.Close()
+	b.Close()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		nc := dialFrom(t, "127.0.0.1", addr)
+		ok := greeted(nc)
+		nc.Close()
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no connection served after the address's connections closed")
+		}
+	}
+	other.Close()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -17,7 +17,10 @@
 #   FILE_OPTS=cache=none gives the closer comparison),
 #   ROUNDS (default 3), PORT (default 10819; nbdkit gets PORT+1), EXPORT
 #   (default bench), PIN (default 0; 1 runs the clients on CPU 0 and both
-#   servers on the other CPUs, on a machine with 2 or more).
+#   servers on the other CPUs, on a machine with 2 or more), TLS (default
+#   0; 1 compares nbdbench in plain text with nbdbench requiring TLS, its
+#   clients on nbds:// URIs, instead of nvstripe with nbdkit: what TLS
+#   costs; certificates made with openssl, TLS 1.3 as GnuTLS and Go agree).
 # Why pin: fio's nbd engine is one thread, and on a small machine it is the
 # bottleneck. Unpinned, the result also depends on how the scheduler places
 # the client next to each server's threads: nbdkit's own write figure moved
@@ -26,7 +29,7 @@
 # servers alone. Both servers are pinned alike.
 # Each job runs ROUNDS times, alternating between the two servers so that
 # load from other processes hits both alike; the table shows the median.
-# Needs fio, nbdkit, nbdcopy. Figures are only comparable within one run.
+# Needs fio, nbdkit, nbdcopy (and openssl for TLS=1). Figures are only comparable within one run.
 set -euo pipefail
 
 SIZE=${SIZE:-1G}
@@ -56,14 +59,15 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# start NAME CMD...: run CMD in the background, wait for it to accept NBD.
+# start NAME PORT CMD...: run CMD in the background, wait for it to accept
+# NBD (at URI[NAME] when set, else nbd://127.0.0.1:PORT).
 start() {
 	local name=$1 port=$2
 	shift 2
 	"${SERVER[@]}" "$@" >"$work/$name.log" 2>&1 &
 	pids+=($!)
 	for _ in $(seq 1 300); do
-		if nbdinfo --size "nbd://127.0.0.1:$port/$EXPORT" >/dev/null 2>&1 ||
+		if nbdinfo --size "${URI[$name]:-nbd://127.0.0.1:$port/$EXPORT}" >/dev/null 2>&1 ||
 			nbdinfo --size "nbd://127.0.0.1:$port/" >/dev/null 2>&1; then
 			return 0
 		fi
@@ -74,13 +78,40 @@ start() {
 	exit 1
 }
 
-if [ $# -gt 0 ]; then
+A=nvstripe B=nbdkit
+declare -A URI=([nvstripe]="nbd://127.0.0.1:$PORT/$EXPORT" [nbdkit]="nbd://127.0.0.1:$KPORT/$EXPORT")
+if [ "${TLS:-0}" = 1 ]; then
+	# What TLS costs: the same server in plain text and over TLS.
+	command -v openssl >/dev/null || { echo "bench/nbd.sh: openssl not installed (TLS=1)" >&2; exit 2; }
+	A=plain B=tls
+	mkdir "$work/server"
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=bench-ca \
+		-keyout "$work/ca-key.pem" -out "$work/server/ca-cert.pem" 2>/dev/null
+	openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=127.0.0.1 \
+		-keyout "$work/server/server-key.pem" -out "$work/server.csr" 2>/dev/null
+	printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >"$work/ext"
+	openssl x509 -req -in "$work/server.csr" -CA "$work/server/ca-cert.pem" -CAkey "$work/ca-key.pem" -CAcreateserial \
+		-days 1 -extfile "$work/ext" -out "$work/server/server-cert.pem" 2>/dev/null
+	# fio's nbd engine takes no tls-certificates= in its URI (it does not
+	# allow local files): every client finds the CA in libnbd's default
+	# directory, $HOME/.pki/libnbd.
+	mkdir -p "$work/home/.pki/libnbd"
+	cp "$work/server/ca-cert.pem" "$work/home/.pki/libnbd/"
+	go build -o "$work/nbdbench" ./bench/nbdbench # before HOME moves (Go's caches live there)
+	export HOME="$work/home"
+	URI=([plain]="nbd://127.0.0.1:$PORT/$EXPORT" [tls]="nbds://127.0.0.1:$KPORT/$EXPORT")
+	start plain "$PORT" "$work/nbdbench" -listen "127.0.0.1:$PORT" -size "$SIZE" -export "$EXPORT" ${NBDBENCH_OPTS:-}
+	start tls "$KPORT" "$work/nbdbench" -listen "127.0.0.1:$KPORT" -size "$SIZE" -export "$EXPORT" \
+		-tls-certificates "$work/server" ${NBDBENCH_OPTS:-}
+elif [ $# -gt 0 ]; then
 	start nvstripe "$PORT" bash -c "$*"
 else
 	go build -o "$work/nbdbench" ./bench/nbdbench
 	start nvstripe "$PORT" "$work/nbdbench" -listen "127.0.0.1:$PORT" -size "$SIZE" -export "$EXPORT"
 fi
-if [ "${BASELINE:-memory}" = file ]; then
+if [ "$B" = tls ]; then
+	:
+elif [ "${BASELINE:-memory}" = file ]; then
 	# The full-stack comparison: nbdkit serving one file on the same disk.
 	truncate -s "$SIZE" "$work/baseline.img"
 	start nbdkit "$KPORT" nbdkit -f -i 127.0.0.1 -p "$KPORT" -e "$EXPORT" file "$work/baseline.img" ${FILE_OPTS:-}
@@ -88,7 +119,6 @@ else
 	start nbdkit "$KPORT" nbdkit -f -i 127.0.0.1 -p "$KPORT" -e "$EXPORT" memory "$SIZE"
 fi
 
-declare -A URI=([nvstripe]="nbd://127.0.0.1:$PORT/$EXPORT" [nbdkit]="nbd://127.0.0.1:$KPORT/$EXPORT")
 declare -A RESULT
 
 # fio_job TARGET RW BS QD [time_based]: prints "MiB/s IOPS".
@@ -123,10 +153,10 @@ nbdcopy_job() {
 
 # The write source for nbdcopy lives in memory.
 src=/dev/shm/nvstripe-bench.$$
-head -c "$(nbdinfo --size "${URI[nbdkit]}")" /dev/urandom >"$src"
+head -c "$(nbdinfo --size "${URI[$B]}")" /dev/urandom >"$src"
 trap 'rm -f "$src"; cleanup' EXIT
 
-for target in nvstripe nbdkit; do
+for target in "$A" "$B"; do
 	# Fill once: first writes allocate (nbdkit memory runs at 0.2 GB/s then).
 	fio_job "$target" write 1M 16 once >/dev/null
 done
@@ -136,7 +166,7 @@ median() { sort -n | awk '{ l[NR] = $0 } END { print l[int((NR + 1) / 2)] }'; }
 
 declare -A RUNS
 for round in $(seq 1 "$ROUNDS"); do
-	for target in nvstripe nbdkit; do
+	for target in "$A" "$B"; do
 		RUNS[$target,seqread]+="$(fio_job "$target" read 1M 16)"$'\n'
 		RUNS[$target,seqwrite]+="$(fio_job "$target" write 1M 16)"$'\n'
 		RUNS[$target,randread]+="$(fio_job "$target" randread 4k 32)"$'\n'
@@ -150,8 +180,8 @@ done
 
 row() { # row LABEL KEY FIELD(1=MiB/s,2=IOPS) UNIT
 	local a b
-	a=$(echo "${RESULT[nvstripe,$2]}" | cut -d' ' -f"$3")
-	b=$(echo "${RESULT[nbdkit,$2]}" | cut -d' ' -f"$3")
+	a=$(echo "${RESULT[$A,$2]}" | cut -d' ' -f"$3")
+	b=$(echo "${RESULT[$B,$2]}" | cut -d' ' -f"$3")
 	printf "%-34s %12s %12s %7s\n" "$1" "$a $4" "$b $4" \
 		"$(python3 -c "print('%.0f%%' % (100.0 * $a / $b if $b else 0))")"
 }
@@ -162,7 +192,7 @@ if [ ${#CLIENT[@]} -gt 0 ]; then
 else
 	echo "no pinning (PIN=0)"
 fi
-printf "%-34s %12s %12s %7s\n" "job" "nvstripe" "nbdkit" "ratio"
+printf "%-34s %12s %12s %7s\n" "job" "$A" "$B" "ratio"
 row "fio seq read 1MiB QD16" seqread 1 MiB/s
 row "fio seq write 1MiB QD16" seqwrite 1 MiB/s
 row "fio rand read 4KiB QD32 (IOPS)" randread 2 ""

@@ -87,7 +87,7 @@ func startCluster(t *testing.T, bin, dir string) *cluster {
 	c.admin("volume", "create", rwVolume, "--size", fmt.Sprint(volSize), "--k", "4", "--m", "2")
 	c.admin("volume", "create", roVolume, "--size", fmt.Sprint(roSize), "--k", "4", "--m", "2")
 	c.ctl = c.newProc("controller", "controller", "controller", "--interval", "200ms", "--grace", "2s", "--out-after", outAfter.String(),
-		"--holder", "campaign-ctl", "--gossip", "127.0.0.1:0", "--gossip-profile", "local")
+		"--holder", "campaign-ctl", "--gossip", "127.0.0.1:0", "--gossip-profile", "local", "--api", "")
 	c.mustStart(c.ctl, 30*time.Second)
 	c.fillReadOnly()
 	c.ownerAddr, c.readerAddr = freePort(t), freePort(t)

@@ -44,6 +44,10 @@ var Settings = []Setting{
 	{Key: "etcd.key", Flag: "etcd-key", Env: "NVSTRIPE_ETCD_KEY"},
 	{Key: "cluster", Flag: "cluster", Env: "NVSTRIPE_CLUSTER", Default: "default"},
 	{Key: "host_nqn", Flag: "host-nqn", Env: "NVSTRIPE_HOST_NQN"},
+	{Key: "admin.controller", Flag: "controller", Env: "NVSTRIPE_CONTROLLER"},
+	{Key: "admin.tls_cert", Flag: "admin-tls-cert", Env: "NVSTRIPE_ADMIN_TLS_CERT"},
+	{Key: "admin.tls_key", Flag: "admin-tls-key", Env: "NVSTRIPE_ADMIN_TLS_KEY"},
+	{Key: "admin.tls_ca", Flag: "admin-tls-ca", Env: "NVSTRIPE_ADMIN_TLS_CA"},
 }
 
 // File is the config file's schema. Unknown keys are an error, so that a
@@ -57,12 +61,21 @@ type File struct {
 	} `json:"etcd"`
 	Cluster string `json:"cluster"`
 	HostNQN string `json:"host_nqn"`
+	// Admin is how `nvstripe admin` reaches a controller's admin API (and
+	// the controller's own TLS files, when it serves on TCP).
+	Admin struct {
+		Controller string `json:"controller"`
+		TLSCert    string `json:"tls_cert"`
+		TLSKey     string `json:"tls_key"`
+		TLSCA      string `json:"tls_ca"`
+	} `json:"admin"`
 }
 
 // values returns the file's settings by key; unset ones are absent.
 func (f *File) values() map[string]string {
 	m := map[string]string{"etcd.endpoints": strings.Join(f.Etcd.Endpoints, ","), "etcd.cacert": f.Etcd.CACert,
-		"etcd.cert": f.Etcd.Cert, "etcd.key": f.Etcd.Key, "cluster": f.Cluster, "host_nqn": f.HostNQN}
+		"etcd.cert": f.Etcd.Cert, "etcd.key": f.Etcd.Key, "cluster": f.Cluster, "host_nqn": f.HostNQN,
+		"admin.controller": f.Admin.Controller, "admin.tls_cert": f.Admin.TLSCert, "admin.tls_key": f.Admin.TLSKey, "admin.tls_ca": f.Admin.TLSCA}
 	for k, v := range m {
 		if v == "" {
 			delete(m, k)

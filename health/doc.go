@@ -28,6 +28,12 @@
 // and one that dies both read StatusDead: a stopped target's namespaces go
 // down after the grace period either way.
 //
+// Anyone who reaches a gossip port can join a pool and speak for any host
+// unless the pool has a key (Config.Key, `--gossip-key-file`): memberlist
+// then encrypts and authenticates every message with it (AES-GCM) and drops
+// the rest. Every member is labelled with its cluster (Config.Label), so
+// pools of two clusters never merge.
+//
 // # Meta wire format
 //
 // Meta travels in memberlist's node metadata (at most 512 bytes). It is

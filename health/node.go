@@ -52,6 +52,16 @@ type Config struct {
 	// under memberlist's lock: they must return quickly and must not call
 	// Join, SetMeta or Leave. Default: none.
 	OnEvent func(Member)
+	// Key, 16, 24 or 32 bytes (ReadKeyFile), encrypts and authenticates
+	// every gossip message (AES-GCM, memberlist's SecretKey): a member
+	// without it cannot join, and its messages are dropped. Default nil:
+	// gossip in clear text, open to anyone who reaches the port.
+	Key []byte
+	// Label is put on every message (memberlist's Label, at most 255
+	// bytes); messages with another label are dropped, so pools of two
+	// clusters on one network stay apart. With Key it is authenticated
+	// too. Default "": none.
+	Label string
 	// Logf receives memberlist's log lines. Default: discarded.
 	Logf func(format string, args ...any)
 }
@@ -83,6 +93,11 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("health config: profile %d: %w", c.Profile, ErrInvalid)
 	case net.ParseIP(c.BindAddr) == nil:
 		return fmt.Errorf("health config: bind address %q is not an IP: %w", c.BindAddr, ErrInvalid)
+	case len(c.Label) > memberlist.LabelMaxSize:
+		return fmt.Errorf("health config: label of %d bytes, want at most %d: %w", len(c.Label), memberlist.LabelMaxSize, ErrInvalid)
+	}
+	if err := checkKey(c.Key); err != nil {
+		return fmt.Errorf("health config: key: %w", err)
 	}
 	return nil
 }
@@ -144,6 +159,7 @@ func Start(cfg Config) (*Node, error) {
 	mc := profileConfig(cfg.Profile)
 	mc.Name, mc.BindAddr, mc.BindPort, mc.AdvertisePort = cfg.Name, cfg.BindAddr, cfg.BindPort, cfg.BindPort
 	mc.Delegate, mc.Events = del, del
+	mc.SecretKey, mc.Label = cfg.Key, cfg.Label
 	mc.Logger = log.New(logWriter{del.logfOrDiscard()}, "", 0)
 	ml, err := memberlist.Create(mc)
 	if err != nil {

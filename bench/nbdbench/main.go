@@ -1,18 +1,20 @@
 // Command nbdbench serves, for bench/nbd.sh, either an erasure-coded volume
 // over k+m in-memory namespaces (-k 4 -m 2, the default: the issue's
 // comparison with nbdkit memory) or, with -k 0, one in-memory blockdev.Mem
-// (the nbd package alone). It prints "ready: nbd://ADDR/EXPORT" once listening and serves until
+// (the nbd package alone); with -tls-certificates DIR it requires TLS. It prints "ready: nbd://ADDR/EXPORT" once listening and serves until
 // interrupted. It is a test tool, not part of the nvstripe binary.
 package main
 
 import (
 	"context"
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"log"
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -38,6 +40,7 @@ func main() {
 	backlog := flag.Int("reply-backlog", 0, "nbd.Options.ReplyBacklog (0: the default; negative: no bound)")
 	inflight := flag.Int("max-inflight-bytes", 0, "nbd.Options.MaxInFlightBytes (0: the default)")
 	pipeline := flag.Bool("pipeline-sync", false, "nbd.Options.PipelineSynchronous: run a connection's requests side by side")
+	certs := flag.String("tls-certificates", "", "directory with server-cert.pem and server-key.pem: require TLS (STARTTLS)")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -48,6 +51,13 @@ func main() {
 		defer pprof.StopCPUProfile()
 	}
 	tune := nbd.Options{LoopbackSendBuffer: *sndbuf, ReplyBacklog: *backlog, MaxInFlightBytes: *inflight, PipelineSynchronous: *pipeline}
+	if *certs != "" {
+		cert, err := tls.LoadX509KeyPair(filepath.Join(*certs, "server-cert.pem"), filepath.Join(*certs, "server-key.pem"))
+		if err != nil {
+			log.Fatal(err)
+		}
+		tune.TLS, tune.RequireTLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, true
+	}
 	if err := run(*listen, size, int(bs), *export, shape{*k, *m, chunk}, tune); err != nil {
 		log.Print("nbdbench: ", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -53,15 +54,15 @@ func fixture(t *testing.T, hosts int) *meta.Store {
 	return s
 }
 
-// serve starts the admin API on a loopback port and returns a client.
+// serve starts the admin API on a unix socket and returns a client.
 func serve(t *testing.T, s *meta.Store) *Client {
 	t.Helper()
-	addr, stop, err := Listen(s, "127.0.0.1:0")
+	addr, stop, err := Listen(s, "unix:"+filepath.Join(t.TempDir(), "admin.sock"), TLSFiles{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(stop)
-	c, err := Dial(addr)
+	c, err := Dial(addr, TLSFiles{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,10 +3,8 @@ package admin
 import (
 	"context"
 	"fmt"
-	"net"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -32,19 +30,6 @@ func NewServer(s *meta.Store, opts ...grpc.ServerOption) *grpc.Server {
 	return srv
 }
 
-// Listen serves the admin API on the TCP address addr ("HOST:PORT"; port 0
-// picks one). It returns the bound address and a function that stops the
-// server.
-func Listen(s *meta.Store, addr string) (string, func(), error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return "", nil, fmt.Errorf("admin API listener: %w", err)
-	}
-	srv := NewServer(s)
-	go srv.Serve(ln)
-	return ln.Addr().String(), srv.Stop, nil
-}
-
 // Client asks a controller's admin API.
 type Client struct {
 	cc  *grpc.ClientConn
@@ -53,11 +38,16 @@ type Client struct {
 
 var _ Ops = (*Client)(nil)
 
-// Dial returns a client of the admin API at addr ("HOST:PORT"). It does not
-// connect yet: the first call does.
-func Dial(addr string, opts ...grpc.DialOption) (*Client, error) {
-	opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)
-	cc, err := grpc.NewClient(addr, opts...)
+// Dial returns a client of the admin API at addr: a unix socket
+// ("unix:PATH" or an absolute path) or TCP "HOST:PORT", which needs every
+// file of tlsf (this client's certificate and key, and the CA of the
+// controller's). It does not connect yet: the first call does.
+func Dial(addr string, tlsf TLSFiles, opts ...grpc.DialOption) (*Client, error) {
+	target, creds, err := dialCreds(addr, tlsf)
+	if err != nil {
+		return nil, fmt.Errorf("controller admin API %s: %w", addr, err)
+	}
+	cc, err := grpc.NewClient(target, append([]grpc.DialOption{creds}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("controller admin API %s: %w", addr, err)
 	}

@@ -15,12 +15,27 @@ import (
 var ErrSpec = errors.New("bad gossip setting")
 
 // Spec is how an operator names a gossip member (nvstripe's --gossip,
-// --gossip-join, --gossip-profile and --label flags).
+// --gossip-join, --gossip-profile, --gossip-key-file and --label flags, and
+// the cluster name).
 type Spec struct {
 	Addr    string   // IP:PORT to gossip on; "" is no gossip
 	Join    []string // members to join, IP:PORT
 	Profile string   // failure-detection timing: lan, local or test
 	Labels  []string // failure-domain labels KEY=VALUE (targets)
+	// KeyFile holds the pool's encryption key (health.ReadKeyFile); ""
+	// gossips in clear text.
+	KeyFile string
+	// Cluster names the cluster: the members' label is "nvstripe/" +
+	// Cluster, so pools of two clusters never merge. "": no label.
+	Cluster string
+}
+
+// Label is the gossip label of the members of cluster's pool.
+func Label(cluster string) string {
+	if cluster == "" {
+		return ""
+	}
+	return "nvstripe/" + cluster
 }
 
 // profiles are the Profile names.
@@ -51,7 +66,13 @@ func (s Spec) Member(m health.Meta, name string) (health.Config, error) {
 	if _, err := m.Encode(); err != nil {
 		return health.Config{}, fmt.Errorf("%w: %w", ErrSpec, err)
 	}
-	return health.Config{Meta: m, Name: name, BindAddr: host, BindPort: port, Profile: p}, nil
+	var key []byte
+	if s.KeyFile != "" {
+		if key, err = health.ReadKeyFile(s.KeyFile); err != nil {
+			return health.Config{}, fmt.Errorf("%w: %w", ErrSpec, err)
+		}
+	}
+	return health.Config{Meta: m, Name: name, BindAddr: host, BindPort: port, Profile: p, Key: key, Label: Label(s.Cluster)}, nil
 }
 
 // TargetMember checks the spec of a target host's member (role target,
@@ -59,8 +80,8 @@ func (s Spec) Member(m health.Meta, name string) (health.Config, error) {
 // returns its health.Config; the zero Config when the spec has no Addr.
 func (s Spec) TargetMember(host string, names []string) (health.Config, error) {
 	if s.Addr == "" {
-		if host != "" || len(s.Join) > 0 || len(s.Labels) > 0 {
-			return health.Config{}, fmt.Errorf("%w: a host name, seeds to join and labels need a gossip address", ErrSpec)
+		if host != "" || len(s.Join) > 0 || len(s.Labels) > 0 || s.KeyFile != "" {
+			return health.Config{}, fmt.Errorf("%w: a host name, seeds to join, labels and a key need a gossip address", ErrSpec)
 		}
 		return health.Config{}, nil
 	}

@@ -1,7 +1,10 @@
 package pool
 
 import (
+	"encoding/base64"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/nvstripe/nvstripe/health"
@@ -13,6 +16,7 @@ func TestSpec(t *testing.T) {
 		{Addr: "127.0.0.1:70000", Profile: "lan"},
 		{Addr: "127.0.0.1:1", Profile: "fast"},
 		{Addr: "127.0.0.1:1", Profile: "lan", Labels: []string{"rack"}},
+		{Addr: "127.0.0.1:1", Profile: "lan", KeyFile: filepath.Join(t.TempDir(), "missing")},
 	} {
 		if _, err := s.TargetMember("h1", nil); !errors.Is(err, ErrSpec) {
 			t.Errorf("%+v: %v, want ErrSpec", s, err)
@@ -31,5 +35,11 @@ func TestSpec(t *testing.T) {
 	if err != nil || c.BindAddr != "127.0.0.1" || c.BindPort != 7946 || c.Profile != health.ProfileLocal ||
 		c.Meta.Role != health.RoleTarget || c.Meta.Host != "h1" || c.Meta.Labels["rack"] != "r1" {
 		t.Errorf("TargetMember = %+v, %v", c, err)
+	}
+	keyFile := filepath.Join(t.TempDir(), "gossip.key")
+	os.WriteFile(keyFile, []byte(base64.StdEncoding.EncodeToString(make([]byte, 24))), 0o600)
+	c, err = Spec{Addr: "127.0.0.1:7946", Profile: "lan", KeyFile: keyFile, Cluster: "prod"}.TargetMember("h1", nil)
+	if err != nil || len(c.Key) != 24 || c.Label != "nvstripe/prod" {
+		t.Errorf("with a key and a cluster: key of %d bytes, label %q, %v", len(c.Key), c.Label, err)
 	}
 }

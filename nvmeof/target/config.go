@@ -66,6 +66,17 @@ type Config struct {
 	// A host uses one per queue (admin + I/O). Default 1024; negative: no
 	// cap.
 	MaxConnections int
+	// MaxConnectionsPerIP caps the connections open at once from one
+	// remote IP address on each listener, before anything is read from
+	// them: one beyond is closed at once, the first refusal of an address
+	// logged. Default 256; negative: no cap.
+	MaxConnectionsPerIP int
+	// MaxConnectionsPerHost caps the queues (connections past Connect) of
+	// one claimed host NQN over every listener: a Connect beyond it is
+	// refused with Controller Busy, logged once with the peer's address
+	// and the NQN until a queue of that host ends. Default 256; negative:
+	// no cap.
+	MaxConnectionsPerHost int
 	// HandshakeTimeout is the time a new connection has from accept to a
 	// completed Connect (ICReq included); a connection without a queue by
 	// then is closed (and logged), so a stranger holds nothing for long.
@@ -208,6 +219,8 @@ func (c *Config) EnsureDefaults() {
 		c.ANATT = 10 * time.Second
 	}
 	setDefault(&c.MaxConnections, 1024)
+	setDefault(&c.MaxConnectionsPerIP, 256)
+	setDefault(&c.MaxConnectionsPerHost, 256)
 	if c.HandshakeTimeout <= 0 {
 		c.HandshakeTimeout = 10 * time.Second
 	}

@@ -52,6 +52,7 @@ type conn struct {
 	authed   bool               // authx succeeded: the queue is open
 	authErr  error              // the refusal last logged
 	queued   bool               // Connect succeeded: counted in Target.queues
+	slot     string             // the host NQN this queue is counted under (hostSlots)
 
 	fetched  atomic.Uint32 // commands received, for SQHD
 	inflight sync.WaitGroup
@@ -155,6 +156,7 @@ func (c *conn) finish(err error) {
 	if c.ctrl != nil {
 		c.ctrl.queueGone(c)
 	}
+	c.releaseHostSlot()
 	c.t.removeConn(c)
 }
 

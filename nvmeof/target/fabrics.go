@@ -73,16 +73,22 @@ func (c *conn) connect(cmd *command) {
 		invalidParam(cmd, sqeOffSQSize, false)
 		return
 	}
+	if !c.takeHostSlot(d.HostNQN) {
+		cmd.fail(pdu.SCConnectControllerBusy, false)
+		return
+	}
 	if cc.QID == 0 {
 		c.connectAdmin(cmd, cc, d)
 	} else {
 		c.connectIO(cmd, cc, d)
 	}
-	if c.ctrl != nil {
-		c.admitted()
-		c.queued = true
-		c.t.queues.Add(1)
+	if c.ctrl == nil {
+		c.releaseHostSlot()
+		return
 	}
+	c.queued = true
+	c.t.queues.Add(1)
+	c.admitted()
 }
 
 func (c *conn) setQueue(cc pdu.ConnectCmd) {
@@ -109,6 +115,7 @@ func (c *conn) connectAdmin(cmd *command, cc pdu.ConnectCmd, d pdu.ConnectData) 
 		}
 		if !ct.sub.hostAllowed(d.HostNQN) {
 			t.refuse(RefusedHostNotAllowed)
+			c.logRefusedHost(d.SubNQN, d.HostNQN)
 			cmd.complete(pdu.MakeStatus(pdu.SCConnectInvalidHost, true), pdu.ConnectOffHostNQN|1<<16, 0)
 			return
 		}

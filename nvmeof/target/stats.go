@@ -9,16 +9,18 @@ import (
 
 // Reasons a connection or a host is refused, as Stats counts them.
 const (
-	RefusedMaxConnections = "max_connections"   // beyond Config.MaxConnections on its listener
-	RefusedHostNotAllowed = "host_not_allowed"  // Connect from a host NQN the subsystem does not allow
-	RefusedNoSubsystem    = "unknown_subsystem" // Connect to a subsystem NQN the target does not serve
-	RefusedAuth           = "auth_failed"       // DH-HMAC-CHAP failed
-	RefusedHandshake      = "handshake_timeout" // no Connect within HandshakeTimeout of accept
+	RefusedMaxConnections = "max_connections"        // beyond Config.MaxConnections on its listener
+	RefusedHostNotAllowed = "host_not_allowed"       // Connect from a host NQN the subsystem does not allow
+	RefusedNoSubsystem    = "unknown_subsystem"      // Connect to a subsystem NQN the target does not serve
+	RefusedAuth           = "auth_failed"            // DH-HMAC-CHAP failed
+	RefusedHandshake      = "handshake_timeout"      // no Connect within HandshakeTimeout of accept
+	RefusedPerIP          = "max_connections_per_ip" // beyond Config.MaxConnectionsPerIP from one address
+	RefusedPerHost        = "max_queues_per_host"    // beyond Config.MaxConnectionsPerHost queues of one host NQN
 )
 
 // RefusalReasons lists every reason Stats.Refused counts, in a fixed order.
 func RefusalReasons() []string {
-	return []string{RefusedMaxConnections, RefusedHostNotAllowed, RefusedNoSubsystem, RefusedAuth, RefusedHandshake}
+	return []string{RefusedMaxConnections, RefusedPerIP, RefusedHostNotAllowed, RefusedPerHost, RefusedNoSubsystem, RefusedAuth, RefusedHandshake}
 }
 
 // nsCounters are a namespace's IO counters since the target was built.
@@ -78,12 +80,12 @@ type Stats struct {
 
 // refuse counts one refusal for reason.
 func (t *Target) refuse(reason string) {
-	if c := t.refused[reason]; c != nil {
+	if c := t.refusedBy[reason]; c != nil {
 		c.Add(1)
 	}
 }
 
-func newRefusals() map[string]*atomic.Uint64 {
+func newRefusalCounts() map[string]*atomic.Uint64 {
 	m := map[string]*atomic.Uint64{}
 	for _, r := range RefusalReasons() {
 		m[r] = new(atomic.Uint64)
@@ -94,7 +96,7 @@ func newRefusals() map[string]*atomic.Uint64 {
 // Stats returns the target's counters since New and its live connections.
 func (t *Target) Stats() Stats {
 	st := Stats{Refused: map[string]uint64{}}
-	for r, c := range t.refused {
+	for r, c := range t.refusedBy {
 		st.Refused[r] = c.Load()
 	}
 	nqns := make([]string, 0, len(t.subs))

@@ -29,8 +29,10 @@ type Target struct {
 	logf   func(string, ...any)
 
 	conflicts atomic.Uint64             // I/O commands refused by a reservation
-	refused   map[string]*atomic.Uint64 // connections refused, by reason (stats.go)
+	refusedBy map[string]*atomic.Uint64 // connections refused, by reason (stats.go)
 	queues    atomic.Int64              // connections that completed a Connect and are open
+	hosts     hostSlots                 // queues per claimed host NQN
+	refused   refusals                  // Connect refusals logged
 
 	mu        sync.Mutex
 	listeners []*listener
@@ -99,7 +101,7 @@ func New(cfg Config) (*Target, error) {
 		return nil, fmt.Errorf("target config: %w", err)
 	}
 	t := &Target{cfg: cfg, subs: map[string]*subsystem{}, ctrls: map[uint16]*controller{}, nextID: 1, discGen: 1,
-		refused: newRefusals()}
+		refusedBy: newRefusalCounts()}
 	t.logf = cfg.Logf
 	if t.logf == nil {
 		t.logf = func(string, ...any) {}
@@ -229,8 +231,11 @@ func (t *Target) listenLocked(l *listener, addr string) error {
 // (accept.Serve: it waits out temporary errors and caps the connections).
 func (t *Target) acceptLoop(l *listener, ln net.Listener) {
 	defer t.wg.Done()
-	o := accept.Options{MaxConns: max(t.cfg.MaxConnections, 0), Name: fmt.Sprintf("nvmeof/target: listener %d (%s)", l.idx, l.bound), Logf: t.logf,
-		Refused: func() { t.refuse(RefusedMaxConnections) }}
+	o := accept.Options{MaxConns: max(t.cfg.MaxConnections, 0), MaxConnsPerIP: max(t.cfg.MaxConnectionsPerIP, 0),
+		Name: fmt.Sprintf("nvmeof/target: listener %d (%s)", l.idx, l.bound), Logf: t.logf,
+		Refused: func(perIP bool) {
+			t.refuse(map[bool]string{false: RefusedMaxConnections, true: RefusedPerIP}[perIP])
+		}}
 	err := accept.Serve(t.ctx, ln, o, func(nc net.Conn) {
 		c := t.newConn(l, nc)
 		t.mu.Lock()

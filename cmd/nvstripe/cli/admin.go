@@ -13,15 +13,18 @@ import (
 )
 
 // newAdminCmd is `nvstripe admin`. Its commands work on the records the
-// controller acts on: directly in etcd, or with --controller ADDR through the
-// leading controller's gRPC admin API (`nvstripe controller --api ADDR`).
+// controller acts on: directly in etcd, or with --controller ADDR through a
+// controller's gRPC admin API (`nvstripe controller --api ADDR`); without
+// either flag, through the local controller's socket when there is one.
 func newAdminCmd(g *globals) *cobra.Command {
 	a := &etcdAuth{}
 	f := &adminFlags{}
 	subs := []*cobra.Command{newAdminStatusCmd(g, a, f), newAdminRebalanceCmd(g, a, f), newAdminDrainCmd(g, a, f), newAdminFailCmd(g, a, f), newAdminScrubCmd(g, a)}
 	c := groupCmd("admin", "Cluster health, rebalance, drain and forced rebuilds (through the controller)", subs...)
 	addEtcdFlags(c, a)
-	c.PersistentFlags().StringVar(&f.controller, "controller", "", "HOST:PORT of a controller's admin API (default: work on etcd directly)")
+	c.PersistentFlags().StringVar(&f.controller, "controller", "", "a controller's admin API: unix:PATH, or HOST:PORT with --admin-tls-* "+
+		"(default: "+admin.DefaultSocket+" if a controller serves it and --etcd is not given, else etcd directly)")
+	registerAdminTLS(c.PersistentFlags(), &f.tls, "this client's")
 	metadataOnly(subs...)
 	return c
 }
@@ -29,6 +32,7 @@ func newAdminCmd(g *globals) *cobra.Command {
 // adminFlags are the flags every admin command shares.
 type adminFlags struct {
 	controller string
+	tls        admin.TLSFiles
 	wait       bool // rebalance and drain --wait
 }
 
@@ -45,14 +49,17 @@ func waitFor(cmd *cobra.Command, f *adminFlags, ops admin.Ops, m admin.Measure) 
 // gRPC API with --controller, else on etcd directly.
 func withAdmin(g *globals, a *etcdAuth, f *adminFlags, fn func(cmd *cobra.Command, args []string, ops admin.Ops) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
+		if f.controller == "" && g.settingSource("etcd.endpoints") == "default" {
+			f.controller = admin.LocalSocket(admin.DefaultSocket)
+		}
 		if f.controller == "" {
 			return withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
 				return fn(cmd, args, admin.NewService(s))
 			})(cmd, args)
 		}
-		c, err := admin.Dial(f.controller)
+		c, err := admin.Dial(f.controller, f.tls)
 		if err != nil {
-			return err
+			return adminError(err)
 		}
 		defer c.Close()
 		return g.bounded(cmd, "controller at "+f.controller, "--controller", func() error { return fn(cmd, args, c) })

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -189,7 +190,7 @@ func startController(t *testing.T, a adminCLI, holder string, extra ...string) (
 	out = &ctlOutput{}
 	done := make(chan error, 1)
 	args := append([]string{"controller", "--holder", holder, "--interval", "100ms", "--grace", "300ms",
-		"--out-after", "1s", "--leader-ttl", "2s", "--probe-timeout", "200ms", "--metrics", "127.0.0.1:0", "--api", "127.0.0.1:0",
+		"--out-after", "1s", "--leader-ttl", "2s", "--probe-timeout", "200ms", "--metrics", "127.0.0.1:0", "--api", "unix:" + filepath.Join(t.TempDir(), "api.sock"),
 		"--etcd", a.etcd, "--cluster", a.cluster}, extra...)
 	go func() { done <- Run(ctx, args, out, io.Discard) }()
 	var once sync.Once
@@ -257,12 +258,12 @@ func TestControllerCommand(t *testing.T) {
 	}
 	_, api, _ := strings.Cut(out1.String(), "admin API on ")
 	api, _, _ = strings.Cut(api, "\n")
-	ac, err := admin.Dial(api)
+	ac, err := admin.Dial(api, admin.TLSFiles{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ac.Close()
-	rpctest.CheckStandard(t, ac.Conn(), admin.ServiceName)         // what `grpcurl -plaintext ADDR list` asks
+	rpctest.CheckStandard(t, ac.Conn(), admin.ServiceName)         // what `grpcurl -plaintext -unix PATH list` asks
 	rpc := adminCLI{t: t, etcd: "127.0.0.1:1", cluster: a.cluster} // etcd unreachable: only the API works
 	rpc.ok(`"health": "unreadable"`, "admin", "status", "--json", "--controller", api)
 	rpc.ok("controller leader: c1", "admin", "status", "--controller", api)

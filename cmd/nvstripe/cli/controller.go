@@ -27,6 +27,7 @@ type controllerFlags struct {
 	gossipHost            string
 	scrubInterval         time.Duration
 	dhchap                dhchapFlags
+	adminTLS              admin.TLSFiles
 }
 
 // newControllerCmd is `nvstripe controller`: the rebuild, drain and
@@ -71,6 +72,7 @@ func newControllerCmd(g *globals) *cobra.Command {
 			defer d.Close()
 			cfg.Holder = d.Holder()
 			if cfg.Gossip != nil {
+				f.gossip.Cluster = a.cluster
 				stop, err := f.startGossip(cmd, s, cfg)
 				if err != nil {
 					return err
@@ -81,9 +83,9 @@ func newControllerCmd(g *globals) *cobra.Command {
 				report(cmd, map[string]string{"controller": cfg.Holder, "metrics": u}, "controller %s: metrics on %s", cfg.Holder, u)
 			}
 			if f.api != "" {
-				addr, stop, err := admin.Listen(s, f.api)
+				addr, stop, err := admin.Listen(s, f.api, f.adminTLS)
 				if err != nil {
-					return err
+					return adminError(err)
 				}
 				defer stop()
 				report(cmd, map[string]string{"controller": cfg.Holder, "admin_api": addr}, "controller %s: admin API on %s", cfg.Holder, addr)
@@ -110,7 +112,8 @@ func (f *controllerFlags) register(fl *pflag.FlagSet) {
 	fl.IntVar(&f.MaxMoves, "max-moves", 32, "moves in flight in the whole cluster")
 	fl.IntVar(&f.MaxMovesPerNS, "max-moves-per-ns", 2, "moves in flight writing to or copying from one namespace")
 	fl.Float64Var(&f.MinUp, "min-up", 0.5, "mark namespaces out only while at least this fraction of hosts is up (fewer suggests the controller is cut off; negative: no guard)")
-	fl.StringVar(&f.api, "api", "", "HOST:PORT of the gRPC admin API, for admin --controller (\"\": off)")
+	fl.StringVar(&f.api, "api", admin.DefaultSocket, "the gRPC admin API, for admin --controller: a unix socket PATH (mode 0600), or HOST:PORT with --admin-tls-* (\"\": off)")
+	registerAdminTLS(fl, &f.adminTLS, "the controller's")
 	fl.DurationVar(&f.scrubInterval, "scrub-interval", 7*24*time.Hour, "how often the owner of each checksummed, mapped volume scrubs it (0: never; `admin scrub` starts one now)")
 	fl.StringVar(&f.metrics, "metrics", "", "HOST:PORT of the Prometheus metrics listener (tasks, volume health; \"\": off)")
 	fl.StringVar(&f.hostNQN, "host-nqn", "", hostNQNUsage)

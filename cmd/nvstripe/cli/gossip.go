@@ -23,6 +23,8 @@ func (f *gossipFlags) register(fl *pflag.FlagSet) {
 		"gossip members to join, IP:PORT, comma-separated (default: the members registered in etcd, see --etcd)")
 	fl.StringVar(&f.Profile, "gossip-profile", "lan",
 		"gossip failure-detection timing: lan (a dead member is seen in seconds), local (one machine) or test")
+	fl.StringVar(&f.KeyFile, "gossip-key-file", "", "file with the pool's AES key in base64, 128, 192 or 256 bits "+
+		"(head -c 32 /dev/urandom | base64 > FILE): gossip is encrypted and only members with the key join (\"\": clear text)")
 }
 
 // specError makes a malformed gossip setting a usage error.
@@ -63,6 +65,7 @@ func lazyStore(gl *globals, a *etcdAuth) (open func(context.Context) (*meta.Stor
 // pool through etcd and registers itself there. It returns the function
 // that leaves the pool, and the gossip address ("" without --gossip).
 func startTargetGossip(cmd *cobra.Command, gl *globals, a *etcdAuth, f *gossipFlags, host string, names []string) (func(), string, error) {
+	f.Cluster = a.cluster
 	cfg, err := f.TargetMember(host, names)
 	if err != nil || f.Addr == "" {
 		return func() {}, "", specError(err)

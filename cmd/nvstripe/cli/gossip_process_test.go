@@ -99,7 +99,7 @@ func TestGossipProcesses(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, []string{"controller", "--holder", "c1", "--interval", "100ms", "--grace", "300ms",
-			"--out-after", "2s", "--leader-ttl", "2s", "--probe=false", "--gossip", "127.0.0.1:0", "--gossip-profile", "test",
+			"--out-after", "2s", "--leader-ttl", "2s", "--probe=false", "--gossip", "127.0.0.1:0", "--gossip-profile", "test", "--api", "",
 			"--etcd", a.etcd, "--cluster", a.cluster}, out, errOut)
 	}()
 	var once sync.Once
