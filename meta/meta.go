@@ -56,6 +56,9 @@ var (
 	ErrLeaseLost = errors.New("ownership lease lost")
 	// ErrBusy: the volume is owned (mapped) by someone else.
 	ErrBusy = errors.New("in use")
+	// ErrReadersBehind: a moved shard's old slot cannot be released yet:
+	// a read-only owner may still read it (see *ReadersBehindError).
+	ErrReadersBehind = errors.New("readers have not applied the move yet")
 	// ErrUnreachable: no etcd endpoint answered.
 	ErrUnreachable = errors.New("etcd unreachable")
 	// ErrCorruptRecord: a stored record cannot be decoded or breaks its
