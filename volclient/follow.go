@@ -30,6 +30,7 @@ type follower struct {
 	owner *meta.Owner
 	logf  func(string, ...any)
 	vol   *volume.Volume // set before run
+	hold  func(seg int64) // OpenOptions.followHold
 
 	mu   sync.Mutex
 	segs map[int64][]meta.SlotRef
@@ -180,6 +181,9 @@ func (f *follower) apply(ctx context.Context, seg int64, rec *meta.SegmentRecord
 	var refs []volume.SlotRef
 	if rec != nil {
 		refs = toVolume(slots)
+	}
+	if f.hold != nil {
+		f.hold(seg)
 	}
 	if _, err := f.vol.Follow(ctx, seg, refs); err != nil {
 		f.mu.Lock() // not applied: the next list tries again

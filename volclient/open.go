@@ -44,6 +44,11 @@ type OpenOptions struct {
 	// read-only mapping only reads from it again (nothing was written while
 	// it was mapped, and slots marked stale before stay unused). Default 10s.
 	RecheckInterval time.Duration
+
+	// followHold, when set, is called by a read-only mapping before it
+	// switches a segment to the slots a move committed: a test holds a
+	// reader back with it.
+	followHold func(seg int64)
 }
 
 // Mapped is an open volume owned by this process.
@@ -105,6 +110,7 @@ func open(ctx context.Context, store *meta.Store, rec *meta.VolumeRecord, cluste
 		if fol, rev, err = newFollower(ctx, vm, owner, logf); err != nil {
 			return nil, fmt.Errorf("volume %s: reading the segment map: %w", rec.Name, err)
 		}
+		fol.hold = o.followHold
 		alloc = fol
 	}
 	devs, err := NewNamespaces(ctx, store, o.Namespaces)
