@@ -29,7 +29,7 @@ type follower struct {
 	vm    *meta.VolumeMap
 	owner *meta.Owner
 	logf  func(string, ...any)
-	vol   *volume.Volume // set before run
+	vol   *volume.Volume  // set before run
 	hold  func(seg int64) // OpenOptions.followHold
 
 	mu   sync.Mutex
