@@ -15,6 +15,7 @@ import (
 	"github.com/nvstripe/nvstripe/controller"
 	"github.com/nvstripe/nvstripe/health"
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/meta/metatest"
 	"github.com/nvstripe/nvstripe/volume"
 )
 
@@ -313,4 +314,99 @@ func TestReadersFollowRebuild(t *testing.T) {
 	}
 	defer fresh.Close(ctx)
 	verifyThrough(t, fresh.Volume, model, "a fresh read-only mapping after the rebuild")
+}
+
+// TestFollowerRelistsAfterBrokenWatch: a reader's watch of the segment map
+// breaks (etcd compacted the history it resumes from) while a move of the
+// mover commits. The follower lists the map again, switches the reader to
+// the new slot and publishes the list's revision, and the mover, which
+// waited for it, releases the old slot.
+func TestFollowerRelistsAfterBrokenWatch(t *testing.T) {
+	const size = 16 << 20
+	tc := newTestCluster(t, 7, 64<<20, 4<<20)
+	ctx := context.Background()
+	if _, err := tc.store.CreateVolume(ctx, meta.VolumeSpec{Name: "v", Size: size, Layout: meta.Layout{K: 4, M: 2, Chunk: 64 << 10}}); err != nil {
+		t.Fatal(err)
+	}
+	model := make([]byte, size)
+	rand.New(rand.NewSource(5)).Read(model)
+	w, err := OpenVolume(ctx, tc.store, "v", testOpenOptions("writer"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Volume.WriteAt(ctx, model, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The mapping's own follower is held at its first switch for good: the
+	// follower under test, on the same volume and lease, does the work.
+	release := make(chan struct{})
+	o := testOpenOptions("reader")
+	o.ReadOnly = true
+	o.followHold = func(int64) { <-release }
+	r, err := OpenVolume(ctx, tc.store, "v", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	defer close(release)
+	verifyThrough(t, r.Volume, model, "reader before the move")
+	var logs strings.Builder
+	var logMu sync.Mutex
+	f, rev, err := newFollower(ctx, r.Map, r.Owner, func(format string, a ...any) {
+		logMu.Lock()
+		defer logMu.Unlock()
+		fmt.Fprintf(&logs, format+"\n", a...)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.vol = r.Volume
+
+	mo := testOpenOptions("ctl")
+	mo.Mover = true
+	mv, err := OpenVolume(ctx, tc.store, "v", mo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mv.Close(ctx)
+	moved := make(chan error, 1)
+	go func() { moved <- mv.MoveShard(ctx, 0, 0, "", nil) }()
+	var to meta.SlotRef
+	waitUntil(t, "the move committed", func() bool {
+		rec, err := mv.Map.Segment(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Move != nil && rec.Move.Committed() {
+			to = rec.Move.To
+			return true
+		}
+		return false
+	})
+	metatest.Compact(t, tc.eps)
+	fctx, stopFollowing := context.WithCancel(ctx)
+	defer stopFollowing()
+	go f.run(fctx, rev)
+	select {
+	case err := <-moved:
+		if err != nil {
+			t.Fatalf("move: %v", err)
+		}
+	case <-time.After(2 * time.Minute): // a hang guard
+		t.Fatal("the mover still waits for the reader after its watch broke")
+	}
+	if got := r.Volume.CachedSlots()[0][0]; got != (volume.SlotRef{NS: to.NS, Slot: to.Slot}) {
+		t.Fatalf("the reader reads slot 0 from %v, want the new %v", got, to)
+	}
+	logMu.Lock()
+	said := logs.String()
+	logMu.Unlock()
+	if !strings.Contains(said, "listing it again") {
+		t.Errorf("the follower did not say it listed the map again: %q", said)
+	}
+	verifyThrough(t, r.Volume, model, "reader after the move")
+	checkNoLeakedSlots(t, tc.store)
 }
