@@ -27,6 +27,11 @@
 // healed fails the read with class blockdev.ErrCorrupt, never wrong data.
 // Recover tells torn writes of dirty segments from corruption (healResync).
 //
+// A volume opened ReadOnly (a read-only mapping) never writes: a block that
+// fails its checksum is rebuilt for the read from the other shards and
+// reported, not healed. It follows moves made by another process: Follow
+// switches a segment to its newly committed slots between two IOs of it.
+//
 // Concurrency: all methods may be called from many goroutines. Requests are
 // split per stripe and run concurrently; within a stripe, shard IO is issued
 // in parallel. Writes to one stripe are serialised by a stripe lock; reads of
