@@ -18,8 +18,9 @@ import (
 // Rules, in order:
 //  1. MarkOut each down namespace down since OutAfter or longer; for the
 //     rest of the call it counts as out.
-//  2. AbortMove a move whose destination is gone (unknown, out or failed)
-//     or that stalled (no progress for StallAfter), and a drain or
+//  2. AbortMove a move not yet committed whose destination is gone
+//     (unknown, out or failed) or that stalled (no progress for
+//     StallAfter), and a drain or
 //     rebalance move in a segment that lost a shard (its rebuild comes
 //     first). A down destination is waited for, like a down source.
 //     A rebuild whose lost namespace comes back goes on: the returning copy
@@ -251,6 +252,9 @@ func (d *decider) abortMoves() {
 
 func (d *decider) abortReason(s *Segment) string {
 	m := s.Move
+	if m.Committed {
+		return "" // done but for the old slot's release: nothing to undo
+	}
 	if st, ok := d.state(m.To.NS); !ok || st == placement.StateOut || st == placement.StateFailed {
 		return "destination " + stateName(st, ok)
 	}
@@ -274,10 +278,12 @@ func stateName(s placement.State, known bool) string {
 	return s.String()
 }
 
-// countMoves counts the moves still in flight against the caps.
+// countMoves counts the moves still in flight against the caps. A
+// committed move copies nothing more (it waits for readers to follow
+// before its old slot is released): it takes no share of the caps.
 func (d *decider) countMoves() {
 	for _, s := range d.segs {
-		if m := s.Move; m != nil {
+		if m := s.Move; m != nil && !m.Committed {
 			d.addMove(s.Slots[m.Shard].NS, m.Kind != MoveRebuild, m.To.NS)
 		}
 	}

@@ -32,12 +32,18 @@
 //     targets do not gossip work as before. Only down and back in are
 //     decided here; out comes from Decide (Config.OutAfter).
 //   - Read-only mappings: a volume mapped read-only and read-write by
-//     nobody is held back from Decide (holdBack): its owner-less moves
-//     would need the read-write lease, which metadata refuses while
-//     readers hold theirs (a reader follows the segment map it opened).
-//     Its moves start when the readers unmap; it does not take the move
-//     budget of other volumes meanwhile. A Mover that finds a volume's
-//     ownership busy holds it back too, for Interval doubling to a minute.
+//     nobody is moved like an unmapped one: the Mover takes the volume's
+//     read-write lease as a mover (meta.OwnerOptions.Mover), which readers
+//     share, and its moves do not change data. Readers follow the segment
+//     map (volclient's follower) and publish the revision they applied; a
+//     committed move's old slot is released only once every reader applied
+//     it or lost its lease (meta.VolumeMap.FinishMove). Until then the
+//     committed move stays in the segment record: it is never aborted
+//     (Move.Committed), and settling it (a crashed mover's) waits too.
+//     Stale slots of such a volume are repaired in place the same way. A
+//     Mover that finds a volume's ownership busy (a read-write mapping
+//     raced the snapshot) holds the volume back from Decide (holdBack),
+//     for Interval doubling to a minute.
 //   - Task records: a move's parameters and progress live in a
 //     meta.TaskRecord (see MoveTask for the encoding), one per segment; a
 //     rebalance request is a task record too (RebalanceRecord).

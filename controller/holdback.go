@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/nvstripe/nvstripe/meta"
@@ -24,25 +23,13 @@ type volBackoff struct {
 // volumes whose moves cannot start now, so that they neither take the move
 // budget of other volumes every tick nor start and fail in a loop.
 //
-// A volume is held back while it is mapped read-only and read-write by
-// nobody: its owner cannot carry moves out, and the Mover cannot take the
-// read-write lease, which metadata refuses while readers hold theirs (a
-// reader follows the segment map it opened, so a shard moved under it would
-// be read from a freed slot). Its moves start once the readers unmap; reads
-// meanwhile reconstruct lost shards. A volume is also held back for a while
-// after the Mover found its ownership busy (a mapping raced the snapshot),
-// unless it has a read-write owner now: from Interval, doubling, to
-// maxBackoff.
+// A volume is held back for a while after the Mover found its ownership
+// busy (a mapping raced the snapshot), unless it has a read-write owner
+// now: from Interval, doubling, to maxBackoff. A volume mapped read-only
+// only is not held back: the Mover takes it as a mover beside its readers,
+// which follow the moves (meta.OwnerOptions.Mover).
 func (r *Runner) holdBack(snap *Snapshot, now time.Time) State {
 	held := map[string]bool{}
-	for v := range snap.Volumes {
-		readers := snap.Readers[v]
-		if snap.Owners[v] == "" && len(readers) > 0 {
-			held[v] = true
-			r.noteHeld(v, "mapped read-only by "+strings.Join(readers, ",")+
-				": its moves wait until the readers unmap (no read-write owner to run them, and the controller may not take the volume under readers)")
-		}
-	}
 	r.mu.Lock()
 	for v, b := range r.backoff {
 		if now.Before(b.until) && snap.Owners[v] == "" && !held[v] {

@@ -191,11 +191,13 @@ func (r *Runner) cleanup(ctx context.Context, snap *Snapshot) {
 }
 
 // settle finishes a committed move or rolls an uncommitted one back, under
-// the volume's ownership when take is set.
+// the volume's ownership (a mover's, beside readers) when take is set. A
+// committed move whose old slot readers may still read is left for a later
+// tick.
 func (r *Runner) settle(ctx context.Context, seg SegmentID, take bool) error {
 	var owner *meta.Owner
 	if take {
-		o, err := r.cfg.Store.Acquire(ctx, seg.Volume, meta.OwnerOptions{Holder: r.cfg.Holder, TTL: r.cfg.LeaderTTL})
+		o, err := r.cfg.Store.Acquire(ctx, seg.Volume, meta.OwnerOptions{Holder: r.cfg.Holder, Mover: true, TTL: r.cfg.LeaderTTL})
 		if errors.Is(err, meta.ErrBusy) {
 			return nil // mapped meanwhile: the new owner settles it on open
 		} else if err != nil {
@@ -214,7 +216,12 @@ func (r *Runner) settle(ctx context.Context, seg SegmentID, take bool) error {
 	}
 	r.cfg.Logf("%s: settling an interrupted move of shard %d (committed %v)", seg, rec.Move.Shard, rec.Move.Committed())
 	if rec.Move.Committed() {
-		return vm.FinishMove(ctx, seg.Index)
+		err = vm.FinishMove(ctx, seg.Index)
+		if errors.Is(err, meta.ErrReadersBehind) {
+			r.cfg.Logf("%s: %v: tried again next tick", seg, err)
+			return nil
+		}
+		return err
 	}
 	return vm.AbortMove(ctx, seg.Index)
 }

@@ -123,7 +123,7 @@ func (m *metaMover) acquire(ctx context.Context, vol string) (*meta.Owner, error
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.owners == 0 {
-		o, err := m.store.Acquire(ctx, vol, meta.OwnerOptions{Holder: m.holder, TTL: 2 * time.Second})
+		o, err := m.store.Acquire(ctx, vol, meta.OwnerOptions{Holder: m.holder, Mover: true, TTL: 2 * time.Second})
 		if err != nil {
 			return nil, err
 		}
@@ -169,7 +169,7 @@ func (m *metaMover) MoveShard(ctx context.Context, req MoveRequest) (err error) 
 		defer cancel()
 		return errors.Join(err, vm.AbortMove(actx, req.Segment))
 	}
-	return vm.FinishMove(ctx, req.Segment)
+	return vm.FinishMoveFollowed(ctx, req.Segment)
 }
 
 func (m *metaMover) copy(ctx context.Context, req MoveRequest) error {
@@ -254,11 +254,10 @@ func checkNoLeaks(t *testing.T, store *meta.Store) {
 			if len(hosts) != len(s.Slots) {
 				t.Errorf("segment %d: shards share hosts: %v", idx, s.Slots)
 			}
-			if s.Move != nil {
-				named[s.Move.To.NS]++
-				if s.Move.From != nil {
-					named[s.Move.From.NS]++
-				}
+			if s.Move != nil && s.Move.From == nil {
+				named[s.Move.To.NS]++ // reserved destination
+			} else if s.Move != nil {
+				named[s.Move.From.NS]++ // committed: the old slot, still reserved
 			}
 		}
 	}

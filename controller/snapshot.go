@@ -210,7 +210,7 @@ func (s *Snapshot) segment(id SegmentID, r *meta.SegmentRecord, v *meta.VolumeRe
 		}
 		return seg
 	}
-	mv := &Move{Shard: r.Move.Shard, To: Slot{NS: r.Move.To.NS, Slot: r.Move.To.Slot}, Kind: MoveRebalance}
+	mv := &Move{Shard: r.Move.Shard, To: Slot{NS: r.Move.To.NS, Slot: r.Move.To.Slot}, Kind: MoveRebalance, Committed: r.Move.Committed()}
 	if t, ok := s.MoveTasks[id]; ok && t.Shard == r.Move.Shard {
 		mv.Kind, mv.Started, mv.Done, mv.Total = t.Kind, t.Started, t.Done, t.Total
 	} else if n := s.Namespaces[r.Slots[r.Move.Shard].NS]; n != nil && n.State == placement.StateDraining.String() {

@@ -40,8 +40,8 @@ func (r *Runner) repairStale(ctx context.Context, snap *Snapshot, now time.Time)
 		}
 	}
 	for _, v := range vols {
-		if snap.Owners[v] != "" || len(snap.Readers[v]) > 0 {
-			continue // an owner repairs its own; readers block the lease
+		if snap.Owners[v] != "" {
+			continue // an owner repairs its own (readers do not write)
 		}
 		if b := r.repairWait[v]; r.repairing[v] || now.Before(b.until) {
 			continue

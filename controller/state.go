@@ -122,6 +122,10 @@ type Move struct {
 	// Updated is the time of the last progress report (zero: none yet).
 	Updated     time.Time
 	Done, Total int64 // bytes copied so far, of Total
+	// Committed: the new placement is recorded; only the release of the
+	// old slot is left, which waits for the volume's readers to follow
+	// (meta.VolumeMap.FinishMove). A committed move is never aborted.
+	Committed bool
 }
 
 // TaskKind is the kind of an operator task.

@@ -18,9 +18,13 @@
 // bitmap exactly when a segment record or an in-flight move names it).
 //
 // Ownership: a volume has one read-write owner or any number of read-only
-// ones, each an etcd key bound to a lease with a TTL. The owner's context is
-// cancelled the moment its key or lease disappears, and its epoch (the key's
-// create revision) grows with every new owner, for fencing.
+// ones, each an etcd key bound to a lease with a TTL; the controller's
+// mover (OwnerOptions.Mover) is the one read-write owner readers share a
+// volume with. The owner's context is cancelled the moment its key or lease
+// disappears, and its epoch (the key's create revision) grows with every
+// new owner, for fencing. Readers follow moves: they publish the segment
+// map revision they applied, and a committed move's old slot is released
+// only once all of them did (follow.go).
 //
 // Views: Store.At pins a read-only view of the store at one etcd revision
 // (view.go), for reading many keys as they were together at one moment.
@@ -56,6 +60,9 @@ var (
 	ErrLeaseLost = errors.New("ownership lease lost")
 	// ErrBusy: the volume is owned (mapped) by someone else.
 	ErrBusy = errors.New("in use")
+	// ErrReadersBehind: a moved shard's old slot cannot be released yet:
+	// a read-only owner may still read it (see *ReadersBehindError).
+	ErrReadersBehind = errors.New("readers have not applied the move yet")
 	// ErrUnreachable: no etcd endpoint answered.
 	ErrUnreachable = errors.New("etcd unreachable")
 	// ErrCorruptRecord: a stored record cannot be decoded or breaks its

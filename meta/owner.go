@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -19,6 +20,12 @@ type OwnerOptions struct {
 	// ReadOnly asks for a shared read-only lease instead of the exclusive
 	// read-write one. Default false (read-write).
 	ReadOnly bool
+	// Mover asks for the read-write lease of an owner that only moves
+	// shards and repairs slots (the controller's mover): it does not change
+	// the volume's data, so read-only owners may hold their leases beside
+	// it, before and after it is taken. Readers follow the moves
+	// (Owner.SetApplied, VolumeMap.FinishMove). Default false.
+	Mover bool
 	// TTL is the lease time to live: how long the volume stays owned after
 	// the owner stops renewing it (crash, partition). Default 10s; at
 	// least 2s.
@@ -41,6 +48,7 @@ type Owner struct {
 	lease  clientv3.LeaseID
 	epoch  int64
 	ttl    time.Duration
+	recMu  sync.Mutex // serialises SetApplied
 	rec    OwnerRecord
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -75,7 +83,7 @@ func (s *Store) Acquire(ctx context.Context, volume string, o OwnerOptions) (*Ow
 	if o.TTL < 2*time.Second {
 		return nil, fmt.Errorf("owner TTL %v: at least 2s: %w", o.TTL, ErrInvalid)
 	}
-	rec := OwnerRecord{Holder: o.Holder, Mode: ModeRW}
+	rec := OwnerRecord{Holder: o.Holder, Mode: ModeRW, Mover: o.Mover}
 	key := s.keys.ownerRW(volume)
 	if o.ReadOnly {
 		rec.Mode, key = ModeRO, s.keys.ownerRO(volume, o.Holder)
@@ -103,7 +111,9 @@ func (s *Store) Acquire(ctx context.Context, volume string, o OwnerOptions) (*Ow
 }
 
 // claim writes the owner key under the lease if the volume is ready and no
-// conflicting owner exists; it returns the key's create revision.
+// conflicting owner exists; it returns the key's create revision. A
+// read-write owner conflicts with every other owner, except that a mover
+// and readers share the volume.
 func (s *Store) claim(ctx context.Context, volume, key string, rec *OwnerRecord, lease clientv3.LeaseID) (int64, error) {
 	for range maxRetries {
 		v, rev, err := s.volume(ctx, volume)
@@ -115,10 +125,14 @@ func (s *Store) claim(ctx context.Context, volume, key string, rec *OwnerRecord,
 		}
 		cmps := []clientv3.Cmp{
 			clientv3.Compare(clientv3.ModRevision(s.keys.volume(volume)), "=", rev),
-			clientv3.Compare(clientv3.CreateRevision(s.keys.ownerRW(volume)), "=", 0),
 			clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
 		}
-		if rec.Mode == ModeRW {
+		rw, err := s.rwCompare(ctx, volume, rec)
+		if err != nil {
+			return 0, err
+		}
+		cmps = append(cmps, rw)
+		if rec.Mode == ModeRW && !rec.Mover {
 			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(s.keys.ownersRO(volume)), "=", 0).WithPrefix())
 		}
 		op, err := putOp(key, rec, clientv3.WithLease(lease))
@@ -132,15 +146,54 @@ func (s *Store) claim(ctx context.Context, volume, key string, rec *OwnerRecord,
 		if resp.Succeeded {
 			return resp.Header.Revision, nil
 		}
-		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
-			other := &OwnerRecord{}
-			if err := decodeKV(kvs[0], other); err != nil {
-				return 0, err
-			}
-			return 0, fmt.Errorf("volume %s is mapped %s by %s (epoch %d): %w", volume, other.Mode, other.Holder, kvs[0].CreateRevision, ErrBusy)
+		if err := conflict(volume, key, rec, resp.Responses[0].GetResponseRange().Kvs); err != nil {
+			return 0, err
 		}
 	}
 	return 0, fmt.Errorf("acquire %s: %w", volume, ErrConflict)
+}
+
+// rwCompare is the claim's condition on the read-write owner key: absent,
+// or for a reader, unchanged since it was read as a mover's.
+func (s *Store) rwCompare(ctx context.Context, volume string, rec *OwnerRecord) (clientv3.Cmp, error) {
+	key := s.keys.ownerRW(volume)
+	absent := clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
+	if rec.Mode != ModeRO {
+		return absent, nil
+	}
+	resp, err := s.kv.Get(ctx, key)
+	if err != nil {
+		return absent, s.wrap("acquire "+volume, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return absent, nil
+	}
+	other := &OwnerRecord{}
+	if err := decodeKV(resp.Kvs[0], other); err != nil {
+		return absent, err
+	}
+	if !other.Mover {
+		return absent, fmt.Errorf("volume %s is mapped %s by %s (epoch %d): %w", volume, other.Mode, other.Holder, resp.Kvs[0].CreateRevision, ErrBusy)
+	}
+	return clientv3.Compare(clientv3.ModRevision(key), "=", resp.Kvs[0].ModRevision), nil
+}
+
+// conflict names the owner that kept a claim of rec from succeeding, from
+// the volume's owner keys read when it failed; nil means a race to retry
+// (nothing conflicting is left, or only a mover beside a reader).
+func conflict(volume, key string, rec *OwnerRecord, kvs []*mvccpb.KeyValue) error {
+	for _, kv := range kvs {
+		other := &OwnerRecord{}
+		if err := decodeKV(kv, other); err != nil {
+			return err
+		}
+		shared := string(kv.Key) != key && (rec.Mode == ModeRO && (other.Mode == ModeRO || other.Mover) ||
+			rec.Mover && other.Mode == ModeRO)
+		if !shared {
+			return fmt.Errorf("volume %s is mapped %s by %s (epoch %d): %w", volume, other.Mode, other.Holder, kv.CreateRevision, ErrBusy)
+		}
+	}
+	return nil
 }
 
 // startOwner begins renewing the lease and watching the key.

@@ -491,11 +491,24 @@ type OwnerRecord struct {
 	versioned
 	Holder string `json:"holder"`
 	Mode   string `json:"mode"`
+	// Mover (read-write only): the owner only moves shards and repairs
+	// slots, which does not change the volume's data, so read-only owners
+	// may hold their leases beside it (OwnerOptions.Mover).
+	Mover bool `json:"mover,omitempty"`
+	// Applied (read-only only): the etcd revision up to which this reader
+	// has applied the volume's segment map (Owner.SetApplied): it reads no
+	// slot that a move committed at or before it moved away from.
+	Applied int64 `json:"applied,omitempty"`
 }
 
 func (o *OwnerRecord) check() error {
-	if o.Mode != ModeRW && o.Mode != ModeRO {
+	switch {
+	case o.Mode != ModeRW && o.Mode != ModeRO:
 		return fmt.Errorf("unknown owner mode %q", o.Mode)
+	case o.Mover && o.Mode != ModeRW:
+		return errors.New("a read-only owner marked mover")
+	case o.Applied != 0 && o.Mode != ModeRO || o.Applied < 0:
+		return fmt.Errorf("applied revision %d on a %s owner", o.Applied, o.Mode)
 	}
 	return checkName("holder", o.Holder)
 }

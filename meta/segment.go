@@ -17,7 +17,8 @@ import (
 // allocation bitmaps of the namespaces it touches.
 type segChange struct {
 	rec    *SegmentRecord
-	del    bool // delete the segment (and its dirty mark) instead of writing rec
+	modRev int64 // the mod revision rec was read at
+	del    bool  // delete the segment (and its dirty mark) instead of writing rec
 	allocs map[string]*AllocRecord
 	orig   map[string]*AllocRecord
 	revs   map[string]int64 // mod revisions of allocs and of ns records read
@@ -78,7 +79,7 @@ func (m *VolumeMap) change(ctx context.Context, seg int64, extra string, fn func
 		if err != nil {
 			return err
 		}
-		c.rec = rec
+		c.rec, c.modRev = rec, rev
 		if err := fn(c); err != nil {
 			return err
 		}
@@ -284,6 +285,9 @@ func (m *VolumeMap) CommitMove(ctx context.Context, seg int64) error {
 }
 
 // FinishMove releases the old slot of a committed move and clears the move.
+// While a reader of the volume may still read the old slot (follow.go) it
+// changes nothing and fails with a *ReadersBehindError (ErrReadersBehind);
+// FinishMoveFollowed waits for them.
 func (m *VolumeMap) FinishMove(ctx context.Context, seg int64) error {
 	return m.endMove(ctx, seg, true)
 }
@@ -303,6 +307,15 @@ func (m *VolumeMap) endMove(ctx context.Context, seg int64, committed bool) erro
 		free := mv.To
 		if committed {
 			free = *mv.From
+			// The record last changed at the commit: nothing but the end
+			// of the move rewrites a segment with a committed move.
+			behind, rev, err := m.readersBehind(ctx, c.modRev)
+			if err != nil {
+				return err
+			}
+			if len(behind) > 0 {
+				return &ReadersBehindError{Volume: m.name, Segment: seg, Commit: c.modRev, Rev: rev, Readers: behind}
+			}
 		}
 		c.rec.Move = nil
 		return c.release(m.s.keys, free)

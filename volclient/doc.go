@@ -65,6 +65,17 @@
 // old slot released last (FinishMove); ResumeMoves settles a move a crash
 // interrupted at any step.
 //
+// # Read-only mappings
+//
+// A read-only mapping never writes (volume.Options.ReadOnly) and follows
+// the moves of the controller's mover, which may take the volume beside its
+// readers (OpenOptions.Mover, TaskMover): the follower keeps the segment map
+// from a list and a watch, switches a segment's slots when a move commits
+// (volume.Volume.Follow) and publishes the revision it applied
+// (meta.Owner.SetApplied). The mover releases the old slot only once every
+// reader has applied the commit or lost its lease (FinishMoveFollowed;
+// meta/follow.go has the protocol).
+//
 // Concurrency: Mapped, Namespaces and TaskMover are safe for concurrent use;
 // Mapped.Close is idempotent.
 package volclient

@@ -33,7 +33,9 @@ func (m *Mapped) MoveShard(ctx context.Context, seg int64, idx int, to string, p
 
 // ResumeMoves settles moves a crash left in etcd: a committed move is
 // finished (its new slot is complete), an uncommitted one is rolled back
-// (its destination was never trusted). It returns how many it settled.
+// (its destination was never trusted). A committed move whose old slot
+// readers may still read is left as it is (meta.ErrReadersBehind): the
+// controller finishes it once they follow. It returns how many it settled.
 func (m *Mapped) ResumeMoves(ctx context.Context) (int, error) {
 	segs, _, err := m.Map.Segments(ctx)
 	if err != nil {
@@ -48,6 +50,9 @@ func (m *Mapped) ResumeMoves(ctx context.Context) (int, error) {
 			err = m.Map.FinishMove(ctx, id)
 		} else {
 			err = m.Map.AbortMove(ctx, id)
+		}
+		if errors.Is(err, meta.ErrReadersBehind) {
+			continue // its old slot is released once the readers follow
 		}
 		if err != nil {
 			return n, fmt.Errorf("segment %d: settling an interrupted move: %w", id, err)

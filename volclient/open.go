@@ -17,8 +17,15 @@ import (
 type OpenOptions struct {
 	// Holder names this owner in etcd. Required.
 	Holder string
-	// ReadOnly takes a shared read-only lease. Default false.
+	// ReadOnly takes a shared read-only lease: the mapping reads and
+	// follows the volume's moves (follower), and never writes. Default
+	// false.
 	ReadOnly bool
+	// Mover takes the read-write lease as the controller's mover
+	// (meta.OwnerOptions.Mover): readers may stay mapped, so the open
+	// volume must only move shards and repair slots, never change data.
+	// Default false.
+	Mover bool
 	// LeaseTTL is the ownership lease's time to live (meta.OwnerOptions.TTL):
 	// how long the volume stays owned, and this process keeps writing, when
 	// etcd cannot be reached. Default meta's (10s).
@@ -37,6 +44,11 @@ type OpenOptions struct {
 	// read-only mapping only reads from it again (nothing was written while
 	// it was mapped, and slots marked stale before stay unused). Default 10s.
 	RecheckInterval time.Duration
+
+	// followHold, when set, is called by a read-only mapping before it
+	// switches a segment to the slots a move committed: a test holds a
+	// reader back with it.
+	followHold func(seg int64)
 }
 
 // Mapped is an open volume owned by this process.
@@ -66,7 +78,7 @@ func OpenVolume(ctx context.Context, store *meta.Store, name string, o OpenOptio
 	if err != nil {
 		return nil, err
 	}
-	owner, err := store.Acquire(ctx, name, meta.OwnerOptions{Holder: o.Holder, ReadOnly: o.ReadOnly, TTL: o.LeaseTTL})
+	owner, err := store.Acquire(ctx, name, meta.OwnerOptions{Holder: o.Holder, ReadOnly: o.ReadOnly, Mover: o.Mover && !o.ReadOnly, TTL: o.LeaseTTL})
 	if err != nil {
 		return nil, fmt.Errorf("volume %s: taking ownership: %w", name, err)
 	}
@@ -87,14 +99,28 @@ func open(ctx context.Context, store *meta.Store, rec *meta.VolumeRecord, cluste
 		o.Namespaces.Session = NewSession(cluster, rec.Name, owner.Epoch(), owner.Lose)
 		o.Namespaces.Session.Logf = o.Logf
 	}
+	logf := o.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	var alloc volume.Allocator = segmentMap{vm}
+	var fol *follower
+	var rev int64
+	if o.ReadOnly {
+		if fol, rev, err = newFollower(ctx, vm, owner, logf); err != nil {
+			return nil, fmt.Errorf("volume %s: reading the segment map: %w", rec.Name, err)
+		}
+		fol.hold = o.followHold
+		alloc = fol
+	}
 	devs, err := NewNamespaces(ctx, store, o.Namespaces)
 	if err != nil {
 		return nil, err
 	}
 	g := rec.Layout.Geometry(cluster.SlotSize)
 	vol, err := volume.New(volume.Options{
-		Geometry: g, Size: rec.Size, Devices: devs,
-		Alloc: segmentMap{vm}, Dirty: segmentMap{vm}, Stale: segmentMap{vm}, Events: o.Events,
+		Geometry: g, Size: rec.Size, Devices: devs, ReadOnly: o.ReadOnly,
+		Alloc: alloc, Dirty: segmentMap{vm}, Stale: segmentMap{vm}, Events: o.Events,
 	})
 	if err != nil {
 		devs.Close()
@@ -118,9 +144,9 @@ func open(ctx context.Context, store *meta.Store, rec *meta.VolumeRecord, cluste
 	watch, stop := context.WithCancel(context.Background())
 	m.stop = stop
 	go m.fenceOnLoss(watch)
-	logf := o.Logf
-	if logf == nil {
-		logf = func(string, ...any) {}
+	if fol != nil {
+		fol.vol = vol
+		m.bg.Go(func() { fol.run(watch, rev) })
 	}
 	m.bg.Go(func() { m.maintain(watch, cmp.Or(o.RecheckInterval, 10*time.Second), !o.ReadOnly, logf) })
 	return m, nil

@@ -13,7 +13,9 @@ import (
 // before each stripe with the bytes it will write, and may slow the move
 // down or fail it. The crash-safe sequence is MoveShard's: BeginMove, copy
 // or reconstruct with writes reaching both slots, CommitMove once the new
-// slot is complete and flushed, FinishMove; AbortMove on failure.
+// slot is complete and flushed, FinishMove once every reader of the volume
+// follows the new placement (meta.VolumeMap.FinishMoveFollowed); AbortMove
+// on failure.
 func (m *Mapped) MoveShardPaced(ctx context.Context, seg int64, idx int, to string,
 	pace func(ctx context.Context, n int64) error, progress func(MoveProgress)) error {
 	rec, err := m.Map.Segment(ctx, seg)
@@ -43,7 +45,10 @@ func (m *Mapped) MoveShardPaced(ctx context.Context, seg int64, idx int, to stri
 			err = errors.Join(err, fmt.Errorf("releasing the reserved slot: %w (ResumeMoves will)", aerr))
 		}
 	} else {
-		err = m.Map.FinishMove(ctx, seg)
+		// Readers of the volume may still read the old slot: it is
+		// released once they all follow (the committed move keeps it
+		// reserved meanwhile, for whoever settles it if this stops).
+		err = m.Map.FinishMoveFollowed(ctx, seg)
 	}
 	if progress != nil {
 		p.Finished, p.Err = true, err

@@ -30,8 +30,10 @@ type moverVolume struct {
 }
 
 // NewTaskMover returns a TaskMover that opens volumes with o (o.Holder must
-// be the controller's RunnerConfig.Holder).
+// be the controller's RunnerConfig.Holder), as a mover (OpenOptions.Mover):
+// volumes mapped read-only are moved with their readers attached.
 func NewTaskMover(store *meta.Store, o OpenOptions) *TaskMover {
+	o.Mover, o.ReadOnly = true, false
 	return &TaskMover{store: store, opts: o, open: map[string]*moverVolume{}}
 }
 

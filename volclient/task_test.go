@@ -291,11 +291,10 @@ func checkNoLeakedSlots(t testing.TB, store *meta.Store) {
 			for _, sl := range s.Slots {
 				named[sl.NS]++
 			}
-			if s.Move != nil {
-				named[s.Move.To.NS]++
-				if s.Move.From != nil {
-					named[s.Move.From.NS]++
-				}
+			if s.Move != nil && s.Move.From == nil {
+				named[s.Move.To.NS]++ // reserved destination
+			} else if s.Move != nil {
+				named[s.Move.From.NS]++ // committed: the old slot, still reserved
 			}
 		}
 	}

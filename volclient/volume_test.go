@@ -25,12 +25,14 @@ import (
 type testCluster struct {
 	store   *meta.Store
 	targets []*target.Target
+	eps     []string // etcd
 }
 
 func newTestCluster(t *testing.T, n int, nsSize, slotSize int64) *testCluster {
 	t.Helper()
 	ctx := context.Background()
-	store, err := meta.Open(ctx, meta.Config{Endpoints: metatest.Start(t)})
+	eps := metatest.Start(t)
+	store, err := meta.Open(ctx, meta.Config{Endpoints: eps})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +41,7 @@ func newTestCluster(t *testing.T, n int, nsSize, slotSize int64) *testCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tc := &testCluster{store: store}
+	tc := &testCluster{store: store, eps: eps}
 	for i := 0; i < n; i++ {
 		tc.addTarget(t, c, i, nsSize)
 	}

@@ -77,10 +77,16 @@ func (v *Volume) usableInto(u []bool, s *segment, id layout.StripeID) []bool {
 func (v *Volume) degradedRead(ctx context.Context, s *segment, sio layout.StripeIO, p []byte, base int64) error {
 	var err error
 	healed := false
+	var bad [layout.MaxShards]bool // read-only: shards that failed their checksums
 	for attempt := 0; attempt <= v.g.N(); attempt++ {
 		usable := v.usableShards(s, sio.ID)
+		for sh := range usable {
+			usable[sh] = usable[sh] && !bad[sh]
+		}
 		plan, ok := planRead(v.g, sio, usable)
 		switch {
+		case !ok && err != nil && isChecksumFault(err):
+			return fmt.Errorf("segment %d stripe %d: more shards bad than parity can rebuild: %w", sio.ID.Segment, sio.ID.Stripe, err)
 		case !ok:
 			return v.stripeError(s, sio.ID, usable)
 		case plan.Mode == readDirect:
@@ -88,11 +94,31 @@ func (v *Volume) degradedRead(ctx context.Context, s *segment, sio layout.Stripe
 		default:
 			err = v.reconstructRead(ctx, s, sio, p, base, plan)
 		}
+		if v.readOnly && isChecksumFault(err) {
+			v.readAround(s, sio.ID, err, &bad)
+			continue
+		}
 		if err, retry := v.healOnce(ctx, s, sio.ID, err, &healed); !retry {
 			return err
 		}
 	}
 	return err // every attempt hit a failing shard
+}
+
+// readAround is a read-only volume's answer to a block that does not
+// match its checksum: it writes nothing (the read-write owner or a scrub
+// heals), counts and reports the block, and leaves its shard out of the
+// stripe's next plan, which reconstructs it from the others.
+func (v *Volume) readAround(s *segment, id layout.StripeID, err error, bad *[layout.MaxShards]bool) {
+	var ce *ChecksumError
+	if !errors.As(err, &ce) {
+		return
+	}
+	bad[v.g.ShardIn(id.Stripe, ce.Slot)] = true
+	v.csum.mismatches.Add(1)
+	if v.ev.Checksum != nil {
+		v.ev.Checksum(ChecksumInfo{NS: ce.NS, Segment: s.id, Slot: ce.Slot, Stripe: id.Stripe, Offset: ce.Offset, Blocks: 1})
+	}
 }
 
 // healOnce decides what a stripe IO does after err (REQUIRES: stripe lock

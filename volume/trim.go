@@ -31,7 +31,7 @@ type zeroRun struct {
 }
 
 func (v *Volume) zero(ctx context.Context, off, n int64, free bool) error {
-	if err := v.check(off, n); err != nil {
+	if err := v.checkWrite(off, n); err != nil {
 		return err
 	}
 	for _, r := range v.zeroRuns(off, n) {

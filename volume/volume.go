@@ -27,6 +27,11 @@
 // healed fails the read with class blockdev.ErrCorrupt, never wrong data.
 // Recover tells torn writes of dirty segments from corruption (healResync).
 //
+// A volume opened ReadOnly (a read-only mapping) never writes: a block that
+// fails its checksum is rebuilt for the read from the other shards and
+// reported, not healed. It follows moves made by another process: Follow
+// switches a segment to its newly committed slots between two IOs of it.
+//
 // Concurrency: all methods may be called from many goroutines. Requests are
 // split per stripe and run concurrently; within a stripe, shard IO is issued
 // in parallel. Writes to one stripe are serialised by a stripe lock; reads of
@@ -74,6 +79,13 @@ type Options struct {
 	// Parallel is the number of stripes of one request in flight at once.
 	// Default 16.
 	Parallel int
+	// ReadOnly opens the volume for reading only (a read-only mapping):
+	// writes and trims fail with ErrInvalid, and a read
+	// never writes: a block that does not match its checksum is rebuilt
+	// from the other shards for the read and reported (EventListener.
+	// Checksum, with nothing healed), not rewritten; the read-write owner or
+	// a scrub heals it. Default false.
+	ReadOnly bool
 	// CodecOptions are passed to ec.New (tests use ec.WithSIMD(false)).
 	CodecOptions []ec.Option
 }
@@ -107,18 +119,20 @@ func (o *Options) Validate() error {
 
 // Volume is an erasure-coded, striped blockdev.Device.
 type Volume struct {
-	g      layout.Geometry
-	size   int64
-	codec  *ec.Codec
-	devs   DeviceSet
-	alloc  Allocator
-	dirty  DirtyLog
-	stale  StaleLog
-	ev     EventListener
-	par    int
-	closed atomic.Bool
-	sync   atomic.Bool // every namespace so far is blockdev.Synchronous
-	csum   checksumCounters
+	g     layout.Geometry
+	size  int64
+	codec *ec.Codec
+	devs  DeviceSet
+	alloc Allocator
+	dirty DirtyLog
+	stale StaleLog
+	ev    EventListener
+	par   int
+	// readOnly: Options.ReadOnly.
+	readOnly bool
+	closed   atomic.Bool
+	sync     atomic.Bool // every namespace so far is blockdev.Synchronous
+	csum     checksumCounters
 
 	sumMu    sync.Mutex
 	sumDirty map[*sumPage]*slot // checksum pages to write at the next Flush
@@ -160,7 +174,7 @@ func New(opts Options) (*Volume, error) {
 	}
 	v := &Volume{
 		g: g, size: opts.Size, codec: codec, devs: opts.Devices, alloc: opts.Alloc,
-		dirty: opts.Dirty, stale: opts.Stale, ev: opts.Events, par: opts.Parallel,
+		dirty: opts.Dirty, stale: opts.Stale, ev: opts.Events, par: opts.Parallel, readOnly: opts.ReadOnly,
 		segs: map[int64]*segment{}, opening: map[int64]chan struct{}{}, ns: map[string]*nsState{},
 	}
 	v.bufs.New = func() any { b := make([]byte, g.Chunk); return &b }
@@ -202,6 +216,14 @@ func (v *Volume) check(off, n int64) error {
 		return fmt.Errorf("volume closed: %w", blockdev.ErrUnavailable)
 	}
 	return blockdev.CheckRange(v.size, blockSize, off, n)
+}
+
+// checkWrite is check for a request that changes data.
+func (v *Volume) checkWrite(off, n int64) error {
+	if v.readOnly {
+		return fmt.Errorf("volume opened read-only: %w", blockdev.ErrInvalid)
+	}
+	return v.check(off, n)
 }
 
 func (v *Volume) lock(id layout.StripeID) *sync.Mutex { return &v.locks[lockIndex(id)] }

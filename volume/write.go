@@ -21,7 +21,7 @@ func (v *Volume) WriteAtFUA(ctx context.Context, p []byte, off int64) error {
 }
 
 func (v *Volume) write(ctx context.Context, p []byte, off int64, fua bool) error {
-	if err := v.check(off, int64(len(p))); err != nil {
+	if err := v.checkWrite(off, int64(len(p))); err != nil {
 		return err
 	}
 	sios := v.g.Split(off, int64(len(p)))

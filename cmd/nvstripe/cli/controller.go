@@ -47,9 +47,9 @@ func newControllerCmd(g *globals) *cobra.Command {
 			"flaps is held down instead of coming and going; nothing goes out while fewer than --min-up\n" +
 			"of the hosts are up). The leader rebuilds the shards of out and\n" +
 			"failed namespaces, drains draining ones and carries out `admin rebalance --apply`. A mapped\n" +
-			"volume's moves are handed to its owner as task records in etcd; an unmapped volume is opened\n" +
-			"by the controller itself, unless readers map it read-only: its moves then wait until they\n" +
-			"unmap. Progress is in the task records (`nvstripe admin status`).",
+			"volume's moves are handed to its owner as task records in etcd; a volume nobody maps\n" +
+			"read-write is opened by the controller itself, beside its read-only readers, which follow\n" +
+			"the moves. Progress is in the task records (`nvstripe admin status`).",
 		Args: cobra.NoArgs,
 		RunE: serveWithStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
 			cfg, err := f.runnerConfig(g, s)
