@@ -20,13 +20,12 @@ import (
 var (
 	rounds    = flag.Int("campaign.rounds", envInt("CAMPAIGN_ROUNDS", 3), "rounds to run (make campaign runs 50); default $CAMPAIGN_ROUNDS, else 3")
 	firstSeed = flag.Uint64("campaign.seed", uint64(envInt("CAMPAIGN_SEED", ciSeed)), "seed of the first round (0: from the clock, as make campaign does); round i uses seed+i; default $CAMPAIGN_SEED, else the CI seed")
-	// readerAttached is the switch for read-only mappings that follow
-	// moves (issue 16, "Read-only mappings follow the map"): on main the
-	// controller holds back every move of a volume mapped only read-only,
-	// so the reader is unmapped before each round waits for redundancy and
-	// mapped again after the checks. Once readers follow moves, turn it on
-	// (default true) and the reader stays attached through the rounds.
-	readerAttached = flag.Bool("campaign.reader-attached", os.Getenv("CAMPAIGN_READER_ATTACHED") == "1",
+	// readerAttached keeps the read-only mapping attached while the
+	// controller rebuilds, drains and rebalances its volume (readers follow
+	// moves, issue 16). Off (CAMPAIGN_READER_ATTACHED=0) the reader is
+	// unmapped before each round waits for redundancy and mapped again
+	// after the checks, as before readers followed moves.
+	readerAttached = flag.Bool("campaign.reader-attached", os.Getenv("CAMPAIGN_READER_ATTACHED") != "0",
 		"keep the read-only mapping attached while the controller restores redundancy (needs readers that follow moves)")
 )
 
