@@ -3,6 +3,7 @@ package volume
 import (
 	"context"
 	"errors"
+	"hash/crc32"
 	"testing"
 
 	"github.com/nvstripe/nvstripe/blockdev"
@@ -205,5 +206,19 @@ func TestFUAWritesChecksumsDurably(t *testing.T) {
 	mustEqual(t, "FUA write after a crash", mustRead(t, r.vol, 0, len(want)), want)
 	if st := r.vol.ChecksumStats(); st != (ChecksumStats{}) {
 		t.Fatalf("after a crash behind a FUA write: %+v, want no mismatch", st)
+	}
+}
+
+// TestBlockSum pins the on-disk checksum: crc32c (hash/crc32's Castagnoli)
+// of the block xor that of a zero block, so a zero block's is zero.
+func TestBlockSum(t *testing.T) {
+	tab := crc32.MakeTable(crc32.Castagnoli)
+	zero := make([]byte, layout.ChecksumBlock)
+	if got := crc32.Checksum(zero, tab); got != zeroSum {
+		t.Fatalf("zeroSum %#x, crc32c of a zero block %#x", uint32(zeroSum), got)
+	}
+	b := pattern(layout.ChecksumBlock, 7)
+	if got, want := blockSum(b), crc32.Checksum(b, tab)^crc32.Checksum(zero, tab); got != want || blockSum(zero) != 0 {
+		t.Fatalf("blockSum %#x, want %#x (zero block %#x)", got, want, blockSum(zero))
 	}
 }

@@ -1,0 +1,107 @@
+package crc32c
+
+import (
+	"fmt"
+	"hash/crc32"
+	"math/bits"
+	"math/rand"
+	"testing"
+)
+
+// TestUpdate compares Update with hash/crc32 over every length up to 2 KiB
+// and larger ones around the fold block, at several alignments and initial
+// values, and chained in two pieces cut anywhere.
+func TestUpdate(t *testing.T) {
+	if !Fast() {
+		t.Log("this CPU lacks AVX-512 VPCLMULQDQ: only the hash/crc32 path is checked")
+	}
+	rng := rand.New(rand.NewSource(1))
+	buf := make([]byte, 70<<10)
+	rng.Read(buf)
+	var lengths []int
+	for n := 0; n <= 2048; n++ {
+		lengths = append(lengths, n)
+	}
+	for _, n := range []int{4095, 4096, 4097, 4096 + 255, 64 << 10, 64<<10 + 3} {
+		lengths = append(lengths, n)
+	}
+	for _, n := range lengths {
+		for _, align := range []int{0, 1, 7} {
+			p := buf[align : align+n]
+			for _, init := range []uint32{0, 0xffffffff, rng.Uint32()} {
+				if got, want := Update(init, p), crc32.Update(init, table, p); got != want {
+					t.Fatalf("len %d align %d init %#x: %#x, hash/crc32 %#x", n, align, init, got, want)
+				}
+			}
+		}
+	}
+	for i := 0; i < 200; i++ {
+		n := rng.Intn(len(buf))
+		cut := rng.Intn(n + 1)
+		if got, want := Update(Checksum(buf[:cut]), buf[cut:n]), crc32.Checksum(buf[:n], table); got != want {
+			t.Fatalf("len %d cut at %d: %#x, hash/crc32 %#x", n, cut, got, want)
+		}
+	}
+}
+
+// TestFlips: every single bit flip in a 4 KiB block changes its checksum
+// (the fold keeps every bit's weight).
+func TestFlips(t *testing.T) {
+	p := make([]byte, 4096)
+	rand.New(rand.NewSource(2)).Read(p)
+	want := Checksum(p)
+	for bit := 0; bit < len(p)*8; bit++ {
+		p[bit/8] ^= 1 << (bit % 8)
+		if Checksum(p) == want {
+			t.Fatalf("flipping bit %d left the checksum %#x", bit, want)
+		}
+		p[bit/8] ^= 1 << (bit % 8)
+	}
+}
+
+// xnmod returns x^n mod P, bit-reflected (the coefficient of x^31 in bit 0).
+func xnmod(n int) uint32 {
+	const poly = 0x1EDC6F41 // CRC-32C without its x^32 term, x^31 in bit 31
+	r := uint32(1)
+	for ; n > 0; n-- {
+		carry := r>>31 == 1
+		r <<= 1
+		if carry {
+			r ^= poly
+		}
+	}
+	return bits.Reverse32(r)
+}
+
+// TestKeys derives the folding constants from the polynomial.
+func TestKeys(t *testing.T) {
+	for i, d := range []int{2048, 1536, 1024, 512, 384, 256, 128} {
+		if lo, hi := uint64(xnmod(d+31)), uint64(xnmod(d-33)); keys[2*i] != lo || keys[2*i+1] != hi {
+			t.Errorf("fold over %d bits: keys %#x %#x, want %#x %#x", d, keys[2*i], keys[2*i+1], lo, hi)
+		}
+	}
+	if keys[14] != 0 || keys[15] != 0 {
+		t.Errorf("last lane's keys %#x %#x, want zero", keys[14], keys[15])
+	}
+}
+
+// BenchmarkChecksum: this package against hash/crc32 over 4 KiB blocks
+// (the volume's checksum unit) of a 128 KiB chunk.
+func BenchmarkChecksum(b *testing.B) {
+	p := make([]byte, 128<<10)
+	for _, n := range []int{4096, 128 << 10} {
+		for _, impl := range []struct {
+			name string
+			sum  func([]byte) uint32
+		}{{"crc32c", Checksum}, {"hash-crc32", func(p []byte) uint32 { return crc32.Checksum(p, table) }}} {
+			b.Run(fmt.Sprintf("%s/%d", impl.name, n), func(b *testing.B) {
+				b.SetBytes(int64(len(p)))
+				for b.Loop() {
+					for o := 0; o < len(p); o += n {
+						impl.sum(p[o : o+n])
+					}
+				}
+			})
+		}
+	}
+}
