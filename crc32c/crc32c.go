@@ -17,6 +17,9 @@ func Checksum(p []byte) uint32 { return Update(0, p) }
 // by p, as crc32.Update with the Castagnoli table does.
 func Update(crc uint32, p []byte) uint32 {
 	crc, p = updateFast(crc, p)
+	if len(p) == 0 {
+		return crc
+	}
 	return crc32.Update(crc, table, p)
 }
 

@@ -315,6 +315,9 @@ func (v *Volume) reportHeal(s *segment, id layout.StripeID, img *stripeImage) {
 // isChecksumFault reports whether err is a block that did not match its
 // checksum.
 func isChecksumFault(err error) bool {
+	if err == nil {
+		return false // errors.As would allocate its target on every IO
+	}
 	var c *ChecksumError
 	return errors.As(err, &c)
 }
