@@ -61,7 +61,7 @@ type ChecksumInfo struct {
 // stored checksums of its blocks.
 type stripeImage struct {
 	bufs  *stripeBufs
-	sums  [][]uint32 // by shard; nil when the shard is not usable
+	sums  [][]uint32 // by shard and block; read only for usable shards
 	fixed [][]bool   // by shard and block: rewrite this block
 	bad   [][]bool   // by shard and block: did not match its checksum
 	torn  [][]bool   // by shard and block: kept as it is by a resync
@@ -115,11 +115,12 @@ func (v *Volume) readImage(ctx context.Context, s *segment, id layout.StripeID, 
 	n, rows := v.g.N(), v.g.BlocksPerChunk()
 	img := &stripeImage{bufs: &stripeBufs{v: v, shards: make([][]byte, n)},
 		sums: make([][]uint32, n), fixed: make([][]bool, n), bad: make([][]bool, n), torn: make([][]bool, n)}
+	sums, marks := make([]uint32, int64(n)*rows), make([]bool, 3*int64(n)*rows) // one allocation each: a scrub reads every stripe
 	for sh := range n {
 		img.bufs.alloc(sh, v.g.Chunk)
-		img.fixed[sh] = make([]bool, rows)
-		img.bad[sh] = make([]bool, rows)
-		img.torn[sh] = make([]bool, rows)
+		m := marks[3*int64(sh)*rows:]
+		img.fixed[sh], img.bad[sh], img.torn[sh] = m[:rows:rows], m[rows:2*rows:2*rows], m[2*rows:3*rows:3*rows]
+		img.sums[sh] = sums[int64(sh)*rows : int64(sh+1)*rows : int64(sh+1)*rows]
 	}
 	err := v.each(n, func(sh int) error {
 		if !usable[sh] {
@@ -132,7 +133,6 @@ func (v *Volume) readImage(ctx context.Context, s *segment, id layout.StripeID, 
 		}
 		err := sl.dev.ReadAt(ctx, img.bufs.shards[sh], v.g.SlotOffset(id))
 		if err == nil {
-			img.sums[sh] = make([]uint32, rows)
 			err = v.storedSums(ctx, sl, id.Stripe, 0, img.sums[sh])
 		}
 		return v.shardFailed(s, sl, i, id.Stripe, err)
@@ -216,15 +216,16 @@ func (v *Volume) rebuildRow(img *stripeImage, usable []bool, bad []int, lo, hi i
 // rows where a block stayed bad are left alone.
 func (v *Volume) fixParity(img *stripeImage, usable []bool, mode healMode) error {
 	n := v.g.N()
-	enc := make([][]byte, n)
+	enc := &stripeBufs{v: v, shards: make([][]byte, n)} // parity from pooled buffers: a scrub encodes every stripe
+	defer enc.release()
 	for sh := range n {
 		if sh < v.g.K {
-			enc[sh] = img.bufs.shards[sh]
+			enc.shards[sh] = img.bufs.shards[sh]
 		} else {
-			enc[sh] = make([]byte, v.g.Chunk)
+			enc.alloc(sh, v.g.Chunk)
 		}
 	}
-	if err := v.codec.Encode(enc); err != nil {
+	if err := v.codec.Encode(enc.shards); err != nil {
 		return err
 	}
 	changed := false
@@ -237,8 +238,8 @@ func (v *Volume) fixParity(img *stripeImage, usable []bool, mode healMode) error
 			if mode != healResync && v.rowUnhealed(img, r) {
 				continue
 			}
-			if !bytes.Equal(enc[sh][lo:hi], img.bufs.shards[sh][lo:hi]) || img.bad[sh][r] {
-				copy(img.bufs.shards[sh][lo:hi], enc[sh][lo:hi])
+			if !bytes.Equal(enc.shards[sh][lo:hi], img.bufs.shards[sh][lo:hi]) || img.bad[sh][r] {
+				copy(img.bufs.shards[sh][lo:hi], enc.shards[sh][lo:hi])
 				img.fixed[sh][r] = true
 				changed = true
 			}
