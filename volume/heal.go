@@ -51,10 +51,22 @@ type ChecksumInfo struct {
 	Segment int64
 	Slot    int
 	Stripe  int64
-	Offset  int64 // byte offset of the first bad block in the namespace
-	Blocks  int   // bad blocks in the shard's chunk
-	Healed  int   // of those, rewritten (data or checksum) from the other shards
-	Torn    int   // of those, taken as they are (resync of a dirty segment)
+	Offset  int64  // byte offset of the first bad block in the namespace
+	Blocks  int    // bad blocks in the shard's chunk
+	Healed  int    // of those, rewritten (data or checksum) from the other shards
+	Torn    int    // of those, taken as they are (resync of a dirty segment)
+	FoundBy string // what found them: "read" (foreground IO), "scrub" or "resync"
+}
+
+// foundBy names a heal mode in ChecksumInfo.FoundBy.
+func (m healMode) foundBy() string {
+	switch m {
+	case healScrub:
+		return "scrub"
+	case healResync:
+		return "resync"
+	}
+	return "read"
 }
 
 // stripeImage is every usable shard of one stripe, read whole, with the
@@ -99,7 +111,7 @@ func (v *Volume) healStripe(ctx context.Context, s *segment, id layout.StripeID,
 	for r := int64(0); r < v.g.BlocksPerChunk(); r++ {
 		v.healRow(img, usable, r, mode)
 	}
-	v.reportHeal(s, id, img)
+	v.reportHeal(s, id, img, mode)
 	parity := mode == healResync || (mode == healScrub && count(usable) == v.g.N())
 	if parity && v.g.M > 0 {
 		if err := v.fixParity(img, usable, mode); err != nil {
@@ -285,12 +297,12 @@ func (v *Volume) writeFixes(ctx context.Context, s *segment, id layout.StripeID,
 }
 
 // reportHeal calls the Checksum listener once per shard with bad blocks.
-func (v *Volume) reportHeal(s *segment, id layout.StripeID, img *stripeImage) {
+func (v *Volume) reportHeal(s *segment, id layout.StripeID, img *stripeImage, mode healMode) {
 	if v.ev.Checksum == nil {
 		return
 	}
 	for sh := range img.bad {
-		info := ChecksumInfo{Segment: s.id, Slot: v.g.SlotOf(id.Stripe, sh), Stripe: id.Stripe, Offset: -1}
+		info := ChecksumInfo{Segment: s.id, Slot: v.g.SlotOf(id.Stripe, sh), Stripe: id.Stripe, Offset: -1, FoundBy: mode.foundBy()}
 		info.NS = s.slots[info.Slot].ref.NS
 		for r, b := range img.bad[sh] {
 			if !b {
