@@ -92,8 +92,8 @@ func BenchmarkMemcpy(b *testing.B) {
 }
 
 // BenchmarkVolume runs each case without checksums (volume format 1) and
-// with them (format 2), one after the other, so that -count=N interleaves
-// the two. The devices complete IO on the calling goroutine, so ns/op is
+// with them (format 2), one after the other (-count=N repeats each run N
+// times in a row; BenchmarkVolumeAB interleaves). The devices complete IO on the calling goroutine, so ns/op is
 // CPU time per op on an idle machine; cpu-s/GiB is the process's CPU time
 // (getrusage: user and system, GC included) per GiB moved, which other
 // load on the machine does not inflate.
