@@ -33,3 +33,43 @@ func TestChecksumReports(t *testing.T) {
 		t.Fatalf("the %dth mismatch did not report namespace a", checksumMediaError)
 	}
 }
+
+// TestBadBlockMetrics: every bad block a heal reports is counted once, by
+// namespace, finder (read, scrub, resync) and result.
+func TestBadBlockMetrics(t *testing.T) {
+	m := NewMetrics()
+	ev := newVolEvents("v", m, newReporter(nil, ReportOptions{}, m, t.Logf), func(string, ...any) {})
+	l := ev.listener()
+	l.Checksum(volume.ChecksumInfo{NS: "a", Blocks: 3, Healed: 2, FoundBy: "scrub"})
+	l.Checksum(volume.ChecksumInfo{NS: "a", Blocks: 1, Healed: 1, FoundBy: "scrub"})
+	l.Checksum(volume.ChecksumInfo{NS: "b", Blocks: 2, Torn: 2, FoundBy: "resync"})
+	l.Checksum(volume.ChecksumInfo{NS: "b", Blocks: 1, Healed: 1, FoundBy: "read"})
+	want := map[string]float64{
+		"a/scrub/healed": 3, "a/scrub/unhealed": 1, "b/resync/torn": 2, "b/read/healed": 1,
+	}
+	got := map[string]float64{}
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "nvstripe_agent_checksum_bad_blocks_total" {
+			continue
+		}
+		for _, s := range mf.GetMetric() {
+			l := map[string]string{}
+			for _, p := range s.GetLabel() {
+				l[p.GetName()] = p.GetValue()
+			}
+			got[l["namespace"]+"/"+l["found_by"]+"/"+l["result"]] = s.GetCounter().GetValue()
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("series %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: %v, want %v", k, got[k], v)
+		}
+	}
+}

@@ -25,6 +25,7 @@ type Metrics struct {
 	latency  *prometheus.HistogramVec // volume, op
 	degraded *prometheus.CounterVec   // volume, op
 	nsErrs   *prometheus.CounterVec   // volume, namespace, kind
+	badBlks  *prometheus.CounterVec   // volume, namespace, found_by, result
 	reports  *prometheus.CounterVec   // namespace, result
 	state    *prometheus.GaugeVec     // volume, state
 	epoch    *prometheus.GaugeVec     // volume
@@ -56,6 +57,9 @@ func NewMetrics() *Metrics {
 			Help: "Stripe IOs that worked around missing shards (op: read, write, trim)."}, vol),
 		nsErrs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "namespace_errors_total",
 			Help: "Shard IO errors per namespace (kind: io, corrupt)."}, []string{"volume", "namespace", "kind"}),
+		badBlks: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "checksum_bad_blocks_total",
+			Help: "4 KiB blocks that did not match their checksum, per namespace (found_by: read, scrub, resync; result: healed, unhealed, torn)."},
+			[]string{"volume", "namespace", "found_by", "result"}),
 		reports: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "namespace_failed_reports_total",
 			Help: "Namespaces reported failed to etcd (result: ok, error)."}, []string{"namespace", "result"}),
 		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "mapping_state",
@@ -66,7 +70,7 @@ func NewMetrics() *Metrics {
 			Help: "1 for the ANA state this node sees on each path of a namespace it uses (unknown: not connected)."},
 			[]string{"namespace", "path", "state"}),
 	}
-	m.reg.MustRegister(m.bytes, m.ops, m.errs, m.latency, m.degraded, m.nsErrs, m.reports, m.state, m.epoch, m.paths,
+	m.reg.MustRegister(m.bytes, m.ops, m.errs, m.latency, m.degraded, m.nsErrs, m.badBlks, m.reports, m.state, m.epoch, m.paths,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -105,7 +109,7 @@ func (m *Metrics) setPathState(p volclient.PathState) {
 func (m *Metrics) forget(volume string) {
 	l := prometheus.Labels{"volume": volume}
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
-		m.bytes, m.ops, m.errs, m.latency, m.degraded, m.nsErrs, m.state, m.epoch,
+		m.bytes, m.ops, m.errs, m.latency, m.degraded, m.nsErrs, m.badBlks, m.state, m.epoch,
 	} {
 		v.DeletePartialMatch(l)
 	}

@@ -185,6 +185,7 @@ func (e *volEvents) listener() volume.EventListener {
 			e.rep.mediaError(s.NS)
 		},
 		Checksum: func(c volume.ChecksumInfo) {
+			e.badBlocks(c)
 			// Blocks a resync took as they are were torn by a crash or a
 			// fenced owner, not bad media: counted apart, never reported.
 			if c.Blocks <= c.Torn {
@@ -198,6 +199,16 @@ func (e *volEvents) listener() volume.EventListener {
 				e.rep.mediaError(c.NS)
 			}
 		},
+	}
+}
+
+// badBlocks counts the bad blocks of c by namespace, finder and result.
+func (e *volEvents) badBlocks(c volume.ChecksumInfo) {
+	unhealed := c.Blocks - c.Healed - c.Torn
+	for result, n := range map[string]int{"healed": c.Healed, "unhealed": unhealed, "torn": c.Torn} {
+		if n > 0 {
+			e.m.badBlks.WithLabelValues(e.volume, c.NS, c.FoundBy, result).Add(float64(n))
+		}
 	}
 }
 

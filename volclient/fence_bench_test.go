@@ -70,16 +70,17 @@ func BenchmarkSessionDataPath(b *testing.B) {
 				if mode == "session" {
 					s = NewSession(c, "bench", 1000, func(error) {})
 				}
-				client := benchNBD(b, store, ids, s, size)
+				client := benchNBD(b, store, ids, s, size, false)
 				benchIO(b, client, op == "write", size)
 			})
 		}
 	}
 }
 
-// benchNBD puts a volume over namespaces ids (as session s; nil: none)
-// behind an NBD server and returns a client of it, the volume written once.
-func benchNBD(b *testing.B, store *meta.Store, ids []string, s *Session, size int64) blockdev.Device {
+// benchNBD puts a volume over namespaces ids (as session s; nil: none;
+// with checksums when csum) behind an NBD server and returns a client of
+// it, the volume written once.
+func benchNBD(b *testing.B, store *meta.Store, ids []string, s *Session, size int64, csum bool) blockdev.Device {
 	b.Helper()
 	ctx := context.Background()
 	devs, err := NewNamespaces(ctx, store, NamespaceOptions{Session: s})
@@ -91,7 +92,7 @@ func benchNBD(b *testing.B, store *meta.Store, ids []string, s *Session, size in
 	for _, id := range ids {
 		slots[id] = 23 // 96 MiB / 4 MiB less the label's slot
 	}
-	g := layout.Geometry{K: 4, M: 2, Chunk: 128 << 10, SlotSize: 4 << 20}
+	g := layout.Geometry{K: 4, M: 2, Chunk: 128 << 10, SlotSize: 4 << 20, Checksums: csum}
 	vol, err := volume.New(volume.Options{Geometry: g, Size: size, Devices: devs,
 		Alloc: pastLabel{volume.NewMemAllocator(g.N(), slots)}, Dirty: volume.NewMemDirtyLog(), Stale: volume.NewMemStaleLog()})
 	if err != nil {

@@ -25,7 +25,7 @@ import (
 // benchCluster is newTestCluster for benchmarks: n userspace targets with an
 // in-memory namespace each, and a written 4+2 volume "v" mapped by "bench".
 func benchCluster(b *testing.B, n int, nsSize, slotSize, volSize int64) (*meta.Store, []*target.Target, *Mapped) {
-	store, tgts, m, _ := benchClusterOn(b, n, slotSize, volSize, func(int) blockdev.Device {
+	store, tgts, m, _ := benchClusterOn(b, n, slotSize, volSize, "", func(int) blockdev.Device {
 		mem, err := blockdev.NewMem(nsSize, 4096)
 		if err != nil {
 			b.Fatal(err)
@@ -35,10 +35,10 @@ func benchCluster(b *testing.B, n int, nsSize, slotSize, volSize int64) (*meta.S
 	return store, tgts, m
 }
 
-// benchClusterOn is benchCluster with namespace i on newDev(i). It also
-// returns how long writing the volume took (four writers of 8 MiB
-// requests).
-func benchClusterOn(b *testing.B, n int, slotSize, volSize int64, newDev func(i int) blockdev.Device) (*meta.Store, []*target.Target, *Mapped, time.Duration) {
+// benchClusterOn is benchCluster with namespace i on newDev(i) and the
+// volume's Layout.Checksum set to checksum. It also returns how long
+// writing the volume took (four writers of 8 MiB requests).
+func benchClusterOn(b *testing.B, n int, slotSize, volSize int64, checksum string, newDev func(i int) blockdev.Device) (*meta.Store, []*target.Target, *Mapped, time.Duration) {
 	ctx := context.Background()
 	store, err := meta.Open(ctx, meta.Config{Endpoints: metatest.Start(b)})
 	if err != nil {
@@ -54,7 +54,7 @@ func benchClusterOn(b *testing.B, n int, slotSize, volSize int64, newDev func(i 
 		tgt, _ := volclienttest.ServeNamespace(b, store, c, i, newDev(i))
 		tgts = append(tgts, tgt)
 	}
-	if _, err := store.CreateVolume(ctx, meta.VolumeSpec{Name: "v", Size: volSize, Layout: meta.Layout{K: 4, M: 2, Chunk: 128 << 10}}); err != nil {
+	if _, err := store.CreateVolume(ctx, meta.VolumeSpec{Name: "v", Size: volSize, Layout: meta.Layout{K: 4, M: 2, Chunk: 128 << 10, Checksum: checksum}}); err != nil {
 		b.Fatal(err)
 	}
 	m, err := OpenVolume(ctx, store, "v", OpenOptions{Holder: "bench",
@@ -322,7 +322,7 @@ func BenchmarkDeathToRedundancy(b *testing.B) {
 // the first segment and times the way back to redundancy (with the
 // benchmark timer running from the kill to the end).
 func deathRun(b *testing.B, cfg deathConfig) deathTimes {
-	store, tgts, m, fill := benchClusterOn(b, 8, cfg.slot, cfg.vol, func(i int) blockdev.Device { return cfg.device(b, i) })
+	store, tgts, m, fill := benchClusterOn(b, 8, cfg.slot, cfg.vol, "", func(i int) blockdev.Device { return cfg.device(b, i) })
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	served := make(chan struct{})

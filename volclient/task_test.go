@@ -233,7 +233,7 @@ func TestOwnerRebalancesAndDrains(t *testing.T) {
 	if err := tc.store.SetNamespaceState(ctx, "h8-n1", placement.StateDraining); err != nil {
 		t.Fatal(err)
 	}
-	waitRebuiltState(t, tc.store, "h8-n1", "draining")
+	waitRebuiltState(t, tc.store, "h8-n1", "drained")
 	close(stop)
 	wg.Wait()
 	segs, _, err := m.Map.Segments(ctx)

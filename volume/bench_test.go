@@ -4,7 +4,12 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"runtime"
+	"sort"
+	"syscall"
 	"testing"
+	"time"
+	"unsafe"
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/volume/layout"
@@ -12,9 +17,25 @@ import (
 
 const benchReq = 1 << 20
 
+// benchVols keeps benchVolume's volumes, by csum, for the next benchmark
+// run: the fill takes longer than a short run, and the testing package
+// calls each benchmark function several times.
+var benchVols = map[bool]benchVol{}
+
+type benchVol struct {
+	v    *Volume
+	mems []*blockdev.Mem
+}
+
 // benchVolume is a 4+2 volume with 128 KiB chunks over in-memory namespaces,
-// filled with data; with checksums when csum (volume format 2).
-func benchVolume(b *testing.B, csum bool) (*Volume, []*blockdev.Mem) {
+// filled with data; with checksums when csum (volume format 2). Unless
+// fresh, it is the one the last run used, if that run left it whole.
+func benchVolume(b *testing.B, csum, fresh bool) (*Volume, []*blockdev.Mem) {
+	if bv, ok := benchVols[csum]; ok && !fresh {
+		runtime.GC()
+		return bv.v, bv.mems
+	}
+	delete(benchVols, csum)
 	g := layout.Geometry{K: 4, M: 2, Chunk: 128 << 10, SlotSize: 16 << 20, Checksums: csum}
 	size := 4 * g.SegmentData() // 256 MiB less the checksum areas
 	dm := DeviceMap{}
@@ -38,6 +59,10 @@ func benchVolume(b *testing.B, csum bool) (*Volume, []*blockdev.Mem) {
 		if err := v.WriteAt(context.Background(), buf, off); err != nil {
 			b.Fatal(err)
 		}
+	}
+	runtime.GC() // not in the measured CPU time: the fill's garbage, earlier runs' devices
+	if !fresh {
+		benchVols[csum] = benchVol{v, mems}
 	}
 	return v, mems
 }
@@ -67,31 +92,47 @@ func BenchmarkMemcpy(b *testing.B) {
 }
 
 // BenchmarkVolume runs each case without checksums (volume format 1) and
-// with them (format 2), one after the other, so that -count=N interleaves
-// the two. The devices complete IO on the calling goroutine, so ns/op is
-// CPU time per op; cpu-s/GiB is that per GiB moved.
+// with them (format 2), one after the other (-count=N repeats each run N
+// times in a row; BenchmarkVolumeAB interleaves). The devices complete IO on the calling goroutine, so ns/op is
+// CPU time per op on an idle machine; cpu-s/GiB is the process's CPU time
+// (getrusage: user and system, GC included) per GiB moved, which other
+// load on the machine does not inflate.
 func BenchmarkVolume(b *testing.B) {
 	for _, c := range volumeBenchCases {
 		for _, csum := range []bool{false, true} {
 			b.Run(fmt.Sprintf("%s/k4m2/csum=%v", c.name, csum), func(b *testing.B) {
-				v, mems := benchVolume(b, csum)
+				v, mems := benchVolume(b, csum, c.fresh)
 				c.run(b, v, mems)
-				b.ReportMetric(b.Elapsed().Seconds()/(float64(b.N)*float64(c.bytes))*(1<<30), "cpu-s/GiB")
 			})
 		}
 	}
 }
 
+// cpuTime is the process's CPU time so far (user and system).
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportCPU reports the CPU time since start per GiB of perOp bytes.
+func reportCPU(b *testing.B, start time.Duration, perOp int64) {
+	b.ReportMetric((cpuTime(b)-start).Seconds()/(float64(b.N)*float64(perOp))*(1<<30), "cpu-s/GiB")
+}
+
 var volumeBenchCases = []struct {
 	name  string
 	bytes int64 // per op
+	fresh bool  // a volume of its own: the case leaves it degraded
 	run   func(b *testing.B, v *Volume, mems []*blockdev.Mem)
 }{
-	{"write-fullstripe", benchReq, func(b *testing.B, v *Volume, _ []*blockdev.Mem) { benchSeq(b, v, v.WriteAt) }},
-	{"write-4KiB-random", 4096, func(b *testing.B, v *Volume, _ []*blockdev.Mem) { benchRandom(b, v, v.WriteAt) }},
-	{"read-seq", benchReq, func(b *testing.B, v *Volume, _ []*blockdev.Mem) { benchSeq(b, v, v.ReadAt) }},
-	{"read-4KiB-random", 4096, func(b *testing.B, v *Volume, _ []*blockdev.Mem) { benchRandom(b, v, v.ReadAt) }},
-	{"read-seq-degraded1", benchReq, func(b *testing.B, v *Volume, mems []*blockdev.Mem) {
+	{"write-fullstripe", benchReq, false, func(b *testing.B, v *Volume, _ []*blockdev.Mem) { benchSeq(b, v, v.WriteAt) }},
+	{"write-4KiB-random", 4096, false, func(b *testing.B, v *Volume, _ []*blockdev.Mem) { benchRandom(b, v, v.WriteAt) }},
+	{"read-seq", benchReq, false, func(b *testing.B, v *Volume, _ []*blockdev.Mem) { benchSeq(b, v, v.ReadAt) }},
+	{"read-4KiB-random", 4096, false, func(b *testing.B, v *Volume, _ []*blockdev.Mem) { benchRandom(b, v, v.ReadAt) }},
+	{"read-seq-degraded1", benchReq, true, func(b *testing.B, v *Volume, mems []*blockdev.Mem) {
 		mems[1].SetUnavailable(true)
 		benchSeq(b, v, v.ReadAt)
 	}},
@@ -103,11 +144,13 @@ func benchSeq(b *testing.B, v *Volume, op func(ctx context.Context, p []byte, of
 	span := v.Size() / benchReq * benchReq
 	b.SetBytes(benchReq)
 	b.ResetTimer()
+	start := cpuTime(b)
 	for i := 0; i < b.N; i++ {
 		if err := op(context.Background(), p, int64(i)*benchReq%span); err != nil {
 			b.Fatal(err)
 		}
 	}
+	reportCPU(b, start, benchReq)
 }
 
 // benchRandom runs op over 4 KiB requests at random offsets.
@@ -116,26 +159,120 @@ func benchRandom(b *testing.B, v *Volume, op func(ctx context.Context, p []byte,
 	p := pattern(4096, 3)
 	b.SetBytes(4096)
 	b.ResetTimer()
+	start := cpuTime(b)
 	for i := 0; i < b.N; i++ {
 		if err := op(context.Background(), p, rng.Int63n(v.Size()/4096)*4096); err != nil {
 			b.Fatal(err)
 		}
 	}
+	reportCPU(b, start, 4096)
 }
 
 // BenchmarkScrub is the scrub rate over in-memory namespaces: every shard
-// of every stripe read and verified, parity checked (MB/s of volume data).
+// of every stripe read and verified, parity checked. MB/s and GB/s are of
+// volume data per second of wall time; cpu-s/GiB is per GiB of it.
 func BenchmarkScrub(b *testing.B) {
-	v, _ := benchVolume(b, true)
+	v, _ := benchVolume(b, true, false)
 	segs := v.Geometry().Segments(v.Size())
-	b.SetBytes(segs * v.Geometry().SegmentData())
+	data := segs * v.Geometry().SegmentData()
+	b.SetBytes(data)
 	b.ResetTimer()
+	start := cpuTime(b)
 	for i := 0; i < b.N; i++ {
 		if _, err := v.Scrub(context.Background(), 0, segs-1, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
+	reportCPU(b, start, data)
+	b.ReportMetric(float64(data)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
 	if st := v.ChecksumStats(); st.Mismatches != 0 {
 		b.Fatalf("scrub of a clean volume found %+v", st)
 	}
+}
+
+// BenchmarkVolumeAB is BenchmarkVolume's checksum A/B made to stand noise:
+// for each case it alternates short bursts of ops on a volume without
+// checksums and one with them, many rounds, timing each burst by the CPU
+// time of the calling thread (the in-memory devices complete IO on it),
+// and reports the 10th percentile of each side (the bursts least disturbed
+// by other load on the machine: memory bandwidth is shared) and their
+// ratio (off/on: the share of the speed without checksums kept with
+// them). Run it once: -benchtime 1x.
+func BenchmarkVolumeAB(b *testing.B) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	for _, c := range volumeBenchCases {
+		b.Run(c.name, func(b *testing.B) {
+			var vols [2]*Volume
+			for i, csum := range []bool{false, true} {
+				v, mems := benchVolume(b, csum, c.fresh)
+				if c.fresh {
+					mems[1].SetUnavailable(true)
+				}
+				vols[i] = v
+			}
+			ops, rounds := 16, 100
+			if c.bytes < benchReq {
+				ops = 512
+			}
+			p := pattern(int(c.bytes), 2)
+			var ns [2][]float64
+			for i := 0; i < b.N; i++ {
+				for r := 0; r < rounds; r++ {
+					for j, v := range vols {
+						ns[j] = append(ns[j], burstCPU(b, v, c.name, p, ops, r)/float64(ops))
+					}
+				}
+			}
+			off, on := percentile(ns[0], 0.1), percentile(ns[1], 0.1)
+			b.ReportMetric(off, "off-ns/op")
+			b.ReportMetric(on, "on-ns/op")
+			b.ReportMetric(float64(c.bytes)/off*1e3, "off-MB/s")
+			b.ReportMetric(float64(c.bytes)/on*1e3, "on-MB/s")
+			b.ReportMetric(off/on, "ratio")
+		})
+	}
+}
+
+// burstCPU runs ops ops of case name on v with buffer p and returns the
+// thread's CPU time for them in ns.
+func burstCPU(b *testing.B, v *Volume, name string, p []byte, ops, round int) float64 {
+	ctx := context.Background()
+	rng := rand.New(rand.NewSource(int64(round)))
+	span := v.Size() / benchReq
+	start := threadCPU(b)
+	for i := 0; i < ops; i++ {
+		var err error
+		switch name {
+		case "write-fullstripe":
+			err = v.WriteAt(ctx, p, (int64(round*ops+i)%span)*benchReq)
+		case "write-4KiB-random":
+			err = v.WriteAt(ctx, p, rng.Int63n(v.Size()/4096)*4096)
+		case "read-seq", "read-seq-degraded1":
+			err = v.ReadAt(ctx, p, (int64(round*ops+i)%span)*benchReq)
+		case "read-4KiB-random":
+			err = v.ReadAt(ctx, p, rng.Int63n(v.Size()/4096)*4096)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	return float64(threadCPU(b) - start)
+}
+
+// threadCPU is the calling thread's CPU time (REQUIRES: locked to it), by
+// clock_gettime(CLOCK_THREAD_CPUTIME_ID): getrusage counts in ticks.
+func threadCPU(b *testing.B) time.Duration {
+	const clockThreadCPUTime = 3
+	var ts syscall.Timespec
+	if _, _, e := syscall.RawSyscall(syscall.SYS_CLOCK_GETTIME, clockThreadCPUTime, uintptr(unsafe.Pointer(&ts)), 0); e != 0 {
+		b.Fatal(e)
+	}
+	return time.Duration(ts.Nano())
+}
+
+// percentile returns the p-quantile of xs (sorted in place).
+func percentile(xs []float64, p float64) float64 {
+	sort.Float64s(xs)
+	return xs[int(p*float64(len(xs)-1))]
 }

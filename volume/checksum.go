@@ -4,25 +4,21 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"sync"
 	"sync/atomic"
 
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/crc32c"
 	"github.com/nvstripe/nvstripe/volume/layout"
 )
 
-// castagnoli is the crc32c table; hash/crc32 computes it with the CPU's
-// crc32 instruction on amd64 and arm64.
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// zeroSum is the crc32c of a block of zeros.
-var zeroSum = crc32.Checksum(make([]byte, layout.ChecksumBlock), castagnoli)
+// zeroSum is the crc32c of a block of zeros (TestZeroSum checks it).
+const zeroSum = 0x98f94189
 
 // blockSum is the stored checksum of one block: its crc32c xor that of a
 // zero block, so that a trimmed block (zeros) and its trimmed checksum
 // (zero) agree without a write.
-func blockSum(b []byte) uint32 { return crc32.Checksum(b, castagnoli) ^ zeroSum }
+func blockSum(b []byte) uint32 { return crc32c.Checksum(b) ^ zeroSum }
 
 // sumPageSize is the unit in which the checksum area is read, cached and
 // written: one block, holding the checksums of 1024 blocks (4 MiB) of the
@@ -54,10 +50,10 @@ type sumPage struct {
 	fua     int64 // gen last written with FUA (REQUIRES: io held)
 }
 
-// page returns page idx of a checksum area of n pages, creating it on
-// first use (without a lock: the hot path of every shard IO).
-func (t *sumTable) page(idx, n int64) *sumPage {
-	t.once.Do(func() { t.pages = make([]atomic.Pointer[sumPage], n) })
+// page returns page idx of the checksum area of geometry g, creating it
+// on first use (without a lock: the hot path of every shard IO).
+func (t *sumTable) page(idx int64, g layout.Geometry) *sumPage {
+	t.once.Do(func() { t.pages = make([]atomic.Pointer[sumPage], g.ChecksumArea()/sumPageSize) })
 	if p := t.pages[idx].Load(); p != nil {
 		return p
 	}
@@ -72,8 +68,8 @@ func (t *sumTable) page(idx, n int64) *sumPage {
 // sumPageOf returns the loaded page that holds the checksums of stripe t
 // of slot copy sl from chunk offset off, and the byte index of the first.
 func (v *Volume) sumPageOf(ctx context.Context, sl *slot, t, off int64) (*sumPage, int, error) {
-	at := v.g.ChecksumOffset(t, off) - v.g.DataEnd()
-	p := sl.sums.page(v.sumPageIndex(t, off), v.g.ChecksumArea()/sumPageSize)
+	at := v.g.ChecksumIndex(t, off)
+	p := sl.sums.page(at/sumPageSize, v.g)
 	if !p.loaded.Load() {
 		p.io.Lock()
 		defer p.io.Unlock()
@@ -98,12 +94,22 @@ func (v *Volume) storedSums(ctx context.Context, sl *slot, t, off int64, want []
 	if err != nil {
 		return err
 	}
+	p.load(at, want)
+	return nil
+}
+
+// sumBatch is how many checksums verify and writeSums handle at a time:
+// their stack buffers stay small (a chunk of 128 KiB has 32 blocks) and
+// the page lock is held only to copy them, not to compute them.
+const sumBatch = 64
+
+// load copies the checksums from byte at of the page into sums.
+func (p *sumPage) load(at int, sums []uint32) {
 	p.mu.Lock()
-	for i := range want {
-		want[i] = binary.LittleEndian.Uint32(p.buf[at+4*i:])
+	for i := range sums {
+		sums[i] = binary.LittleEndian.Uint32(p.buf[at+4*i:])
 	}
 	p.mu.Unlock()
-	return nil
 }
 
 // verify checks b, read from stripe t of slot copy sl at chunk offset off,
@@ -114,20 +120,18 @@ func (v *Volume) verify(ctx context.Context, s *segment, i int, sl *slot, t, off
 	if err != nil {
 		return err
 	}
-	bad := -1
-	p.mu.Lock()
-	for i := 0; i*layout.ChecksumBlock < len(b); i++ {
-		blk := b[i*layout.ChecksumBlock : (i+1)*layout.ChecksumBlock]
-		if blockSum(blk) != binary.LittleEndian.Uint32(p.buf[at+4*i:]) {
-			bad = i
-			break
+	var want [sumBatch]uint32
+	n := len(b) / layout.ChecksumBlock
+	for lo := 0; lo < n; lo += sumBatch {
+		hi := min(lo+sumBatch, n)
+		p.load(at+4*lo, want[:hi-lo])
+		for j := lo; j < hi; j++ {
+			if blockSum(b[j*layout.ChecksumBlock:(j+1)*layout.ChecksumBlock]) != want[j-lo] {
+				return &ChecksumError{NS: sl.ref.NS, Segment: s.id, Slot: i, Stripe: t, Offset: sl.ref.Slot*v.g.SlotSize + t*v.g.Chunk + off + int64(j)*layout.ChecksumBlock}
+			}
 		}
 	}
-	p.mu.Unlock()
-	if bad < 0 {
-		return nil
-	}
-	return &ChecksumError{NS: sl.ref.NS, Segment: s.id, Slot: i, Stripe: t, Offset: sl.ref.Slot*v.g.SlotSize + t*v.g.Chunk + off + int64(bad)*layout.ChecksumBlock}
+	return nil
 }
 
 // writeSums stores the checksums of b, just written to stripe t of slot
@@ -137,18 +141,22 @@ func (v *Volume) writeSums(ctx context.Context, sl *slot, t, off int64, b []byte
 	if err != nil {
 		return err
 	}
-	var sums [layout.MaxChunk / layout.ChecksumBlock]uint32
+	var sums [sumBatch]uint32
+	var mine int64
 	n := len(b) / layout.ChecksumBlock
-	for i := 0; i < n; i++ {
-		sums[i] = blockSum(b[i*layout.ChecksumBlock : (i+1)*layout.ChecksumBlock])
+	for lo := 0; lo < n; lo += sumBatch {
+		hi := min(lo+sumBatch, n)
+		for j := lo; j < hi; j++ {
+			sums[j-lo] = blockSum(b[j*layout.ChecksumBlock : (j+1)*layout.ChecksumBlock])
+		}
+		p.mu.Lock()
+		for j := lo; j < hi; j++ {
+			binary.LittleEndian.PutUint32(p.buf[at+4*j:], sums[j-lo])
+		}
+		p.gen++
+		mine = p.gen
+		p.mu.Unlock()
 	}
-	p.mu.Lock()
-	for i := 0; i < n; i++ {
-		binary.LittleEndian.PutUint32(p.buf[at+4*i:], sums[i])
-	}
-	p.gen++
-	mine := p.gen
-	p.mu.Unlock()
 	if fua {
 		return v.storePage(ctx, sl, p, mine, true)
 	}
@@ -231,10 +239,6 @@ func (v *Volume) zeroSums(ctx context.Context, sl *slot, first, last int64) erro
 		t += n
 	}
 	return nil
-}
-
-func (v *Volume) sumPageIndex(t, off int64) int64 {
-	return (v.g.ChecksumOffset(t, off) - v.g.DataEnd()) / sumPageSize
 }
 
 // storePage makes change gen of page idx durable as far as a write is

@@ -3,6 +3,7 @@ package volume
 import (
 	"context"
 	"errors"
+	"hash/crc32"
 	"testing"
 
 	"github.com/nvstripe/nvstripe/blockdev"
@@ -205,5 +206,44 @@ func TestFUAWritesChecksumsDurably(t *testing.T) {
 	mustEqual(t, "FUA write after a crash", mustRead(t, r.vol, 0, len(want)), want)
 	if st := r.vol.ChecksumStats(); st != (ChecksumStats{}) {
 		t.Fatalf("after a crash behind a FUA write: %+v, want no mismatch", st)
+	}
+}
+
+// TestBlockSum pins the on-disk checksum: crc32c (hash/crc32's Castagnoli)
+// of the block xor that of a zero block, so a zero block's is zero.
+func TestBlockSum(t *testing.T) {
+	tab := crc32.MakeTable(crc32.Castagnoli)
+	zero := make([]byte, layout.ChecksumBlock)
+	if got := crc32.Checksum(zero, tab); got != zeroSum {
+		t.Fatalf("zeroSum %#x, crc32c of a zero block %#x", uint32(zeroSum), got)
+	}
+	b := pattern(layout.ChecksumBlock, 7)
+	if got, want := blockSum(b), crc32.Checksum(b, tab)^crc32.Checksum(zero, tab); got != want || blockSum(zero) != 0 {
+		t.Fatalf("blockSum %#x, want %#x (zero block %#x)", got, want, blockSum(zero))
+	}
+}
+
+// TestChecksumFoundBy: the Checksum listener says what found a bad block:
+// a foreground read, or a scrub.
+func TestChecksumFoundBy(t *testing.T) {
+	ctx := context.Background()
+	g := csumLayouts[1]
+	r := newRig(t, g, g.SegmentData(), rigOptions{crashable: true})
+	if err := r.vol.WriteAt(ctx, pattern(int(2*g.StripeData()), 1), 0); err != nil {
+		t.Fatal(err)
+	}
+	restart(t, r)
+	var got []ChecksumInfo
+	r.vol.ev.Checksum = func(c ChecksumInfo) { got = append(got, c) }
+	flipBitT(t, r, flipKey{stripe: 0, shard: 1, row: 2}, 3)
+	flipBitT(t, r, flipKey{stripe: 1, shard: 0, row: 0}, 9)
+	if err := r.vol.ReadAt(ctx, make([]byte, g.StripeData()), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.vol.Scrub(ctx, 0, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].FoundBy != "read" || got[0].Stripe != 0 || got[1].FoundBy != "scrub" || got[1].Stripe != 1 {
+		t.Fatalf("listener got %+v, want stripe 0 found by read, stripe 1 by scrub", got)
 	}
 }

@@ -51,17 +51,29 @@ type ChecksumInfo struct {
 	Segment int64
 	Slot    int
 	Stripe  int64
-	Offset  int64 // byte offset of the first bad block in the namespace
-	Blocks  int   // bad blocks in the shard's chunk
-	Healed  int   // of those, rewritten (data or checksum) from the other shards
-	Torn    int   // of those, taken as they are (resync of a dirty segment)
+	Offset  int64  // byte offset of the first bad block in the namespace
+	Blocks  int    // bad blocks in the shard's chunk
+	Healed  int    // of those, rewritten (data or checksum) from the other shards
+	Torn    int    // of those, taken as they are (resync of a dirty segment)
+	FoundBy string // what found them: "read" (foreground IO), "scrub" or "resync"
+}
+
+// foundBy names a heal mode in ChecksumInfo.FoundBy.
+func (m healMode) foundBy() string {
+	switch m {
+	case healScrub:
+		return "scrub"
+	case healResync:
+		return "resync"
+	}
+	return "read"
 }
 
 // stripeImage is every usable shard of one stripe, read whole, with the
 // stored checksums of its blocks.
 type stripeImage struct {
 	bufs  *stripeBufs
-	sums  [][]uint32 // by shard; nil when the shard is not usable
+	sums  [][]uint32 // by shard and block; read only for usable shards
 	fixed [][]bool   // by shard and block: rewrite this block
 	bad   [][]bool   // by shard and block: did not match its checksum
 	torn  [][]bool   // by shard and block: kept as it is by a resync
@@ -99,7 +111,7 @@ func (v *Volume) healStripe(ctx context.Context, s *segment, id layout.StripeID,
 	for r := int64(0); r < v.g.BlocksPerChunk(); r++ {
 		v.healRow(img, usable, r, mode)
 	}
-	v.reportHeal(s, id, img)
+	v.reportHeal(s, id, img, mode)
 	parity := mode == healResync || (mode == healScrub && count(usable) == v.g.N())
 	if parity && v.g.M > 0 {
 		if err := v.fixParity(img, usable, mode); err != nil {
@@ -115,11 +127,12 @@ func (v *Volume) readImage(ctx context.Context, s *segment, id layout.StripeID, 
 	n, rows := v.g.N(), v.g.BlocksPerChunk()
 	img := &stripeImage{bufs: &stripeBufs{v: v, shards: make([][]byte, n)},
 		sums: make([][]uint32, n), fixed: make([][]bool, n), bad: make([][]bool, n), torn: make([][]bool, n)}
+	sums, marks := make([]uint32, int64(n)*rows), make([]bool, 3*int64(n)*rows) // one allocation each: a scrub reads every stripe
 	for sh := range n {
 		img.bufs.alloc(sh, v.g.Chunk)
-		img.fixed[sh] = make([]bool, rows)
-		img.bad[sh] = make([]bool, rows)
-		img.torn[sh] = make([]bool, rows)
+		m := marks[3*int64(sh)*rows:]
+		img.fixed[sh], img.bad[sh], img.torn[sh] = m[:rows:rows], m[rows:2*rows:2*rows], m[2*rows:3*rows:3*rows]
+		img.sums[sh] = sums[int64(sh)*rows : int64(sh+1)*rows : int64(sh+1)*rows]
 	}
 	err := v.each(n, func(sh int) error {
 		if !usable[sh] {
@@ -132,7 +145,6 @@ func (v *Volume) readImage(ctx context.Context, s *segment, id layout.StripeID, 
 		}
 		err := sl.dev.ReadAt(ctx, img.bufs.shards[sh], v.g.SlotOffset(id))
 		if err == nil {
-			img.sums[sh] = make([]uint32, rows)
 			err = v.storedSums(ctx, sl, id.Stripe, 0, img.sums[sh])
 		}
 		return v.shardFailed(s, sl, i, id.Stripe, err)
@@ -216,15 +228,16 @@ func (v *Volume) rebuildRow(img *stripeImage, usable []bool, bad []int, lo, hi i
 // rows where a block stayed bad are left alone.
 func (v *Volume) fixParity(img *stripeImage, usable []bool, mode healMode) error {
 	n := v.g.N()
-	enc := make([][]byte, n)
+	enc := &stripeBufs{v: v, shards: make([][]byte, n)} // parity from pooled buffers: a scrub encodes every stripe
+	defer enc.release()
 	for sh := range n {
 		if sh < v.g.K {
-			enc[sh] = img.bufs.shards[sh]
+			enc.shards[sh] = img.bufs.shards[sh]
 		} else {
-			enc[sh] = make([]byte, v.g.Chunk)
+			enc.alloc(sh, v.g.Chunk)
 		}
 	}
-	if err := v.codec.Encode(enc); err != nil {
+	if err := v.codec.Encode(enc.shards); err != nil {
 		return err
 	}
 	changed := false
@@ -237,8 +250,8 @@ func (v *Volume) fixParity(img *stripeImage, usable []bool, mode healMode) error
 			if mode != healResync && v.rowUnhealed(img, r) {
 				continue
 			}
-			if !bytes.Equal(enc[sh][lo:hi], img.bufs.shards[sh][lo:hi]) || img.bad[sh][r] {
-				copy(img.bufs.shards[sh][lo:hi], enc[sh][lo:hi])
+			if !bytes.Equal(enc.shards[sh][lo:hi], img.bufs.shards[sh][lo:hi]) || img.bad[sh][r] {
+				copy(img.bufs.shards[sh][lo:hi], enc.shards[sh][lo:hi])
 				img.fixed[sh][r] = true
 				changed = true
 			}
@@ -284,12 +297,12 @@ func (v *Volume) writeFixes(ctx context.Context, s *segment, id layout.StripeID,
 }
 
 // reportHeal calls the Checksum listener once per shard with bad blocks.
-func (v *Volume) reportHeal(s *segment, id layout.StripeID, img *stripeImage) {
+func (v *Volume) reportHeal(s *segment, id layout.StripeID, img *stripeImage, mode healMode) {
 	if v.ev.Checksum == nil {
 		return
 	}
 	for sh := range img.bad {
-		info := ChecksumInfo{Segment: s.id, Slot: v.g.SlotOf(id.Stripe, sh), Stripe: id.Stripe, Offset: -1}
+		info := ChecksumInfo{Segment: s.id, Slot: v.g.SlotOf(id.Stripe, sh), Stripe: id.Stripe, Offset: -1, FoundBy: mode.foundBy()}
 		info.NS = s.slots[info.Slot].ref.NS
 		for r, b := range img.bad[sh] {
 			if !b {
@@ -315,6 +328,9 @@ func (v *Volume) reportHeal(s *segment, id layout.StripeID, img *stripeImage) {
 // isChecksumFault reports whether err is a block that did not match its
 // checksum.
 func isChecksumFault(err error) bool {
+	if err == nil {
+		return false // errors.As would allocate its target on every IO
+	}
 	var c *ChecksumError
 	return errors.As(err, &c)
 }

@@ -235,6 +235,9 @@ func (f *shardFault) Error() string { return f.err.Error() }
 func (f *shardFault) Unwrap() error { return f.err }
 
 func isShardFault(err error) bool {
+	if err == nil {
+		return false // errors.As would allocate its target on every IO
+	}
 	var f *shardFault
 	return errors.As(err, &f)
 }

@@ -122,7 +122,14 @@ func (g Geometry) BlocksPerChunk() int64 { return g.Chunk / ChecksumBlock }
 // ChecksumOffset returns the slot offset of the checksum of the block at
 // chunk offset off of stripe t (off a multiple of ChecksumBlock).
 func (g Geometry) ChecksumOffset(t, off int64) int64 {
-	return g.DataEnd() + (t*g.BlocksPerChunk()+off/ChecksumBlock)*ChecksumSize
+	return g.DataEnd() + g.ChecksumIndex(t, off)
+}
+
+// ChecksumIndex is ChecksumOffset less DataEnd: where in the checksum area
+// the block's checksum is. Unlike DataEnd it costs no division (the IO
+// path's way to it).
+func (g Geometry) ChecksumIndex(t, off int64) int64 {
+	return (t*g.BlocksPerChunk() + off/ChecksumBlock) * ChecksumSize
 }
 
 // SegmentData is the number of logical bytes a segment holds.
