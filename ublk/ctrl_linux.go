@@ -14,7 +14,6 @@ import (
 	"github.com/nvstripe/nvstripe/uring"
 )
 
-
 // control sends control commands to /dev/ublk-control over its own
 // io_uring, one command at a time (mu), each waited for.
 type control struct {
