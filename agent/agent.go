@@ -276,11 +276,13 @@ func (a *Agent) List() []*api.Mapping {
 	return out
 }
 
-// WaitFenced waits until ctx ends (nil) or the mapping of volume name is
-// fenced for good (an error saying why): its lease was lost and it could
-// not take the volume again (another owner took it meanwhile). It checks
-// every second. This is what a foreground `nvstripe map` waits for.
-func (a *Agent) WaitFenced(ctx context.Context, name string) error {
+// WaitLost waits until ctx ends (nil) or the mapping of volume name is
+// lost, with an error saying why: fenced for good (its lease was lost and
+// it could not take the volume again: another owner took it meanwhile), or
+// its kernel device was disconnected or stopped by someone else
+// (ErrDetached). It checks every second. This is what a foreground
+// `nvstripe map` waits for.
+func (a *Agent) WaitLost(ctx context.Context, name string) error {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
@@ -297,6 +299,9 @@ func (a *Agent) WaitFenced(ctx context.Context, name string) error {
 		}
 		if err := mp.fencedForGood(); err != nil {
 			return fmt.Errorf("volume %s fenced, no longer served: %w", name, err)
+		}
+		if err := mp.detached(); err != nil {
+			return err
 		}
 	}
 }

@@ -22,7 +22,8 @@ type ForegroundOptions struct {
 }
 
 // ServeForeground maps spec with an agent of its own, serves it until ctx
-// ends or its lease is lost (ErrFenced), then unmaps it, flushing the
+// ends or the mapping is lost (Agent.WaitLost: fenced for good, or its
+// kernel device detached by someone else), then unmaps it, flushing the
 // volume and releasing its lease.
 func ServeForeground(ctx context.Context, spec Spec, o ForegroundOptions) error {
 	ag, err := New(ctx, o.Agent)
@@ -43,7 +44,7 @@ func ServeForeground(ctx context.Context, spec Spec, o ForegroundOptions) error 
 		if o.Serving != nil {
 			o.Serving(m.Url)
 		}
-		err = ag.WaitFenced(ctx, spec.Volume)
+		err = ag.WaitLost(ctx, spec.Volume)
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()

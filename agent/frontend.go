@@ -26,6 +26,10 @@ type frontend interface {
 	// close stops serving; the device is not closed. It fails, and keeps
 	// serving, when a FUSE file is still in use.
 	close() error
+	// ended is closed once the frontend has stopped serving by itself: its
+	// kernel device was disconnected or stopped by someone else (or close
+	// was called). nil: it never stops by itself.
+	ended() <-chan struct{}
 }
 
 // startFrontend serves dev as spec asks.
@@ -105,8 +109,9 @@ func removeStaleSocket(path string) {
 	os.Remove(path)
 }
 
-func (f *nbdListener) url() string   { return f.link }
-func (f *nbdListener) where() string { return f.addr }
+func (f *nbdListener) url() string            { return f.link }
+func (f *nbdListener) where() string          { return f.addr }
+func (f *nbdListener) ended() <-chan struct{} { return nil }
 
 // close stops the server and waits for its Serve loop. It may be called
 // again (after an unmap that failed further on): Serve's end is a closed
@@ -133,9 +138,10 @@ func attachKernel(ctx context.Context, srv *nbd.Server, spec Spec) (*nbdKernel, 
 	return &nbdKernel{srv: srv, att: att}, nil
 }
 
-func (f *nbdKernel) url() string   { return f.att.Path }
-func (f *nbdKernel) where() string { return f.att.Path }
-func (f *nbdKernel) close() error  { return errors.Join(f.att.Close(), f.srv.Close()) }
+func (f *nbdKernel) url() string            { return f.att.Path }
+func (f *nbdKernel) where() string          { return f.att.Path }
+func (f *nbdKernel) close() error           { return errors.Join(f.att.Close(), f.srv.Close()) }
+func (f *nbdKernel) ended() <-chan struct{} { return f.att.Done() }
 
 // ublkDevice serves the volume as /dev/ublkbN.
 type ublkDevice struct{ srv *ublk.Server }
@@ -149,9 +155,10 @@ func startUblk(spec Spec, dev blockdev.Device) (*ublkDevice, error) {
 	return &ublkDevice{srv: srv}, nil
 }
 
-func (f *ublkDevice) url() string   { return f.srv.Path() }
-func (f *ublkDevice) where() string { return f.srv.Path() }
-func (f *ublkDevice) close() error  { return f.srv.Close() }
+func (f *ublkDevice) url() string            { return f.srv.Path() }
+func (f *ublkDevice) where() string          { return f.srv.Path() }
+func (f *ublkDevice) close() error           { return f.srv.Close() }
+func (f *ublkDevice) ended() <-chan struct{} { return f.srv.Done() }
 
 // fuseMount shows the volume as DIR/VOLUME.
 type fuseMount struct {
@@ -172,8 +179,9 @@ func mountFUSE(spec Spec, dev blockdev.Device, logf func(string, ...any)) (*fuse
 	return &fuseMount{fs: fs, dir: spec.Where, file: filepath.Join(spec.Where, spec.Volume)}, nil
 }
 
-func (f *fuseMount) url() string   { return f.file }
-func (f *fuseMount) where() string { return f.dir }
+func (f *fuseMount) url() string            { return f.file }
+func (f *fuseMount) where() string          { return f.dir }
+func (f *fuseMount) ended() <-chan struct{} { return nil }
 func (f *fuseMount) close() error {
 	if err := f.fs.Unmount(); err != nil {
 		return fmt.Errorf("unmounting %s (is %s still in use, e.g. by a loop device?): %w", f.dir, f.file, err)

@@ -368,6 +368,14 @@ func (a *Attachment) stillServing() bool {
 	return err == nil && d.Connected() && d.Backend == a.opts.BackendID
 }
 
+// stillOurs says whether the device is still connected with our backend:
+// one that someone else disconnected (nbd-client -d) may have been
+// connected again by another process, which Close must leave alone.
+func (a *Attachment) stillOurs() bool {
+	d, err := readDevice(sysBlock, a.index)
+	return err != nil || d.Connected() && d.Backend == a.opts.BackendID
+}
+
 // replace hands the kernel a new socket for a dead connection and returns
 // our end, or nil when the kernel never takes one (it has no dead
 // connection left, or the device went away).
@@ -432,7 +440,7 @@ func (a *Attachment) Done() <-chan struct{} { return a.done }
 func (a *Attachment) Close() error {
 	a.once.Do(func() {
 		a.closing.Store(true)
-		if a.live.Load() {
+		if a.live.Load() && a.stillOurs() {
 			a.err = disconnect(a.index)
 		}
 		a.stop()
