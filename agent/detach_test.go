@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nvstripe/nvstripe/agent/api"
 )
 
 // endingFront is a frontend that stops by itself when end is closed, as a
@@ -33,5 +35,29 @@ func TestWaitLostDetached(t *testing.T) {
 	err := a.WaitLost(ctx, "v") // nil, had it waited out the context
 	if !errors.Is(err, ErrDetached) || !strings.Contains(err.Error(), "/dev/nbd7") {
 		t.Errorf("WaitLost once the device was detached: %v, want ErrDetached naming /dev/nbd7", err)
+	}
+}
+
+// TestHealth: what ls shows per mapping state, frontend and down namespaces.
+func TestHealth(t *testing.T) {
+	live, gone := endingFront{end: make(chan struct{})}, endingFront{end: make(chan struct{})}
+	close(gone.end)
+	for _, c := range []struct {
+		state string
+		front frontend
+		down  []string
+		want  string
+	}{
+		{api.StateServing, live, nil, api.HealthOK},
+		{api.StateServing, &nbdListener{}, nil, api.HealthOK},
+		{api.StateServing, live, []string{"h1-n1"}, api.HealthDegraded},
+		{api.StateServing, gone, []string{"h1-n1"}, api.HealthDetached},
+		{api.StateFenced, live, nil, api.HealthFenced},
+		{api.StateRetrying, nil, nil, ""},
+	} {
+		mp := &mapping{state: c.state, front: c.front}
+		if got := mp.healthLocked(c.down); got != c.want {
+			t.Errorf("%s, down %v, front ended %v: health %q, want %q", c.state, c.down, c.front != nil && isClosed(c.front.ended()), got, c.want)
+		}
 	}
 }

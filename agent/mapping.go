@@ -303,7 +303,9 @@ func (mp *mapping) info() *api.Mapping {
 	}
 	if mp.opened != nil {
 		out.Epoch, out.Size = mp.opened.Owner.Epoch(), mp.opened.Volume.Size()
+		out.DownNamespaces = mp.opened.Volume.DownNamespaces()
 	}
+	out.Health = mp.healthLocked(out.DownNamespaces)
 	if d := mp.dev; d != nil {
 		out.Stats = &api.Stats{ReadBytes: d.ReadBytes.Load(), WriteBytes: d.WriteBytes.Load(),
 			Reads: d.Reads.Load(), Writes: d.Writes.Load(), Errors: d.Errors.Load()}
@@ -311,4 +313,33 @@ func (mp *mapping) info() *api.Mapping {
 	out.Stats.Degraded = mp.ev.degraded.Load()
 	out.Stats.NamespaceErrors, out.Stats.FailedReported = mp.ev.namespaceErrors()
 	return out
+}
+
+// healthLocked is the mapping's api.Health* value; down are the namespaces
+// its volume treats as down. REQUIRES: mp.mu held.
+func (mp *mapping) healthLocked(down []string) string {
+	switch {
+	case mp.state == api.StateFenced:
+		return api.HealthFenced
+	case mp.state != api.StateServing:
+		return ""
+	case mp.front != nil && isClosed(mp.front.ended()):
+		return api.HealthDetached
+	case len(down) > 0:
+		return api.HealthDegraded
+	}
+	return api.HealthOK
+}
+
+// isClosed says whether ch is closed (a nil channel never is).
+func isClosed(ch <-chan struct{}) bool {
+	if ch == nil {
+		return false
+	}
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }

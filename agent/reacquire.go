@@ -115,13 +115,8 @@ func (mp *mapping) detached() error {
 	mp.mu.Lock()
 	front := mp.front
 	mp.mu.Unlock()
-	if front == nil || front.ended() == nil {
+	if front == nil || !isClosed(front.ended()) {
 		return nil
 	}
-	select {
-	case <-front.ended():
-		return fmt.Errorf("volume %s: %s no longer served: %w", mp.name, front.url(), ErrDetached)
-	default:
-		return nil
-	}
+	return fmt.Errorf("volume %s: %s no longer served: %w", mp.name, front.url(), ErrDetached)
 }

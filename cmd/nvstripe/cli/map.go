@@ -8,7 +8,6 @@ import (
 
 	"github.com/nvstripe/nvstripe/agent"
 	"github.com/nvstripe/nvstripe/agent/api"
-	"github.com/nvstripe/nvstripe/jsonout"
 	"github.com/nvstripe/nvstripe/logging"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/nbd"
@@ -19,7 +18,7 @@ import (
 func newMapCmd(g *globals) *cobra.Command {
 	a := &etcdAuth{}
 	var req api.MapRequest
-	var sock string
+	var sock, listDir string
 	var ao agent.Options // a foreground map's agent
 	var dh dhchapFlags
 	var nt nbdTLSFlags
@@ -72,7 +71,7 @@ func newMapCmd(g *globals) *cobra.Command {
 			}
 			return serveWithStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
 				ao.Store, ao.Log = s, g.logger("map")
-				return mapForeground(cmd, spec, wait, ao, chose)
+				return mapForeground(cmd, spec, wait, ao, chose, listDir)
 			})(cmd, args)
 		},
 	}
@@ -86,6 +85,7 @@ func newMapCmd(g *globals) *cobra.Command {
 	fl.StringVar(&sock, "agent", "", "ask the agent on this unix socket to map it (default: serve in the foreground)")
 	fl.StringVar(&ao.Namespaces.HostNQN, "host-nqn", "", hostNQNUsage+"; with --agent the agent's")
 	fl.StringVar(&ao.Holder, "holder", "", "owner name in etcd when serving in the foreground (default map.HOSTNAME, or map.node-ID on hosts without a valid one)")
+	fl.StringVar(&listDir, "map-sockets", agent.DefaultMapSocketDir, "directory where a foreground map serves its state to nvstripe ls (\"\": none)")
 	fl.BoolVar(&wait, "wait", true, "print a kernel device only once the kernel reports its capacity")
 	fl.DurationVar(&ao.LeaseTTL, "lease-ttl", 0, "ownership lease TTL when serving in the foreground: how long the volume stays owned after this process stops renewing (default 10s, at least 2s)")
 	dh.register(fl)
@@ -112,7 +112,7 @@ func because(chose string) string {
 }
 
 // mapForeground serves spec until the context ends or the lease is lost.
-func mapForeground(cmd *cobra.Command, spec agent.Spec, wait bool, o agent.Options, chose string) error {
+func mapForeground(cmd *cobra.Command, spec agent.Spec, wait bool, o agent.Options, chose, listDir string) error {
 	if o.Holder == "" {
 		o.Holder = meta.DefaultHolder("map")
 	}
@@ -123,7 +123,7 @@ func mapForeground(cmd *cobra.Command, spec agent.Spec, wait bool, o agent.Optio
 		}
 	}
 	return agent.ServeForeground(cmd.Context(), spec, agent.ForegroundOptions{WaitSize: wait, Serving: say("serving", because(chose)), Unmapping: say("unmapping", ""),
-		Agent: o})
+		Agent: o, ListDir: listDir})
 }
 
 // withAgent runs fn with a client of the agent on sock, within --timeout.
@@ -164,30 +164,6 @@ func newUnmapCmd(g *globals) *cobra.Command {
 					return err
 				}
 				return report(cmd, map[string]string{"unmapped": args[0]}, "unmapped %s", args[0])
-			})
-		},
-	}
-	c.Flags().StringVar(&sock, "agent", agent.DefaultSocket, "unix socket of the agent")
-	metadataOnly(c)
-	return c
-}
-
-func newLsCmd(g *globals) *cobra.Command {
-	var sock string
-	c := &cobra.Command{
-		Use:   "ls [--agent SOCKET]",
-		Short: "List the volumes the agent maps, with their state and IO counters",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withAgent(cmd, g, sock, func(c *api.Client) error {
-				l, err := c.List(cmd.Context(), &api.ListRequest{})
-				if err != nil {
-					return err
-				}
-				if wantJSON(cmd) {
-					return jsonout.Write(cmd.OutOrStdout(), l.Mappings)
-				}
-				return api.WriteMappings(cmd.OutOrStdout(), l.Mappings)
 			})
 		},
 	}
