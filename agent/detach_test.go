@@ -18,6 +18,7 @@ func (f endingFront) url() string            { return "/dev/nbd7" }
 func (f endingFront) where() string          { return "/dev/nbd7" }
 func (f endingFront) close() error           { return nil }
 func (f endingFront) ended() <-chan struct{} { return f.end }
+func (f endingFront) resize(int64) error     { return nil }
 
 // TestWaitLostDetached: WaitLost keeps waiting while the frontend serves and
 // returns ErrDetached, naming the device, once it stopped by itself.

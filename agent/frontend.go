@@ -30,6 +30,11 @@ type frontend interface {
 	// kernel device was disconnected or stopped by someone else (or close
 	// was called). nil: it never stops by itself.
 	ended() <-chan struct{}
+	// resize tells the frontend's clients that the served device now has
+	// size bytes (it grew). NBD listeners and FUSE files read the size
+	// anew (at the next handshake, on the next stat); a kernel nbd device
+	// is told.
+	resize(size int64) error
 }
 
 // startFrontend serves dev as spec asks.
@@ -112,6 +117,7 @@ func removeStaleSocket(path string) {
 func (f *nbdListener) url() string            { return f.link }
 func (f *nbdListener) where() string          { return f.addr }
 func (f *nbdListener) ended() <-chan struct{} { return nil }
+func (f *nbdListener) resize(int64) error     { return nil }
 
 // close stops the server and waits for its Serve loop. It may be called
 // again (after an unmap that failed further on): Serve's end is a closed
@@ -138,10 +144,11 @@ func attachKernel(ctx context.Context, srv *nbd.Server, spec Spec) (*nbdKernel, 
 	return &nbdKernel{srv: srv, att: att}, nil
 }
 
-func (f *nbdKernel) url() string            { return f.att.Path }
-func (f *nbdKernel) where() string          { return f.att.Path }
-func (f *nbdKernel) close() error           { return errors.Join(f.att.Close(), f.srv.Close()) }
-func (f *nbdKernel) ended() <-chan struct{} { return f.att.Done() }
+func (f *nbdKernel) url() string             { return f.att.Path }
+func (f *nbdKernel) where() string           { return f.att.Path }
+func (f *nbdKernel) close() error            { return errors.Join(f.att.Close(), f.srv.Close()) }
+func (f *nbdKernel) ended() <-chan struct{}  { return f.att.Done() }
+func (f *nbdKernel) resize(size int64) error { return f.att.Resize(size) }
 
 // ublkDevice serves the volume as /dev/ublkbN.
 type ublkDevice struct{ srv *ublk.Server }
@@ -159,6 +166,12 @@ func (f *ublkDevice) url() string            { return f.srv.Path() }
 func (f *ublkDevice) where() string          { return f.srv.Path() }
 func (f *ublkDevice) close() error           { return f.srv.Close() }
 func (f *ublkDevice) ended() <-chan struct{} { return f.srv.Done() }
+
+// resize fails: the ublk driver changes a live device's size only from
+// Linux 6.16 (UBLK_CMD_UPDATE_SIZE), which package ublk does not speak.
+func (f *ublkDevice) resize(size int64) error {
+	return fmt.Errorf("%s keeps its size: this ublk driver cannot change a live device's size; unmap and map the volume again to see %d bytes", f.srv.Path(), size)
+}
 
 // fuseMount shows the volume as DIR/VOLUME.
 type fuseMount struct {
@@ -182,6 +195,7 @@ func mountFUSE(spec Spec, dev blockdev.Device, logf func(string, ...any)) (*fuse
 func (f *fuseMount) url() string            { return f.file }
 func (f *fuseMount) where() string          { return f.dir }
 func (f *fuseMount) ended() <-chan struct{} { return nil }
+func (f *fuseMount) resize(int64) error     { return nil }
 func (f *fuseMount) close() error {
 	if err := f.fs.Unmount(); err != nil {
 		return fmt.Errorf("unmounting %s (is %s still in use, e.g. by a loop device?): %w", f.dir, f.file, err)

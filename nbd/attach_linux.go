@@ -457,6 +457,29 @@ func (a *Attachment) Close() error {
 	return a.err
 }
 
+// Resize tells the kernel the export's device now has size bytes
+// (NBD_CMD_RECONFIGURE with NBD_ATTR_SIZE_BYTES): it sets the new capacity
+// and announces it (a change uevent), so that a mounted file system can
+// grow (resize2fs). The export's device must already have that size.
+func (a *Attachment) Resize(size int64) error {
+	if !a.live.Load() {
+		return fmt.Errorf("nbd: resize of an attachment that is not connected: %w", ErrNoDevice)
+	}
+	c, fam, err := dialNBD()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	data, err := encodeResize(a.index, uint64(size), a.opts.BackendID)
+	if err != nil {
+		return fmt.Errorf("nbd: encode resize: %w", err)
+	}
+	if _, err := execute(c, fam, genlCmdReconfigure, data); err != nil {
+		return fmt.Errorf("nbd: resizing %s to %d bytes: %w", a.Path, size, err)
+	}
+	return nil
+}
+
 // dialNBD opens generic netlink and finds the nbd family.
 func dialNBD() (*genetlink.Conn, genetlink.Family, error) {
 	c, err := genetlink.Dial(nil)

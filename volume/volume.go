@@ -108,7 +108,7 @@ func (o *Options) Validate() error {
 // Volume is an erasure-coded, striped blockdev.Device.
 type Volume struct {
 	g      layout.Geometry
-	size   int64
+	size   atomic.Int64 // grows only (Grow)
 	codec  *ec.Codec
 	devs   DeviceSet
 	alloc  Allocator
@@ -159,18 +159,35 @@ func New(opts Options) (*Volume, error) {
 		return nil, err
 	}
 	v := &Volume{
-		g: g, size: opts.Size, codec: codec, devs: opts.Devices, alloc: opts.Alloc,
+		g: g, codec: codec, devs: opts.Devices, alloc: opts.Alloc,
 		dirty: opts.Dirty, stale: opts.Stale, ev: opts.Events, par: opts.Parallel,
 		segs: map[int64]*segment{}, opening: map[int64]chan struct{}{}, ns: map[string]*nsState{},
 	}
+	v.size.Store(opts.Size)
 	v.bufs.New = func() any { b := make([]byte, g.Chunk); return &b }
 	return v, nil
+}
+
+// Grow makes the volume size bytes long (a multiple of 4096, not smaller
+// than now), as after its record was resized: IO may reach the new end at
+// once (segments past the old end are allocated on their first write, as
+// any). Shrinking is refused with ErrInvalid.
+func (v *Volume) Grow(size int64) error {
+	for {
+		old := v.size.Load()
+		if size < old || size%blockSize != 0 {
+			return fmt.Errorf("volume: growing from %d to %d bytes: not a larger multiple of %d: %w", old, size, blockSize, blockdev.ErrInvalid)
+		}
+		if v.size.CompareAndSwap(old, size) {
+			return nil
+		}
+	}
 }
 
 // Geometry returns the volume's layout.
 func (v *Volume) Geometry() layout.Geometry { return v.g }
 
-func (v *Volume) Size() int64    { return v.size }
+func (v *Volume) Size() int64    { return v.size.Load() }
 func (v *Volume) BlockSize() int { return blockSize }
 
 // OptimalIOSize is the data of one stripe (K chunks) when that is a power of
@@ -201,7 +218,7 @@ func (v *Volume) check(off, n int64) error {
 	if v.closed.Load() {
 		return fmt.Errorf("volume closed: %w", blockdev.ErrUnavailable)
 	}
-	return blockdev.CheckRange(v.size, blockSize, off, n)
+	return blockdev.CheckRange(v.size.Load(), blockSize, off, n)
 }
 
 func (v *Volume) lock(id layout.StripeID) *sync.Mutex { return &v.locks[lockIndex(id)] }
