@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -27,7 +26,8 @@ type Options struct {
 	// Store reaches etcd. Required; the agent does not close it.
 	Store *meta.Store
 	// Holder names this agent as the owner of the volumes it maps.
-	// Default "agent.<hostname>".
+	// Default meta.DefaultHolder("agent"): "agent.<hostname>", or
+	// agent.node-ID on hosts whose name is unset or unusable.
 	Holder string
 	// StateDir holds the badger database of mappings to restore after a
 	// restart. Default "": nothing is kept (a foreground `nvstripe map`).
@@ -78,8 +78,7 @@ const degradedWarnEvery = time.Minute
 
 func (o *Options) ensureDefaults() {
 	if o.Holder == "" {
-		host, _ := os.Hostname()
-		o.Holder = "agent." + host
+		o.Holder = meta.DefaultHolder("agent") // valid on hosts without a valid hostname too
 	}
 	if o.CleanInterval == 0 {
 		o.CleanInterval = 30 * time.Second

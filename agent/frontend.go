@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -57,7 +58,7 @@ func startFrontend(ctx context.Context, spec Spec, dev blockdev.Device, o *Optio
 		}
 		return listenNBD(srv, spec, logf)
 	case ViaUblk:
-		return startUblk(spec, dev)
+		return startUblk(spec, dev, o)
 	case ViaFUSE:
 		return mountFUSE(spec, dev, logf)
 	}
@@ -153,13 +154,32 @@ func (f *nbdKernel) resize(size int64) error { return f.att.Resize(size) }
 // ublkDevice serves the volume as /dev/ublkbN.
 type ublkDevice struct{ srv *ublk.Server }
 
-func startUblk(spec Spec, dev blockdev.Device) (*ublkDevice, error) {
+func startUblk(spec Spec, dev blockdev.Device, o *Options) (*ublkDevice, error) {
+	// An agent that keeps its mappings adds devices with user recovery: one
+	// killed leaves its devices quiesced, holding IO, and the restarted
+	// agent takes them back (spec.Where names the device) instead of
+	// adding new ones under a mounted file system.
+	uo := &ublk.Options{ReadOnly: spec.ReadOnly, Recovery: o.StateDir != ""}
+	if id, ok := ublkID(spec.Where); ok && uo.Recovery {
+		srv, err := ublk.Recover(context.Background(), id, dev, uo)
+		if err == nil {
+			o.Logf("agent: %s: took %s back (ublk user recovery)", spec.Volume, srv.Path())
+			return &ublkDevice{srv: srv}, nil
+		}
+		o.Logf("agent: %s: taking %s back: %v; adding a new device", spec.Volume, spec.Where, err)
+	}
 	// The device lives until close, not until the caller's context ends.
-	srv, err := ublk.Start(context.Background(), dev, &ublk.Options{ReadOnly: spec.ReadOnly})
+	srv, err := ublk.Start(context.Background(), dev, uo)
 	if err != nil {
 		return nil, fmt.Errorf("ublk device: %w", err)
 	}
 	return &ublkDevice{srv: srv}, nil
+}
+
+// ublkID returns N of /dev/ublkbN.
+func ublkID(path string) (int, bool) {
+	n, err := strconv.Atoi(strings.TrimPrefix(path, "/dev/ublkb"))
+	return n, err == nil && n >= 0 && strings.HasPrefix(path, "/dev/ublkb")
 }
 
 func (f *ublkDevice) url() string            { return f.srv.Path() }
