@@ -44,7 +44,7 @@ func CompleteRequest(req *api.MapRequest) (string, error) {
 // kernel nbd driver.
 func DefaultVia(ublkControl bool) (Via, string) {
 	if ublkControl {
-		return ViaUblk, "ublk, as " + ublk.ControlPath + " exists (--nbd for nbd)"
+		return ViaUblk, "ublk: " + ublk.ControlPath + " exists; --nbd for nbd"
 	}
-	return ViaNBDDevice, "nbd, as " + ublk.ControlPath + " does not exist (no ublk driver)"
+	return ViaNBDDevice, "nbd: no " + ublk.ControlPath + ", the ublk driver is not loaded"
 }

@@ -26,7 +26,7 @@ func TestDefaultVia(t *testing.T) {
 		control bool
 		via     Via
 		say     string
-	}{{true, ViaUblk, "ublk, as /dev/ublk-control exists"}, {false, ViaNBDDevice, "nbd, as /dev/ublk-control does not exist"}} {
+	}{{true, ViaUblk, "ublk: /dev/ublk-control exists"}, {false, ViaNBDDevice, "nbd: no /dev/ublk-control"}} {
 		via, why := DefaultVia(c.control)
 		if via != c.via || !strings.HasPrefix(why, c.say) {
 			t.Errorf("DefaultVia(%v) = %s, %q; want %s, %q...", c.control, via, why, c.via, c.say)

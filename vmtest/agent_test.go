@@ -49,7 +49,7 @@ func TestAgentRestart(t *testing.T) {
 	vm := filepath.Dir(harness(t))
 	files := append([]string{nvstripeFile(t)}, hostTools(t, "/usr/bin/fio", "/usr/sbin/resize2fs")...)
 	t.Run("nbd", func(t *testing.T) {
-		infos := runScenarioFor(t, 720*time.Second, "agent-restart.sh", files, "frontend=nbd")
+		infos := runScenarioFor(t, 900*time.Second, "agent-restart.sh", files, "frontend=nbd")
 		for _, w := range []string{"mapped dev=/dev/nbd0 size=67108864", "agent-restart reads-ok", "resized dev=/dev/nbd0 size=100663296",
 			"detached rc=", "fio verify-ok", "ls-degraded /dev/nbd0", "unmapped dev=/dev/nbd0"} {
 			if !containsPrefix(infos, w) {
@@ -59,7 +59,7 @@ func TestAgentRestart(t *testing.T) {
 	})
 	t.Run("ublk", func(t *testing.T) {
 		ko := output(t, ".", nil, filepath.Join(vm, "build-ublk-module.sh"))
-		infos := runScenarioFor(t, 720*time.Second, "agent-restart.sh", append(files, ko+":/lib/ublk_drv.ko"), "frontend=ublk")
+		infos := runScenarioFor(t, 900*time.Second, "agent-restart.sh", append(files, ko+":/lib/ublk_drv.ko"), "frontend=ublk")
 		for _, w := range []string{"mapped dev=/dev/ublkb0 size=67108864", "agent-restart reads-ok", "fio verify-ok", "unmapped dev=/dev/ublkb0"} {
 			if !containsPrefix(infos, w) {
 				t.Errorf("no @@INFO line starting %q", w)

@@ -15,11 +15,12 @@
 # Needs from the host: --file BIN:/bin/nvstripe; fio and resize2fs with
 # their libraries (TestAgentRestart copies them); for frontend=ublk also
 # --file KO:/lib/ublk_drv.ko.
-# Parameters: frontend (nbd|ublk), file_mb (8), fio_mb (16).
+# Parameters: frontend (nbd|ublk), file_mb (8), fio_mb (16), fio_bs (64k).
 nvs=/bin/nvstripe
 frontend=${frontend:-nbd}
 file_mb=${file_mb:-8}
 fio_mb=${fio_mb:-16}
+fio_bs=${fio_bs:-64k}
 sock=/run/nvstripe/agent.sock
 state=/var/lib/nvstripe/agent
 mnt=/mnt/v
@@ -68,8 +69,8 @@ cat /tmp/map.out
 dev=$(sed -n 's/^mapped: \(\/dev\/[a-z]*[0-9]*\) .*/\1/p' /tmp/map.out)
 [ -n "$dev" ] || fail "map --agent printed no device: $(cat /tmp/map.out)"
 case "$frontend" in
-nbd) want_dev=/dev/nbd0 want_why="nbd, as /dev/ublk-control does not exist" ;;
-ublk) want_dev=/dev/ublkb0 want_why="ublk, as /dev/ublk-control exists" ;;
+nbd) want_dev=/dev/nbd0 want_why="(nbd: no /dev/ublk-control" ;;
+ublk) want_dev=/dev/ublkb0 want_why="(ublk: /dev/ublk-control exists" ;;
 esac
 [ "$dev" = "$want_dev" ] || fail "mapped $dev, want $want_dev"
 grep -q "$want_why" /tmp/map.out || fail "map did not say why it chose $frontend: $(cat /tmp/map.out)"
@@ -81,7 +82,7 @@ row=$(ls_row)
 set -- $row
 [ "$1 $2 $3 $5 $6 $7 $8" = "$dev v rw ok 64 MiB agent" ] || fail "ls row '$row', want $dev v rw EPOCH ok 64 MiB agent"
 epoch1=$4
-info "mapped dev=$dev size=$size epoch=$epoch1 why=$(sed -n 's/.*(\(nbd\|ublk\), as \(.*\))$/\1: \2/p' /tmp/map.out)"
+info "mapped dev=$dev size=$size epoch=$epoch1 why=$(sed -n 's/.*(\(nbd\|ublk\): \(.*\))$/\1: \2/p' /tmp/map.out | tr ' ' _)"
 info "ls $row"
 
 step "mkfs.ext4, mount, write"
@@ -134,7 +135,7 @@ if [ "$frontend" = nbd ]; then
 	run resize2fs $dev
 	blocks=$(df -k $mnt | awk 'NR==2 {print $2}')
 	[ "$blocks" -gt 80000 ] || fail "ext4 has $blocks KiB after resize2fs, want about 96 MiB"
-	dd if=/dev/zero of=$mnt/fill.bin bs=1M count=70 2>/dev/null || fail "writing 70 MiB into the grown file system"
+	dd if=/dev/zero of=$mnt/fill.bin bs=1M count=60 2>/dev/null || fail "writing 60 MiB (more than the old 64 MiB file system holds) into the grown one"
 	run sync
 	rm $mnt/fill.bin
 	info "resized dev=$dev size=$(bdev_size_bytes $dev) fs_kib=$blocks s=$(($(now_s) - t2))"
@@ -156,17 +157,22 @@ fi
 
 step "fio --verify=crc32c in $mnt while target t1 is killed"
 t3=$(now_s)
-fio --name=verify --filename=$mnt/fio.dat --size=${fio_mb}M --bs=4k --rw=randwrite --ioengine=psync --direct=1 \
-	--verify=crc32c --do_verify=1 --verify_fatal=1 --random_generator=lfsr --thread >/tmp/fio.log 2>&1 &
+fio --name=verify --filename=$mnt/fio.dat --size=${fio_mb}M --bs=$fio_bs --rw=randwrite --ioengine=psync --direct=1 \
+	--verify=crc32c --do_verify=1 --verify_fatal=1 --random_generator=lfsr --thread --status-interval=20 >/tmp/fio.log 2>&1 &
 FIO=$!
 sleep 3
 kill -9 $T1
+say "killed target t1 (pid $T1) at t=$(cut -d' ' -f1 /proc/uptime)"
+while kill -0 $FIO 2>/dev/null; do # progress on the console, in case it is slow
+	sleep 20
+	say "fio: $(grep -o '[a-z]*: IOPS=[^,]*' /tmp/fio.log | tail -2 | tr '\n' ' ')"
+done
 wait $FIO
 fio_rc=$?
 [ $fio_rc = 0 ] || { cat /tmp/fio.log; dmesg | tail -20; fail "fio verify failed (rc $fio_rc) across the target kill"; }
 grep -q "verify" /tmp/fio.log || fail "fio log has no verify phase: $(cat /tmp/fio.log)"
 wait_for "ls_row | grep -q ' degraded '" 60 || fail "ls does not say degraded with t1 dead: $(ls_row)"
-info "fio verify-ok mb=$fio_mb s=$(($(now_s) - t3)) $(grep -m1 -o 'WRITE: bw=[^,]*' /tmp/fio.log) $(grep -m1 -o 'READ: bw=[^,]*' /tmp/fio.log)"
+info "fio verify-ok mb=$fio_mb bs=$fio_bs s=$(($(now_s) - t3)) $(grep -m1 -o 'WRITE: bw=[^,]*' /tmp/fio.log) $(grep -m1 -o 'READ: bw=[^,]*' /tmp/fio.log)"
 info "ls-degraded $(ls_row)"
 
 step "umount, e2fsck, unmap"
