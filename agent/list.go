@@ -44,16 +44,16 @@ type Listed struct {
 }
 
 // ListMappings lists the mappings of the agent on agentSocket and of every
-// foreground map serving a socket in mapDir, by volume. A socket file that
-// nobody answers on (left by a process that was killed) is skipped with a
-// warning; so is one that does not exist.
+// foreground map serving a socket in mapDir, by volume, with warnings: a
+// socket that nobody answers on (left by a process that was killed) is
+// skipped, and so is an agent socket that does not exist.
 func ListMappings(ctx context.Context, agentSocket, mapDir string) ([]Listed, []string) {
 	var rows []Listed
 	var warn []string
 	add := func(sock, server string) {
 		ms, err := listSocket(ctx, sock)
 		if err != nil {
-			warn = append(warn, fmt.Sprintf("%s: %v", sock, err))
+			warn = append(warn, fmt.Sprintf("skipped %s: %v", sock, err))
 			return
 		}
 		for _, m := range ms {
@@ -62,6 +62,8 @@ func ListMappings(ctx context.Context, agentSocket, mapDir string) ([]Listed, []
 	}
 	if api.Listening(agentSocket) {
 		add(agentSocket, "agent")
+	} else {
+		warn = append(warn, fmt.Sprintf("no agent on %s (is `nvstripe agent` running?): foreground maps only", agentSocket))
 	}
 	socks, _ := filepath.Glob(filepath.Join(mapDir, "*.sock"))
 	for _, s := range socks {

@@ -54,9 +54,11 @@ info "cluster-ready s=$(($(now_s) - t0))"
 
 # start_agent: `nvstripe agent` in the background; AGENT is its pid.
 start_agent() {
+	_up=$(grep -c 'API on' /tmp/agent.log 2>/dev/null)
 	$nvs agent --socket $sock --state-dir $state --metrics "" >>/tmp/agent.log 2>&1 &
 	AGENT=$!
-	wait_for "[ -S $sock ] && $nvs ls --agent $sock >/dev/null 2>&1" 60 || fail "agent did not come up: $(tail -5 /tmp/agent.log)"
+	# A killed agent leaves its socket file: wait for the new one's line.
+	wait_for "[ \$(grep -c 'API on' /tmp/agent.log) -gt ${_up:-0} ]" 60 || fail "agent did not come up: $(tail -5 /tmp/agent.log)"
 }
 # ls_row: the `nvstripe ls` line of volume v (DEVICE VOLUME MODE EPOCH HEALTH
 # SIZE SERVER NOTE; SIZE is two words, "64 MiB").

@@ -28,7 +28,7 @@ func newLsCmd(g *globals) *cobra.Command {
 				var warn []string
 				rows, warn = agent.ListMappings(cmd.Context(), sock, dir)
 				for _, w := range warn {
-					fmt.Fprintln(cmd.ErrOrStderr(), "ls: skipped", w)
+					fmt.Fprintln(cmd.ErrOrStderr(), "ls:", w)
 				}
 				return nil
 			})

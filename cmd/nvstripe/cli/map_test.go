@@ -71,9 +71,10 @@ func TestMapUsage(t *testing.T) {
 			t.Errorf("%q: %v, want a usage error", args, err)
 		}
 	}
-	_, _, err := run(t, "ls", "--agent", filepath.Join(t.TempDir(), "none.sock"))
-	if err == nil || !strings.Contains(err.Error(), "is `nvstripe agent` running?") {
-		t.Errorf("ls without an agent: %v", err)
+	dir := t.TempDir()
+	o, e, err := run(t, "ls", "--agent", filepath.Join(dir, "none.sock"), "--map-sockets", dir)
+	if err != nil || !strings.Contains(e, "is `nvstripe agent` running?") || strings.Count(o, "\n") != 1 {
+		t.Errorf("ls without an agent or maps: %q, %q, %v; want the header, a hint, no error", o, e, err)
 	}
 }
 
