@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -27,7 +26,8 @@ type Options struct {
 	// Store reaches etcd. Required; the agent does not close it.
 	Store *meta.Store
 	// Holder names this agent as the owner of the volumes it maps.
-	// Default "agent.<hostname>".
+	// Default meta.DefaultHolder("agent"): "agent.<hostname>", or
+	// agent.node-ID on hosts whose name is unset or unusable.
 	Holder string
 	// StateDir holds the badger database of mappings to restore after a
 	// restart. Default "": nothing is kept (a foreground `nvstripe map`).
@@ -78,8 +78,7 @@ const degradedWarnEvery = time.Minute
 
 func (o *Options) ensureDefaults() {
 	if o.Holder == "" {
-		host, _ := os.Hostname()
-		o.Holder = "agent." + host
+		o.Holder = meta.DefaultHolder("agent") // valid on hosts without a valid hostname too
 	}
 	if o.CleanInterval == 0 {
 		o.CleanInterval = 30 * time.Second
@@ -276,11 +275,13 @@ func (a *Agent) List() []*api.Mapping {
 	return out
 }
 
-// WaitFenced waits until ctx ends (nil) or the mapping of volume name is
-// fenced for good (an error saying why): its lease was lost and it could
-// not take the volume again (another owner took it meanwhile). It checks
-// every second. This is what a foreground `nvstripe map` waits for.
-func (a *Agent) WaitFenced(ctx context.Context, name string) error {
+// WaitLost waits until ctx ends (nil) or the mapping of volume name is
+// lost, with an error saying why: fenced for good (its lease was lost and
+// it could not take the volume again: another owner took it meanwhile), or
+// its kernel device was disconnected or stopped by someone else
+// (ErrDetached). It checks every second. This is what a foreground
+// `nvstripe map` waits for.
+func (a *Agent) WaitLost(ctx context.Context, name string) error {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
@@ -297,6 +298,9 @@ func (a *Agent) WaitFenced(ctx context.Context, name string) error {
 		}
 		if err := mp.fencedForGood(); err != nil {
 			return fmt.Errorf("volume %s fenced, no longer served: %w", name, err)
+		}
+		if err := mp.detached(); err != nil {
+			return err
 		}
 	}
 }

@@ -403,21 +403,21 @@ func TestLeaseLossFencesMapping(t *testing.T) {
 	}
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := a.WaitFenced(cancelled, "v"); err != nil {
-		t.Errorf("WaitFenced on a serving mapping, context ended: %v", err)
+	if err := a.WaitLost(cancelled, "v"); err != nil {
+		t.Errorf("WaitLost on a serving mapping, context ended: %v", err)
 	}
 	e.proxy.cut()
 	waitFor(t, "the mapping to be fenced", func() bool { return a.List()[0].State == api.StateFenced })
 	if l := a.List()[0]; !strings.Contains(l.Error, "lease") {
 		t.Errorf("fenced mapping's error %q does not name the lease", l.Error)
 	}
-	if err := a.WaitFenced(cancelled, "v"); err != nil {
-		t.Errorf("WaitFenced while the mapping may still take its volume again: %v", err)
+	if err := a.WaitLost(cancelled, "v"); err != nil {
+		t.Errorf("WaitLost while the mapping may still take its volume again: %v", err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := a.WaitFenced(cctx, "other"); err != nil {
-		t.Errorf("WaitFenced with its context ended: %v", err)
+	if err := a.WaitLost(cctx, "other"); err != nil {
+		t.Errorf("WaitLost with its context ended: %v", err)
 	}
 	if err := dev.WriteAt(ctx, randBytes(t, 4096), 0); !errors.Is(err, blockdev.ErrFenced) {
 		t.Errorf("write after the lease was lost: %v, want ErrFenced", err)
@@ -433,9 +433,9 @@ func TestLeaseLossFencesMapping(t *testing.T) {
 		return err == nil
 	})
 	e.proxy.listen()
-	if err := a.WaitFenced(ctx, "v"); err == nil || !strings.Contains(err.Error(), "volume v fenced") ||
+	if err := a.WaitLost(ctx, "v"); err == nil || !strings.Contains(err.Error(), "volume v fenced") ||
 		!strings.Contains(err.Error(), "successor") || !errors.Is(err, volclient.ErrTakenOver) {
-		t.Errorf("WaitFenced once etcd is back and the successor is found: %v", err)
+		t.Errorf("WaitLost once etcd is back and the successor is found: %v", err)
 	}
 	if l := a.List()[0]; l.State != api.StateFenced || !strings.Contains(l.Error, "successor") {
 		t.Errorf("mapping taken over: %s, %q; want fenced naming the successor", l.State, l.Error)

@@ -18,6 +18,24 @@
 // "retrying") while a volume cannot be opened — for instance while the lease
 // of the crashed previous agent has not expired yet.
 //
+// # Kernel devices across restarts, resize, detach
+//
+// A kernel device outlives an agent killed -9: the nbd driver holds IO for
+// AttachOptions.DeadConnTimeout, and the restored mapping (its record names
+// /dev/nbdN) takes the device's dead connections over with fresh sockets
+// (NBD_CMD_RECONFIGURE); an agent with a StateDir adds ublk devices with
+// user recovery and takes /dev/ublkbN back (ublk.Recover). A mounted file
+// system sees IO pause, not fail. (A clean stop of the agent, Close,
+// disconnects its devices.) Every two seconds a mapping reads its volume's
+// record: a grown volume grows the served device and the frontend is told
+// (a kernel nbd device gets its new capacity; NBD clients and FUSE read the
+// size anew; a ublk device on Linux before 6.16 keeps its size). A kernel
+// device disconnected by someone else (nbd-client -d) shows health
+// "detached" in List; a foreground map (ServeForeground) then ends with
+// ErrDetached. A foreground map also serves List and Status on
+// MapSocket(ListDir, volume), which ListMappings reads with the agent's
+// socket for `nvstripe ls`.
+//
 // # etcd unreachable, lease lost
 //
 // The lease is renewed every TTL/3 by the etcd client. While etcd cannot be

@@ -19,10 +19,15 @@ type ForegroundOptions struct {
 	// Serving is called with the mapping's URL once it serves; Unmapping
 	// when it stops.
 	Serving, Unmapping func(url string)
+	// ListDir is where the mapping is listed for `nvstripe ls` while it
+	// serves: the API's List and Status on MapSocket(ListDir, volume).
+	// Default "": not listed.
+	ListDir string
 }
 
 // ServeForeground maps spec with an agent of its own, serves it until ctx
-// ends or its lease is lost (ErrFenced), then unmaps it, flushing the
+// ends or the mapping is lost (Agent.WaitLost: fenced for good, or its
+// kernel device detached by someone else), then unmaps it, flushing the
 // volume and releasing its lease.
 func ServeForeground(ctx context.Context, spec Spec, o ForegroundOptions) error {
 	ag, err := New(ctx, o.Agent)
@@ -40,10 +45,15 @@ func ServeForeground(ctx context.Context, spec Spec, o ForegroundOptions) error 
 		cancel()
 	}
 	if err == nil {
+		stopList := func() {}
+		if o.ListDir != "" {
+			stopList = serveList(ag, MapSocket(o.ListDir, spec.Volume))
+		}
 		if o.Serving != nil {
 			o.Serving(m.Url)
 		}
-		err = ag.WaitFenced(ctx, spec.Volume)
+		err = ag.WaitLost(ctx, spec.Volume)
+		stopList()
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,6 +27,15 @@ type frontend interface {
 	// close stops serving; the device is not closed. It fails, and keeps
 	// serving, when a FUSE file is still in use.
 	close() error
+	// ended is closed once the frontend has stopped serving by itself: its
+	// kernel device was disconnected or stopped by someone else (or close
+	// was called). nil: it never stops by itself.
+	ended() <-chan struct{}
+	// resize tells the frontend's clients that the served device now has
+	// size bytes (it grew). NBD listeners and FUSE files read the size
+	// anew (at the next handshake, on the next stat); a kernel nbd device
+	// is told.
+	resize(size int64) error
 }
 
 // startFrontend serves dev as spec asks.
@@ -48,7 +58,7 @@ func startFrontend(ctx context.Context, spec Spec, dev blockdev.Device, o *Optio
 		}
 		return listenNBD(srv, spec, logf)
 	case ViaUblk:
-		return startUblk(spec, dev)
+		return startUblk(spec, dev, o)
 	case ViaFUSE:
 		return mountFUSE(spec, dev, logf)
 	}
@@ -105,8 +115,10 @@ func removeStaleSocket(path string) {
 	os.Remove(path)
 }
 
-func (f *nbdListener) url() string   { return f.link }
-func (f *nbdListener) where() string { return f.addr }
+func (f *nbdListener) url() string            { return f.link }
+func (f *nbdListener) where() string          { return f.addr }
+func (f *nbdListener) ended() <-chan struct{} { return nil }
+func (f *nbdListener) resize(int64) error     { return nil }
 
 // close stops the server and waits for its Serve loop. It may be called
 // again (after an unmap that failed further on): Serve's end is a closed
@@ -133,25 +145,53 @@ func attachKernel(ctx context.Context, srv *nbd.Server, spec Spec) (*nbdKernel, 
 	return &nbdKernel{srv: srv, att: att}, nil
 }
 
-func (f *nbdKernel) url() string   { return f.att.Path }
-func (f *nbdKernel) where() string { return f.att.Path }
-func (f *nbdKernel) close() error  { return errors.Join(f.att.Close(), f.srv.Close()) }
+func (f *nbdKernel) url() string             { return f.att.Path }
+func (f *nbdKernel) where() string           { return f.att.Path }
+func (f *nbdKernel) close() error            { return errors.Join(f.att.Close(), f.srv.Close()) }
+func (f *nbdKernel) ended() <-chan struct{}  { return f.att.Done() }
+func (f *nbdKernel) resize(size int64) error { return f.att.Resize(size) }
 
 // ublkDevice serves the volume as /dev/ublkbN.
 type ublkDevice struct{ srv *ublk.Server }
 
-func startUblk(spec Spec, dev blockdev.Device) (*ublkDevice, error) {
+func startUblk(spec Spec, dev blockdev.Device, o *Options) (*ublkDevice, error) {
+	// An agent that keeps its mappings adds devices with user recovery: one
+	// killed leaves its devices quiesced, holding IO, and the restarted
+	// agent takes them back (spec.Where names the device) instead of
+	// adding new ones under a mounted file system.
+	uo := &ublk.Options{ReadOnly: spec.ReadOnly, Recovery: o.StateDir != ""}
+	if id, ok := ublkID(spec.Where); ok && uo.Recovery {
+		srv, err := ublk.Recover(context.Background(), id, dev, uo)
+		if err == nil {
+			o.Logf("agent: %s: took %s back (ublk user recovery)", spec.Volume, srv.Path())
+			return &ublkDevice{srv: srv}, nil
+		}
+		o.Logf("agent: %s: taking %s back: %v; adding a new device", spec.Volume, spec.Where, err)
+	}
 	// The device lives until close, not until the caller's context ends.
-	srv, err := ublk.Start(context.Background(), dev, &ublk.Options{ReadOnly: spec.ReadOnly})
+	srv, err := ublk.Start(context.Background(), dev, uo)
 	if err != nil {
 		return nil, fmt.Errorf("ublk device: %w", err)
 	}
 	return &ublkDevice{srv: srv}, nil
 }
 
-func (f *ublkDevice) url() string   { return f.srv.Path() }
-func (f *ublkDevice) where() string { return f.srv.Path() }
-func (f *ublkDevice) close() error  { return f.srv.Close() }
+// ublkID returns N of /dev/ublkbN.
+func ublkID(path string) (int, bool) {
+	n, err := strconv.Atoi(strings.TrimPrefix(path, "/dev/ublkb"))
+	return n, err == nil && n >= 0 && strings.HasPrefix(path, "/dev/ublkb")
+}
+
+func (f *ublkDevice) url() string            { return f.srv.Path() }
+func (f *ublkDevice) where() string          { return f.srv.Path() }
+func (f *ublkDevice) close() error           { return f.srv.Close() }
+func (f *ublkDevice) ended() <-chan struct{} { return f.srv.Done() }
+
+// resize fails: the ublk driver changes a live device's size only from
+// Linux 6.16 (UBLK_CMD_UPDATE_SIZE), which package ublk does not speak.
+func (f *ublkDevice) resize(size int64) error {
+	return fmt.Errorf("%s keeps its size: this ublk driver cannot change a live device's size; unmap and map the volume again to see %d bytes", f.srv.Path(), size)
+}
 
 // fuseMount shows the volume as DIR/VOLUME.
 type fuseMount struct {
@@ -172,8 +212,10 @@ func mountFUSE(spec Spec, dev blockdev.Device, logf func(string, ...any)) (*fuse
 	return &fuseMount{fs: fs, dir: spec.Where, file: filepath.Join(spec.Where, spec.Volume)}, nil
 }
 
-func (f *fuseMount) url() string   { return f.file }
-func (f *fuseMount) where() string { return f.dir }
+func (f *fuseMount) url() string            { return f.file }
+func (f *fuseMount) where() string          { return f.dir }
+func (f *fuseMount) ended() <-chan struct{} { return nil }
+func (f *fuseMount) resize(int64) error     { return nil }
 func (f *fuseMount) close() error {
 	if err := f.fs.Unmount(); err != nil {
 		return fmt.Errorf("unmounting %s (is %s still in use, e.g. by a loop device?): %w", f.dir, f.file, err)

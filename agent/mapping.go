@@ -42,6 +42,7 @@ type mapping struct {
 	opened    *volclient.Mapped
 	dev       *servedDev
 	front     frontend
+	frontSize int64 // the size the frontend was last told (checkSize)
 	stopWatch chan struct{}
 	watchDone chan struct{}
 	// stopTasks ends ServeTasks (read-write mappings); tasksDone is closed
@@ -116,6 +117,7 @@ func (mp *mapping) openLocked(ctx context.Context) error {
 	mp.mu.Lock()
 	mp.spec.Where = front.where()
 	mp.opened, mp.dev, mp.front, mp.stopWatch, mp.watchDone, mp.pacer = m, dev, front, stop, done, pacer
+	mp.frontSize = m.Volume.Size()
 	mp.setStateLocked(api.StateServing, nil)
 	mp.mu.Unlock()
 	a.metrics.epoch.WithLabelValues(spec.Volume).Set(float64(m.Owner.Epoch()))
@@ -150,12 +152,15 @@ func (mp *mapping) serveTasks(m *volclient.Mapped, pacer *controller.Pacer) {
 	}()
 }
 
-// watch fences the mapping when its lease is lost and marks idle segments
-// clean every CleanInterval, until stop is closed.
+// watch fences the mapping when its lease is lost, marks idle segments
+// clean every CleanInterval and follows the volume's growth (checkSize),
+// until stop is closed.
 func (mp *mapping) watch(m *volclient.Mapped, dev *servedDev, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	tick := time.NewTicker(mp.a.o.CleanInterval)
 	defer tick.Stop()
+	sizeTick := time.NewTicker(sizeCheckEvery)
+	defer sizeTick.Stop()
 	var seen int64 // writes seen at the last tick
 	pending := false
 	for {
@@ -177,6 +182,8 @@ func (mp *mapping) watch(m *volclient.Mapped, dev *servedDev, stop <-chan struct
 			mp.mu.Unlock()
 			mp.a.logf("%s fenced: %v; taking it again once etcd answers", m.Record.Name, cause)
 			return
+		case <-sizeTick.C:
+			mp.checkSize(m)
 		case <-tick.C:
 			if w := dev.Writes.Load(); w != seen {
 				seen, pending = w, true // written since the last tick: not idle
@@ -303,7 +310,9 @@ func (mp *mapping) info() *api.Mapping {
 	}
 	if mp.opened != nil {
 		out.Epoch, out.Size = mp.opened.Owner.Epoch(), mp.opened.Volume.Size()
+		out.DownNamespaces = mp.opened.Volume.DownNamespaces()
 	}
+	out.Health = mp.healthLocked(out.DownNamespaces)
 	if d := mp.dev; d != nil {
 		out.Stats = &api.Stats{ReadBytes: d.ReadBytes.Load(), WriteBytes: d.WriteBytes.Load(),
 			Reads: d.Reads.Load(), Writes: d.Writes.Load(), Errors: d.Errors.Load()}
@@ -311,4 +320,33 @@ func (mp *mapping) info() *api.Mapping {
 	out.Stats.Degraded = mp.ev.degraded.Load()
 	out.Stats.NamespaceErrors, out.Stats.FailedReported = mp.ev.namespaceErrors()
 	return out
+}
+
+// healthLocked is the mapping's api.Health* value; down are the namespaces
+// its volume treats as down. REQUIRES: mp.mu held.
+func (mp *mapping) healthLocked(down []string) string {
+	switch {
+	case mp.state == api.StateFenced:
+		return api.HealthFenced
+	case mp.state != api.StateServing:
+		return ""
+	case mp.front != nil && isClosed(mp.front.ended()):
+		return api.HealthDetached
+	case len(down) > 0:
+		return api.HealthDegraded
+	}
+	return api.HealthOK
+}
+
+// isClosed says whether ch is closed (a nil channel never is).
+func isClosed(ch <-chan struct{}) bool {
+	if ch == nil {
+		return false
+	}
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }

@@ -103,3 +103,20 @@ func (mp *mapping) fencedForGood() error {
 	}
 	return nil
 }
+
+// ErrDetached is the class of a mapping whose kernel device was disconnected
+// or stopped by someone else (nbd-client -d, a ublk STOP_DEV): the volume is
+// no longer served.
+var ErrDetached = errors.New("kernel device detached by someone else")
+
+// detached returns an ErrDetached error when the mapping's frontend stopped
+// serving by itself, else nil.
+func (mp *mapping) detached() error {
+	mp.mu.Lock()
+	front := mp.front
+	mp.mu.Unlock()
+	if front == nil || !isClosed(front.ended()) {
+		return nil
+	}
+	return fmt.Errorf("volume %s: %s no longer served: %w", mp.name, front.url(), ErrDetached)
+}

@@ -99,11 +99,11 @@ func (f Failing) Close() error   { return nil }
 // a namespace that could not be connected yet serves from a Failing stand-in
 // until the connected device is swapped in. Each call goes to the device
 // current when it starts. Size and BlockSize are those given to
-// NewSwappable, whatever the device behind. It is never Synchronous (the
+// NewSwappable (or Resize), whatever the device behind. It is never Synchronous (the
 // device behind may change to one that waits); the other capabilities are
 // the current device's (see Passthrough). Close closes the current device.
 type Swappable struct {
-	size      int64
+	size      atomic.Int64
 	blockSize int
 	cur       atomic.Pointer[Device]
 }
@@ -119,10 +119,14 @@ var (
 // NewSwappable returns a Swappable of size bytes and blockSize-byte blocks
 // serving from d.
 func NewSwappable(size int64, blockSize int, d Device) *Swappable {
-	s := &Swappable{size: size, blockSize: blockSize}
+	s := &Swappable{blockSize: blockSize}
+	s.size.Store(size)
 	s.cur.Store(&d)
 	return s
 }
+
+// Resize makes s answer size from now on (the device behind grew).
+func (s *Swappable) Resize(size int64) { s.size.Store(size) }
 
 // Swap makes d the device behind s and returns the one it replaces (which
 // the caller closes when it should be).
@@ -154,7 +158,7 @@ func (s *Swappable) ZeroIsFast(off, n int64, mayTrim bool) bool {
 	return s.pass().ZeroIsFast(off, n, mayTrim)
 }
 func (s *Swappable) OptimalIOSize() int { return s.pass().OptimalIOSize() }
-func (s *Swappable) Size() int64        { return s.size }
+func (s *Swappable) Size() int64        { return s.size.Load() }
 func (s *Swappable) BlockSize() int     { return s.blockSize }
 func (s *Swappable) Close() error       { return s.pass().Close() }
 

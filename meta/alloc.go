@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -18,12 +19,13 @@ import (
 // compares the owner's key, so an owner that lost its lease cannot change
 // anything (ErrLeaseLost). It is safe for concurrent use.
 type VolumeMap struct {
-	s     *Store
-	name  string
-	n     int // shards per segment, K+M
-	seg   int64
-	share bool
-	owner *Owner
+	s       *Store
+	name    string
+	n       int          // shards per segment, K+M
+	seg     atomic.Int64 // segments the volume has; grows (Grow)
+	segData int64        // data bytes per segment
+	share   bool
+	owner   *Owner
 }
 
 // VolumeMap opens the placement of a volume. owner may be nil for tools
@@ -38,8 +40,21 @@ func (s *Store) VolumeMap(ctx context.Context, name string, owner *Owner) (*Volu
 		return nil, err
 	}
 	segData := v.Layout.Geometry(c.SlotSize).SegmentData()
-	return &VolumeMap{s: s, name: name, n: v.Layout.K + v.Layout.M, owner: owner,
-		seg: (v.Size + segData - 1) / segData, share: v.AllowSharedDomains}, nil
+	m := &VolumeMap{s: s, name: name, n: v.Layout.K + v.Layout.M, owner: owner, segData: segData, share: v.AllowSharedDomains}
+	m.Grow(v.Size)
+	return m, nil
+}
+
+// Grow lets the map reach the segments of the volume grown to size bytes
+// (its record was resized); a smaller size changes nothing.
+func (m *VolumeMap) Grow(size int64) {
+	n := (size + m.segData - 1) / m.segData
+	for {
+		old := m.seg.Load()
+		if n <= old || m.seg.CompareAndSwap(old, n) {
+			return
+		}
+	}
 }
 
 // ownerCmps returns the comparison that fences writes to the owner's epoch.
@@ -72,8 +87,8 @@ func (m *VolumeMap) ownerGet() clientv3.Op {
 }
 
 func (m *VolumeMap) checkSeg(seg int64) error {
-	if seg < 0 || seg >= m.seg {
-		return fmt.Errorf("volume %s has segments 0..%d, not %d: %w", m.name, m.seg-1, seg, ErrInvalid)
+	if n := m.seg.Load(); seg < 0 || seg >= n {
+		return fmt.Errorf("volume %s has segments 0..%d, not %d: %w", m.name, n-1, seg, ErrInvalid)
 	}
 	return nil
 }

@@ -135,6 +135,19 @@ func encodeReconfigure(index int, fds []int, deadConn time.Duration, backendID s
 	return ae.Encode()
 }
 
+// encodeResize returns the attributes of an NBD_CMD_RECONFIGURE that only
+// changes the device's size (Linux 5.3+ applies NBD_ATTR_SIZE_BYTES on
+// reconfigure), with the device's backend identifier.
+func encodeResize(index int, size uint64, backendID string) ([]byte, error) {
+	ae := netlink.NewAttributeEncoder()
+	ae.Uint32(attrIndex, uint32(index))
+	ae.Uint64(attrSizeBytes, size)
+	if backendID != "" {
+		ae.String(attrBackendID, backendID)
+	}
+	return ae.Encode()
+}
+
 // encodeSockets adds NBD_ATTR_SOCKETS with one item per fd.
 func encodeSockets(ae *netlink.AttributeEncoder, fds []int) {
 	ae.Nested(attrSockets, func(nae *netlink.AttributeEncoder) error {

@@ -368,6 +368,14 @@ func (a *Attachment) stillServing() bool {
 	return err == nil && d.Connected() && d.Backend == a.opts.BackendID
 }
 
+// stillOurs says whether the device is still connected with our backend:
+// one that someone else disconnected (nbd-client -d) may have been
+// connected again by another process, which Close must leave alone.
+func (a *Attachment) stillOurs() bool {
+	d, err := readDevice(sysBlock, a.index)
+	return err != nil || d.Connected() && d.Backend == a.opts.BackendID
+}
+
 // replace hands the kernel a new socket for a dead connection and returns
 // our end, or nil when the kernel never takes one (it has no dead
 // connection left, or the device went away).
@@ -432,7 +440,7 @@ func (a *Attachment) Done() <-chan struct{} { return a.done }
 func (a *Attachment) Close() error {
 	a.once.Do(func() {
 		a.closing.Store(true)
-		if a.live.Load() {
+		if a.live.Load() && a.stillOurs() {
 			a.err = disconnect(a.index)
 		}
 		a.stop()
@@ -447,6 +455,29 @@ func (a *Attachment) Close() error {
 		}
 	})
 	return a.err
+}
+
+// Resize tells the kernel the export's device now has size bytes
+// (NBD_CMD_RECONFIGURE with NBD_ATTR_SIZE_BYTES): it sets the new capacity
+// and announces it (a change uevent), so that a mounted file system can
+// grow (resize2fs). The export's device must already have that size.
+func (a *Attachment) Resize(size int64) error {
+	if !a.live.Load() {
+		return fmt.Errorf("nbd: resize of an attachment that is not connected: %w", ErrNoDevice)
+	}
+	c, fam, err := dialNBD()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	data, err := encodeResize(a.index, uint64(size), a.opts.BackendID)
+	if err != nil {
+		return fmt.Errorf("nbd: encode resize: %w", err)
+	}
+	if _, err := execute(c, fam, genlCmdReconfigure, data); err != nil {
+		return fmt.Errorf("nbd: resizing %s to %d bytes: %w", a.Path, size, err)
+	}
+	return nil
 }
 
 // dialNBD opens generic netlink and finds the nbd family.

@@ -50,3 +50,6 @@ func (d DeviceInfo) ServedByMap() bool { return false }
 
 // Reconnects is 0.
 func (a *Attachment) Reconnects() int64 { return 0 }
+
+// Resize needs Linux's nbd driver; elsewhere it fails.
+func (a *Attachment) Resize(size int64) error { return errLinuxOnly }

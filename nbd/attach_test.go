@@ -141,6 +141,17 @@ func TestEncodeReconfigure(t *testing.T) {
 	}
 }
 
+// A resize is an NBD_CMD_RECONFIGURE with the index, the new size and the
+// backend identifier, and no sockets.
+func TestEncodeResize(t *testing.T) {
+	got, err := encodeResize(2, 96<<20, "vol")
+	mustf(t, err, "encode")
+	want := concat(nlattr(attrIndex, u32(2)), nlattr(attrSizeBytes, u64(96<<20)), nlattr(attrBackendID, []byte("vol\x00")))
+	if string(got) != string(want) {
+		t.Fatalf("resize attributes\n got %x\nwant %x", got, want)
+	}
+}
+
 func TestAttachDefaults(t *testing.T) {
 	o := AttachOptions{}
 	o.ensureDefaults("vol")

@@ -14,9 +14,6 @@ import (
 	"github.com/nvstripe/nvstripe/uring"
 )
 
-// ControlPath is the ublk driver's control device.
-const ControlPath = "/dev/ublk-control"
-
 // control sends control commands to /dev/ublk-control over its own
 // io_uring, one command at a time (mu), each waited for.
 type control struct {

@@ -279,6 +279,10 @@ func (s *Server) Wait() error {
 	return s.err
 }
 
+// Done is closed once the device is stopped and deleted: after Close, or
+// when the driver stopped it (someone else sent STOP_DEV).
+func (s *Server) Done() <-chan struct{} { return s.done }
+
 // Delete stops and deletes device id left behind by a server that died
 // (kill -9): the 6.1 driver removes /dev/ublkbN by itself then, but keeps
 // /dev/ublkcN and the ID until DEL_DEV (and a device added with Recovery

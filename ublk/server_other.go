@@ -27,6 +27,9 @@ func (s *Server) ID() int      { return -1 }
 func (s *Server) Close() error { return nil }
 func (s *Server) Wait() error  { return nil }
 
+// Done is nil: there is no device to stop.
+func (s *Server) Done() <-chan struct{} { return nil }
+
 // Delete returns ErrNoDriver.
 func Delete(id int) error { return ErrNoDriver }
 

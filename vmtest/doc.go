@@ -24,6 +24,16 @@
 //     flight (ublk-mount.sh), user recovery after a crash (ublk-recover.sh)
 //     and, with the map hook, a whole cluster served by `map --ublk`
 //     (ublk-cluster.sh): TestUblkScenarios.
+//   - agent-restart.sh: a whole cluster in the guest, `nvstripe agent` and
+//     `map --agent` with no frontend flag (nbd; ublk with the built module,
+//     which map then picks), ls, ext4, the agent killed -9 and restarted
+//     while mounted (the device taken back: NBD_CMD_RECONFIGURE, ublk user
+//     recovery), the volume grown and resize2fs run online (nbd), a
+//     foreground map that exits once nbd-client -d disconnects its device,
+//     fio --verify=crc32c while a target is killed, unmap: TestAgentRestart
+//     (about 3 minutes under emulation, 10 on a loaded host; fio and
+//     resize2fs are copied in from the host with their libraries).
+//   - figures-ublk-nbd.sh: the figures of vmtest/figures.sh (not a test).
 //   - resv-host.sh: the guest's nvme-cli drives NVMe reservations against
 //     our target on the host (TestLinuxHostReservationsVM, in package
 //     nvmeof/initiator, which serves the target in-process).

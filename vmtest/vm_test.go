@@ -70,6 +70,13 @@ func nvstripeFile(t *testing.T) string { return static(t, "../cmd/nvstripe") + "
 // with the console's tail.
 func runScenario(t *testing.T, scenario string, files []string, params ...string) []string {
 	t.Helper()
+	return runScenarioFor(t, 480*time.Second, scenario, files, params...)
+}
+
+// runScenarioFor is runScenario with the guest given timeout (the host
+// waits a minute longer).
+func runScenarioFor(t *testing.T, timeout time.Duration, scenario string, files []string, params ...string) []string {
+	t.Helper()
 	run := harness(t)
 	script, err := filepath.Abs(filepath.Join("scenarios", scenario))
 	if err != nil {
@@ -79,9 +86,9 @@ func runScenario(t *testing.T, scenario string, files []string, params ...string
 	if base := os.Getenv("VM_RUN_DIR"); base != "" { // kept after the test, e.g. /tmp/NAME-vm
 		runDir = filepath.Join(base, fmt.Sprintf("%s-%d", t.Name(), time.Now().UnixNano()))
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 9*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), timeout+time.Minute)
 	defer cancel()
-	args := []string{"--quiet", "--run-dir", runDir, "--mem", "1536", "--timeout", "480"}
+	args := []string{"--quiet", "--run-dir", runDir, "--mem", "1536", "--timeout", fmt.Sprint(int(timeout.Seconds()))}
 	for _, f := range files {
 		args = append(args, "--file", f)
 	}

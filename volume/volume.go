@@ -119,20 +119,20 @@ func (o *Options) Validate() error {
 
 // Volume is an erasure-coded, striped blockdev.Device.
 type Volume struct {
-	g     layout.Geometry
-	size  int64
-	codec *ec.Codec
-	devs  DeviceSet
-	alloc Allocator
-	dirty DirtyLog
-	stale StaleLog
-	ev    EventListener
-	par   int
+	g      layout.Geometry
+	size   atomic.Int64 // grows only (Grow)
+	codec  *ec.Codec
+	devs   DeviceSet
+	alloc  Allocator
+	dirty  DirtyLog
+	stale  StaleLog
+	ev     EventListener
+	par    int
+	closed atomic.Bool
+	sync   atomic.Bool // every namespace so far is blockdev.Synchronous
+	csum   checksumCounters
 	// readOnly: Options.ReadOnly.
 	readOnly bool
-	closed   atomic.Bool
-	sync     atomic.Bool // every namespace so far is blockdev.Synchronous
-	csum     checksumCounters
 
 	sumMu    sync.Mutex
 	sumDirty map[*sumPage]*slot // checksum pages to write at the next Flush
@@ -173,18 +173,35 @@ func New(opts Options) (*Volume, error) {
 		return nil, err
 	}
 	v := &Volume{
-		g: g, size: opts.Size, codec: codec, devs: opts.Devices, alloc: opts.Alloc,
+		g: g, codec: codec, devs: opts.Devices, alloc: opts.Alloc,
 		dirty: opts.Dirty, stale: opts.Stale, ev: opts.Events, par: opts.Parallel, readOnly: opts.ReadOnly,
 		segs: map[int64]*segment{}, opening: map[int64]chan struct{}{}, ns: map[string]*nsState{},
 	}
+	v.size.Store(opts.Size)
 	v.bufs.New = func() any { b := make([]byte, g.Chunk); return &b }
 	return v, nil
+}
+
+// Grow makes the volume size bytes long (a multiple of 4096, not smaller
+// than now), as after its record was resized: IO may reach the new end at
+// once (segments past the old end are allocated on their first write, as
+// any). Shrinking is refused with ErrInvalid.
+func (v *Volume) Grow(size int64) error {
+	for {
+		old := v.size.Load()
+		if size < old || size%blockSize != 0 {
+			return fmt.Errorf("volume: growing from %d to %d bytes: not a larger multiple of %d: %w", old, size, blockSize, blockdev.ErrInvalid)
+		}
+		if v.size.CompareAndSwap(old, size) {
+			return nil
+		}
+	}
 }
 
 // Geometry returns the volume's layout.
 func (v *Volume) Geometry() layout.Geometry { return v.g }
 
-func (v *Volume) Size() int64    { return v.size }
+func (v *Volume) Size() int64    { return v.size.Load() }
 func (v *Volume) BlockSize() int { return blockSize }
 
 // OptimalIOSize is the data of one stripe (K chunks) when that is a power of
@@ -215,7 +232,7 @@ func (v *Volume) check(off, n int64) error {
 	if v.closed.Load() {
 		return fmt.Errorf("volume closed: %w", blockdev.ErrUnavailable)
 	}
-	return blockdev.CheckRange(v.size, blockSize, off, n)
+	return blockdev.CheckRange(v.size.Load(), blockSize, off, n)
 }
 
 // checkWrite is check for a request that changes data.

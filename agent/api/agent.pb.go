@@ -465,7 +465,7 @@ func (x *StatusReply) GetMappings() map[string]int64 {
 type Mapping struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Volume string                 `protobuf:"bytes,1,opt,name=volume,proto3" json:"volume,omitempty"`
-	// "nbd-listen", "nbd-device" or "fuse".
+	// "nbd-listen", "nbd-device", "ublk" or "fuse".
 	Via string `protobuf:"bytes,2,opt,name=via,proto3" json:"via,omitempty"`
 	// The listener address, device path or FUSE directory asked for.
 	Where string `protobuf:"bytes,3,opt,name=where,proto3" json:"where,omitempty"`
@@ -486,9 +486,15 @@ type Mapping struct {
 	// When the mapping entered its state.
 	Since *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=since,proto3" json:"since,omitempty"`
 	// The IO counters since the mapping was served.
-	Stats         *Stats `protobuf:"bytes,12,opt,name=stats,proto3" json:"stats,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Stats *Stats `protobuf:"bytes,12,opt,name=stats,proto3" json:"stats,omitempty"`
+	// One of the Health constants of package api: ok, degraded (namespaces
+	// down: IO works around them), fenced, detached (the kernel device was
+	// disconnected by someone else) or "" while not served.
+	Health string `protobuf:"bytes,13,opt,name=health,proto3" json:"health,omitempty"`
+	// The namespaces the volume treats as down now.
+	DownNamespaces []string `protobuf:"bytes,14,rep,name=down_namespaces,json=downNamespaces,proto3" json:"down_namespaces,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Mapping) Reset() {
@@ -601,6 +607,20 @@ func (x *Mapping) GetSince() *timestamppb.Timestamp {
 func (x *Mapping) GetStats() *Stats {
 	if x != nil {
 		return x.Stats
+	}
+	return nil
+}
+
+func (x *Mapping) GetHealth() string {
+	if x != nil {
+		return x.Health
+	}
+	return ""
+}
+
+func (x *Mapping) GetDownNamespaces() []string {
+	if x != nil {
+		return x.DownNamespaces
 	}
 	return nil
 }
@@ -744,7 +764,7 @@ const file_agent_api_agent_proto_rawDesc = "" +
 	"\bmappings\x18\x06 \x03(\v2,.nvstripe.agent.v1.StatusReply.MappingsEntryR\bmappings\x1a;\n" +
 	"\rMappingsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xc8\x02\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\x89\x03\n" +
 	"\aMapping\x12\x16\n" +
 	"\x06volume\x18\x01 \x01(\tR\x06volume\x12\x10\n" +
 	"\x03via\x18\x02 \x01(\tR\x03via\x12\x14\n" +
@@ -758,7 +778,9 @@ const file_agent_api_agent_proto_rawDesc = "" +
 	"\x04size\x18\n" +
 	" \x01(\x03R\x04size\x120\n" +
 	"\x05since\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12.\n" +
-	"\x05stats\x18\f \x01(\v2\x18.nvstripe.agent.v1.StatsR\x05stats\"\xf0\x02\n" +
+	"\x05stats\x18\f \x01(\v2\x18.nvstripe.agent.v1.StatsR\x05stats\x12\x16\n" +
+	"\x06health\x18\r \x01(\tR\x06health\x12'\n" +
+	"\x0fdown_namespaces\x18\x0e \x03(\tR\x0edownNamespaces\"\xf0\x02\n" +
 	"\x05Stats\x12\x1d\n" +
 	"\n" +
 	"read_bytes\x18\x01 \x01(\x03R\treadBytes\x12\x1f\n" +

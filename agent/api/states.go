@@ -14,3 +14,17 @@ const (
 	// and FUSE) until the volume is unmapped (and mapped again).
 	StateFenced = "fenced"
 )
+
+// Mapping health: the values of Mapping.Health.
+const (
+	// HealthOK: served, every namespace up.
+	HealthOK = "ok"
+	// HealthDegraded: served, but namespaces are down (DownNamespaces); IO
+	// works around them from parity.
+	HealthDegraded = "degraded"
+	// HealthFenced: the ownership lease was lost (State fenced).
+	HealthFenced = "fenced"
+	// HealthDetached: the kernel device was disconnected or stopped by
+	// someone else; the volume is no longer served.
+	HealthDetached = "detached"
+)

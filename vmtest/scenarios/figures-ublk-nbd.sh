@@ -3,7 +3,8 @@
 # (/dev/ublkb0) and by package nbd through the kernel's nbd client
 # (/dev/nbd0 on 127.0.0.1), the same dd job against each, interleaved:
 # server CPU time per GiB (utime+stime of the server process) and, with
-# strace in the guest, the server's system calls per request. Behaviour
+# strace in the guest, the server's system calls per request (the job is
+# fio's when fio is copied in, dd's otherwise). Behaviour
 # figures under emulation, not speed. Run by vmtest/figures.sh.
 # Parameters: mb (128: MiB written then read per round), rounds (3).
 mb=${mb:-128}
@@ -30,10 +31,24 @@ run nbd-client 127.0.0.1 10809 /dev/nbd0 -N vm -b 4096
 wait_bdev /dev/nbd0 20 || fail "/dev/nbd0 has no size"
 wait_bdev /dev/ublkb0 20 || fail "/dev/ublkb0 has no size"
 
-job() {
-	dd if=/dev/zero of="$1" bs=64k count=$((mb * 16)) oflag=direct 2>/dev/null || fail "dd write to $1"
-	dd if="$1" of=/dev/null bs=64k count=$((mb * 16)) iflag=direct 2>/dev/null || fail "dd read from $1"
-}
+# job DEV: mb MiB written then read in 64 KiB O_DIRECT requests: with fio
+# (libaio, 16 in flight) when the guest has it, else with dd (one at a time).
+if command -v fio >/dev/null; then
+	jobname="fio libaio iodepth=16 bs=64k write+read"
+	job() {
+		for rw in write read; do
+			fio --name=fig --filename="$1" --rw=$rw --bs=64k --size=${mb}M --direct=1 --ioengine=libaio \
+				--iodepth=16 --thread >/tmp/fio.$rw.log 2>&1 || { cat /tmp/fio.$rw.log; fail "fio $rw on $1"; }
+		done
+	}
+else
+	jobname="dd bs=64k write+read"
+	job() {
+		dd if=/dev/zero of="$1" bs=64k count=$((mb * 16)) oflag=direct 2>/dev/null || fail "dd write to $1"
+		dd if="$1" of=/dev/null bs=64k count=$((mb * 16)) iflag=direct 2>/dev/null || fail "dd read from $1"
+	}
+fi
+info "figure job=\"$jobname\" mb=$mb rounds=$rounds"
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 hz=100
 

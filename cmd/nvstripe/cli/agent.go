@@ -54,7 +54,7 @@ func newAgentCmd(g *globals) *cobra.Command {
 	fl.StringVar(&o.Socket, "socket", agent.DefaultSocket, "unix socket of the agent's gRPC API")
 	fl.StringVar(&o.StateDir, "state-dir", agent.DefaultStateDir, "directory of the agent's local state (the mappings to restore)")
 	fl.StringVar(&o.MetricsAddr, "metrics", agent.DefaultMetricsAddr, "HOST:PORT of the Prometheus metrics listener (\"\": off)")
-	fl.StringVar(&o.Holder, "holder", "", "owner name in etcd (default agent.HOSTNAME)")
+	fl.StringVar(&o.Holder, "holder", "", "owner name in etcd (default agent.HOSTNAME, or agent.node-ID on hosts without a valid one)")
 	fl.DurationVar(&o.LeaseTTL, "lease-ttl", 0, "ownership lease TTL: how long volumes are served while etcd is unreachable (default 10s)")
 	fl.DurationVar(&o.RecheckInterval, "recheck-interval", 0, "how often namespaces that are down are probed, to be used again once they answer (default 10s)")
 	fl.IntVar(&o.Report.FailNamespaceAfter, "fail-namespace-after", 1, "media errors after which a namespace is reported failed in etcd (-1: never)")

@@ -8,7 +8,6 @@ import (
 
 	"github.com/nvstripe/nvstripe/agent"
 	"github.com/nvstripe/nvstripe/agent/api"
-	"github.com/nvstripe/nvstripe/jsonout"
 	"github.com/nvstripe/nvstripe/logging"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/nbd"
@@ -19,17 +18,18 @@ import (
 func newMapCmd(g *globals) *cobra.Command {
 	a := &etcdAuth{}
 	var req api.MapRequest
-	var sock string
+	var sock, listDir string
 	var ao agent.Options // a foreground map's agent
 	var dh dhchapFlags
 	var nt nbdTLSFlags
 	wait := true
 	c := &cobra.Command{
 		Use:   "map NAME [--nbd /dev/nbdN | --ublk | --nbd-listen ADDR | --fuse DIR] [--read-only] [--agent SOCKET]",
-		Short: "Attach a volume as a kernel nbd device (default), or serve it over ublk, NBD or FUSE",
-		Long: "map takes the volume's ownership lease and serves it: by default as a kernel device\n" +
-			"/dev/nbdN (the one --nbd names, else the one a dead map of the volume left, taken over, else\n" +
-			"the first free one), --ublk as /dev/ublkbN through the kernel's ublk driver (ublk_drv),\n" +
+		Short: "Attach a volume as a kernel device (ublk where loaded, else nbd), or serve it over NBD or FUSE",
+		Long: "map takes the volume's ownership lease and serves it: by default as a kernel device,\n" +
+			"/dev/ublkbN where the ublk driver is loaded (/dev/ublk-control exists), else /dev/nbdN (the\n" +
+			"one a dead map of the volume left, taken over, else the first free one), saying which;\n" +
+			"--nbd /dev/nbdN or --ublk pick one,\n" +
 			"--nbd-listen HOST:PORT (or unix:/PATH) as an NBD export named after the\n" +
 			"volume, or --fuse DIR as the file DIR/NAME. Without --agent it serves in the foreground,\n" +
 			"printing \"serving: DEVICE|URL\", until interrupted or unmapped, then flushes and releases\n" +
@@ -38,7 +38,8 @@ func newMapCmd(g *globals) *cobra.Command {
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Volume = args[0]
-			if err := agent.CompleteRequest(&req); err != nil {
+			chose, err := agent.CompleteRequest(&req)
+			if err != nil {
 				return err
 			}
 			spec, err := agent.SpecOf(&req)
@@ -46,7 +47,7 @@ func newMapCmd(g *globals) *cobra.Command {
 				return usageError{err}
 			}
 			if sock != "" {
-				return withAgent(cmd, g, sock, func(c *api.Client) error { return mapViaAgent(cmd, c, &req) })
+				return withAgent(cmd, g, sock, func(c *api.Client) error { return mapViaAgent(cmd, c, &req, chose) })
 			}
 			if err := agent.CheckSpec(spec); err != nil {
 				return err
@@ -70,7 +71,7 @@ func newMapCmd(g *globals) *cobra.Command {
 			}
 			return serveWithStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
 				ao.Store, ao.Log = s, g.logger("map")
-				return mapForeground(cmd, spec, wait, ao)
+				return mapForeground(cmd, spec, wait, ao, chose, listDir)
 			})(cmd, args)
 		},
 	}
@@ -84,6 +85,7 @@ func newMapCmd(g *globals) *cobra.Command {
 	fl.StringVar(&sock, "agent", "", "ask the agent on this unix socket to map it (default: serve in the foreground)")
 	fl.StringVar(&ao.Namespaces.HostNQN, "host-nqn", "", hostNQNUsage+"; with --agent the agent's")
 	fl.StringVar(&ao.Holder, "holder", "", "owner name in etcd when serving in the foreground (default map.HOSTNAME, or map.node-ID on hosts without a valid one)")
+	fl.StringVar(&listDir, "map-sockets", agent.DefaultMapSocketDir, "directory where a foreground map serves its state to nvstripe ls (\"\": none)")
 	fl.BoolVar(&wait, "wait", true, "print a kernel device only once the kernel reports its capacity")
 	fl.DurationVar(&ao.LeaseTTL, "lease-ttl", 0, "ownership lease TTL when serving in the foreground: how long the volume stays owned after this process stops renewing (default 10s, at least 2s)")
 	dh.register(fl)
@@ -91,27 +93,37 @@ func newMapCmd(g *globals) *cobra.Command {
 	return c
 }
 
-func mapViaAgent(cmd *cobra.Command, c *api.Client, req *api.MapRequest) error {
+// mapViaAgent asks the agent to map req; chose is the kernel device
+// CompleteRequest chose and why ("" when the flags named one).
+func mapViaAgent(cmd *cobra.Command, c *api.Client, req *api.MapRequest, chose string) error {
 	rep, err := c.Map(cmd.Context(), req)
 	if err != nil {
 		return err
 	}
-	return report(cmd, rep, "mapped: %s (epoch %d)", rep.Mapping.GetUrl(), rep.Mapping.GetEpoch())
+	return report(cmd, rep, "mapped: %s (epoch %d)%s", rep.Mapping.GetUrl(), rep.Mapping.GetEpoch(), because(chose))
+}
+
+// because renders the frontend choice after a device ("" when none).
+func because(chose string) string {
+	if chose == "" {
+		return ""
+	}
+	return " (" + chose + ")"
 }
 
 // mapForeground serves spec until the context ends or the lease is lost.
-func mapForeground(cmd *cobra.Command, spec agent.Spec, wait bool, o agent.Options) error {
+func mapForeground(cmd *cobra.Command, spec agent.Spec, wait bool, o agent.Options, chose, listDir string) error {
 	if o.Holder == "" {
 		o.Holder = meta.DefaultHolder("map")
 	}
 	o.Logf = logging.Logf(o.Log)
-	say := func(what string) func(string) {
+	say := func(what, note string) func(string) {
 		return func(url string) {
-			report(cmd, map[string]string{"volume": spec.Volume, what: url}, "%s: %s", what, url)
+			report(cmd, map[string]string{"volume": spec.Volume, what: url, "frontend": string(spec.Via)}, "%s: %s%s", what, url, note)
 		}
 	}
-	return agent.ServeForeground(cmd.Context(), spec, agent.ForegroundOptions{WaitSize: wait, Serving: say("serving"), Unmapping: say("unmapping"),
-		Agent: o})
+	return agent.ServeForeground(cmd.Context(), spec, agent.ForegroundOptions{WaitSize: wait, Serving: say("serving", because(chose)), Unmapping: say("unmapping", ""),
+		Agent: o, ListDir: listDir})
 }
 
 // withAgent runs fn with a client of the agent on sock, within --timeout.
@@ -152,30 +164,6 @@ func newUnmapCmd(g *globals) *cobra.Command {
 					return err
 				}
 				return report(cmd, map[string]string{"unmapped": args[0]}, "unmapped %s", args[0])
-			})
-		},
-	}
-	c.Flags().StringVar(&sock, "agent", agent.DefaultSocket, "unix socket of the agent")
-	metadataOnly(c)
-	return c
-}
-
-func newLsCmd(g *globals) *cobra.Command {
-	var sock string
-	c := &cobra.Command{
-		Use:   "ls [--agent SOCKET]",
-		Short: "List the volumes the agent maps, with their state and IO counters",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withAgent(cmd, g, sock, func(c *api.Client) error {
-				l, err := c.List(cmd.Context(), &api.ListRequest{})
-				if err != nil {
-					return err
-				}
-				if wantJSON(cmd) {
-					return jsonout.Write(cmd.OutOrStdout(), l.Mappings)
-				}
-				return api.WriteMappings(cmd.OutOrStdout(), l.Mappings)
 			})
 		},
 	}

@@ -12,8 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
-
+	"github.com/nvstripe/nvstripe/agent"
 	"github.com/nvstripe/nvstripe/agent/api"
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/meta/metatest"
@@ -72,9 +71,10 @@ func TestMapUsage(t *testing.T) {
 			t.Errorf("%q: %v, want a usage error", args, err)
 		}
 	}
-	_, _, err := run(t, "ls", "--agent", filepath.Join(t.TempDir(), "none.sock"))
-	if err == nil || !strings.Contains(err.Error(), "is `nvstripe agent` running?") {
-		t.Errorf("ls without an agent: %v", err)
+	dir := t.TempDir()
+	o, e, err := run(t, "ls", "--agent", filepath.Join(dir, "none.sock"), "--map-sockets", dir)
+	if err != nil || !strings.Contains(e, "is `nvstripe agent` running?") || strings.Count(o, "\n") != 1 {
+		t.Errorf("ls without an agent or maps: %q, %q, %v; want the header, a hint, no error", o, e, err)
 	}
 }
 
@@ -152,8 +152,10 @@ func TestAgentMapUnmapLs(t *testing.T) {
 	if _, _, err := run(t, "map", "v", "--nbd-listen", "127.0.0.1:0", "--agent", sock); err == nil || !strings.Contains(err.Error(), "already mapped") {
 		t.Errorf("second map: %v", err)
 	}
-	o, _, err = run(t, "ls", "--agent", sock)
-	if err != nil || !strings.Contains(o, "serving") || !strings.Contains(o, "VOLUME") {
+	maps := filepath.Join(dir, "maps")
+	o, _, err = run(t, "ls", "--agent", sock, "--map-sockets", maps)
+	if f := strings.Fields(o); err != nil || len(f) < 16 || strings.Join(f[:8], " ") != "DEVICE VOLUME MODE EPOCH HEALTH SIZE SERVER NOTE" ||
+		!strings.HasPrefix(f[8], "nbd://127.0.0.1:") || strings.Join(f[9:11], " ") != "v rw" || f[11] == "0" || f[12] != "ok" || f[15] != "agent" {
 		t.Errorf("ls: %q, %v", o, err)
 	}
 	// A write allocates a segment: the agent connects its namespaces and
@@ -171,16 +173,18 @@ func TestAgentMapUnmapLs(t *testing.T) {
 	waitCLI(t, "ns ls -o json showing optimized paths", func() bool {
 		return strings.Count(cl.ok("h0-n1", "ns", "ls", "-o", "json"), `"ana_state": "optimized"`) == 3
 	})
-	o, _, err = run(t, "ls", "--agent", sock, "-o", "json")
+	o, _, err = run(t, "ls", "--agent", sock, "--map-sockets", maps, "-o", "json")
 	var anyJSON any
 	if json.Unmarshal([]byte(o), &anyJSON) == nil {
 		checkSnake(t, "ls -o json", anyJSON)
 	}
-	var raw []json.RawMessage
-	m := &api.Mapping{}
-	if err != nil || json.Unmarshal([]byte(o), &raw) != nil || len(raw) != 1 || protojson.Unmarshal(raw[0], m) != nil ||
-		m.Holder != "node-a" || m.State != api.StateServing || m.Since.AsTime().IsZero() {
+	var rows []agent.Listed
+	var agentEpoch int64
+	if err != nil || json.Unmarshal([]byte(o), &rows) != nil || len(rows) != 1 || rows[0].Holder != "node-a" || rows[0].State != api.StateServing ||
+		rows[0].Health != api.HealthOK || rows[0].Mode != "rw" || rows[0].Epoch <= 0 || rows[0].Server != "agent" || rows[0].Size != 8<<20 {
 		t.Errorf("ls --json: %q, %v", o, err)
+	} else {
+		agentEpoch = rows[0].Epoch
 	}
 	cl.ok("node-a", "volume", "info", "v")
 	if o, _, err = run(t, "unmap", "v", "--agent", sock, "-o", "json"); err != nil || strings.Join(strings.Fields(o), "") != `{"unmapped":"v"}` {
@@ -195,9 +199,21 @@ func TestAgentMapUnmapLs(t *testing.T) {
 	fctx, fcancel := context.WithCancel(context.Background())
 	var fout, ferr syncBuffer
 	go func() {
-		done <- Run(fctx, []string{"map", "v", "--nbd-listen", "unix:" + filepath.Join(dir, "v.sock"), "--etcd", ep, "--log-format", "json"}, &fout, &ferr)
+		done <- Run(fctx, []string{"map", "v", "--nbd-listen", "unix:" + filepath.Join(dir, "v.sock"), "--etcd", ep, "--log-format", "json",
+			"--map-sockets", maps}, &fout, &ferr)
 	}()
-	waitOutput(t, &fout, done, "serving: nbd+unix:///v?socket="+filepath.Join(dir, "v.sock"))
+	furl := "nbd+unix:///v?socket=" + filepath.Join(dir, "v.sock")
+	waitOutput(t, &fout, done, "serving: "+furl)
+	// ls sees it beside the agent's socket, which is left but answers no more.
+	o, e, err := run(t, "ls", "--agent", sock, "--map-sockets", maps, "-o", "json")
+	rows = nil
+	if err != nil || json.Unmarshal([]byte(o), &rows) != nil || len(rows) != 1 || rows[0].Device != furl || rows[0].Server != "map" ||
+		rows[0].Health != api.HealthOK || rows[0].Epoch <= agentEpoch || !strings.HasPrefix(rows[0].Holder, "map.") {
+		t.Errorf("ls of a foreground map: %q, %v", o, err)
+	}
+	if api.Listening(sock) && !strings.Contains(e, "ls: skipped "+sock) {
+		t.Errorf("ls with a dead agent socket: no warning: %q", e)
+	}
 	fcancel()
 	if err := <-done; err != nil {
 		t.Errorf("map in the foreground: %v", err)
@@ -208,6 +224,9 @@ func TestAgentMapUnmapLs(t *testing.T) {
 	}
 	if o := cl.ok("v", "volume", "info", "v"); strings.Contains(o, "map.") {
 		t.Errorf("lease still held after the foreground map ended:\n%s", o)
+	}
+	if _, err := os.Stat(filepath.Join(maps, "v.sock")); !os.IsNotExist(err) {
+		t.Errorf("foreground map's ls socket left behind: %v", err)
 	}
 }
 

@@ -29,7 +29,6 @@ var notRunForJSON = map[string]string{
 	"nvstripe demo":         "refuses -o json with a usage error (checked below)",
 	"nvstripe map":          "needs a data path (kernel nbd or namespaces that answer): TestAgentMapUnmapLs drives it",
 	"nvstripe unmap":        "needs a mapped volume: TestAgentMapUnmapLs drives it",
-	"nvstripe ls":           "needs a running agent: TestAgentMapUnmapLs drives it",
 	"nvstripe agent":        "needs a socket and state directory of its own: TestAgentMapUnmapLs runs it",
 	"nvstripe target agent": "needs a gossip pool: TestGossipProcesses runs it",
 }
@@ -95,6 +94,7 @@ func TestEveryCommandPrintsJSON(t *testing.T) {
 		{args: []string{"config", "show"}},
 		{args: []string{"version"}},
 		{args: []string{"selftest"}},
+		{args: []string{"ls", "--agent", filepath.Join(dir, "no-agent.sock"), "--map-sockets", dir}},
 		{args: []string{"etcd", "--dir", filepath.Join(dir, "etcd"), "--listen", "127.0.0.1:0", "--peer-listen", "127.0.0.1:0"}, daemon: true},
 		{args: []string{"controller", "--holder", "c1", "--probe=false", "--api", filepath.Join(dir, "api.sock")}, daemon: true},
 		{args: []string{"target", "serve", "--dir", dir, "--listen", "127.0.0.1:0", "--nqn", "nqn.test:json", "--ns", "d0:1MiB",

@@ -128,7 +128,11 @@ func newVolumeResizeCmd(g *globals, a *etcdAuth) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "resize NAME --size S",
 		Short: "Grow a volume (shrinking is refused; so is growing past the overcommit limit)",
-		Args:  cobra.ExactArgs(1),
+		Long: "resize grows the volume's record. Where it is mapped, the map (agent or foreground) sees the\n" +
+			"new size within seconds: a kernel nbd device gets its new capacity (resize2fs can then grow a\n" +
+			"mounted ext4 online), NBD clients see it at their next handshake, a FUSE file at the next stat;\n" +
+			"a ublk device keeps its size until it is mapped again (the driver cannot change it before Linux 6.16).",
+		Args: cobra.ExactArgs(1),
 		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
 			if size == 0 {
 				return usageError{errors.New("volume resize needs --size")}

@@ -1,0 +1,48 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nvstripe/nvstripe/agent"
+	"github.com/nvstripe/nvstripe/jsonout"
+)
+
+// newLsCmd is `nvstripe ls`: the mappings of the agent and of foreground
+// maps on this node.
+func newLsCmd(g *globals) *cobra.Command {
+	var sock, dir string
+	c := &cobra.Command{
+		Use:   "ls [--agent SOCKET] [--map-sockets DIR]",
+		Short: "List the volumes mapped on this node: device, volume, mode, owner epoch, health",
+		Long: "ls lists the mappings of the agent on --agent and of every foreground `nvstripe map` (each\n" +
+			"serves its state on DIR/VOLUME.sock): device, volume, mode (rw/ro), the ownership lease's\n" +
+			"epoch, health (ok; degraded: namespaces down, IO served from parity; fenced: the lease was\n" +
+			"lost; detached: the kernel device was disconnected by someone else), size and who serves it.\n" +
+			"Sockets nobody answers on are skipped with a warning.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var rows []agent.Listed
+			err := g.bounded(cmd, "the agent or a map process", "--agent", func() error {
+				var warn []string
+				rows, warn = agent.ListMappings(cmd.Context(), sock, dir)
+				for _, w := range warn {
+					fmt.Fprintln(cmd.ErrOrStderr(), "ls:", w)
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			if wantJSON(cmd) {
+				return jsonout.Write(cmd.OutOrStdout(), rows)
+			}
+			return agent.WriteListed(cmd.OutOrStdout(), rows)
+		},
+	}
+	c.Flags().StringVar(&sock, "agent", agent.DefaultSocket, "unix socket of the agent")
+	c.Flags().StringVar(&dir, "map-sockets", agent.DefaultMapSocketDir, "directory of the foreground maps' sockets")
+	metadataOnly(c)
+	return c
+}
