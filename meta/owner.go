@@ -133,14 +133,42 @@ func (s *Store) claim(ctx context.Context, volume, key string, rec *OwnerRecord,
 			return resp.Header.Revision, nil
 		}
 		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
-			other := &OwnerRecord{}
-			if err := decodeKV(kvs[0], other); err != nil {
-				return 0, err
+			busy := &BusyError{Volume: volume}
+			for _, kv := range kvs {
+				r := &OwnerRecord{}
+				if err := decodeKV(kv, r); err != nil {
+					return 0, err
+				}
+				busy.Owners = append(busy.Owners, OwnerInfo{Holder: r.Holder, Mode: r.Mode, Epoch: kv.CreateRevision})
 			}
-			return 0, fmt.Errorf("volume %s is mapped %s by %s (epoch %d): %w", volume, other.Mode, other.Holder, kvs[0].CreateRevision, ErrBusy)
+			return 0, busy
 		}
 	}
 	return 0, fmt.Errorf("acquire %s: %w", volume, ErrConflict)
+}
+
+// BusyError is Acquire's ErrBusy: the owners of the volume that were in
+// the way, as etcd had them when it refused the claim.
+type BusyError struct {
+	Volume string
+	Owners []OwnerInfo // at least one
+}
+
+func (e *BusyError) Error() string {
+	o := e.Owners[0]
+	return fmt.Sprintf("volume %s is mapped %s by %s (epoch %d): %v", e.Volume, o.Mode, o.Holder, o.Epoch, ErrBusy)
+}
+
+func (e *BusyError) Unwrap() error { return ErrBusy }
+
+// Has says whether the owner of epoch was among those in the way.
+func (e *BusyError) Has(epoch int64) bool {
+	for _, o := range e.Owners {
+		if o.Epoch == epoch {
+			return true
+		}
+	}
+	return false
 }
 
 // startOwner begins renewing the lease and watching the key.

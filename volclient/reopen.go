@@ -26,7 +26,7 @@ func Reopen(ctx context.Context, store *meta.Store, m *Mapped, o OpenOptions) (*
 	_ = m.Close(ctx) // the lease is gone or going: nothing of it to keep
 	n, err := OpenVolume(ctx, store, name, o)
 	if err != nil {
-		return nil, stillOurs(ctx, store, name, lost, err)
+		return nil, stillOurs(name, lost, err)
 	}
 	// The history between the two epochs is fixed now: check it after
 	// acquiring, so no owner can slip in between the check and the claim.
@@ -49,20 +49,14 @@ func Reopen(ctx context.Context, store *meta.Store, m *Mapped, o OpenOptions) (*
 }
 
 // stillOurs turns a refusal because the volume is owned into a passing
-// error when the owner is the lost epoch itself: etcd keeps a lease it could
-// not expire during an outage for up to its TTL after it answers again.
-func stillOurs(ctx context.Context, store *meta.Store, name string, lost int64, err error) error {
-	if !errors.Is(err, meta.ErrBusy) {
-		return err
-	}
-	owners, oerr := store.Owners(ctx, name)
-	if oerr != nil {
-		return err
-	}
-	for _, ow := range owners {
-		if ow.Epoch == lost {
-			return fmt.Errorf("volume %s: the lease of lost epoch %d is still in etcd (it expires within its TTL)", name, lost)
-		}
+// error when the lost epoch itself was in the way: etcd keeps a lease it
+// could not expire during an outage for up to its TTL after it answers
+// again. The refusal itself says who was in the way: the lease may be gone
+// by the time anyone looks again, and etcd's owners then say nothing of it.
+func stillOurs(name string, lost int64, err error) error {
+	var busy *meta.BusyError
+	if errors.As(err, &busy) && busy.Has(lost) {
+		return fmt.Errorf("volume %s: the lease of lost epoch %d is still in etcd (it expires within its TTL)", name, lost)
 	}
 	return err
 }
