@@ -84,21 +84,33 @@ func (e *etcdProc) stopFor(t *testing.T, d time.Duration) {
 	signal(t, e.cmd.Process, syscall.SIGCONT)
 }
 
-// startOutageCluster builds nvstripe, runs etcd as a process, three target
-// processes and a 2+1 volume v of 8 MiB.
-func startOutageCluster(t *testing.T) (*procCluster, *etcdProc) {
+// outageCluster is etcd run as an `nvstripe etcd` process, an initialized
+// cluster in it and three target processes.
+type outageCluster struct {
+	*procCluster
+	etcd *etcdProc
+}
+
+// volume creates a 2+1 volume of 8 MiB.
+func (c *outageCluster) volume(t *testing.T, name string) {
 	t.Helper()
+	spec := meta.VolumeSpec{Name: name, Size: 8 << 20, Layout: meta.Layout{K: 2, M: 1, Chunk: 64 << 10}}
+	if _, err := c.store.CreateVolume(context.Background(), spec); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestProcessEtcdOutage runs foreground maps (processes) across etcd
+// outages: stopped (SIGSTOP) for three times their lease TTL.
+func TestProcessEtcdOutage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the nvstripe binary and runs etcd, target and map processes; not in -short")
 	}
 	bin := buildNvstripe(t)
 	e := startEtcdProc(t, bin)
-	pc := startProcClusterOn(t, bin, []string{e.url}, 3)
-	spec := meta.VolumeSpec{Name: "v", Size: 8 << 20, Layout: meta.Layout{K: 2, M: 1, Chunk: 64 << 10}}
-	if _, err := pc.store.CreateVolume(context.Background(), spec); err != nil {
-		t.Fatal(err)
-	}
-	return pc, e
+	c := &outageCluster{procCluster: startProcClusterOn(t, bin, []string{e.url}, 3), etcd: e}
+	t.Run("reacquires", func(t *testing.T) { mapReacquires(t, c) })
+	t.Run("taken over", func(t *testing.T) { fencedMapTakenOver(t, c) })
 }
 
 // rwOwner returns the read-write owner of volume v, or ok false.
@@ -133,21 +145,20 @@ func writeModel(t *testing.T, p *procMap, seed int64) []byte {
 	return model
 }
 
-// TestProcessMapReacquiresAfterEtcdOutage: a foreground `nvstripe map`
-// (read-write, over NBD, 3 s lease) writes and flushes; etcd is stopped
-// (SIGSTOP) for three TTLs, so the lease runs out and the mapping fences
-// itself; once etcd goes on, the same process takes the volume again with
-// a higher epoch, and the same NBD connection reads the earlier data back
-// and writes again.
-func TestProcessMapReacquiresAfterEtcdOutage(t *testing.T) {
-	pc, e := startOutageCluster(t)
-	a := startProcMap(t, pc.bin, e.url, "v", "A", reacquireTTL)
+// mapReacquires: a foreground `nvstripe map` (read-write, over NBD, 3 s
+// lease) writes and flushes; etcd is stopped for three TTLs, so the lease
+// runs out and the mapping fences itself; once etcd goes on, the same
+// process takes the volume again with a higher epoch, and the same NBD
+// connection reads the earlier data back and writes again.
+func mapReacquires(t *testing.T, pc *outageCluster) {
+	pc.volume(t, "v")
+	a := startProcMap(t, pc.bin, pc.etcd.url, "v", "A", reacquireTTL)
 	model := writeModel(t, a, 1)
 	before, ok := rwOwner(pc.store, "v")
 	if !ok || before.Holder != "A" {
 		t.Fatalf("owner before the outage: %+v (found %v), want A", before, ok)
 	}
-	e.stopFor(t, etcdOutage)
+	pc.etcd.stopFor(t, etcdOutage)
 	waitUntil(t, "A fenced", func() bool { return strings.Contains(a.log.String(), "fenced") })
 	var after meta.OwnerInfo
 	waitUntil(t, "A owning v again", func() bool {
@@ -170,24 +181,24 @@ func TestProcessMapReacquiresAfterEtcdOutage(t *testing.T) {
 	verifyThrough(t, a.client, model, "A's writes after taking v again")
 }
 
-// TestProcessFencedMapTakenOver: a foreground map A fenced by an etcd
-// outage is paused (SIGSTOP) before it can take its volume again; B maps
-// the volume read-write and writes; A, let go on, finds B owning it: it
-// stays fenced, says who holds the volume, ends, and B's data stays as B
-// wrote it.
-func TestProcessFencedMapTakenOver(t *testing.T) {
-	pc, e := startOutageCluster(t)
-	a := startProcMap(t, pc.bin, e.url, "v", "A", reacquireTTL)
+// fencedMapTakenOver: a foreground map A fenced by an etcd outage is
+// paused (SIGSTOP) before it can take its volume again; B maps the volume
+// read-write and writes; A, let go on, finds B owning it: it stays fenced,
+// says who holds the volume, ends, and B's data stays as B wrote it.
+func fencedMapTakenOver(t *testing.T, pc *outageCluster) {
+	pc.volume(t, "w")
+	e := pc.etcd
+	a := startProcMap(t, pc.bin, e.url, "w", "A", reacquireTTL)
 	writeModel(t, a, 1)
 	signal(t, e.cmd.Process, syscall.SIGSTOP)
 	waitUntil(t, "A fenced", func() bool { return strings.Contains(a.log.String(), "fenced") })
 	signal(t, a.cmd.Process, syscall.SIGSTOP)
 	signal(t, e.cmd.Process, syscall.SIGCONT)
 	waitUntil(t, "A's lease gone", func() bool {
-		_, owned := rwOwner(pc.store, "v")
+		_, owned := rwOwner(pc.store, "w")
 		return !owned
 	})
-	b := startProcMap(t, pc.bin, e.url, "v", "B", 10*time.Second)
+	b := startProcMap(t, pc.bin, e.url, "w", "B", 10*time.Second)
 	model := writeModel(t, b, 2)
 	signal(t, a.cmd.Process, syscall.SIGCONT)
 	ctx := context.Background()
@@ -202,10 +213,10 @@ func TestProcessFencedMapTakenOver(t *testing.T) {
 		t.Fatal("A kept running after B took its volume")
 	}
 	if log := a.log.String(); !strings.Contains(log, "stays fenced") || !strings.Contains(log, "by B") {
-		t.Errorf("A did not say it stays fenced because B holds v; its log:\n%s", log)
+		t.Errorf("A did not say it stays fenced because B holds w; its log:\n%s", log)
 	}
-	if ow, _ := rwOwner(pc.store, "v"); ow.Holder != "B" {
-		t.Errorf("v owned by %q after A ended, want B", ow.Holder)
+	if ow, _ := rwOwner(pc.store, "w"); ow.Holder != "B" {
+		t.Errorf("w owned by %q after A ended, want B", ow.Holder)
 	}
 	verifyThrough(t, b.client, model, "B after A ended")
 }
