@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -48,11 +49,19 @@ type Owner struct {
 	once   sync.Once
 	ka     <-chan *clientv3.LeaseKeepAliveResponse
 	wch    clientv3.WatchChan
+	lastRW OwnerInfo
 }
 
 // Epoch is the owner's epoch: the etcd revision that created its key. A new
 // owner of the same volume always has a higher epoch than every earlier one.
 func (o *Owner) Epoch() int64 { return o.epoch }
+
+// LastRW is the read-write owner that acquired the volume last before this
+// one, as etcd had it recorded when this one acquired (Epoch is its epoch;
+// the zero OwnerInfo when none is recorded). An owner that lost its lease
+// and acquires again learns from it whether another took the volume
+// read-write in between, however much history etcd compacted since.
+func (o *Owner) LastRW() OwnerInfo { return o.lastRW }
 
 // Context is cancelled when ownership is lost or released; context.Cause
 // then wraps ErrLeaseLost (or is context.Canceled after Release).
@@ -88,7 +97,7 @@ func (s *Store) Acquire(ctx context.Context, volume string, o OwnerOptions) (*Ow
 	if err != nil {
 		return nil, s.wrap("grant lease", err)
 	}
-	epoch, err := s.claim(ctx, volume, key, &rec, lease.ID)
+	epoch, prev, err := s.claim(ctx, volume, key, &rec, lease.ID)
 	if err != nil {
 		_, _ = s.cli.Revoke(context.WithoutCancel(ctx), lease.ID)
 		return nil, err
@@ -97,21 +106,22 @@ func (s *Store) Acquire(ctx context.Context, volume string, o OwnerOptions) (*Ow
 	if err != nil {
 		return nil, err
 	}
-	ow.ttl = o.TTL
+	ow.ttl, ow.lastRW = o.TTL, prev
 	go ow.run(granted)
 	return ow, nil
 }
 
 // claim writes the owner key under the lease if the volume is ready and no
-// conflicting owner exists; it returns the key's create revision.
-func (s *Store) claim(ctx context.Context, volume, key string, rec *OwnerRecord, lease clientv3.LeaseID) (int64, error) {
+// conflicting owner exists; it returns the key's create revision and the
+// last read-write owner before it (zero when none is recorded).
+func (s *Store) claim(ctx context.Context, volume, key string, rec *OwnerRecord, lease clientv3.LeaseID) (int64, OwnerInfo, error) {
 	for range maxRetries {
 		v, rev, err := s.volume(ctx, volume)
 		if err != nil {
-			return 0, err
+			return 0, OwnerInfo{}, err
 		}
 		if v.State != VolumeReady {
-			return 0, fmt.Errorf("volume %s is being deleted: %w", volume, ErrNotFound)
+			return 0, OwnerInfo{}, fmt.Errorf("volume %s is being deleted: %w", volume, ErrNotFound)
 		}
 		cmps := []clientv3.Cmp{
 			clientv3.Compare(clientv3.ModRevision(s.keys.volume(volume)), "=", rev),
@@ -121,30 +131,63 @@ func (s *Store) claim(ctx context.Context, volume, key string, rec *OwnerRecord,
 		if rec.Mode == ModeRW {
 			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(s.keys.ownersRO(volume)), "=", 0).WithPrefix())
 		}
-		op, err := putOp(key, rec, clientv3.WithLease(lease))
+		ops, err := claimOps(s.keys, volume, key, rec, lease)
 		if err != nil {
-			return 0, err
+			return 0, OwnerInfo{}, err
 		}
-		resp, err := s.kv.Txn(ctx).If(cmps...).Then(op).Else(clientv3.OpGet(s.keys.owners(volume), clientv3.WithPrefix())).Commit()
+		resp, err := s.kv.Txn(ctx).If(cmps...).Then(ops...).Else(clientv3.OpGet(s.keys.owners(volume), clientv3.WithPrefix())).Commit()
 		if err != nil {
-			return 0, s.wrap("acquire "+volume, err)
+			return 0, OwnerInfo{}, s.wrap("acquire "+volume, err)
 		}
 		if resp.Succeeded {
-			return resp.Header.Revision, nil
+			prev, err := lastRW(resp.Responses[0].GetResponseRange().Kvs)
+			return resp.Header.Revision, prev, err
 		}
 		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
 			busy := &BusyError{Volume: volume}
 			for _, kv := range kvs {
 				r := &OwnerRecord{}
 				if err := decodeKV(kv, r); err != nil {
-					return 0, err
+					return 0, OwnerInfo{}, err
 				}
 				busy.Owners = append(busy.Owners, OwnerInfo{Holder: r.Holder, Mode: r.Mode, Epoch: kv.CreateRevision})
 			}
-			return 0, busy
+			return 0, OwnerInfo{}, busy
 		}
 	}
-	return 0, fmt.Errorf("acquire %s: %w", volume, ErrConflict)
+	return 0, OwnerInfo{}, fmt.Errorf("acquire %s: %w", volume, ErrConflict)
+}
+
+// claimOps are the operations of a successful claim: read the last
+// read-write owner (before it is replaced), write the owner key under the
+// lease and, for a read-write owner, record it as the last one.
+func claimOps(k keys, volume, key string, rec *OwnerRecord, lease clientv3.LeaseID) ([]clientv3.Op, error) {
+	op, err := putOp(key, rec, clientv3.WithLease(lease))
+	if err != nil {
+		return nil, err
+	}
+	ops := []clientv3.Op{clientv3.OpGet(k.lastRW(volume)), op}
+	if rec.Mode == ModeRW {
+		last, err := putOp(k.lastRW(volume), rec)
+		if err != nil {
+			return nil, err
+		}
+		ops = append(ops, last)
+	}
+	return ops, nil
+}
+
+// lastRW decodes the last read-write owner a claim read (its epoch is the
+// record's mod revision: it is written in that owner's claim).
+func lastRW(kvs []*mvccpb.KeyValue) (OwnerInfo, error) {
+	if len(kvs) == 0 {
+		return OwnerInfo{}, nil
+	}
+	r := &OwnerRecord{}
+	if err := decodeKV(kvs[0], r); err != nil {
+		return OwnerInfo{}, err
+	}
+	return OwnerInfo{Holder: r.Holder, Mode: r.Mode, Epoch: kvs[0].ModRevision}, nil
 }
 
 // BusyError is Acquire's ErrBusy: the owners of the volume that were in

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/meta/metatest"
 )
 
 // reacquireTTL is the lease TTL of the maps below; etcdOutage, how long
@@ -109,8 +110,10 @@ func TestProcessEtcdOutage(t *testing.T) {
 	bin := buildNvstripe(t)
 	e := startEtcdProc(t, bin)
 	c := &outageCluster{procCluster: startProcClusterOn(t, bin, []string{e.url}, 3), etcd: e}
-	t.Run("reacquires", func(t *testing.T) { mapReacquires(t, c) })
-	t.Run("taken over", func(t *testing.T) { fencedMapTakenOver(t, c) })
+	t.Run("reacquires", func(t *testing.T) { mapReacquires(t, c, "v", false) })
+	t.Run("reacquires after compaction", func(t *testing.T) { mapReacquires(t, c, "u", true) })
+	t.Run("taken over", func(t *testing.T) { fencedMapTakenOver(t, c, "w", false) })
+	t.Run("taken over and given back", func(t *testing.T) { fencedMapTakenOver(t, c, "x", true) })
 }
 
 // rwOwner returns the read-write owner of volume v, or ok false.
@@ -149,24 +152,30 @@ func writeModel(t *testing.T, p *procMap, seed int64) []byte {
 // lease) writes and flushes; etcd is stopped for three TTLs, so the lease
 // runs out and the mapping fences itself; once etcd goes on, the same
 // process takes the volume again with a higher epoch, and the same NBD
-// connection reads the earlier data back and writes again.
-func mapReacquires(t *testing.T, pc *outageCluster) {
-	pc.volume(t, "v")
-	a := startProcMap(t, pc.bin, pc.etcd.url, "v", "A", reacquireTTL)
+// connection reads the earlier data back and writes again. With compact,
+// etcd's history up to before the outage is compacted away first, as the
+// periodic compaction of `nvstripe etcd` (5 minutes) does under a mapping
+// that has run longer than that.
+func mapReacquires(t *testing.T, pc *outageCluster, v string, compact bool) {
+	pc.volume(t, v)
+	a := startProcMap(t, pc.bin, pc.etcd.url, v, "A", reacquireTTL)
 	model := writeModel(t, a, 1)
-	before, ok := rwOwner(pc.store, "v")
+	if compact {
+		metatest.Compact(t, []string{pc.etcd.url})
+	}
+	before, ok := rwOwner(pc.store, v)
 	if !ok || before.Holder != "A" {
 		t.Fatalf("owner before the outage: %+v (found %v), want A", before, ok)
 	}
 	pc.etcd.stopFor(t, etcdOutage)
 	waitUntil(t, "A fenced", func() bool { return strings.Contains(a.log.String(), "fenced") })
 	var after meta.OwnerInfo
-	waitUntil(t, "A owning v again", func() bool {
-		after, ok = rwOwner(pc.store, "v")
+	waitUntil(t, "A owning the volume again", func() bool {
+		after, ok = rwOwner(pc.store, v)
 		return ok && after.Epoch > before.Epoch
 	})
 	if after.Holder != "A" {
-		t.Fatalf("v taken after the outage by %s, want A", after.Holder)
+		t.Fatalf("%s taken after the outage by %s, want A", v, after.Holder)
 	}
 	// The owner key is written before the volume is opened and served.
 	waitUntil(t, "A serving again", func() bool { return strings.Contains(a.log.String(), "serving again") })
@@ -175,31 +184,38 @@ func mapReacquires(t *testing.T, pc *outageCluster) {
 		t.Fatalf("map A exited: %v", a.cmd.ProcessState)
 	default:
 	}
-	t.Logf("A took v again: epoch %d, was %d", after.Epoch, before.Epoch)
-	verifyThrough(t, a.client, model, "A after taking v again")
+	t.Logf("A took %s again: epoch %d, was %d", v, after.Epoch, before.Epoch)
+	verifyThrough(t, a.client, model, "A after taking its volume again")
 	model = writeModel(t, a, 2)
-	verifyThrough(t, a.client, model, "A's writes after taking v again")
+	verifyThrough(t, a.client, model, "A's writes after taking its volume again")
 }
 
 // fencedMapTakenOver: a foreground map A fenced by an etcd outage is
 // paused (SIGSTOP) before it can take its volume again; B maps the volume
 // read-write and writes; A, let go on, finds B owning it: it stays fenced,
-// says who holds the volume, ends, and B's data stays as B wrote it.
-func fencedMapTakenOver(t *testing.T, pc *outageCluster) {
-	pc.volume(t, "w")
+// says who holds the volume, ends, and B's data stays as B wrote it. With
+// unmapB, B unmaps before A goes on and etcd's history is compacted, so
+// only the record of the last read-write owner tells A about B.
+func fencedMapTakenOver(t *testing.T, pc *outageCluster, v string, unmapB bool) {
+	pc.volume(t, v)
 	e := pc.etcd
-	a := startProcMap(t, pc.bin, e.url, "w", "A", reacquireTTL)
+	a := startProcMap(t, pc.bin, e.url, v, "A", reacquireTTL)
 	writeModel(t, a, 1)
 	signal(t, e.cmd.Process, syscall.SIGSTOP)
 	waitUntil(t, "A fenced", func() bool { return strings.Contains(a.log.String(), "fenced") })
 	signal(t, a.cmd.Process, syscall.SIGSTOP)
 	signal(t, e.cmd.Process, syscall.SIGCONT)
 	waitUntil(t, "A's lease gone", func() bool {
-		_, owned := rwOwner(pc.store, "w")
+		_, owned := rwOwner(pc.store, v)
 		return !owned
 	})
-	b := startProcMap(t, pc.bin, e.url, "w", "B", 10*time.Second)
+	b := startProcMap(t, pc.bin, e.url, v, "B", 10*time.Second)
 	model := writeModel(t, b, 2)
+	if unmapB {
+		signal(t, b.cmd.Process, syscall.SIGINT)
+		<-b.exited
+		metatest.Compact(t, []string{e.url})
+	}
 	signal(t, a.cmd.Process, syscall.SIGCONT)
 	ctx := context.Background()
 	if err := a.client.WriteAt(ctx, make([]byte, 64<<10), 0); err == nil {
@@ -213,10 +229,12 @@ func fencedMapTakenOver(t *testing.T, pc *outageCluster) {
 		t.Fatal("A kept running after B took its volume")
 	}
 	if log := a.log.String(); !strings.Contains(log, "stays fenced") || !strings.Contains(log, "by B") {
-		t.Errorf("A did not say it stays fenced because B holds w; its log:\n%s", log)
+		t.Errorf("A did not say it stays fenced because of B; its log:\n%s", log)
 	}
-	if ow, _ := rwOwner(pc.store, "w"); ow.Holder != "B" {
-		t.Errorf("w owned by %q after A ended, want B", ow.Holder)
+	if unmapB {
+		b = startProcMap(t, pc.bin, e.url, v, "C", 10*time.Second)
+	} else if ow, _ := rwOwner(pc.store, v); ow.Holder != "B" {
+		t.Errorf("%s owned by %q after A ended, want B", v, ow.Holder)
 	}
-	verifyThrough(t, b.client, model, "B after A ended")
+	verifyThrough(t, b.client, model, "B's data after A ended")
 }
