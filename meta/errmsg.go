@@ -30,7 +30,8 @@ func (k keys) describe(key string) string {
 		return key
 	}
 	kinds := []struct{ prefix, name string }{{"hosts/", "host"}, {"ns/", "namespace"}, {"alloc/", "allocation of namespace"},
-		{"vol/", "volume"}, {"task/", "task"}, {"seg/", "segment"}, {"dirty/", "dirty segment"}, {"owner/", "owner of volume"}}
+		{"vol/", "volume"}, {"task/", "task"}, {"seg/", "segment"}, {"dirty/", "dirty segment"}, {"owner/", "owner of volume"},
+		{"lastrw/", "last read-write owner of volume"}}
 	for _, kd := range kinds {
 		name, ok := strings.CutPrefix(rest, kd.prefix)
 		if !ok {

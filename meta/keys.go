@@ -21,6 +21,8 @@ import (
 //	stale/<volume>/<%016x>/<slot>  StaleRecord: the slot missed writes at this location (stale.go)
 //	owner/<volume>/rw              OwnerRecord, bound to the owner's lease
 //	owner/<volume>/ro/<holder>     OwnerRecord, bound to a read-only owner's lease
+//	lastrw/<volume>                OwnerRecord of the last read-write owner (no lease: kept
+//	                               when it goes; its mod revision is that owner's epoch)
 //	leader/                        controller election (etcd concurrency.Election)
 //	task/<id>                      TaskRecord: progress of a long-running job
 //
@@ -54,6 +56,7 @@ func (k keys) owners(vol string) string          { return k.root + "owner/" + vo
 func (k keys) ownerRW(vol string) string         { return k.owners(vol) + "rw" }
 func (k keys) ownersRO(vol string) string        { return k.owners(vol) + "ro/" }
 func (k keys) ownerRO(vol, holder string) string { return k.ownersRO(vol) + holder }
+func (k keys) lastRW(vol string) string          { return k.root + "lastrw/" + vol }
 func (k keys) leader() string                    { return k.root + "leader/" }
 func (k keys) tasks() string                     { return k.root + "task/" }
 func (k keys) task(id string) string             { return k.tasks() + id }

@@ -56,11 +56,19 @@ type Owner struct {
 	once   sync.Once
 	ka     <-chan *clientv3.LeaseKeepAliveResponse
 	wch    clientv3.WatchChan
+	lastRW OwnerInfo
 }
 
 // Epoch is the owner's epoch: the etcd revision that created its key. A new
 // owner of the same volume always has a higher epoch than every earlier one.
 func (o *Owner) Epoch() int64 { return o.epoch }
+
+// LastRW is the read-write owner that acquired the volume last before this
+// one, as etcd had it recorded when this one acquired (Epoch is its epoch;
+// the zero OwnerInfo when none is recorded). An owner that lost its lease
+// and acquires again learns from it whether another took the volume
+// read-write in between, however much history etcd compacted since.
+func (o *Owner) LastRW() OwnerInfo { return o.lastRW }
 
 // Context is cancelled when ownership is lost or released; context.Cause
 // then wraps ErrLeaseLost (or is context.Canceled after Release).
@@ -96,7 +104,7 @@ func (s *Store) Acquire(ctx context.Context, volume string, o OwnerOptions) (*Ow
 	if err != nil {
 		return nil, s.wrap("grant lease", err)
 	}
-	epoch, err := s.claim(ctx, volume, key, &rec, lease.ID)
+	epoch, prev, err := s.claim(ctx, volume, key, &rec, lease.ID)
 	if err != nil {
 		_, _ = s.cli.Revoke(context.WithoutCancel(ctx), lease.ID)
 		return nil, err
@@ -105,23 +113,24 @@ func (s *Store) Acquire(ctx context.Context, volume string, o OwnerOptions) (*Ow
 	if err != nil {
 		return nil, err
 	}
-	ow.ttl = o.TTL
+	ow.ttl, ow.lastRW = o.TTL, prev
 	go ow.run(granted)
 	return ow, nil
 }
 
 // claim writes the owner key under the lease if the volume is ready and no
-// conflicting owner exists; it returns the key's create revision. A
+// conflicting owner exists; it returns the key's create revision and the
+// last read-write owner before it (zero when none is recorded). A
 // read-write owner conflicts with every other owner, except that a mover
 // and readers share the volume.
-func (s *Store) claim(ctx context.Context, volume, key string, rec *OwnerRecord, lease clientv3.LeaseID) (int64, error) {
+func (s *Store) claim(ctx context.Context, volume, key string, rec *OwnerRecord, lease clientv3.LeaseID) (int64, OwnerInfo, error) {
 	for range maxRetries {
 		v, rev, err := s.volume(ctx, volume)
 		if err != nil {
-			return 0, err
+			return 0, OwnerInfo{}, err
 		}
 		if v.State != VolumeReady {
-			return 0, fmt.Errorf("volume %s is being deleted: %w", volume, ErrNotFound)
+			return 0, OwnerInfo{}, fmt.Errorf("volume %s is being deleted: %w", volume, ErrNotFound)
 		}
 		cmps := []clientv3.Cmp{
 			clientv3.Compare(clientv3.ModRevision(s.keys.volume(volume)), "=", rev),
@@ -129,28 +138,85 @@ func (s *Store) claim(ctx context.Context, volume, key string, rec *OwnerRecord,
 		}
 		rw, err := s.rwCompare(ctx, volume, rec)
 		if err != nil {
-			return 0, err
+			return 0, OwnerInfo{}, err
 		}
 		cmps = append(cmps, rw)
 		if rec.Mode == ModeRW && !rec.Mover {
 			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(s.keys.ownersRO(volume)), "=", 0).WithPrefix())
 		}
-		op, err := putOp(key, rec, clientv3.WithLease(lease))
+		ops, err := claimOps(s.keys, volume, key, rec, lease)
 		if err != nil {
-			return 0, err
+			return 0, OwnerInfo{}, err
 		}
-		resp, err := s.kv.Txn(ctx).If(cmps...).Then(op).Else(clientv3.OpGet(s.keys.owners(volume), clientv3.WithPrefix())).Commit()
+		resp, err := s.kv.Txn(ctx).If(cmps...).Then(ops...).Else(clientv3.OpGet(s.keys.owners(volume), clientv3.WithPrefix())).Commit()
 		if err != nil {
-			return 0, s.wrap("acquire "+volume, err)
+			return 0, OwnerInfo{}, s.wrap("acquire "+volume, err)
 		}
 		if resp.Succeeded {
-			return resp.Header.Revision, nil
+			prev, err := lastRW(resp.Responses[0].GetResponseRange().Kvs)
+			return resp.Header.Revision, prev, err
 		}
 		if err := conflict(volume, key, rec, resp.Responses[0].GetResponseRange().Kvs); err != nil {
-			return 0, err
+			return 0, OwnerInfo{}, err
 		}
 	}
-	return 0, fmt.Errorf("acquire %s: %w", volume, ErrConflict)
+	return 0, OwnerInfo{}, fmt.Errorf("acquire %s: %w", volume, ErrConflict)
+}
+
+// claimOps are the operations of a successful claim: read the last
+// read-write owner (before it is replaced), write the owner key under the
+// lease and, for a read-write owner, record it as the last one.
+func claimOps(k keys, volume, key string, rec *OwnerRecord, lease clientv3.LeaseID) ([]clientv3.Op, error) {
+	op, err := putOp(key, rec, clientv3.WithLease(lease))
+	if err != nil {
+		return nil, err
+	}
+	ops := []clientv3.Op{clientv3.OpGet(k.lastRW(volume)), op}
+	if rec.Mode == ModeRW && !rec.Mover { // a mover changes no data: not recorded
+		last, err := putOp(k.lastRW(volume), rec)
+		if err != nil {
+			return nil, err
+		}
+		ops = append(ops, last)
+	}
+	return ops, nil
+}
+
+// lastRW decodes the last read-write owner a claim read (its epoch is the
+// record's mod revision: it is written in that owner's claim).
+func lastRW(kvs []*mvccpb.KeyValue) (OwnerInfo, error) {
+	if len(kvs) == 0 {
+		return OwnerInfo{}, nil
+	}
+	r := &OwnerRecord{}
+	if err := decodeKV(kvs[0], r); err != nil {
+		return OwnerInfo{}, err
+	}
+	return OwnerInfo{Holder: r.Holder, Mode: r.Mode, Epoch: kvs[0].ModRevision}, nil
+}
+
+// BusyError is Acquire's ErrBusy: the owners of the volume that were in
+// the way, as etcd had them when it refused the claim.
+type BusyError struct {
+	Volume string
+	Owners []OwnerInfo // at least one
+}
+
+func (e *BusyError) Error() string {
+	o := e.Owners[0]
+	return fmt.Sprintf("volume %s is mapped %s by %s (epoch %d): %v", e.Volume, o.Mode, o.Holder, o.Epoch, ErrBusy)
+}
+
+func (e *BusyError) Unwrap() error { return ErrBusy }
+
+// Has says whether the owner of epoch was among those in the way.
+func (e *BusyError) Has(epoch int64) bool {
+	for _, o := range e.Owners {
+		if o.Epoch == epoch {
+			return true
+		}
+	}
+	return false
 }
 
 // rwCompare is the claim's condition on the read-write owner key: absent,
@@ -173,7 +239,7 @@ func (s *Store) rwCompare(ctx context.Context, volume string, rec *OwnerRecord) 
 		return absent, err
 	}
 	if !other.Mover {
-		return absent, fmt.Errorf("volume %s is mapped %s by %s (epoch %d): %w", volume, other.Mode, other.Holder, resp.Kvs[0].CreateRevision, ErrBusy)
+		return absent, &BusyError{Volume: volume, Owners: []OwnerInfo{{Holder: other.Holder, Mode: other.Mode, Epoch: resp.Kvs[0].CreateRevision}}}
 	}
 	return clientv3.Compare(clientv3.ModRevision(key), "=", resp.Kvs[0].ModRevision), nil
 }
@@ -182,6 +248,7 @@ func (s *Store) rwCompare(ctx context.Context, volume string, rec *OwnerRecord) 
 // the volume's owner keys read when it failed; nil means a race to retry
 // (nothing conflicting is left, or only a mover beside a reader).
 func conflict(volume, key string, rec *OwnerRecord, kvs []*mvccpb.KeyValue) error {
+	busy := &BusyError{Volume: volume}
 	for _, kv := range kvs {
 		other := &OwnerRecord{}
 		if err := decodeKV(kv, other); err != nil {
@@ -190,10 +257,13 @@ func conflict(volume, key string, rec *OwnerRecord, kvs []*mvccpb.KeyValue) erro
 		shared := string(kv.Key) != key && (rec.Mode == ModeRO && (other.Mode == ModeRO || other.Mover) ||
 			rec.Mover && other.Mode == ModeRO)
 		if !shared {
-			return fmt.Errorf("volume %s is mapped %s by %s (epoch %d): %w", volume, other.Mode, other.Holder, kv.CreateRevision, ErrBusy)
+			busy.Owners = append(busy.Owners, OwnerInfo{Holder: other.Holder, Mode: other.Mode, Epoch: kv.CreateRevision})
 		}
 	}
-	return nil
+	if len(busy.Owners) == 0 {
+		return nil
+	}
+	return busy
 }
 
 // startOwner begins renewing the lease and watching the key.

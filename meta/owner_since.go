@@ -12,7 +12,7 @@ import (
 )
 
 // OwnersSince lists, from etcd's history, the owners that acquired volume
-// after revision rev, oldest first: what an owner fenced at epoch rev (its
+// after revision rev, oldest first, movers aside: what an owner fenced at epoch rev (its
 // lease ran out while etcd could not be reached) checks before taking the
 // volume again. It fails with ErrCompacted when that history is gone, so
 // nobody can tell.
@@ -68,6 +68,9 @@ func (s *Store) OwnersSince(ctx context.Context, volume string, rev int64) ([]Ow
 				r := &OwnerRecord{}
 				if err := decodeKV(ev.Kv, r); err != nil {
 					return nil, err
+				}
+				if r.Mover {
+					continue // the controller moving shards changes no data
 				}
 				out = append(out, OwnerInfo{Holder: r.Holder, Mode: r.Mode, Epoch: ev.Kv.CreateRevision})
 			}

@@ -93,3 +93,36 @@ func TestOwnersSinceCompacted(t *testing.T) {
 		t.Fatalf("owners since a compacted revision: %v, want ErrCompacted", err)
 	}
 }
+
+// TestLastRW: each owner learns from its own claim which read-write owner
+// acquired the volume last before it (read-only owners are not recorded),
+// also after that one released it; a deleted and recreated volume starts
+// with none.
+func TestLastRW(t *testing.T) {
+	s := setup(t, 3, 1, 4)
+	addVolume(t, s, "vol", 2, 1, 2)
+	ctx := testCtx(t)
+	acquire := func(holder string, ro bool, wantLast string, wantEpoch int64) *Owner {
+		t.Helper()
+		o, err := s.Acquire(ctx, "vol", OwnerOptions{Holder: holder, ReadOnly: ro})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := o.LastRW(); got.Holder != wantLast || got.Epoch != wantEpoch || (wantLast != "" && got.Mode != ModeRW) {
+			t.Errorf("%s's last read-write owner: %+v, want %q of epoch %d", holder, got, wantLast, wantEpoch)
+		}
+		if err := o.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	a := acquire("node-a", false, "", 0)
+	acquire("reader", true, "node-a", a.Epoch())
+	b := acquire("node-b", false, "node-a", a.Epoch())
+	acquire("node-a", false, "node-b", b.Epoch())
+	if err := s.DeleteVolume(ctx, "vol"); err != nil {
+		t.Fatal(err)
+	}
+	addVolume(t, s, "vol", 2, 1, 2)
+	acquire("node-c", false, "", 0)
+}

@@ -28,8 +28,13 @@ func TestOwnerExclusiveAndShared(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Acquire(ctx, "vol", OwnerOptions{Holder: "node-b"}); !errors.Is(err, ErrBusy) {
+	_, err = s.Acquire(ctx, "vol", OwnerOptions{Holder: "node-b"})
+	var busy *BusyError
+	if !errors.As(err, &busy) || !errors.Is(err, ErrBusy) {
 		t.Fatalf("second read-write owner: %v", err)
+	}
+	if !busy.Has(rw.Epoch()) || busy.Has(rw.Epoch()+1) || busy.Owners[0].Holder != "node-a" {
+		t.Errorf("second read-write owner refused by %+v, want node-a of epoch %d", busy.Owners, rw.Epoch())
 	}
 	if _, err := s.Acquire(ctx, "vol", OwnerOptions{Holder: "node-b", ReadOnly: true}); !errors.Is(err, ErrBusy) {
 		t.Fatalf("read-only owner next to a read-write one: %v", err)

@@ -143,6 +143,7 @@ func (s *Store) DeleteVolume(ctx context.Context, name string) error {
 		clientv3.OpDelete(s.keys.dirties(name), clientv3.WithPrefix()),
 		clientv3.OpDelete(s.keys.stales(name), clientv3.WithPrefix()),
 		clientv3.OpDelete(s.keys.segments(name), clientv3.WithPrefix()),
+		clientv3.OpDelete(s.keys.lastRW(name)),
 		clientv3.OpDelete(s.keys.volume(name)),
 	).Commit()
 	return s.wrap("delete volume "+name, err)

@@ -28,6 +28,25 @@ type procMap struct {
 	cmd    *exec.Cmd
 	client *nbdtest.Client
 	exited chan struct{} // closed when the process has exited
+	log    lockedBuffer  // its standard error, also copied to the test's
+}
+
+// lockedBuffer is a bytes.Buffer safe for one writer and many readers.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // startProcMap maps volume vol in a `nvstripe map` process holding the
@@ -36,7 +55,8 @@ func startProcMap(t *testing.T, bin, etcd, vol, holder string, ttl time.Duration
 	t.Helper()
 	addr := freeAddr(t)
 	cmd := exec.Command(bin, "map", vol, "--nbd-listen", addr, "--holder", holder, "--lease-ttl", ttl.String(), "--etcd", etcd)
-	cmd.Stderr = os.Stderr
+	p := &procMap{cmd: cmd, exited: make(chan struct{})}
+	cmd.Stderr = io.MultiWriter(os.Stderr, &p.log)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +64,6 @@ func startProcMap(t *testing.T, bin, etcd, vol, holder string, ttl time.Duration
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &procMap{cmd: cmd, exited: make(chan struct{})}
 	serving := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(out)

@@ -34,7 +34,14 @@ type procCluster struct {
 
 func startProcCluster(t *testing.T, n int) *procCluster {
 	t.Helper()
-	p := &procCluster{bin: buildNvstripe(t), eps: metatest.Start(t)}
+	return startProcClusterOn(t, buildNvstripe(t), metatest.Start(t), n)
+}
+
+// startProcClusterOn is startProcCluster with the binary bin and the etcd
+// at eps.
+func startProcClusterOn(t *testing.T, bin string, eps []string, n int) *procCluster {
+	t.Helper()
+	p := &procCluster{bin: bin, eps: eps}
 	ctx := context.Background()
 	var err error
 	if p.store, err = meta.Open(ctx, meta.Config{Endpoints: p.eps}); err != nil {
