@@ -76,6 +76,10 @@ type Options struct {
 	Parallel int
 	// CodecOptions are passed to ec.New (tests use ec.WithSIMD(false)).
 	CodecOptions []ec.Option
+	// LogEpoch orders the write-log records of this open after those of
+	// every earlier one (ppl.go): required (positive) for a geometry with
+	// Log, and larger at every open of the volume, e.g. the owner epoch.
+	LogEpoch int64
 }
 
 // EnsureDefaults fills zero fields with their defaults.
@@ -102,23 +106,30 @@ func (o *Options) Validate() error {
 	if o.Devices == nil || o.Alloc == nil {
 		return fmt.Errorf("volume options: Devices and Alloc are required: %w", blockdev.ErrInvalid)
 	}
+	if o.Geometry.Log && o.LogEpoch <= 0 {
+		return fmt.Errorf("volume options: a volume with a write log needs a positive LogEpoch, larger at every open: %w", blockdev.ErrInvalid)
+	}
 	return nil
 }
 
 // Volume is an erasure-coded, striped blockdev.Device.
 type Volume struct {
-	g      layout.Geometry
-	size   int64
-	codec  *ec.Codec
-	devs   DeviceSet
-	alloc  Allocator
-	dirty  DirtyLog
-	stale  StaleLog
-	ev     EventListener
-	par    int
-	closed atomic.Bool
-	sync   atomic.Bool // every namespace so far is blockdev.Synchronous
-	csum   checksumCounters
+	g        layout.Geometry
+	size     int64
+	codec    *ec.Codec
+	devs     DeviceSet
+	alloc    Allocator
+	dirty    DirtyLog
+	stale    StaleLog
+	ev       EventListener
+	par      int
+	closed   atomic.Bool
+	sync     atomic.Bool // every namespace so far is blockdev.Synchronous
+	csum     checksumCounters
+	log      logState // the write log (format 3), ppl.go
+	logStats logCounters
+	// poisoned are blocks a recovery could not settle (ppl_recover.go).
+	poisoned poisonSet
 
 	sumMu    sync.Mutex
 	sumDirty map[*sumPage]*slot // checksum pages to write at the next Flush
@@ -164,6 +175,7 @@ func New(opts Options) (*Volume, error) {
 		segs: map[int64]*segment{}, opening: map[int64]chan struct{}{}, ns: map[string]*nsState{},
 	}
 	v.bufs.New = func() any { b := make([]byte, g.Chunk); return &b }
+	v.log.seqEpoch.Store(uint64(opts.LogEpoch))
 	return v, nil
 }
 
@@ -291,6 +303,15 @@ func (v *Volume) Flush(ctx context.Context) error {
 	if v.closed.Load() {
 		return fmt.Errorf("volume closed: %w", blockdev.ErrUnavailable)
 	}
+	id := v.log.flushStarted()
+	if err := v.flush(ctx); err != nil {
+		return err
+	}
+	v.log.flushEnded(id)
+	return nil
+}
+
+func (v *Volume) flush(ctx context.Context) error {
 	if err := v.storeSums(ctx, nil); err != nil {
 		return fmt.Errorf("flush: %w", err)
 	}
