@@ -24,9 +24,9 @@
 // A geometry with Log (format 3, which has Checksums too) also ends every
 // slot in a write-log area (LogOffset, LogArea) after the checksum area:
 // the ring of partial-parity records that closes the write hole (package
-// volume, ppl.go). It holds at least 8 records of the largest size
-// (LogRecordMax blocks) and at least 1/256 of the slot, rounded up to whole
-// chunks.
+// volume, ppl.go). It holds at least 2 records of the largest size
+// (LogRecordMax blocks), at least 128 KiB and at least 1/256 of the slot,
+// rounded up to whole chunks (4 MiB of a 1 GiB slot: 0.4%).
 //
 // Everything here is a pure function of its arguments and safe for concurrent
 // use.
@@ -53,8 +53,10 @@ const (
 	// row (block offset of the chunk) it covers adds LogRowBytes(K).
 	LogHeaderFixed = 64
 	// logRecordsMin is how many records of the largest size the log area
-	// holds at least.
-	logRecordsMin = 8
+	// holds at least (a write may wait for the flush that frees one).
+	logRecordsMin = 2
+	// logBlocksMin is the least size of the log area in blocks (128 KiB).
+	logBlocksMin = 32
 	// logShare: the log area is at least 1/logShare of the slot.
 	logShare = 256
 )
@@ -98,7 +100,7 @@ func (g Geometry) Validate() error {
 	case g.Log && !g.Checksums:
 		return fmt.Errorf("write log without checksums: the log's records are checked against block checksums: %w", ErrGeometry)
 	case g.StripesPerSegment() < 1:
-		return fmt.Errorf("slot size=%d: no room for a chunk of %d beside the checksum area: %w", g.SlotSize, g.Chunk, ErrGeometry)
+		return fmt.Errorf("slot size=%d: no room for a chunk of %d beside the checksum and write-log areas: %w", g.SlotSize, g.Chunk, ErrGeometry)
 	}
 	return nil
 }
@@ -163,7 +165,8 @@ func (g Geometry) LogArea() int64 {
 	if !g.Log {
 		return 0
 	}
-	need := max(logRecordsMin*g.LogRecordMax()*ChecksumBlock, g.SlotSize/logShare)
+	need := max(logRecordsMin*g.LogRecordMax(), logBlocksMin) * ChecksumBlock
+	need = max(need, g.SlotSize/logShare)
 	return (need + g.Chunk - 1) / g.Chunk * g.Chunk
 }
 
