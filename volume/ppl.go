@@ -56,7 +56,7 @@ var errLogFull = errors.New("write log full")
 type stripeEpoch struct {
 	touched []uint32    // per row: data shards written in the epoch (noPPBit: no partial parity)
 	sums    [][2]uint32 // per row*K + shard: checksum at the epoch's start, latest
-	pp      []byte      // partial parity by row (rows with a partial bitmap); nil until needed
+	pp      [][]byte    // per row: partial parity block (rows with a partial bitmap), nil until needed
 	r0, r1  int64       // rows covered so far (r1 == 0: none)
 	mark    int64       // flushes begun when its last write ended; math.MaxInt64 while one runs (logMu)
 }
@@ -108,7 +108,7 @@ func (l *logState) begin(g layout.Geometry, id layout.StripeID) *stripeEpoch {
 	e := l.epochs[id]
 	if e == nil || l.dead(e.mark) {
 		rows := g.BlocksPerChunk()
-		e = &stripeEpoch{touched: make([]uint32, rows), sums: make([][2]uint32, rows*int64(g.K))}
+		e = &stripeEpoch{touched: make([]uint32, rows), sums: make([][2]uint32, rows*int64(g.K)), pp: make([][]byte, rows)}
 		l.epochs[id] = e
 	}
 	e.mark = math.MaxInt64
@@ -233,8 +233,19 @@ func (v *Volume) logWrite(ctx context.Context, s *segment, sio layout.StripeIO, 
 			}
 		}
 	}
+	n := rec.size(v.g) * layout.ChecksumBlock
+	bufs := make([][]byte, len(copies))
+	for j := range bufs {
+		bp, buf := v.recordBuf(n)
+		defer v.putRecordBuf(bp)
+		if bufs[j] = buf; j == 0 {
+			rec.encodeBody(v.g, buf)
+		} else {
+			copy(buf, bufs[0]) // each copy in flight has its own header
+		}
+	}
 	err = v.each(len(copies), func(j int) error {
-		return v.writeRecord(ctx, s, copies[j].i, copies[j].sl, sio.ID.Stripe, rec, mark)
+		return v.writeRecord(ctx, s, copies[j].i, copies[j].sl, sio.ID.Stripe, bufs[j], mark)
 	})
 	if err != nil {
 		v.log.end(e)
@@ -242,6 +253,22 @@ func (v *Volume) logWrite(ctx context.Context, s *segment, sio layout.StripeIO, 
 		return nil, nil, err
 	}
 	return e, mark, nil
+}
+
+// recordBuf returns a buffer of n bytes for a record: from the chunk pool
+// when it fits (a record of a write within one chunk's rows and few
+// partial rows), else allocated. Release it with putRecordBuf.
+func (v *Volume) recordBuf(n int64) (*[]byte, []byte) {
+	if n <= v.g.Chunk {
+		return v.getBuf(n)
+	}
+	return nil, make([]byte, n)
+}
+
+func (v *Volume) putRecordBuf(bp *[]byte) {
+	if bp != nil {
+		v.putBuf(bp)
+	}
 }
 
 // logDone ends a logged write.
@@ -253,21 +280,15 @@ func (v *Volume) logDone(e *stripeEpoch, mark *atomic.Int64) {
 	mark.Store(v.log.flushBegun.Load())
 }
 
-// writeRecord writes rec, with its sequence in the ring of copy sl of slot
-// i, to sl with FUA.
-func (v *Volume) writeRecord(ctx context.Context, s *segment, i int, sl *slot, t int64, rec logRecord, mark *atomic.Int64) error {
-	n := v.g.LogHeaderBlocks(int64(len(rec.touched)))
-	for _, bits := range rec.touched {
-		if partialRow(bits, v.g.K) {
-			n++
-		}
-	}
+// writeRecord writes the encoded record buf, stamped with its sequence in
+// the ring of copy sl of slot i, to sl with FUA.
+func (v *Volume) writeRecord(ctx context.Context, s *segment, i int, sl *slot, t int64, buf []byte, mark *atomic.Int64) error {
+	n := int64(len(buf)) / layout.ChecksumBlock
 	pos, seq, tail, err := sl.ring.reserve(&v.log, n, v.g.LogArea()/layout.ChecksumBlock, mark)
 	if err != nil {
 		return err
 	}
-	rec.seq, rec.tail = seq, tail
-	buf := rec.encode(v.g)
+	stamp(buf, seq, tail)
 	err = blockdev.WriteFUA(ctx, sl.dev, buf, v.g.LogOffset()+pos*layout.ChecksumBlock)
 	return v.shardFailed(s, sl, i, t, err)
 }
@@ -281,7 +302,7 @@ func (v *Volume) logUpdate(ctx context.Context, s *segment, sio layout.StripeIO,
 	if err := v.epochSums(ctx, s, sio.ID, b, e, lo, hi); err != nil {
 		return logRecord{}, err
 	}
-	if err := v.partialParity(sio.ID, plan, b, e, wt, lo, hi); err != nil {
+	if err := v.partialParity(plan, b, e, wt, lo, hi); err != nil {
 		return logRecord{}, err
 	}
 	for _, pc := range sio.Pieces {
@@ -354,37 +375,42 @@ func (v *Volume) epochSums(ctx context.Context, s *segment, id layout.StripeID, 
 // record renders the epoch as a record (sequence and tail unset).
 func (e *stripeEpoch) record(g layout.Geometry, id layout.StripeID) logRecord {
 	k := int64(g.K)
-	rec := logRecord{seg: id.Segment, stripe: id.Stripe, r0: e.r0,
-		touched: e.touched[e.r0:e.r1], sums: e.sums[e.r0*k : e.r1*k], pp: make([][]byte, e.r1-e.r0)}
-	for r := e.r0; r < e.r1; r++ {
-		if partialRow(e.touched[r], g.K) {
-			rec.pp[r-e.r0] = e.pp[r*layout.ChecksumBlock : (r+1)*layout.ChecksumBlock]
-		}
-	}
-	return rec
+	return logRecord{seg: id.Segment, stripe: id.Stripe, r0: e.r0,
+		touched: e.touched[e.r0:e.r1], sums: e.sums[e.r0*k : e.r1*k], pp: e.pp[e.r0:e.r1]}
 }
 
 // partialParity updates the epoch's partial parity over rows [lo, hi):
 // the first parity row's share of the data shards not written in the
 // epoch. A delta write derives it from the old parity and the old data it
 // read; the other modes encode it from the data they hold.
-func (v *Volume) partialParity(id layout.StripeID, plan writePlan, b *stripeBufs, e *stripeEpoch, wt []uint32, lo, hi int64) error {
-	g := v.g
+func (v *Volume) partialParity(plan writePlan, b *stripeBufs, e *stripeEpoch, wt []uint32, lo, hi int64) error {
 	need := false
 	for r := lo; r < hi; r++ {
-		need = need || partialRow(e.touched[r]|wt[r-lo], g.K)
+		need = need || partialRow(e.touched[r]|wt[r-lo], v.g.K)
 	}
 	if !need {
 		return nil
 	}
-	if e.pp == nil {
-		e.pp = make([]byte, g.Chunk)
-	}
-	span := e.pp[lo*layout.ChecksumBlock : hi*layout.ChecksumBlock]
+	bp, span := v.getBuf((hi - lo) * layout.ChecksumBlock)
+	defer v.putBuf(bp)
+	var err error
 	if plan.Mode == modeDelta {
-		return v.ppDelta(b, e, wt, lo, hi, span)
+		err = v.ppDelta(b, e, wt, lo, hi, span)
+	} else {
+		err = v.ppEncode(b, e, wt, lo, hi, span)
 	}
-	return v.ppEncode(b, e, wt, lo, hi, span)
+	if err != nil {
+		return err
+	}
+	for r := lo; r < hi; r++ {
+		if partialRow(e.touched[r]|wt[r-lo], v.g.K) {
+			if e.pp[r] == nil {
+				e.pp[r] = make([]byte, layout.ChecksumBlock)
+			}
+			copy(e.pp[r], span[(r-lo)*layout.ChecksumBlock:])
+		}
+	}
+	return nil
 }
 
 // ppDelta: partial parity = (the epoch's, or for rows new to the epoch the
@@ -394,14 +420,20 @@ func (v *Volume) ppDelta(b *stripeBufs, e *stripeEpoch, wt []uint32, lo, hi int6
 	g := v.g
 	n := (hi - lo) * layout.ChecksumBlock
 	for r := lo; r < hi; r++ {
-		if e.touched[r]&^noPPBit == 0 {
-			at := (r - lo) * layout.ChecksumBlock
-			copy(span[at:at+layout.ChecksumBlock], b.logP0[at:at+layout.ChecksumBlock])
+		at := (r - lo) * layout.ChecksumBlock
+		dst := span[at : at+layout.ChecksumBlock]
+		switch {
+		case e.touched[r]&^noPPBit == 0:
+			copy(dst, b.logP0[at:at+layout.ChecksumBlock])
+		case e.pp[r] != nil:
+			copy(dst, e.pp[r])
+		default:
+			clear(dst) // every data shard written already: no share left
 		}
 	}
 	oldData := make([][]byte, g.K)
 	newData := make([][]byte, g.K)
-	zero := make([]byte, n)
+	var zero []byte
 	for sh := 0; sh < g.K; sh++ {
 		var old []byte
 		for r := lo; r < hi; r++ {
@@ -410,14 +442,24 @@ func (v *Volume) ppDelta(b *stripeBufs, e *stripeEpoch, wt []uint32, lo, hi int6
 				continue
 			}
 			if old == nil {
-				old = make([]byte, n)
+				bp, buf := v.getBuf(n)
+				defer v.putBuf(bp)
+				old = buf
+				clear(old)
 			}
 			at := (r - lo) * layout.ChecksumBlock
 			copy(old[at:at+layout.ChecksumBlock], b.shards[sh][at:at+layout.ChecksumBlock])
 		}
-		if old != nil {
-			oldData[sh], newData[sh] = old, zero
+		if old == nil {
+			continue
 		}
+		if zero == nil {
+			bp, buf := v.getBuf(n)
+			defer v.putBuf(bp)
+			zero = buf
+			clear(zero)
+		}
+		oldData[sh], newData[sh] = old, zero
 	}
 	parity := make([][]byte, g.M)
 	parity[0] = span
@@ -431,14 +473,18 @@ func (v *Volume) ppEncode(b *stripeBufs, e *stripeEpoch, wt []uint32, lo, hi int
 	n := (hi - lo) * layout.ChecksumBlock
 	shards := make([][]byte, g.N())
 	for sh := 0; sh < g.N(); sh++ {
-		shards[sh] = make([]byte, n)
+		bp, buf := v.getBuf(n)
+		defer v.putBuf(bp)
+		shards[sh] = buf
 		if sh >= g.K {
 			continue
 		}
 		for r := lo; r < hi; r++ {
+			at := (r - lo) * layout.ChecksumBlock
 			if (e.touched[r]|wt[r-lo])&(1<<sh) == 0 {
-				at := (r - lo) * layout.ChecksumBlock
-				copy(shards[sh][at:at+layout.ChecksumBlock], b.shards[sh][at:at+layout.ChecksumBlock])
+				copy(buf[at:at+layout.ChecksumBlock], b.shards[sh][at:at+layout.ChecksumBlock])
+			} else {
+				clear(buf[at : at+layout.ChecksumBlock])
 			}
 		}
 	}

@@ -9,26 +9,28 @@ import (
 
 // A write-log record (format 3, see ppl.go) on disk, little endian:
 //
-//	0   magic "NVPL" (u32), version 1 (u16), flags 0 (u16)
+//	0   magic "NVPL" (u32), version 1 (u16), first row covered r0 (u16)
 //	8   sequence: epoch (u64), number (u64)
 //	24  tail: epoch (u64), number (u64) — records of the same ring older
 //	    than this were dead when this one was written
 //	40  segment (i64), stripe (i64)
-//	56  first row covered (u16), rows covered (u16)
-//	60  crc32c of the whole record (header and partial-parity blocks)
-//	    with these 4 bytes zero
+//	56  rows covered n (u16), zero (u16 and u32)
+//	64  crc32c of the body (everything from 72 to the record's end)
+//	68  crc32c of bytes 0..68
 //
-// Then, per row r0..r0+n-1: the bitmap of the data shards written in the
-// row since the stripe's epoch began (u32; bit 31: no partial parity for
-// the row), and per data shard the checksum of the block at the epoch's
-// start and of its latest value (u32 each). The header is padded to whole
-// blocks; then one partial-parity block follows per row whose bitmap is
-// neither 0 nor every data shard, in row order.
+// The body, from 72: per row r0..r0+n-1, the bitmap of the data shards
+// written in the row since the stripe's epoch began (u32; bit 31: no
+// partial parity for the row) and per data shard the checksum of the
+// block at the epoch's start and of its latest value (u32 each); padding
+// to whole blocks; then one partial-parity block per row whose bitmap is
+// neither 0 nor every data shard, in row order. The body is the same in
+// every copy of a record; the fixed part differs (each ring's sequence).
 const (
 	logMagic   = 0x4c50564e
 	logVersion = 1
 	noPPBit    = 1 << 31
-	logCRCOff  = 60
+	logBodyCRC = 64
+	logHeadCRC = 68
 )
 
 // logSeq orders records: the owner epoch that wrote it, then a counter.
@@ -65,28 +67,30 @@ func partialRow(bits uint32, k int) bool {
 	return b != 0 && b != uint32(1)<<k-1 && bits&noPPBit == 0
 }
 
-// encode renders the record in g's format.
-func (r *logRecord) encode(g layout.Geometry) []byte {
-	rows := int64(len(r.touched))
-	hb := g.LogHeaderBlocks(rows)
-	pp := 0
+// size is the record's length in blocks.
+func (r *logRecord) size(g layout.Geometry) int64 {
+	n := g.LogHeaderBlocks(int64(len(r.touched)))
 	for _, t := range r.touched {
 		if partialRow(t, g.K) {
-			pp++
+			n++
 		}
 	}
-	buf := make([]byte, (hb+int64(pp))*layout.ChecksumBlock)
+	return n
+}
+
+// encodeBody renders everything but the sequence and tail (stamp) in
+// g's format into buf, of the record's size (any contents).
+func (r *logRecord) encodeBody(g layout.Geometry, buf []byte) {
+	rows := int64(len(r.touched))
+	hb := g.LogHeaderBlocks(rows)
 	le := binary.LittleEndian
+	clear(buf[:layout.LogHeaderFixed])
 	le.PutUint32(buf[0:], logMagic)
 	le.PutUint16(buf[4:], logVersion)
-	le.PutUint64(buf[8:], r.seq.epoch)
-	le.PutUint64(buf[16:], r.seq.n)
-	le.PutUint64(buf[24:], r.tail.epoch)
-	le.PutUint64(buf[32:], r.tail.n)
+	le.PutUint16(buf[6:], uint16(r.r0))
 	le.PutUint64(buf[40:], uint64(r.seg))
 	le.PutUint64(buf[48:], uint64(r.stripe))
-	le.PutUint16(buf[56:], uint16(r.r0))
-	le.PutUint16(buf[58:], uint16(rows))
+	le.PutUint16(buf[56:], uint16(rows))
 	at := layout.LogHeaderFixed
 	for row, t := range r.touched {
 		le.PutUint32(buf[at:], t)
@@ -98,6 +102,7 @@ func (r *logRecord) encode(g layout.Geometry) []byte {
 			at += 8
 		}
 	}
+	clear(buf[at : hb*layout.ChecksumBlock])
 	at = int(hb * layout.ChecksumBlock)
 	for row, t := range r.touched {
 		if partialRow(t, g.K) {
@@ -105,16 +110,26 @@ func (r *logRecord) encode(g layout.Geometry) []byte {
 			at += layout.ChecksumBlock
 		}
 	}
-	le.PutUint32(buf[logCRCOff:], recordCRC(buf))
-	return buf
+	le.PutUint32(buf[logBodyCRC:], crc32.Checksum(buf[layout.LogHeaderFixed:], castagnoli))
 }
 
-// recordCRC is the crc32c of a record with its crc field taken as zero.
-func recordCRC(b []byte) uint32 {
-	var zero [4]byte
-	c := crc32.Update(0, castagnoli, b[:logCRCOff])
-	c = crc32.Update(c, castagnoli, zero[:])
-	return crc32.Update(c, castagnoli, b[logCRCOff+4:])
+// stamp writes the sequence and tail into an encoded record and seals its
+// fixed part.
+func stamp(buf []byte, seq, tail logSeq) {
+	le := binary.LittleEndian
+	le.PutUint64(buf[8:], seq.epoch)
+	le.PutUint64(buf[16:], seq.n)
+	le.PutUint64(buf[24:], tail.epoch)
+	le.PutUint64(buf[32:], tail.n)
+	le.PutUint32(buf[logHeadCRC:], crc32.Checksum(buf[:logHeadCRC], castagnoli))
+}
+
+// encode renders the record in g's format.
+func (r *logRecord) encode(g layout.Geometry) []byte {
+	buf := make([]byte, r.size(g)*layout.ChecksumBlock)
+	r.encodeBody(g, buf)
+	stamp(buf, r.seq, r.tail)
+	return buf
 }
 
 // decodeRecord parses the record that starts at b (the rest of the ring
@@ -122,11 +137,12 @@ func recordCRC(b []byte) uint32 {
 // or ok=false when b holds no whole, intact record of g's format.
 func decodeRecord(g layout.Geometry, b []byte) (rec *logRecord, blocks int64, ok bool) {
 	le := binary.LittleEndian
-	if len(b) < layout.ChecksumBlock || le.Uint32(b[0:]) != logMagic || le.Uint16(b[4:]) != logVersion {
+	if len(b) < layout.ChecksumBlock || le.Uint32(b[0:]) != logMagic || le.Uint16(b[4:]) != logVersion ||
+		le.Uint32(b[logHeadCRC:]) != crc32.Checksum(b[:logHeadCRC], castagnoli) {
 		return nil, 0, false
 	}
-	rows := int64(le.Uint16(b[58:]))
-	r0 := int64(le.Uint16(b[56:]))
+	rows := int64(le.Uint16(b[56:]))
+	r0 := int64(le.Uint16(b[6:]))
 	if rows < 1 || r0+rows > g.BlocksPerChunk() {
 		return nil, 0, false
 	}
@@ -157,8 +173,7 @@ func decodeRecord(g layout.Geometry, b []byte) (rec *logRecord, blocks int64, ok
 		return nil, 0, false
 	}
 	whole := b[:n]
-	want := le.Uint32(whole[logCRCOff:])
-	if recordCRC(whole) != want {
+	if le.Uint32(whole[logBodyCRC:]) != crc32.Checksum(whole[layout.LogHeaderFixed:], castagnoli) {
 		return nil, 0, false
 	}
 	at = int(hb * layout.ChecksumBlock)

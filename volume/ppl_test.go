@@ -313,7 +313,7 @@ func TestLogRecordRoundTrip(t *testing.T) {
 		fmt.Sprint(got.touched, got.sums) != fmt.Sprint(rec.touched, rec.sums) || !bytes.Equal(got.pp[0], rec.pp[0]) || got.pp[1] != nil {
 		t.Fatalf("decoded %+v ok=%v n=%d, want %+v", got, ok, n, rec)
 	}
-	for _, bit := range []int{3, 8*60 + 1, 8*100 + 5, 8*4096 + 17} {
+	for _, bit := range []int{3, 8*20 + 1, 8*60 + 2, 8*100 + 5, 8*4096 + 17} {
 		bad := bytes.Clone(buf)
 		bad[bit/8] ^= 1 << (bit % 8)
 		if _, _, ok := decodeRecord(g, bad); ok {

@@ -51,7 +51,7 @@ const (
 
 	// LogHeaderFixed is the fixed part of a write-log record header; each
 	// row (block offset of the chunk) it covers adds LogRowBytes(K).
-	LogHeaderFixed = 64
+	LogHeaderFixed = 72
 	// logRecordsMin is how many records of the largest size the log area
 	// holds at least (a write may wait for the flush that frees one).
 	logRecordsMin = 2
