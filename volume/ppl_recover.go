@@ -408,7 +408,10 @@ func (v *Volume) solveRow(shards [][]byte, x int, out []byte, accept func([]byte
 // recovery could not solve to any value it held: a crash in the middle of
 // a write left the other shards on different versions, and the write log
 // does not pin down which. Reads of those blocks fail with its class,
-// blockdev.ErrCorrupt, until the volume is reopened.
+// blockdev.ErrCorrupt (after a reopen too: the parity blocks of those rows
+// keep checksums they do not match), until a write of the whole stripe.
+// Writes of part of the stripe, and a Repair that would rebuild the lost
+// slot there, fail with the same class meanwhile.
 type UnsettledError struct {
 	Segment, Stripe int64
 	Shard           int
@@ -444,6 +447,22 @@ func (v *Volume) poison(id layout.StripeID, shard int, rows []int64) {
 	}
 	p.rows[poisonKey{id, shard}] = rows
 	p.any.Store(true)
+}
+
+// settled forgets the unsettled blocks of stripe id (a write of the whole
+// stripe replaces them, and its parity, with good ones).
+func (v *Volume) settled(id layout.StripeID) {
+	p := &v.poisoned
+	if !p.any.Load() {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k := range p.rows {
+		if k.id == id {
+			delete(p.rows, k)
+		}
+	}
 }
 
 // unsettled fails with class ErrCorrupt when chunk range [lo, hi) of

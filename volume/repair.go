@@ -224,13 +224,16 @@ func (v *Volume) resyncOnce(ctx context.Context, s *segment, id layout.StripeID)
 
 // Recover makes the volume consistent after an unclean stop: it resyncs every
 // segment the DirtyLog lists, flushes, and marks them clean. Run it once after
-// opening, before serving IO. A segment that lacks a data shard (its
-// namespace is down, or its slot missed writes) cannot be resynced: it stays
-// dirty, is reported through EventListener.ShardError, and is resynced by a
-// later Recover; the open goes on (reads reconstruct around the missing
-// shard; stripes that had a write in flight at the stop may then read wrong
-// data in the missing shard's range, the write hole a crash plus a lost
-// shard leaves).
+// opening, before serving IO. Without a write log (formats 1 and 2), a
+// segment that lacks a data shard (its namespace is down, or its slot
+// missed writes) cannot be resynced: it stays dirty, is reported through
+// EventListener.ShardError, and is resynced by a later Recover; the open
+// goes on (reads reconstruct around the missing shard; stripes that had a
+// write in flight at the stop may then read wrong data in the missing
+// shard's range, the write hole a crash plus a lost shard leaves). With a
+// write log (format 3) such stripes are settled from their records
+// (ppl_recover.go); only stripes with two data shards missing, or rows the
+// records cannot settle (UnsettledError), keep their segment dirty.
 func (v *Volume) Recover(ctx context.Context) (int, error) {
 	segs, err := v.dirty.Dirty(ctx)
 	if err != nil {

@@ -27,6 +27,10 @@
 // healed fails the read with class blockdev.ErrCorrupt, never wrong data.
 // Recover tells torn writes of dirty segments from corruption (healResync).
 //
+// A volume whose geometry has Log (format 3) also logs, before each stripe
+// write, a record on the stripe's parity slots from which Recover solves a
+// data shard lost together with a crash mid-write (ppl.go, the write hole).
+//
 // Concurrency: all methods may be called from many goroutines. Requests are
 // split per stripe and run concurrently; within a stripe, shard IO is issued
 // in parallel. Writes to one stripe are serialised by a stripe lock; reads of

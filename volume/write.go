@@ -50,7 +50,9 @@ func (v *Volume) writeStripe(ctx context.Context, sio layout.StripeIO, p []byte,
 }
 
 func (v *Volume) writeStripeOnce(ctx context.Context, sio layout.StripeIO, p []byte, fua bool) error {
-	if err := v.unsettled(sio.ID, -1, 0, v.g.Chunk); err != nil {
+	if sio.Full(v.g) {
+		v.settled(sio.ID) // a whole-stripe write replaces what was lost
+	} else if err := v.unsettled(sio.ID, -1, 0, v.g.Chunk); err != nil {
 		return err
 	}
 	s, err := v.acquire(ctx, sio.ID.Segment, true)
