@@ -102,10 +102,12 @@ func (v *Volume) parseRing(s *segment, i int, buf []byte) []*logRecord {
 
 // settleStripe makes stripe t of a dirty segment consistent after a
 // crash, with rec the newest live record of the stripe (nil: no write
-// since its last flush, so it is consistent already). With every data
-// shard usable the parity is recomputed from the data (healResync); with
-// one missing, its blocks are solved from the record (settleLost), its
-// slot is marked stale from t, and the parity is recomputed from the data
+// since its last flush). With every data shard usable the parity is
+// recomputed from the data (healResync, which also settles torn
+// checksums, and whole-stripe trims, which are not logged); with one
+// missing, a stripe without a record is left as it is (consistent), and
+// one with a record has its lost blocks solved from it (settleLost), the
+// lost slot marked stale from t, and the parity recomputed from the data
 // with the solved blocks. REQUIRES: s.io held shared.
 func (v *Volume) settleStripe(ctx context.Context, s *segment, t int64, rec *logRecord, scanned []bool) error {
 	id := layout.StripeID{Segment: s.id, Stripe: t}
@@ -140,12 +142,10 @@ func (v *Volume) settleOnce(ctx context.Context, s *segment, id layout.StripeID,
 		}
 	}
 	switch {
-	case len(lost) == 0 && rec == nil && known:
-		return nil // no write since the stripe's last flush
 	case len(lost) == 0:
 		return v.healStripe(ctx, s, id, healResync)
 	case rec == nil && known:
-		return nil
+		return nil // no write since the stripe's last flush
 	case len(lost) > 1 || rec == nil:
 		return fmt.Errorf("segment %d stripe %d: settling needs all but one data shard and its write log: %w", s.id, id.Stripe, v.stripeError(s, id, usable))
 	}

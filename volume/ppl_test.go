@@ -18,7 +18,7 @@ import (
 // write-hole tests: one parity (md's RAID5 case) and two.
 var pplLayouts = []layout.Geometry{
 	{K: 3, M: 1, Chunk: 8 << 10, SlotSize: 256 << 10, Checksums: true, Log: true},
-	{K: 4, M: 2, Chunk: 16 << 10, SlotSize: 1 << 20, Checksums: true, Log: true},
+	{K: 4, M: 2, Chunk: 16 << 10, SlotSize: 512 << 10, Checksums: true, Log: true},
 }
 
 // holeWorkload overwrites part of every stripe of a volume written and
