@@ -56,7 +56,7 @@ var errLogFull = errors.New("write log full")
 type stripeEpoch struct {
 	touched []uint32    // per row: data shards written in the epoch (noPPBit: no partial parity)
 	sums    [][2]uint32 // per row*K + shard: checksum at the epoch's start, latest
-	pp      [][]byte    // per row: partial parity block (rows with a partial bitmap), nil until needed
+	pp      [][]byte    // per row: partial parity block, valid where the bitmap is partial; nil until needed
 	r0, r1  int64       // rows covered so far (r1 == 0: none)
 	mark    int64       // flushes begun when its last write ended; math.MaxInt64 while one runs (logMu)
 }
@@ -65,6 +65,7 @@ type stripeEpoch struct {
 type logState struct {
 	mu     sync.Mutex
 	epochs map[layout.StripeID]*stripeEpoch
+	spare  []*stripeEpoch // ended epochs to reuse (their blocks too); REQUIRES: mu held
 
 	seqEpoch atomic.Uint64 // Options.LogEpoch, or a later epoch found on disk
 	seq      atomic.Uint64 // last record number used in this epoch
@@ -92,6 +93,9 @@ func (l *logState) flushEnded(id int64) {
 	for k, e := range l.epochs {
 		if l.dead(e.mark) {
 			delete(l.epochs, k)
+			if len(l.spare) < maxSpareEpochs {
+				l.spare = append(l.spare, e)
+			}
 		}
 	}
 	l.mu.Unlock()
@@ -107,12 +111,28 @@ func (l *logState) begin(g layout.Geometry, id layout.StripeID) *stripeEpoch {
 	}
 	e := l.epochs[id]
 	if e == nil || l.dead(e.mark) {
-		rows := g.BlocksPerChunk()
-		e = &stripeEpoch{touched: make([]uint32, rows), sums: make([][2]uint32, rows*int64(g.K)), pp: make([][]byte, rows)}
+		e = l.fresh(g)
 		l.epochs[id] = e
 	}
 	e.mark = math.MaxInt64
 	return e
+}
+
+// maxSpareEpochs bounds the ended epochs kept for reuse.
+const maxSpareEpochs = 1024
+
+// fresh returns an empty epoch, reusing an ended one when there is one.
+// REQUIRES: mu held.
+func (l *logState) fresh(g layout.Geometry) *stripeEpoch {
+	if n := len(l.spare); n > 0 {
+		e := l.spare[n-1]
+		l.spare = l.spare[:n-1]
+		clear(e.touched) // e.pp keeps its blocks: only partial rows' are read
+		e.r0, e.r1 = 0, 0
+		return e
+	}
+	rows := g.BlocksPerChunk()
+	return &stripeEpoch{touched: make([]uint32, rows), sums: make([][2]uint32, rows*int64(g.K)), pp: make([][]byte, rows)}
 }
 
 // end records that the write begun on e ended.
