@@ -3,6 +3,7 @@ package volume
 import (
 	"context"
 	"fmt"
+	"math/rand"
 	"syscall"
 	"testing"
 
@@ -10,15 +11,21 @@ import (
 	"github.com/nvstripe/nvstripe/volume/layout"
 )
 
-// BenchmarkWriteLog runs the write cases of BenchmarkVolume on a 4+2
+// BenchmarkWriteLog runs the write cases of BenchmarkVolume, and 4 KiB
+// random writes with a flush every 64, on a 4+2
 // volume with checksums, without the write log (format 2) and with it
 // (format 3), one after the other, so that -count=N interleaves the two.
 // cpu-s/GiB is the process's CPU time (getrusage: user and system, GC
 // included) per GiB written, which a machine shared with other work does
-// not inflate as it does ns/op. Nothing flushes: the log flushes the
+// not inflate as it does ns/op. Without flushes the log flushes the
 // volume itself whenever its ring is full of live records.
 func BenchmarkWriteLog(b *testing.B) {
-	for _, c := range volumeBenchCases[:2] {
+	cases := append(volumeBenchCases[:2:2], struct {
+		name  string
+		bytes int64
+		run   func(b *testing.B, v *Volume, mems []*blockdev.Mem)
+	}{"write-4KiB-random-flush64", 4096, func(b *testing.B, v *Volume, _ []*blockdev.Mem) { benchRandomFlush(b, v, 64) }})
+	for _, c := range cases {
 		for _, log := range []bool{false, true} {
 			b.Run(fmt.Sprintf("%s/k4m2/log=%v", c.name, log), func(b *testing.B) {
 				v, mems := benchLogVolume(b, log)
@@ -26,6 +33,25 @@ func BenchmarkWriteLog(b *testing.B) {
 				c.run(b, v, mems)
 				b.ReportMetric((cpuSeconds(b)-start)/(float64(b.N)*float64(c.bytes))*(1<<30), "cpu-s/GiB")
 			})
+		}
+	}
+}
+
+// benchRandomFlush writes 4 KiB at random offsets and flushes every
+// every writes, as a file system commits its journal.
+func benchRandomFlush(b *testing.B, v *Volume, every int) {
+	rng := rand.New(rand.NewSource(1))
+	p := pattern(4096, 3)
+	b.SetBytes(4096)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := v.WriteAt(context.Background(), p, rng.Int63n(v.Size()/4096)*4096); err != nil {
+			b.Fatal(err)
+		}
+		if i%every == every-1 {
+			if err := v.Flush(context.Background()); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
 }
