@@ -313,7 +313,7 @@ type Layout struct {
 	// which open as before, unprotected). It needs Checksum. Builds that
 	// predate the field refuse the record, so they never write such a
 	// volume without its records.
-	WriteLog string `json:"writeLog,omitempty"`
+	WriteLog string `json:"write_log,omitempty"`
 }
 
 // ChecksumCRC32C is Layout.Checksum for a crc32c per 4 KiB block.
