@@ -144,7 +144,7 @@ func (v *Volume) settleOnce(ctx context.Context, s *segment, id layout.StripeID,
 	switch {
 	case len(lost) == 0:
 		return v.healStripe(ctx, s, id, healResync)
-	case rec == nil && known:
+	case len(lost) == 1 && rec == nil && known:
 		return nil // no write since the stripe's last flush
 	case len(lost) > 1 || rec == nil:
 		return fmt.Errorf("segment %d stripe %d: settling needs all but one data shard and its write log: %w", s.id, id.Stripe, v.stripeError(s, id, usable))
