@@ -289,37 +289,57 @@ func (v *Volume) solveClean(img *stripeImage, usable []bool, x int, r int64, out
 // they are, then (M >= 2) each pair of parities with one written data
 // block taken as unknown too.
 func (v *Volume) solveLogged(img *stripeImage, usable []bool, x int, rec *logRecord, idx int, r int64, out []byte) bool {
-	g := v.g
-	allowed := rec.sums[idx*g.K+x]
+	allowed := rec.sums[idx*v.g.K+x]
 	accept := func(b []byte) bool {
 		s := blockSum(b)
 		return s == allowed[0] || s == allowed[1]
 	}
-	lo, hi := r*layout.ChecksumBlock, (r+1)*layout.ChecksumBlock
-	row := func(sh int) []byte { return img.bufs.shards[sh][lo:hi] }
 	if v.zeroRow(img, usable, r) {
 		clear(out) // trimmed since the record: zero data, zero parity
 		return true
 	}
+	if v.solvePartial(img, x, rec, idx, r, out, accept) {
+		v.logStats.partial.Add(1)
+		return true
+	}
+	if v.solveParity(img, usable, x, rec.touched[idx]&^noPPBit, r, out, accept) {
+		v.logStats.parity.Add(1)
+		return true
+	}
+	v.logStats.unsettled.Add(1)
+	return false
+}
+
+// solvePartial solves row r of x, not written in the record's epoch, from
+// the record's partial parity and the data shards not written either.
+func (v *Volume) solvePartial(img *stripeImage, x int, rec *logRecord, idx int, r int64, out []byte, accept func([]byte) bool) bool {
 	bits := rec.touched[idx] &^ noPPBit
-	if bits&(1<<x) == 0 && rec.pp[idx] != nil {
-		shards := make([][]byte, g.N())
-		zero := make([]byte, layout.ChecksumBlock)
-		for sh := 0; sh < g.K; sh++ {
-			switch {
-			case sh == x:
-			case bits&(1<<sh) != 0:
-				shards[sh] = zero
-			default:
-				shards[sh] = row(sh)
-			}
-		}
-		shards[g.K] = rec.pp[idx]
-		if v.solveRow(shards, x, out, accept) {
-			v.logStats.partial.Add(1)
-			return true
+	if bits&(1<<x) != 0 || rec.pp[idx] == nil {
+		return false
+	}
+	g := v.g
+	lo, hi := r*layout.ChecksumBlock, (r+1)*layout.ChecksumBlock
+	shards := make([][]byte, g.N())
+	zero := make([]byte, layout.ChecksumBlock)
+	for sh := 0; sh < g.K; sh++ {
+		switch {
+		case sh == x:
+		case bits&(1<<sh) != 0:
+			shards[sh] = zero
+		default:
+			shards[sh] = img.bufs.shards[sh][lo:hi]
 		}
 	}
+	shards[g.K] = rec.pp[idx]
+	return v.solveRow(shards, x, out, accept)
+}
+
+// solveParity solves row r of x from each usable parity with the other
+// data as they are, then (M >= 2) from each pair of parities with one
+// data block written in the epoch (bits) taken as unknown too.
+func (v *Volume) solveParity(img *stripeImage, usable []bool, x int, bits uint32, r int64, out []byte, accept func([]byte) bool) bool {
+	g := v.g
+	lo, hi := r*layout.ChecksumBlock, (r+1)*layout.ChecksumBlock
 	var par, written []int
 	for sh := g.K; sh < g.N(); sh++ {
 		if usable[sh] {
@@ -335,17 +355,16 @@ func (v *Volume) solveLogged(img *stripeImage, usable []bool, x int, rec *logRec
 		shards := make([][]byte, g.N())
 		for sh := 0; sh < g.K; sh++ {
 			if sh != x && sh != without {
-				shards[sh] = row(sh)
+				shards[sh] = img.bufs.shards[sh][lo:hi]
 			}
 		}
 		for _, sh := range with {
-			shards[sh] = row(sh)
+			shards[sh] = img.bufs.shards[sh][lo:hi]
 		}
 		return v.solveRow(shards, x, out, accept)
 	}
 	for _, p := range par {
 		if try([]int{p}, -1) {
-			v.logStats.parity.Add(1)
 			return true
 		}
 	}
@@ -353,30 +372,12 @@ func (v *Volume) solveLogged(img *stripeImage, usable []bool, x int, rec *logRec
 		for b := a + 1; b < len(par); b++ {
 			for _, y := range written {
 				if try([]int{par[a], par[b]}, y) {
-					v.logStats.parity.Add(1)
 					return true
 				}
 			}
 		}
 	}
-	v.logStats.unsettled.Add(1)
 	return false
-}
-
-// LogStats counts what recoveries of a volume with a write log did with
-// blocks of a lost data shard in rows written at the crash.
-type LogStats struct {
-	Partial   int64 // solved from the record's partial parity (not written in the epoch)
-	Parity    int64 // solved from a version-consistent set of the other shards
-	Unsettled int64 // neither: reads of them fail with class ErrCorrupt
-}
-
-type logCounters struct{ partial, parity, unsettled atomic.Int64 }
-
-// LogStats returns the write-log recovery counters.
-func (v *Volume) LogStats() LogStats {
-	c := &v.logStats
-	return LogStats{Partial: c.partial.Load(), Parity: c.parity.Load(), Unsettled: c.unsettled.Load()}
 }
 
 // zeroRow reports whether every usable shard of row r is zeros.
@@ -486,4 +487,20 @@ func (v *Volume) unsettled(id layout.StripeID, shard int, lo, hi int64) error {
 		}
 	}
 	return nil
+}
+
+// LogStats counts what recoveries of a volume with a write log did with
+// blocks of a lost data shard in rows written at the crash.
+type LogStats struct {
+	Partial   int64 // solved from the record's partial parity (not written in the epoch)
+	Parity    int64 // solved from a version-consistent set of the other shards
+	Unsettled int64 // neither: reads of them fail with class ErrCorrupt
+}
+
+type logCounters struct{ partial, parity, unsettled atomic.Int64 }
+
+// LogStats returns the write-log recovery counters.
+func (v *Volume) LogStats() LogStats {
+	c := &v.logStats
+	return LogStats{Partial: c.partial.Load(), Parity: c.parity.Load(), Unsettled: c.unsettled.Load()}
 }
