@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/volume/layout"
@@ -35,17 +36,24 @@ func (v *Volume) write(ctx context.Context, p []byte, off int64, fua bool) error
 // the write log is full of live records it flushes the volume (holding no
 // lock) and tries again.
 func (v *Volume) writeStripe(ctx context.Context, sio layout.StripeIO, p []byte, fua bool) error {
-	for try := 0; ; try++ {
+	wait := time.Millisecond
+	for {
 		err := v.writeStripeOnce(ctx, sio, p, fua)
 		if !errors.Is(err, errLogFull) {
 			return err
 		}
-		if try == 3 {
-			return fmt.Errorf("segment %d stripe %d: %w after %d flushes", sio.ID.Segment, sio.ID.Stripe, err, try)
-		}
+		// The ring's oldest records protect writes still in flight, or
+		// writes no flush has covered yet: flush, and wait for the writes
+		// in flight to end, as long as the caller lets us.
 		if err := v.Flush(ctx); err != nil {
 			return fmt.Errorf("flushing to free write-log space: %w", err)
 		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("segment %d stripe %d: %w: %w", sio.ID.Segment, sio.ID.Stripe, errLogFull, ctx.Err())
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 50*time.Millisecond)
 	}
 }
 
