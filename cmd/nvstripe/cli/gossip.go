@@ -5,7 +5,6 @@ import (
 	"errors"
 	"sync"
 
-	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/nvstripe/nvstripe/health/pool"
@@ -59,26 +58,16 @@ func lazyStore(gl *globals, a *etcdAuth) (open func(context.Context) (*meta.Stor
 }
 
 // startTargetGossip starts the gossip member of a target host (target
-// serve, target agent) when --gossip is set: role target, Meta.Host = host,
-// names = the namespaces it serves (informational: the controller maps a
-// host to its namespaces through etcd). Without --gossip-join it finds the
-// pool through etcd and registers itself there. It returns the function
-// that leaves the pool, and the gossip address ("" without --gossip).
-func startTargetGossip(cmd *cobra.Command, gl *globals, a *etcdAuth, f *gossipFlags, host string, names []string) (func(), string, error) {
+// agent; pool.Spec.StartTarget) when --gossip is set. It returns the
+// function that leaves the pool, and the gossip address ("" without
+// --gossip).
+func startTargetGossip(gl *globals, a *etcdAuth, f *gossipFlags, host string, names []string) (func(), string, error) {
 	f.Cluster = a.cluster
-	cfg, err := f.TargetMember(host, names)
-	if err != nil || f.Addr == "" {
-		return func() {}, "", specError(err)
-	}
-	pc := pool.Config{Health: cfg, Join: f.Join, Logf: logging.Logf(gl.logger("gossip"))}
-	closeStore := func() {}
-	if len(f.Join) == 0 {
-		pc.Store, closeStore = lazyStore(gl, a)
-	}
-	m, err := pool.Start(pc)
-	if err != nil {
+	open, closeStore := lazyStore(gl, a)
+	m, err := f.StartTarget(host, names, open, logging.Logf(gl.logger("gossip")))
+	if err != nil || m == nil {
 		closeStore()
-		return nil, "", err
+		return func() {}, "", specError(err)
 	}
 	return func() { m.Leave(); closeStore() }, m.Addr(), nil
 }
