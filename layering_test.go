@@ -109,9 +109,9 @@ func importRules() map[string]rule {
 			why: "ublk serves any blockdev.Device as /dev/ublkbN"},
 		"fuse": {ours: []string{"blockdev"}, third: []string{"github.com/hanwen/go-fuse/v2/..."},
 			why: "fuse serves any blockdev.Device"},
-		"meta/...": {ours: []string{"meta/...", "volume/layout", "placement"},
+		"meta/...": {ours: []string{"meta/...", "volume/layout", "placement", "units"},
 			third: []string{"go.etcd.io/...", "google.golang.org/grpc/...", "go.uber.org/zap/..."},
-			why:   "meta is the only home of etcd (it may use plain value types of volume/layout and placement)"},
+			why:   "meta is the only home of etcd (it may use plain value types of volume/layout and placement, and units to print sizes)"},
 		"health": {third: []string{"github.com/hashicorp/memberlist"},
 			why: "health turns memberlist gossip into health events"},
 		"controller/...": {

@@ -3,12 +3,9 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
-	"github.com/nvstripe/nvstripe/jsonout"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/placement"
 	"github.com/nvstripe/nvstripe/units"
@@ -165,20 +162,7 @@ func newNSLsCmd(g *globals, a *etcdAuth) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if wantJSON(cmd) {
-				return jsonout.Write(cmd.OutOrStdout(), views)
-			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "ID\tHOST\tSTATE\tFENCING\tSIZE\tUSED\tNQN\tNSID\tPATHS")
-			for _, v := range views {
-				var ps []string
-				for _, p := range v.Paths {
-					ps = append(ps, fmt.Sprintf("%s(%s)", strings.TrimPrefix(p.Addr, "tcp://"), p.ANAState))
-				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", v.ID, v.Host, v.State, v.Fencing(), fmtBytes(v.Size),
-					fmtBytes(v.UsedBytes), v.NQN, v.NSID, strings.Join(ps, ","))
-			}
-			return w.Flush()
+			return writeOut(cmd, views, meta.WriteNamespaceUses)
 		}),
 	}
 	return c

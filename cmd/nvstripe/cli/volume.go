@@ -3,12 +3,10 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/nvstripe/nvstripe/capacity"
-	"github.com/nvstripe/nvstripe/jsonout"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/units"
 )
@@ -80,15 +78,7 @@ func newVolumeLsCmd(g *globals, a *etcdAuth) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if wantJSON(cmd) {
-				return jsonout.Write(cmd.OutOrStdout(), vols)
-			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "NAME\tSIZE\tLAYOUT\tCHUNK\tSTATE")
-			for _, v := range vols {
-				fmt.Fprintf(w, "%s\t%s\t%d+%d\t%s\t%s\n", v.Name, fmtBytes(v.Size), v.Layout.K, v.Layout.M, fmtBytes(v.Layout.Chunk), v.State)
-			}
-			return w.Flush()
+			return writeOut(cmd, vols, meta.WriteVolumes)
 		}),
 	}
 	return c
@@ -104,20 +94,7 @@ func newVolumeInfoCmd(g *globals, a *etcdAuth) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if wantJSON(cmd) {
-				return jsonout.Write(cmd.OutOrStdout(), info)
-			}
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "volume %s\nsize %s\nlayout %d+%d chunk %s\nchecksums %s\nstate %s\nsegments %d allocated of %d (%d dirty, %d moving)\n",
-				info.Name, fmtBytes(info.Size), info.Layout.K, info.Layout.M, fmtBytes(info.Layout.Chunk), info.Layout.Format(), info.State,
-				info.Allocated, info.Segments, info.Dirty, info.Moving)
-			for _, o := range info.Owners {
-				fmt.Fprintf(out, "owner %s (%s, epoch %d)\n", o.Holder, o.Mode, o.Epoch)
-			}
-			if len(info.Owners) == 0 {
-				fmt.Fprintln(out, "not mapped")
-			}
-			return nil
+			return writeOut(cmd, info, meta.WriteVolumeInfo)
 		}),
 	}
 	return c
