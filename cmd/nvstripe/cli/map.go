@@ -1,7 +1,7 @@
 package cli
 
 import (
-	"fmt"
+	"errors"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -49,14 +49,6 @@ func newMapCmd(g *globals) *cobra.Command {
 			if sock != "" {
 				return withAgent(cmd, g, sock, func(c *api.Client) error { return mapViaAgent(cmd, c, &req, chose) })
 			}
-			if err := agent.CheckSpec(spec); err != nil {
-				return err
-			}
-			if spec.Via == agent.ViaNBDDevice {
-				if err := nbd.CheckAttachable(spec.Where, spec.Volume); err != nil {
-					return err
-				}
-			}
 			if ao.Namespaces.HostNQN, err = nodeHostNQN(ao.Namespaces.HostNQN); err != nil {
 				return err
 			}
@@ -66,8 +58,10 @@ func newMapCmd(g *globals) *cobra.Command {
 			if ao.NBDTLS, ao.NBDRequireTLS, err = nt.config(); err != nil {
 				return err
 			}
-			if ao.NBDTLS != nil && spec.Via != agent.ViaNBDListen {
-				return usageError{fmt.Errorf("--tls is for --nbd-listen exports (kernel nbd devices have no TLS)")}
+			if err := agent.CheckForeground(spec, ao); errors.Is(err, agent.ErrTLSNotExport) {
+				return usageError{err}
+			} else if err != nil {
+				return err
 			}
 			return serveWithStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
 				ao.Store, ao.Log = s, g.logger("map")
