@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"os"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -50,12 +49,7 @@ func newConfigCmd(g *globals) *cobra.Command {
 			if wantJSON(cmd) {
 				return jsonout.Write(cmd.OutOrStdout(), map[string]any{"config_file": g.configFile, "settings": g.settings})
 			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "KEY\tVALUE\tSOURCE")
-			for _, v := range g.settings {
-				fmt.Fprintf(w, "%s\t%s\t%s\n", v.Key, dash(v.Value), v.Source)
-			}
-			return w.Flush()
+			return config.WriteSettings(cmd.OutOrStdout(), g.settings)
 		},
 	}
 	show.Flags().StringVar(&hostNQN, "host-nqn", "", "NVMe host NQN (env NVSTRIPE_HOST_NQN)")

@@ -2,12 +2,10 @@ package cli
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/nvstripe/nvstripe/jsonout"
 	"github.com/nvstripe/nvstripe/logging"
 	"github.com/nvstripe/nvstripe/nvmeof/target"
 	"github.com/nvstripe/nvstripe/targetd"
@@ -133,13 +131,10 @@ func newTargetANAStateCmd() *cobra.Command {
 			cc := target.ControlClient{Addr: control, Token: token}
 			if state == "" {
 				es, err := cc.ANAStates(cmd.Context())
-				if err == nil && wantJSON(cmd) {
-					return jsonout.Write(cmd.OutOrStdout(), es)
+				if err != nil {
+					return err
 				}
-				for _, e := range es {
-					fmt.Fprintf(cmd.OutOrStdout(), "listener %d %s group %d %s\n", e.Listener, e.Address, e.Group, e.State)
-				}
-				return err
+				return writeOut(cmd, es, target.WriteANAStates)
 			}
 			if err := cc.SetANAState(cmd.Context(), listener, group, state); err != nil {
 				return err
