@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"sync"
 
 	"github.com/spf13/pflag"
 
@@ -34,27 +33,9 @@ func specError(err error) error {
 	return err
 }
 
-// lazyStore opens the store at the first call and keeps it; close closes it.
-func lazyStore(gl *globals, a *etcdAuth) (open func(context.Context) (*meta.Store, error), close func()) {
-	var mu sync.Mutex
-	var s *meta.Store
-	open = func(ctx context.Context) (*meta.Store, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if s != nil {
-			return s, nil
-		}
-		var err error
-		s, err = openStore(ctx, gl, a)
-		return s, err
-	}
-	return open, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if s != nil {
-			s.Close()
-		}
-	}
+// lazyStore is the store of the flags, opened at its first use.
+func lazyStore(gl *globals, a *etcdAuth) *meta.Lazy {
+	return meta.NewLazy(func(ctx context.Context) (*meta.Store, error) { return openStore(ctx, gl, a) })
 }
 
 // startTargetGossip starts the gossip member of a target host (target
@@ -63,11 +44,11 @@ func lazyStore(gl *globals, a *etcdAuth) (open func(context.Context) (*meta.Stor
 // --gossip).
 func startTargetGossip(gl *globals, a *etcdAuth, f *gossipFlags, host string, names []string) (func(), string, error) {
 	f.Cluster = a.cluster
-	open, closeStore := lazyStore(gl, a)
-	m, err := f.StartTarget(host, names, open, logging.Logf(gl.logger("gossip")))
+	store := lazyStore(gl, a)
+	m, err := f.StartTarget(host, names, store.Open, logging.Logf(gl.logger("gossip")))
 	if err != nil || m == nil {
-		closeStore()
+		store.Close()
 		return func() {}, "", specError(err)
 	}
-	return func() { m.Leave(); closeStore() }, m.Addr(), nil
+	return func() { m.Leave(); store.Close() }, m.Addr(), nil
 }

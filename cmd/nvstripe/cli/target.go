@@ -90,12 +90,12 @@ func runTargetServe(cmd *cobra.Command, g *globals, f *targetServeFlags) error {
 		}
 	}
 	f.gossip.Cluster = f.auth.cluster
-	openStore, closeStore := lazyStore(g, &f.auth)
-	defer closeStore()
+	store := lazyStore(g, &f.auth)
+	defer store.Close()
 	d, err := targetd.Start(cmd.Context(), targetd.Options{Files: target.FileSpec{Dir: f.dir, NQN: f.nqn,
 		Listen: strings.Split(f.listen, ","), Namespaces: f.ns, ANAGroups: f.anaGroups, AllowHosts: f.allowHosts,
 		BlockSize: int(f.blockSize)}, HostKeysFile: f.hostKeys, MaxConnections: f.maxConns, Control: f.control,
-		ControlToken: token, Metrics: f.metrics, Gossip: f.gossip.Spec, Host: f.host, Store: openStore,
+		ControlToken: token, Metrics: f.metrics, Gossip: f.gossip.Spec, Host: f.host, Store: store.Open,
 		Logf: logging.Logf(g.logger("target")), GossipLogf: logging.Logf(g.logger("gossip"))})
 	if targetd.IsSpec(err) {
 		return usageError{err}
