@@ -131,6 +131,17 @@ type Value struct {
 	Source string `json:"source"`
 }
 
+// SourceOf is where the setting key of vs came from ("default", "flag
+// --etcd", ...), or "" when vs lacks it.
+func SourceOf(vs []Value, key string) string {
+	for _, v := range vs {
+		if v.Key == key {
+			return v.Source
+		}
+	}
+	return ""
+}
+
 // Layers are the inputs of Resolve.
 type Layers struct {
 	Flags    map[string]string // set flags by flag name (only those given on the command line)

@@ -16,3 +16,13 @@ func TestWriteSettings(t *testing.T) {
 		t.Fatalf("settings table:\n%s", b.String())
 	}
 }
+
+func TestSourceOf(t *testing.T) {
+	vs := []Value{{Key: "etcd.endpoints", Source: "default"}, {Key: "cluster", Source: "env NVSTRIPE_CLUSTER"}}
+	if got := SourceOf(vs, "cluster"); got != "env NVSTRIPE_CLUSTER" {
+		t.Fatalf("SourceOf cluster = %q", got)
+	}
+	if got := SourceOf(vs, "nope"); got != "" {
+		t.Fatalf("SourceOf of a missing key = %q, want empty", got)
+	}
+}

@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -50,5 +51,15 @@ func want(t *testing.T, s string, subs ...string) {
 		if !strings.Contains(s, sub) {
 			t.Errorf("output lacks %q:\n%s", sub, s)
 		}
+	}
+}
+
+func TestPathRecords(t *testing.T) {
+	ps, err := PathRecords([]string{"tcp://10.0.0.1:4420", "tcp://10.0.0.2:4420"})
+	if err != nil || len(ps) != 2 || ps[1].Addr != "tcp://10.0.0.2:4420" {
+		t.Fatalf("PathRecords: %+v %v", ps, err)
+	}
+	if _, err := PathRecords([]string{"tcp://10.0.0.1:4420", "10.0.0.2:4420"}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a path without tcp://: %v, want ErrInvalid", err)
 	}
 }

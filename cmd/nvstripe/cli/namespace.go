@@ -46,17 +46,14 @@ func newNSAddCmd(g *globals, a *etcdAuth) *cobra.Command {
 			if f.host == "" || f.nqn == "" || f.nsid == 0 || len(f.paths) == 0 {
 				return usageError{errors.New("ns add needs --host, --nqn, --nsid and at least one --path")}
 			}
-			spec := meta.NamespaceSpec{ID: f.id, Host: f.host, NQN: f.nqn, NSID: f.nsid, UUID: f.uuid, AllowUnfenced: f.allowUnfenced}
-			for _, p := range f.paths {
-				if err := meta.CheckPathAddr(p); err != nil {
-					return usageError{err}
-				}
-				spec.Paths = append(spec.Paths, meta.PathRecord{Addr: p})
+			paths, err := meta.PathRecords(f.paths)
+			if err != nil {
+				return usageError{err}
 			}
-			spec.Size = f.size
+			spec := meta.NamespaceSpec{ID: f.id, Host: f.host, NQN: f.nqn, NSID: f.nsid, UUID: f.uuid, AllowUnfenced: f.allowUnfenced,
+				Paths: paths, Size: f.size}
 			var nso volclient.NamespaceOptions
 			if f.size == 0 { // connects
-				var err error
 				if nso.HostNQN, err = nodeHostNQN(f.hostNQN); err != nil {
 					return err
 				}
