@@ -43,16 +43,9 @@ func newVolumeCreateCmd(g *globals, a *etcdAuth) *cobra.Command {
 			if checksum == "none" {
 				checksum = ""
 			}
-			warn, err := capacity.CheckNewVolume(cmd.Context(), s, capacity.Volume{Name: args[0], Size: size, K: k, M: m, Shared: shared})
-			if err != nil {
-				return err
-			}
-			if warn != "" {
-				fmt.Fprintln(cmd.ErrOrStderr(), "warning: "+warn)
-			}
-			rec, err := s.CreateVolume(cmd.Context(), meta.VolumeSpec{Name: args[0], Size: size,
+			rec, warn, err := capacity.CreateVolume(cmd.Context(), s, meta.VolumeSpec{Name: args[0], Size: size,
 				Layout: meta.Layout{K: k, M: m, Chunk: chunk, Checksum: checksum}, AllowSharedDomains: shared})
-			if err != nil {
+			if warnf(cmd, warn); err != nil {
 				return err
 			}
 			return report(cmd, rec, "volume %s created: %s, %d+%d, chunk %s", rec.Name, fmtBytes(rec.Size), k, m, fmtBytes(chunk))
@@ -114,15 +107,8 @@ func newVolumeResizeCmd(g *globals, a *etcdAuth) *cobra.Command {
 			if size == 0 {
 				return usageError{errors.New("volume resize needs --size")}
 			}
-			warn, err := capacity.CheckResize(cmd.Context(), s, args[0], size)
-			if err != nil {
-				return err
-			}
-			if warn != "" {
-				fmt.Fprintln(cmd.ErrOrStderr(), "warning: "+warn)
-			}
-			v, err := s.ResizeVolume(cmd.Context(), args[0], size)
-			if err != nil {
+			v, warn, err := capacity.ResizeVolume(cmd.Context(), s, args[0], size)
+			if warnf(cmd, warn); err != nil {
 				return err
 			}
 			return report(cmd, v, "volume %s is now %s", v.Name, fmtBytes(v.Size))
@@ -143,6 +129,13 @@ func newVolumeRmCmd(g *globals, a *etcdAuth) *cobra.Command {
 		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
 			return removeVolume(cmd, s, args[0])
 		}),
+	}
+}
+
+// warnf prints a library's warning, if any, on stderr.
+func warnf(cmd *cobra.Command, warn string) {
+	if warn != "" {
+		fmt.Fprintln(cmd.ErrOrStderr(), "warning: "+warn)
 	}
 }
 
