@@ -229,3 +229,33 @@ func (t TLSFiles) TLS() (*tls.Config, error) {
 	}
 	return cfg, nil
 }
+
+// Flags are a command's flags as Apply sees them.
+type Flags interface {
+	// Given returns the value of flag when the command line gave it.
+	Given(flag string) (value string, ok bool)
+	// Default sets flag, when the command has it and the command line
+	// did not give it, to value.
+	Default(flag, value string) error
+}
+
+// Apply resolves every Setting (Load) over the flags the command line
+// gave, then sets each other flag that names one to its resolved value.
+func Apply(path string, fl Flags, env func(string) (string, bool)) ([]Value, string, error) {
+	given := map[string]string{}
+	for _, s := range Settings {
+		if v, ok := fl.Given(s.Flag); ok {
+			given[s.Flag] = v
+		}
+	}
+	vs, file, err := Load(path, given, env)
+	if err != nil {
+		return nil, "", err
+	}
+	for i, s := range Settings {
+		if err := fl.Default(s.Flag, vs[i].Value); err != nil {
+			return nil, "", fmt.Errorf("%s (%s): %w", s.Key, vs[i].Source, err)
+		}
+	}
+	return vs, file, nil
+}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -24,5 +25,44 @@ func TestSourceOf(t *testing.T) {
 	}
 	if got := SourceOf(vs, "nope"); got != "" {
 		t.Fatalf("SourceOf of a missing key = %q, want empty", got)
+	}
+}
+
+// mapFlags are flags in a map: given ones, and the defaults Apply set.
+type mapFlags struct{ given, set map[string]string }
+
+func (m mapFlags) Given(f string) (string, bool) { v, ok := m.given[f]; return v, ok }
+
+func (m mapFlags) Default(f, v string) error {
+	if _, ok := m.given[f]; !ok && f != "host-nqn" { // the command has no --host-nqn
+		m.set[f] = v
+	}
+	return nil
+}
+
+// TestApply: a given flag wins over the environment, which wins over the
+// default; flags not given get the resolved value.
+func TestApply(t *testing.T) {
+	fl := mapFlags{given: map[string]string{"etcd": "10.0.0.1:2379"}, set: map[string]string{}}
+	env := map[string]string{"NVSTRIPE_ETCD": "10.9.9.9:2379", "NVSTRIPE_CLUSTER": "prod"}
+	vs, file, err := Apply(filepath.Join(t.TempDir(), "none.yaml"), fl, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err == nil {
+		t.Fatalf("a named config file that is missing: %v %q, want an error", vs, file)
+	}
+	vs, _, err = Apply("", fl, func(k string) (string, bool) {
+		if k == PathEnv {
+			return "", false
+		}
+		v, ok := env[k]
+		return v, ok
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if SourceOf(vs, "etcd.endpoints") != "flag --etcd" || fl.set["etcd"] != "" {
+		t.Errorf("etcd: source %q, set %q: want the flag, untouched", SourceOf(vs, "etcd.endpoints"), fl.set["etcd"])
+	}
+	if fl.set["cluster"] != "prod" || fl.set["host-nqn"] != "" {
+		t.Errorf("defaults set: %v, want cluster=prod from the environment and no host-nqn", fl.set)
 	}
 }
