@@ -9,7 +9,6 @@ import (
 
 	"github.com/nvstripe/nvstripe/config"
 	"github.com/nvstripe/nvstripe/controller/admin"
-	"github.com/nvstripe/nvstripe/jsonout"
 	"github.com/nvstripe/nvstripe/meta"
 )
 
@@ -75,10 +74,7 @@ func newAdminStatusCmd(g *globals, a *etcdAuth, f *adminFlags) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: withAdmin(g, a, f, func(cmd *cobra.Command, _ []string, ops admin.Ops) error {
 			return admin.Watch(cmd.Context(), ops, watch, func(st *admin.StatusReply) error {
-				if wantJSON(cmd) {
-					return jsonout.Write(cmd.OutOrStdout(), st)
-				}
-				return admin.WriteStatus(cmd.OutOrStdout(), st)
+				return writeOut(cmd, st, admin.WriteStatus)
 			})
 		}),
 	}
