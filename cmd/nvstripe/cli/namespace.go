@@ -127,26 +127,21 @@ func newNSDiscoverCmd(g *globals, a *etcdAuth) *cobra.Command {
 }
 
 func discover(cmd *cobra.Command, s *meta.Store, addr, host, hostNQN string, maxNSID uint32, allowUnfenced bool) error {
-	out, js := cmd.OutOrStdout(), wantJSON(cmd)
-	added, known := []*meta.NamespaceRecord{}, []string{}
-	subsystems, err := volclient.Discover(cmd.Context(), s, addr, host, hostNQN, maxNSID, allowUnfenced, func(d volclient.Discovered) {
+	each := func(d volclient.Discovered) {
 		if d.Added != nil {
-			added = append(added, d.Added)
-			if !js {
-				printAdded(cmd, d.Added)
-			}
-			return
+			printAdded(cmd, d.Added)
+		} else {
+			fmt.Fprintf(cmd.OutOrStdout(), "%s nsid %d: already recorded as %s\n", d.NQN, d.NSID, d.Known)
 		}
-		known = append(known, d.Known)
-		if !js {
-			fmt.Fprintf(out, "%s nsid %d: already recorded as %s\n", d.NQN, d.NSID, d.Known)
-		}
-	})
+	}
+	if wantJSON(cmd) {
+		each = nil
+	}
+	rep, err := volclient.DiscoverAll(cmd.Context(), s, addr, host, hostNQN, maxNSID, allowUnfenced, each)
 	if err != nil {
 		return err
 	}
-	return report(cmd, map[string]any{"added": added, "already_recorded": known, "subsystems": subsystems},
-		"%d namespaces added from %d subsystems at %s", len(added), subsystems, addr)
+	return report(cmd, rep, "%d namespaces added from %d subsystems at %s", len(rep.Added), rep.Subsystems, addr)
 }
 
 func newNSLsCmd(g *globals, a *etcdAuth) *cobra.Command {
