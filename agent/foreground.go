@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/nbd"
 )
 
@@ -30,6 +31,9 @@ type ForegroundOptions struct {
 // kernel device detached by someone else), then unmaps it, flushing the
 // volume and releasing its lease.
 func ServeForeground(ctx context.Context, spec Spec, o ForegroundOptions) error {
+	if o.Agent.Holder == "" {
+		o.Agent.Holder = meta.DefaultHolder("map")
+	}
 	ag, err := New(ctx, o.Agent)
 	if err != nil {
 		return err

@@ -3,6 +3,8 @@ package agent
 import (
 	"crypto/tls"
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 )
 
@@ -23,5 +25,16 @@ func TestCheckForeground(t *testing.T) {
 	}
 	if err := CheckForeground(Spec{Volume: "a/b", Via: ViaNBDListen, Where: "127.0.0.1:0"}, Options{}); err == nil {
 		t.Fatal("a bad volume name passed")
+	}
+}
+
+// TestLogfFromLog: an agent given only Log logs its events there.
+func TestLogfFromLog(t *testing.T) {
+	var b strings.Builder
+	o := Options{Log: slog.New(slog.NewTextHandler(&b, nil))}
+	o.ensureDefaults()
+	o.Logf("mapped %s", "v1")
+	if !strings.Contains(b.String(), "mapped v1") {
+		t.Fatalf("Logf wrote %q to Log, want the event", b.String())
 	}
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/nvstripe/nvstripe/agent"
 	"github.com/nvstripe/nvstripe/agent/api"
-	"github.com/nvstripe/nvstripe/logging"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/nbd"
 )
@@ -107,10 +106,6 @@ func because(chose string) string {
 
 // mapForeground serves spec until the context ends or the lease is lost.
 func mapForeground(cmd *cobra.Command, spec agent.Spec, wait bool, o agent.Options, chose, listDir string) error {
-	if o.Holder == "" {
-		o.Holder = meta.DefaultHolder("map")
-	}
-	o.Logf = logging.Logf(o.Log)
 	say := func(what, note string) func(string) {
 		return func(url string) {
 			report(cmd, map[string]string{"volume": spec.Volume, what: url, "frontend": string(spec.Via)}, "%s: %s%s", what, url, note)
