@@ -214,3 +214,57 @@ func TestGossipSpecErrors(t *testing.T) {
 		t.Fatalf("gossip without Runner.Gossip: %v, want ErrSettings", err)
 	}
 }
+
+// TestScrubOrphans: no scrub is left running with nobody to run it. A
+// mover (the controller moving shards of a volume only read-only mappings
+// hold) is not asked to scrub; a scrub whose holder no longer maps the
+// volume is ended as failed, and started again at the volume's next
+// read-write owner.
+func TestScrubOrphans(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	if _, err := s.CreateVolume(ctx, meta.VolumeSpec{Name: "c", Size: 1 << 20,
+		Layout: meta.Layout{K: 1, M: 0, Chunk: 4096, Checksum: meta.ChecksumCRC32C}}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	week := 7 * 24 * time.Hour
+	expect := func(want, state, holder string) {
+		t.Helper()
+		got, err := startDueScrubs(ctx, s, now, week)
+		if err != nil || fmt.Sprint(got) != want {
+			t.Fatalf("started %v (%v), want %s", got, err, want)
+		}
+		tk, err := s.Task(ctx, meta.ScrubTaskID("c"))
+		if state == "" && errors.Is(err, meta.ErrNotFound) {
+			return
+		}
+		if err != nil || tk.State != state || tk.Holder != holder {
+			t.Fatalf("task %+v (%v), want %s at %q", tk, err, state, holder)
+		}
+	}
+	acquire := func(o meta.OwnerOptions) *meta.Owner {
+		t.Helper()
+		o.TTL = 5 * time.Second
+		ow, err := s.Acquire(ctx, "c", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ow
+	}
+	mover := acquire(meta.OwnerOptions{Holder: "ctl", Mover: true})
+	expect("[]", "", "") // a mover runs no scrub
+	if err := mover.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	old := acquire(meta.OwnerOptions{Holder: "node-1"})
+	expect("[c]", meta.TaskRunning, "node-1")
+	expect("[]", meta.TaskRunning, "node-1") // runs at its holder
+	if err := old.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	expect("[]", meta.TaskFailed, "node-1") // node-1 unmapped it: ended
+	next := acquire(meta.OwnerOptions{Holder: "node-2"})
+	defer next.Release(ctx)
+	expect("[c]", meta.TaskRunning, "node-2") // due again once mapped
+}

@@ -103,7 +103,7 @@ func (o *Options) ensureDefaults() {
 
 // layout is the demo volume's layout: checksummed (volume format 2).
 func (o *Options) layout() meta.Layout {
-	return meta.Layout{K: o.K, M: o.M, Chunk: o.Chunk, Checksum: meta.ChecksumCRC32C}
+	return meta.Layout{K: o.K, M: o.M, Chunk: o.Chunk, Checksum: meta.ChecksumCRC32C, WriteLog: meta.WriteLogPPL}
 }
 
 // nsSize is the size of each namespace: room for this volume's share twice

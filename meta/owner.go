@@ -353,6 +353,9 @@ type OwnerInfo struct {
 	Holder string `json:"holder"`
 	Mode   string `json:"mode"`
 	Epoch  int64  `json:"epoch"`
+	// Mover: a read-write owner that only moves shards (the controller,
+	// OwnerOptions.Mover); it runs no task addressed to the volume's owner.
+	Mover bool `json:"mover,omitempty"`
 }
 
 // Owners lists a volume's current owners.
@@ -367,7 +370,22 @@ func (s *Store) Owners(ctx context.Context, volume string) ([]OwnerInfo, error) 
 		if err := decodeKV(kv, r); err != nil {
 			return nil, err
 		}
-		out = append(out, OwnerInfo{Holder: r.Holder, Mode: r.Mode, Epoch: kv.CreateRevision})
+		out = append(out, OwnerInfo{Holder: r.Holder, Mode: r.Mode, Epoch: kv.CreateRevision, Mover: r.Mover})
 	}
 	return out, nil
+}
+
+// Mapper returns the holder that maps volume read-write: its read-write
+// owner unless that is a mover; "" when there is none.
+func (s *Store) Mapper(ctx context.Context, volume string) (string, error) {
+	owners, err := s.Owners(ctx, volume)
+	if err != nil {
+		return "", err
+	}
+	for _, o := range owners {
+		if o.Mode == ModeRW && !o.Mover {
+			return o.Holder, nil
+		}
+	}
+	return "", nil
 }

@@ -349,19 +349,34 @@ type Layout struct {
 	// that has it (decode rejects unknown fields), so they never write a
 	// checksummed volume without its checksums.
 	Checksum string `json:"checksum,omitempty"`
+	// WriteLog is WriteLogPPL for volumes whose slots also end in a
+	// write-log area of partial-parity records (volume format 3,
+	// layout.Geometry.Log: a crash mid-write plus a lost shard loses no
+	// acknowledged byte), empty for volumes without (formats 1 and 2,
+	// which open as before, unprotected). It needs Checksum. Builds that
+	// predate the field refuse the record, so they never write such a
+	// volume without its records.
+	WriteLog string `json:"write_log,omitempty"`
 }
 
 // ChecksumCRC32C is Layout.Checksum for a crc32c per 4 KiB block.
 const ChecksumCRC32C = "crc32c"
 
+// WriteLogPPL is Layout.WriteLog for a partial-parity write log.
+const WriteLogPPL = "ppl"
+
 // Geometry is the volume engine's geometry of the layout on slots of
 // slotSize bytes: the one place a layout becomes offsets.
 func (l Layout) Geometry(slotSize int64) layout.Geometry {
-	return layout.Geometry{K: l.K, M: l.M, Chunk: l.Chunk, SlotSize: slotSize, Checksums: l.Checksum == ChecksumCRC32C}
+	return layout.Geometry{K: l.K, M: l.M, Chunk: l.Chunk, SlotSize: slotSize,
+		Checksums: l.Checksum == ChecksumCRC32C, Log: l.WriteLog == WriteLogPPL}
 }
 
 // Format describes the layout's on-disk format for people.
 func (l Layout) Format() string {
+	if l.WriteLog == WriteLogPPL {
+		return "format 3: crc32c per 4 KiB block, partial-parity write log"
+	}
 	if l.Checksum == ChecksumCRC32C {
 		return "format 2: crc32c per 4 KiB block"
 	}
@@ -388,6 +403,10 @@ func (l Layout) Check(slotSize int64) error {
 		return fmt.Errorf("chunk %d does not divide the slot size %d: %w", l.Chunk, slotSize, ErrInvalid)
 	case l.Checksum != "" && l.Checksum != ChecksumCRC32C:
 		return fmt.Errorf("checksum %q: this build knows %q or none: %w", l.Checksum, ChecksumCRC32C, ErrInvalid)
+	case l.WriteLog != "" && l.WriteLog != WriteLogPPL:
+		return fmt.Errorf("write log %q: this build knows %q or none: %w", l.WriteLog, WriteLogPPL, ErrInvalid)
+	case l.WriteLog != "" && l.Checksum == "":
+		return fmt.Errorf("write log %q needs checksums: %w", l.WriteLog, ErrInvalid)
 	case slotSize > 0 && l.Geometry(slotSize).Validate() != nil:
 		return fmt.Errorf("layout on slots of %d bytes: %w: %w", slotSize, l.Geometry(slotSize).Validate(), ErrInvalid)
 	}

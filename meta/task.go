@@ -42,24 +42,19 @@ func (s *Store) DeleteTask(ctx context.Context, id string) error {
 
 // StartScrub asks the read-write owner of volume to scrub it: it records a
 // scrub task (TaskScrub) addressed to the owner, which carries it out
-// (volclient's ServeTasks). A scrub already running is returned as it is.
-// It fails with ErrInvalid when the volume has no read-write owner: the
-// scrub runs where the volume is mapped.
+// (volclient's ServeTasks). A scrub already running there is returned as
+// it is; one addressed to a holder that no longer maps the volume is
+// replaced. It fails with ErrInvalid when the volume has no read-write
+// owner but a mover (Mapper): the scrub runs where the volume is mapped.
 func (s *Store) StartScrub(ctx context.Context, volume string) (*TaskRecord, error) {
 	if _, err := s.Volume(ctx, volume); err != nil {
 		return nil, err
 	}
-	owners, err := s.Owners(ctx, volume)
+	holder, err := s.Mapper(ctx, volume)
 	if err != nil {
 		return nil, err
 	}
-	holder := ""
-	for _, o := range owners {
-		if o.Mode == ModeRW {
-			holder = o.Holder
-		}
-	}
-	if holder == "" {
+	if holder == "" { // a mover (the controller moving shards) runs no scrub
 		return nil, fmt.Errorf("volume %s is not mapped read-write: its owner runs the scrub, map it first: %w", volume, ErrInvalid)
 	}
 	t, err := s.Task(ctx, ScrubTaskID(volume))

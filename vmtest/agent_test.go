@@ -25,7 +25,7 @@ func hostTools(t *testing.T, progs ...string) []string {
 			t.Fatalf("ldd %s: %v", p, err)
 		}
 		for line := range strings.Lines(string(out)) {
-			f := strings.Fields(line) // "libx.so.1 => /lib/.../libx.so.1 (0x...)"
+			f := strings.Fields(line) // "libx.so.1 => /lib/x86_64-linux-gnu/libx.so.1 (0x7f...)"
 			if len(f) >= 3 && f[1] == "=>" && filepath.IsAbs(f[2]) {
 				real, err := filepath.EvalSymlinks(f[2])
 				if err != nil {

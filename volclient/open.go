@@ -121,6 +121,7 @@ func open(ctx context.Context, store *meta.Store, rec *meta.VolumeRecord, cluste
 	vol, err := volume.New(volume.Options{
 		Geometry: g, Size: rec.Size, Devices: devs, ReadOnly: o.ReadOnly,
 		Alloc: alloc, Dirty: segmentMap{vm}, Stale: segmentMap{vm}, Events: o.Events,
+		LogEpoch: owner.Epoch(),
 	})
 	if err != nil {
 		devs.Close()

@@ -122,12 +122,15 @@ func reportCPU(b *testing.B, start time.Duration, perOp int64) {
 	b.ReportMetric((cpuTime(b)-start).Seconds()/(float64(b.N)*float64(perOp))*(1<<30), "cpu-s/GiB")
 }
 
-var volumeBenchCases = []struct {
+// volumeBenchCase is one IO pattern of BenchmarkVolume.
+type volumeBenchCase struct {
 	name  string
 	bytes int64 // per op
 	fresh bool  // a volume of its own: the case leaves it degraded
 	run   func(b *testing.B, v *Volume, mems []*blockdev.Mem)
-}{
+}
+
+var volumeBenchCases = []volumeBenchCase{
 	{"write-fullstripe", benchReq, false, func(b *testing.B, v *Volume, _ []*blockdev.Mem) { benchSeq(b, v, v.WriteAt) }},
 	{"write-4KiB-random", 4096, false, func(b *testing.B, v *Volume, _ []*blockdev.Mem) { benchRandom(b, v, v.WriteAt) }},
 	{"read-seq", benchReq, false, func(b *testing.B, v *Volume, _ []*blockdev.Mem) { benchSeq(b, v, v.ReadAt) }},

@@ -28,6 +28,7 @@ type rig struct {
 	dirty *MemDirtyLog
 	stale StaleLog
 	vol   *Volume
+	epoch int64 // Options.LogEpoch of the last open
 }
 
 type rigOptions struct {
@@ -70,7 +71,8 @@ func newRig(t tb, g layout.Geometry, size int64, o rigOptions) *rig {
 	if o.pureGo {
 		opts = append(opts, ec.WithSIMD(false))
 	}
-	v, err := New(Options{Geometry: g, Size: size, Devices: dm, Alloc: r.alloc, Dirty: r.dirty, Stale: r.stale, CodecOptions: opts})
+	r.epoch = 1
+	v, err := New(Options{Geometry: g, Size: size, Devices: dm, Alloc: r.alloc, Dirty: r.dirty, Stale: r.stale, CodecOptions: opts, LogEpoch: r.epoch})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +83,8 @@ func newRig(t tb, g layout.Geometry, size int64, o rigOptions) *rig {
 // reopen builds a fresh Volume over the same devices (a new owner).
 func (r *rig) reopen(t tb, devs DeviceMap) {
 	t.Helper()
-	v, err := New(Options{Geometry: r.g, Size: r.vol.Size(), Devices: devs, Alloc: r.alloc, Dirty: r.dirty, Stale: r.stale})
+	r.epoch++
+	v, err := New(Options{Geometry: r.g, Size: r.vol.Size(), Devices: devs, Alloc: r.alloc, Dirty: r.dirty, Stale: r.stale, LogEpoch: r.epoch})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,6 +80,13 @@ func (v *Volume) attachMove(ctx context.Context, s *segment, idx int, to SlotRef
 		return nil, err
 	}
 	next.valid.Store(0)
+	if v.g.Log {
+		// Records written before the move are not copied (runMove makes
+		// them dead); none from the slot's earlier use may be read as its.
+		if err := next.dev.Trim(ctx, v.g.LogOffset(), v.g.LogArea()); err != nil {
+			return nil, fmt.Errorf("clearing the write log of %s/%d: %w", to.NS, to.Slot, err)
+		}
+	}
 	s.io.Lock()
 	defer s.io.Unlock()
 	if s.freed {
@@ -109,6 +116,19 @@ func (v *Volume) runMove(ctx context.Context, s *segment, idx int, next *slot, o
 	}
 	if err := next.ns.dev.Flush(ctx); err != nil {
 		return err
+	}
+	if v.g.Log {
+		// The old location's write-log records leave with it: make the
+		// writes they protect durable first.
+		if err := v.storeSums(ctx, nil); err != nil {
+			return err
+		}
+		s.io.RLock()
+		err := v.flushSlots(ctx, s)
+		s.io.RUnlock()
+		if err != nil {
+			return err
+		}
 	}
 	return o.Commit(ctx)
 }

@@ -20,6 +20,8 @@ var propLayouts = []layout.Geometry{
 	{K: 8, M: 3, Chunk: 4 << 10, SlotSize: 20 << 10},
 	{K: 2, M: 1, Chunk: 8 << 10, SlotSize: 32 << 10, Checksums: true},
 	{K: 4, M: 2, Chunk: 16 << 10, SlotSize: 64 << 10, Checksums: true},
+	{K: 3, M: 1, Chunk: 8 << 10, SlotSize: 256 << 10, Checksums: true, Log: true},
+	{K: 4, M: 2, Chunk: 16 << 10, SlotSize: 512 << 10, Checksums: true, Log: true},
 }
 
 // propRange draws a block-aligned range inside a volume of size bytes, biased

@@ -143,6 +143,12 @@ func (v *Volume) healOnce(ctx context.Context, s *segment, id layout.StripeID, e
 // the span (straight into p where a piece is exactly the span), rebuilds
 // plan.Rebuild and copies the pieces into p.
 func (v *Volume) reconstructRead(ctx context.Context, s *segment, sio layout.StripeIO, p []byte, base int64, plan readPlan) error {
+	for _, sh := range plan.Rebuild {
+		pc := pieceOf(sio, sh)
+		if err := v.unsettled(sio.ID, sh, pc.Off, pc.Off+pc.Len); err != nil {
+			return err
+		}
+	}
 	lo, hi := plan.Lo, plan.Hi
 	shards := make([][]byte, v.g.N())
 	want := make([]bool, v.g.N())

@@ -92,6 +92,9 @@ func (v *Volume) fillStripe(ctx context.Context, s *segment, i int, t int64) err
 	if sl.valid.Load() != t {
 		return nil // a write moved the mark; the caller re-reads it
 	}
+	if err := v.unsettled(id, v.g.ShardIn(t, i), 0, v.g.Chunk); err != nil {
+		return err // rebuilding it would write garbage
+	}
 	b := &stripeBufs{v: v, shards: make([][]byte, v.g.N())}
 	defer b.release()
 	chunk, err := v.chunkFor(ctx, s, i, id, b)
@@ -159,6 +162,9 @@ func (v *Volume) Resync(ctx context.Context, seg int64) error {
 		return err
 	}
 	defer s.io.RUnlock()
+	if v.g.Log {
+		return v.resyncLogged(ctx, s)
+	}
 	for t := int64(0); t < v.g.StripesPerSegment(); t++ {
 		if err := v.resyncStripe(ctx, s, t); err != nil {
 			return err
@@ -172,6 +178,19 @@ func (v *Volume) resyncStripe(ctx context.Context, s *segment, t int64) error {
 	mu := v.lock(id)
 	mu.Lock()
 	defer mu.Unlock()
+	var err error
+	for attempt := 0; attempt <= v.g.N(); attempt++ {
+		// A shard that fails (a namespace found down) is marked; the
+		// next attempt plans without it.
+		if err = v.resyncOnce(ctx, s, id); !isShardFault(err) {
+			return err
+		}
+	}
+	return err
+}
+
+func (v *Volume) resyncOnce(ctx context.Context, s *segment, id layout.StripeID) error {
+	t := id.Stripe
 	if v.g.Checksums {
 		return v.healStripe(ctx, s, id, healResync)
 	}
@@ -205,13 +224,16 @@ func (v *Volume) resyncStripe(ctx context.Context, s *segment, t int64) error {
 
 // Recover makes the volume consistent after an unclean stop: it resyncs every
 // segment the DirtyLog lists, flushes, and marks them clean. Run it once after
-// opening, before serving IO. A segment that lacks a data shard (its
-// namespace is down, or its slot missed writes) cannot be resynced: it stays
-// dirty, is reported through EventListener.ShardError, and is resynced by a
-// later Recover; the open goes on (reads reconstruct around the missing
-// shard; stripes that had a write in flight at the stop may then read wrong
-// data in the missing shard's range, the write hole a crash plus a lost
-// shard leaves).
+// opening, before serving IO. Without a write log (formats 1 and 2), a
+// segment that lacks a data shard (its namespace is down, or its slot
+// missed writes) cannot be resynced: it stays dirty, is reported through
+// EventListener.ShardError, and is resynced by a later Recover; the open
+// goes on (reads reconstruct around the missing shard; stripes that had a
+// write in flight at the stop may then read wrong data in the missing
+// shard's range, the write hole a crash plus a lost shard leaves). With a
+// write log (format 3) such stripes are settled from their records
+// (ppl_recover.go); only stripes with two data shards missing, or rows the
+// records cannot settle (UnsettledError), keep their segment dirty.
 func (v *Volume) Recover(ctx context.Context) (int, error) {
 	segs, err := v.dirty.Dirty(ctx)
 	if err != nil {
@@ -220,9 +242,8 @@ func (v *Volume) Recover(ctx context.Context) (int, error) {
 	done := make([]int64, 0, len(segs))
 	for _, seg := range segs {
 		err := v.Resync(ctx, seg)
-		var se *StripeError
-		if errors.As(err, &se) {
-			v.ev.shardError(ShardInfo{NS: se.Missing[0], Segment: seg, Slot: -1, Err: fmt.Errorf("resync deferred: %w", err)})
+		if ns, ok := deferredNS(err); ok {
+			v.ev.shardError(ShardInfo{NS: ns, Segment: seg, Slot: -1, Err: fmt.Errorf("resync deferred: %w", err)})
 			continue
 		}
 		if err != nil {
@@ -237,6 +258,20 @@ func (v *Volume) Recover(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("marking %d resynced segments clean: %w", len(done), err)
 	}
 	return len(done), nil
+}
+
+// deferredNS reports whether err leaves a segment dirty for a later
+// Recover, and names a namespace it misses.
+func deferredNS(err error) (string, bool) {
+	var se *StripeError
+	var ue *UnsettledError
+	switch {
+	case errors.As(err, &se):
+		return se.Missing[0], true
+	case errors.As(err, &ue):
+		return ue.NS, true
+	}
+	return "", false
 }
 
 // Clean flushes the volume and marks clean every dirty segment that had no

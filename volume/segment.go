@@ -37,6 +37,7 @@ type slot struct {
 	// logged: this copy is marked in the StaleLog (see recordStale).
 	logged atomic.Bool
 	sums   sumTable // the checksums of the copy's blocks (Geometry.Checksums)
+	ring   logRing  // the copy's write-log area (Geometry.Log)
 }
 
 func (sl *slot) serves(t int64) bool { return !sl.ns.down.Load() && sl.valid.Load() > t }

@@ -95,6 +95,7 @@ func (v *Volume) zeroStripes(ctx context.Context, s *segment, first, last int64,
 	defer v.endWrite(s)
 	unlock := v.lockStripes(s.id, first, last)
 	defer unlock()
+	v.log.forget(s.id, first, last)
 	ctx = context.WithoutCancel(ctx)
 	off, n := first*v.g.Chunk, (last-first+1)*v.g.Chunk
 	return v.each(len(s.slots), func(i int) error {

@@ -31,6 +31,9 @@
 // fails its checksum is rebuilt for the read from the other shards and
 // reported, not healed. It follows moves made by another process: Follow
 // switches a segment to its newly committed slots between two IOs of it.
+// A volume whose geometry has Log (format 3) also logs, before each stripe
+// write, a record on the stripe's parity slots from which Recover solves a
+// data shard lost together with a crash mid-write (ppl.go, the write hole).
 //
 // Concurrency: all methods may be called from many goroutines. Requests are
 // split per stripe and run concurrently; within a stripe, shard IO is issued
@@ -88,6 +91,10 @@ type Options struct {
 	ReadOnly bool
 	// CodecOptions are passed to ec.New (tests use ec.WithSIMD(false)).
 	CodecOptions []ec.Option
+	// LogEpoch orders the write-log records of this open after those of
+	// every earlier one (ppl.go): required (positive) for a geometry with
+	// Log, and larger at every open of the volume, e.g. the owner epoch.
+	LogEpoch int64
 }
 
 // EnsureDefaults fills zero fields with their defaults.
@@ -114,6 +121,9 @@ func (o *Options) Validate() error {
 	if o.Devices == nil || o.Alloc == nil {
 		return fmt.Errorf("volume options: Devices and Alloc are required: %w", blockdev.ErrInvalid)
 	}
+	if o.Geometry.Log && o.LogEpoch <= 0 {
+		return fmt.Errorf("volume options: a volume with a write log needs a positive LogEpoch, larger at every open: %w", blockdev.ErrInvalid)
+	}
 	return nil
 }
 
@@ -133,6 +143,10 @@ type Volume struct {
 	csum   checksumCounters
 	// readOnly: Options.ReadOnly.
 	readOnly bool
+	log      logState // the write log (format 3), ppl.go
+	logStats logCounters
+	// poisoned are blocks a recovery could not settle (ppl_recover.go).
+	poisoned poisonSet
 
 	sumMu    sync.Mutex
 	sumDirty map[*sumPage]*slot // checksum pages to write at the next Flush
@@ -179,6 +193,7 @@ func New(opts Options) (*Volume, error) {
 	}
 	v.size.Store(opts.Size)
 	v.bufs.New = func() any { b := make([]byte, g.Chunk); return &b }
+	v.log.seqEpoch.Store(uint64(opts.LogEpoch))
 	return v, nil
 }
 
@@ -330,6 +345,15 @@ func (v *Volume) Flush(ctx context.Context) error {
 	if v.closed.Load() {
 		return fmt.Errorf("volume closed: %w", blockdev.ErrUnavailable)
 	}
+	id := v.log.flushStarted()
+	if err := v.flush(ctx); err != nil {
+		return err
+	}
+	v.log.flushEnded(id)
+	return nil
+}
+
+func (v *Volume) flush(ctx context.Context) error {
 	if err := v.storeSums(ctx, nil); err != nil {
 		return fmt.Errorf("flush: %w", err)
 	}

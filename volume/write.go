@@ -3,6 +3,7 @@ package volume
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/nvstripe/nvstripe/blockdev"
@@ -30,8 +31,30 @@ func (v *Volume) write(ctx context.Context, p []byte, off int64, fua bool) error
 	})
 }
 
-// writeStripe writes the pieces of sio from p (indexed by piece.Buf).
+// writeStripe writes the pieces of sio from p (indexed by piece.Buf). When
+// the write log is full of live records it flushes the volume (holding no
+// lock) and tries again.
 func (v *Volume) writeStripe(ctx context.Context, sio layout.StripeIO, p []byte, fua bool) error {
+	for try := 0; ; try++ {
+		err := v.writeStripeOnce(ctx, sio, p, fua)
+		if !errors.Is(err, errLogFull) {
+			return err
+		}
+		if try == 3 {
+			return fmt.Errorf("segment %d stripe %d: %w after %d flushes", sio.ID.Segment, sio.ID.Stripe, err, try)
+		}
+		if err := v.Flush(ctx); err != nil {
+			return fmt.Errorf("flushing to free write-log space: %w", err)
+		}
+	}
+}
+
+func (v *Volume) writeStripeOnce(ctx context.Context, sio layout.StripeIO, p []byte, fua bool) error {
+	if sio.Full(v.g) {
+		v.settled(sio.ID) // a whole-stripe write replaces what was lost
+	} else if err := v.unsettled(sio.ID, -1, 0, v.g.Chunk); err != nil {
+		return err
+	}
 	s, err := v.acquire(ctx, sio.ID.Segment, true)
 	if err != nil {
 		return err
@@ -51,6 +74,9 @@ func (v *Volume) writeStripe(ctx context.Context, sio layout.StripeIO, p []byte,
 		if !ok {
 			return v.stripeError(s, sio.ID, usable)
 		}
+		if plan, err = v.logPlan(plan, usable); err != nil {
+			return err
+		}
 		err = v.execWrite(ctx, s, sio, p, plan, fua)
 		if err, retry := v.healOnce(ctx, s, sio.ID, err, &healed); !retry {
 			return err
@@ -64,6 +90,7 @@ type stripeBufs struct {
 	v      *Volume
 	shards [][]byte
 	pool   []*[]byte
+	logP0  []byte // delta mode with a write log: the old first parity over the span
 }
 
 func (b *stripeBufs) alloc(sh int, n int64) []byte {
@@ -95,6 +122,11 @@ func (v *Volume) execWrite(ctx context.Context, s *segment, sio layout.StripeIO,
 	if err != nil {
 		return err
 	}
+	e, mark, err := v.logWrite(ctx, s, sio, p, plan, b)
+	if err != nil {
+		return err
+	}
+	defer v.logDone(e, mark)
 	for _, sh := range plan.Skip {
 		if err := v.missed(ctx, s, v.g.SlotOf(sio.ID.Stripe, sh), sio.ID.Stripe); err != nil {
 			return err
@@ -154,6 +186,12 @@ func (v *Volume) prepareDelta(ctx context.Context, s *segment, sio layout.Stripe
 	parity := make([][]byte, v.g.M)
 	for sh := v.g.K; sh < v.g.N(); sh++ {
 		parity[sh-v.g.K] = b.shards[sh] // nil when missing: skipped
+	}
+	if v.g.Log && b.shards[v.g.K] != nil {
+		bp, p0 := v.getBuf(n)
+		b.pool = append(b.pool, bp)
+		copy(p0, b.shards[v.g.K])
+		b.logP0 = p0
 	}
 	return v.codec.UpdateParity(oldData, newData, parity)
 }

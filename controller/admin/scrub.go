@@ -95,7 +95,7 @@ func waitTask(ctx context.Context, s *meta.Store, id string) (*meta.TaskRecord, 
 		if err != nil || t.State != meta.TaskRunning {
 			return t, err
 		}
-		if owned, err := ownsRW(ctx, s, t.Volume, t.Holder); err != nil || !owned {
+		if mapper, err := s.Mapper(ctx, t.Volume); err != nil || mapper != t.Holder {
 			return nil, cmp.Or(err, fmt.Errorf("volume %s: %s no longer maps it; the scrub resumes at segment %d of %d when it maps it again", t.Volume, t.Holder, t.Done, t.Total))
 		}
 		select {
@@ -104,16 +104,6 @@ func waitTask(ctx context.Context, s *meta.Store, id string) (*meta.TaskRecord, 
 		case <-tick.C:
 		}
 	}
-}
-
-func ownsRW(ctx context.Context, s *meta.Store, volume, holder string) (bool, error) {
-	owners, err := s.Owners(ctx, volume)
-	for _, o := range owners {
-		if o.Mode == meta.ModeRW && o.Holder == holder {
-			return true, err
-		}
-	}
-	return false, err
 }
 
 func errSuffix(e string) string {

@@ -21,6 +21,13 @@
 // rounded up to whole chunks, so it costs a chunk or about 1/1024 of the
 // slot, whichever is more.
 //
+// A geometry with Log (format 3, which has Checksums too) also ends every
+// slot in a write-log area (LogOffset, LogArea) after the checksum area:
+// the ring of partial-parity records that closes the write hole (package
+// volume, ppl.go). It holds at least 2 records of the largest size
+// (LogRecordMax blocks), at least 128 KiB and at least 1/256 of the slot,
+// rounded up to whole chunks (4 MiB of a 1 GiB slot: 0.4%).
+//
 // Everything here is a pure function of its arguments and safe for concurrent
 // use.
 package layout
@@ -41,6 +48,17 @@ const (
 	ChecksumBlock = 4 << 10
 	// ChecksumSize is the number of bytes of one checksum (crc32c).
 	ChecksumSize = 4
+
+	// LogHeaderFixed is the fixed part of a write-log record header; each
+	// row (block offset of the chunk) it covers adds LogRowBytes(K).
+	LogHeaderFixed = 72
+	// logRecordsMin is how many records of the largest size the log area
+	// holds at least (a write may wait for the flush that frees one).
+	logRecordsMin = 2
+	// logBlocksMin is the least size of the log area in blocks (128 KiB).
+	logBlocksMin = 32
+	// logShare: the log area is at least 1/logShare of the slot.
+	logShare = 256
 )
 
 // ErrGeometry is the class of every invalid-geometry error.
@@ -53,13 +71,16 @@ var ErrGeometry = errors.New("invalid layout geometry")
 //  2. Chunk is a power of two in [MinChunk, MaxChunk].
 //  3. SlotSize is a positive multiple of Chunk.
 //  4. With Checksums, the slot holds at least one stripe besides its
-//     checksum area.
+//     checksum area (and its log area, with Log).
+//  5. Log only with Checksums.
 type Geometry struct {
 	K, M     int
 	Chunk    int64
 	SlotSize int64
 	// Checksums: every slot ends in a checksum area (format 2 volumes).
 	Checksums bool
+	// Log: every slot also ends in a write-log area (format 3 volumes).
+	Log bool
 }
 
 // Validate checks the invariants and returns an ErrGeometry error naming the
@@ -76,8 +97,10 @@ func (g Geometry) Validate() error {
 		return fmt.Errorf("chunk=%d: must be a power of two from %d to %d: %w", g.Chunk, MinChunk, MaxChunk, ErrGeometry)
 	case g.SlotSize <= 0 || g.SlotSize%g.Chunk != 0:
 		return fmt.Errorf("slot size=%d: must be a positive multiple of chunk %d: %w", g.SlotSize, g.Chunk, ErrGeometry)
+	case g.Log && !g.Checksums:
+		return fmt.Errorf("write log without checksums: the log's records are checked against block checksums: %w", ErrGeometry)
 	case g.StripesPerSegment() < 1:
-		return fmt.Errorf("slot size=%d: no room for a chunk of %d beside the checksum area: %w", g.SlotSize, g.Chunk, ErrGeometry)
+		return fmt.Errorf("slot size=%d: no room for a chunk of %d beside the checksum and write-log areas: %w", g.SlotSize, g.Chunk, ErrGeometry)
 	}
 	return nil
 }
@@ -88,6 +111,9 @@ func (g Geometry) String() string {
 	s := fmt.Sprintf("%d+%d/%d/%d", g.K, g.M, g.Chunk, g.SlotSize)
 	if g.Checksums {
 		s += "/crc32c"
+	}
+	if g.Log {
+		s += "/ppl"
 	}
 	return s
 }
@@ -114,7 +140,38 @@ func (g Geometry) ChecksumArea() int64 {
 
 // DataEnd is the slot offset where the stripes end (and the checksum area
 // starts).
-func (g Geometry) DataEnd() int64 { return g.SlotSize - g.ChecksumArea() }
+func (g Geometry) DataEnd() int64 { return g.SlotSize - g.ChecksumArea() - g.LogArea() }
+
+// LogRowBytes is what one row adds to a write-log record header: a bitmap
+// of the data shards written (4 bytes) and two checksums per data shard.
+func (g Geometry) LogRowBytes() int64 { return 4 + 2*ChecksumSize*int64(g.K) }
+
+// LogHeaderBlocks is the number of blocks of the header of a write-log
+// record covering rows rows.
+func (g Geometry) LogHeaderBlocks(rows int64) int64 {
+	return (LogHeaderFixed + rows*g.LogRowBytes() + ChecksumBlock - 1) / ChecksumBlock
+}
+
+// LogRecordMax is the number of blocks of the largest write-log record:
+// a header covering every row of a chunk and a partial-parity block per
+// row.
+func (g Geometry) LogRecordMax() int64 {
+	return g.LogHeaderBlocks(g.BlocksPerChunk()) + g.BlocksPerChunk()
+}
+
+// LogArea is the number of bytes at the end of each slot that hold the
+// write log: zero without Log.
+func (g Geometry) LogArea() int64 {
+	if !g.Log {
+		return 0
+	}
+	need := max(logRecordsMin*g.LogRecordMax(), logBlocksMin) * ChecksumBlock
+	need = max(need, g.SlotSize/logShare)
+	return (need + g.Chunk - 1) / g.Chunk * g.Chunk
+}
+
+// LogOffset is the slot offset where the write-log area starts.
+func (g Geometry) LogOffset() int64 { return g.SlotSize - g.LogArea() }
 
 // BlocksPerChunk is the number of checksum blocks in one chunk.
 func (g Geometry) BlocksPerChunk() int64 { return g.Chunk / ChecksumBlock }

@@ -174,13 +174,14 @@ func TestAdminEndToEnd(t *testing.T) {
 	}
 	var info meta.VolumeInfo
 	if err := json.Unmarshal([]byte(a.ok("node-1", "volume", "info", "v1", "--json")), &info); err != nil ||
-		info.Segments != 9 || info.Allocated != 1 || len(info.Owners) != 1 { // 9: each slot's last chunk holds checksums
+		info.Segments != 11 || info.Allocated != 1 || len(info.Owners) != 1 { // 11: each 1 MiB slot ends in a chunk of checksums and 3 of write log
+
 		t.Fatalf("volume info --json: %+v %v", info, err)
 	}
 	a.fails("is mapped (rw by node-1", "volume", "rm", "v1")
 	_ = owner.Release(context.Background())
 	a.ok("not mapped", "volume", "info", "v1")
-	a.ok("checksums format 2: crc32c per 4 KiB block", "volume", "info", "v1")
+	a.ok("format 3: crc32c per 4 KiB block, partial-parity write log", "volume", "info", "v1")
 	a.ok("volume v1 removed", "volume", "rm", "v1")
 	a.fails("not found", "volume", "info", "v1")
 }

@@ -25,16 +25,18 @@ func newVolumeCreateCmd(g *globals, a *etcdAuth) *cobra.Command {
 	chunk := int64(128 << 10)
 	var k, m int
 	var shared bool
-	checksum := meta.ChecksumCRC32C
+	checksum, writeLog := meta.ChecksumCRC32C, meta.WriteLogPPL
 	c := &cobra.Command{
-		Use:   "create NAME --size S [--k 4 --m 2 --chunk 128KiB] [--checksum crc32c|none] [--allow-shared-domains]",
+		Use:   "create NAME --size S [--k 4 --m 2 --chunk 128KiB] [--checksum crc32c|none] [--write-log ppl|none] [--allow-shared-domains]",
 		Short: "Create a thin volume (space is placed on first write)",
 		Long: "create records a volume of --size bytes (a multiple of 4KiB) striped as k data + m parity\n" +
 			"chunks. Every segment puts its k+m shards in distinct failure domains, so k+m may not exceed\n" +
 			"the domains in service unless --allow-shared-domains. With --checksum crc32c (the default) every\n" +
 			"4KiB block of every shard has a checksum, verified on every read (about 0.1% of the space).\n" +
 			"It warns when thin volumes would promise more than the usable space ('nvstripe df') and refuses\n" +
-			"past the cluster's limit ('cluster set --max-overcommit', default 2).",
+			"past the cluster's limit ('cluster set --max-overcommit', default 2).\n" +
+			"With --write-log ppl (the default with checksums) every stripe write first logs partial parity,\n" +
+			"so a crash mid-write plus a lost shard loses no acknowledged byte (about 0.4% of the space).",
 		Args: cobra.ExactArgs(1),
 		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
 			if size == 0 {
@@ -43,8 +45,11 @@ func newVolumeCreateCmd(g *globals, a *etcdAuth) *cobra.Command {
 			if checksum == "none" {
 				checksum = ""
 			}
+			if writeLog == "none" || (checksum == "" && !cmd.Flags().Changed("write-log")) {
+				writeLog = ""
+			}
 			rec, warn, err := capacity.CreateVolume(cmd.Context(), s, meta.VolumeSpec{Name: args[0], Size: size,
-				Layout: meta.Layout{K: k, M: m, Chunk: chunk, Checksum: checksum}, AllowSharedDomains: shared})
+				Layout: meta.Layout{K: k, M: m, Chunk: chunk, Checksum: checksum, WriteLog: writeLog}, AllowSharedDomains: shared})
 			if warnf(cmd, warn); err != nil {
 				return err
 			}
@@ -57,6 +62,7 @@ func newVolumeCreateCmd(g *globals, a *etcdAuth) *cobra.Command {
 	fl.IntVar(&m, "m", 2, "parity shards per stripe")
 	fl.Var(units.NewFlag(&chunk), "chunk", "chunk (stripe unit) size, a power of two from 4KiB to 4MiB")
 	fl.StringVar(&checksum, "checksum", checksum, "block checksums: crc32c or none")
+	fl.StringVar(&writeLog, "write-log", writeLog, "partial-parity write log (needs checksums): ppl or none")
 	fl.BoolVar(&shared, "allow-shared-domains", false, "allow shards of a segment to share a failure domain when there are too few")
 	return c
 }

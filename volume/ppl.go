@@ -1,0 +1,539 @@
+package volume
+
+// The write log (format 3, layout.Geometry.Log) closes the write hole: an
+// owner crash in the middle of a stripe write leaves each block of each
+// shard holding its old or its new value, so data and parity disagree; if
+// a shard of that stripe is then lost before the parity is resynced,
+// reconstructing it from the others gives bytes that were never written,
+// also in the chunks the write did not touch (acknowledged long before).
+//
+// Like md's partial parity log (raid5-ppl), every stripe write first makes
+// a record durable (FUA) on the log area of the stripe's parity slots (M
+// copies on M namespaces other than the data it protects), then writes
+// data and parity. A record describes the stripe's epoch: everything
+// written to it since its writes were last made durable by a Flush
+// (cumulative, so several unflushed writes to one stripe are covered by
+// the newest record alone). Per 4 KiB row written in the epoch it holds:
+//
+//   - the partial parity of the data chunks not written in the epoch (the
+//     first parity row's share of them, as RS encoding is linear), which
+//     solves a lost untouched chunk without trusting parity or the written
+//     chunks;
+//   - the crc32c of every data block at the epoch's start and of its latest
+//     value, which tells a reconstructed block that is one of the values
+//     the block held from garbage.
+//
+// Recovery (ppl_recover.go) solves a lost data block from the partial
+// parity, or from any version-consistent set of the surviving shards, and
+// accepts a result only when its checksum is one the record allows. A row
+// where nothing consistent is found is reported Corrupt, never guessed.
+//
+// The log area of each slot copy is a ring (logRing). Records are freed
+// when a Flush that began after their write ended has completed (the data
+// they protect is durable); a write that finds the ring full of live
+// records flushes the volume first. Every record carries the sequence of
+// the oldest record still live in its ring (its tail), so recovery ignores
+// records that were already dead, and sequences start with the owner epoch
+// (Options.LogEpoch), so a new owner's records supersede an old one's.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+
+	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/volume/layout"
+)
+
+// errLogFull: the ring has no dead record to overwrite; flush and retry.
+var errLogFull = errors.New("write log full")
+
+// stripeEpoch is the write log's view of one stripe since its writes were
+// last made durable. REQUIRES: the stripe's lock held, except mark (logMu).
+type stripeEpoch struct {
+	touched []uint32    // per row: data shards written in the epoch (noPPBit: no partial parity)
+	sums    [][2]uint32 // per row*K + shard: checksum at the epoch's start, latest
+	pp      [][]byte    // per row: partial parity block, valid where the bitmap is partial; nil until needed
+	r0, r1  int64       // rows covered so far (r1 == 0: none)
+	mark    int64       // flushes begun when its last write ended; math.MaxInt64 while one runs (logMu)
+}
+
+// logState is the volume's write-log bookkeeping.
+type logState struct {
+	mu     sync.Mutex
+	epochs map[layout.StripeID]*stripeEpoch
+	spare  []*stripeEpoch // ended epochs to reuse (their blocks too); REQUIRES: mu held
+
+	seqEpoch atomic.Uint64 // Options.LogEpoch, or a later epoch found on disk
+	seq      atomic.Uint64 // last record number used in this epoch
+
+	flushBegun atomic.Int64 // Flush calls started
+	flushDone  atomic.Int64 // highest Flush call completed successfully
+}
+
+// dead reports whether work that ended when mark flushes had begun is
+// durable.
+func (l *logState) dead(mark int64) bool { return mark != math.MaxInt64 && l.flushDone.Load() > mark }
+
+// flushStarted is called at the start of a Flush; flushEnded with its
+// number when it succeeded.
+func (l *logState) flushStarted() int64 { return l.flushBegun.Add(1) }
+
+func (l *logState) flushEnded(id int64) {
+	for {
+		cur := l.flushDone.Load()
+		if cur >= id || l.flushDone.CompareAndSwap(cur, id) {
+			break
+		}
+	}
+	l.mu.Lock()
+	for k, e := range l.epochs {
+		if l.dead(e.mark) {
+			delete(l.epochs, k)
+			if len(l.spare) < maxSpareEpochs {
+				l.spare = append(l.spare, e)
+			}
+		}
+	}
+	l.mu.Unlock()
+}
+
+// begin returns the stripe's epoch (a new one when the last ended) and
+// marks a write running.
+func (l *logState) begin(g layout.Geometry, id layout.StripeID) *stripeEpoch {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.epochs == nil {
+		l.epochs = map[layout.StripeID]*stripeEpoch{}
+	}
+	e := l.epochs[id]
+	if e == nil || l.dead(e.mark) {
+		e = l.fresh(g)
+		l.epochs[id] = e
+	}
+	e.mark = math.MaxInt64
+	return e
+}
+
+// maxSpareEpochs bounds the ended epochs kept for reuse.
+const maxSpareEpochs = 1024
+
+// fresh returns an empty epoch, reusing an ended one when there is one.
+// REQUIRES: mu held.
+func (l *logState) fresh(g layout.Geometry) *stripeEpoch {
+	if n := len(l.spare); n > 0 {
+		e := l.spare[n-1]
+		l.spare = l.spare[:n-1]
+		clear(e.touched) // e.pp keeps its blocks: only partial rows' are read
+		e.r0, e.r1 = 0, 0
+		return e
+	}
+	rows := g.BlocksPerChunk()
+	return &stripeEpoch{touched: make([]uint32, rows), sums: make([][2]uint32, rows*int64(g.K)), pp: make([][]byte, rows)}
+}
+
+// end records that the write begun on e ended.
+func (l *logState) end(e *stripeEpoch) {
+	m := l.flushBegun.Load()
+	l.mu.Lock()
+	e.mark = m
+	l.mu.Unlock()
+}
+
+// forget drops the epochs of stripes [first, last] of seg: they were
+// zeroed as a whole (zero data, zero parity, consistent).
+func (l *logState) forget(seg, first, last int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for t := first; t <= last; t++ {
+		delete(l.epochs, layout.StripeID{Segment: seg, Stripe: t})
+	}
+}
+
+// next returns a new record sequence.
+func (l *logState) next() logSeq { return logSeq{l.seqEpoch.Load(), l.seq.Add(1)} }
+
+// seen makes the sequences given from now on later than seq, found on
+// disk by a recovery (before any write).
+func (l *logState) seen(seq logSeq) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e := l.seqEpoch.Load(); seq.epoch > e {
+		l.seqEpoch.Store(seq.epoch)
+		l.seq.Store(seq.n)
+	} else if seq.epoch == e && seq.n > l.seq.Load() {
+		l.seq.Store(seq.n)
+	}
+}
+
+// logRing is the write-log area of one slot copy, used as a ring of
+// records in sequence order.
+type logRing struct {
+	mu      sync.Mutex
+	head    int64 // next block to write
+	entries []ringEntry
+}
+
+type ringEntry struct {
+	pos, n int64
+	seq    logSeq
+	mark   *atomic.Int64 // flushes begun when the write it protects ended
+}
+
+// reserve finds n blocks for a record at the head of a ring of size
+// blocks, freeing the oldest records (which must be dead), and returns
+// the position, the record's sequence and tail.
+func (r *logRing) reserve(l *logState, n, size int64, mark *atomic.Int64) (int64, logSeq, logSeq, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.head+n > size {
+		if err := r.free(l, r.head, size); err != nil {
+			return 0, logSeq{}, logSeq{}, err
+		}
+		r.head = 0
+	}
+	if err := r.free(l, r.head, r.head+n); err != nil {
+		return 0, logSeq{}, logSeq{}, err
+	}
+	seq := l.next()
+	tail := seq
+	if len(r.entries) > 0 {
+		tail = r.entries[0].seq
+	}
+	pos := r.head
+	r.entries = append(r.entries, ringEntry{pos: pos, n: n, seq: seq, mark: mark})
+	r.head += n
+	return pos, seq, tail, nil
+}
+
+// free drops the oldest entries that overlap blocks [lo, hi).
+func (r *logRing) free(l *logState, lo, hi int64) error {
+	for len(r.entries) > 0 {
+		e := r.entries[0]
+		if e.pos >= hi || e.pos+e.n <= lo {
+			return nil
+		}
+		if !l.dead(e.mark.Load()) {
+			return errLogFull
+		}
+		r.entries = r.entries[1:]
+	}
+	return nil
+}
+
+// logWrite makes the record of a stripe write durable on every copy of
+// the stripe's usable parity slots, before the write touches data or
+// parity. It returns the mark to set when the write ends (nil when the
+// plan needs no record). REQUIRES: stripe lock held.
+func (v *Volume) logWrite(ctx context.Context, s *segment, sio layout.StripeIO, p []byte, plan writePlan, b *stripeBufs) (*stripeEpoch, *atomic.Int64, error) {
+	if !v.g.Log || plan.Mode == modeDataOnly {
+		return nil, nil, nil
+	}
+	e := v.log.begin(v.g, sio.ID)
+	rec, err := v.logUpdate(ctx, s, sio, p, plan, b, e)
+	if err != nil {
+		v.log.end(e)
+		return nil, nil, err
+	}
+	mark := new(atomic.Int64)
+	mark.Store(math.MaxInt64)
+	type copyOf struct {
+		i  int
+		sl *slot
+	}
+	var copies []copyOf
+	for sh := v.g.K; sh < v.g.N(); sh++ {
+		if contains(plan.Writes, sh) {
+			i := v.g.SlotOf(sio.ID.Stripe, sh)
+			for _, sl := range s.writeSlots(i, sio.ID.Stripe) {
+				copies = append(copies, copyOf{i, sl})
+			}
+		}
+	}
+	n := rec.size(v.g) * layout.ChecksumBlock
+	bufs := make([][]byte, len(copies))
+	for j := range bufs {
+		bp, buf := v.recordBuf(n)
+		defer v.putRecordBuf(bp)
+		if bufs[j] = buf; j == 0 {
+			rec.encodeBody(v.g, buf)
+		} else {
+			copy(buf, bufs[0]) // each copy in flight has its own header
+		}
+	}
+	err = v.each(len(copies), func(j int) error {
+		return v.writeRecord(ctx, s, copies[j].i, copies[j].sl, sio.ID.Stripe, bufs[j], mark)
+	})
+	if err != nil {
+		v.log.end(e)
+		mark.Store(v.log.flushBegun.Load())
+		return nil, nil, err
+	}
+	return e, mark, nil
+}
+
+// recordBuf returns a buffer of n bytes for a record: from the chunk pool
+// when it fits (a record of a write within one chunk's rows and few
+// partial rows), else allocated. Release it with putRecordBuf.
+func (v *Volume) recordBuf(n int64) (*[]byte, []byte) {
+	if n <= v.g.Chunk {
+		return v.getBuf(n)
+	}
+	return nil, make([]byte, n)
+}
+
+func (v *Volume) putRecordBuf(bp *[]byte) {
+	if bp != nil {
+		v.putBuf(bp)
+	}
+}
+
+// logDone ends a logged write.
+func (v *Volume) logDone(e *stripeEpoch, mark *atomic.Int64) {
+	if e == nil {
+		return
+	}
+	v.log.end(e)
+	mark.Store(v.log.flushBegun.Load())
+}
+
+// writeRecord writes the encoded record buf, stamped with its sequence in
+// the ring of copy sl of slot i, to sl with FUA.
+func (v *Volume) writeRecord(ctx context.Context, s *segment, i int, sl *slot, t int64, buf []byte, mark *atomic.Int64) error {
+	n := int64(len(buf)) / layout.ChecksumBlock
+	pos, seq, tail, err := sl.ring.reserve(&v.log, n, v.g.LogArea()/layout.ChecksumBlock, mark)
+	if err != nil {
+		return err
+	}
+	stamp(buf, seq, tail)
+	err = blockdev.WriteFUA(ctx, sl.dev, buf, v.g.LogOffset()+pos*layout.ChecksumBlock)
+	return v.shardFailed(s, sl, i, t, err)
+}
+
+// logUpdate folds the write of sio into the stripe's epoch e and returns
+// the record of the epoch as of this write. REQUIRES: stripe lock held.
+func (v *Volume) logUpdate(ctx context.Context, s *segment, sio layout.StripeIO, p []byte, plan writePlan, b *stripeBufs, e *stripeEpoch) (logRecord, error) {
+	g := v.g
+	lo, hi := plan.Lo/layout.ChecksumBlock, plan.Hi/layout.ChecksumBlock
+	wt := writtenRows(sio, lo, hi)
+	if err := v.epochSums(ctx, s, sio.ID, b, e, lo, hi); err != nil {
+		return logRecord{}, err
+	}
+	if err := v.partialParity(plan, b, e, wt, lo, hi); err != nil {
+		return logRecord{}, err
+	}
+	for _, pc := range sio.Pieces {
+		for off := pc.Off; off < pc.Off+pc.Len; off += layout.ChecksumBlock {
+			r := off / layout.ChecksumBlock
+			at := pc.Buf + off - pc.Off
+			e.sums[r*int64(g.K)+int64(pc.Shard)][1] = blockSum(p[at : at+layout.ChecksumBlock])
+		}
+	}
+	for r := lo; r < hi; r++ {
+		e.touched[r] |= wt[r-lo]
+	}
+	if e.r1 == 0 {
+		e.r0, e.r1 = lo, hi
+	}
+	e.r0, e.r1 = min(e.r0, lo), max(e.r1, hi)
+	return e.record(g, sio.ID), nil
+}
+
+// writtenRows returns, per row of [lo, hi), the data shards sio writes.
+func writtenRows(sio layout.StripeIO, lo, hi int64) []uint32 {
+	wt := make([]uint32, hi-lo)
+	for _, pc := range sio.Pieces {
+		for r := pc.Off / layout.ChecksumBlock; r < (pc.Off+pc.Len)/layout.ChecksumBlock; r++ {
+			wt[r-lo] |= 1 << pc.Shard
+		}
+	}
+	return wt
+}
+
+// epochSums fills the epoch-start checksums of the rows of [lo, hi) that
+// enter the epoch now: from the checksum cache for usable shards, from
+// the data as the write planned it (rebuild mode) for missing ones.
+func (v *Volume) epochSums(ctx context.Context, s *segment, id layout.StripeID, b *stripeBufs, e *stripeEpoch, lo, hi int64) error {
+	k := int64(v.g.K)
+	fresh := false
+	for r := lo; r < hi; r++ {
+		fresh = fresh || e.touched[r]&^noPPBit == 0
+	}
+	if !fresh {
+		return nil
+	}
+	got := make([]uint32, hi-lo)
+	for sh := 0; sh < v.g.K; sh++ {
+		sl := s.readSlot(v.g.SlotOf(id.Stripe, sh), id.Stripe)
+		if sl != nil {
+			if err := v.storedSums(ctx, sl, id.Stripe, lo*layout.ChecksumBlock, got); err != nil {
+				return v.shardFailed(s, sl, v.g.SlotOf(id.Stripe, sh), id.Stripe, err)
+			}
+		} else {
+			buf := b.shards[sh] // rebuild mode: the span, current values
+			if len(buf) == 0 {
+				// It went missing after the plan: plan again without it.
+				return &shardFault{err: fmt.Errorf("segment %d stripe %d shard %d: %w", id.Segment, id.Stripe, sh, errNoCopy)}
+			}
+			for r := lo; r < hi; r++ {
+				at := (r - lo) * layout.ChecksumBlock
+				got[r-lo] = blockSum(buf[at : at+layout.ChecksumBlock])
+			}
+		}
+		for r := lo; r < hi; r++ {
+			if e.touched[r]&^noPPBit == 0 {
+				e.sums[r*k+int64(sh)] = [2]uint32{got[r-lo], got[r-lo]}
+			}
+		}
+	}
+	return nil
+}
+
+// record renders the epoch as a record (sequence and tail unset).
+func (e *stripeEpoch) record(g layout.Geometry, id layout.StripeID) logRecord {
+	k := int64(g.K)
+	return logRecord{seg: id.Segment, stripe: id.Stripe, r0: e.r0,
+		touched: e.touched[e.r0:e.r1], sums: e.sums[e.r0*k : e.r1*k], pp: e.pp[e.r0:e.r1]}
+}
+
+// partialParity updates the epoch's partial parity over rows [lo, hi):
+// the first parity row's share of the data shards not written in the
+// epoch. A delta write derives it from the old parity and the old data it
+// read; the other modes encode it from the data they hold.
+func (v *Volume) partialParity(plan writePlan, b *stripeBufs, e *stripeEpoch, wt []uint32, lo, hi int64) error {
+	need := false
+	for r := lo; r < hi; r++ {
+		need = need || partialRow(e.touched[r]|wt[r-lo], v.g.K)
+	}
+	if !need {
+		return nil
+	}
+	bp, span := v.getBuf((hi - lo) * layout.ChecksumBlock)
+	defer v.putBuf(bp)
+	var err error
+	if plan.Mode == modeDelta {
+		err = v.ppDelta(b, e, wt, lo, hi, span)
+	} else {
+		err = v.ppEncode(b, e, wt, lo, hi, span)
+	}
+	if err != nil {
+		return err
+	}
+	for r := lo; r < hi; r++ {
+		if partialRow(e.touched[r]|wt[r-lo], v.g.K) {
+			if e.pp[r] == nil {
+				e.pp[r] = make([]byte, layout.ChecksumBlock)
+			}
+			copy(e.pp[r], span[(r-lo)*layout.ChecksumBlock:])
+		}
+	}
+	return nil
+}
+
+// ppDelta: partial parity = (the epoch's, or for rows new to the epoch the
+// old parity) minus the share of the data shards this write is the first
+// in the epoch to change, taken from their old values.
+func (v *Volume) ppDelta(b *stripeBufs, e *stripeEpoch, wt []uint32, lo, hi int64, span []byte) error {
+	g := v.g
+	n := (hi - lo) * layout.ChecksumBlock
+	for r := lo; r < hi; r++ {
+		at := (r - lo) * layout.ChecksumBlock
+		dst := span[at : at+layout.ChecksumBlock]
+		switch {
+		case e.touched[r]&^noPPBit == 0:
+			copy(dst, b.logP0[at:at+layout.ChecksumBlock])
+		case e.pp[r] != nil:
+			copy(dst, e.pp[r])
+		default:
+			clear(dst) // every data shard written already: no share left
+		}
+	}
+	oldData := make([][]byte, g.K)
+	newData := make([][]byte, g.K)
+	var zero []byte
+	for sh := 0; sh < g.K; sh++ {
+		var old []byte
+		for r := lo; r < hi; r++ {
+			bit := uint32(1) << sh
+			if wt[r-lo]&bit == 0 || e.touched[r]&bit != 0 {
+				continue
+			}
+			if old == nil {
+				bp, buf := v.getBuf(n)
+				defer v.putBuf(bp)
+				old = buf
+				clear(old)
+			}
+			at := (r - lo) * layout.ChecksumBlock
+			copy(old[at:at+layout.ChecksumBlock], b.shards[sh][at:at+layout.ChecksumBlock])
+		}
+		if old == nil {
+			continue
+		}
+		if zero == nil {
+			bp, buf := v.getBuf(n)
+			defer v.putBuf(bp)
+			zero = buf
+			clear(zero)
+		}
+		oldData[sh], newData[sh] = old, zero
+	}
+	parity := make([][]byte, g.M)
+	parity[0] = span
+	return v.codec.UpdateParity(oldData, newData, parity)
+}
+
+// ppEncode: partial parity = the first parity row of the data with every
+// block written in the epoch (this write included) taken as zero.
+func (v *Volume) ppEncode(b *stripeBufs, e *stripeEpoch, wt []uint32, lo, hi int64, span []byte) error {
+	g := v.g
+	n := (hi - lo) * layout.ChecksumBlock
+	shards := make([][]byte, g.N())
+	for sh := 0; sh < g.N(); sh++ {
+		bp, buf := v.getBuf(n)
+		defer v.putBuf(bp)
+		shards[sh] = buf
+		if sh >= g.K {
+			continue
+		}
+		for r := lo; r < hi; r++ {
+			at := (r - lo) * layout.ChecksumBlock
+			if (e.touched[r]|wt[r-lo])&(1<<sh) == 0 {
+				copy(buf[at:at+layout.ChecksumBlock], b.shards[sh][at:at+layout.ChecksumBlock])
+			} else {
+				clear(buf[at : at+layout.ChecksumBlock])
+			}
+		}
+	}
+	if err := v.codec.Encode(shards); err != nil {
+		return err
+	}
+	copy(span, shards[g.K])
+	return nil
+}
+
+// logPlan adjusts a write plan for the log: the partial parity of a delta
+// write comes from the old first parity, and the epoch-start checksums of
+// a missing data shard from its reconstructed data, so a delta or
+// reconstruct-write plan that lacks either becomes a rebuild (read K
+// shards, reconstruct all data over the span).
+func (v *Volume) logPlan(plan writePlan, usable []bool) (writePlan, error) {
+	if !v.g.Log || plan.Mode == modeFull || plan.Mode == modeDataOnly || plan.Mode == modeRebuild {
+		return plan, nil
+	}
+	ok := plan.Mode != modeDelta || usable[v.g.K]
+	for sh := 0; sh < v.g.K; sh++ {
+		ok = ok && usable[sh]
+	}
+	if ok {
+		return plan, nil
+	}
+	if count(usable) < v.g.K {
+		return plan, fmt.Errorf("write log: fewer than %d shards usable: %w", v.g.K, blockdev.ErrUnavailable)
+	}
+	plan.Mode, plan.Reads = modeRebuild, pickK(v.g, usable)
+	return plan, nil
+}
