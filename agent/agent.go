@@ -15,6 +15,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/agent/api"
 	"github.com/nvstripe/nvstripe/controller"
+	"github.com/nvstripe/nvstripe/logging"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/volclient"
 	"github.com/nvstripe/nvstripe/volume"
@@ -64,7 +65,8 @@ type Options struct {
 	// Default nil: no TLS.
 	NBDTLS        *tls.Config
 	NBDRequireTLS bool
-	// Logf receives one line per notable event. Default: discard.
+	// Logf receives one line per notable event. Default: Log's info
+	// lines (logging.Logf), else discard.
 	Logf func(format string, args ...any)
 	// Log receives structured events: shard moves starting and ending, and
 	// a warning (at most one a minute per volume) while a volume serves IO
@@ -88,6 +90,9 @@ func (o *Options) ensureDefaults() {
 	}
 	if o.Metrics == nil {
 		o.Metrics = NewMetrics()
+	}
+	if o.Logf == nil && o.Log != nil {
+		o.Logf = logging.Logf(o.Log)
 	}
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/nbd"
 )
 
@@ -30,6 +31,9 @@ type ForegroundOptions struct {
 // kernel device detached by someone else), then unmaps it, flushing the
 // volume and releasing its lease.
 func ServeForeground(ctx context.Context, spec Spec, o ForegroundOptions) error {
+	if o.Agent.Holder == "" {
+		o.Agent.Holder = meta.DefaultHolder("map")
+	}
 	ag, err := New(ctx, o.Agent)
 	if err != nil {
 		return err
@@ -61,4 +65,28 @@ func ServeForeground(ctx context.Context, spec Spec, o ForegroundOptions) error 
 		o.Unmapping(m.Url)
 	}
 	return errors.Join(err, ag.Unmap(sctx, spec.Volume), ag.Close(sctx))
+}
+
+// ErrTLSNotExport is CheckForeground's refusal of NBD TLS for a frontend
+// other than an NBD export (kernel nbd devices have no TLS).
+var ErrTLSNotExport = errors.New("--tls is for --nbd-listen exports (kernel nbd devices have no TLS)")
+
+// CheckForeground checks, before the store is opened or a lease taken,
+// that this machine can serve spec in the foreground with o: CheckSpec;
+// for a kernel nbd device, that it is free to attach (nbd.CheckAttachable);
+// NBD TLS only for an NBD export (else ErrTLSNotExport, an operator's
+// mistake).
+func CheckForeground(spec Spec, o Options) error {
+	if err := CheckSpec(spec); err != nil {
+		return err
+	}
+	if spec.Via == ViaNBDDevice {
+		if err := nbd.CheckAttachable(spec.Where, spec.Volume); err != nil {
+			return err
+		}
+	}
+	if o.NBDTLS != nil && spec.Via != ViaNBDListen {
+		return ErrTLSNotExport
+	}
+	return nil
 }

@@ -95,3 +95,27 @@ func checkWith(ctx context.Context, s *meta.Store, change func([]Volume) ([]Volu
 	}
 	return Check(r, v, limit)
 }
+
+// CreateVolume creates the volume of spec in the cluster of s once
+// CheckNewVolume allows it, and returns its record with CheckNewVolume's
+// warning (returned even when creating fails, as it was said first).
+func CreateVolume(ctx context.Context, s *meta.Store, spec meta.VolumeSpec) (*meta.VolumeRecord, string, error) {
+	warn, err := CheckNewVolume(ctx, s, Volume{Name: spec.Name, Size: spec.Size, K: spec.Layout.K, M: spec.Layout.M,
+		Shared: spec.AllowSharedDomains})
+	if err != nil {
+		return nil, "", err
+	}
+	rec, err := s.CreateVolume(ctx, spec)
+	return rec, warn, err
+}
+
+// ResizeVolume grows volume name to size bytes once CheckResize allows it,
+// and returns its record with CheckResize's warning.
+func ResizeVolume(ctx context.Context, s *meta.Store, name string, size int64) (*meta.VolumeRecord, string, error) {
+	warn, err := CheckResize(ctx, s, name, size)
+	if err != nil {
+		return nil, "", err
+	}
+	rec, err := s.ResizeVolume(ctx, name, size)
+	return rec, warn, err
+}

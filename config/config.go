@@ -131,6 +131,17 @@ type Value struct {
 	Source string `json:"source"`
 }
 
+// SourceOf is where the setting key of vs came from ("default", "flag
+// --etcd", ...), or "" when vs lacks it.
+func SourceOf(vs []Value, key string) string {
+	for _, v := range vs {
+		if v.Key == key {
+			return v.Source
+		}
+	}
+	return ""
+}
+
 // Layers are the inputs of Resolve.
 type Layers struct {
 	Flags    map[string]string // set flags by flag name (only those given on the command line)
@@ -217,4 +228,34 @@ func (t TLSFiles) TLS() (*tls.Config, error) {
 		cfg.Certificates = []tls.Certificate{pair}
 	}
 	return cfg, nil
+}
+
+// Flags are a command's flags as Apply sees them.
+type Flags interface {
+	// Given returns the value of flag when the command line gave it.
+	Given(flag string) (value string, ok bool)
+	// Default sets flag, when the command has it and the command line
+	// did not give it, to value.
+	Default(flag, value string) error
+}
+
+// Apply resolves every Setting (Load) over the flags the command line
+// gave, then sets each other flag that names one to its resolved value.
+func Apply(path string, fl Flags, env func(string) (string, bool)) ([]Value, string, error) {
+	given := map[string]string{}
+	for _, s := range Settings {
+		if v, ok := fl.Given(s.Flag); ok {
+			given[s.Flag] = v
+		}
+	}
+	vs, file, err := Load(path, given, env)
+	if err != nil {
+		return nil, "", err
+	}
+	for i, s := range Settings {
+		if err := fl.Default(s.Flag, vs[i].Value); err != nil {
+			return nil, "", fmt.Errorf("%s (%s): %w", s.Key, vs[i].Source, err)
+		}
+	}
+	return vs, file, nil
 }

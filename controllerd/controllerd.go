@@ -1,8 +1,8 @@
 // Package controllerd is the controller daemon (`nvstripe controller`) as a
 // library: it composes the controller's Runner (package controller) with the
-// mover that opens unmapped volumes (volclient.TaskMover) and a Prometheus
+// mover that opens unmapped volumes (volclient.TaskMover), a Prometheus
 // metrics listener whose collector reads the cluster from etcd at each
-// scrape, so that a test can start the daemon in-process. The command line
+// scrape, its member of the health gossip pool and the gRPC admin API, so that a test can start the daemon in-process. The command line
 // parses flags into Options, calls New and Run, and prints.
 //
 // Concurrency: a Daemon's methods are safe for concurrent use; Close is
@@ -23,6 +23,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/nvstripe/nvstripe/controller"
+	"github.com/nvstripe/nvstripe/controller/admin"
+	"github.com/nvstripe/nvstripe/health"
+	"github.com/nvstripe/nvstripe/health/pool"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/volclient"
 )
@@ -47,6 +50,16 @@ type Options struct {
 	// ScrubInterval is how often every checksummed volume mapped
 	// read-write is scrubbed by its owner (scrub.go). Default 0: never.
 	ScrubInterval time.Duration
+	// Gossip, when Gossip.Addr is set, puts the daemon in the health
+	// gossip pool (Runner.Gossip, from Settings.Gossip, takes its events)
+	// as host GossipHost (default: the machine's host name), registered in
+	// the store. Mistakes in it are pool.ErrSpec.
+	Gossip     pool.Spec
+	GossipHost string
+	// AdminAddr, when set, serves the gRPC admin API there (admin.Listen,
+	// with AdminTLS for a TCP address).
+	AdminAddr string
+	AdminTLS  admin.TLSFiles
 }
 
 // Daemon is a controller daemon: its Runner and its metrics listener.
@@ -58,6 +71,9 @@ type Daemon struct {
 	logf    func(string, ...any)
 	metrics net.Listener // nil without one
 	http    *http.Server
+	gossip  *pool.Member // nil without one
+	admin   string       // admin API address, "" without one
+	stopAPI func()       // stops the admin API; nil without one
 
 	closeOnce sync.Once
 }
@@ -80,12 +96,56 @@ func New(ctx context.Context, o Options) (*Daemon, error) {
 	if d.logf == nil {
 		d.logf = func(string, ...any) {}
 	}
-	if o.MetricsAddr != "" {
-		if err := d.serveMetrics(cfg.Store, o.MetricsAddr); err != nil {
-			return nil, err
-		}
+	if err := d.listen(cfg, o); err != nil {
+		d.Close()
+		return nil, err
 	}
 	return d, nil
+}
+
+// listen starts the metrics listener, the gossip member and the admin API
+// that o asks for.
+func (d *Daemon) listen(cfg controller.RunnerConfig, o Options) error {
+	if o.MetricsAddr != "" {
+		if err := d.serveMetrics(cfg.Store, o.MetricsAddr); err != nil {
+			return err
+		}
+	}
+	if o.Gossip.Addr != "" {
+		if err := d.startGossip(cfg, o.Gossip, o.GossipHost); err != nil {
+			return err
+		}
+	}
+	if o.AdminAddr != "" {
+		addr, stop, err := admin.Listen(cfg.Store, o.AdminAddr, o.AdminTLS)
+		if err != nil {
+			return err
+		}
+		d.admin, d.stopAPI = addr, stop
+	}
+	return nil
+}
+
+// startGossip puts the daemon in the gossip pool, its events feeding
+// cfg.Gossip, and registers its address in the store.
+func (d *Daemon) startGossip(cfg controller.RunnerConfig, spec pool.Spec, host string) error {
+	if cfg.Gossip == nil {
+		return fmt.Errorf("%w: gossip needs Runner.Gossip", ErrSettings)
+	}
+	if host == "" {
+		var err error
+		if host, err = os.Hostname(); err != nil {
+			return err
+		}
+	}
+	hc, err := spec.Member(health.Meta{Role: health.RoleController, Host: host}, cfg.Holder)
+	if err != nil {
+		return err
+	}
+	hc.OnEvent = cfg.Gossip.OnEvent
+	d.gossip, err = pool.Start(pool.Config{Health: hc, Join: spec.Join, Logf: cfg.Logf,
+		Store: func(context.Context) (*meta.Store, error) { return cfg.Store, nil }})
+	return err
 }
 
 // defaults fills the Runner options New documents.
@@ -142,6 +202,18 @@ func (d *Daemon) MetricsURL() string {
 	return "http://" + d.metrics.Addr().String() + "/metrics"
 }
 
+// GossipAddr is the daemon's gossip address, or "" without gossip.
+func (d *Daemon) GossipAddr() string {
+	if d.gossip == nil {
+		return ""
+	}
+	return d.gossip.Addr()
+}
+
+// AdminAddr is the admin API's address in the form admin.Dial takes, or ""
+// without one.
+func (d *Daemon) AdminAddr() string { return d.admin }
+
 // Run campaigns for leadership and, while leading, reconciles the cluster,
 // until ctx ends; then it closes the daemon.
 func (d *Daemon) Run(ctx context.Context) error {
@@ -158,10 +230,17 @@ func (d *Daemon) Run(ctx context.Context) error {
 	return d.runner.Run(ctx)
 }
 
-// Close stops the metrics listener.
+// Close stops the admin API, leaves the gossip pool and stops the metrics
+// listener.
 func (d *Daemon) Close() error {
 	var err error
 	d.closeOnce.Do(func() {
+		if d.stopAPI != nil {
+			d.stopAPI()
+		}
+		if d.gossip != nil {
+			d.gossip.Leave()
+		}
 		if d.http != nil {
 			err = d.http.Close()
 			if errors.Is(err, http.ErrServerClosed) {

@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nvstripe/nvstripe/controller"
+	"github.com/nvstripe/nvstripe/controller/admin"
+	"github.com/nvstripe/nvstripe/health/pool"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/metatest"
 )
@@ -151,6 +154,65 @@ func TestScrubSchedule(t *testing.T) {
 	}
 	expect(now.Add(week), "[]")            // ended an hour after now: not a week yet
 	expect(now.Add(week+time.Hour), "[c]") // a week after it ended
+}
+
+// TestGossipAndAdminAPI starts a daemon with gossip and the admin API: the
+// member registers itself in etcd, the admin API answers on its socket,
+// and Close leaves the pool.
+func TestGossipAndAdminAPI(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	cfg := controller.RunnerConfig{Store: s, Holder: "c1", Gossip: controller.NewGossip(nil), Logf: t.Logf}
+	sock := filepath.Join(t.TempDir(), "admin.sock")
+	d, err := New(ctx, Options{Runner: cfg, Gossip: pool.Spec{Addr: "127.0.0.1:0", Profile: "test"}, GossipHost: "h1", AdminAddr: sock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if d.GossipAddr() == "" || d.AdminAddr() == "" {
+		t.Fatalf("gossip %q, admin %q: want both", d.GossipAddr(), d.AdminAddr())
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		seeds, err := s.GossipSeeds(ctx)
+		if err == nil && len(seeds) == 1 && seeds[0].Addr == d.GossipAddr() && seeds[0].Host == "h1" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gossip seeds %v %v: want the controller's", seeds, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c, err := admin.Dial(d.AdminAddr(), admin.TLSFiles{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Status(ctx, &admin.StatusRequest{}); err != nil {
+		t.Fatalf("admin API: %v", err)
+	}
+	d.Close()
+	if _, err := c.Status(ctx, &admin.StatusRequest{}); err == nil {
+		t.Fatal("admin API still answers after Close")
+	}
+	seeds, err := s.GossipSeeds(ctx)
+	if err != nil || len(seeds) != 0 {
+		t.Fatalf("gossip seeds after Close: %v %v, want none", seeds, err)
+	}
+}
+
+// TestGossipSpecErrors checks a bad gossip setting is pool.ErrSpec, and
+// gossip without the runner's Gossip is refused.
+func TestGossipSpecErrors(t *testing.T) {
+	s := newStore(t)
+	cfg := controller.RunnerConfig{Store: s, Holder: "c1", Gossip: controller.NewGossip(nil)}
+	if _, err := New(context.Background(), Options{Runner: cfg, Gossip: pool.Spec{Addr: "nowhere", Profile: "test"}}); !errors.Is(err, pool.ErrSpec) {
+		t.Fatalf("bad gossip address: %v, want pool.ErrSpec", err)
+	}
+	cfg.Gossip = nil
+	if _, err := New(context.Background(), Options{Runner: cfg, Gossip: pool.Spec{Addr: "127.0.0.1:0", Profile: "test"}}); !errors.Is(err, ErrSettings) {
+		t.Fatalf("gossip without Runner.Gossip: %v, want ErrSettings", err)
+	}
 }
 
 // TestScrubOrphans: no scrub is left running with nobody to run it. A

@@ -156,6 +156,19 @@ type PathRecord struct {
 	ANAState string `json:"ana_state"`
 }
 
+// PathRecords checks each address (CheckPathAddr) and returns their
+// records.
+func PathRecords(addrs []string) ([]PathRecord, error) {
+	var out []PathRecord
+	for _, a := range addrs {
+		if err := CheckPathAddr(a); err != nil {
+			return nil, err
+		}
+		out = append(out, PathRecord{Addr: a})
+	}
+	return out, nil
+}
+
 // CheckPathAddr validates a path address of the form tcp://HOST:PORT.
 func CheckPathAddr(addr string) error {
 	u, err := url.Parse(addr)

@@ -143,3 +143,29 @@ func addSubsystem(ctx context.Context, s *meta.Store, spec meta.NamespaceSpec, h
 	}
 	return nil
 }
+
+// DiscoverReport is what a discovery went through, as `ns discover -o
+// json` prints it.
+type DiscoverReport struct {
+	Added      []*meta.NamespaceRecord `json:"added"`
+	Known      []string                `json:"already_recorded"` // IDs of namespaces recorded before
+	Subsystems int                     `json:"subsystems"`
+}
+
+// DiscoverAll is Discover collecting what it goes through; each (nil:
+// none) also gets every namespace as it is gone through.
+func DiscoverAll(ctx context.Context, s *meta.Store, addr, host, hostNQN string, maxNSID uint32, allowUnfenced bool, each func(Discovered)) (DiscoverReport, error) {
+	rep := DiscoverReport{Added: []*meta.NamespaceRecord{}, Known: []string{}}
+	var err error
+	rep.Subsystems, err = Discover(ctx, s, addr, host, hostNQN, maxNSID, allowUnfenced, func(d Discovered) {
+		if d.Added != nil {
+			rep.Added = append(rep.Added, d.Added)
+		} else {
+			rep.Known = append(rep.Known, d.Known)
+		}
+		if each != nil {
+			each(d)
+		}
+	})
+	return rep, err
+}

@@ -2,7 +2,9 @@ package volclient
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/nvstripe/nvstripe/blockdev"
@@ -63,5 +65,12 @@ func TestAddNamespaceLabels(t *testing.T) {
 	n, err := Discover(ctx, s, "tcp://"+tgt.Addr(0), "h0", "", 4, false, func(d Discovered) { seen = append(seen, d) })
 	if err != nil || n != 1 || len(seen) != 1 || seen[0].Known != rec.ID {
 		t.Errorf("Discover: %d subsystems, %+v, %v", n, seen, err)
+	}
+	all, err := DiscoverAll(ctx, s, "tcp://"+tgt.Addr(0), "h0", "", 4, false, nil)
+	if err != nil || all.Subsystems != 1 || len(all.Added) != 0 || len(all.Known) != 1 || all.Known[0] != rec.ID {
+		t.Errorf("DiscoverAll: %+v, %v", all, err)
+	}
+	if js, _ := json.Marshal(all); !strings.Contains(string(js), `"added":[]`) {
+		t.Errorf("DiscoverAll JSON %s: want an empty added list, not null", js)
 	}
 }

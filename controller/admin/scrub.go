@@ -25,6 +25,19 @@ type ScrubResult struct {
 	Error   string `json:"error,omitempty"`
 }
 
+// ScrubAll is Scrub of every volume, those not mapped read-write skipped.
+func ScrubAll(ctx context.Context, w io.Writer, s *meta.Store, wait bool) ([]ScrubResult, error) {
+	vols, err := s.Volumes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(vols))
+	for _, v := range vols {
+		names = append(names, v.Name)
+	}
+	return Scrub(ctx, w, s, names, false, wait)
+}
+
 // Scrub starts the scrub of each volume through etcd (a task its
 // read-write owner runs; volumes not mapped read-write are skipped unless
 // named, which is an error then) and, with wait, waits for each to end.

@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -89,4 +90,19 @@ func (s Spec) TargetMember(host string, names []string) (health.Config, error) {
 		return health.Config{}, fmt.Errorf("%w: gossip needs the host's name in etcd (nvstripe host add)", ErrSpec)
 	}
 	return s.Member(health.Meta{Role: health.RoleTarget, Host: host, Namespaces: names}, "")
+}
+
+// StartTarget starts the member of a target host (TargetMember) and the
+// loop that keeps it joined: it joins Join, or without it the members
+// registered in the store, registering itself there. It returns nil
+// when the spec has no Addr. Mistakes in the spec are ErrSpec.
+func (s Spec) StartTarget(host string, names []string, store func(context.Context) (*meta.Store, error), logf func(string, ...any)) (*Member, error) {
+	hc, err := s.TargetMember(host, names)
+	if err != nil || s.Addr == "" {
+		return nil, err
+	}
+	if len(s.Join) > 0 {
+		store = nil
+	}
+	return Start(Config{Health: hc, Join: s.Join, Store: store, Logf: logf})
 }

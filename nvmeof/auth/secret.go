@@ -31,6 +31,17 @@ type Secret struct {
 	Key  []byte
 }
 
+// CheckSecrets parses each secret that is not "" (a host's, then the
+// controller's for bidirectional authentication); mistakes are ErrSecret.
+func CheckSecrets(secrets ...string) error {
+	for _, s := range secrets {
+		if _, err := ParseSecret(s); s != "" && err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // ParseSecret reads "DHHC-1:hh:BASE64:" where BASE64 holds the key (32, 48
 // or 64 bytes) and its CRC-32 (little-endian).
 func ParseSecret(s string) (Secret, error) {

@@ -67,3 +67,14 @@ func (c ControlClient) call(ctx context.Context, method, path string, body []byt
 	}
 	return out, nil
 }
+
+// WriteANAStates prints ANA states for people (`nvstripe target
+// ana-state`): one line per listener and group.
+func WriteANAStates(w io.Writer, es []ANAEntry) error {
+	for _, e := range es {
+		if _, err := fmt.Fprintf(w, "listener %d %s group %d %s\n", e.Listener, e.Address, e.Group, e.State); err != nil {
+			return err
+		}
+	}
+	return nil
+}

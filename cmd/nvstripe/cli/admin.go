@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nvstripe/nvstripe/config"
 	"github.com/nvstripe/nvstripe/controller/admin"
-	"github.com/nvstripe/nvstripe/jsonout"
 	"github.com/nvstripe/nvstripe/meta"
 )
 
@@ -49,7 +49,7 @@ func waitFor(cmd *cobra.Command, f *adminFlags, ops admin.Ops, m admin.Measure) 
 // gRPC API with --controller, else on etcd directly.
 func withAdmin(g *globals, a *etcdAuth, f *adminFlags, fn func(cmd *cobra.Command, args []string, ops admin.Ops) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
-		if f.controller == "" && g.settingSource("etcd.endpoints") == "default" {
+		if f.controller == "" && config.SourceOf(g.settings, "etcd.endpoints") == "default" {
 			f.controller = admin.LocalSocket(admin.DefaultSocket)
 		}
 		if f.controller == "" {
@@ -74,10 +74,7 @@ func newAdminStatusCmd(g *globals, a *etcdAuth, f *adminFlags) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: withAdmin(g, a, f, func(cmd *cobra.Command, _ []string, ops admin.Ops) error {
 			return admin.Watch(cmd.Context(), ops, watch, func(st *admin.StatusReply) error {
-				if wantJSON(cmd) {
-					return jsonout.Write(cmd.OutOrStdout(), st)
-				}
-				return admin.WriteStatus(cmd.OutOrStdout(), st)
+				return writeOut(cmd, st, admin.WriteStatus)
 			})
 		}),
 	}

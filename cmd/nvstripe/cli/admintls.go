@@ -24,14 +24,3 @@ func adminError(err error) error {
 	}
 	return err
 }
-
-// settingSource is where the shared setting key came from ("default",
-// "flag --etcd", ...), "" before the settings are resolved.
-func (g *globals) settingSource(key string) string {
-	for _, v := range g.settings {
-		if v.Key == key {
-			return v.Source
-		}
-	}
-	return ""
-}

@@ -4,7 +4,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nvstripe/nvstripe/agent"
-	"github.com/nvstripe/nvstripe/logging"
 	"github.com/nvstripe/nvstripe/meta"
 )
 
@@ -27,7 +26,6 @@ func newAgentCmd(g *globals) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: serveWithStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
 			o.Store, o.Log = s, g.logger("agent")
-			o.Logf = logging.Logf(o.Log)
 			var err error
 			if o.Namespaces.HostNQN, err = nodeHostNQN(o.Namespaces.HostNQN); err != nil {
 				return err

@@ -146,6 +146,15 @@ func report(cmd *cobra.Command, v any, format string, args ...any) error {
 	return err
 }
 
+// writeOut prints v as JSON with -o json (jsonout), else with write, the
+// library's rendering for people.
+func writeOut[T any](cmd *cobra.Command, v T, write func(io.Writer, T) error) error {
+	if wantJSON(cmd) {
+		return jsonout.Write(cmd.OutOrStdout(), v)
+	}
+	return write(cmd.OutOrStdout(), v)
+}
+
 // fmtBytes renders n for people (units.FormatSize: "1 GiB").
 func fmtBytes(n int64) string { return units.FormatSize(n) }
 
@@ -200,16 +209,7 @@ func newClusterInfoCmd(g *globals, a *etcdAuth) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if wantJSON(cmd) {
-				return jsonout.Write(cmd.OutOrStdout(), rec)
-			}
-			domain := rec.DomainLabel
-			if domain == "" {
-				domain = "host"
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "cluster %s\nid %s\nslot size %s\nfailure domain %s\nmax overcommit %g\nschema %d\n",
-				rec.Name, rec.ID, fmtBytes(rec.SlotSize), domain, rec.OvercommitLimit(), rec.Schema)
-			return nil
+			return writeOut(cmd, rec, meta.WriteCluster)
 		}),
 	}
 	return c

@@ -1,35 +1,35 @@
 package cli
 
 import (
-	"fmt"
 	"os"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/nvstripe/nvstripe/config"
 	"github.com/nvstripe/nvstripe/jsonout"
 )
 
-// applyConfig resolves the shared settings (package config) and sets every
+// applyConfig resolves the shared settings (config.Apply) and sets every
 // flag of cmd that names one and was not given on the command line.
-func applyConfig(cmd *cobra.Command, g *globals) error {
-	given := map[string]string{}
-	for _, s := range config.Settings {
-		if f := cmd.Flags().Lookup(s.Flag); f != nil && f.Changed {
-			given[s.Flag] = f.Value.String()
-		}
+func applyConfig(cmd *cobra.Command, g *globals) (err error) {
+	g.settings, g.configFile, err = config.Apply(g.configPath, cobraFlags{cmd.Flags()}, os.LookupEnv)
+	return err
+}
+
+// cobraFlags are a command's flags for config.Apply.
+type cobraFlags struct{ fs *pflag.FlagSet }
+
+func (c cobraFlags) Given(name string) (string, bool) {
+	if f := c.fs.Lookup(name); f != nil && f.Changed {
+		return f.Value.String(), true
 	}
-	var err error
-	if g.settings, g.configFile, err = config.Load(g.configPath, given, os.LookupEnv); err != nil {
-		return err
-	}
-	for i, s := range config.Settings {
-		if f := cmd.Flags().Lookup(s.Flag); f != nil && !f.Changed {
-			if err := f.Value.Set(g.settings[i].Value); err != nil {
-				return fmt.Errorf("%s (%s): %w", s.Key, g.settings[i].Source, err)
-			}
-		}
+	return "", false
+}
+
+func (c cobraFlags) Default(name, value string) error {
+	if f := c.fs.Lookup(name); f != nil && !f.Changed {
+		return f.Value.Set(value)
 	}
 	return nil
 }
@@ -50,12 +50,7 @@ func newConfigCmd(g *globals) *cobra.Command {
 			if wantJSON(cmd) {
 				return jsonout.Write(cmd.OutOrStdout(), map[string]any{"config_file": g.configFile, "settings": g.settings})
 			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "KEY\tVALUE\tSOURCE")
-			for _, v := range g.settings {
-				fmt.Fprintf(w, "%s\t%s\t%s\n", v.Key, dash(v.Value), v.Source)
-			}
-			return w.Flush()
+			return config.WriteSettings(cmd.OutOrStdout(), g.settings)
 		},
 	}
 	show.Flags().StringVar(&hostNQN, "host-nqn", "", "NVMe host NQN (env NVSTRIPE_HOST_NQN)")

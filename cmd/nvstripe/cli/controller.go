@@ -1,10 +1,8 @@
 package cli
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,8 +11,6 @@ import (
 	"github.com/nvstripe/nvstripe/controller"
 	"github.com/nvstripe/nvstripe/controller/admin"
 	"github.com/nvstripe/nvstripe/controllerd"
-	"github.com/nvstripe/nvstripe/health"
-	"github.com/nvstripe/nvstripe/health/pool"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/units"
 )
@@ -64,33 +60,16 @@ func newControllerCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			f.gossip.Cluster = a.cluster
 			d, err := controllerd.New(cmd.Context(), controllerd.Options{Runner: cfg, HostNQN: nqn, MetricsAddr: f.metrics,
-				DHCHAPSecret: secret, DHCHAPCtrlSecret: ctrl, ScrubInterval: f.scrubInterval})
+				DHCHAPSecret: secret, DHCHAPCtrlSecret: ctrl, ScrubInterval: f.scrubInterval, Gossip: f.gossip.Spec,
+				GossipHost: f.gossipHost, AdminAddr: f.api, AdminTLS: f.adminTLS})
 			if err != nil {
-				return err
+				return specError(adminError(err))
 			}
 			defer d.Close()
-			cfg.Holder = d.Holder()
-			if cfg.Gossip != nil {
-				f.gossip.Cluster = a.cluster
-				stop, err := f.startGossip(cmd, s, cfg)
-				if err != nil {
-					return err
-				}
-				defer stop()
-			}
-			if u := d.MetricsURL(); u != "" {
-				report(cmd, map[string]string{"controller": cfg.Holder, "metrics": u}, "controller %s: metrics on %s", cfg.Holder, u)
-			}
-			if f.api != "" {
-				addr, stop, err := admin.Listen(s, f.api, f.adminTLS)
-				if err != nil {
-					return adminError(err)
-				}
-				defer stop()
-				report(cmd, map[string]string{"controller": cfg.Holder, "admin_api": addr}, "controller %s: admin API on %s", cfg.Holder, addr)
-			}
-			report(cmd, map[string]string{"controller": cfg.Holder, "state": "campaigning"}, "controller %s: campaigning for leadership", cfg.Holder)
+			printListeners(cmd, d)
+			report(cmd, map[string]string{"controller": d.Holder(), "state": "campaigning"}, "controller %s: campaigning for leadership", d.Holder())
 			return d.Run(cmd.Context())
 		}),
 	}
@@ -123,29 +102,19 @@ func (f *controllerFlags) register(fl *pflag.FlagSet) {
 	f.gossip.register(fl)
 }
 
-// startGossip puts the controller in the gossip pool, its events feeding
-// cfg.Gossip, and registers its address in etcd. It returns the function
-// that leaves the pool.
-func (f *controllerFlags) startGossip(cmd *cobra.Command, s *meta.Store, cfg controller.RunnerConfig) (func(), error) {
-	host := f.gossipHost
-	if host == "" {
-		var err error
-		if host, err = os.Hostname(); err != nil {
-			return nil, err
-		}
+// printListeners says where the controller gossips and serves metrics and
+// the admin API.
+func printListeners(cmd *cobra.Command, d *controllerd.Daemon) {
+	h := d.Holder()
+	if a := d.GossipAddr(); a != "" {
+		report(cmd, map[string]string{"controller": h, "gossip": a}, "controller %s: gossip on %s", h, a)
 	}
-	hc, err := f.gossip.Member(health.Meta{Role: health.RoleController, Host: host}, cfg.Holder)
-	if err != nil {
-		return nil, specError(err)
+	if u := d.MetricsURL(); u != "" {
+		report(cmd, map[string]string{"controller": h, "metrics": u}, "controller %s: metrics on %s", h, u)
 	}
-	hc.OnEvent = cfg.Gossip.OnEvent
-	m, err := pool.Start(pool.Config{Health: hc, Join: f.gossip.Join, Logf: cfg.Logf,
-		Store: func(context.Context) (*meta.Store, error) { return s, nil }})
-	if err != nil {
-		return nil, err
+	if a := d.AdminAddr(); a != "" {
+		report(cmd, map[string]string{"controller": h, "admin_api": a}, "controller %s: admin API on %s", h, a)
 	}
-	report(cmd, map[string]string{"controller": cfg.Holder, "gossip": m.Addr()}, "controller %s: gossip on %s", cfg.Holder, m.Addr())
-	return m.Leave, nil
 }
 
 // runnerConfig turns the flags into the controller's options.

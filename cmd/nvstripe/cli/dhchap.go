@@ -55,10 +55,8 @@ func (d *dhchapFlags) load() (secret, ctrl string, err error) {
 	if ctrl, err = readSecretFile("--dhchap-ctrl-secret-file", d.ctrlFile); err != nil {
 		return "", "", err
 	}
-	for _, s := range []string{secret, ctrl} {
-		if _, perr := auth.ParseSecret(s); s != "" && perr != nil {
-			return "", "", usageError{perr}
-		}
+	if err := auth.CheckSecrets(secret, ctrl); err != nil {
+		return "", "", usageError{err}
 	}
 	if ctrl != "" && secret == "" {
 		return "", "", usageError{fmt.Errorf("--dhchap-ctrl-secret-file needs --dhchap-secret-file")}

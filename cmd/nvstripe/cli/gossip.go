@@ -3,9 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
-	"sync"
 
-	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/nvstripe/nvstripe/health/pool"
@@ -35,50 +33,22 @@ func specError(err error) error {
 	return err
 }
 
-// lazyStore opens the store at the first call and keeps it; close closes it.
-func lazyStore(gl *globals, a *etcdAuth) (open func(context.Context) (*meta.Store, error), close func()) {
-	var mu sync.Mutex
-	var s *meta.Store
-	open = func(ctx context.Context) (*meta.Store, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if s != nil {
-			return s, nil
-		}
-		var err error
-		s, err = openStore(ctx, gl, a)
-		return s, err
-	}
-	return open, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if s != nil {
-			s.Close()
-		}
-	}
+// lazyStore is the store of the flags, opened at its first use.
+func lazyStore(gl *globals, a *etcdAuth) *meta.Lazy {
+	return meta.NewLazy(func(ctx context.Context) (*meta.Store, error) { return openStore(ctx, gl, a) })
 }
 
 // startTargetGossip starts the gossip member of a target host (target
-// serve, target agent) when --gossip is set: role target, Meta.Host = host,
-// names = the namespaces it serves (informational: the controller maps a
-// host to its namespaces through etcd). Without --gossip-join it finds the
-// pool through etcd and registers itself there. It returns the function
-// that leaves the pool, and the gossip address ("" without --gossip).
-func startTargetGossip(cmd *cobra.Command, gl *globals, a *etcdAuth, f *gossipFlags, host string, names []string) (func(), string, error) {
+// agent; pool.Spec.StartTarget) when --gossip is set. It returns the
+// function that leaves the pool, and the gossip address ("" without
+// --gossip).
+func startTargetGossip(gl *globals, a *etcdAuth, f *gossipFlags, host string, names []string) (func(), string, error) {
 	f.Cluster = a.cluster
-	cfg, err := f.TargetMember(host, names)
-	if err != nil || f.Addr == "" {
+	store := lazyStore(gl, a)
+	m, err := f.StartTarget(host, names, store.Open, logging.Logf(gl.logger("gossip")))
+	if err != nil || m == nil {
+		store.Close()
 		return func() {}, "", specError(err)
 	}
-	pc := pool.Config{Health: cfg, Join: f.Join, Logf: logging.Logf(gl.logger("gossip"))}
-	closeStore := func() {}
-	if len(f.Join) == 0 {
-		pc.Store, closeStore = lazyStore(gl, a)
-	}
-	m, err := pool.Start(pc)
-	if err != nil {
-		closeStore()
-		return nil, "", err
-	}
-	return func() { m.Leave(); closeStore() }, m.Addr(), nil
+	return func() { m.Leave(); store.Close() }, m.Addr(), nil
 }

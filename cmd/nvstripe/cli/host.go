@@ -1,15 +1,8 @@
 package cli
 
 import (
-	"fmt"
-	"maps"
-	"slices"
-	"strings"
-	"text/tabwriter"
-
 	"github.com/spf13/cobra"
 
-	"github.com/nvstripe/nvstripe/jsonout"
 	"github.com/nvstripe/nvstripe/meta"
 )
 
@@ -53,19 +46,7 @@ func newHostLsCmd(g *globals, a *etcdAuth) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if wantJSON(cmd) {
-				return jsonout.Write(cmd.OutOrStdout(), hosts)
-			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "NAME\tLABELS")
-			for _, h := range hosts {
-				var ls []string
-				for _, k := range slices.Sorted(maps.Keys(h.Labels)) {
-					ls = append(ls, k+"="+h.Labels[k])
-				}
-				fmt.Fprintf(w, "%s\t%s\n", h.Name, strings.Join(ls, ","))
-			}
-			return w.Flush()
+			return writeOut(cmd, hosts, meta.WriteHosts)
 		}),
 	}
 	return c

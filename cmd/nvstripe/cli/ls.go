@@ -6,7 +6,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nvstripe/nvstripe/agent"
-	"github.com/nvstripe/nvstripe/jsonout"
 )
 
 // newLsCmd is `nvstripe ls`: the mappings of the agent and of foreground
@@ -35,10 +34,7 @@ func newLsCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if wantJSON(cmd) {
-				return jsonout.Write(cmd.OutOrStdout(), rows)
-			}
-			return agent.WriteListed(cmd.OutOrStdout(), rows)
+			return writeOut(cmd, rows, agent.WriteListed)
 		},
 	}
 	c.Flags().StringVar(&sock, "agent", agent.DefaultSocket, "unix socket of the agent")

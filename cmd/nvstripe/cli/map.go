@@ -1,14 +1,13 @@
 package cli
 
 import (
-	"fmt"
+	"errors"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/nvstripe/nvstripe/agent"
 	"github.com/nvstripe/nvstripe/agent/api"
-	"github.com/nvstripe/nvstripe/logging"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/nbd"
 )
@@ -49,14 +48,6 @@ func newMapCmd(g *globals) *cobra.Command {
 			if sock != "" {
 				return withAgent(cmd, g, sock, func(c *api.Client) error { return mapViaAgent(cmd, c, &req, chose) })
 			}
-			if err := agent.CheckSpec(spec); err != nil {
-				return err
-			}
-			if spec.Via == agent.ViaNBDDevice {
-				if err := nbd.CheckAttachable(spec.Where, spec.Volume); err != nil {
-					return err
-				}
-			}
 			if ao.Namespaces.HostNQN, err = nodeHostNQN(ao.Namespaces.HostNQN); err != nil {
 				return err
 			}
@@ -66,8 +57,10 @@ func newMapCmd(g *globals) *cobra.Command {
 			if ao.NBDTLS, ao.NBDRequireTLS, err = nt.config(); err != nil {
 				return err
 			}
-			if ao.NBDTLS != nil && spec.Via != agent.ViaNBDListen {
-				return usageError{fmt.Errorf("--tls is for --nbd-listen exports (kernel nbd devices have no TLS)")}
+			if err := agent.CheckForeground(spec, ao); errors.Is(err, agent.ErrTLSNotExport) {
+				return usageError{err}
+			} else if err != nil {
+				return err
 			}
 			return serveWithStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
 				ao.Store, ao.Log = s, g.logger("map")
@@ -113,10 +106,6 @@ func because(chose string) string {
 
 // mapForeground serves spec until the context ends or the lease is lost.
 func mapForeground(cmd *cobra.Command, spec agent.Spec, wait bool, o agent.Options, chose, listDir string) error {
-	if o.Holder == "" {
-		o.Holder = meta.DefaultHolder("map")
-	}
-	o.Logf = logging.Logf(o.Log)
 	say := func(what, note string) func(string) {
 		return func(url string) {
 			report(cmd, map[string]string{"volume": spec.Volume, what: url, "frontend": string(spec.Via)}, "%s: %s%s", what, url, note)

@@ -3,12 +3,9 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
-	"github.com/nvstripe/nvstripe/jsonout"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/placement"
 	"github.com/nvstripe/nvstripe/units"
@@ -49,17 +46,14 @@ func newNSAddCmd(g *globals, a *etcdAuth) *cobra.Command {
 			if f.host == "" || f.nqn == "" || f.nsid == 0 || len(f.paths) == 0 {
 				return usageError{errors.New("ns add needs --host, --nqn, --nsid and at least one --path")}
 			}
-			spec := meta.NamespaceSpec{ID: f.id, Host: f.host, NQN: f.nqn, NSID: f.nsid, UUID: f.uuid, AllowUnfenced: f.allowUnfenced}
-			for _, p := range f.paths {
-				if err := meta.CheckPathAddr(p); err != nil {
-					return usageError{err}
-				}
-				spec.Paths = append(spec.Paths, meta.PathRecord{Addr: p})
+			paths, err := meta.PathRecords(f.paths)
+			if err != nil {
+				return usageError{err}
 			}
-			spec.Size = f.size
+			spec := meta.NamespaceSpec{ID: f.id, Host: f.host, NQN: f.nqn, NSID: f.nsid, UUID: f.uuid, AllowUnfenced: f.allowUnfenced,
+				Paths: paths, Size: f.size}
 			var nso volclient.NamespaceOptions
 			if f.size == 0 { // connects
-				var err error
 				if nso.HostNQN, err = nodeHostNQN(f.hostNQN); err != nil {
 					return err
 				}
@@ -133,26 +127,21 @@ func newNSDiscoverCmd(g *globals, a *etcdAuth) *cobra.Command {
 }
 
 func discover(cmd *cobra.Command, s *meta.Store, addr, host, hostNQN string, maxNSID uint32, allowUnfenced bool) error {
-	out, js := cmd.OutOrStdout(), wantJSON(cmd)
-	added, known := []*meta.NamespaceRecord{}, []string{}
-	subsystems, err := volclient.Discover(cmd.Context(), s, addr, host, hostNQN, maxNSID, allowUnfenced, func(d volclient.Discovered) {
+	each := func(d volclient.Discovered) {
 		if d.Added != nil {
-			added = append(added, d.Added)
-			if !js {
-				printAdded(cmd, d.Added)
-			}
-			return
+			printAdded(cmd, d.Added)
+		} else {
+			fmt.Fprintf(cmd.OutOrStdout(), "%s nsid %d: already recorded as %s\n", d.NQN, d.NSID, d.Known)
 		}
-		known = append(known, d.Known)
-		if !js {
-			fmt.Fprintf(out, "%s nsid %d: already recorded as %s\n", d.NQN, d.NSID, d.Known)
-		}
-	})
+	}
+	if wantJSON(cmd) {
+		each = nil
+	}
+	rep, err := volclient.DiscoverAll(cmd.Context(), s, addr, host, hostNQN, maxNSID, allowUnfenced, each)
 	if err != nil {
 		return err
 	}
-	return report(cmd, map[string]any{"added": added, "already_recorded": known, "subsystems": subsystems},
-		"%d namespaces added from %d subsystems at %s", len(added), subsystems, addr)
+	return report(cmd, rep, "%d namespaces added from %d subsystems at %s", len(rep.Added), rep.Subsystems, addr)
 }
 
 func newNSLsCmd(g *globals, a *etcdAuth) *cobra.Command {
@@ -165,20 +154,7 @@ func newNSLsCmd(g *globals, a *etcdAuth) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if wantJSON(cmd) {
-				return jsonout.Write(cmd.OutOrStdout(), views)
-			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "ID\tHOST\tSTATE\tFENCING\tSIZE\tUSED\tNQN\tNSID\tPATHS")
-			for _, v := range views {
-				var ps []string
-				for _, p := range v.Paths {
-					ps = append(ps, fmt.Sprintf("%s(%s)", strings.TrimPrefix(p.Addr, "tcp://"), p.ANAState))
-				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", v.ID, v.Host, v.State, v.Fencing(), fmtBytes(v.Size),
-					fmtBytes(v.UsedBytes), v.NQN, v.NSID, strings.Join(ps, ","))
-			}
-			return w.Flush()
+			return writeOut(cmd, views, meta.WriteNamespaceUses)
 		}),
 	}
 	return c

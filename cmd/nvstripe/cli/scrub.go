@@ -21,17 +21,13 @@ func newAdminScrubCmd(g *globals, a *etcdAuth) *cobra.Command {
 			"shows in `admin status` as a task. It works on etcd directly (not through --controller).",
 		Args: cobra.MaximumNArgs(1),
 		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
-			names := args
-			if len(names) == 0 {
-				vols, err := s.Volumes(cmd.Context())
-				if err != nil {
-					return err
-				}
-				for _, v := range vols {
-					names = append(names, v.Name)
-				}
+			var res []admin.ScrubResult
+			var err error
+			if len(args) == 1 {
+				res, err = admin.Scrub(cmd.Context(), textOut(cmd), s, args, true, wait)
+			} else {
+				res, err = admin.ScrubAll(cmd.Context(), textOut(cmd), s, wait)
 			}
-			res, err := admin.Scrub(cmd.Context(), textOut(cmd), s, names, len(args) == 1, wait)
 			if wantJSON(cmd) {
 				return errors.Join(err, jsonout.Write(cmd.OutOrStdout(), res))
 			}

@@ -2,15 +2,13 @@ package cli
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/nvstripe/nvstripe/jsonout"
 	"github.com/nvstripe/nvstripe/logging"
 	"github.com/nvstripe/nvstripe/nvmeof/target"
-	targetmetrics "github.com/nvstripe/nvstripe/nvmeof/target/metrics"
+	"github.com/nvstripe/nvstripe/targetd"
 	"github.com/nvstripe/nvstripe/units"
 )
 
@@ -84,97 +82,32 @@ func newTargetServeCmd(g *globals) *cobra.Command {
 
 // runTargetServe serves the namespaces until the command's context ends.
 func runTargetServe(cmd *cobra.Command, g *globals, f *targetServeFlags) error {
-	if _, err := f.gossip.TargetMember(f.host, nil); err != nil {
-		return specError(err) // before anything listens
-	}
-	cfg, err := f.config()
-	if err != nil {
-		return err
-	}
-	defer target.CloseNamespaces(cfg.Subsystems[0].Namespaces)
-	cfg.Logf = logging.Logf(g.logger("target"))
-	t, err := target.New(cfg)
-	if err != nil {
-		return err
-	}
-	ctx := cmd.Context()
-	if err := t.Start(ctx); err != nil {
-		return err
-	}
-	defer t.Close()
-	var ctlAddr string
+	token := ""
 	if f.control != "" {
-		token, err := readSecretFile("--control-token-file", f.ctlToken)
-		if err != nil {
+		var err error
+		if token, err = readSecretFile("--control-token-file", f.ctlToken); err != nil {
 			return err
 		}
-		addr, stop, err := t.ServeControl(f.control, token)
-		if err != nil {
-			return err
-		}
-		defer stop()
-		ctlAddr = addr
 	}
-	var metricsAddr string
-	if f.metrics != "" {
-		addr, stop, err := targetmetrics.Serve(f.metrics, t)
-		if err != nil {
-			return err
-		}
-		defer stop()
-		metricsAddr = addr
-	}
-	var names []string
-	for _, ns := range cfg.Subsystems[0].Namespaces {
-		names = append(names, ns.Name)
-	}
-	leave, gossipAddr, err := startTargetGossip(cmd, g, &f.auth, &f.gossip, f.host, names)
-	if err != nil {
+	f.gossip.Cluster = f.auth.cluster
+	store := lazyStore(g, &f.auth)
+	defer store.Close()
+	d, err := targetd.Start(cmd.Context(), targetd.Options{Files: target.FileSpec{Dir: f.dir, NQN: f.nqn,
+		Listen: strings.Split(f.listen, ","), Namespaces: f.ns, ANAGroups: f.anaGroups, AllowHosts: f.allowHosts,
+		BlockSize: int(f.blockSize)}, HostKeysFile: f.hostKeys, MaxConnections: f.maxConns, Control: f.control,
+		ControlToken: token, Metrics: f.metrics, Gossip: f.gossip.Spec, Host: f.host, Store: store.Open,
+		Logf: logging.Logf(g.logger("target")), GossipLogf: logging.Logf(g.logger("gossip"))})
+	if targetd.IsSpec(err) {
+		return usageError{err}
+	} else if err != nil {
 		return err
 	}
-	defer leave()
-	if err := printServing(cmd, t, ctlAddr, gossipAddr, metricsAddr); err != nil {
+	defer d.Close()
+	if err := report(cmd, d.Ready(), "%s", d.Ready()); err != nil {
 		return err
 	}
-	<-ctx.Done()
+	<-cmd.Context().Done()
 	return nil
-}
-
-// config turns the flags into the target's configuration, with the
-// namespace files open.
-func (f *targetServeFlags) config() (target.Config, error) {
-	var keys []target.HostKey
-	var err error
-	if f.hostKeys != "" {
-		if keys, err = target.ReadHostKeys(f.hostKeys); errors.Is(err, target.ErrSpec) {
-			return target.Config{}, usageError{err}
-		} else if err != nil {
-			return target.Config{}, err
-		}
-	}
-	cfg, err := target.FileSpec{Dir: f.dir, NQN: f.nqn, Listen: strings.Split(f.listen, ","), Namespaces: f.ns,
-		ANAGroups: f.anaGroups, AllowHosts: f.allowHosts, HostKeys: keys, BlockSize: int(f.blockSize)}.Config()
-	if errors.Is(err, target.ErrSpec) {
-		return cfg, usageError{err}
-	}
-	cfg.MaxConnections = f.maxConns
-	return cfg, err
-}
-
-// printServing prints what the target serves, then "ready".
-func printServing(cmd *cobra.Command, t *target.Target, ctl, gossip, metrics string) error {
-	sum := t.Summary()
-	text := sum.String()
-	if ctl != "" {
-		text += "\ncontrol: http://" + ctl
-	}
-	if gossip != "" {
-		text += "\ngossip: " + gossip
-	}
-	if metrics != "" {
-		text += "\nmetrics: http://" + metrics + "/metrics"
-	}
-	return report(cmd, map[string]any{"target": sum, "control": ctl, "gossip": gossip, "metrics": metrics, "ready": true}, "%s\nready", text)
 }
 
 func newTargetANAStateCmd() *cobra.Command {
@@ -198,13 +131,10 @@ func newTargetANAStateCmd() *cobra.Command {
 			cc := target.ControlClient{Addr: control, Token: token}
 			if state == "" {
 				es, err := cc.ANAStates(cmd.Context())
-				if err == nil && wantJSON(cmd) {
-					return jsonout.Write(cmd.OutOrStdout(), es)
+				if err != nil {
+					return err
 				}
-				for _, e := range es {
-					fmt.Fprintf(cmd.OutOrStdout(), "listener %d %s group %d %s\n", e.Listener, e.Address, e.Group, e.State)
-				}
-				return err
+				return writeOut(cmd, es, target.WriteANAStates)
 			}
 			if err := cc.SetANAState(cmd.Context(), listener, group, state); err != nil {
 				return err

@@ -32,7 +32,7 @@ func newTargetAgentCmd(g *globals) *cobra.Command {
 			if f.Addr == "" {
 				return usageError{errors.New("target agent needs --gossip and --host")}
 			}
-			leave, addr, err := startTargetGossip(cmd, g, &a, &f, host, names)
+			leave, addr, err := startTargetGossip(g, &a, &f, host, names)
 			if err != nil {
 				return err
 			}

@@ -3,12 +3,10 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/nvstripe/nvstripe/capacity"
-	"github.com/nvstripe/nvstripe/jsonout"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/units"
 )
@@ -50,16 +48,9 @@ func newVolumeCreateCmd(g *globals, a *etcdAuth) *cobra.Command {
 			if writeLog == "none" || (checksum == "" && !cmd.Flags().Changed("write-log")) {
 				writeLog = ""
 			}
-			warn, err := capacity.CheckNewVolume(cmd.Context(), s, capacity.Volume{Name: args[0], Size: size, K: k, M: m, Shared: shared})
-			if err != nil {
-				return err
-			}
-			if warn != "" {
-				fmt.Fprintln(cmd.ErrOrStderr(), "warning: "+warn)
-			}
-			rec, err := s.CreateVolume(cmd.Context(), meta.VolumeSpec{Name: args[0], Size: size,
+			rec, warn, err := capacity.CreateVolume(cmd.Context(), s, meta.VolumeSpec{Name: args[0], Size: size,
 				Layout: meta.Layout{K: k, M: m, Chunk: chunk, Checksum: checksum, WriteLog: writeLog}, AllowSharedDomains: shared})
-			if err != nil {
+			if warnf(cmd, warn); err != nil {
 				return err
 			}
 			return report(cmd, rec, "volume %s created: %s, %d+%d, chunk %s", rec.Name, fmtBytes(rec.Size), k, m, fmtBytes(chunk))
@@ -86,15 +77,7 @@ func newVolumeLsCmd(g *globals, a *etcdAuth) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if wantJSON(cmd) {
-				return jsonout.Write(cmd.OutOrStdout(), vols)
-			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "NAME\tSIZE\tLAYOUT\tCHUNK\tSTATE")
-			for _, v := range vols {
-				fmt.Fprintf(w, "%s\t%s\t%d+%d\t%s\t%s\n", v.Name, fmtBytes(v.Size), v.Layout.K, v.Layout.M, fmtBytes(v.Layout.Chunk), v.State)
-			}
-			return w.Flush()
+			return writeOut(cmd, vols, meta.WriteVolumes)
 		}),
 	}
 	return c
@@ -110,20 +93,7 @@ func newVolumeInfoCmd(g *globals, a *etcdAuth) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if wantJSON(cmd) {
-				return jsonout.Write(cmd.OutOrStdout(), info)
-			}
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "volume %s\nsize %s\nlayout %d+%d chunk %s\nchecksums %s\nstate %s\nsegments %d allocated of %d (%d dirty, %d moving)\n",
-				info.Name, fmtBytes(info.Size), info.Layout.K, info.Layout.M, fmtBytes(info.Layout.Chunk), info.Layout.Format(), info.State,
-				info.Allocated, info.Segments, info.Dirty, info.Moving)
-			for _, o := range info.Owners {
-				fmt.Fprintf(out, "owner %s (%s, epoch %d)\n", o.Holder, o.Mode, o.Epoch)
-			}
-			if len(info.Owners) == 0 {
-				fmt.Fprintln(out, "not mapped")
-			}
-			return nil
+			return writeOut(cmd, info, meta.WriteVolumeInfo)
 		}),
 	}
 	return c
@@ -143,15 +113,8 @@ func newVolumeResizeCmd(g *globals, a *etcdAuth) *cobra.Command {
 			if size == 0 {
 				return usageError{errors.New("volume resize needs --size")}
 			}
-			warn, err := capacity.CheckResize(cmd.Context(), s, args[0], size)
-			if err != nil {
-				return err
-			}
-			if warn != "" {
-				fmt.Fprintln(cmd.ErrOrStderr(), "warning: "+warn)
-			}
-			v, err := s.ResizeVolume(cmd.Context(), args[0], size)
-			if err != nil {
+			v, warn, err := capacity.ResizeVolume(cmd.Context(), s, args[0], size)
+			if warnf(cmd, warn); err != nil {
 				return err
 			}
 			return report(cmd, v, "volume %s is now %s", v.Name, fmtBytes(v.Size))
@@ -172,6 +135,13 @@ func newVolumeRmCmd(g *globals, a *etcdAuth) *cobra.Command {
 		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
 			return removeVolume(cmd, s, args[0])
 		}),
+	}
+}
+
+// warnf prints a library's warning, if any, on stderr.
+func warnf(cmd *cobra.Command, warn string) {
+	if warn != "" {
+		fmt.Fprintln(cmd.ErrOrStderr(), "warning: "+warn)
 	}
 }
 

@@ -1,0 +1,62 @@
+package capacity
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/meta/metatest"
+)
+
+// TestCreateAndResizeVolume: 3 namespaces of 10 shard slots of 1 MiB
+// (30 MiB usable for 2+1): a volume within is created quietly, one past the
+// usable space with a warning, one past the limit of 2 is refused and not
+// recorded; growing past the limit is refused and leaves the size.
+func TestCreateAndResizeVolume(t *testing.T) {
+	ctx := context.Background()
+	s, err := meta.Open(ctx, meta.Config{Endpoints: metatest.Start(t), Cluster: "cap"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.InitCluster(ctx, meta.InitOptions{SlotSize: 1 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		h := fmt.Sprintf("h%d", i)
+		if _, err := s.AddHost(ctx, h, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.AddNamespace(ctx, meta.NamespaceSpec{Host: h, NQN: "nqn.test:" + h, NSID: 1, Size: 11 << 20,
+			Paths: []meta.PathRecord{{Addr: "tcp://127.0.0.1:4420"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spec := func(name string, size int64) meta.VolumeSpec {
+		return meta.VolumeSpec{Name: name, Size: size, Layout: meta.Layout{K: 2, M: 1, Chunk: 64 << 10}}
+	}
+	if rec, warn, err := CreateVolume(ctx, s, spec("a", 20<<20)); err != nil || warn != "" || rec.Name != "a" {
+		t.Fatalf("a within the usable space: %v %q %v", rec, warn, err)
+	}
+	if _, warn, err := CreateVolume(ctx, s, spec("b", 10<<20)); err != nil || !strings.Contains(warn, "1.50 times") {
+		t.Fatalf("b past the usable space: warning %q, %v", warn, err)
+	}
+	if _, _, err := CreateVolume(ctx, s, spec("c", 12<<20)); !errors.Is(err, ErrOvercommitted) {
+		t.Fatalf("c past the limit: %v, want ErrOvercommitted", err)
+	}
+	if _, err := s.Volume(ctx, "c"); err == nil {
+		t.Fatal("refused volume c was recorded")
+	}
+	if _, _, err := ResizeVolume(ctx, s, "b", 40<<20); !errors.Is(err, ErrOvercommitted) {
+		t.Fatalf("growing b past the limit: %v, want ErrOvercommitted", err)
+	}
+	if v, err := s.Volume(ctx, "b"); err != nil || v.Size != 10<<20 {
+		t.Fatalf("b after a refused resize: %v %v", v, err)
+	}
+	if v, _, err := ResizeVolume(ctx, s, "b", 11<<20); err != nil || v.Size != 11<<20 {
+		t.Fatalf("growing b a little: %v %v", v, err)
+	}
+}

@@ -1,0 +1,175 @@
+// Package targetd composes the target daemon (`nvstripe target serve`):
+// a userspace NVMe/TCP target over file-backed namespaces, its HTTP control
+// API, its Prometheus metrics and its member of the health gossip pool. A
+// test starts it in-process with Start; the CLI only parses flags into
+// Options and prints what Start returns.
+package targetd
+
+import (
+	"context"
+	"errors"
+
+	"github.com/nvstripe/nvstripe/health/pool"
+	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/nvmeof/target"
+	"github.com/nvstripe/nvstripe/nvmeof/target/metrics"
+)
+
+// Options configure a target daemon.
+type Options struct {
+	// Files names the subsystem and its file-backed namespaces.
+	Files target.FileSpec
+	// HostKeysFile, when set, is read with target.ReadHostKeys into
+	// Files.HostKeys.
+	HostKeysFile string
+	// MaxConnections caps each listener (target.Config.MaxConnections).
+	MaxConnections int
+	// Control, when set, is the address of the HTTP control API;
+	// ControlToken is the bearer token its requests carry ("" only on
+	// loopback, target.ServeControl).
+	Control, ControlToken string
+	// Metrics, when set, is HOST:PORT of the Prometheus metrics listener.
+	Metrics string
+	// Gossip puts the host in the health gossip pool when Gossip.Addr is
+	// set, as host Host (its name in etcd). Store finds the pool's seeds
+	// and registers this member when Gossip.Join is empty.
+	Gossip pool.Spec
+	Host   string
+	Store  func(context.Context) (*meta.Store, error)
+	// Logf logs the target's events; GossipLogf the gossip loop's.
+	Logf, GossipLogf func(format string, args ...any)
+}
+
+// Ready is what a started daemon serves; its JSON is the `target serve`
+// ready line under -o json.
+type Ready struct {
+	Control string         `json:"control"` // control API address, "" without one
+	Gossip  string         `json:"gossip"`  // gossip address, "" without gossip
+	Metrics string         `json:"metrics"` // metrics address, "" without one
+	Ready   bool           `json:"ready"`
+	Target  target.Summary `json:"target"`
+}
+
+// String is the ready report for people: the target's summary, the other
+// listeners, then "ready".
+func (r Ready) String() string {
+	text := r.Target.String()
+	if r.Control != "" {
+		text += "\ncontrol: http://" + r.Control
+	}
+	if r.Gossip != "" {
+		text += "\ngossip: " + r.Gossip
+	}
+	if r.Metrics != "" {
+		text += "\nmetrics: http://" + r.Metrics + "/metrics"
+	}
+	return text + "\nready"
+}
+
+// Daemon is a started target daemon.
+type Daemon struct {
+	Target *target.Target
+	ready  Ready
+	undo   []func() // in the order to run them
+}
+
+// Start checks the options (mistakes are target.ErrSpec or pool.ErrSpec,
+// found before anything listens), opens the namespace files and starts
+// every part. On error nothing is left running.
+func Start(ctx context.Context, o Options) (_ *Daemon, err error) {
+	if _, err := o.Gossip.TargetMember(o.Host, nil); err != nil {
+		return nil, err
+	}
+	cfg, err := o.config()
+	if err != nil {
+		return nil, err
+	}
+	d := &Daemon{undo: []func(){func() { target.CloseNamespaces(cfg.Subsystems[0].Namespaces) }}}
+	defer func() {
+		if err != nil {
+			d.Close()
+		}
+	}()
+	if d.Target, err = target.New(cfg); err != nil {
+		return nil, err
+	}
+	if err := d.Target.Start(ctx); err != nil {
+		return nil, err
+	}
+	d.push(func() { d.Target.Close() })
+	if err := d.serve(o); err != nil {
+		return nil, err
+	}
+	d.ready.Ready, d.ready.Target = true, d.Target.Summary()
+	return d, nil
+}
+
+// config turns the options into the target's configuration, with the
+// namespace files open.
+func (o Options) config() (target.Config, error) {
+	if o.HostKeysFile != "" {
+		keys, err := target.ReadHostKeys(o.HostKeysFile)
+		if err != nil {
+			return target.Config{}, err
+		}
+		o.Files.HostKeys = keys
+	}
+	cfg, err := o.Files.Config()
+	if err != nil {
+		return cfg, err
+	}
+	cfg.MaxConnections, cfg.Logf = o.MaxConnections, o.Logf
+	return cfg, nil
+}
+
+// serve starts the control API, the metrics and the gossip member that o
+// asks for.
+func (d *Daemon) serve(o Options) error {
+	if o.Control != "" {
+		addr, stop, err := d.Target.ServeControl(o.Control, o.ControlToken)
+		if err != nil {
+			return err
+		}
+		d.push(stop)
+		d.ready.Control = addr
+	}
+	if o.Metrics != "" {
+		addr, stop, err := metrics.Serve(o.Metrics, d.Target)
+		if err != nil {
+			return err
+		}
+		d.push(stop)
+		d.ready.Metrics = addr
+	}
+	var names []string
+	for _, ns := range d.Target.Summary().Subsystems[0].Namespaces {
+		names = append(names, ns.Name)
+	}
+	m, err := o.Gossip.StartTarget(o.Host, names, o.Store, o.GossipLogf)
+	if err != nil || m == nil {
+		return err
+	}
+	d.push(m.Leave)
+	d.ready.Gossip = m.Addr()
+	return nil
+}
+
+// push adds a step to Close, run before the earlier ones.
+func (d *Daemon) push(f func()) { d.undo = append([]func(){f}, d.undo...) }
+
+// Ready says what the daemon serves.
+func (d *Daemon) Ready() Ready { return d.ready }
+
+// Close leaves the gossip pool, stops the listeners and the target, and
+// closes the namespace files.
+func (d *Daemon) Close() {
+	for _, f := range d.undo {
+		f()
+	}
+	d.undo = nil
+}
+
+// IsSpec says whether err is an operator's mistake in the options.
+func IsSpec(err error) bool {
+	return errors.Is(err, target.ErrSpec) || errors.Is(err, pool.ErrSpec)
+}

@@ -1,0 +1,102 @@
+package targetd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nvstripe/nvstripe/health/pool"
+	"github.com/nvstripe/nvstripe/nvmeof/target"
+)
+
+func options(dir string) Options {
+	return Options{Files: target.FileSpec{Dir: dir, NQN: "nqn.2024-01.io.nvstripe:t", Listen: []string{"127.0.0.1:0"},
+		Namespaces: []string{"data0:1MiB", "data1:2MiB"}, AllowHosts: []string{"any"}, BlockSize: 4096}}
+}
+
+// TestStartServesEveryPart starts the daemon with control API, metrics and
+// gossip, and checks each answers.
+func TestStartServesEveryPart(t *testing.T) {
+	o := options(t.TempDir())
+	o.Control, o.Metrics = "127.0.0.1:0", "127.0.0.1:0"
+	o.Gossip, o.Host = pool.Spec{Addr: "127.0.0.1:0", Profile: "test"}, "h1"
+	d, err := Start(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	r := d.Ready()
+	if !r.Ready || r.Control == "" || r.Metrics == "" || r.Gossip == "" || len(r.Target.Listeners) != 1 {
+		t.Fatalf("ready %+v: want every address", r)
+	}
+	if ns := r.Target.Subsystems[0].Namespaces; len(ns) != 2 || ns[1].Name != "data1" || ns[1].Size != 2<<20 {
+		t.Fatalf("namespaces %+v", ns)
+	}
+	states, err := target.ControlClient{Addr: r.Control}.ANAStates(context.Background())
+	if err != nil || len(states) == 0 {
+		t.Fatalf("control API: %v %v", states, err)
+	}
+	resp, err := http.Get("http://" + r.Metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || len(body) == 0 {
+		t.Fatalf("metrics: %s", resp.Status)
+	}
+	text := r.String()
+	for _, want := range []string{"control: http://" + r.Control, "gossip: " + r.Gossip, "metrics: http://" + r.Metrics + "/metrics", "ns 2: data1"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("ready text lacks %q:\n%s", want, text)
+		}
+	}
+	if !strings.HasSuffix(text, "\nready") {
+		t.Errorf("ready text does not end in ready:\n%s", text)
+	}
+	js, _ := json.Marshal(r)
+	if !strings.HasPrefix(string(js), `{"control":`) || !strings.Contains(string(js), `"ready":true`) {
+		t.Errorf("ready JSON %s", js)
+	}
+}
+
+// TestCloseStopsEverything checks Close stops the listeners.
+func TestCloseStopsEverything(t *testing.T) {
+	o := options(t.TempDir())
+	o.Control = "127.0.0.1:0"
+	d, err := Start(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := d.Ready().Control
+	d.Close()
+	if _, err := (target.ControlClient{Addr: addr}).ANAStates(context.Background()); err == nil {
+		t.Fatal("control API still answers after Close")
+	}
+}
+
+// TestBadGossipBeforeFiles checks a gossip mistake is a spec error found
+// before any namespace file is created.
+func TestBadGossipBeforeFiles(t *testing.T) {
+	dir := t.TempDir()
+	o := options(dir)
+	o.Gossip = pool.Spec{Addr: "127.0.0.1:0", Profile: "test"} // no Host
+	_, err := Start(context.Background(), o)
+	if !errors.Is(err, pool.ErrSpec) || !IsSpec(err) {
+		t.Fatalf("gossip without a host: %v, want pool.ErrSpec", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "data0.img")); !os.IsNotExist(err) {
+		t.Fatalf("namespace file created before the gossip check: %v", err)
+	}
+	o = options(dir)
+	o.Files.Namespaces = []string{"data0:xx"}
+	if _, err := Start(context.Background(), o); !IsSpec(err) {
+		t.Fatalf("bad size: %v, want a spec error", err)
+	}
+}
