@@ -36,8 +36,18 @@ func benchVolume(b *testing.B, csum, fresh bool) (*Volume, []*blockdev.Mem) {
 		return bv.v, bv.mems
 	}
 	delete(benchVols, csum)
-	g := layout.Geometry{K: 4, M: 2, Chunk: 128 << 10, SlotSize: 16 << 20, Checksums: csum}
-	size := 4 * g.SegmentData() // 256 MiB less the checksum areas
+	v, mems := filledBenchVolume(b, layout.Geometry{K: 4, M: 2, Chunk: 128 << 10, SlotSize: 16 << 20, Checksums: csum})
+	runtime.GC() // not in the measured CPU time: the fill's garbage, earlier runs' devices
+	if !fresh {
+		benchVols[csum] = benchVol{v, mems}
+	}
+	return v, mems
+}
+
+// filledBenchVolume is a volume of geometry g over in-memory namespaces of
+// five slots each, four segments long, filled with data.
+func filledBenchVolume(b *testing.B, g layout.Geometry) (*Volume, []*blockdev.Mem) {
+	size := 4 * g.SegmentData() // 256 MiB of 4+2, less the checksum and log areas
 	dm := DeviceMap{}
 	slots := map[string]int64{}
 	var mems []*blockdev.Mem
@@ -50,7 +60,7 @@ func benchVolume(b *testing.B, csum, fresh bool) (*Volume, []*blockdev.Mem) {
 		dm[name], slots[name] = m, 5
 		mems = append(mems, m)
 	}
-	v, err := New(Options{Geometry: g, Size: size, Devices: dm, Alloc: NewMemAllocator(g.N(), slots)})
+	v, err := New(Options{Geometry: g, Size: size, Devices: dm, Alloc: NewMemAllocator(g.N(), slots), LogEpoch: 1})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -59,10 +69,6 @@ func benchVolume(b *testing.B, csum, fresh bool) (*Volume, []*blockdev.Mem) {
 		if err := v.WriteAt(context.Background(), buf, off); err != nil {
 			b.Fatal(err)
 		}
-	}
-	runtime.GC() // not in the measured CPU time: the fill's garbage, earlier runs' devices
-	if !fresh {
-		benchVols[csum] = benchVol{v, mems}
 	}
 	return v, mems
 }

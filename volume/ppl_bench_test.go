@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
-	"syscall"
 	"testing"
 
 	"github.com/nvstripe/nvstripe/blockdev"
@@ -26,9 +25,9 @@ func BenchmarkWriteLog(b *testing.B) {
 		for _, log := range []bool{false, true} {
 			b.Run(fmt.Sprintf("%s/k4m2/log=%v", c.name, log), func(b *testing.B) {
 				v, mems := benchLogVolume(b, log)
-				start := cpuSeconds(b)
+				start := cpuTime(b)
 				c.run(b, v, mems)
-				b.ReportMetric((cpuSeconds(b)-start)/(float64(b.N)*float64(c.bytes))*(1<<30), "cpu-s/GiB")
+				reportCPU(b, start, c.bytes)
 			})
 		}
 	}
@@ -53,41 +52,8 @@ func benchRandomFlush(b *testing.B, v *Volume, every int) {
 	}
 }
 
-// cpuSeconds is the CPU time the process has used.
-func cpuSeconds(b *testing.B) float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
-}
-
 // benchLogVolume is benchVolume's volume with checksums, and with the
 // write log when log.
 func benchLogVolume(b *testing.B, log bool) (*Volume, []*blockdev.Mem) {
-	g := layout.Geometry{K: 4, M: 2, Chunk: 128 << 10, SlotSize: 16 << 20, Checksums: true, Log: log}
-	size := 4 * g.SegmentData()
-	dm := DeviceMap{}
-	slots := map[string]int64{}
-	var mems []*blockdev.Mem
-	for i := 0; i < g.N(); i++ {
-		m, err := blockdev.NewMem(5*g.SlotSize, 4096)
-		if err != nil {
-			b.Fatal(err)
-		}
-		name := fmt.Sprintf("ns%d", i)
-		dm[name], slots[name] = m, 5
-		mems = append(mems, m)
-	}
-	v, err := New(Options{Geometry: g, Size: size, Devices: dm, Alloc: NewMemAllocator(g.N(), slots), LogEpoch: 1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	buf := pattern(benchReq, 1)
-	for off := int64(0); off+benchReq <= size; off += benchReq {
-		if err := v.WriteAt(context.Background(), buf, off); err != nil {
-			b.Fatal(err)
-		}
-	}
-	return v, mems
+	return filledBenchVolume(b, layout.Geometry{K: 4, M: 2, Chunk: 128 << 10, SlotSize: 16 << 20, Checksums: true, Log: log})
 }
