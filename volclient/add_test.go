@@ -10,6 +10,7 @@ import (
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/metatest"
+	"github.com/nvstripe/nvstripe/nvmeof/target"
 	"github.com/nvstripe/nvstripe/volclient/volclienttest"
 )
 
@@ -28,6 +29,23 @@ func newClusterStore(t *testing.T) *meta.Store {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// newServedNamespace is newClusterStore with one 8 MiB in-memory namespace
+// served over NVMe/TCP and recorded on host h0.
+func newServedNamespace(t *testing.T) (*meta.Store, *meta.ClusterRecord, *target.Target, *meta.NamespaceRecord) {
+	t.Helper()
+	s := newClusterStore(t)
+	c, err := s.Cluster(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := blockdev.NewMem(8<<20, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tgt, rec := volclienttest.ServeNamespace(t, s, c, 1, mem)
+	return s, c, tgt, rec
 }
 
 // TestAddNamespaceLabels: a blank namespace is recorded at its size and

@@ -8,7 +8,6 @@ import (
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/meta"
-	"github.com/nvstripe/nvstripe/volclient/volclienttest"
 )
 
 // sessionOn opens namespace id for the session of volume vol at epoch over
@@ -33,16 +32,7 @@ func sessionOn(t *testing.T, s *meta.Store, c *meta.ClusterRecord, vol string, e
 // is refused at open (ErrFenced, hook run).
 func TestSessionFencing(t *testing.T) {
 	ctx := context.Background()
-	s := newClusterStore(t)
-	c, err := s.Cluster(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mem, err := blockdev.NewMem(8<<20, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rec := volclienttest.ServeNamespace(t, s, c, 1, mem)
+	s, c, _, rec := newServedNamespace(t)
 	buf := make([]byte, 4096)
 	write := func(d blockdev.Device) error { return d.WriteAt(ctx, buf, 1<<20) }
 

@@ -7,9 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/meta"
-	"github.com/nvstripe/nvstripe/volclient/volclienttest"
 )
 
 // silentListener accepts connections and never answers: a target that
@@ -39,16 +37,7 @@ func silentListener(t *testing.T) string {
 // unreachable (the next caller dials again).
 func TestDeviceDialsWithCallersContext(t *testing.T) {
 	ctx := context.Background()
-	s := newClusterStore(t)
-	c, err := s.Cluster(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mem, err := blockdev.NewMem(8<<20, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, good := volclienttest.ServeNamespace(t, s, c, 1, mem)
+	s, _, _, good := newServedNamespace(t)
 	if _, err := s.AddNamespace(ctx, meta.NamespaceSpec{ID: "hang", Host: "h0", NQN: "nqn.test:hang", NSID: 1, Size: 8 << 20,
 		Paths: []meta.PathRecord{{Addr: "tcp://" + silentListener(t)}}}); err != nil {
 		t.Fatal(err)

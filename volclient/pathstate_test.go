@@ -8,10 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
-	"github.com/nvstripe/nvstripe/volclient/volclienttest"
 )
 
 // lines collects log lines and path states, safe for concurrent use.
@@ -66,16 +64,7 @@ func waitPathState(t *testing.T, s *meta.Store, id, want string) {
 // is logged as an error.
 func TestPathStatePublished(t *testing.T) {
 	ctx := context.Background()
-	s := newClusterStore(t)
-	c, err := s.Cluster(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mem, err := blockdev.NewMem(8<<20, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tgt, rec := volclienttest.ServeNamespace(t, s, c, 1, mem)
+	s, _, tgt, rec := newServedNamespace(t)
 	addr := rec.Paths[0].Addr
 	if err := s.SetPathState(ctx, rec.ID, addr, 0, meta.ANAUnknown); err != nil {
 		t.Fatal(err)
