@@ -76,8 +76,9 @@ func importRules() map[string]rule {
 	layoutStd := pureStd()
 	layoutStd["time"] = "volume/layout is pure offset maths: it takes no clock"
 	syncPkgs := []string{"golang.org/x/sync/..."}
+	const pflag = "github.com/spf13/pflag" // flag groups (AddFlags) of the daemons' options
 	wiring := []string{"golang.org/x/sync/...", "github.com/prometheus/client_golang/...", "github.com/vbauerster/mpb/v8/...",
-		"google.golang.org/grpc/...", "google.golang.org/protobuf/...", "github.com/dgraph-io/badger/v4/..."}
+		"google.golang.org/grpc/...", "google.golang.org/protobuf/...", "github.com/dgraph-io/badger/v4/...", pflag}
 	return map[string]rule{
 		"": {why: "the module root holds only repository-wide tests"},
 		"blockdev/...": {ours: []string{"blockdev"},
@@ -117,22 +118,22 @@ func importRules() map[string]rule {
 		"controller/...": {
 			ours:  []string{"controller/...", "meta", "placement", "volume", "volume/layout", "ec", "blockdev", "nvmeof/initiator", "health"},
 			third: syncPkgs, why: "controller reconciles the cluster through meta and volume"},
-		"volclient/...": {ours: []string{"*"}, not: []string{"agent/...", "nbd/...", "fuse", "demo/...", "cmd/..."}, third: syncPkgs,
+		"volclient/...": {ours: []string{"*"}, not: []string{"agent/...", "nbd/...", "fuse", "demo/...", "cmd/..."}, third: append(syncPkgs, pflag),
 			why: "volclient opens a volume over its namespaces: wiring below the daemons, which serving is not part of"},
-		"controllerd": {ours: []string{"controller/...", "volclient", "meta", "health", "health/pool", "logging"}, third: []string{"github.com/prometheus/client_golang/..."},
+		"controllerd": {ours: []string{"controller/...", "volclient", "meta", "health", "health/pool", "logging", "config", "units"}, third: []string{"github.com/prometheus/client_golang/...", pflag},
 			why: "controllerd composes the controller daemon: the runner, the volclient mover, metrics, gossip and the admin API"},
-		"controller/admin": {ours: []string{"controller", "meta", "placement", "units"}, third: []string{"google.golang.org/grpc/...", "google.golang.org/protobuf/..."},
+		"controller/admin": {ours: []string{"controller", "meta", "placement", "units"}, third: []string{"google.golang.org/grpc/...", "google.golang.org/protobuf/...", pflag},
 			why: "controller/admin serves the admin operations on meta over gRPC"},
-		"targetd": {ours: []string{"nvmeof/...", "health/pool", "meta"},
+		"targetd": {ours: []string{"nvmeof/...", "health/pool", "meta", "config", "units"}, third: []string{pflag},
 			why: "targetd composes the target daemon: the target, its control API, metrics and gossip member"},
-		"health/pool": {ours: []string{"health", "meta"},
+		"health/pool": {ours: []string{"health", "meta"}, third: []string{pflag},
 			why: "health/pool keeps a gossip member joined and its seed record registered in etcd"},
 		"capacity": {ours: []string{"meta", "placement", "units"},
 			why: "capacity sums the cluster's space per failure domain (nvstripe df, volume create's check)"},
 		"buildinfo":       pureRule("buildinfo reads the binary's build information"),
 		"jsonout":         {third: []string{"google.golang.org/protobuf/..."}, why: "jsonout writes results as JSON"},
 		"logging":         pureRule("logging builds slog loggers and adapts Logf hooks to them"),
-		"config":          {third: []string{"sigs.k8s.io/yaml"}, why: "config layers flags, environment, file and defaults"},
+		"config":          {third: []string{"sigs.k8s.io/yaml", pflag}, why: "config layers flags, environment, file and defaults"},
 		"rpctest":         {third: []string{"google.golang.org/grpc/..."}, why: "rpctest checks any gRPC server's reflection and health services"},
 		"agent/...":       {ours: []string{"*"}, third: wiring, why: "agent is node-side wiring"},
 		"demo/...":        {ours: []string{"*"}, not: []string{"agent/...", "cmd/..."}, third: wiring, why: "demo is one-process wiring"},

@@ -79,6 +79,12 @@ type RunnerConfig struct {
 	OnMove func(MoveEvent)
 }
 
+// Defaults of RunnerConfig.Interval and LeaderTTL.
+const (
+	DefaultInterval  = time.Second
+	DefaultLeaderTTL = 10 * time.Second
+)
+
 func (c *RunnerConfig) ensureDefaults() error {
 	if c.Store == nil || c.Holder == "" {
 		return fmt.Errorf("runner: Store and Holder are required: %w", ErrInvalid)
@@ -88,10 +94,10 @@ func (c *RunnerConfig) ensureDefaults() error {
 		return err
 	}
 	if c.Interval <= 0 {
-		c.Interval = time.Second
+		c.Interval = DefaultInterval
 	}
 	if c.LeaderTTL <= 0 {
-		c.LeaderTTL = 10 * time.Second
+		c.LeaderTTL = DefaultLeaderTTL
 	}
 	if c.ProgressEvery <= 0 {
 		c.ProgressEvery = 500 * time.Millisecond

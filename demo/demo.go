@@ -23,6 +23,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/fuse"
 	"github.com/nvstripe/nvstripe/meta"
@@ -35,9 +37,10 @@ import (
 
 // Options configure Run. Zero fields take the defaults in their comments.
 type Options struct {
-	// Dir holds etcd's data and the namespace files. Required (the CLI
-	// makes a temporary one by default).
-	Dir string
+	// Dir holds etcd's data and the namespace files. Default: a new
+	// temporary directory, removed when Run returns unless Keep.
+	Dir  string
+	Keep bool
 	// Targets is the number of NVMe/TCP targets (one host each). Default 6.
 	Targets int
 	// K and M are the layout. Default 4 and 2.
@@ -71,6 +74,28 @@ type Options struct {
 	Ready func(url string)
 }
 
+// Defaults of Options (and of `nvstripe demo`'s flags).
+const (
+	defaultK, defaultM = 4, 2
+	defaultSize        = 4 << 30
+	defaultNBDListen   = "127.0.0.1:10809"
+)
+
+// AddFlags defines the flags of `nvstripe demo` on fl, with Options'
+// defaults.
+func (o *Options) AddFlags(fl *pflag.FlagSet) {
+	fl.StringVar(&o.Dir, "dir", "", "directory for etcd data and namespace files (default: a new temporary directory, removed at exit)")
+	fl.BoolVar(&o.Keep, "keep", false, "keep the temporary directory at exit")
+	fl.IntVar(&o.Targets, "targets", 0, "number of userspace NVMe/TCP targets, one host each (default 6, 7 with --chaos)")
+	fl.BoolVar(&o.Chaos, "chaos", false, "after ready: stop a target, show degraded reads, rebuild its shards, verify")
+	fl.IntVar(&o.K, "k", defaultK, "data shards per stripe")
+	fl.IntVar(&o.M, "m", defaultM, "parity shards per stripe")
+	o.Size = defaultSize
+	fl.Var(units.NewFlag(&o.Size), "size", "volume size")
+	fl.StringVar(&o.NBDListen, "nbd-listen", defaultNBDListen, "NBD listener address")
+	fl.StringVar(&o.FUSEDir, "fuse", "", "also show the volume as a file in a FUSE mount at this directory")
+}
+
 func (o *Options) ensureDefaults() {
 	def := func(p *int64, v int64) {
 		if *p == 0 {
@@ -78,7 +103,7 @@ func (o *Options) ensureDefaults() {
 		}
 	}
 	if o.K == 0 {
-		o.K, o.M = 4, 2
+		o.K, o.M = defaultK, defaultM
 	}
 	if o.Targets == 0 {
 		o.Targets = 6
@@ -86,12 +111,12 @@ func (o *Options) ensureDefaults() {
 			o.Targets = o.K + o.M + 1
 		}
 	}
-	def(&o.Size, 4<<30)
+	def(&o.Size, defaultSize)
 	def(&o.Chunk, 128<<10)
 	def(&o.SlotSize, 256<<20)
 	def((*int64)(&o.Stats), int64(5*time.Second))
 	if o.NBDListen == "" {
-		o.NBDListen = "127.0.0.1:10809"
+		o.NBDListen = defaultNBDListen
 	}
 	if o.Name == "" {
 		o.Name = "demo"
@@ -120,7 +145,13 @@ func (o *Options) nsSize() int64 {
 func Run(ctx context.Context, o Options) error {
 	o.ensureDefaults()
 	if o.Dir == "" {
-		return errors.New("demo: a directory is required (--dir)")
+		var err error
+		if o.Dir, err = os.MkdirTemp("", "nvstripe-demo-"); err != nil {
+			return err
+		}
+		if !o.Keep {
+			defer os.RemoveAll(o.Dir)
+		}
 	}
 	if spare := o.K + o.M + 1; o.Chaos && o.Targets < spare {
 		fmt.Fprintf(o.Out, "chaos: %d targets leave no spare host to rebuild a %d+%d volume onto: starting %d\n", o.Targets, o.K, o.M, spare)

@@ -31,8 +31,9 @@ type Options struct {
 	// Metrics, when set, is HOST:PORT of the Prometheus metrics listener.
 	Metrics string
 	// Gossip puts the host in the health gossip pool when Gossip.Addr is
-	// set, as host Host (its name in etcd). Store finds the pool's seeds
-	// and registers this member when Gossip.Join is empty.
+	// set, as host Host (its name in etcd). Store opens the store that finds
+	// the pool's seeds and registers this member when Gossip.Join is empty;
+	// the daemon opens it at its first use (meta.Lazy) and closes it.
 	Gossip pool.Spec
 	Host   string
 	Store  func(context.Context) (*meta.Store, error)
@@ -145,12 +146,12 @@ func (d *Daemon) serve(o Options) error {
 	for _, ns := range d.Target.Summary().Subsystems[0].Namespaces {
 		names = append(names, ns.Name)
 	}
-	m, err := o.Gossip.StartTarget(o.Host, names, o.Store, o.GossipLogf)
-	if err != nil || m == nil {
+	leave, addr, err := Gossip(o.Gossip, o.Host, names, o.Store, o.GossipLogf)
+	if err != nil || addr == "" {
 		return err
 	}
-	d.push(m.Leave)
-	d.ready.Gossip = m.Addr()
+	d.push(leave)
+	d.ready.Gossip = addr
 	return nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -194,4 +195,12 @@ func dialCreds(addr string, tlsf TLSFiles) (string, grpc.DialOption, error) {
 		return "", nil, err
 	}
 	return addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)), nil
+}
+
+// AddFlags defines --admin-tls-cert, --admin-tls-key and --admin-tls-ca on
+// fl; whose names the side the certificate is for ("the controller's").
+func (f *TLSFiles) AddFlags(fl *pflag.FlagSet, whose string) {
+	fl.StringVar(&f.Cert, "admin-tls-cert", "", whose+" certificate for the admin API on TCP (PEM; env NVSTRIPE_ADMIN_TLS_CERT)")
+	fl.StringVar(&f.Key, "admin-tls-key", "", "the key of --admin-tls-cert (PEM; env NVSTRIPE_ADMIN_TLS_KEY)")
+	fl.StringVar(&f.CA, "admin-tls-ca", "", "the CA that signs the other side's admin API certificates (PEM; env NVSTRIPE_ADMIN_TLS_CA)")
 }

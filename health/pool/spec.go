@@ -7,6 +7,8 @@ import (
 	"net"
 	"strconv"
 
+	"github.com/spf13/pflag"
+
 	"github.com/nvstripe/nvstripe/health"
 	"github.com/nvstripe/nvstripe/meta"
 )
@@ -105,4 +107,16 @@ func (s Spec) StartTarget(host string, names []string, store func(context.Contex
 		store = nil
 	}
 	return Start(Config{Health: hc, Join: s.Join, Store: store, Logf: logf})
+}
+
+// AddFlags defines --gossip, --gossip-join, --gossip-profile and
+// --gossip-key-file on fl (the labels' help differs between commands).
+func (s *Spec) AddFlags(fl *pflag.FlagSet) {
+	fl.StringVar(&s.Addr, "gossip", "", "IP:PORT to gossip health on, TCP and UDP (e.g. 10.0.0.5:7946; \"\": no gossip)")
+	fl.StringSliceVar(&s.Join, "gossip-join", nil,
+		"gossip members to join, IP:PORT, comma-separated (default: the members registered in etcd, see --etcd)")
+	fl.StringVar(&s.Profile, "gossip-profile", "lan",
+		"gossip failure-detection timing: lan (a dead member is seen in seconds), local (one machine) or test")
+	fl.StringVar(&s.KeyFile, "gossip-key-file", "", "file with the pool's AES key in base64, 128, 192 or 256 bits "+
+		"(head -c 32 /dev/urandom | base64 > FILE): gossip is encrypted and only members with the key join (\"\": clear text)")
 }

@@ -63,8 +63,8 @@ type Config struct {
 	ANATT time.Duration
 	// MaxConnections caps the connections open at once on each listener;
 	// one beyond the cap is closed as soon as it is accepted (and logged).
-	// A host uses one per queue (admin + I/O). Default 1024; negative: no
-	// cap.
+	// A host uses one per queue (admin + I/O). Default
+	// DefaultMaxConnections; negative: no cap.
 	MaxConnections int
 	// MaxConnectionsPerIP caps the connections open at once from one
 	// remote IP address on each listener, before anything is read from
@@ -218,7 +218,7 @@ func (c *Config) EnsureDefaults() {
 	if c.ANATT == 0 {
 		c.ANATT = 10 * time.Second
 	}
-	setDefault(&c.MaxConnections, 1024)
+	setDefault(&c.MaxConnections, DefaultMaxConnections)
 	setDefault(&c.MaxConnectionsPerIP, 256)
 	setDefault(&c.MaxConnectionsPerHost, 256)
 	if c.HandshakeTimeout <= 0 {
@@ -251,6 +251,10 @@ func (c *Config) EnsureDefaults() {
 		}
 	}
 }
+
+// DefaultMaxConnections is Config.MaxConnections's default (and
+// `nvstripe target serve --max-connections`'s).
+const DefaultMaxConnections = 1024
 
 func setDefault(v *int, d int) {
 	if *v == 0 {

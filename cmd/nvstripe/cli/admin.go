@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -17,14 +18,14 @@ import (
 // controller's gRPC admin API (`nvstripe controller --api ADDR`); without
 // either flag, through the local controller's socket when there is one.
 func newAdminCmd(g *globals) *cobra.Command {
-	a := &etcdAuth{}
+	a := &config.EtcdFlags{}
 	f := &adminFlags{}
 	subs := []*cobra.Command{newAdminStatusCmd(g, a, f), newAdminRebalanceCmd(g, a, f), newAdminDrainCmd(g, a, f), newAdminFailCmd(g, a, f), newAdminScrubCmd(g, a)}
 	c := groupCmd("admin", "Cluster health, rebalance, drain and forced rebuilds (through the controller)", subs...)
-	addEtcdFlags(c, a)
+	a.AddFlags(c.PersistentFlags())
 	c.PersistentFlags().StringVar(&f.controller, "controller", "", "a controller's admin API: unix:PATH, or HOST:PORT with --admin-tls-* "+
 		"(default: "+admin.DefaultSocket+" if a controller serves it and --etcd is not given, else etcd directly)")
-	registerAdminTLS(c.PersistentFlags(), &f.tls, "this client's")
+	f.tls.AddFlags(c.PersistentFlags(), "this client's")
 	metadataOnly(subs...)
 	return c
 }
@@ -34,6 +35,14 @@ type adminFlags struct {
 	controller string
 	tls        admin.TLSFiles
 	wait       bool // rebalance and drain --wait
+}
+
+// adminError makes a missing admin TLS file a usage error.
+func adminError(err error) error {
+	if errors.Is(err, admin.ErrTLSRequired) {
+		return usageError{err}
+	}
+	return err
 }
 
 // waitFor prints the overall progress of a rebalance or drain until it is
@@ -47,7 +56,7 @@ func waitFor(cmd *cobra.Command, f *adminFlags, ops admin.Ops, m admin.Measure) 
 
 // withAdmin runs fn with the admin operations: through the controller's
 // gRPC API with --controller, else on etcd directly.
-func withAdmin(g *globals, a *etcdAuth, f *adminFlags, fn func(cmd *cobra.Command, args []string, ops admin.Ops) error) func(*cobra.Command, []string) error {
+func withAdmin(g *globals, a *config.EtcdFlags, f *adminFlags, fn func(cmd *cobra.Command, args []string, ops admin.Ops) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
 		if f.controller == "" && config.SourceOf(g.settings, "etcd.endpoints") == "default" {
 			f.controller = admin.LocalSocket(admin.DefaultSocket)
@@ -66,7 +75,7 @@ func withAdmin(g *globals, a *etcdAuth, f *adminFlags, fn func(cmd *cobra.Comman
 	}
 }
 
-func newAdminStatusCmd(g *globals, a *etcdAuth, f *adminFlags) *cobra.Command {
+func newAdminStatusCmd(g *globals, a *config.EtcdFlags, f *adminFlags) *cobra.Command {
 	var watch time.Duration
 	c := &cobra.Command{
 		Use:   "status [--watch 2s]",
@@ -82,7 +91,7 @@ func newAdminStatusCmd(g *globals, a *etcdAuth, f *adminFlags) *cobra.Command {
 	return c
 }
 
-func newAdminRebalanceCmd(g *globals, a *etcdAuth, f *adminFlags) *cobra.Command {
+func newAdminRebalanceCmd(g *globals, a *config.EtcdFlags, f *adminFlags) *cobra.Command {
 	req := &admin.RebalanceRequest{}
 	c := &cobra.Command{
 		Use:   "rebalance [--threshold 0.1] [--apply [--wait]]",
@@ -113,7 +122,7 @@ func newAdminRebalanceCmd(g *globals, a *etcdAuth, f *adminFlags) *cobra.Command
 	return c
 }
 
-func newAdminDrainCmd(g *globals, a *etcdAuth, f *adminFlags) *cobra.Command {
+func newAdminDrainCmd(g *globals, a *config.EtcdFlags, f *adminFlags) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "drain HOST|NS [--wait]",
 		Short: "Empty a host or a namespace: its shards are copied away by the controller",
@@ -141,7 +150,7 @@ func newAdminDrainCmd(g *globals, a *etcdAuth, f *adminFlags) *cobra.Command {
 	return c
 }
 
-func newAdminFailCmd(g *globals, a *etcdAuth, f *adminFlags) *cobra.Command {
+func newAdminFailCmd(g *globals, a *config.EtcdFlags, f *adminFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "fail NS",
 		Short: "Mark a namespace failed: the controller rebuilds its shards elsewhere at once",

@@ -4,15 +4,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nvstripe/nvstripe/agent"
+	"github.com/nvstripe/nvstripe/config"
 	"github.com/nvstripe/nvstripe/meta"
 )
 
 // newAgentCmd is `nvstripe agent`: the node daemon, in the foreground.
 func newAgentCmd(g *globals) *cobra.Command {
-	a := &etcdAuth{}
+	a := &config.EtcdFlags{}
 	o := agent.ServeOptions{}
-	var dh dhchapFlags
-	var nt nbdTLSFlags
+	var nf agent.NodeFlags
 	c := &cobra.Command{
 		Use:   "agent [--socket PATH] [--state-dir DIR] [--metrics 127.0.0.1:9475] [--holder NAME]",
 		Short: "Run the node agent: map volumes on request, hold their leases, restore them after a restart",
@@ -30,10 +30,7 @@ func newAgentCmd(g *globals) *cobra.Command {
 			if o.Namespaces.HostNQN, err = nodeHostNQN(o.Namespaces.HostNQN); err != nil {
 				return err
 			}
-			if o.Namespaces.DHCHAPSecret, o.Namespaces.DHCHAPCtrlSecret, err = dh.load(); err != nil {
-				return err
-			}
-			if o.NBDTLS, o.NBDRequireTLS, err = nt.config(); err != nil {
+			if err := nf.Apply(&o.Options); err != nil {
 				return err
 			}
 			o.Ready = func(ag *agent.Agent, metrics string) {
@@ -47,17 +44,9 @@ func newAgentCmd(g *globals) *cobra.Command {
 			return agent.Serve(cmd.Context(), o)
 		}),
 	}
-	addEtcdFlags(c, a)
-	fl := c.Flags()
-	fl.StringVar(&o.Socket, "socket", agent.DefaultSocket, "unix socket of the agent's gRPC API")
-	fl.StringVar(&o.StateDir, "state-dir", agent.DefaultStateDir, "directory of the agent's local state (the mappings to restore)")
-	fl.StringVar(&o.MetricsAddr, "metrics", agent.DefaultMetricsAddr, "HOST:PORT of the Prometheus metrics listener (\"\": off)")
-	fl.StringVar(&o.Holder, "holder", "", "owner name in etcd (default agent.HOSTNAME, or agent.node-ID on hosts without a valid one)")
-	fl.DurationVar(&o.LeaseTTL, "lease-ttl", 0, "ownership lease TTL: how long volumes are served while etcd is unreachable (default 10s)")
-	fl.DurationVar(&o.RecheckInterval, "recheck-interval", 0, "how often namespaces that are down are probed, to be used again once they answer (default 10s)")
-	fl.IntVar(&o.Report.FailNamespaceAfter, "fail-namespace-after", 1, "media errors after which a namespace is reported failed in etcd (-1: never)")
-	fl.StringVar(&o.Namespaces.HostNQN, "host-nqn", "", hostNQNUsage)
-	dh.register(fl)
-	nt.register(fl)
+	a.AddFlags(c.PersistentFlags())
+	o.AddFlags(c.Flags())
+	c.Flags().StringVar(&o.Namespaces.HostNQN, "host-nqn", "", hostNQNUsage)
+	nf.AddFlags(c.Flags())
 	return c
 }

@@ -2,13 +2,10 @@ package cli
 
 import (
 	"context"
-	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -18,88 +15,26 @@ import (
 	"github.com/nvstripe/nvstripe/units"
 )
 
-// etcdAuth holds the etcd connection flags shared by the cluster, host, ns
-// and volume commands (--etcd itself is a root flag).
-type etcdAuth struct {
-	cluster            string
-	cacert, cert, key  string
-	user, password     string
-	passwordFile       string
-	passwordArg        string // the removed --etcd-password, refused
-	timeout            time.Duration
-	insecureSkipVerify bool
-}
-
-// addEtcdFlags registers the etcd connection flags on a verb group.
-func addEtcdFlags(c *cobra.Command, a *etcdAuth) {
-	fl := c.PersistentFlags()
-	fl.StringVar(&a.cluster, "cluster", "default", "cluster name (its keys live under /nvstripe/NAME/; env NVSTRIPE_CLUSTER)")
-	fl.StringVar(&a.cacert, "etcd-cacert", "", "CA certificate file to verify etcd's TLS certificate (enables TLS; env NVSTRIPE_ETCD_CACERT)")
-	fl.StringVar(&a.cert, "etcd-cert", "", "client certificate file for etcd TLS (env NVSTRIPE_ETCD_CERT)")
-	fl.StringVar(&a.key, "etcd-key", "", "client key file for etcd TLS (env NVSTRIPE_ETCD_KEY)")
-	fl.BoolVar(&a.insecureSkipVerify, "etcd-insecure-skip-verify", false, "use TLS without verifying etcd's certificate (testing only)")
-	fl.StringVar(&a.user, "etcd-user", "", "etcd user name (password from $"+etcdPasswordEnv+" or --etcd-password-file)")
-	fl.StringVar(&a.passwordFile, "etcd-password-file", "", "file holding the etcd password (one line; else $"+etcdPasswordEnv+")")
-	fl.StringVar(&a.passwordArg, "etcd-password", "", "removed: a password in argv is visible to every local user")
-	fl.MarkHidden("etcd-password")
-	fl.DurationVar(&a.timeout, "etcd-timeout", 5*time.Second, "how long to wait for etcd to answer at first")
-}
-
-// tlsConfig builds the TLS configuration from the flags, or nil for plain
-// connections.
-func (a *etcdAuth) tlsConfig() (*tls.Config, error) {
-	tc, err := config.TLSFiles{CACert: a.cacert, Cert: a.cert, Key: a.key, InsecureSkipVerify: a.insecureSkipVerify}.TLS()
-	if errors.Is(err, config.ErrTLSPair) {
-		return nil, usageError{fmt.Errorf("--etcd-cert and --etcd-key go together")}
-	}
-	return tc, err
-}
-
 // etcdPasswordEnv names the environment variable with the etcd password.
 const etcdPasswordEnv = config.PasswordEnv
 
-// loadPassword takes the etcd password from --etcd-password-file or the
-// environment, never from argv (config.EtcdCredentials).
-func (a *etcdAuth) loadPassword() (err error) {
-	a.password, err = config.EtcdCredentials{User: a.user, PasswordFile: a.passwordFile, PasswordArg: a.passwordArg,
-		PasswordEnv: os.Getenv(etcdPasswordEnv)}.Password()
-	return secretUsage(err)
-}
-
-// readSecretFile is config.ReadSecretFile with its usage mistakes marked.
-func readSecretFile(flag, path string) (string, error) {
-	s, err := config.ReadSecretFile(flag, path)
-	return s, secretUsage(err)
-}
-
-// secretUsage marks a misconfigured secret as a usage error (exit 2).
-func secretUsage(err error) error {
-	if errors.Is(err, config.ErrSecret) {
-		return usageError{err}
-	}
-	return err
-}
-
 // openStore connects to the cluster named by the flags.
-func openStore(ctx context.Context, g *globals, a *etcdAuth) (*meta.Store, error) {
-	tc, err := a.tlsConfig()
+func openStore(ctx context.Context, g *globals, a *config.EtcdFlags) (*meta.Store, error) {
+	tc, password, err := a.Client(os.Getenv(etcdPasswordEnv))
 	if err != nil {
-		return nil, err
-	}
-	if err := a.loadPassword(); err != nil {
 		return nil, err
 	}
 	etcdLog := slog.LevelError // its retry warnings say what the command's error says
 	if g.logLevel == "debug" {
 		etcdLog = slog.LevelDebug
 	}
-	return meta.Open(ctx, meta.Config{Endpoints: config.SplitList(g.etcd), Cluster: a.cluster, DialTimeout: a.timeout,
-		TLS: tc, Username: a.user, Password: a.password, Logger: meta.ZapToSlog(g.logger("etcd-client"), etcdLog)})
+	return meta.Open(ctx, meta.Config{Endpoints: config.SplitList(g.etcd), Cluster: a.Cluster, DialTimeout: a.Timeout,
+		TLS: tc, Username: a.User, Password: password, Logger: meta.ZapToSlog(g.logger("etcd-client"), etcdLog)})
 }
 
 // withStore wraps a one-shot command body with opening and closing the
 // store, all of it within --timeout (globals.bounded).
-func withStore(g *globals, a *etcdAuth, fn func(cmd *cobra.Command, args []string, s *meta.Store) error) func(*cobra.Command, []string) error {
+func withStore(g *globals, a *config.EtcdFlags, fn func(cmd *cobra.Command, args []string, s *meta.Store) error) func(*cobra.Command, []string) error {
 	body := serveWithStore(g, a, fn)
 	return func(cmd *cobra.Command, args []string) error {
 		return g.bounded(cmd, g.etcdPeer(), "--etcd", func() error { return body(cmd, args) })
@@ -108,7 +43,7 @@ func withStore(g *globals, a *etcdAuth, fn func(cmd *cobra.Command, args []strin
 
 // serveWithStore is withStore for daemons and foreground map, which run
 // until interrupted: no --timeout.
-func serveWithStore(g *globals, a *etcdAuth, fn func(cmd *cobra.Command, args []string, s *meta.Store) error) func(*cobra.Command, []string) error {
+func serveWithStore(g *globals, a *config.EtcdFlags, fn func(cmd *cobra.Command, args []string, s *meta.Store) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
 		s, err := openStore(cmd.Context(), g, a)
 		if err != nil {
@@ -167,15 +102,15 @@ func dash(s string) string {
 }
 
 func newClusterCmd(g *globals) *cobra.Command {
-	a := &etcdAuth{}
+	a := &config.EtcdFlags{}
 	c := groupCmd("cluster", "Create, show and set the cluster record in etcd", newClusterInitCmd(g, a), newClusterInfoCmd(g, a),
 		newClusterSetCmd(g, a))
-	addEtcdFlags(c, a)
+	a.AddFlags(c.PersistentFlags())
 	metadataOnly(c.Commands()...)
 	return c
 }
 
-func newClusterInitCmd(g *globals, a *etcdAuth) *cobra.Command {
+func newClusterInitCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 	var domain string
 	slotSize := int64(meta.DefaultSlotSize)
 	c := &cobra.Command{
@@ -199,7 +134,7 @@ func newClusterInitCmd(g *globals, a *etcdAuth) *cobra.Command {
 	return c
 }
 
-func newClusterInfoCmd(g *globals, a *etcdAuth) *cobra.Command {
+func newClusterInfoCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "info",
 		Short: "Show the cluster record",

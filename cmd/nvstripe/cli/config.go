@@ -4,7 +4,6 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/nvstripe/nvstripe/config"
 	"github.com/nvstripe/nvstripe/jsonout"
@@ -13,29 +12,12 @@ import (
 // applyConfig resolves the shared settings (config.Apply) and sets every
 // flag of cmd that names one and was not given on the command line.
 func applyConfig(cmd *cobra.Command, g *globals) (err error) {
-	g.settings, g.configFile, err = config.Apply(g.configPath, cobraFlags{cmd.Flags()}, os.LookupEnv)
+	g.settings, g.configFile, err = config.Apply(g.configPath, config.FlagSet(cmd.Flags()), os.LookupEnv)
 	return err
 }
 
-// cobraFlags are a command's flags for config.Apply.
-type cobraFlags struct{ fs *pflag.FlagSet }
-
-func (c cobraFlags) Given(name string) (string, bool) {
-	if f := c.fs.Lookup(name); f != nil && f.Changed {
-		return f.Value.String(), true
-	}
-	return "", false
-}
-
-func (c cobraFlags) Default(name, value string) error {
-	if f := c.fs.Lookup(name); f != nil && !f.Changed {
-		return f.Value.Set(value)
-	}
-	return nil
-}
-
 func newConfigCmd(g *globals) *cobra.Command {
-	a := &etcdAuth{}
+	a := &config.EtcdFlags{}
 	var hostNQN string
 	show := &cobra.Command{
 		Use:   "show",
@@ -55,7 +37,7 @@ func newConfigCmd(g *globals) *cobra.Command {
 	}
 	show.Flags().StringVar(&hostNQN, "host-nqn", "", "NVMe host NQN (env NVSTRIPE_HOST_NQN)")
 	c := groupCmd("config", "Show the shared settings (etcd, cluster, host NQN) and their sources", show)
-	addEtcdFlags(c, a)
+	a.AddFlags(c.PersistentFlags())
 	metadataOnly(show)
 	return c
 }

@@ -3,10 +3,11 @@ package cli
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/nvstripe/nvstripe/config"
 	"github.com/nvstripe/nvstripe/meta"
 )
 
-func newNSRmCmd(g *globals, a *etcdAuth) *cobra.Command {
+func newNSRmCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "rm NS",
 		Short: "Remove (decommission) a namespace that holds no slot",
@@ -23,7 +24,7 @@ func newNSRmCmd(g *globals, a *etcdAuth) *cobra.Command {
 	}
 }
 
-func newHostRmCmd(g *globals, a *etcdAuth) *cobra.Command {
+func newHostRmCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 	var force bool
 	c := &cobra.Command{
 		Use:   "rm NAME [--force]",

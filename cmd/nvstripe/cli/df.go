@@ -6,12 +6,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nvstripe/nvstripe/capacity"
+	"github.com/nvstripe/nvstripe/config"
 	"github.com/nvstripe/nvstripe/jsonout"
 	"github.com/nvstripe/nvstripe/meta"
 )
 
 func newDfCmd(g *globals) *cobra.Command {
-	a := &etcdAuth{}
+	a := &config.EtcdFlags{}
 	c := &cobra.Command{
 		Use:   "df",
 		Short: "Show raw, usable, allocated and promised space per failure domain",
@@ -36,12 +37,12 @@ func newDfCmd(g *globals) *cobra.Command {
 			return capacity.WriteTable(cmd.OutOrStdout(), r, limit)
 		}),
 	}
-	addEtcdFlags(c, a)
+	a.AddFlags(c.PersistentFlags())
 	metadataOnly(c)
 	return c
 }
 
-func newClusterSetCmd(g *globals, a *etcdAuth) *cobra.Command {
+func newClusterSetCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 	var ratio float64
 	c := &cobra.Command{
 		Use:   "set --max-overcommit R",

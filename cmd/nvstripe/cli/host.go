@@ -3,18 +3,19 @@ package cli
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/nvstripe/nvstripe/config"
 	"github.com/nvstripe/nvstripe/meta"
 )
 
 func newHostCmd(g *globals) *cobra.Command {
-	a := &etcdAuth{}
+	a := &config.EtcdFlags{}
 	c := groupCmd("host", "Storage hosts and their failure-domain labels: add, list, remove", newHostAddCmd(g, a), newHostLsCmd(g, a), newHostRmCmd(g, a))
-	addEtcdFlags(c, a)
+	a.AddFlags(c.PersistentFlags())
 	metadataOnly(c.Commands()...)
 	return c
 }
 
-func newHostAddCmd(g *globals, a *etcdAuth) *cobra.Command {
+func newHostAddCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 	var labels []string
 	c := &cobra.Command{
 		Use:   "add NAME [--label rack=r1 ...]",
@@ -36,7 +37,7 @@ func newHostAddCmd(g *globals, a *etcdAuth) *cobra.Command {
 	return c
 }
 
-func newHostLsCmd(g *globals, a *etcdAuth) *cobra.Command {
+func newHostLsCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "ls",
 		Short: "List hosts",

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/agent"
 	"github.com/nvstripe/nvstripe/agent/api"
+	"github.com/nvstripe/nvstripe/config"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/nbd"
 )
@@ -15,12 +16,11 @@ import (
 // newMapCmd is `nvstripe map`: serve a volume in the foreground, or ask the
 // agent to.
 func newMapCmd(g *globals) *cobra.Command {
-	a := &etcdAuth{}
+	a := &config.EtcdFlags{}
 	var req api.MapRequest
 	var sock, listDir string
 	var ao agent.Options // a foreground map's agent
-	var dh dhchapFlags
-	var nt nbdTLSFlags
+	var nf agent.NodeFlags
 	wait := true
 	c := &cobra.Command{
 		Use:   "map NAME [--nbd /dev/nbdN | --ublk | --nbd-listen ADDR | --fuse DIR] [--read-only] [--agent SOCKET]",
@@ -51,10 +51,7 @@ func newMapCmd(g *globals) *cobra.Command {
 			if ao.Namespaces.HostNQN, err = nodeHostNQN(ao.Namespaces.HostNQN); err != nil {
 				return err
 			}
-			if ao.Namespaces.DHCHAPSecret, ao.Namespaces.DHCHAPCtrlSecret, err = dh.load(); err != nil {
-				return err
-			}
-			if ao.NBDTLS, ao.NBDRequireTLS, err = nt.config(); err != nil {
+			if err := nf.Apply(&ao); err != nil {
 				return err
 			}
 			if err := agent.CheckForeground(spec, ao); errors.Is(err, agent.ErrTLSNotExport) {
@@ -68,7 +65,7 @@ func newMapCmd(g *globals) *cobra.Command {
 			})(cmd, args)
 		},
 	}
-	addEtcdFlags(c, a)
+	a.AddFlags(c.PersistentFlags())
 	fl := c.Flags()
 	fl.StringVar(&req.NbdListen, "nbd-listen", "", "serve over NBD on HOST:PORT or unix:/PATH")
 	fl.StringVar(&req.NbdDevice, "nbd", "", "attach to the kernel nbd device /dev/nbdN (default: the first free one)")
@@ -81,8 +78,7 @@ func newMapCmd(g *globals) *cobra.Command {
 	fl.StringVar(&listDir, "map-sockets", agent.DefaultMapSocketDir, "directory where a foreground map serves its state to nvstripe ls (\"\": none)")
 	fl.BoolVar(&wait, "wait", true, "print a kernel device only once the kernel reports its capacity")
 	fl.DurationVar(&ao.LeaseTTL, "lease-ttl", 0, "ownership lease TTL when serving in the foreground: how long the volume stays owned after this process stops renewing (default 10s, at least 2s)")
-	dh.register(fl)
-	nt.register(fl)
+	nf.AddFlags(fl)
 	return c
 }
 

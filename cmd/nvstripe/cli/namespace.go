@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nvstripe/nvstripe/config"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/placement"
 	"github.com/nvstripe/nvstripe/units"
@@ -13,11 +14,11 @@ import (
 )
 
 func newNamespaceCmd(g *globals) *cobra.Command {
-	a := &etcdAuth{}
+	a := &config.EtcdFlags{}
 	ls, set, rm := newNSLsCmd(g, a), newNSSetStateCmd(g, a), newNSRmCmd(g, a)
 	c := groupCmd("ns", "NVMe-oF namespaces: add, discover, list, change state, remove",
 		newNSAddCmd(g, a), newNSDiscoverCmd(g, a), ls, set, rm)
-	addEtcdFlags(c, a)
+	a.AddFlags(c.PersistentFlags())
 	metadataOnly(ls, set, rm) // add and discover write labels: they keep the self-test
 	return c
 }
@@ -29,10 +30,10 @@ type nsAddFlags struct {
 	nsid                         uint32
 	paths                        []string
 	allowUnfenced                bool
-	dhchap                       dhchapFlags
+	dhchap                       volclient.DHCHAPFiles
 }
 
-func newNSAddCmd(g *globals, a *etcdAuth) *cobra.Command {
+func newNSAddCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 	var f nsAddFlags
 	c := &cobra.Command{
 		Use:   "add --host H --nqn NQN --nsid N --path tcp://ADDR:PORT [--path ...] [--size S]",
@@ -57,7 +58,7 @@ func newNSAddCmd(g *globals, a *etcdAuth) *cobra.Command {
 				if nso.HostNQN, err = nodeHostNQN(f.hostNQN); err != nil {
 					return err
 				}
-				if nso.DHCHAPSecret, nso.DHCHAPCtrlSecret, err = f.dhchap.load(); err != nil {
+				if nso.DHCHAPSecret, nso.DHCHAPCtrlSecret, err = f.dhchap.Load(); err != nil {
 					return err
 				}
 			}
@@ -78,7 +79,7 @@ func newNSAddCmd(g *globals, a *etcdAuth) *cobra.Command {
 	fl.StringVar(&f.uuid, "uuid", "", "namespace UUID/NGUID, informational")
 	fl.StringVar(&f.hostNQN, "host-nqn", "", hostNQNUsage)
 	fl.BoolVar(&f.allowUnfenced, "allow-unfenced", false, allowUnfencedHelp)
-	f.dhchap.register(fl)
+	f.dhchap.AddFlags(fl)
 	return c
 }
 
@@ -94,7 +95,7 @@ func printAdded(cmd *cobra.Command, rec *meta.NamespaceRecord) error {
 	return report(cmd, rec, "namespace %s added: host %s, %s nsid %d, %s", rec.ID, rec.Host, rec.NQN, rec.NSID, fmtBytes(rec.Size))
 }
 
-func newNSDiscoverCmd(g *globals, a *etcdAuth) *cobra.Command {
+func newNSDiscoverCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 	var host, hostNQN string
 	var maxNSID uint32
 	var allowUnfenced bool
@@ -144,7 +145,7 @@ func discover(cmd *cobra.Command, s *meta.Store, addr, host, hostNQN string, max
 	return report(cmd, rep, "%d namespaces added from %d subsystems at %s", len(rep.Added), rep.Subsystems, addr)
 }
 
-func newNSLsCmd(g *globals, a *etcdAuth) *cobra.Command {
+func newNSLsCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "ls",
 		Short: "List namespaces with state, size and slot use",
@@ -160,7 +161,7 @@ func newNSLsCmd(g *globals, a *etcdAuth) *cobra.Command {
 	return c
 }
 
-func newNSSetStateCmd(g *globals, a *etcdAuth) *cobra.Command {
+func newNSSetStateCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "set-state NS in|draining|down|out|failed|drained",
 		Short: "Change a namespace's state (only 'in' receives new segments)",

@@ -187,13 +187,14 @@ func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
 // ExitCode maps Run's error to a process exit status: 0 success, 2 usage
-// error, 130 interrupted (context cancelled by a signal), 1 anything else.
+// error (the command line's, or a library flag group's: config.IsUsage),
+// 130 interrupted (context cancelled by a signal), 1 anything else.
 func ExitCode(err error) int {
 	var ue usageError
 	switch {
 	case err == nil:
 		return 0
-	case errors.As(err, &ue):
+	case errors.As(err, &ue) || config.IsUsage(err):
 		return 2
 	case errors.Is(err, context.Canceled):
 		return 130

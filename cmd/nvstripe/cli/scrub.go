@@ -5,12 +5,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nvstripe/nvstripe/config"
 	"github.com/nvstripe/nvstripe/controller/admin"
 	"github.com/nvstripe/nvstripe/jsonout"
 	"github.com/nvstripe/nvstripe/meta"
 )
 
-func newAdminScrubCmd(g *globals, a *etcdAuth) *cobra.Command {
+func newAdminScrubCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 	var wait bool
 	c := &cobra.Command{
 		Use:   "scrub [VOLUME] [--wait]",

@@ -1,15 +1,16 @@
 package cli
 
 import (
+	"context"
 	"errors"
-	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/nvstripe/nvstripe/config"
 	"github.com/nvstripe/nvstripe/logging"
+	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/nvmeof/target"
 	"github.com/nvstripe/nvstripe/targetd"
-	"github.com/nvstripe/nvstripe/units"
 )
 
 func newTargetCmd(g *globals) *cobra.Command {
@@ -17,27 +18,9 @@ func newTargetCmd(g *globals) *cobra.Command {
 		newTargetServeCmd(g), newTargetANAStateCmd(), newTargetAgentCmd(g))
 }
 
-// targetServeFlags are the flags of `target serve`.
-type targetServeFlags struct {
-	dir        string
-	listen     string
-	nqn        string
-	ns         []string
-	anaGroups  []string
-	allowHosts []string
-	blockSize  int64
-	control    string
-	ctlToken   string      // --control-token-file
-	hostKeys   string      // --host-keys
-	host       string      // --host: this host's name in etcd, for gossip
-	gossip     gossipFlags // --gossip, --gossip-join, --gossip-profile, --label
-	auth       etcdAuth    // etcd, only to find gossip seeds without --gossip-join
-	maxConns   int         // --max-connections
-	metrics    string      // --metrics-listen
-}
-
 func newTargetServeCmd(g *globals) *cobra.Command {
-	var f targetServeFlags
+	var f targetd.Flags
+	var auth config.EtcdFlags // etcd, only to find gossip seeds without --gossip-join
 	c := &cobra.Command{
 		Use: "serve --dir D --listen ADDR[,ADDR...] --nqn NQN --ns NAME:SIZE [--ns ...] --allow-host NQN|any\n" +
 			"      [--gossip IP:PORT --host NAME [--gossip-join IP:PORT,...] [--label KEY=VALUE ...]]",
@@ -57,46 +40,23 @@ func newTargetServeCmd(g *globals) *cobra.Command {
 			"leaves the pool cleanly (its namespaces go down after the controller's --grace); a crash is\n" +
 			"noticed by gossip's failure detection.",
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runTargetServe(cmd, g, &f) },
+		RunE: func(cmd *cobra.Command, _ []string) error { return runTargetServe(cmd, g, &f, &auth) },
 	}
-	addEtcdFlags(c, &f.auth)
-	fl := c.Flags()
-	fl.StringVar(&f.dir, "dir", "", "directory holding the namespace files (required)")
-	fl.StringVar(&f.listen, "listen", "127.0.0.1:4420", "listen addresses, comma-separated")
-	fl.StringVar(&f.nqn, "nqn", "", "subsystem NQN (required)")
-	fl.StringArrayVar(&f.ns, "ns", nil, "namespace NAME:SIZE (e.g. data0:10GiB), repeatable")
-	fl.StringArrayVar(&f.anaGroups, "ana-group", nil, "ANA group of a namespace, NAME:GROUP, repeatable")
-	fl.StringArrayVar(&f.allowHosts, "allow-host", nil, "host NQN allowed to connect, or 'any', repeatable (required)")
-	f.blockSize = 4096
-	fl.Var(units.NewFlag(&f.blockSize), "block-size", "logical block size of new namespaces")
-	fl.IntVar(&f.maxConns, "max-connections", 1024, "connections each listener serves at once; one beyond is closed at once (negative: no cap)")
-	fl.StringVar(&f.metrics, "metrics-listen", "", "serve Prometheus metrics (per-namespace IO, connections, refusals) on HOST:PORT/metrics")
-	fl.StringVar(&f.control, "control", "", "serve the HTTP control API on this address (e.g. 127.0.0.1:4480); loopback only without --control-token-file")
-	fl.StringVar(&f.hostKeys, "host-keys", "", "file of hosts that must authenticate (DH-HMAC-CHAP): lines 'HOSTNQN DHHC-1:... [CTRL-DHHC-1:...]'")
-	fl.StringVar(&f.ctlToken, "control-token-file", "", "file holding a bearer token every control API request must carry")
-	fl.StringVar(&f.host, "host", "", "this host's name in etcd (nvstripe host add), gossiped with --gossip")
-	fl.StringArrayVar(&f.gossip.Labels, "label", nil, "failure-domain label KEY=VALUE gossiped with --gossip, repeatable")
-	f.gossip.register(fl)
+	auth.AddFlags(c.PersistentFlags())
+	f.AddFlags(c.Flags())
 	return c
 }
 
 // runTargetServe serves the namespaces until the command's context ends.
-func runTargetServe(cmd *cobra.Command, g *globals, f *targetServeFlags) error {
-	token := ""
-	if f.control != "" {
-		var err error
-		if token, err = readSecretFile("--control-token-file", f.ctlToken); err != nil {
-			return err
-		}
+func runTargetServe(cmd *cobra.Command, g *globals, f *targetd.Flags, auth *config.EtcdFlags) error {
+	f.Gossip.Cluster = auth.Cluster
+	o, err := f.Options()
+	if err != nil {
+		return err
 	}
-	f.gossip.Cluster = f.auth.cluster
-	store := lazyStore(g, &f.auth)
-	defer store.Close()
-	d, err := targetd.Start(cmd.Context(), targetd.Options{Files: target.FileSpec{Dir: f.dir, NQN: f.nqn,
-		Listen: strings.Split(f.listen, ","), Namespaces: f.ns, ANAGroups: f.anaGroups, AllowHosts: f.allowHosts,
-		BlockSize: int(f.blockSize)}, HostKeysFile: f.hostKeys, MaxConnections: f.maxConns, Control: f.control,
-		ControlToken: token, Metrics: f.metrics, Gossip: f.gossip.Spec, Host: f.host, Store: store.Open,
-		Logf: logging.Logf(g.logger("target")), GossipLogf: logging.Logf(g.logger("gossip"))})
+	o.Store = func(ctx context.Context) (*meta.Store, error) { return openStore(ctx, g, auth) }
+	o.Logf, o.GossipLogf = logging.Logf(g.logger("target")), logging.Logf(g.logger("gossip"))
+	d, err := targetd.Start(cmd.Context(), o)
 	if targetd.IsSpec(err) {
 		return usageError{err}
 	} else if err != nil {
@@ -124,7 +84,7 @@ func newTargetANAStateCmd() *cobra.Command {
 			if control == "" {
 				return usageError{errors.New("--control is required")}
 			}
-			token, err := readSecretFile("--control-token-file", tokenFile)
+			token, err := config.ReadSecretFile("--control-token-file", tokenFile)
 			if err != nil {
 				return err
 			}

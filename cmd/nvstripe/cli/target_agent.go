@@ -1,9 +1,16 @@
 package cli
 
 import (
+	"context"
 	"errors"
 
 	"github.com/spf13/cobra"
+
+	"github.com/nvstripe/nvstripe/config"
+	"github.com/nvstripe/nvstripe/health/pool"
+	"github.com/nvstripe/nvstripe/logging"
+	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/targetd"
 )
 
 // newTargetAgentCmd is `nvstripe target agent`: the gossip member of a host
@@ -11,8 +18,8 @@ import (
 // gossips by itself with --gossip).
 func newTargetAgentCmd(g *globals) *cobra.Command {
 	var (
-		f     gossipFlags
-		a     etcdAuth
+		f     pool.Spec
+		a     config.EtcdFlags
 		host  string
 		names []string
 	)
@@ -32,9 +39,11 @@ func newTargetAgentCmd(g *globals) *cobra.Command {
 			if f.Addr == "" {
 				return usageError{errors.New("target agent needs --gossip and --host")}
 			}
-			leave, addr, err := startTargetGossip(g, &a, &f, host, names)
+			f.Cluster = a.Cluster
+			leave, addr, err := targetd.Gossip(f, host, names, func(ctx context.Context) (*meta.Store, error) { return openStore(ctx, g, &a) },
+				logging.Logf(g.logger("gossip")))
 			if err != nil {
-				return err
+				return specError(err)
 			}
 			defer leave()
 			report(cmd, map[string]any{"gossip": addr, "host": host, "ready": true}, "gossip: %s as host %s\nready", addr, host)
@@ -42,11 +51,19 @@ func newTargetAgentCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	addEtcdFlags(c, &a)
+	a.AddFlags(c.PersistentFlags())
 	fl := c.Flags()
 	fl.StringVar(&host, "host", "", "this host's name in etcd, see 'nvstripe host add' (required)")
 	fl.StringArrayVar(&f.Labels, "label", nil, "failure-domain label KEY=VALUE gossiped, repeatable")
 	fl.StringArrayVar(&names, "ns", nil, "name of a namespace the target serves, repeatable (informational)")
-	f.register(fl)
+	f.AddFlags(fl)
 	return c
+}
+
+// specError makes a malformed gossip setting a usage error.
+func specError(err error) error {
+	if errors.Is(err, pool.ErrSpec) {
+		return usageError{err}
+	}
+	return err
 }

@@ -7,20 +7,21 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nvstripe/nvstripe/capacity"
+	"github.com/nvstripe/nvstripe/config"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/units"
 )
 
 func newVolumeCmd(g *globals) *cobra.Command {
-	a := &etcdAuth{}
+	a := &config.EtcdFlags{}
 	c := groupCmd("volume", "Create, list, inspect, resize and remove volumes",
 		newVolumeCreateCmd(g, a), newVolumeLsCmd(g, a), newVolumeInfoCmd(g, a), newVolumeResizeCmd(g, a), newVolumeRmCmd(g, a))
-	addEtcdFlags(c, a)
+	a.AddFlags(c.PersistentFlags())
 	metadataOnly(c.Commands()...)
 	return c
 }
 
-func newVolumeCreateCmd(g *globals, a *etcdAuth) *cobra.Command {
+func newVolumeCreateCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 	var size int64
 	chunk := int64(128 << 10)
 	var k, m int
@@ -67,7 +68,7 @@ func newVolumeCreateCmd(g *globals, a *etcdAuth) *cobra.Command {
 	return c
 }
 
-func newVolumeLsCmd(g *globals, a *etcdAuth) *cobra.Command {
+func newVolumeLsCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "ls",
 		Short: "List volumes",
@@ -83,7 +84,7 @@ func newVolumeLsCmd(g *globals, a *etcdAuth) *cobra.Command {
 	return c
 }
 
-func newVolumeInfoCmd(g *globals, a *etcdAuth) *cobra.Command {
+func newVolumeInfoCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "info NAME",
 		Short: "Show a volume: layout, allocation, dirty segments, owners",
@@ -99,7 +100,7 @@ func newVolumeInfoCmd(g *globals, a *etcdAuth) *cobra.Command {
 	return c
 }
 
-func newVolumeResizeCmd(g *globals, a *etcdAuth) *cobra.Command {
+func newVolumeResizeCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 	var size int64
 	c := &cobra.Command{
 		Use:   "resize NAME --size S",
@@ -124,7 +125,7 @@ func newVolumeResizeCmd(g *globals, a *etcdAuth) *cobra.Command {
 	return c
 }
 
-func newVolumeRmCmd(g *globals, a *etcdAuth) *cobra.Command {
+func newVolumeRmCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "rm NAME",
 		Short: "Remove a volume and free its space (refused while it is mapped)",

@@ -1,0 +1,84 @@
+package targetd
+
+import (
+	"context"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/nvstripe/nvstripe/config"
+	"github.com/nvstripe/nvstripe/health/pool"
+	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/nvmeof/target"
+	"github.com/nvstripe/nvstripe/units"
+)
+
+// Flags are the flags of `nvstripe target serve`, with their defaults
+// (AddFlags); Options turns them into the daemon's Options.
+type Flags struct {
+	Dir, Listen, NQN                  string
+	Namespaces, ANAGroups, AllowHosts []string
+	BlockSize                         int64
+	MaxConnections                    int
+	Metrics                           string // --metrics-listen
+	Control, ControlTokenFile         string
+	HostKeys                          string // --host-keys
+	Host                              string // this host's name in etcd, for gossip
+	Gossip                            pool.Spec
+}
+
+// AddFlags defines the flags on fl.
+func (f *Flags) AddFlags(fl *pflag.FlagSet) {
+	fl.StringVar(&f.Dir, "dir", "", "directory holding the namespace files (required)")
+	fl.StringVar(&f.Listen, "listen", "127.0.0.1:4420", "listen addresses, comma-separated")
+	fl.StringVar(&f.NQN, "nqn", "", "subsystem NQN (required)")
+	fl.StringArrayVar(&f.Namespaces, "ns", nil, "namespace NAME:SIZE (e.g. data0:10GiB), repeatable")
+	fl.StringArrayVar(&f.ANAGroups, "ana-group", nil, "ANA group of a namespace, NAME:GROUP, repeatable")
+	fl.StringArrayVar(&f.AllowHosts, "allow-host", nil, "host NQN allowed to connect, or 'any', repeatable (required)")
+	f.BlockSize = 4096
+	fl.Var(units.NewFlag(&f.BlockSize), "block-size", "logical block size of new namespaces")
+	fl.IntVar(&f.MaxConnections, "max-connections", target.DefaultMaxConnections,
+		"connections each listener serves at once; one beyond is closed at once (negative: no cap)")
+	fl.StringVar(&f.Metrics, "metrics-listen", "", "serve Prometheus metrics (per-namespace IO, connections, refusals) on HOST:PORT/metrics")
+	fl.StringVar(&f.Control, "control", "", "serve the HTTP control API on this address (e.g. 127.0.0.1:4480); loopback only without --control-token-file")
+	fl.StringVar(&f.HostKeys, "host-keys", "", "file of hosts that must authenticate (DH-HMAC-CHAP): lines 'HOSTNQN DHHC-1:... [CTRL-DHHC-1:...]'")
+	fl.StringVar(&f.ControlTokenFile, "control-token-file", "", "file holding a bearer token every control API request must carry")
+	fl.StringVar(&f.Host, "host", "", "this host's name in etcd (nvstripe host add), gossiped with --gossip")
+	fl.StringArrayVar(&f.Gossip.Labels, "label", nil, "failure-domain label KEY=VALUE gossiped with --gossip, repeatable")
+	f.Gossip.AddFlags(fl)
+}
+
+// Options turns the flags into the daemon's Options, reading the control
+// API's token file (only with --control). Start checks the rest.
+func (f *Flags) Options() (Options, error) {
+	token := ""
+	if f.Control != "" {
+		var err error
+		if token, err = config.ReadSecretFile("--control-token-file", f.ControlTokenFile); err != nil {
+			return Options{}, err
+		}
+	}
+	return Options{Files: target.FileSpec{Dir: f.Dir, NQN: f.NQN, Listen: strings.Split(f.Listen, ","), Namespaces: f.Namespaces,
+		ANAGroups: f.ANAGroups, AllowHosts: f.AllowHosts, BlockSize: int(f.BlockSize)}, HostKeysFile: f.HostKeys,
+		MaxConnections: f.MaxConnections, Control: f.Control, ControlToken: token, Metrics: f.Metrics, Gossip: f.Gossip, Host: f.Host}, nil
+}
+
+// Gossip starts the gossip member of a target host whose target nvstripe
+// does not run (`nvstripe target agent`, beside a kernel nvmet or SPDK
+// target; pool.Spec.StartTarget), with the store opened at its first use.
+// It returns the function that leaves the pool, and the gossip address
+// ("" without spec.Addr).
+func Gossip(spec pool.Spec, host string, names []string, open func(context.Context) (*meta.Store, error),
+	logf func(string, ...any)) (leave func(), addr string, err error) {
+	store := meta.NewLazy(open)
+	var find func(context.Context) (*meta.Store, error) // nil without a store: no seeds looked up or registered
+	if open != nil {
+		find = store.Open
+	}
+	m, err := spec.StartTarget(host, names, find, logf)
+	if err != nil || m == nil {
+		store.Close()
+		return func() {}, "", err
+	}
+	return func() { m.Leave(); store.Close() }, m.Addr(), nil
+}
