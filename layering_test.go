@@ -128,7 +128,7 @@ func importRules() map[string]rule {
 			why: "targetd composes the target daemon: the target, its control API, metrics and gossip member"},
 		"health/pool": {ours: []string{"health", "meta"}, third: []string{pflag},
 			why: "health/pool keeps a gossip member joined and its seed record registered in etcd"},
-		"capacity": {ours: []string{"meta", "placement", "units"},
+		"capacity": {ours: []string{"meta", "placement", "units", "config"}, third: []string{pflag},
 			why: "capacity sums the cluster's space per failure domain (nvstripe df, volume create's check)"},
 		"buildinfo":       pureRule("buildinfo reads the binary's build information"),
 		"jsonout":         {third: []string{"google.golang.org/protobuf/..."}, why: "jsonout writes results as JSON"},

@@ -44,16 +44,15 @@ type Listed struct {
 }
 
 // ListMappings lists the mappings of the agent on agentSocket and of every
-// foreground map serving a socket in mapDir, by volume, with warnings: a
-// socket that nobody answers on (left by a process that was killed) is
-// skipped, and so is an agent socket that does not exist.
-func ListMappings(ctx context.Context, agentSocket, mapDir string) ([]Listed, []string) {
+// foreground map serving a socket in mapDir, by volume, telling warn what
+// it skips: a socket that nobody answers on (left by a process that was
+// killed), and an agent socket that does not exist.
+func ListMappings(ctx context.Context, agentSocket, mapDir string, warn func(string)) []Listed {
 	var rows []Listed
-	var warn []string
 	add := func(sock, server string) {
 		ms, err := listSocket(ctx, sock)
 		if err != nil {
-			warn = append(warn, fmt.Sprintf("skipped %s: %v", sock, err))
+			warn(fmt.Sprintf("skipped %s: %v", sock, err))
 			return
 		}
 		for _, m := range ms {
@@ -63,14 +62,14 @@ func ListMappings(ctx context.Context, agentSocket, mapDir string) ([]Listed, []
 	if api.Listening(agentSocket) {
 		add(agentSocket, "agent")
 	} else {
-		warn = append(warn, fmt.Sprintf("no agent on %s (is `nvstripe agent` running?): foreground maps only", agentSocket))
+		warn(fmt.Sprintf("no agent on %s (is `nvstripe agent` running?): foreground maps only", agentSocket))
 	}
 	socks, _ := filepath.Glob(filepath.Join(mapDir, "*.sock"))
 	for _, s := range socks {
 		add(s, "map")
 	}
 	slices.SortStableFunc(rows, func(x, y Listed) int { return strings.Compare(x.Volume, y.Volume) })
-	return rows, warn
+	return rows
 }
 
 // listSocket asks the API on sock for its mappings.

@@ -96,7 +96,8 @@ func (s *Store) removeNamespaceOps(ctx context.Context, id string) ([]clientv3.O
 
 // RemoveHost decommissions a host. A host with namespaces is refused
 // (ErrBusy, naming them), unless withNamespaces: then its namespaces go
-// with it, in the same transaction, provided none holds a slot.
+// with it, in the same transaction, provided none holds a slot. It returns
+// their ids (empty, not nil: a list in JSON).
 func (s *Store) RemoveHost(ctx context.Context, name string, withNamespaces bool) ([]string, error) {
 	h := &HostRecord{}
 	hrev, err := s.get(ctx, s.keys.host(name), h)
@@ -107,7 +108,7 @@ func (s *Store) RemoveHost(ctx context.Context, name string, withNamespaces bool
 	if err != nil {
 		return nil, err
 	}
-	var ids []string
+	ids := []string{}
 	for _, n := range all {
 		if n.Host == name {
 			ids = append(ids, n.ID)

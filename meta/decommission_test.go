@@ -43,6 +43,12 @@ func TestDecommission(t *testing.T) {
 	if err != nil || len(ids) != 1 || ids[0] != empty+"-n1" {
 		t.Fatalf("remove empty host %s with --force: %v, %v", empty, ids, err)
 	}
+	if _, err := s.AddHost(ctx, "bare", nil); err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := s.RemoveHost(ctx, "bare", false); err != nil || ids == nil || len(ids) != 0 {
+		t.Errorf("remove a host without namespaces: %#v, %v, want an empty list", ids, err)
+	}
 	if _, err := s.Namespace(ctx, empty+"-n1"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("namespace of the removed host: %v, want ErrNotFound", err)
 	}

@@ -234,6 +234,18 @@ func (n *NamespaceRecord) Fencing() string {
 // fencing goes: it can fence, or the operator allowed it unfenced.
 func (n *NamespaceRecord) Placeable() bool { return !n.Unfenced || n.AllowUnfenced }
 
+// FenceWarning is what an operator adding the namespace should hear about
+// its fencing: "" when it can fence.
+func (n *NamespaceRecord) FenceWarning() string {
+	switch {
+	case !n.Placeable():
+		return fmt.Sprintf("namespace %s cannot fence a stale owner (no NVMe reservations): it takes no shards; add it with --allow-unfenced to use it anyway", n.ID)
+	case n.Unfenced:
+		return fmt.Sprintf("namespace %s cannot fence a stale owner (no NVMe reservations); allowed: a paused owner may overwrite its successor's data there", n.ID)
+	}
+	return ""
+}
+
 // Capacity is the number of slots available to shards (all but the label's).
 func (n *NamespaceRecord) Capacity() int64 { return n.Slots - 1 }
 

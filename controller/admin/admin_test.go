@@ -305,3 +305,13 @@ func TestStatusDrainedAndBack(t *testing.T) {
 		t.Errorf("status table: %v\n%s", err, b.String())
 	}
 }
+
+// TestDrainText: one line per namespace now draining, or why nothing is.
+func TestDrainText(t *testing.T) {
+	if got := DrainText("h1", &DrainReply{Namespaces: []string{"a", "b"}}); got != "namespace a: draining\nnamespace b: draining" {
+		t.Errorf("two namespaces: %q", got)
+	}
+	if got := DrainText("h1", &DrainReply{}); got != "host h1 has no namespace in service: nothing to drain" {
+		t.Errorf("none: %q", got)
+	}
+}

@@ -82,6 +82,15 @@ func progressBar(done, total int64) string {
 	return fmt.Sprintf("[%s%s] %3d%%", strings.Repeat("#", n), strings.Repeat("-", width-n), done*100/total)
 }
 
+// DrainText is what draining name (a host or a namespace) did, for
+// people: one line per namespace now draining.
+func DrainText(name string, rep *DrainReply) string {
+	if len(rep.Namespaces) == 0 {
+		return "host " + name + " has no namespace in service: nothing to drain"
+	}
+	return "namespace " + strings.Join(rep.Namespaces, ": draining\nnamespace ") + ": draining"
+}
+
 // RebalanceText is a rebalance plan (rep, for req) for people: the spread
 // before and after, the moves, and what became of the task.
 func RebalanceText(req *RebalanceRequest, rep *RebalanceReply) string {

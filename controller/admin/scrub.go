@@ -25,6 +25,15 @@ type ScrubResult struct {
 	Error   string `json:"error,omitempty"`
 }
 
+// ScrubNamed is `admin scrub [VOLUME...]`: Scrub of the named volumes, or
+// ScrubAll when none is named.
+func ScrubNamed(ctx context.Context, w io.Writer, s *meta.Store, names []string, wait bool) ([]ScrubResult, error) {
+	if len(names) == 0 {
+		return ScrubAll(ctx, w, s, wait)
+	}
+	return Scrub(ctx, w, s, names, true, wait)
+}
+
 // ScrubAll is Scrub of every volume, those not mapped read-write skipped.
 func ScrubAll(ctx context.Context, w io.Writer, s *meta.Store, wait bool) ([]ScrubResult, error) {
 	vols, err := s.Volumes(ctx)

@@ -6,8 +6,9 @@ import (
 	"testing"
 )
 
-// TestScrubAllSkipsUnmapped: ScrubAll goes through every volume and skips
-// those nobody maps read-write, where Scrub of the named volume fails.
+// TestScrubAllSkipsUnmapped: ScrubAll (ScrubNamed of none) goes through
+// every volume and skips those nobody maps read-write, where Scrub of the
+// named volume (ScrubNamed of it) fails.
 func TestScrubAllSkipsUnmapped(t *testing.T) {
 	s := fixture(t, 6)
 	ctx := context.Background()
@@ -21,5 +22,11 @@ func TestScrubAllSkipsUnmapped(t *testing.T) {
 	}
 	if _, err := Scrub(ctx, &out, s, []string{"v"}, true, false); err == nil {
 		t.Fatal("Scrub of an unmapped named volume succeeded")
+	}
+	if res, err := ScrubNamed(ctx, &out, s, nil, false); err != nil || len(res) != 1 || res[0].Skipped == "" {
+		t.Errorf("ScrubNamed of none: %+v %v, want v skipped", res, err)
+	}
+	if _, err := ScrubNamed(ctx, &out, s, []string{"v"}, false); err == nil {
+		t.Error("ScrubNamed of an unmapped volume succeeded")
 	}
 }

@@ -162,6 +162,17 @@ func (s *Server) Endpoints() []string { return s.endpoints }
 // Err reports a fatal server error after start.
 func (s *Server) Err() <-chan error { return s.e.Err() }
 
+// Wait blocks until ctx ends (nil: a daemon interrupted) or the server
+// fails.
+func (s *Server) Wait(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-s.Err():
+		return fmt.Errorf("etcd: %w", err)
+	}
+}
+
 // Close stops the server and waits for it. It is safe to call more than once.
 func (s *Server) Close() error {
 	s.once.Do(s.e.Close)

@@ -3,7 +3,6 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -136,11 +135,7 @@ func newAdminDrainCmd(g *globals, a *config.EtcdFlags, f *adminFlags) *cobra.Com
 			if err != nil {
 				return err
 			}
-			text := "host " + args[0] + " has no namespace in service: nothing to drain"
-			if len(rep.Namespaces) > 0 {
-				text = "namespace " + strings.Join(rep.Namespaces, ": draining\nnamespace ") + ": draining"
-			}
-			if err := report(cmd, rep, "%s", text); err != nil || len(rep.Namespaces) == 0 {
+			if err := report(cmd, rep, "%s", admin.DrainText(args[0], rep)); err != nil || len(rep.Namespaces) == 0 {
 				return err
 			}
 			return waitFor(cmd, f, ops, admin.DrainMeasure(rep.Namespaces))

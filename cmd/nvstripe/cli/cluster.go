@@ -90,9 +90,6 @@ func writeOut[T any](cmd *cobra.Command, v T, write func(io.Writer, T) error) er
 	return write(cmd.OutOrStdout(), v)
 }
 
-// fmtBytes renders n for people (units.FormatSize: "1 GiB").
-func fmtBytes(n int64) string { return units.FormatSize(n) }
-
 // dash stands in for an empty table cell.
 func dash(s string) string {
 	if s == "" {
@@ -126,7 +123,7 @@ func newClusterInitCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return report(cmd, rec, "cluster %s initialized: id %s, slot size %s", rec.Name, rec.ID, fmtBytes(rec.SlotSize))
+			return report(cmd, rec, "cluster %s initialized: id %s, slot size %s", rec.Name, rec.ID, units.FormatSize(rec.SlotSize))
 		}),
 	}
 	c.Flags().Var(units.NewFlag(&slotSize), "slot-size", "slot size")

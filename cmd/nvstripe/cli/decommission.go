@@ -37,18 +37,10 @@ func newHostRmCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return report(cmd, map[string]any{"host": args[0], "namespaces_removed": nonNil(ids)},
+			return report(cmd, map[string]any{"host": args[0], "namespaces_removed": ids},
 				"host %s removed, with %d namespaces", args[0], len(ids))
 		}),
 	}
 	c.Flags().BoolVar(&force, "force", false, "also remove the host's namespaces (each must hold no slot)")
 	return c
-}
-
-// nonNil returns s, or an empty slice for nil (JSON [] rather than null).
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
 }

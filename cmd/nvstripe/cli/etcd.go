@@ -2,7 +2,6 @@ package cli
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/spf13/cobra"
 
@@ -28,12 +27,7 @@ func newEtcdCmd(*globals) *cobra.Command {
 			}
 			defer srv.Close()
 			report(cmd, map[string]string{"endpoint": srv.Endpoints()[0], "dir": dir}, "etcd ready: %s (data in %s)", srv.Endpoints()[0], dir)
-			select {
-			case <-cmd.Context().Done():
-				return nil
-			case err := <-srv.Err():
-				return fmt.Errorf("etcd: %w", err)
-			}
+			return srv.Wait(cmd.Context())
 		},
 	}
 	c.Flags().StringVar(&dir, "dir", "", "data directory (required)")

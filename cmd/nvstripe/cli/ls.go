@@ -24,11 +24,7 @@ func newLsCmd(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var rows []agent.Listed
 			err := g.bounded(cmd, "the agent or a map process", "--agent", func() error {
-				var warn []string
-				rows, warn = agent.ListMappings(cmd.Context(), sock, dir)
-				for _, w := range warn {
-					fmt.Fprintln(cmd.ErrOrStderr(), "ls:", w)
-				}
+				rows = agent.ListMappings(cmd.Context(), sock, dir, func(w string) { fmt.Fprintln(cmd.ErrOrStderr(), "ls:", w) })
 				return nil
 			})
 			if err != nil {

@@ -1,9 +1,6 @@
 package cli
 
 import (
-	"errors"
-	"strings"
-
 	"github.com/spf13/cobra"
 
 	"github.com/nvstripe/nvstripe/agent"
@@ -17,11 +14,8 @@ import (
 // agent to.
 func newMapCmd(g *globals) *cobra.Command {
 	a := &config.EtcdFlags{}
-	var req api.MapRequest
-	var sock, listDir string
-	var ao agent.Options // a foreground map's agent
-	var nf agent.NodeFlags
-	wait := true
+	var f agent.MapFlags
+	var sock string
 	c := &cobra.Command{
 		Use:   "map NAME [--nbd /dev/nbdN | --ublk | --nbd-listen ADDR | --fuse DIR] [--read-only] [--agent SOCKET]",
 		Short: "Attach a volume as a kernel device (ublk where loaded, else nbd), or serve it over NBD or FUSE",
@@ -36,49 +30,31 @@ func newMapCmd(g *globals) *cobra.Command {
 			"and map returns at once.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req.Volume = args[0]
-			chose, err := agent.CompleteRequest(&req)
+			spec, chose, err := f.Spec(args[0])
 			if err != nil {
 				return err
 			}
-			spec, err := agent.SpecOf(&req)
-			if err != nil {
-				return usageError{err}
-			}
 			if sock != "" {
-				return withAgent(cmd, g, sock, func(c *api.Client) error { return mapViaAgent(cmd, c, &req, chose) })
+				return withAgent(cmd, g, sock, func(c *api.Client) error { return mapViaAgent(cmd, c, &f.Request, chose) })
 			}
+			ao := &f.Foreground.Agent // a foreground map's agent
 			if ao.Namespaces.HostNQN, err = nodeHostNQN(ao.Namespaces.HostNQN); err != nil {
 				return err
 			}
-			if err := nf.Apply(&ao); err != nil {
-				return err
-			}
-			if err := agent.CheckForeground(spec, ao); errors.Is(err, agent.ErrTLSNotExport) {
-				return usageError{err}
-			} else if err != nil {
+			if err := f.CheckForeground(spec); err != nil {
 				return err
 			}
 			return serveWithStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
 				ao.Store, ao.Log = s, g.logger("map")
-				return mapForeground(cmd, spec, wait, ao, chose, listDir)
+				return mapForeground(cmd, spec, f.Foreground, chose)
 			})(cmd, args)
 		},
 	}
 	a.AddFlags(c.PersistentFlags())
 	fl := c.Flags()
-	fl.StringVar(&req.NbdListen, "nbd-listen", "", "serve over NBD on HOST:PORT or unix:/PATH")
-	fl.StringVar(&req.NbdDevice, "nbd", "", "attach to the kernel nbd device /dev/nbdN (default: the first free one)")
-	fl.BoolVar(&req.Ublk, "ublk", false, "serve as /dev/ublkbN through the kernel's ublk driver")
-	fl.StringVar(&req.FuseDir, "fuse", "", "show the volume as the file DIR/NAME in a FUSE mount")
-	fl.BoolVar(&req.ReadOnly, "read-only", false, "map read-only (shared read-only lease)")
+	f.AddFlags(fl)
 	fl.StringVar(&sock, "agent", "", "ask the agent on this unix socket to map it (default: serve in the foreground)")
-	fl.StringVar(&ao.Namespaces.HostNQN, "host-nqn", "", hostNQNUsage+"; with --agent the agent's")
-	fl.StringVar(&ao.Holder, "holder", "", "owner name in etcd when serving in the foreground (default map.HOSTNAME, or map.node-ID on hosts without a valid one)")
-	fl.StringVar(&listDir, "map-sockets", agent.DefaultMapSocketDir, "directory where a foreground map serves its state to nvstripe ls (\"\": none)")
-	fl.BoolVar(&wait, "wait", true, "print a kernel device only once the kernel reports its capacity")
-	fl.DurationVar(&ao.LeaseTTL, "lease-ttl", 0, "ownership lease TTL when serving in the foreground: how long the volume stays owned after this process stops renewing (default 10s, at least 2s)")
-	nf.AddFlags(fl)
+	fl.StringVar(&f.Foreground.Agent.Namespaces.HostNQN, "host-nqn", "", hostNQNUsage+"; with --agent the agent's")
 	return c
 }
 
@@ -101,14 +77,14 @@ func because(chose string) string {
 }
 
 // mapForeground serves spec until the context ends or the lease is lost.
-func mapForeground(cmd *cobra.Command, spec agent.Spec, wait bool, o agent.Options, chose, listDir string) error {
+func mapForeground(cmd *cobra.Command, spec agent.Spec, o agent.ForegroundOptions, chose string) error {
 	say := func(what, note string) func(string) {
 		return func(url string) {
 			report(cmd, map[string]string{"volume": spec.Volume, what: url, "frontend": string(spec.Via)}, "%s: %s%s", what, url, note)
 		}
 	}
-	return agent.ServeForeground(cmd.Context(), spec, agent.ForegroundOptions{WaitSize: wait, Serving: say("serving", because(chose)), Unmapping: say("unmapping", ""),
-		Agent: o, ListDir: listDir})
+	o.Serving, o.Unmapping = say("serving", because(chose)), say("unmapping", "")
+	return agent.ServeForeground(cmd.Context(), spec, o)
 }
 
 // withAgent runs fn with a client of the agent on sock, within --timeout.
@@ -132,13 +108,7 @@ func newUnmapCmd(g *globals) *cobra.Command {
 			"mounted device is refused. Otherwise the agent on --agent unmaps the volume.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dev := args[0]
-			if !strings.HasPrefix(dev, "/dev/") && !cmd.Flags().Changed("agent") {
-				if d, err := nbd.DeviceOf(dev); err == nil && (d.ServedByMap() || !api.Listening(sock)) {
-					dev = d.Path
-				}
-			}
-			if strings.HasPrefix(dev, "/dev/") {
+			if dev := agent.UnmapDevice(args[0], sock, cmd.Flags().Changed("agent")); dev != "" {
 				if err := nbd.Detach(cmd.Context(), dev); err != nil {
 					return err
 				}

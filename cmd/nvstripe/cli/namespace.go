@@ -23,18 +23,9 @@ func newNamespaceCmd(g *globals) *cobra.Command {
 	return c
 }
 
-// nsAddFlags are the flags of `ns add`.
-type nsAddFlags struct {
-	host, nqn, id, uuid, hostNQN string
-	size                         int64
-	nsid                         uint32
-	paths                        []string
-	allowUnfenced                bool
-	dhchap                       volclient.DHCHAPFiles
-}
-
 func newNSAddCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
-	var f nsAddFlags
+	var f volclient.NamespaceFlags
+	var hostNQN string
 	c := &cobra.Command{
 		Use:   "add --host H --nqn NQN --nsid N --path tcp://ADDR:PORT [--path ...] [--size S]",
 		Short: "Add a namespace: connect, check or write its label, record it in etcd",
@@ -44,21 +35,16 @@ func newNSAddCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 			"label is then written by the first node that opens it.",
 		Args: cobra.NoArgs,
 		RunE: withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
-			if f.host == "" || f.nqn == "" || f.nsid == 0 || len(f.paths) == 0 {
-				return usageError{errors.New("ns add needs --host, --nqn, --nsid and at least one --path")}
-			}
-			paths, err := meta.PathRecords(f.paths)
+			spec, err := f.Spec()
 			if err != nil {
-				return usageError{err}
+				return err
 			}
-			spec := meta.NamespaceSpec{ID: f.id, Host: f.host, NQN: f.nqn, NSID: f.nsid, UUID: f.uuid, AllowUnfenced: f.allowUnfenced,
-				Paths: paths, Size: f.size}
 			var nso volclient.NamespaceOptions
-			if f.size == 0 { // connects
-				if nso.HostNQN, err = nodeHostNQN(f.hostNQN); err != nil {
+			if f.Size == 0 { // connects
+				if nso.HostNQN, err = nodeHostNQN(hostNQN); err != nil {
 					return err
 				}
-				if nso.DHCHAPSecret, nso.DHCHAPCtrlSecret, err = f.dhchap.Load(); err != nil {
+				if nso.DHCHAPSecret, nso.DHCHAPCtrlSecret, err = f.DHCHAP.Load(); err != nil {
 					return err
 				}
 			}
@@ -69,30 +55,15 @@ func newNSAddCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 			return printAdded(cmd, rec)
 		}),
 	}
-	fl := c.Flags()
-	fl.StringVar(&f.host, "host", "", "host the namespace lives on (required)")
-	fl.StringVar(&f.nqn, "nqn", "", "subsystem NQN (required)")
-	fl.Uint32Var(&f.nsid, "nsid", 0, "namespace ID in the subsystem (required)")
-	fl.StringArrayVar(&f.paths, "path", nil, "path tcp://ADDR:PORT, repeatable (required)")
-	fl.Var(units.NewFlag(&f.size), "size", "record this size without connecting (e.g. 7TiB)")
-	fl.StringVar(&f.id, "id", "", "namespace id in the cluster (default HOST-nNSID)")
-	fl.StringVar(&f.uuid, "uuid", "", "namespace UUID/NGUID, informational")
-	fl.StringVar(&f.hostNQN, "host-nqn", "", hostNQNUsage)
-	fl.BoolVar(&f.allowUnfenced, "allow-unfenced", false, allowUnfencedHelp)
-	f.dhchap.AddFlags(fl)
+	f.AddFlags(c.Flags())
+	c.Flags().StringVar(&hostNQN, "host-nqn", "", hostNQNUsage)
 	return c
 }
 
-const allowUnfencedHelp = "place shards on a namespace that cannot fence a stale owner (no NVMe reservations: Linux nvmet before 6.13, some appliances); without it such a namespace is recorded but takes no shards"
-
+// printAdded says a namespace was added, with its fencing warning.
 func printAdded(cmd *cobra.Command, rec *meta.NamespaceRecord) error {
-	switch {
-	case !rec.Placeable():
-		fmt.Fprintf(cmd.ErrOrStderr(), "warning: namespace %s cannot fence a stale owner (no NVMe reservations): it takes no shards; add it with --allow-unfenced to use it anyway\n", rec.ID)
-	case rec.Unfenced:
-		fmt.Fprintf(cmd.ErrOrStderr(), "warning: namespace %s cannot fence a stale owner (no NVMe reservations); allowed: a paused owner may overwrite its successor's data there\n", rec.ID)
-	}
-	return report(cmd, rec, "namespace %s added: host %s, %s nsid %d, %s", rec.ID, rec.Host, rec.NQN, rec.NSID, fmtBytes(rec.Size))
+	warnf(cmd, rec.FenceWarning())
+	return report(cmd, rec, "namespace %s added: host %s, %s nsid %d, %s", rec.ID, rec.Host, rec.NQN, rec.NSID, units.FormatSize(rec.Size))
 }
 
 func newNSDiscoverCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
@@ -123,7 +94,7 @@ func newNSDiscoverCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 	c.Flags().StringVar(&host, "host", "", "host the discovered namespaces live on (required)")
 	c.Flags().StringVar(&hostNQN, "host-nqn", "", hostNQNUsage)
 	c.Flags().Uint32Var(&maxNSID, "max-nsid", 64, "highest namespace ID to probe per subsystem")
-	c.Flags().BoolVar(&allowUnfenced, "allow-unfenced", false, allowUnfencedHelp)
+	c.Flags().BoolVar(&allowUnfenced, "allow-unfenced", false, volclient.AllowUnfencedHelp)
 	return c
 }
 

@@ -22,13 +22,7 @@ func newAdminScrubCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 			"shows in `admin status` as a task. It works on etcd directly (not through --controller).",
 		Args: cobra.MaximumNArgs(1),
 		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
-			var res []admin.ScrubResult
-			var err error
-			if len(args) == 1 {
-				res, err = admin.Scrub(cmd.Context(), textOut(cmd), s, args, true, wait)
-			} else {
-				res, err = admin.ScrubAll(cmd.Context(), textOut(cmd), s, wait)
-			}
+			res, err := admin.ScrubNamed(cmd.Context(), textOut(cmd), s, args, wait)
 			if wantJSON(cmd) {
 				return errors.Join(err, jsonout.Write(cmd.OutOrStdout(), res))
 			}

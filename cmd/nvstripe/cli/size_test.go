@@ -111,8 +111,8 @@ func walkFlags(c *cobra.Command, fn func(path string, f *pflag.Flag)) {
 // TestSizesPrintHuman: tables and messages print sizes as units.FormatSize.
 func TestSizesPrintHuman(t *testing.T) {
 	for n, want := range map[int64]string{1 << 30: "1 GiB", 128 << 10: "128 KiB", 3 << 29: "1536 MiB", 100: "100 B"} {
-		if got := fmtBytes(n); got != want {
-			t.Errorf("fmtBytes(%d) = %q, want %q", n, got, want)
+		if got := units.FormatSize(n); got != want {
+			t.Errorf("FormatSize(%d) = %q, want %q", n, got, want)
 		}
 	}
 }

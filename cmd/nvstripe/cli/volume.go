@@ -22,11 +22,7 @@ func newVolumeCmd(g *globals) *cobra.Command {
 }
 
 func newVolumeCreateCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
-	var size int64
-	chunk := int64(128 << 10)
-	var k, m int
-	var shared bool
-	checksum, writeLog := meta.ChecksumCRC32C, meta.WriteLogPPL
+	var f capacity.VolumeFlags
 	c := &cobra.Command{
 		Use:   "create NAME --size S [--k 4 --m 2 --chunk 128KiB] [--checksum crc32c|none] [--write-log ppl|none] [--allow-shared-domains]",
 		Short: "Create a thin volume (space is placed on first write)",
@@ -40,31 +36,18 @@ func newVolumeCreateCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 			"so a crash mid-write plus a lost shard loses no acknowledged byte (about 0.4% of the space).",
 		Args: cobra.ExactArgs(1),
 		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
-			if size == 0 {
-				return usageError{errors.New("volume create needs --size")}
+			spec, err := f.Spec(args[0], cmd.Flags().Changed("write-log"))
+			if err != nil {
+				return err
 			}
-			if checksum == "none" {
-				checksum = ""
-			}
-			if writeLog == "none" || (checksum == "" && !cmd.Flags().Changed("write-log")) {
-				writeLog = ""
-			}
-			rec, warn, err := capacity.CreateVolume(cmd.Context(), s, meta.VolumeSpec{Name: args[0], Size: size,
-				Layout: meta.Layout{K: k, M: m, Chunk: chunk, Checksum: checksum, WriteLog: writeLog}, AllowSharedDomains: shared})
+			rec, warn, err := capacity.CreateVolume(cmd.Context(), s, spec)
 			if warnf(cmd, warn); err != nil {
 				return err
 			}
-			return report(cmd, rec, "volume %s created: %s, %d+%d, chunk %s", rec.Name, fmtBytes(rec.Size), k, m, fmtBytes(chunk))
+			return report(cmd, rec, "volume %s created: %s, %d+%d, chunk %s", rec.Name, units.FormatSize(rec.Size), f.K, f.M, units.FormatSize(f.Chunk))
 		}),
 	}
-	fl := c.Flags()
-	fl.Var(units.NewFlag(&size), "size", "volume size, e.g. 4GiB (required)")
-	fl.IntVar(&k, "k", 4, "data shards per stripe")
-	fl.IntVar(&m, "m", 2, "parity shards per stripe")
-	fl.Var(units.NewFlag(&chunk), "chunk", "chunk (stripe unit) size, a power of two from 4KiB to 4MiB")
-	fl.StringVar(&checksum, "checksum", checksum, "block checksums: crc32c or none")
-	fl.StringVar(&writeLog, "write-log", writeLog, "partial-parity write log (needs checksums): ppl or none")
-	fl.BoolVar(&shared, "allow-shared-domains", false, "allow shards of a segment to share a failure domain when there are too few")
+	f.AddFlags(c.Flags())
 	return c
 }
 
@@ -118,7 +101,7 @@ func newVolumeResizeCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 			if warnf(cmd, warn); err != nil {
 				return err
 			}
-			return report(cmd, v, "volume %s is now %s", v.Name, fmtBytes(v.Size))
+			return report(cmd, v, "volume %s is now %s", v.Name, units.FormatSize(v.Size))
 		}),
 	}
 	c.Flags().Var(units.NewFlag(&size), "size", "new size (required)")

@@ -1,0 +1,50 @@
+package capacity
+
+import (
+	"errors"
+
+	"github.com/spf13/pflag"
+
+	"github.com/nvstripe/nvstripe/config"
+	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/units"
+)
+
+// VolumeFlags are the flags of `nvstripe volume create`, with their
+// defaults (AddFlags); Spec turns them into the volume to create.
+type VolumeFlags struct {
+	Size, Chunk        int64
+	K, M               int
+	Checksum, WriteLog string // "none" turns either off
+	SharedDomains      bool
+}
+
+// AddFlags defines the flags on fl.
+func (f *VolumeFlags) AddFlags(fl *pflag.FlagSet) {
+	f.Chunk, f.Checksum, f.WriteLog = 128<<10, meta.ChecksumCRC32C, meta.WriteLogPPL
+	fl.Var(units.NewFlag(&f.Size), "size", "volume size, e.g. 4GiB (required)")
+	fl.IntVar(&f.K, "k", 4, "data shards per stripe")
+	fl.IntVar(&f.M, "m", 2, "parity shards per stripe")
+	fl.Var(units.NewFlag(&f.Chunk), "chunk", "chunk (stripe unit) size, a power of two from 4KiB to 4MiB")
+	fl.StringVar(&f.Checksum, "checksum", f.Checksum, "block checksums: crc32c or none")
+	fl.StringVar(&f.WriteLog, "write-log", f.WriteLog, "partial-parity write log (needs checksums): ppl or none")
+	fl.BoolVar(&f.SharedDomains, "allow-shared-domains", false, "allow shards of a segment to share a failure domain when there are too few")
+}
+
+// Spec is the volume name to create; writeLogGiven says whether the
+// command line gave --write-log (without checksums the log is off unless
+// asked for). Mistakes are config.IsUsage.
+func (f *VolumeFlags) Spec(name string, writeLogGiven bool) (meta.VolumeSpec, error) {
+	if f.Size == 0 {
+		return meta.VolumeSpec{}, config.Usage(errors.New("volume create needs --size"))
+	}
+	checksum, writeLog := f.Checksum, f.WriteLog
+	if checksum == "none" {
+		checksum = ""
+	}
+	if writeLog == "none" || (checksum == "" && !writeLogGiven) {
+		writeLog = ""
+	}
+	return meta.VolumeSpec{Name: name, Size: f.Size, Layout: meta.Layout{K: f.K, M: f.M, Chunk: f.Chunk, Checksum: checksum, WriteLog: writeLog},
+		AllowSharedDomains: f.SharedDomains}, nil
+}
