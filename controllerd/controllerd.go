@@ -2,8 +2,9 @@
 // library: it composes the controller's Runner (package controller) with the
 // mover that opens unmapped volumes (volclient.TaskMover), a Prometheus
 // metrics listener whose collector reads the cluster from etcd at each
-// scrape, its member of the health gossip pool and the gRPC admin API, so that a test can start the daemon in-process. The command line
-// parses flags into Options, calls New and Run, and prints.
+// scrape, its member of the health gossip pool and the gRPC admin API, so that a test can start the daemon in-process. Flags are
+// the command line's flags and defaults (AddFlags); the command line turns
+// them into Options (Flags.Options), calls New and Run, and prints.
 //
 // Concurrency: a Daemon's methods are safe for concurrent use; Close is
 // idempotent.

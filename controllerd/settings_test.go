@@ -7,7 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
+
+	"github.com/nvstripe/nvstripe/config"
 	"github.com/nvstripe/nvstripe/controller"
+	"github.com/nvstripe/nvstripe/health/pool"
 )
 
 // TestSettingsRunnerConfig: the settings reach the runner, its moves and
@@ -26,5 +30,43 @@ func TestSettingsRunnerConfig(t *testing.T) {
 	cfg.Logf("[WARN] memberlist: suspect")
 	if out := b.String(); !strings.Contains(out, `msg="move started"`) || !strings.Contains(out, "kind=drain") || !strings.Contains(out, "level=WARN msg=\"memberlist: suspect\"") {
 		t.Errorf("log:\n%s", out)
+	}
+}
+
+// TestFlagDefaults: the flags' defaults are DefaultSettings, and those are
+// the libraries' own (a zero Settings' runner config, defaulted).
+func TestFlagDefaults(t *testing.T) {
+	var f Flags
+	fl := pflag.NewFlagSet("controller", pflag.ContinueOnError)
+	f.AddFlags(fl)
+	if err := fl.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if f.Settings != DefaultSettings() {
+		t.Errorf("flag defaults %+v, want %+v", f.Settings, DefaultSettings())
+	}
+	d := DefaultSettings()
+	var decide controller.Config
+	decide.EnsureDefaults()
+	if d.OutAfter != decide.OutAfter || d.MaxMoves != decide.MaxMoves || d.MaxMovesPerNS != decide.MaxMovesPerNS ||
+		d.MinUp != decide.MinUpFraction || d.Bandwidth != 256<<20 || d.Grace != 5*time.Second || d.LeaderTTL != 10*time.Second {
+		t.Errorf("DefaultSettings %+v, decide defaults %+v", d, decide)
+	}
+}
+
+// TestFlagsOptions: gossip flags without --gossip and settings that do not
+// fit are usage mistakes; good flags reach the daemon's options.
+func TestFlagsOptions(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	bad := []Flags{{Settings: DefaultSettings(), GossipHost: "h"}, {Settings: DefaultSettings(), Gossip: pool.Spec{Join: []string{"1.2.3.4:5"}}}}
+	for _, f := range bad {
+		if _, err := f.Options(nil, "nqn.x", log); !config.IsUsage(err) {
+			t.Errorf("%+v: %v, want a usage mistake", f, err)
+		}
+	}
+	f := Flags{Settings: DefaultSettings(), API: "sock", Metrics: "127.0.0.1:0", Gossip: pool.Spec{Addr: "127.0.0.1:0"}}
+	o, err := f.Options(nil, "nqn.x", log)
+	if err != nil || o.HostNQN != "nqn.x" || o.AdminAddr != "sock" || o.MetricsAddr != "127.0.0.1:0" || o.Runner.Gossip == nil || o.Runner.Probe == nil {
+		t.Errorf("options %+v %v", o, err)
 	}
 }

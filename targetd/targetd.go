@@ -1,8 +1,8 @@
 // Package targetd composes the target daemon (`nvstripe target serve`):
 // a userspace NVMe/TCP target over file-backed namespaces, its HTTP control
 // API, its Prometheus metrics and its member of the health gossip pool. A
-// test starts it in-process with Start; the CLI only parses flags into
-// Options and prints what Start returns.
+// test starts it in-process with Start; the CLI only parses its flags
+// (Flags, with their defaults) into Options and prints what Start returns.
 package targetd
 
 import (

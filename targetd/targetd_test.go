@@ -11,6 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/pflag"
+
+	"github.com/nvstripe/nvstripe/config"
 	"github.com/nvstripe/nvstripe/health/pool"
 	"github.com/nvstripe/nvstripe/nvmeof/target"
 )
@@ -98,5 +101,27 @@ func TestBadGossipBeforeFiles(t *testing.T) {
 	o.Files.Namespaces = []string{"data0:xx"}
 	if _, err := Start(context.Background(), o); !IsSpec(err) {
 		t.Fatalf("bad size: %v, want a spec error", err)
+	}
+}
+
+// TestFlagsOptions: the flags' defaults, the listeners split, and the
+// control token read only with --control (an empty token file is a usage
+// mistake).
+func TestFlagsOptions(t *testing.T) {
+	var f Flags
+	fl := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	f.AddFlags(fl)
+	empty := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(empty, []byte("\n"), 0o600)
+	if err := fl.Parse([]string{"--listen", "127.0.0.1:1,127.0.0.1:2", "--control-token-file", empty}); err != nil {
+		t.Fatal(err)
+	}
+	o, err := f.Options()
+	if err != nil || len(o.Files.Listen) != 2 || o.Files.BlockSize != 4096 || o.MaxConnections != target.DefaultMaxConnections || o.Gossip.Profile != "lan" {
+		t.Errorf("options %+v %v", o, err)
+	}
+	f.Control = "127.0.0.1:0"
+	if _, err := f.Options(); !config.IsUsage(err) {
+		t.Errorf("--control with an empty token file: %v, want a usage mistake", err)
 	}
 }
