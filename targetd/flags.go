@@ -1,14 +1,12 @@
 package targetd
 
 import (
-	"context"
 	"strings"
 
 	"github.com/spf13/pflag"
 
 	"github.com/nvstripe/nvstripe/config"
 	"github.com/nvstripe/nvstripe/health/pool"
-	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/nvmeof/target"
 	"github.com/nvstripe/nvstripe/units"
 )
@@ -61,24 +59,4 @@ func (f *Flags) Options() (Options, error) {
 	return Options{Files: target.FileSpec{Dir: f.Dir, NQN: f.NQN, Listen: strings.Split(f.Listen, ","), Namespaces: f.Namespaces,
 		ANAGroups: f.ANAGroups, AllowHosts: f.AllowHosts, BlockSize: int(f.BlockSize)}, HostKeysFile: f.HostKeys,
 		MaxConnections: f.MaxConnections, Control: f.Control, ControlToken: token, Metrics: f.Metrics, Gossip: f.Gossip, Host: f.Host}, nil
-}
-
-// Gossip starts the gossip member of a target host whose target nvstripe
-// does not run (`nvstripe target agent`, beside a kernel nvmet or SPDK
-// target; pool.Spec.StartTarget), with the store opened at its first use.
-// It returns the function that leaves the pool, and the gossip address
-// ("" without spec.Addr).
-func Gossip(spec pool.Spec, host string, names []string, open func(context.Context) (*meta.Store, error),
-	logf func(string, ...any)) (leave func(), addr string, err error) {
-	store := meta.NewLazy(open)
-	var find func(context.Context) (*meta.Store, error) // nil without a store: no seeds looked up or registered
-	if open != nil {
-		find = store.Open
-	}
-	m, err := spec.StartTarget(host, names, find, logf)
-	if err != nil || m == nil {
-		store.Close()
-		return func() {}, "", err
-	}
-	return func() { m.Leave(); store.Close() }, m.Addr(), nil
 }

@@ -155,6 +155,26 @@ func (d *Daemon) serve(o Options) error {
 	return nil
 }
 
+// Gossip starts the gossip member of a target host whose target nvstripe
+// does not run (`nvstripe target agent`, beside a kernel nvmet or SPDK
+// target; pool.Spec.StartTarget), with the store opened at its first use.
+// It returns the function that leaves the pool, and the gossip address
+// ("" without spec.Addr).
+func Gossip(spec pool.Spec, host string, names []string, open func(context.Context) (*meta.Store, error),
+	logf func(string, ...any)) (leave func(), addr string, err error) {
+	store := meta.NewLazy(open)
+	var find func(context.Context) (*meta.Store, error) // nil without a store: no seeds looked up or registered
+	if open != nil {
+		find = store.Open
+	}
+	m, err := spec.StartTarget(host, names, find, logf)
+	if err != nil || m == nil {
+		store.Close()
+		return func() {}, "", err
+	}
+	return func() { m.Leave(); store.Close() }, m.Addr(), nil
+}
+
 // push adds a step to Close, run before the earlier ones.
 func (d *Daemon) push(f func()) { d.undo = append([]func(){f}, d.undo...) }
 
