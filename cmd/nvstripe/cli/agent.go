@@ -57,6 +57,7 @@ func newAgentCmd(g *globals) *cobra.Command {
 	fl.DurationVar(&o.RecheckInterval, "recheck-interval", 0, "how often namespaces that are down are probed, to be used again once they answer (default 10s)")
 	fl.IntVar(&o.Report.FailNamespaceAfter, "fail-namespace-after", 1, "media errors after which a namespace is reported failed in etcd (-1: never)")
 	fl.StringVar(&o.Namespaces.HostNQN, "host-nqn", "", hostNQNUsage)
+	fl.StringVar(&o.Namespaces.HostTraddr, "host-traddr", "", hostTraddrUsage)
 	dh.register(fl)
 	nt.register(fl)
 	return c

@@ -62,7 +62,7 @@ func newControllerCmd(g *globals) *cobra.Command {
 			}
 			f.gossip.Cluster = a.cluster
 			d, err := controllerd.New(cmd.Context(), controllerd.Options{Runner: cfg, HostNQN: nqn, MetricsAddr: f.metrics,
-				DHCHAPSecret: secret, DHCHAPCtrlSecret: ctrl, ScrubInterval: f.scrubInterval, Gossip: f.gossip.Spec,
+				DHCHAPSecret: secret, DHCHAPCtrlSecret: ctrl, HostTraddr: f.HostTraddr, ScrubInterval: f.scrubInterval, Gossip: f.gossip.Spec,
 				GossipHost: f.gossipHost, AdminAddr: f.api, AdminTLS: f.adminTLS})
 			if err != nil {
 				return specError(adminError(err))
@@ -96,6 +96,7 @@ func (f *controllerFlags) register(fl *pflag.FlagSet) {
 	fl.DurationVar(&f.scrubInterval, "scrub-interval", 7*24*time.Hour, "how often the owner of each checksummed, mapped volume scrubs it (0: never; `admin scrub` starts one now)")
 	fl.StringVar(&f.metrics, "metrics", "", "HOST:PORT of the Prometheus metrics listener (tasks, volume health; \"\": off)")
 	fl.StringVar(&f.hostNQN, "host-nqn", "", hostNQNUsage)
+	fl.StringVar(&f.HostTraddr, "host-traddr", "", hostTraddrUsage)
 	f.dhchap.register(fl)
 	fl.BoolVar(&f.Probe, "probe", true, "TCP-probe the namespace paths of hosts that do not gossip (false: such hosts are not tracked)")
 	fl.StringVar(&f.gossipHost, "gossip-host", "", "the host name this controller gossips (default: the machine's host name)")

@@ -77,6 +77,7 @@ func newMapCmd(g *globals) *cobra.Command {
 	fl.BoolVar(&req.ReadOnly, "read-only", false, "map read-only (shared read-only lease)")
 	fl.StringVar(&sock, "agent", "", "ask the agent on this unix socket to map it (default: serve in the foreground)")
 	fl.StringVar(&ao.Namespaces.HostNQN, "host-nqn", "", hostNQNUsage+"; with --agent the agent's")
+	fl.StringVar(&ao.Namespaces.HostTraddr, "host-traddr", "", hostTraddrUsage)
 	fl.StringVar(&ao.Holder, "holder", "", "owner name in etcd when serving in the foreground (default map.HOSTNAME, or map.node-ID on hosts without a valid one)")
 	fl.StringVar(&listDir, "map-sockets", agent.DefaultMapSocketDir, "directory where a foreground map serves its state to nvstripe ls (\"\": none)")
 	fl.BoolVar(&wait, "wait", true, "print a kernel device only once the kernel reports its capacity")
