@@ -59,7 +59,11 @@ type totals struct {
 	Scrubbed      int64          `json:"segments_scrubbed"`
 	Fenced        int            `json:"owners_fenced_restarted"`
 	Returned      int            `json:"namespaces_returned"`
-	SlowStops     int            `json:"slow_stops"`
+	// Connections of the owner and of the controller that the per-source
+	// partitions closed.
+	OwnerCut  int `json:"owner_connections_cut"`
+	CtlCut    int `json:"controller_connections_cut"`
+	SlowStops int `json:"slow_stops"`
 	// Rounds whose checks found lost acknowledged data, a scrub's bad
 	// blocks, leaked slots or running tasks.
 	LostData   int    `json:"rounds_lost_acked_data"`
@@ -149,6 +153,10 @@ func (tot *totals) report(t *testing.T, c *cluster, w *workload, rd *reader, sta
 	tot.ReadsOK, tot.ReadsFailed = rd.ok, rd.failed
 	rd.mu.Unlock()
 	tot.Fenced, tot.SlowStops, tot.Returned = c.fenced, c.slowStops, c.returned
+	for _, p := range c.proxies {
+		tot.OwnerCut += p.Cut(ownerSrc)
+		tot.CtlCut += p.Cut(ctlSrc)
+	}
 	tot.Wall = time.Since(start).Round(time.Second).String()
 	t.Log("campaign totals:\n" + tot.table())
 	line, _ := json.Marshal(tot)
@@ -185,6 +193,7 @@ func (tot totals) table() string {
 	row("owners fenced, restarted", tot.Fenced)
 	row("processes killed after SIGTERM", tot.SlowStops)
 	row("namespaces out, rebuilt, put back in", tot.Returned)
+	row("connections cut: owner, controller", fmt.Sprintf("%d, %d", tot.OwnerCut, tot.CtlCut))
 	row("rounds that lost acknowledged data", tot.LostData)
 	row("rounds with bad blocks (scrub)", tot.BadStripes)
 	row("rounds with leaked slots or tasks", tot.Leaks)

@@ -23,9 +23,10 @@
 // (faultnet.Proxy.PartitionFrom): the owner loses one or two targets past
 // its IO's wait (it writes around them while the controller, which still
 // reaches them and hears them gossip, sees them healthy), or the
-// controller loses one target while another is killed until out (its own
-// moves of the read-only volume cannot reach the cut-off target, which it
-// still judges alive and may pick as a destination; the owner writes on).
+// controller loses one or two targets while a third is killed until out
+// (its own moves of the read-only volume cannot reach the cut-off targets,
+// which it still judges alive and may pick as destinations; the owner
+// writes on). The totals count the connections these partitions cut.
 //
 // Then it heals everything, unmaps the reader (see -campaign.reader-attached),
 // waits for the controller to report both volumes healthy with no task

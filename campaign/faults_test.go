@@ -58,21 +58,27 @@ func stopFor(p func(*cluster, *rand.Rand) *proc, d func(*rand.Rand) time.Duratio
 // onProxies applies fn to the proxies of one or two targets (never more than the
 // volumes' m = 2) for a pause, then heals them.
 func onProxies(fn func(*faultnet.Proxy, *rand.Rand)) func(*cluster, *rand.Rand) {
-	return onProxiesFor(pause, fn)
-}
-
-// onProxiesFor is onProxies for a time d chooses.
-func onProxiesFor(d func(*rand.Rand) time.Duration, fn func(*faultnet.Proxy, *rand.Rand)) func(*cluster, *rand.Rand) {
 	return func(c *cluster, rng *rand.Rand) {
 		picked := rng.Perm(len(c.proxies))[:1+rng.IntN(2)]
 		for _, i := range picked {
 			fn(c.proxies[i], rng)
 		}
-		time.Sleep(d(rng))
+		time.Sleep(pause(rng))
 		for _, i := range picked {
 			c.proxies[i].Heal()
 		}
 	}
+}
+
+// cutFrom partitions the connections from src (and from src only) to the
+// targets picked, noting it in the process log; heal ends it.
+func (c *cluster) cutFrom(src netip.Addr, who string, picked []int) {
+	var hosts []string
+	for _, i := range picked {
+		c.proxies[i].PartitionFrom(src)
+		hosts = append(hosts, fmt.Sprintf("h%d", i))
+	}
+	fmt.Fprintf(c.logw, "campaign: %s (%s) cut off from %v\n", who, src, hosts)
 }
 
 // loseTarget kills target i and waits until the controller marks its
@@ -96,8 +102,8 @@ func pastTTL(*rand.Rand) time.Duration { return 12 * time.Second }
 // faults are the kinds of fault; round seed S injects faults[S mod
 // len(faults)], so consecutive seeds go through every kind and a seed
 // replays its kind. The CI seed's three rounds get the last two and the
-// first: the owner cut off from targets, the controller cut off from one
-// while it rebuilds another's shards, a target killed. The network faults
+// first: the owner cut off from targets, the controller cut off from
+// targets while it rebuilds another's shards, a target killed. The network faults
 // act on a target's proxy, which every client of that target goes through
 // (the mappings and the controller's moves; liveness is gossiped
 // directly); the last two only on the connections of one client (by its
@@ -139,17 +145,22 @@ var faults = []fault{
 	// The owner alone loses one or two targets, past its IO's wait: it
 	// writes around them (stale marks) while the controller, which still
 	// reaches them and hears them gossip, sees them healthy.
-	{"partition owner from targets", onProxiesFor(pastLoss, func(p *faultnet.Proxy, _ *rand.Rand) { p.PartitionFrom(ownerSrc) })},
-	// The controller alone loses one target while another is lost and its
-	// shards rebuilt: the controller's own moves (the volume the owner
-	// does not map read-write) cannot read or write the cut-off target,
-	// which it still judges alive by gossip and may pick as a destination;
-	// the owner reaches it and writes on.
-	{"partition controller from a target, lose another", func(c *cluster, rng *rand.Rand) {
+	{"partition owner from targets", func(c *cluster, rng *rand.Rand) {
+		c.cutFrom(ownerSrc, "the owner", rng.Perm(len(c.proxies))[:1+rng.IntN(2)])
+		time.Sleep(pastLoss(rng))
+	}},
+	// The controller alone loses one or two targets while a third is lost
+	// and its shards rebuilt: the controller's own moves (of the volume
+	// the owner does not map read-write) cannot read or write the cut-off
+	// targets, which it still judges alive by gossip and may pick as
+	// destinations (cut off from two, it has too few shards of some
+	// segments to rebuild them until the heal); the owner reaches them and
+	// writes on.
+	{"partition controller from targets, lose another", func(c *cluster, rng *rand.Rand) {
 		perm := rng.Perm(len(c.proxies))
-		c.proxies[perm[0]].PartitionFrom(ctlSrc)
-		c.loseTarget(perm[1])
+		n := 1 + rng.IntN(2)
+		c.cutFrom(ctlSrc, "the controller", perm[:n])
+		c.loseTarget(perm[n])
 		time.Sleep(pause(rng))
-		c.proxies[perm[0]].Heal()
 	}},
 }

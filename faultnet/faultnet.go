@@ -32,8 +32,10 @@ type Proxy struct {
 	dropped bool          // partitioned: connections are closed at once
 	delay   time.Duration // added before forwarding each chunk
 	trigger []byte        // stall after forwarding client bytes containing it
-	// srcStalled and srcDropped are the per-source stalls and partitions.
+	// srcStalled and srcDropped are the per-source stalls and partitions;
+	// cut counts the connections a per-source partition closed.
 	srcStalled, srcDropped map[netip.Addr]bool
+	cut                    map[netip.Addr]int
 	// conns are both ends of every forwarded connection, by the client's
 	// address.
 	conns  map[net.Conn]netip.Addr
@@ -48,7 +50,7 @@ func New(target string) (*Proxy, error) {
 		return nil, err
 	}
 	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]netip.Addr{},
-		srcStalled: map[netip.Addr]bool{}, srcDropped: map[netip.Addr]bool{}}
+		srcStalled: map[netip.Addr]bool{}, srcDropped: map[netip.Addr]bool{}, cut: map[netip.Addr]int{}}
 	p.cond = sync.NewCond(&p.mu)
 	p.wg.Add(1)
 	go p.acceptLoop()
@@ -111,12 +113,21 @@ func (p *Proxy) Reset() {
 // ResetFrom closes the open connections from client address src.
 func (p *Proxy) ResetFrom(src netip.Addr) {
 	p.mu.Lock()
+	p.resetFrom(src.Unmap())
+	p.mu.Unlock()
+}
+
+// resetFrom closes the connections from src and returns how many (both
+// ends of each are in conns); p.mu is held.
+func (p *Proxy) resetFrom(src netip.Addr) int {
+	n := 0
 	for c, from := range p.conns {
-		if from == src.Unmap() {
+		if from == src {
 			c.Close()
+			n++
 		}
 	}
-	p.mu.Unlock()
+	return n / 2
 }
 
 // Partition closes every open connection and every new one at once (the
@@ -133,9 +144,18 @@ func (p *Proxy) Partition() {
 // go on.
 func (p *Proxy) PartitionFrom(src netip.Addr) {
 	p.mu.Lock()
-	p.srcDropped[src.Unmap()] = true
-	p.mu.Unlock()
-	p.ResetFrom(src)
+	defer p.mu.Unlock()
+	src = src.Unmap()
+	p.srcDropped[src] = true
+	p.cut[src] += p.resetFrom(src)
+}
+
+// Cut is how many connections from src its partitions (PartitionFrom)
+// closed, open ones and new ones: whether the client felt them.
+func (p *Proxy) Cut(src netip.Addr) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cut[src.Unmap()]
 }
 
 // Delay holds each chunk d before forwarding it, both ways (0: none).
@@ -224,6 +244,9 @@ func (p *Proxy) track(c, s net.Conn, src netip.Addr) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed || p.dropped || p.srcDropped[src] {
+		if !p.closed && !p.dropped {
+			p.cut[src]++
+		}
 		c.Close()
 		s.Close()
 		return false
@@ -232,9 +255,14 @@ func (p *Proxy) track(c, s net.Conn, src netip.Addr) bool {
 	return true
 }
 
+// partitioned says whether a new connection from src is to be closed at
+// once (counting it as cut when its source is partitioned).
 func (p *Proxy) partitioned(src netip.Addr) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if !p.dropped && p.srcDropped[src] {
+		p.cut[src]++
+	}
 	return p.dropped || p.srcDropped[src]
 }
 

@@ -62,6 +62,9 @@ func TestPartitionFrom(t *testing.T) {
 	}
 	mustPass(t, b, "b2", "B's open connection while A is partitioned")
 	mustPass(t, dialFrom(t, srcB, p.Addr()), "b3", "a new connection from B while A is partitioned")
+	if a, b := p.Cut(srcA), p.Cut(srcB); a != 2 || b != 0 {
+		t.Errorf("connections cut: %d from A, %d from B; want A's open one and its new one, none of B's", a, b)
+	}
 	p.Heal()
 	mustPass(t, dialFrom(t, srcA, p.Addr()), "a3", "A after Heal")
 }
