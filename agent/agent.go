@@ -136,6 +136,9 @@ func New(ctx context.Context, o Options) (*Agent, error) {
 	if o.Store == nil {
 		return nil, fmt.Errorf("agent: a meta.Store is required: %w", api.ErrInvalid)
 	}
+	if err := o.Namespaces.Check(); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
 	st, err := openState(o.StateDir)
 	if err != nil {
 		return nil, err

@@ -88,5 +88,5 @@ func CheckForeground(spec Spec, o Options) error {
 	if o.NBDTLS != nil && spec.Via != ViaNBDListen {
 		return ErrTLSNotExport
 	}
-	return nil
+	return o.Namespaces.Check()
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -18,6 +19,9 @@ var (
 	errLost      = errors.New("acknowledged data lost")
 	errBadBlocks = errors.New("scrub found bad blocks")
 	errLeak      = errors.New("leak")
+	// errLostRO is errLost of the read-only volume: the recovery after
+	// the round writes its content again.
+	errLostRO = fmt.Errorf("%w (read-only volume)", errLost)
 )
 
 // checked is what one round's checks looked at.
@@ -77,7 +81,7 @@ func (c *cluster) check(ctx context.Context, s *meta.Store, w *workload, readerA
 	if got.roBytes, got.segments, err = c.checkReadOnly(ctx, s, readerAttached, got.segments); err != nil {
 		return got, err
 	}
-	return got, leaks(ctx, s)
+	return got, leaks(ctx, s, c.knownLeaks)
 }
 
 // checkReadOnly scrubs roVolume (unless the reader is attached: a scrub
@@ -144,8 +148,10 @@ func scrub(ctx context.Context, s *meta.Store, volume string) (int64, error) {
 
 // leaks compares, at one revision, the slots every namespace's allocation
 // bitmap marks used with the slots the volumes' segment maps reference
-// (moves in flight included), and fails on any task still running.
-func leaks(ctx context.Context, live *meta.Store) error {
+// (moves in flight included), and fails on any task still running. The
+// findings in known (those of earlier rounds) are not reported again; new
+// ones are added to it (known may be nil).
+func leaks(ctx context.Context, live *meta.Store, known map[string]bool) error {
 	s, err := live.At(ctx)
 	if err != nil {
 		return err
@@ -172,6 +178,12 @@ func leaks(ctx context.Context, live *meta.Store) error {
 	for _, t := range tasks {
 		if t.State == meta.TaskRunning {
 			bad = append(bad, fmt.Sprintf("task %s (%s) left running", t.ID, t.Kind))
+		}
+	}
+	if known != nil {
+		bad = slices.DeleteFunc(bad, func(b string) bool { return known[b] })
+		for _, b := range bad {
+			known[b] = true
 		}
 	}
 	if len(bad) > 0 {

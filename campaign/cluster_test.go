@@ -3,8 +3,11 @@ package campaign
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/netip"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -51,6 +54,8 @@ type cluster struct {
 	// returned counts namespaces marked out (their shards rebuilt) that
 	// the campaign put back in service, as an operator does.
 	returned int
+	// knownLeaks are the leak findings of earlier rounds, reported once.
+	knownLeaks map[string]bool
 }
 
 // outAfter is how long a namespace stays down before the controller marks
@@ -67,7 +72,14 @@ const stopWait = 20 * time.Second
 // content first through a read-write map.
 func startCluster(t *testing.T, bin, dir string) *cluster {
 	t.Helper()
-	c := &cluster{t: t, bin: bin, logw: logFile(t, dir)}
+	for _, src := range []netip.Addr{ownerSrc, ctlSrc} {
+		ln, err := net.Listen("tcp", netip.AddrPortFrom(src, 0).String())
+		if err != nil {
+			t.Skipf("the owner and the controller connect from %s and %s, which this host cannot bind (Linux has all of 127/8 on lo): %v", ownerSrc, ctlSrc, err)
+		}
+		ln.Close()
+	}
+	c := &cluster{t: t, bin: bin, logw: logFile(t, dir), knownLeaks: map[string]bool{}}
 	t.Cleanup(c.killAll)
 	t.Logf("process logs: %s", filepath.Join(dir, "processes.log"))
 	c.etcdURL = freePort(t)
@@ -87,11 +99,13 @@ func startCluster(t *testing.T, bin, dir string) *cluster {
 	c.admin("volume", "create", rwVolume, "--size", fmt.Sprint(volSize), "--k", "4", "--m", "2")
 	c.admin("volume", "create", roVolume, "--size", fmt.Sprint(roSize), "--k", "4", "--m", "2")
 	c.ctl = c.newProc("controller", "controller", "controller", "--interval", "200ms", "--grace", "2s", "--out-after", outAfter.String(),
-		"--holder", "campaign-ctl", "--gossip", "127.0.0.1:0", "--gossip-profile", "local", "--api", "")
+		"--holder", "campaign-ctl", "--gossip", "127.0.0.1:0", "--gossip-profile", "local", "--api", "", "--host-traddr", ctlSrc.String())
 	c.mustStart(c.ctl, 30*time.Second)
-	c.fillReadOnly()
+	if err := c.fillReadOnly(); err != nil {
+		t.Fatal(err)
+	}
 	c.ownerAddr, c.readerAddr = freePort(t), freePort(t)
-	c.owner = c.newProc("owner", "serving: ", "map", rwVolume, "--nbd-listen", c.ownerAddr, "--holder", ownerName)
+	c.owner = c.newProc("owner", "serving: ", "map", rwVolume, "--nbd-listen", c.ownerAddr, "--holder", ownerName, "--host-traddr", ownerSrc.String())
 	c.reader = c.newProc("reader", "serving: ", "map", roVolume, "--read-only", "--nbd-listen", c.readerAddr, "--holder", readerName)
 	c.startMap(c.owner)
 	c.startMap(c.reader)
@@ -115,18 +129,21 @@ func (c *cluster) addTarget(dir string, i int) {
 	c.admin("ns", "add", "--host", host, "--nqn", nqn, "--nsid", "1", "--path", "tcp://"+px.Addr())
 }
 
-// fillReadOnly writes roVolume's content through a read-write map.
-func (c *cluster) fillReadOnly() {
-	c.t.Helper()
+// fillReadOnly writes roVolume's content through a read-write map (none
+// other may map it).
+func (c *cluster) fillReadOnly() error {
 	addr := freePort(c.t)
 	p := c.newProc("filler", "serving: ", "map", roVolume, "--nbd-listen", addr, "--holder", "campaign-filler")
-	c.startMap(p)
+	if err := c.tryStartMap(p); err != nil {
+		return fmt.Errorf("filler: %w", err)
+	}
+	defer c.stop(p)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := fill(ctx, addr); err != nil {
-		c.t.Fatalf("filling %s: %v", roVolume, err)
+		return fmt.Errorf("filling %s: %w", roVolume, err)
 	}
-	c.stop(p)
+	return nil
 }
 
 func (c *cluster) newProc(name, ready string, args ...string) *proc {
@@ -344,4 +361,37 @@ func (c *cluster) waitState(ctx context.Context, s *meta.Store, host, state stri
 		}
 	}
 	return false
+}
+
+// recoverAfter brings the cluster back after a round that failed with
+// finding, so that the next round starts healed and healthy: it undoes
+// every fault, restarts a fenced owner, waits for the controller to
+// restore redundancy, puts out namespaces back in service and, when the
+// read-only volume's content was found wrong, writes it again (the rw
+// volume's lost blocks were forgotten by verify, leaks are reported once).
+// An error means the cluster cannot go on.
+func (c *cluster) recoverAfter(s *meta.Store, rd *reader, finding error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := c.heal(true); err != nil {
+		return err
+	}
+	if err := c.ensureOwner(ctx, s); err != nil {
+		return err
+	}
+	if err := c.waitHealthy(3*time.Minute, true); err != nil {
+		return err
+	}
+	if err := c.returnOut(ctx, s); err != nil {
+		return err
+	}
+	if rd.wrongRead() == nil && !errors.Is(finding, errLostRO) {
+		return nil
+	}
+	rd.forget()
+	c.stop(c.reader)
+	if err := c.fillReadOnly(); err != nil {
+		return err
+	}
+	return c.tryStartMap(c.reader)
 }

@@ -16,7 +16,17 @@
 // and rebuilds its shards; and network faults between the clients and one
 // or two targets — partition, stall, delay, connection resets. The proxy
 // is the target's only address, so a network fault cuts the controller's
-// moves from that target as well as the mappings.
+// moves from that target as well as the mappings. Two kinds cut one client
+// only: the owner maps with --host-traddr 127.0.0.2 and the controller
+// runs with --host-traddr 127.0.0.3 (all of 127/8 is local on Linux), and
+// the proxies partition connections from that source alone
+// (faultnet.Proxy.PartitionFrom): the owner loses one or two targets past
+// its IO's wait (it writes around them while the controller, which still
+// reaches them and hears them gossip, sees them healthy), or the
+// controller loses one or two targets while a third is killed until out
+// (its own moves of the read-only volume cannot reach the cut-off targets,
+// which it still judges alive and may pick as destinations; the owner
+// writes on). The totals count the connections these partitions cut.
 //
 // Then it heals everything, unmaps the reader (see -campaign.reader-attached),
 // waits for the controller to report both volumes healthy with no task
@@ -32,7 +42,11 @@
 // Each round prints its seed and the command that replays it (`make
 // campaign SEED=S ROUNDS=1`, or CAMPAIGN_SEED / CAMPAIGN_ROUNDS): the same
 // fault schedule, on a fresh cluster. `make test` runs three rounds from a
-// fixed seed; `make campaign` fifty from the clock. The totals (rounds,
-// faults by kind, writes and bytes checked, wall time) end the log as a
-// table and as one JSON line ("campaign-json:").
+// fixed seed (the owner's and the controller's partitions and a target
+// killed); `make campaign` fifty from the clock. A failed round does not
+// end the campaign: the cluster recovers (cluster.recoverAfter) and the
+// next round runs; a cluster that does not recover ends it. The totals
+// (rounds, faults by kind, writes and bytes checked, wall time, every
+// failed seed with its replay command) end the log as a table and as one
+// JSON line ("campaign-json:"), and the test fails if a round did.
 package campaign

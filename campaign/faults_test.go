@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"time"
 
 	"github.com/nvstripe/nvstripe/faultnet"
@@ -20,6 +21,21 @@ type fault struct {
 func pause(rng *rand.Rand) time.Duration {
 	return 500*time.Millisecond + time.Duration(rng.Int64N(int64(2500*time.Millisecond)))
 }
+
+// pastLoss is how long a partition of one client lasts: 6 to 10 s, past
+// the 5 s a mapping's IO waits for an unreachable namespace before it
+// works around it (volclient.NamespaceOptions.ControllerLossTimeout).
+func pastLoss(rng *rand.Rand) time.Duration {
+	return 6*time.Second + time.Duration(rng.Int64N(int64(4*time.Second)))
+}
+
+// The source addresses of the owner's and the controller's connections to
+// the targets (their --host-traddr), which the per-source faults name; the
+// other processes connect from 127.0.0.1.
+var (
+	ownerSrc = netip.MustParseAddr("127.0.0.2")
+	ctlSrc   = netip.MustParseAddr("127.0.0.3")
+)
 
 // killFor kills p and leaves it dead for a pause (heal restarts it).
 func killFor(p func(*cluster, *rand.Rand) *proc) func(*cluster, *rand.Rand) {
@@ -54,6 +70,26 @@ func onProxies(fn func(*faultnet.Proxy, *rand.Rand)) func(*cluster, *rand.Rand) 
 	}
 }
 
+// cutFrom partitions the connections from src (and from src only) to the
+// targets picked, noting it in the process log; heal ends it.
+func (c *cluster) cutFrom(src netip.Addr, who string, picked []int) {
+	var hosts []string
+	for _, i := range picked {
+		c.proxies[i].PartitionFrom(src)
+		hosts = append(hosts, fmt.Sprintf("h%d", i))
+	}
+	fmt.Fprintf(c.logw, "campaign: %s (%s) cut off from %v\n", who, src, hosts)
+}
+
+// loseTarget kills target i and waits until the controller marks its
+// namespace out (it rebuilds the shards on the others); heal restarts it.
+func (c *cluster) loseTarget(i int) {
+	c.targets[i].kill()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c.waitState(ctx, c.store, fmt.Sprintf("h%d", i), "out", outAfter+30*time.Second)
+}
+
 func aTarget(c *cluster, rng *rand.Rand) *proc { return c.targets[rng.IntN(len(c.targets))] }
 func theEtcd(c *cluster, _ *rand.Rand) *proc   { return c.etcd }
 func theCtl(c *cluster, _ *rand.Rand) *proc    { return c.ctl }
@@ -65,23 +101,20 @@ func pastTTL(*rand.Rand) time.Duration { return 12 * time.Second }
 
 // faults are the kinds of fault; round seed S injects faults[S mod
 // len(faults)], so consecutive seeds go through every kind and a seed
-// replays its kind. The CI seed's three rounds get the 3rd to 5th: a
-// rebuild by the controller, an owner crash, a partition. The network
-// faults act on a target's proxy, which every client of that target goes
-// through (the mappings and the controller's moves; liveness is gossiped
-// directly).
+// replays its kind. The CI seed's three rounds get the last two and the
+// first: the owner cut off from targets, the controller cut off from
+// targets while it rebuilds another's shards, a target killed. The network faults
+// act on a target's proxy, which every client of that target goes through
+// (the mappings and the controller's moves; liveness is gossiped
+// directly); the last two only on the connections of one client (by its
+// source address: the owner and the controller bind their own, see
+// ownerSrc), so the others still reach the target.
 var faults = []fault{
 	{"kill -9 target", killFor(aTarget)},
 	{"SIGSTOP target", stopFor(aTarget, pause)},
 	// Down past outAfter: the controller marks the namespace out and
 	// rebuilds its shards on the others.
-	{"lose target (kill -9 until out)", func(c *cluster, rng *rand.Rand) {
-		i := rng.IntN(len(c.targets))
-		c.targets[i].kill()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		c.waitState(ctx, c.store, fmt.Sprintf("h%d", i), "out", outAfter+30*time.Second)
-	}},
+	{"lose target (kill -9 until out)", func(c *cluster, rng *rand.Rand) { c.loseTarget(rng.IntN(len(c.targets))) }},
 	{"kill -9 owner", killFor(theOwner)},
 	{"partition targets", onProxies(func(p *faultnet.Proxy, _ *rand.Rand) { p.Partition() })},
 	{"restart target", func(c *cluster, rng *rand.Rand) {
@@ -108,5 +141,26 @@ var faults = []fault{
 			c.proxies[rng.IntN(len(c.proxies))].Reset()
 			time.Sleep(pause(rng) / 4)
 		}
+	}},
+	// The owner alone loses one or two targets, past its IO's wait: it
+	// writes around them (stale marks) while the controller, which still
+	// reaches them and hears them gossip, sees them healthy.
+	{"partition owner from targets", func(c *cluster, rng *rand.Rand) {
+		c.cutFrom(ownerSrc, "the owner", rng.Perm(len(c.proxies))[:1+rng.IntN(2)])
+		time.Sleep(pastLoss(rng))
+	}},
+	// The controller alone loses one or two targets while a third is lost
+	// and its shards rebuilt: the controller's own moves (of the volume
+	// the owner does not map read-write) cannot read or write the cut-off
+	// targets, which it still judges alive by gossip and may pick as
+	// destinations (cut off from two, it has too few shards of some
+	// segments to rebuild them until the heal); the owner reaches them and
+	// writes on.
+	{"partition controller from targets, lose another", func(c *cluster, rng *rand.Rand) {
+		perm := rng.Perm(len(c.proxies))
+		n := 1 + rng.IntN(2)
+		c.cutFrom(ctlSrc, "the controller", perm[:n])
+		c.loseTarget(perm[n])
+		time.Sleep(pause(rng))
 	}},
 }

@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -123,7 +125,9 @@ func (w *workload) record(b int64, v uint64, ok bool) {
 // fresh mapping) and checks it holds its last acknowledged version or one
 // of the failed writes after it; it returns the blocks checked. A block
 // found holding a failed write's version takes it as acknowledged (later
-// reads must agree).
+// reads must agree). Blocks found holding none are reported (errLost) and
+// forgotten, so that the rounds after a failed one check only what they
+// write.
 func (w *workload) verify(ctx context.Context, addr string) (int, error) {
 	c, err := dial(ctx, addr, rwVolume)
 	if err != nil {
@@ -140,24 +144,36 @@ func (w *workload) verify(ctx context.Context, addr string) (int, error) {
 		blocks[b] = true
 	}
 	got := make([]byte, blockSize)
+	var lost []string
 	for b := range blocks {
 		if err := c.ReadAt(ctx, got, b*blockSize); err != nil {
 			return 0, fmt.Errorf("reading block %d: %w", b, err)
 		}
 		allowed := append([]uint64{w.acked[b]}, w.maybe[b]...)
-		match := false
-		for _, v := range allowed {
-			if bytes.Equal(got, content(b, v)) {
-				w.acked[b], match = v, true
-				delete(w.maybe, b)
-				break
-			}
-		}
-		if !match {
-			return 0, fmt.Errorf("%w: block %d (offset %d) holds none of versions %v", errLost, b, b*blockSize, allowed)
+		if !w.match(b, got, allowed) {
+			lost = append(lost, fmt.Sprintf("block %d (offset %d) holds none of versions %v", b, b*blockSize, allowed))
+			delete(w.acked, b)
+			delete(w.maybe, b)
 		}
 	}
+	if len(lost) > 0 {
+		sort.Strings(lost)
+		return len(blocks), fmt.Errorf("%w: %d of %d blocks: %s", errLost, len(lost), len(blocks), strings.Join(lost[:min(len(lost), 5)], "; "))
+	}
 	return len(blocks), nil
+}
+
+// match says whether got is one of the allowed versions of block b, and
+// takes it as b's acknowledged version if so.
+func (w *workload) match(b int64, got []byte, allowed []uint64) bool {
+	for _, v := range allowed {
+		if bytes.Equal(got, content(b, v)) {
+			w.acked[b] = v
+			delete(w.maybe, b)
+			return true
+		}
+	}
+	return false
 }
 
 // roVersion is the version every block of roVolume holds (so its content
@@ -244,7 +260,7 @@ func (r *reader) record(off int64, got []byte, err error) {
 	case !bytes.Equal(got, roContent(off, len(got))):
 		r.failed++
 		if r.wrong == nil {
-			r.wrong = fmt.Errorf("%w: read-only mapping: %d bytes at offset %d differ from the acknowledged content", errLost, len(got), off)
+			r.wrong = fmt.Errorf("%w: read-only mapping: %d bytes at offset %d differ from the acknowledged content", errLostRO, len(got), off)
 		}
 	default:
 		r.ok++
@@ -256,6 +272,14 @@ func (r *reader) wrongRead() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.wrong
+}
+
+// forget forgets the wrong read (after a failed round, whose recovery
+// writes the content again).
+func (r *reader) forget() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.wrong = nil
 }
 
 // verifyRO reads all of roVolume through the export at addr and checks it;
@@ -272,7 +296,7 @@ func verifyRO(ctx context.Context, addr string) (int64, error) {
 			return 0, fmt.Errorf("reading %s at offset %d: %w", roVolume, off, err)
 		}
 		if !bytes.Equal(got, roContent(off, roChunk)) {
-			return 0, fmt.Errorf("%w: %s: %d bytes at offset %d differ from the acknowledged content", errLost, roVolume, roChunk, off)
+			return 0, fmt.Errorf("%w: %s: %d bytes at offset %d differ from the acknowledged content", errLostRO, roVolume, roChunk, off)
 		}
 	}
 	return roSize, nil

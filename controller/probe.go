@@ -17,8 +17,17 @@ import (
 // connection within timeout: the controller's liveness signal for targets
 // that do not gossip. It only connects and closes (no NVMe/TCP exchange).
 func ProbeTCP(timeout time.Duration) func(ctx context.Context, ns *meta.NamespaceRecord) bool {
+	return ProbeTCPFrom(timeout, "")
+}
+
+// ProbeTCPFrom is ProbeTCP with connections leaving from the local IP
+// address hostTraddr (the one the controller's moves use, "": any).
+func ProbeTCPFrom(timeout time.Duration, hostTraddr string) func(ctx context.Context, ns *meta.NamespaceRecord) bool {
 	return func(ctx context.Context, ns *meta.NamespaceRecord) bool {
 		d := net.Dialer{Timeout: timeout}
+		if ip := net.ParseIP(hostTraddr); ip != nil {
+			d.LocalAddr = &net.TCPAddr{IP: ip}
+		}
 		for _, p := range ns.Paths {
 			c, err := d.DialContext(ctx, "tcp", strings.TrimPrefix(p.Addr, "tcp://"))
 			if err == nil {

@@ -45,6 +45,10 @@ type Options struct {
 	// DHCHAPSecret and DHCHAPCtrlSecret authenticate the default mover's
 	// connections to targets that require it (initiator.Options).
 	DHCHAPSecret, DHCHAPCtrlSecret string
+	// HostTraddr is the local IP address the default mover's connections
+	// to targets leave from (volclient.NamespaceOptions.HostTraddr); a
+	// bad one fails New. Default "": the kernel picks by route.
+	HostTraddr string
 	// MetricsAddr is HOST:PORT of the Prometheus metrics listener (port 0:
 	// any). Default "": none.
 	MetricsAddr string
@@ -85,7 +89,11 @@ func New(ctx context.Context, o Options) (*Daemon, error) {
 	if cfg.Store == nil {
 		return nil, fmt.Errorf("controller: no store: %w", meta.ErrInvalid)
 	}
-	nso := volclient.NamespaceOptions{HostNQN: o.HostNQN, DHCHAPSecret: o.DHCHAPSecret, DHCHAPCtrlSecret: o.DHCHAPCtrlSecret}
+	nso := volclient.NamespaceOptions{HostNQN: o.HostNQN, DHCHAPSecret: o.DHCHAPSecret, DHCHAPCtrlSecret: o.DHCHAPCtrlSecret,
+		HostTraddr: o.HostTraddr}
+	if err := nso.Check(); err != nil {
+		return nil, fmt.Errorf("controller: %w", err)
+	}
 	if err := defaults(ctx, &cfg, nso); err != nil {
 		return nil, err
 	}

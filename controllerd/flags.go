@@ -62,8 +62,9 @@ func (f *Flags) AddFlags(fl *pflag.FlagSet) {
 	fl.Float64Var(&f.MinUp, "min-up", d.MinUp, "mark namespaces out only while at least this fraction of hosts is up (fewer suggests the controller is cut off; negative: no guard)")
 	fl.StringVar(&f.API, "api", admin.DefaultSocket, "the gRPC admin API, for admin --controller: a unix socket PATH (mode 0600), or HOST:PORT with --admin-tls-* (\"\": off)")
 	f.AdminTLS.AddFlags(fl, "the controller's")
-	fl.DurationVar(&f.ScrubInterval, "scrub-interval", 7*24*time.Hour, "how often the owner of each checksummed, mapped volume scrubs it (0: never; `admin scrub` starts one now)")
+	fl.DurationVar(&f.ScrubInterval, "scrub-interval", 7*24*time.Hour, "how often the owner of each checksummed, mapped volume scrubs it (0: never; 'admin scrub' starts one now)")
 	fl.StringVar(&f.Metrics, "metrics", "", "HOST:PORT of the Prometheus metrics listener (tasks, volume health; \"\": off)")
+	fl.StringVar(&f.HostTraddr, "host-traddr", "", volclient.HostTraddrUsage)
 	f.DHCHAP.AddFlags(fl)
 	fl.BoolVar(&f.Probe, "probe", d.Probe, "TCP-probe the namespace paths of hosts that do not gossip (false: such hosts are not tracked)")
 	fl.StringVar(&f.GossipHost, "gossip-host", "", "the host name this controller gossips (default: the machine's host name)")
@@ -89,5 +90,5 @@ func (f *Flags) Options(s *meta.Store, hostNQN string, log *slog.Logger) (Option
 		return Options{}, err
 	}
 	return Options{Runner: cfg, HostNQN: hostNQN, MetricsAddr: f.Metrics, DHCHAPSecret: secret, DHCHAPCtrlSecret: ctrl,
-		ScrubInterval: f.ScrubInterval, Gossip: f.Gossip, GossipHost: f.GossipHost, AdminAddr: f.API, AdminTLS: f.AdminTLS}, nil
+		HostTraddr: f.HostTraddr, ScrubInterval: f.ScrubInterval, Gossip: f.Gossip, GossipHost: f.GossipHost, AdminAddr: f.API, AdminTLS: f.AdminTLS}, nil
 }

@@ -27,6 +27,9 @@ type Settings struct {
 	MinUp                     float64
 	Probe                     bool // TCP-probe the paths of hosts that do not gossip
 	Gossip                    bool // the controller is a gossip member
+	// HostTraddr is the local IP address the probes leave from (give
+	// Options.HostTraddr the same for the mover's connections).
+	HostTraddr string
 }
 
 // RunnerConfig turns the settings into the Runner's configuration over s,
@@ -45,7 +48,7 @@ func (st Settings) RunnerConfig(s *meta.Store, log *slog.Logger) (controller.Run
 		Decide: controller.Config{OutAfter: st.OutAfter, MaxMoves: st.MaxMoves, MaxMovesPerNS: st.MaxMovesPerNS, MinUpFraction: st.MinUp},
 		Pacer:  pacer, Health: health.TrackerConfig{Grace: st.Grace}, Logf: logging.Logf(log), OnMove: controller.LogMoves(log)}
 	if st.Probe {
-		cfg.Probe = controller.ProbeTCP(st.ProbeTimeout)
+		cfg.Probe = controller.ProbeTCPFrom(st.ProbeTimeout, st.HostTraddr)
 	}
 	if st.Gossip {
 		cfg.Gossip = controller.NewGossip(nil)

@@ -4,12 +4,19 @@
 // the server process is stopped with SIGSTOP), resume them, reset them, and
 // stall once the client has sent given bytes (to stop a multi-step
 // operation half way).
+//
+// Partition, stall and reset also come per source: PartitionFrom,
+// StallFrom and ResetFrom act only on the connections whose client address
+// is a given IP, so that one client of a server is cut off while the
+// others still reach it (on Linux all of 127/8 is local: clients that bind
+// 127.0.0.2, 127.0.0.3, ... tell themselves apart on one host).
 package faultnet
 
 import (
 	"bytes"
 	"errors"
 	"net"
+	"net/netip"
 	"sync"
 	"time"
 )
@@ -25,9 +32,15 @@ type Proxy struct {
 	dropped bool          // partitioned: connections are closed at once
 	delay   time.Duration // added before forwarding each chunk
 	trigger []byte        // stall after forwarding client bytes containing it
-	conns   map[net.Conn]struct{}
-	closed  bool
-	wg      sync.WaitGroup
+	// srcStalled and srcDropped are the per-source stalls and partitions;
+	// cut counts the connections a per-source partition closed.
+	srcStalled, srcDropped map[netip.Addr]bool
+	cut                    map[netip.Addr]int
+	// conns are both ends of every forwarded connection, by the client's
+	// address.
+	conns  map[net.Conn]netip.Addr
+	closed bool
+	wg     sync.WaitGroup
 }
 
 // New listens on 127.0.0.1:0 and forwards every connection to target.
@@ -36,7 +49,8 @@ func New(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]netip.Addr{},
+		srcStalled: map[netip.Addr]bool{}, srcDropped: map[netip.Addr]bool{}, cut: map[netip.Addr]int{}}
 	p.cond = sync.NewCond(&p.mu)
 	p.wg.Add(1)
 	go p.acceptLoop()
@@ -70,11 +84,20 @@ func (p *Proxy) Stalled() bool {
 	return p.stalled
 }
 
-// Resume moves bytes again.
+// Resume moves bytes again, on every connection.
 func (p *Proxy) Resume() {
 	p.mu.Lock()
 	p.stalled = false
+	clear(p.srcStalled)
 	p.cond.Broadcast()
+	p.mu.Unlock()
+}
+
+// StallFrom stalls the connections from client address src only, new
+// ones included (Resume or Heal end it).
+func (p *Proxy) StallFrom(src netip.Addr) {
+	p.mu.Lock()
+	p.srcStalled[src.Unmap()] = true
 	p.mu.Unlock()
 }
 
@@ -87,6 +110,26 @@ func (p *Proxy) Reset() {
 	p.mu.Unlock()
 }
 
+// ResetFrom closes the open connections from client address src.
+func (p *Proxy) ResetFrom(src netip.Addr) {
+	p.mu.Lock()
+	p.resetFrom(src.Unmap())
+	p.mu.Unlock()
+}
+
+// resetFrom closes the connections from src and returns how many (both
+// ends of each are in conns); p.mu is held.
+func (p *Proxy) resetFrom(src netip.Addr) int {
+	n := 0
+	for c, from := range p.conns {
+		if from == src {
+			c.Close()
+			n++
+		}
+	}
+	return n / 2
+}
+
 // Partition closes every open connection and every new one at once (the
 // client sees its connection reset or refused) until Heal.
 func (p *Proxy) Partition() {
@@ -94,6 +137,25 @@ func (p *Proxy) Partition() {
 	p.dropped = true
 	p.mu.Unlock()
 	p.Reset()
+}
+
+// PartitionFrom partitions the connections from client address src only:
+// they are closed, and new ones from it at once, until Heal; other clients
+// go on.
+func (p *Proxy) PartitionFrom(src netip.Addr) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	src = src.Unmap()
+	p.srcDropped[src] = true
+	p.cut[src] += p.resetFrom(src)
+}
+
+// Cut is how many connections from src its partitions (PartitionFrom)
+// closed, open ones and new ones: whether the client felt them.
+func (p *Proxy) Cut(src netip.Addr) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cut[src.Unmap()]
 }
 
 // Delay holds each chunk d before forwarding it, both ways (0: none).
@@ -108,6 +170,7 @@ func (p *Proxy) Delay(d time.Duration) {
 func (p *Proxy) Heal() {
 	p.mu.Lock()
 	p.dropped, p.delay, p.trigger = false, 0, nil
+	clear(p.srcDropped)
 	p.mu.Unlock()
 	p.Resume()
 }
@@ -144,7 +207,8 @@ func (p *Proxy) acceptLoop() {
 
 func (p *Proxy) serve(c net.Conn) {
 	defer p.wg.Done()
-	if !p.waitMoving() || p.partitioned() {
+	src := sourceOf(c)
+	if !p.waitMoving(src) || p.partitioned(src) {
 		c.Close()
 		return
 	}
@@ -153,12 +217,12 @@ func (p *Proxy) serve(c net.Conn) {
 		c.Close()
 		return
 	}
-	if !p.track(c, s) {
+	if !p.track(c, s, src) {
 		return
 	}
 	var both sync.WaitGroup
-	both.Go(func() { p.pipe(s, c, true) })
-	both.Go(func() { p.pipe(c, s, false) })
+	both.Go(func() { p.pipe(s, c, src, true) })
+	both.Go(func() { p.pipe(c, s, src, false) })
 	both.Wait()
 	p.mu.Lock()
 	delete(p.conns, c)
@@ -166,23 +230,40 @@ func (p *Proxy) serve(c net.Conn) {
 	p.mu.Unlock()
 }
 
-// track registers both ends; false (both closed) when the proxy closed.
-func (p *Proxy) track(c, s net.Conn) bool {
+// sourceOf is the client address of c (the zero Addr if it has none).
+func sourceOf(c net.Conn) netip.Addr {
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		return a.AddrPort().Addr().Unmap()
+	}
+	return netip.Addr{}
+}
+
+// track registers both ends of a connection from src; false (both closed)
+// when the proxy closed or src is partitioned.
+func (p *Proxy) track(c, s net.Conn, src netip.Addr) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed || p.dropped {
+	if p.closed || p.dropped || p.srcDropped[src] {
+		if !p.closed && !p.dropped {
+			p.cut[src]++
+		}
 		c.Close()
 		s.Close()
 		return false
 	}
-	p.conns[c], p.conns[s] = struct{}{}, struct{}{}
+	p.conns[c], p.conns[s] = src, src
 	return true
 }
 
-func (p *Proxy) partitioned() bool {
+// partitioned says whether a new connection from src is to be closed at
+// once (counting it as cut when its source is partitioned).
+func (p *Proxy) partitioned(src netip.Addr) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.dropped
+	if !p.dropped && p.srcDropped[src] {
+		p.cut[src]++
+	}
+	return p.dropped || p.srcDropped[src]
 }
 
 // chunkDelay is the delay in force.
@@ -192,19 +273,21 @@ func (p *Proxy) chunkDelay() time.Duration {
 	return p.delay
 }
 
-// waitMoving blocks while the proxy is stalled; false once it is closed.
-func (p *Proxy) waitMoving() bool {
+// waitMoving blocks while the connections from src are stalled; false once
+// the proxy is closed.
+func (p *Proxy) waitMoving(src netip.Addr) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for p.stalled && !p.closed {
+	for (p.stalled || p.srcStalled[src]) && !p.closed {
 		p.cond.Wait()
 	}
 	return !p.closed
 }
 
-// pipe copies from src to dst, holding each chunk while stalled; fromClient
-// chunks are checked against the StallAfter trigger.
-func (p *Proxy) pipe(dst, src net.Conn, fromClient bool) {
+// pipe copies from src to dst (a connection from client address from),
+// holding each chunk while stalled; fromClient chunks are checked against
+// the StallAfter trigger.
+func (p *Proxy) pipe(dst, src net.Conn, from netip.Addr, fromClient bool) {
 	defer dst.Close()
 	defer src.Close()
 	buf := make([]byte, 32<<10)
@@ -214,7 +297,7 @@ func (p *Proxy) pipe(dst, src net.Conn, fromClient bool) {
 			if d := p.chunkDelay(); d > 0 {
 				time.Sleep(d)
 			}
-			if !p.waitMoving() {
+			if !p.waitMoving(from) {
 				return
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {

@@ -63,7 +63,7 @@ func labelNamespace(ctx context.Context, spec meta.NamespaceSpec, o NamespaceOpt
 		addrs = append(addrs, strings.TrimPrefix(p.Addr, "tcp://"))
 	}
 	dev, err := initiator.Open(ctx, initiator.Options{HostNQN: o.HostNQN, DHCHAPSecret: o.DHCHAPSecret, DHCHAPCtrlSecret: o.DHCHAPCtrlSecret,
-		SubsysNQN: spec.NQN, NSID: spec.NSID, Paths: addrs, IOQueues: 1})
+		HostTraddr: o.HostTraddr, SubsysNQN: spec.NQN, NSID: spec.NSID, Paths: addrs, IOQueues: 1})
 	if err != nil {
 		return 0, false, &ConnectError{fmt.Errorf("connect to %s nsid %d at %s: %w", spec.NQN, spec.NSID, strings.Join(addrs, ","), err)}
 	}

@@ -22,6 +22,10 @@ type NamespaceOptions struct {
 	// DHCHAPSecret and DHCHAPCtrlSecret authenticate to targets that
 	// require it (initiator.Options). Default none.
 	DHCHAPSecret, DHCHAPCtrlSecret string
+	// HostTraddr is the local IP address the connections to targets leave
+	// from (initiator.Options.HostTraddr, nvme-cli's --host-traddr).
+	// Default "": the kernel picks by route.
+	HostTraddr string
 	// IOQueues per path. Default 2.
 	IOQueues int
 	// ControllerLossTimeout is how long IO to an unreachable namespace waits
@@ -63,6 +67,13 @@ type Session struct {
 func NewSession(cluster *meta.ClusterRecord, volume string, epoch int64, fenced func(error)) *Session {
 	sum := sha256.Sum256([]byte(cluster.ID + "/" + volume))
 	return &Session{HostID: initiator.SessionHostID([8]byte(sum[:8]), uint64(epoch)), Epoch: uint64(epoch), Fenced: fenced}
+}
+
+// Check reports what in o cannot work on this host before anything
+// connects: a HostTraddr that is not one of its addresses
+// (initiator.CheckHostTraddr, class blockdev.ErrInvalid).
+func (o NamespaceOptions) Check() error {
+	return initiator.CheckHostTraddr(o.HostTraddr)
 }
 
 func (o *NamespaceOptions) ensureDefaults() {
@@ -327,7 +338,7 @@ func Connect(ctx context.Context, rec *meta.NamespaceRecord, o NamespaceOptions)
 	}
 	return initiator.Open(ctx, initiator.Options{
 		HostNQN: o.HostNQN, HostID: hostID, DHCHAPSecret: o.DHCHAPSecret, DHCHAPCtrlSecret: o.DHCHAPCtrlSecret,
-		SubsysNQN: rec.NQN, NSID: rec.NSID, Paths: paths,
+		HostTraddr: o.HostTraddr, SubsysNQN: rec.NQN, NSID: rec.NSID, Paths: paths,
 		IOQueues: o.IOQueues, ControllerLossTimeout: o.ControllerLossTimeout,
 		ConnectTimeout: o.ConnectTimeout, Logf: o.Logf,
 	})
@@ -371,3 +382,6 @@ func WriteLabel(ctx context.Context, dev blockdev.Device, l meta.Label) error {
 	}
 	return blockdev.WriteFUA(ctx, dev, b, 0)
 }
+
+// HostTraddrUsage is the help of every --host-traddr flag.
+const HostTraddrUsage = "local IP address the connections to targets leave from, as nvme-cli's --host-traddr (pin storage traffic to one NIC; default: by route)"

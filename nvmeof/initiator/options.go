@@ -72,8 +72,14 @@ type Options struct {
 	// instead of a separate response. Default false (flow control on); the
 	// field name keeps the zero value safe for every target.
 	DisableSQFlow bool
+	// HostTraddr is the local IP address the TCP connections leave from,
+	// as nvme-cli's --host-traddr: a host with several NICs pins its
+	// storage traffic to one. Default "": the kernel picks by route. Used
+	// by the default Dialer only; CheckHostTraddr says whether this host
+	// has the address.
+	HostTraddr string
 	// Dialer dials the TCP connections. Default a net.Dialer with KeepAlive
-	// on and ConnectTimeout.
+	// on, ConnectTimeout and HostTraddr.
 	Dialer Dialer
 	// Logf, when set, receives path events (connect, loss, ANA changes).
 	Logf func(format string, args ...any)
@@ -102,7 +108,11 @@ func (o *Options) EnsureDefaults() {
 	setDefault(&o.IOTimeout, 30*time.Second)
 	setDefault(&o.ConnectTimeout, 10*time.Second)
 	if o.Dialer == nil {
-		o.Dialer = &net.Dialer{Timeout: o.ConnectTimeout, KeepAlive: 15 * time.Second}
+		d := &net.Dialer{Timeout: o.ConnectTimeout, KeepAlive: 15 * time.Second}
+		if ip := net.ParseIP(o.HostTraddr); ip != nil {
+			d.LocalAddr = &net.TCPAddr{IP: ip}
+		}
+		o.Dialer = d
 	}
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
@@ -138,6 +148,8 @@ func (o *Options) Validate() error {
 		err = errors.New("timeouts must be positive")
 	case o.MaxInCapsule < -1:
 		err = fmt.Errorf("MaxInCapsule %d below -1", o.MaxInCapsule)
+	case o.HostTraddr != "" && net.ParseIP(o.HostTraddr) == nil:
+		err = fmt.Errorf("HostTraddr %q is not an IP address", o.HostTraddr)
 	}
 	if err == nil {
 		err = validatePaths(o.Paths)
@@ -149,6 +161,25 @@ func (o *Options) Validate() error {
 		return blockdev.Mark(fmt.Errorf("initiator options: %w", err), blockdev.ErrInvalid)
 	}
 	return nil
+}
+
+// CheckHostTraddr says whether addr (an IP address, "" for none) can be the
+// source of the connections: it binds a TCP socket to it. An address that
+// does not parse, or that no interface of this host has, is an error of
+// class blockdev.ErrInvalid that names it.
+func CheckHostTraddr(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	ip := net.ParseIP(addr)
+	if ip == nil {
+		return blockdev.Mark(fmt.Errorf("host traddr %q is not an IP address", addr), blockdev.ErrInvalid)
+	}
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: ip})
+	if err != nil {
+		return blockdev.Mark(fmt.Errorf("host traddr %s is not an address of this host: %w", addr, err), blockdev.ErrInvalid)
+	}
+	return ln.Close()
 }
 
 func validatePaths(paths []string) error {

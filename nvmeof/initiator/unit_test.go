@@ -146,6 +146,7 @@ func TestOptionsValidate(t *testing.T) {
 		"kato short":   func(o *Options) { o.KATO = time.Millisecond },
 		"nsid all":     func(o *Options) { o.NSID = 0xFFFFFFFF },
 		"capsule < -1": func(o *Options) { o.MaxInCapsule = -2 },
+		"traddr name":  func(o *Options) { o.HostTraddr = "eth0" },
 	}
 	for name, mut := range bad {
 		o := good

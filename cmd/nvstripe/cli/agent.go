@@ -6,6 +6,7 @@ import (
 	"github.com/nvstripe/nvstripe/agent"
 	"github.com/nvstripe/nvstripe/config"
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/volclient"
 )
 
 // newAgentCmd is `nvstripe agent`: the node daemon, in the foreground.
@@ -47,6 +48,7 @@ func newAgentCmd(g *globals) *cobra.Command {
 	a.AddFlags(c.PersistentFlags())
 	o.AddFlags(c.Flags())
 	c.Flags().StringVar(&o.Namespaces.HostNQN, "host-nqn", "", hostNQNUsage)
+	c.Flags().StringVar(&o.Namespaces.HostTraddr, "host-traddr", "", volclient.HostTraddrUsage)
 	nf.AddFlags(c.Flags())
 	return c
 }

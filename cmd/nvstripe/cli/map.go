@@ -8,6 +8,7 @@ import (
 	"github.com/nvstripe/nvstripe/config"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/nbd"
+	"github.com/nvstripe/nvstripe/volclient"
 )
 
 // newMapCmd is `nvstripe map`: serve a volume in the foreground, or ask the
@@ -55,6 +56,7 @@ func newMapCmd(g *globals) *cobra.Command {
 	f.AddFlags(fl)
 	fl.StringVar(&sock, "agent", "", "ask the agent on this unix socket to map it (default: serve in the foreground)")
 	fl.StringVar(&f.Foreground.Agent.Namespaces.HostNQN, "host-nqn", "", hostNQNUsage+"; with --agent the agent's")
+	fl.StringVar(&f.Foreground.Agent.Namespaces.HostTraddr, "host-traddr", "", volclient.HostTraddrUsage)
 	return c
 }
 
