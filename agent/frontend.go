@@ -32,9 +32,11 @@ type frontend interface {
 	// was called). nil: it never stops by itself.
 	ended() <-chan struct{}
 	// resize tells the frontend's clients that the served device now has
-	// size bytes (it grew). NBD listeners and FUSE files read the size
-	// anew (at the next handshake, on the next stat); a kernel nbd device
-	// is told.
+	// size bytes (it grew). NBD listeners read the size anew at the next
+	// handshake; a kernel nbd device is told; a FUSE file's size is read
+	// anew once the kernel's cached attributes expire (package fuse's
+	// attribute timeout, a minute: fuse cannot invalidate them yet); a
+	// ublk device keeps its size (ublkDevice.resize).
 	resize(size int64) error
 }
 
