@@ -44,6 +44,7 @@ func TestResizeReachesMapping(t *testing.T) {
 	if err := dev.WriteAt(ctx, tail, envVolSize); !errors.Is(err, blockdev.ErrOutOfRange) {
 		t.Fatalf("write past the end before the resize: %v, want ErrOutOfRange", err)
 	}
+	waitWatching(t)
 	const grown = 2 * envVolSize
 	if _, err := e.store.ResizeVolume(ctx, "v", grown); err != nil {
 		t.Fatal(err)
@@ -164,8 +165,7 @@ func TestResizeAfterOutageWithCompaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	dev := served(t, a, "v")
-	// clientv3's Watch returns once etcd has created the watch: then it runs.
-	waitFor(t, "the record's watch", func() bool { return strings.Contains(sizeFollowers(), "meta.watchKeys") })
+	waitWatching(t)
 	e.proxy.cut()
 	if _, err := e.store.ResizeVolume(ctx, "v", 2*envVolSize); err != nil {
 		t.Fatal(err)
@@ -177,6 +177,15 @@ func TestResizeAfterOutageWithCompaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "a later resize", func() bool { return dev.Size() == 3*envVolSize })
+}
+
+// waitWatching waits until the record of a mapped volume is watched:
+// clientv3's Watch returns, and meta's goroutine runs, once etcd has
+// created the watch. A resize committed after it comes through the watch,
+// not the mapping's first read.
+func waitWatching(t *testing.T) {
+	t.Helper()
+	waitFor(t, "the record's watch", func() bool { return strings.Contains(sizeFollowers(), "meta.watchKeys") })
 }
 
 // sizeFollowers returns the stacks of the goroutines that follow a
