@@ -33,10 +33,10 @@ type frontend interface {
 	ended() <-chan struct{}
 	// resize tells the frontend's clients that the served device now has
 	// size bytes (it grew). NBD listeners read the size anew at the next
-	// handshake; a kernel nbd device is told; a FUSE file's size is read
-	// anew once the kernel's cached attributes expire (package fuse's
-	// attribute timeout, a minute: fuse cannot invalidate them yet); a
-	// ublk device keeps its size (ublkDevice.resize).
+	// handshake; a kernel nbd device is told; the kernel drops what it
+	// cached of a FUSE file's attributes (fuse.FS.Resized: the next stat
+	// shows the size; a loop device over the file takes it at losetup
+	// --set-capacity); a ublk device keeps its size (ublkDevice.resize).
 	resize(size int64) error
 }
 
@@ -217,7 +217,9 @@ func mountFUSE(spec Spec, dev blockdev.Device, logf func(string, ...any)) (*fuse
 func (f *fuseMount) url() string            { return f.file }
 func (f *fuseMount) where() string          { return f.dir }
 func (f *fuseMount) ended() <-chan struct{} { return nil }
-func (f *fuseMount) resize(int64) error     { return nil }
+func (f *fuseMount) resize(int64) error {
+	return f.fs.Resized(filepath.Base(f.file))
+}
 func (f *fuseMount) close() error {
 	if err := f.fs.Unmount(); err != nil {
 		return fmt.Errorf("unmounting %s (is %s still in use, e.g. by a loop device?): %w", f.dir, f.file, err)

@@ -75,14 +75,18 @@ func TestResizeReachesMapping(t *testing.T) {
 	waitFor(t, "the record's followers to end after unmap", func() bool { return sizeFollowers() == "" })
 }
 
-// TestResizeReachesFUSE: a FUSE file's stat shows the grown size, also
-// when it was stat'ed before the resize.
+// TestResizeReachesFUSE: once the mapping has told its FUSE mount of a
+// resize, the file's stat shows the grown size at once, also when it was
+// stat'ed before (the kernel keeps attributes a minute), and the file
+// takes writes past the old end.
 func TestResizeReachesFUSE(t *testing.T) {
 	needFUSE(t)
-	t.Skip("package fuse cannot yet invalidate the attributes the kernel keeps for a minute (FUSE_NOTIFY_INVAL_INODE): stat shows a resize up to a minute late")
 	e := newAgentEnv(t)
 	ctx := context.Background()
-	a := e.newAgent(t, noPoll(e.options(t, "")))
+	logs := &logLines{t: t}
+	o := noPoll(e.options(t, ""))
+	o.Logf = logs.logf
+	a := e.newAgent(t, o)
 	m, err := a.Map(ctx, Spec{Volume: "v", Via: ViaFUSE, Where: filepath.Join(t.TempDir(), "mnt")})
 	if err != nil {
 		t.Fatal(err)
@@ -94,10 +98,23 @@ func TestResizeReachesFUSE(t *testing.T) {
 	if _, err := e.store.ResizeVolume(ctx, "v", grown); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "stat to show the grown size", func() bool {
-		fi, err := os.Stat(m.Url)
-		return err == nil && fi.Size() == grown
-	})
+	waitFor(t, "the mapping to tell its mount", func() bool { return logs.has("has the new size") })
+	if fi, err := os.Stat(m.Url); err != nil || fi.Size() != grown {
+		t.Fatalf("stat once the mount was told: %v, %v; want %d bytes", fi, err, grown)
+	}
+	f, err := os.OpenFile(m.Url, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tail := bytes.Repeat([]byte{0x5a}, 4096)
+	if _, err := f.WriteAt(tail, envVolSize); err != nil {
+		t.Fatalf("write past the old end: %v", err)
+	}
+	got := make([]byte, len(tail))
+	if _, err := f.ReadAt(got, envVolSize); err != nil || !bytes.Equal(got, tail) {
+		t.Fatalf("read past the old end: %v, equal %v", err, bytes.Equal(got, tail))
+	}
 }
 
 // TestResizeAfterBrokenWatch: the first watch of the record starts from a
