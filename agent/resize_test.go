@@ -170,18 +170,21 @@ func (c *compactingRecords) VolumeRev(ctx context.Context, name string) (*meta.V
 // TestResizeAfterOutageWithCompaction: the agent is cut off etcd while the
 // volume is grown and etcd's history compacted, so that the watches it
 // had end with an error once etcd is back (the record's, and the owner
-// key's: the mapping is fenced and taken again). The resize made while it
-// was cut off arrives, and so does a later one.
+// key's: the owner reads its key again and keeps the volume, same epoch).
+// The resize made while it was cut off arrives, and so does a later one.
 func TestResizeAfterOutageWithCompaction(t *testing.T) {
 	e := newAgentEnvProxied(t)
 	ctx := context.Background()
+	logs := &logLines{t: t}
 	o := noPoll(e.options(t, ""))
 	o.Store = e.proxied // default lease TTL, 10s: outlives the cut
+	o.Logf = logs.logf
 	a := e.newAgent(t, o)
 	if _, err := a.Map(ctx, Spec{Volume: "v", Via: ViaNBDListen, Where: "127.0.0.1:0"}); err != nil {
 		t.Fatal(err)
 	}
 	dev := served(t, a, "v")
+	before := rwEpoch(t, e.store, "v")
 	waitWatching(t)
 	e.proxy.cut()
 	if _, err := e.store.ResizeVolume(ctx, "v", 2*envVolSize); err != nil {
@@ -194,6 +197,19 @@ func TestResizeAfterOutageWithCompaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "a later resize", func() bool { return dev.Size() == 3*envVolSize })
+	if after := rwEpoch(t, e.store, "v"); after != before || logs.has("fenced") {
+		t.Fatalf("owner epoch %d before the outage, %d after; log:\n%s", before, after, logs)
+	}
+}
+
+// rwEpoch returns the epoch of volume v's read-write owner.
+func rwEpoch(t *testing.T, s *meta.Store, v string) int64 {
+	t.Helper()
+	owners, err := s.Owners(context.Background(), v)
+	if err != nil || len(owners) != 1 {
+		t.Fatalf("owners of %s: %+v, %v", v, owners, err)
+	}
+	return owners[0].Epoch
 }
 
 // waitWatching waits until the record of a mapped volume is watched:

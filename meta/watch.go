@@ -106,8 +106,8 @@ func watchKeys[E any](ctx context.Context, s *Store, key string, prefix bool, fr
 		defer close(out)
 		defer cancel()
 		for wr := range wch {
-			if err := wr.Err(); err != nil {
-				send(ctx, out, fail(fmt.Errorf("watch %s: %w", key, s.wrap("watch", err))))
+			if wr.Err() != nil {
+				send(ctx, out, fail(s.watchErr(watchOp(key, fromRev), wr)))
 				return
 			}
 			for _, ev := range wr.Events {
@@ -117,6 +117,14 @@ func watchKeys[E any](ctx context.Context, s *Store, key string, prefix bool, fr
 			}
 		}
 	}()
+}
+
+// watchOp names a watch of key after revision fromRev in errors.
+func watchOp(key string, fromRev int64) string {
+	if fromRev > 0 {
+		return fmt.Sprintf("watch %s after revision %d", key, fromRev)
+	}
+	return "watch " + key
 }
 
 func send[E any](ctx context.Context, out chan<- E, e E) bool {

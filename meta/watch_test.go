@@ -2,7 +2,11 @@ package meta
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
+
+	"github.com/nvstripe/nvstripe/meta/metatest"
 )
 
 // TestWatchVolume: a watch from VolumeRev's revision delivers a resize
@@ -70,5 +74,33 @@ func TestPutTaskIf(t *testing.T) {
 	}
 	if got, err := s.StartScrub(ctx, "c"); err != nil || got.Holder != "node-1" || got.State != TaskRunning {
 		t.Fatalf("StartScrub of a running scrub: %+v %v", got, err)
+	}
+}
+
+// TestWatchCompactedNamesRevisions: a watch from a compacted revision
+// fails with ErrCompacted, naming the revision it was to start after and
+// the one etcd compacted up to (not "revision 0").
+func TestWatchCompactedNamesRevisions(t *testing.T) {
+	ctx := testCtx(t)
+	eps := metatest.Start(t) // compaction is etcd-wide: not the shared server
+	s, err := Open(ctx, Config{Endpoints: eps, Cluster: "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	populate(t, s, 3, 1, 4)
+	addVolume(t, s, "v", 2, 1, 1)
+	_, rev, err := s.VolumeRev(ctx, "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ResizeVolume(ctx, "v", 4*testSlot); err != nil {
+		t.Fatal(err)
+	}
+	compacted := metatest.Compact(t, eps)
+	ev := <-s.WatchVolume(ctx, "v", rev)
+	want := fmt.Sprintf("after revision %d: etcd compacted its history up to revision %d", rev, compacted)
+	if !errors.Is(ev.Err, ErrCompacted) || !strings.Contains(ev.Err.Error(), want) || strings.Contains(ev.Err.Error(), "revision 0") {
+		t.Fatalf("watch from a compacted revision: %v; want ErrCompacted saying %q", ev.Err, want)
 	}
 }
