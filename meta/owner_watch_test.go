@@ -198,7 +198,7 @@ func TestOwnerFencedAfterCompactedWatch(t *testing.T) {
 // while its lease is renewed: the ownership ends once the key could not be
 // read within the TTL less the margin, as without renewals.
 func TestOwnerFencedWhenKeyUnreadable(t *testing.T) {
-	c := newCutOwner(t, 3*time.Second)
+	c := newCutOwner(t, 9*time.Second) // renewals every 3s: slack for the reconnection
 	rev := c.breakWatch(t, func() { c.reads.fail.Store(true) })
 	waitDone(t, c.o.Context(), "with the key unreadable")
 	compactedCause(t, c.o, rev, "could not be read again within the TTL less the safety margin (read the owner key: ")
