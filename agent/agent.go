@@ -72,6 +72,13 @@ type Options struct {
 	// a warning (at most one a minute per volume) while a volume serves IO
 	// degraded. Default: discard.
 	Log *slog.Logger
+
+	// sizePoll is how often a mapping reads its volume's record besides
+	// watching it (resize.go). Default sizePollEvery.
+	sizePoll time.Duration
+	// records is where mappings read and watch their volume's record.
+	// Default Store.
+	records volumeRecords
 }
 
 // degradedWarnEvery is the least time between two warnings that a volume
@@ -87,6 +94,12 @@ func (o *Options) ensureDefaults() {
 	}
 	if o.RetryInterval == 0 {
 		o.RetryInterval = time.Second
+	}
+	if o.sizePoll == 0 {
+		o.sizePoll = sizePollEvery
+	}
+	if o.records == nil && o.Store != nil {
+		o.records = o.Store
 	}
 	if o.Metrics == nil {
 		o.Metrics = NewMetrics()

@@ -24,6 +24,7 @@ import (
 // registered and labelled, and a 2+1 volume "v" of envVolSize bytes.
 type agentEnv struct {
 	store  *meta.Store
+	eps    []string // etcd's endpoints
 	faults []*faultdev.Dev
 	nsIDs  []string
 	// proxy and proxied are set by newAgentEnvProxied.
@@ -130,7 +131,7 @@ func (e *agentEnv) setUp(t *testing.T, endpoints []string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	e.store = store
+	e.store, e.eps = store, endpoints
 	c, err := store.InitCluster(ctx, meta.InitOptions{SlotSize: envSlotSize})
 	if err != nil {
 		t.Fatal(err)

@@ -32,9 +32,11 @@ type frontend interface {
 	// was called). nil: it never stops by itself.
 	ended() <-chan struct{}
 	// resize tells the frontend's clients that the served device now has
-	// size bytes (it grew). NBD listeners and FUSE files read the size
-	// anew (at the next handshake, on the next stat); a kernel nbd device
-	// is told.
+	// size bytes (it grew). NBD listeners read the size anew at the next
+	// handshake; a kernel nbd device is told; the kernel drops what it
+	// cached of a FUSE file's attributes (fuse.FS.Resized: the next stat
+	// shows the size; a loop device over the file takes it at losetup
+	// --set-capacity); a ublk device keeps its size (ublkDevice.resize).
 	resize(size int64) error
 }
 
@@ -215,7 +217,9 @@ func mountFUSE(spec Spec, dev blockdev.Device, logf func(string, ...any)) (*fuse
 func (f *fuseMount) url() string            { return f.file }
 func (f *fuseMount) where() string          { return f.dir }
 func (f *fuseMount) ended() <-chan struct{} { return nil }
-func (f *fuseMount) resize(int64) error     { return nil }
+func (f *fuseMount) resize(int64) error {
+	return f.fs.Resized(filepath.Base(f.file))
+}
 func (f *fuseMount) close() error {
 	if err := f.fs.Unmount(); err != nil {
 		return fmt.Errorf("unmounting %s (is %s still in use, e.g. by a loop device?): %w", f.dir, f.file, err)

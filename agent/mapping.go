@@ -42,7 +42,7 @@ type mapping struct {
 	opened    *volclient.Mapped
 	dev       *servedDev
 	front     frontend
-	frontSize int64 // the size the frontend was last told (checkSize)
+	frontSize int64 // the size the frontend was last told (grow)
 	stopWatch chan struct{}
 	watchDone chan struct{}
 	// stopTasks ends ServeTasks (read-write mappings); tasksDone is closed
@@ -152,15 +152,18 @@ func (mp *mapping) serveTasks(m *volclient.Mapped, pacer *controller.Pacer) {
 	}()
 }
 
-// watch fences the mapping when its lease is lost, marks idle segments
-// clean every CleanInterval and follows the volume's growth (checkSize),
-// until stop is closed.
+// watch fences the mapping when its lease is lost and marks idle segments
+// clean every CleanInterval, until stop is closed; meanwhile followSize
+// follows the volume's growth.
 func (mp *mapping) watch(m *volclient.Mapped, dev *servedDev, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Go(func() { mp.followSize(ctx, m) })
 	tick := time.NewTicker(mp.a.o.CleanInterval)
 	defer tick.Stop()
-	sizeTick := time.NewTicker(sizeCheckEvery)
-	defer sizeTick.Stop()
 	var seen int64 // writes seen at the last tick
 	pending := false
 	for {
@@ -182,8 +185,6 @@ func (mp *mapping) watch(m *volclient.Mapped, dev *servedDev, stop <-chan struct
 			mp.mu.Unlock()
 			mp.a.logf("%s fenced: %v; taking it again once etcd answers", m.Record.Name, cause)
 			return
-		case <-sizeTick.C:
-			mp.checkSize(m)
 		case <-tick.C:
 			if w := dev.Writes.Load(); w != seen {
 				seen, pending = w, true // written since the last tick: not idle

@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -53,7 +54,9 @@ type Options struct {
 	// any). Default "": none.
 	MetricsAddr string
 	// ScrubInterval is how often every checksummed volume mapped
-	// read-write is scrubbed by its owner (scrub.go). Default 0: never.
+	// read-write is scrubbed by its owner (scrub.go). Every controller
+	// checks, every tenth of it (at most an hour); a scrub starts once
+	// however many do. Default 0: never.
 	ScrubInterval time.Duration
 	// Gossip, when Gossip.Addr is set, puts the daemon in the health
 	// gossip pool (Runner.Gossip, from Settings.Gossip, takes its events)
@@ -69,16 +72,20 @@ type Options struct {
 
 // Daemon is a controller daemon: its Runner and its metrics listener.
 type Daemon struct {
-	runner  *controller.Runner
-	holder  string
-	store   *meta.Store
-	scrub   time.Duration // Options.ScrubInterval
-	logf    func(string, ...any)
-	metrics net.Listener // nil without one
-	http    *http.Server
-	gossip  *pool.Member // nil without one
-	admin   string       // admin API address, "" without one
-	stopAPI func()       // stops the admin API; nil without one
+	runner *controller.Runner
+	holder string
+	store  *meta.Store
+	scrub  time.Duration // Options.ScrubInterval
+	// scrubCheck is how often the scrub schedule checks; scrubPasses
+	// counts its checks (tests wait on it).
+	scrubCheck  time.Duration
+	scrubPasses atomic.Int64
+	logf        func(string, ...any)
+	metrics     net.Listener // nil without one
+	http        *http.Server
+	gossip      *pool.Member // nil without one
+	admin       string       // admin API address, "" without one
+	stopAPI     func()       // stops the admin API; nil without one
 
 	closeOnce sync.Once
 }
@@ -101,7 +108,7 @@ func New(ctx context.Context, o Options) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Daemon{runner: r, holder: cfg.Holder, store: cfg.Store, scrub: o.ScrubInterval, logf: cfg.Logf}
+	d := &Daemon{runner: r, holder: cfg.Holder, store: cfg.Store, scrub: o.ScrubInterval, scrubCheck: min(o.ScrubInterval/10, time.Hour), logf: cfg.Logf}
 	if d.logf == nil {
 		d.logf = func(string, ...any) {}
 	}
@@ -232,9 +239,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 		var wg sync.WaitGroup
 		defer wg.Wait()
 		defer stop()
-		// Every controller checks; starting a scrub that is due is
-		// idempotent (one task per volume), so no leadership is needed.
-		wg.Go(func() { scheduleScrubs(sctx, d.store, d.scrub, min(d.scrub/10, time.Hour), d.logf) })
+		// Every controller checks, leading or not: a scrub that is due
+		// starts once however many do (scrub.go).
+		wg.Go(func() { d.scheduleScrubs(sctx) })
 	}
 	return d.runner.Run(ctx)
 }

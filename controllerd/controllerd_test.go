@@ -28,8 +28,16 @@ func TestNewNeedsStore(t *testing.T) {
 // leads nowhere.
 func newStore(t *testing.T) *meta.Store {
 	t.Helper()
+	s, _ := newStoreEps(t)
+	return s
+}
+
+// newStoreEps is newStore that also returns etcd's endpoints.
+func newStoreEps(t *testing.T) (*meta.Store, []string) {
+	t.Helper()
 	ctx := context.Background()
-	s, err := meta.Open(ctx, meta.Config{Endpoints: metatest.Start(t)})
+	eps := metatest.Start(t)
+	s, err := meta.Open(ctx, meta.Config{Endpoints: eps})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +52,7 @@ func newStore(t *testing.T) *meta.Store {
 		Paths: []meta.PathRecord{{Addr: "tcp://127.0.0.1:1", ANAGroup: 1, ANAState: meta.ANAOptimized}}}); err != nil {
 		t.Fatal(err)
 	}
-	return s
+	return s, eps
 }
 
 func scrape(url string) string {

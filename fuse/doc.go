@@ -17,8 +17,10 @@
 // FALLOC_FL_PUNCH_HOLE calls Device.Trim on the whole blocks and zeroes the
 // partial ones, FALLOC_FL_ZERO_RANGE calls Device.WriteZeroes the same way,
 // plain fallocate inside the file succeeds without doing anything. The size
-// is fixed: truncating to another size fails with EINVAL, writes at or past
-// the end fail with ENOSPC (a write crossing the end is cut short). Device
+// is the device's: truncating to another size fails with EINVAL, writes at
+// or past the end fail with ENOSPC (a write crossing the end is cut short).
+// A device that grows must be announced with FS.Resized, or the kernel shows
+// the old size for up to a minute (it caches attributes). Device
 // errors map to EIO, except blockdev.ErrFenced (EPERM) and ErrOutOfRange
 // (ENOSPC for writes, EINVAL otherwise).
 //

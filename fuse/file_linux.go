@@ -26,6 +26,7 @@ type fileNode struct {
 	bio  *blockdev.ByteIO
 	name string
 	opts *Options
+	told int64 // the size the kernel was last told of (FS.Resized, under FS.mu)
 }
 
 var (

@@ -4,8 +4,13 @@ package fuse
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -25,6 +30,8 @@ const (
 type FS struct {
 	dir    string
 	server *gofuse.Server
+	root   *rootNode
+	mu     sync.Mutex // serialises Resized
 }
 
 // Mount shows each device of files as dir/NAME and serves the mount in the
@@ -39,7 +46,7 @@ func Mount(dir string, files map[string]blockdev.Device, opts *Options) (*FS, er
 		o = *opts
 	}
 	o.ensureDefaults()
-	root := &rootNode{files: files, opts: o}
+	root := newRoot(files, o)
 	timeout := attrTimeout
 	fsOpts := &fs.Options{
 		MountOptions: gofuse.MountOptions{
@@ -60,8 +67,45 @@ func Mount(dir string, files map[string]blockdev.Device, opts *Options) (*FS, er
 	if err != nil {
 		return nil, fmt.Errorf("fuse: mount %s: %w", dir, err)
 	}
-	return &FS{dir: dir, server: server}, nil
+	return &FS{dir: dir, server: server, root: root}, nil
 }
+
+// Resized tells the kernel that the device of file name changed its size
+// since Mount or the last Resized. The kernel keeps a file's attributes
+// (its size among them) for a minute, so without this a stat would show
+// the old size until then, and an asynchronous direct read (a loop device's
+// IO) would be cut at the old end. Resized drops the attributes the kernel
+// holds, and with them any page it caches from the page holding the old end
+// on (a last page it filled with zeros past the old end), keeping the pages
+// before, whose data did not change; then it stats the file once, so that
+// the kernel holds the new size at once.
+func (m *FS) Resized(name string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f := m.root.node(name)
+	if f == nil {
+		return fmt.Errorf("fuse: resized %q: no such file in %s: %w", name, m.dir, blockdev.ErrInvalid)
+	}
+	size := f.dev.Size()
+	from := min(f.told, size)
+	// ENOENT: the kernel holds no inode for the file (it was never looked
+	// up, or forgotten), so nothing of it is cached.
+	if errno := f.NotifyContent(from, 0); errno != 0 && errno != syscall.ENOENT {
+		return fmt.Errorf("fuse: invalidating the kernel's attributes of %s: %w", name, errno)
+	}
+	f.told = size
+	fi, err := os.Stat(filepath.Join(m.dir, name))
+	if err != nil {
+		return fmt.Errorf("fuse: reading the new size of %s: %w", name, err)
+	}
+	if fi.Size() < size {
+		return fmt.Errorf("fuse: the kernel shows %s at %d bytes after the resize to %d: %w", name, fi.Size(), size, errStale)
+	}
+	return nil
+}
+
+// errStale: the kernel kept a size it was told to drop.
+var errStale = errors.New("fuse: stale attributes")
 
 // Dir returns the mount point.
 func (m *FS) Dir() string { return m.dir }
@@ -81,7 +125,26 @@ func (m *FS) Unmount() error {
 type rootNode struct {
 	fs.Inode
 	files map[string]blockdev.Device
+	nodes []*fileNode // in name order
 	opts  Options
+}
+
+func newRoot(files map[string]blockdev.Device, o Options) *rootNode {
+	r := &rootNode{files: files, opts: o}
+	for name, d := range files {
+		r.nodes = append(r.nodes, &fileNode{dev: d, bio: blockdev.NewByteIO(d), name: name, opts: &r.opts, told: d.Size()})
+	}
+	slices.SortFunc(r.nodes, func(a, b *fileNode) int { return strings.Compare(a.name, b.name) })
+	return r
+}
+
+// node returns the file named name, or nil.
+func (r *rootNode) node(name string) *fileNode {
+	i, ok := slices.BinarySearchFunc(r.nodes, name, func(f *fileNode, name string) int { return strings.Compare(f.name, name) })
+	if !ok {
+		return nil
+	}
+	return r.nodes[i]
 }
 
 var _ = (fs.NodeOnAdder)((*rootNode)(nil))
@@ -89,15 +152,9 @@ var _ = (fs.NodeStatfser)((*rootNode)(nil))
 
 // OnAdd creates the files, in name order (stable inode numbers).
 func (r *rootNode) OnAdd(ctx context.Context) {
-	names := make([]string, 0, len(r.files))
-	for name := range r.files {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for i, name := range names {
-		f := &fileNode{dev: r.files[name], bio: blockdev.NewByteIO(r.files[name]), name: name, opts: &r.opts}
+	for i, f := range r.nodes {
 		ch := r.NewPersistentInode(ctx, f, fs.StableAttr{Mode: syscall.S_IFREG, Ino: uint64(i + 2)})
-		r.AddChild(name, ch, false)
+		r.AddChild(f.name, ch, false)
 	}
 }
 

@@ -20,3 +20,6 @@ func (m *FS) Dir() string { return "" }
 
 // Unmount does nothing.
 func (m *FS) Unmount() error { return nil }
+
+// Resized does nothing.
+func (m *FS) Resized(name string) error { return nil }

@@ -3,6 +3,7 @@
 package fuse
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -158,4 +159,41 @@ func mountNoCleanup(t *testing.T, files map[string]blockdev.Device) (*FS, string
 		}
 	})
 	return m, dir
+}
+
+// TestLoopResize: a loop device over a FUSE file takes the grown size at
+// losetup --set-capacity once Resized has told the kernel, and reads the
+// device past its old end.
+func TestLoopResize(t *testing.T) {
+	requireFUSE(t)
+	if _, err := exec.LookPath("losetup"); err != nil {
+		t.Skipf("losetup not installed: %v", err)
+	}
+	const old, grown = 4 << 20, 8 << 20
+	dev, data := growable(t, old, grown)
+	fsys, dir := mountNoCleanup(t, map[string]blockdev.Device{"vol": dev})
+	_, loop, undo := loopMount(t, filepath.Join(dir, "vol"))
+	if got := sh(t, "blockdev", "--getsize64", loop); got != fmt.Sprint(old) {
+		t.Fatalf("%s: %s bytes before the resize, want %d", loop, got, old)
+	}
+	dev.Resize(grown)
+	if err := fsys.Resized("vol"); err != nil {
+		t.Fatal(err)
+	}
+	sh(t, "losetup", "--set-capacity", loop)
+	if got := sh(t, "blockdev", "--getsize64", loop); got != fmt.Sprint(grown) {
+		t.Fatalf("%s: %s bytes after the resize, want %d", loop, got, grown)
+	}
+	f, err := os.OpenFile(loop, os.O_RDONLY|syscall.O_DIRECT, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := alignedBuf(1 << 20)
+	n, err := f.ReadAt(got, old-4096)
+	f.Close()
+	if n != len(got) || !bytes.Equal(got, data[old-4096:old-4096+len(got)]) {
+		t.Fatalf("read of %s across the old end: %d bytes, %v", loop, n, err)
+	}
+	undo()
+	unmountRetry(t, fsys)
 }

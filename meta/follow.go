@@ -123,8 +123,8 @@ func (m *VolumeMap) waitReaders(ctx context.Context, rev int64) error {
 	defer cancel()
 	wch := m.s.cli.Watch(wctx, m.s.keys.ownersRO(m.name), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
 	for wr := range wch {
-		if err := wr.Err(); err != nil {
-			return m.s.wrap("watch readers of "+m.name, err)
+		if wr.Err() != nil {
+			return m.s.watchErr("watch readers of "+m.name, wr)
 		}
 		if len(wr.Events) > 0 {
 			return nil

@@ -81,6 +81,13 @@ const testSlot = 64 << 10 // MinSlotSize keeps the test clusters tiny
 func setup(t testing.TB, hosts, per int, slots int64) *Store {
 	t.Helper()
 	s := newStore(t)
+	populate(t, s, hosts, per, slots)
+	return s
+}
+
+// populate initializes s's cluster as setup does.
+func populate(t testing.TB, s *Store, hosts, per int, slots int64) {
+	t.Helper()
 	ctx := testCtx(t)
 	if _, err := s.InitCluster(ctx, InitOptions{SlotSize: testSlot}); err != nil {
 		t.Fatal(err)
@@ -98,7 +105,6 @@ func setup(t testing.TB, hosts, per int, slots int64) *Store {
 			}
 		}
 	}
-	return s
 }
 
 // addVolume creates a volume of segs segments of layout k+m.

@@ -192,8 +192,21 @@ func (s *Store) wrap(op string, err error) error {
 	if isUnavailable(err) {
 		return fmt.Errorf("%s: %w", op, unreachable(s.cfg.Endpoints, err))
 	}
-	if errors.Is(err, rpctypes.ErrCompacted) {
+	if errors.Is(err, rpctypes.ErrCompacted) && s.rev != 0 {
 		return fmt.Errorf("%s at revision %d: %w: %w", op, s.rev, ErrCompacted, err)
 	}
+	if errors.Is(err, rpctypes.ErrCompacted) {
+		return fmt.Errorf("%s: %w: %w", op, ErrCompacted, err)
+	}
 	return fmt.Errorf("%s: %w", op, err)
+}
+
+// watchErr is wrap for a watch response that ended the watch: one that
+// failed because etcd compacted the revisions it was to deliver names the
+// revision etcd compacted up to.
+func (s *Store) watchErr(op string, wr clientv3.WatchResponse) error {
+	if wr.CompactRevision != 0 {
+		return fmt.Errorf("%s: etcd compacted its history up to revision %d: %w: %w", op, wr.CompactRevision, ErrCompacted, wr.Err())
+	}
+	return s.wrap(op, wr.Err())
 }

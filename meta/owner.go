@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -41,6 +42,11 @@ type OwnerOptions struct {
 // etcd client only notices an expired lease up to a second late, and a new
 // owner may be granted the volume the moment etcd expires the old lease, so
 // the old owner must stop first.
+//
+// The owner key is watched; a watch that breaks (etcd compacted the
+// history while the owner was cut off) does not end the ownership if a
+// read of the key finds it still the owner's within the TTL less the
+// margin (see run).
 type Owner struct {
 	s      *Store
 	volume string
@@ -57,6 +63,9 @@ type Owner struct {
 	ka     <-chan *clientv3.LeaseKeepAliveResponse
 	wch    clientv3.WatchChan
 	lastRW OwnerInfo
+	// rewatches counts the watches of the key made again after a break
+	// found the key still the owner's (run; read by tests).
+	rewatches atomic.Int64
 }
 
 // Epoch is the owner's epoch: the etcd revision that created its key. A new
@@ -276,7 +285,7 @@ func (s *Store) startOwner(ctx context.Context, volume, key string, rec OwnerRec
 		_, _ = s.cli.Revoke(context.WithoutCancel(ctx), lease)
 		return nil, s.wrap("keep lease alive", err)
 	}
-	o.ka, o.wch = ka, s.cli.Watch(clientv3.WithRequireLeader(octx), key, clientv3.WithRev(epoch+1))
+	o.ka, o.wch = ka, o.watch(epoch)
 	return o, nil
 }
 
@@ -288,40 +297,185 @@ func renewMargin(ttl time.Duration) time.Duration { return max(time.Second, ttl/
 // run cancels the owner's context when the keep-alive stream ends, the key
 // is deleted or replaced, or no renewal was answered in time (TTL less
 // renewMargin since the grant or the last answer).
+//
+// A watch of the key that breaks (its history compacted while etcd was out
+// of reach, a member without a leader) does not end the ownership by
+// itself: the key is read again (checkKey) and, if it is still the
+// owner's, watched anew from that read. Meanwhile the renewal deadline
+// holds as always, and the read must succeed within the TTL less the
+// margin from the break, or the owner stops.
 func (o *Owner) run(granted time.Time) {
 	defer close(o.done)
-	lost := func(why string) {
-		o.cancel(fmt.Errorf("volume %s epoch %d: %s: %w", o.volume, o.epoch, why, ErrLeaseLost))
-	}
 	expiry := time.NewTimer(time.Until(granted.Add(o.ttl - renewMargin(o.ttl))))
 	defer expiry.Stop()
+	var rc *recheck // the read of the key after the watch broke, or nil
+	defer func() { rc.stop() }()
 	for {
 		select {
 		case <-o.ctx.Done():
 			return
 		case <-expiry.C:
-			lost("no lease renewal answered within the TTL less the safety margin")
+			o.lost("no lease renewal answered within the TTL less the safety margin")
 			return
 		case resp, ok := <-o.ka:
 			if !ok {
-				lost("lease expired or revoked")
+				o.lost("lease expired or revoked")
 				return
 			}
 			// The answer left etcd after it renewed the lease for resp.TTL.
 			expiry.Reset(time.Duration(resp.TTL)*time.Second - renewMargin(o.ttl))
 		case wr, ok := <-o.wch:
 			if !ok || wr.Err() != nil {
-				lost("lost the watch on the owner key")
+				o.wch, rc = nil, o.startRecheck(o.watchBroke(wr, ok))
+				continue
+			}
+			if why := o.changed(wr.Events); why != "" {
+				o.lost(why)
 				return
 			}
-			for _, ev := range wr.Events {
-				if ev.Type == clientv3.EventTypeDelete || ev.Kv.CreateRevision != o.epoch {
-					lost("owner key deleted")
-					return
-				}
+		case c := <-rc.result():
+			if c.gone != "" {
+				o.lost(fmt.Sprintf("%v, and the key read again: %s", rc.broke, c.gone))
+				return
 			}
+			rc.stop()
+			rc, o.wch = nil, o.watch(c.rev)
+			o.rewatches.Add(1)
+		case <-rc.deadline():
+			o.lost(rc.failed())
+			return
 		}
 	}
+}
+
+// lost ends the ownership with a cause wrapping ErrLeaseLost.
+func (o *Owner) lost(why string) {
+	o.cancel(fmt.Errorf("volume %s epoch %d: %s: %w", o.volume, o.epoch, why, ErrLeaseLost))
+}
+
+// watch watches the owner key after revision rev until the ownership ends.
+func (o *Owner) watch(rev int64) clientv3.WatchChan {
+	return o.s.cli.Watch(clientv3.WithRequireLeader(o.ctx), o.key, clientv3.WithRev(rev+1))
+}
+
+// changed says why events of the owner key end the ownership ("" when
+// they do not): the key was deleted, or replaced by another owner's.
+func (o *Owner) changed(events []*clientv3.Event) string {
+	for _, ev := range events {
+		if ev.Type == clientv3.EventTypeDelete || ev.Kv.CreateRevision != o.epoch {
+			return "owner key deleted"
+		}
+	}
+	return ""
+}
+
+// watchBroke describes why the watch of the owner key ended.
+func (o *Owner) watchBroke(wr clientv3.WatchResponse, ok bool) error {
+	if !ok {
+		return fmt.Errorf("the watch on the owner key closed")
+	}
+	return o.s.watchErr("watch the owner key", wr)
+}
+
+// recheck reads the owner key again after its watch broke, in the
+// background, retrying while etcd does not answer.
+type recheck struct {
+	broke  error                 // why the watch broke
+	last   atomic.Pointer[error] // the last read's error, nil before one failed
+	out    chan keyCheck
+	cancel context.CancelFunc
+	limit  *time.Timer
+}
+
+// failed describes the recheck that did not succeed in time.
+func (rc *recheck) failed() string {
+	last := "no read answered"
+	if err := rc.last.Load(); err != nil {
+		last = (*err).Error()
+	}
+	return fmt.Sprintf("%v, and the key could not be read again within the TTL less the safety margin (%s)", rc.broke, last)
+}
+
+// keyCheck is the outcome of a recheck: the revision of a read that found
+// the key still the owner's, or why it is not.
+type keyCheck struct {
+	rev  int64
+	gone string
+}
+
+// recheckRetry is the wait between two reads of the key while etcd does
+// not answer; each read is bounded by recheckReadLimit.
+const (
+	recheckRetry     = 200 * time.Millisecond
+	recheckReadLimit = 2 * time.Second
+)
+
+// startRecheck starts reading the key again; its deadline is the TTL less
+// the margin from now.
+func (o *Owner) startRecheck(broke error) *recheck {
+	ctx, cancel := context.WithCancel(o.ctx)
+	rc := &recheck{broke: broke, out: make(chan keyCheck, 1), cancel: cancel,
+		limit: time.NewTimer(o.ttl - renewMargin(o.ttl))}
+	go func() {
+		for {
+			rev, gone, err := o.checkKey(ctx)
+			if err == nil {
+				rc.out <- keyCheck{rev: rev, gone: gone}
+				return
+			}
+			rc.last.Store(&err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(recheckRetry):
+			}
+		}
+	}()
+	return rc
+}
+
+func (rc *recheck) result() <-chan keyCheck {
+	if rc == nil {
+		return nil
+	}
+	return rc.out
+}
+
+func (rc *recheck) deadline() <-chan time.Time {
+	if rc == nil {
+		return nil
+	}
+	return rc.limit.C
+}
+
+func (rc *recheck) stop() {
+	if rc != nil {
+		rc.cancel()
+		rc.limit.Stop()
+	}
+}
+
+// checkKey reads the owner key (a linearizable read) and returns the
+// revision of the read, and "" if the key is still this owner's: present,
+// created at the owner's epoch (a key deleted and created again, by
+// anyone, has a later create revision) and under the owner's lease;
+// otherwise why it is not.
+func (o *Owner) checkKey(ctx context.Context) (rev int64, gone string, err error) {
+	rctx, cancel := context.WithTimeout(ctx, recheckReadLimit)
+	defer cancel()
+	resp, err := o.s.kv.Get(rctx, o.key)
+	if err != nil {
+		return 0, "", o.s.wrap("read the owner key", err)
+	}
+	switch {
+	case len(resp.Kvs) == 0:
+		gone = "owner key deleted"
+	case resp.Kvs[0].CreateRevision != o.epoch:
+		gone = fmt.Sprintf("owner key created again at revision %d", resp.Kvs[0].CreateRevision)
+	case clientv3.LeaseID(resp.Kvs[0].Lease) != o.lease:
+		gone = fmt.Sprintf("owner key under lease %x, not %x", resp.Kvs[0].Lease, o.lease)
+	}
+	return resp.Header.Revision, gone, nil
 }
 
 // Lose ends the ownership at once, as a lost lease does: Context is

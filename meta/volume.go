@@ -85,6 +85,24 @@ func (s *Store) Volume(ctx context.Context, name string) (*VolumeRecord, error) 
 	return v, err
 }
 
+// VolumeRev reads one volume like Volume and also returns the revision of
+// the read: WatchVolume from it misses no change.
+func (s *Store) VolumeRev(ctx context.Context, name string) (*VolumeRecord, int64, error) {
+	if err := checkName("volume", name); err != nil {
+		return nil, 0, err
+	}
+	key := s.keys.volume(name)
+	resp, err := s.kv.Get(ctx, key)
+	if err != nil {
+		return nil, 0, s.wrap("read "+s.keys.describe(key), err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, 0, classErrorf(ErrNotFound, "volume %q not found", name)
+	}
+	v := &VolumeRecord{}
+	return v, resp.Header.Revision, decodeKV(resp.Kvs[0], v)
+}
+
 func (s *Store) volume(ctx context.Context, name string) (*VolumeRecord, int64, error) {
 	if err := checkName("volume", name); err != nil {
 		return nil, 0, err

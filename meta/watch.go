@@ -26,13 +26,39 @@ type NamespaceEvent struct {
 	Err    error
 }
 
+// VolumeEvent is a change of a volume's record (a resize, a state
+// change). Record is nil when the volume was deleted. Err is set (and the
+// channel then closed) when the watch failed: read the record again and
+// watch from the revision of that read.
+type VolumeEvent struct {
+	Record *VolumeRecord
+	Rev    int64
+	Err    error
+}
+
+// WatchVolume delivers every change of volume name's record after
+// revision fromRev (use the revision VolumeRev returns; 0 means from now),
+// in order, until ctx ends; then the channel is closed.
+func (s *Store) WatchVolume(ctx context.Context, name string, fromRev int64) <-chan VolumeEvent {
+	out := make(chan VolumeEvent, 4)
+	watchKeys(ctx, s, s.keys.volume(name), false, fromRev, out, func(ev *clientv3.Event) VolumeEvent {
+		e := VolumeEvent{Rev: ev.Kv.ModRevision}
+		if ev.Type == clientv3.EventTypePut {
+			e.Record = &VolumeRecord{}
+			e.Err = decodeKV(ev.Kv, e.Record)
+		}
+		return e
+	}, func(err error) VolumeEvent { return VolumeEvent{Err: err} })
+	return out
+}
+
 // WatchSegments delivers every change of the volume's segments after
 // revision fromRev (use the revision returned by Segments; 0 means from
 // now), in order, until ctx ends; then the channel is closed.
 func (m *VolumeMap) WatchSegments(ctx context.Context, fromRev int64) <-chan SegmentEvent {
 	prefix := m.s.keys.segments(m.name)
 	out := make(chan SegmentEvent, 16)
-	watchPrefix(ctx, m.s, prefix, fromRev, out, func(ev *clientv3.Event) SegmentEvent {
+	watchKeys(ctx, m.s, prefix, true, fromRev, out, func(ev *clientv3.Event) SegmentEvent {
 		e := SegmentEvent{Rev: ev.Kv.ModRevision}
 		if e.Segment, e.Err = segmentIndex(string(ev.Kv.Key), prefix); e.Err != nil {
 			return e
@@ -51,7 +77,7 @@ func (m *VolumeMap) WatchSegments(ctx context.Context, fromRev int64) <-chan Seg
 func (s *Store) WatchNamespaces(ctx context.Context, fromRev int64) <-chan NamespaceEvent {
 	prefix := s.keys.namespaces()
 	out := make(chan NamespaceEvent, 16)
-	watchPrefix(ctx, s, prefix, fromRev, out, func(ev *clientv3.Event) NamespaceEvent {
+	watchKeys(ctx, s, prefix, true, fromRev, out, func(ev *clientv3.Event) NamespaceEvent {
 		e := NamespaceEvent{ID: string(ev.Kv.Key[len(prefix):]), Rev: ev.Kv.ModRevision}
 		if ev.Type == clientv3.EventTypePut {
 			e.Record = &NamespaceRecord{}
@@ -62,22 +88,26 @@ func (s *Store) WatchNamespaces(ctx context.Context, fromRev int64) <-chan Names
 	return out
 }
 
-// watchPrefix runs one etcd watch and converts its events onto out, closing
-// out when ctx ends or after delivering a failure.
-func watchPrefix[E any](ctx context.Context, s *Store, prefix string, fromRev int64, out chan<- E,
+// watchKeys runs one etcd watch of key (every key under it when prefix)
+// and converts its events onto out, closing out when ctx ends or after
+// delivering a failure.
+func watchKeys[E any](ctx context.Context, s *Store, key string, prefix bool, fromRev int64, out chan<- E,
 	conv func(*clientv3.Event) E, fail func(error) E) {
-	opts := []clientv3.OpOption{clientv3.WithPrefix()}
+	var opts []clientv3.OpOption
+	if prefix {
+		opts = append(opts, clientv3.WithPrefix())
+	}
 	if fromRev > 0 {
 		opts = append(opts, clientv3.WithRev(fromRev+1))
 	}
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	wch := s.cli.Watch(wctx, prefix, opts...)
+	wch := s.cli.Watch(wctx, key, opts...)
 	go func() {
 		defer close(out)
 		defer cancel()
 		for wr := range wch {
-			if err := wr.Err(); err != nil {
-				send(ctx, out, fail(fmt.Errorf("watch %s: %w", prefix, s.wrap("watch", err))))
+			if wr.Err() != nil {
+				send(ctx, out, fail(s.watchErr(watchOp(key, fromRev), wr)))
 				return
 			}
 			for _, ev := range wr.Events {
@@ -87,6 +117,14 @@ func watchPrefix[E any](ctx context.Context, s *Store, prefix string, fromRev in
 			}
 		}
 	}()
+}
+
+// watchOp names a watch of key after revision fromRev in errors.
+func watchOp(key string, fromRev int64) string {
+	if fromRev > 0 {
+		return fmt.Sprintf("watch %s after revision %d", key, fromRev)
+	}
+	return "watch " + key
 }
 
 func send[E any](ctx context.Context, out chan<- E, e E) bool {
