@@ -102,8 +102,12 @@ type Options struct {
 	// as nbdkit --tls=require does. Needs TLS.
 	RequireTLS bool
 	// Logf receives one line per notable connection event (protocol
-	// violations, IO errors). Default: discard.
+	// violations, IO errors, refused connections). Default: discard.
 	Logf func(format string, args ...any)
+	// Refused, when set, is called with the reason (one of
+	// RefusalReasons) of each connection refused, once Stats has counted
+	// it: for metrics. Default: none.
+	Refused func(reason string)
 }
 
 // Defaults of Options.

@@ -36,6 +36,9 @@ func (s *Server) refuse(reason string) {
 	if c := s.refusedBy[reason]; c != nil {
 		c.Add(1)
 	}
+	if s.opts.Refused != nil {
+		s.opts.Refused(reason)
+	}
 }
 
 // Stats returns the server's counters since NewServer and its live
