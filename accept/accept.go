@@ -24,6 +24,16 @@ const (
 	MaxBackoff = time.Second
 )
 
+// Reasons a server refuses a connection, as the servers' stats count them
+// (one name each for every server). Serve refuses for the first two; the
+// third is for a server that drops a connection which has not completed its
+// handshake by the server's deadline.
+const (
+	RefusedMaxConnections = "max_connections"        // beyond Options.MaxConns
+	RefusedPerIP          = "max_connections_per_ip" // beyond Options.MaxConnsPerIP from one address
+	RefusedHandshake      = "handshake_timeout"      // no handshake within the server's deadline
+)
+
 // Options configure Serve. The zero value means no cap and no logging.
 type Options struct {
 	// MaxConns caps the connections being handled at once; one accepted
@@ -32,15 +42,16 @@ type Options struct {
 	// MaxConnsPerIP caps the connections handled at once from one remote
 	// IP address; one beyond is closed at once. The first refusal of an
 	// address is logged, then none until all its connections have ended.
+	// Peers without an IP address (unix sockets) are not capped by it.
 	// 0: no cap.
 	MaxConnsPerIP int
 	// Name starts every log line (for example "nbd: 127.0.0.1:10809").
 	Name string
 	// Logf receives temporary errors and refused connections. Default: none.
 	Logf func(format string, args ...any)
-	// Refused, when set, is called for each connection closed for the cap
-	// (for metrics).
-	Refused func(perIP bool)
+	// Refused, when set, is called for each connection closed for a cap
+	// with the reason: RefusedMaxConnections or RefusedPerIP (for stats).
+	Refused func(reason string)
 }
 
 // Serve accepts connections on ln and runs handle(nc) on a new goroutine for
@@ -78,10 +89,8 @@ func Serve(ctx context.Context, ln net.Listener, o Options, handle func(net.Conn
 				lastRefusal = now
 				o.logf("%s: refusing connection from %v: %d connections open, the most allowed", o.Name, nc.RemoteAddr(), o.MaxConns)
 			}
+			o.refused(RefusedMaxConnections) // counted before the peer sees the close
 			nc.Close()
-			if o.Refused != nil {
-				o.Refused(false)
-			}
 			continue
 		}
 		ip := remoteIP(nc)
@@ -89,10 +98,8 @@ func Serve(ctx context.Context, ln net.Listener, o Options, handle func(net.Conn
 			if perIP.firstRefusal(ip) {
 				o.logf("%s: refusing connection from %v: %d connections open from %s, the most allowed (logged once)", o.Name, nc.RemoteAddr(), o.MaxConnsPerIP, ip)
 			}
+			o.refused(RefusedPerIP) // counted before the peer sees the close
 			nc.Close()
-			if o.Refused != nil {
-				o.Refused(true)
-			}
 			continue
 		}
 		open.Add(1)
@@ -116,9 +123,10 @@ func newIPCount(max int) *ipCount {
 	return &ipCount{max: max, open: map[string]int{}, refused: map[string]bool{}}
 }
 
-// take counts a connection from ip; false when ip is at the cap.
+// take counts a connection from ip; false when ip is at the cap. A peer
+// without an IP address ("") is not counted.
 func (c *ipCount) take(ip string) bool {
-	if c.max <= 0 {
+	if c.max <= 0 || ip == "" {
 		return true
 	}
 	c.mu.Lock()
@@ -142,7 +150,7 @@ func (c *ipCount) firstRefusal(ip string) bool {
 
 // release uncounts a connection from ip.
 func (c *ipCount) release(ip string) {
-	if c.max <= 0 {
+	if c.max <= 0 || ip == "" {
 		return
 	}
 	c.mu.Lock()
@@ -153,14 +161,16 @@ func (c *ipCount) release(ip string) {
 	}
 }
 
-// remoteIP is the IP address of nc's peer (its whole address when it has
-// no host part, as on a unix socket).
+// remoteIP is the IP address of nc's peer; "" when it has none (a unix
+// socket).
 func remoteIP(nc net.Conn) string {
-	addr := nc.RemoteAddr().String()
-	if host, _, err := net.SplitHostPort(addr); err == nil {
-		return host
+	switch a := nc.RemoteAddr().(type) {
+	case *net.TCPAddr:
+		return a.IP.String()
+	case *net.UDPAddr:
+		return a.IP.String()
 	}
-	return addr
+	return ""
 }
 
 // temporaryErrnos are the accept errors that pass: the process or the
@@ -181,6 +191,12 @@ func Temporary(err error) bool {
 	}
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func (o *Options) refused(reason string) {
+	if o.Refused != nil {
+		o.Refused(reason)
+	}
 }
 
 func (o *Options) logf(format string, args ...any) {

@@ -257,8 +257,10 @@ func TestServeCapsConnectionsPerIP(t *testing.T) {
 		defer mu.Unlock()
 		return strings.Count(logs.String(), "refusing connection from 127.0.0.1:")
 	}
+	var reasons []string
+	refused := func(r string) { mu.Lock(); reasons = append(reasons, r); mu.Unlock() }
 	ctx, cancel := context.WithCancel(context.Background())
-	done := serveAsync(ctx, ln, Options{MaxConnsPerIP: 2, Logf: logf})
+	done := serveAsync(ctx, ln, Options{MaxConnsPerIP: 2, Logf: logf, Refused: refused})
 	addr := ln.Addr().String()
 	a, b := dialFrom(t, "127.0.0.1", addr), dialFrom(t, "127.0.0.1", addr)
 	if !greeted(a) || !greeted(b) {
@@ -276,6 +278,12 @@ func TestServeCapsConnectionsPerIP(t *testing.T) {
 	if n := refusals(); n != 1 {
 		t.Fatalf("%d refusals of 127.0.0.1 logged, want 1:\n%s", n, logs.String())
 	}
+	mu.Lock()
+	got := strings.Join(reasons, ",")
+	mu.Unlock()
+	if want := strings.Repeat(RefusedPerIP+",", 3); got+"," != want {
+		t.Fatalf("Refused called with %q, want 3 times %q", got, RefusedPerIP)
+	}
 	a.Close()
 	b.Close()
 	deadline := time.Now().Add(20 * time.Second)
@@ -291,6 +299,48 @@ func TestServeCapsConnectionsPerIP(t *testing.T) {
 		}
 	}
 	other.Close()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestServeUnixNotCappedPerIP: peers on a unix socket have no IP address,
+// so MaxConnsPerIP does not lump them together; MaxConns still caps them
+// and Refused says which cap.
+func TestServeUnixNotCappedPerIP(t *testing.T) {
+	ln, err := net.Listen("unix", t.TempDir()+"/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasons := make(chan string, 8)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := serveAsync(ctx, ln, Options{MaxConns: 3, MaxConnsPerIP: 1, Refused: func(r string) { reasons <- r }})
+	dial := func() net.Conn {
+		nc, err := net.Dial("unix", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc.SetReadDeadline(time.Now().Add(20 * time.Second))
+		return nc
+	}
+	var conns []net.Conn
+	for i := range 3 {
+		nc := dial()
+		if !greeted(nc) {
+			t.Fatalf("unix connection %d refused with a per-IP cap of 1", i+1)
+		}
+		conns = append(conns, nc)
+	}
+	if nc := dial(); greeted(nc) {
+		t.Fatal("a fourth unix connection was served beyond MaxConns 3")
+	}
+	if r := <-reasons; r != RefusedMaxConnections {
+		t.Fatalf("refused for %q, want %q", r, RefusedMaxConnections)
+	}
+	for _, nc := range conns {
+		nc.Close()
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -45,7 +45,7 @@ func startFrontend(ctx context.Context, spec Spec, dev blockdev.Device, o *Optio
 	logf := o.Logf
 	switch spec.Via {
 	case ViaNBDListen, ViaNBDDevice:
-		no := nbd.Options{Logf: logf, Exports: map[string]nbd.Export{
+		no := nbd.Options{Logf: logf, Refused: o.Metrics.nbdRefused(spec.Volume), Exports: map[string]nbd.Export{
 			spec.Volume: {Device: dev, ReadOnly: spec.ReadOnly, Description: "nvstripe volume " + spec.Volume},
 		}}
 		if spec.Via == ViaNBDListen {

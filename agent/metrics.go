@@ -30,6 +30,7 @@ type Metrics struct {
 	state    *prometheus.GaugeVec     // volume, state
 	epoch    *prometheus.GaugeVec     // volume
 	paths    *prometheus.GaugeVec     // namespace, path, state
+	refused  *prometheus.CounterVec   // volume, reason
 }
 
 // mappingStates are the values of the state label, one-hot per volume.
@@ -69,8 +70,11 @@ func NewMetrics() *Metrics {
 		paths: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "path_ana_state",
 			Help: "1 for the ANA state this node sees on each path of a namespace it uses (unknown: not connected)."},
 			[]string{"namespace", "path", "state"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "nbd_refused_total",
+			Help: "Connections refused by the volume's NBD listener (reason: max_connections, max_connections_per_ip, handshake_timeout)."},
+			[]string{"volume", "reason"}),
 	}
-	m.reg.MustRegister(m.bytes, m.ops, m.errs, m.latency, m.degraded, m.nsErrs, m.badBlks, m.reports, m.state, m.epoch, m.paths,
+	m.reg.MustRegister(m.bytes, m.ops, m.errs, m.latency, m.degraded, m.nsErrs, m.badBlks, m.reports, m.state, m.epoch, m.paths, m.refused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -105,11 +109,17 @@ func (m *Metrics) setPathState(p volclient.PathState) {
 	}
 }
 
+// nbdRefused returns the nbd.Options.Refused hook that counts volume's
+// refused NBD connections.
+func (m *Metrics) nbdRefused(volume string) func(reason string) {
+	return func(reason string) { m.refused.WithLabelValues(volume, reason).Inc() }
+}
+
 // forget removes every series of volume.
 func (m *Metrics) forget(volume string) {
 	l := prometheus.Labels{"volume": volume}
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
-		m.bytes, m.ops, m.errs, m.latency, m.degraded, m.nsErrs, m.badBlks, m.state, m.epoch,
+		m.bytes, m.ops, m.errs, m.latency, m.degraded, m.nsErrs, m.badBlks, m.state, m.epoch, m.refused,
 	} {
 		v.DeletePartialMatch(l)
 	}

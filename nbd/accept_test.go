@@ -2,14 +2,18 @@ package nbd
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"os"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/nvstripe/nvstripe/accept"
 	"github.com/nvstripe/nvstripe/nbd/proto"
 )
 
@@ -63,7 +67,7 @@ func TestServeSurvivesEMFILE(t *testing.T) {
 // closed before the greeting.
 func TestServeCapsConnections(t *testing.T) {
 	m := newMem(t, 1<<20, 512)
-	_, addr := serve(t, Options{MaxConnections: 1, Exports: map[string]Export{"mem": {Device: m}}}, "tcp")
+	s, addr := serve(t, Options{MaxConnections: 1, Exports: map[string]Export{"mem": {Device: m}}}, "tcp")
 	dialRaw(t, "tcp", addr, fixedNoZeroes)
 	extra, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -73,6 +77,9 @@ func TestServeCapsConnections(t *testing.T) {
 	extra.SetReadDeadline(time.Now().Add(20 * time.Second))
 	if b, err := io.ReadAll(extra); len(b) != 0 || isTimeout(err) {
 		t.Fatalf("second connection read %d bytes, %v: want closed without a greeting", len(b), err)
+	}
+	if n := s.Stats().Refused[accept.RefusedMaxConnections]; n != 1 {
+		t.Fatalf("%d refusals for %s counted, want 1", n, accept.RefusedMaxConnections)
 	}
 }
 
@@ -96,5 +103,95 @@ func TestStalledHandshake(t *testing.T) {
 	served.send(proto.Request{Type: proto.CmdRead, Cookie: 7, Offset: 0, Length: 512}, nil)
 	if errno, cookie, _ := served.simple(512); errno != 0 || cookie != 7 {
 		t.Fatalf("read after the stalled client was closed: errno %v cookie %d", errno, cookie)
+	}
+}
+
+// greetedFrom dials addr from the local address from (the whole 127/8 is
+// this host) and says whether the server greeted it (false: closed
+// without a greeting).
+func greetedFrom(t *testing.T, from, addr string) (net.Conn, bool) {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+	nc, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	nc.SetReadDeadline(time.Now().Add(20 * time.Second))
+	g := make([]byte, proto.GreetingSize)
+	if _, err := io.ReadFull(nc, g); err != nil {
+		if isTimeout(err) {
+			t.Fatalf("connection from %s neither greeted nor closed: %v", from, err)
+		}
+		return nc, false
+	}
+	return nc, true
+}
+
+// TestServeCapsConnectionsPerIP: with MaxConnectionsPerIP 2 the third
+// connection from 127.0.0.1 is closed before the greeting, logged and
+// counted, while 127.0.0.2 is still served; once one of 127.0.0.1's
+// connections ends it is served again.
+func TestServeCapsConnectionsPerIP(t *testing.T) {
+	m := newMem(t, 1<<20, 512)
+	var mu sync.Mutex
+	var logs strings.Builder
+	logf := func(f string, a ...any) { mu.Lock(); fmt.Fprintf(&logs, f+"\n", a...); mu.Unlock() }
+	s, addr := serve(t, Options{MaxConnectionsPerIP: 2, Logf: logf, Exports: map[string]Export{"mem": {Device: m}}}, "tcp")
+	a, okA := greetedFrom(t, "127.0.0.1", addr)
+	_, okB := greetedFrom(t, "127.0.0.1", addr)
+	if !okA || !okB {
+		t.Fatal("the first two connections from 127.0.0.1 were not greeted")
+	}
+	if _, ok := greetedFrom(t, "127.0.0.1", addr); ok {
+		t.Fatal("a third connection from 127.0.0.1 was greeted beyond MaxConnectionsPerIP 2")
+	}
+	if _, ok := greetedFrom(t, "127.0.0.2", addr); !ok {
+		t.Fatal("127.0.0.2 was refused: the cap is per address")
+	}
+	st := s.Stats()
+	if st.Refused[accept.RefusedPerIP] != 1 || st.Refused[accept.RefusedMaxConnections] != 0 || st.Connections != 3 {
+		t.Fatalf("stats %+v: want 1 refusal for %s and 3 connections", st, accept.RefusedPerIP)
+	}
+	mu.Lock()
+	logged := strings.Contains(logs.String(), "refusing connection from 127.0.0.1:")
+	mu.Unlock()
+	if !logged {
+		t.Fatalf("the refusal was not logged:\n%s", logs.String())
+	}
+	a.Close()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, ok := greetedFrom(t, "127.0.0.1", addr); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("127.0.0.1 still refused after one of its connections closed")
+		}
+	}
+}
+
+// TestSilentClientDropped: a client that connects and never sends a byte
+// (a slowloris) is closed after HandshakeTimeout, freeing its place, and
+// counted as a handshake timeout.
+func TestSilentClientDropped(t *testing.T) {
+	m := newMem(t, 1<<20, 512)
+	s, addr := serve(t, Options{HandshakeTimeout: 100 * time.Millisecond, Exports: map[string]Export{"mem": {Device: m}}}, "tcp")
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.SetReadDeadline(time.Now().Add(20 * time.Second))
+	b, err := io.ReadAll(nc)
+	if isTimeout(err) {
+		t.Fatalf("a silent client was not closed: %v", err)
+	}
+	if len(b) != proto.GreetingSize {
+		t.Fatalf("read %d bytes before the close, want the %d-byte greeting", len(b), proto.GreetingSize)
+	}
+	st := s.Stats()
+	if st.Refused[accept.RefusedHandshake] != 1 || st.Connections != 0 {
+		t.Fatalf("stats %+v: want 1 refusal for %s and no connection", st, accept.RefusedHandshake)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nvstripe/nvstripe/accept"
 	"github.com/nvstripe/nvstripe/nbd/proto"
 )
 
@@ -117,6 +118,10 @@ func (c *conn) serve(ctx context.Context, st *session) error {
 	if st == nil {
 		var err error
 		if st, err = c.negotiate(); err != nil {
+			if timedOut(err) && ctx.Err() == nil {
+				c.s.refuse(accept.RefusedHandshake)
+				return fmt.Errorf("no NBD handshake within %v of accept; dropped: %w", c.s.opts.HandshakeTimeout, err)
+			}
 			return c.cleanEnd(ctx, "handshake", err)
 		}
 		c.nc.SetReadDeadline(time.Time{})
@@ -151,6 +156,12 @@ func (c *conn) watchShutdown(ctx context.Context, ioCancel context.CancelFunc) f
 			<-fin
 		}
 	}
+}
+
+// timedOut says whether err is a socket deadline passing.
+func timedOut(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // cleanEnd turns the errors of an orderly end into nil.

@@ -15,6 +15,14 @@
 // device IO is cancelled and the socket closed), and returns when every
 // goroutine the server started has exited.
 //
+// Strangers cannot hold the server: Serve serves at most
+// Options.MaxConnections connections at once, and at most
+// Options.MaxConnectionsPerIP from one IP address (package accept closes
+// the ones beyond as soon as they are accepted, and logs it); a connection
+// has Options.HandshakeTimeout from accept to enter transmission, saying
+// nothing included. Stats counts the refused connections by reason, and
+// Options.Refused hears of each.
+//
 // Per connection a pool of worker goroutines takes turns at reading (the
 // leader/follower pattern, as nbdkit's threads do): the worker whose turn it
 // is reads one request (and a WRITE's payload), passes the turn on, runs the

@@ -46,6 +46,14 @@ type Options struct {
 	// one beyond it is closed as soon as it is accepted (and logged).
 	// Default 128; negative: no cap.
 	MaxConnections int
+	// MaxConnectionsPerIP caps the connections each Serve loop serves at
+	// once from one remote IP address, so that one peer cannot take every
+	// place MaxConnections leaves; one beyond is closed as soon as it is
+	// accepted (the first refusal of an address is logged, then none until
+	// its connections have all ended). Unix socket peers are not capped by
+	// it. Default 32 (a quarter of MaxConnections' default; the kernel's nbd
+	// driver and nbdcopy use a few connections each); negative: no cap.
+	MaxConnectionsPerIP int
 	// ShutdownGrace is how long Close lets in-flight requests run and their
 	// replies drain before cancelling their IO and closing sockets.
 	// Default 5 s.
@@ -94,8 +102,12 @@ type Options struct {
 	// as nbdkit --tls=require does. Needs TLS.
 	RequireTLS bool
 	// Logf receives one line per notable connection event (protocol
-	// violations, IO errors). Default: discard.
+	// violations, IO errors, refused connections). Default: discard.
 	Logf func(format string, args ...any)
+	// Refused, when set, is called with the reason (one of
+	// RefusalReasons) of each connection refused, once Stats has counted
+	// it: for metrics. Default: none.
+	Refused func(reason string)
 }
 
 // Defaults of Options.
@@ -105,6 +117,7 @@ const (
 	DefaultMaxInFlightBytes = 64 << 20
 	DefaultHandshakeTimeout = 30 * time.Second
 	DefaultMaxConnections   = 128
+	DefaultMaxConnsPerIP    = 32
 	DefaultShutdownGrace    = 5 * time.Second
 	DefaultLoopbackSendBuf  = 512 << 10
 	DefaultReplyBacklog     = 2 << 20
@@ -140,6 +153,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.MaxConnections == 0 {
 		o.MaxConnections = DefaultMaxConnections
+	}
+	if o.MaxConnectionsPerIP == 0 {
+		o.MaxConnectionsPerIP = DefaultMaxConnsPerIP
 	}
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}

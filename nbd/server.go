@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/nvstripe/nvstripe/accept"
 	"github.com/nvstripe/nvstripe/blockdev"
@@ -23,6 +24,10 @@ type Server struct {
 	cancel context.CancelFunc
 	// wg counts the running Serve and ServeConn calls.
 	wg sync.WaitGroup
+	// open counts the connections being served; refusedBy the connections
+	// refused, by reason (RefusalReasons).
+	open      atomic.Int64
+	refusedBy map[string]*atomic.Uint64
 
 	mu      sync.Mutex
 	closed  bool               // REQUIRES: mu held
@@ -37,7 +42,7 @@ func NewServer(opts Options) (*Server, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, exports: make(map[string]*export), defName: opts.DefaultExport}
+	s := &Server{opts: opts, exports: make(map[string]*export), defName: opts.DefaultExport, refusedBy: newRefusalCounts()}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	for name, e := range opts.Exports {
 		s.exports[name] = newExport(name, e, &s.bufs)
@@ -137,7 +142,8 @@ func (s *Server) track() bool {
 // ctx is cancelled or Close is called; then it closes l, waits for its
 // connections to end (see Close) and returns nil. Temporary accept errors
 // (out of file descriptors...) are waited out (package accept); connections
-// beyond MaxConnections are closed at once. Any other accept error is
+// beyond MaxConnections, or beyond MaxConnectionsPerIP from one address, are
+// closed at once (logged, and counted in Stats). Any other accept error is
 // returned once the connections have ended.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	if !s.track() {
@@ -149,7 +155,8 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(s.ctx, cancel)()
-	o := accept.Options{MaxConns: max(s.opts.MaxConnections, 0), Name: fmt.Sprintf("nbd: %v", l.Addr()), Logf: s.opts.Logf}
+	o := accept.Options{MaxConns: max(s.opts.MaxConnections, 0), MaxConnsPerIP: max(s.opts.MaxConnectionsPerIP, 0),
+		Name: fmt.Sprintf("nbd: %v", l.Addr()), Logf: s.opts.Logf, Refused: s.refuse}
 	err := accept.Serve(ctx, l, o, func(nc net.Conn) {
 		if err := s.ServeConn(ctx, nc); err != nil {
 			s.opts.Logf("nbd: connection from %v: %v", nc.RemoteAddr(), err)
@@ -173,6 +180,8 @@ func (s *Server) ServeConn(ctx context.Context, nc net.Conn) error {
 	}
 	defer s.wg.Done()
 	defer nc.Close()
+	s.open.Add(1)
+	defer s.open.Add(-1)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(s.ctx, cancel)()
@@ -188,6 +197,8 @@ func (s *Server) serveKernelConn(ctx context.Context, nc net.Conn, e *export) er
 	}
 	defer s.wg.Done()
 	defer nc.Close()
+	s.open.Add(1)
+	defer s.open.Add(-1)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(s.ctx, cancel)()

@@ -5,7 +5,10 @@
 // image is missing (or with -short). VM_RUN_DIR keeps the run folders
 // (console.log) under that folder. The package has no code of its own.
 //
-// Scenarios (busybox sh, run in the guest; see each file's header):
+// Scenarios (busybox sh, run in the guest; see each file's header). The
+// steps several share (a whole cluster: cluster_up; ublk_drv loaded:
+// ublk_load; files written and summed: fill_files) live in
+// scenarios/lib/nvstripe.sh, which runScenario ships into the guest:
 //
 //   - nbd-map.sh: a whole cluster in the guest, `nvstripe map VOL` on a
 //     kernel nbd device with four connections, ext4 written, remounted and

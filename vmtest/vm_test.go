@@ -89,7 +89,7 @@ func runScenarioFor(t *testing.T, timeout time.Duration, scenario string, files 
 	ctx, cancel := context.WithTimeout(t.Context(), timeout+time.Minute)
 	defer cancel()
 	args := []string{"--quiet", "--run-dir", runDir, "--mem", "1536", "--timeout", fmt.Sprint(int(timeout.Seconds()))}
-	for _, f := range files {
+	for _, f := range append(scenarioLibs(t), files...) {
 		args = append(args, "--file", f)
 	}
 	args = append(append(args, script), params...)
@@ -106,6 +106,26 @@ func runScenarioFor(t *testing.T, timeout time.Duration, scenario string, files 
 		t.Fatalf("%s %s: %v\n%s\nconsole tail:\n%s", scenario, strings.Join(params, " "), err, out, tail(console, 60))
 	}
 	return infos
+}
+
+// scenarioLibs returns the --file arguments that put every
+// scenarios/lib/*.sh into the guest at /vm/scenarios/lib/, where the
+// scenarios source them (run-vm.sh copies only the scenario itself).
+func scenarioLibs(t *testing.T) []string {
+	t.Helper()
+	libs, err := filepath.Glob(filepath.Join("scenarios", "lib", "*.sh"))
+	if err != nil || len(libs) == 0 {
+		t.Fatalf("no scenarios/lib/*.sh (%v)", err)
+	}
+	var files []string
+	for _, l := range libs {
+		abs, err := filepath.Abs(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, abs+":/vm/scenarios/lib/"+filepath.Base(l))
+	}
+	return files
 }
 
 func grepPrefix(b []byte, prefix string) []string {

@@ -4,18 +4,19 @@ import (
 	"sort"
 	"sync/atomic"
 
+	"github.com/nvstripe/nvstripe/accept"
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
 )
 
 // Reasons a connection or a host is refused, as Stats counts them.
 const (
-	RefusedMaxConnections = "max_connections"        // beyond Config.MaxConnections on its listener
-	RefusedHostNotAllowed = "host_not_allowed"       // Connect from a host NQN the subsystem does not allow
-	RefusedNoSubsystem    = "unknown_subsystem"      // Connect to a subsystem NQN the target does not serve
-	RefusedAuth           = "auth_failed"            // DH-HMAC-CHAP failed
-	RefusedHandshake      = "handshake_timeout"      // no Connect within HandshakeTimeout of accept
-	RefusedPerIP          = "max_connections_per_ip" // beyond Config.MaxConnectionsPerIP from one address
-	RefusedPerHost        = "max_queues_per_host"    // beyond Config.MaxConnectionsPerHost queues of one host NQN
+	RefusedMaxConnections = accept.RefusedMaxConnections // beyond Config.MaxConnections on its listener
+	RefusedHostNotAllowed = "host_not_allowed"           // Connect from a host NQN the subsystem does not allow
+	RefusedNoSubsystem    = "unknown_subsystem"          // Connect to a subsystem NQN the target does not serve
+	RefusedAuth           = "auth_failed"                // DH-HMAC-CHAP failed
+	RefusedHandshake      = accept.RefusedHandshake      // no Connect within HandshakeTimeout of accept
+	RefusedPerIP          = accept.RefusedPerIP          // beyond Config.MaxConnectionsPerIP from one address
+	RefusedPerHost        = "max_queues_per_host"        // beyond Config.MaxConnectionsPerHost queues of one host NQN
 )
 
 // RefusalReasons lists every reason Stats.Refused counts, in a fixed order.

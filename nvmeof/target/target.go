@@ -233,9 +233,7 @@ func (t *Target) acceptLoop(l *listener, ln net.Listener) {
 	defer t.wg.Done()
 	o := accept.Options{MaxConns: max(t.cfg.MaxConnections, 0), MaxConnsPerIP: max(t.cfg.MaxConnectionsPerIP, 0),
 		Name: fmt.Sprintf("nvmeof/target: listener %d (%s)", l.idx, l.bound), Logf: t.logf,
-		Refused: func(perIP bool) {
-			t.refuse(map[bool]string{false: RefusedMaxConnections, true: RefusedPerIP}[perIP])
-		}}
+		Refused: t.refuse}
 	err := accept.Serve(t.ctx, ln, o, func(nc net.Conn) {
 		c := t.newConn(l, nc)
 		t.mu.Lock()

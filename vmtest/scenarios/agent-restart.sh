@@ -12,7 +12,7 @@
 # -d) exits non-zero saying so; fio --verify=crc32c on a file in the mounted
 # file system while a target is killed -9 (ls then says degraded); unmount,
 # e2fsck, unmap.
-# Needs from the host: --file BIN:/bin/nvstripe; fio and resize2fs with
+# Needs from the host: --file BIN:/bin/nvstripe; lib/nvstripe.sh; fio and resize2fs with
 # their libraries (TestAgentRestart copies them); for frontend=ublk also
 # --file KO:/lib/ublk_drv.ko.
 # Parameters: frontend (nbd|ublk), file_mb (8), fio_mb (16), fio_bs (64k).
@@ -25,32 +25,12 @@ sock=/run/nvstripe/agent.sock
 state=/var/lib/nvstripe/agent
 mnt=/mnt/v
 
-t0=$(now_s)
-if [ "$frontend" = ublk ]; then
-	step "insmod /lib/ublk_drv.ko"
-	run insmod /lib/ublk_drv.ko
-	wait_for "[ -e /dev/ublk-control ]" 10 || fail "no /dev/ublk-control"
-fi
-ip link set lo up 2>/dev/null
-command -v fio >/dev/null || fail "no fio in the guest (TestAgentRestart copies it from the host)"
+. /vm/scenarios/lib/nvstripe.sh
 
-step "cluster: etcd, three targets, a 2+1 volume"
-mkdir -p /tmp/etcd /tmp/t1 /tmp/t2 /tmp/t3
-$nvs etcd --dir /tmp/etcd >/tmp/etcd.log 2>&1 &
-for i in 1 2 3; do
-	$nvs target serve --dir /tmp/t$i --listen 127.0.0.1:442$i --nqn nqn.2026-11.io.example:t$i \
-		--ns ns1:160MiB --allow-host any >/tmp/t$i.log 2>&1 &
-	eval "T$i=\$!"
-done
-wait_for "$nvs cluster init --slot-size 16MiB --etcd-timeout 60s" 120 || fail "cluster init: $(cat /tmp/etcd.log)"
-for i in 1 2 3; do
-	run $nvs host add t$i
-	wait_for "$nvs ns add --host t$i --nqn nqn.2026-11.io.example:t$i --nsid 1 --path tcp://127.0.0.1:442$i" 60 ||
-		fail "ns add t$i: $(cat /tmp/t$i.log)"
-done
-run $nvs volume create v --size 64MiB --k 2 --m 1
-run $nvs volume create w --size 16MiB --k 2 --m 1
-info "cluster-ready s=$(($(now_s) - t0))"
+t0=$(now_s)
+[ "$frontend" = ublk ] && ublk_load
+command -v fio >/dev/null || fail "no fio in the guest (TestAgentRestart copies it from the host)"
+cluster_up 160MiB v:64MiB w:16MiB
 
 # start_agent: `nvstripe agent` in the background; AGENT is its pid.
 start_agent() {
@@ -91,14 +71,7 @@ step "mkfs.ext4, mount, write"
 run mkfs.ext4 -F -q $dev
 mkdir -p $mnt
 run mount -t ext4 $dev $mnt
-pattern_file $mnt/big.bin "$file_mb"
-i=0
-while [ $i -lt 20 ]; do
-	echo "file $i" >$mnt/small-$i.txt
-	i=$((i + 1))
-done
-(cd $mnt && find . -type f | sort | xargs sha256sum) >/tmp/sums
-run sync
+fill_files $mnt "$file_mb"
 
 step "kill -9 the agent while mounted, start it again, read on"
 t1=$(now_s)

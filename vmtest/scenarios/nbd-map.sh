@@ -7,7 +7,8 @@
 # also: the map process killed and restarted while reads wait (the kernel
 # holds IO, the new process takes the device over), and a target killed
 # while mounted.
-# Needs the static binary: run-vm.sh --file BIN:/bin/nvstripe.
+# Needs the static binary (run-vm.sh --file BIN:/bin/nvstripe) and
+# lib/nvstripe.sh (see there).
 # Parameters: file_mb (8), long (0), map_cmd ("map": `nvstripe map VOL`;
 #   "nbd": `nvstripe map VOL --nbd /dev/nbd0`), holder (a --holder NAME;
 #   default none: the guest's hostname is unset, "(none)", and map copes).
@@ -19,24 +20,10 @@ map_cmd=${map_cmd:-map}
 hflag=${holder:+--holder $holder}
 dev=/dev/nbd0
 
+. /vm/scenarios/lib/nvstripe.sh
+
 t0=$(now_s)
-step "cluster: etcd, three targets, a 2+1 volume"
-mkdir -p /tmp/etcd /tmp/t1 /tmp/t2 /tmp/t3
-$nvs etcd --dir /tmp/etcd >/tmp/etcd.log 2>&1 &
-for i in 1 2 3; do
-	$nvs target serve --dir /tmp/t$i --listen 127.0.0.1:442$i --nqn nqn.2026-11.io.example:t$i \
-		--ns ns1:64MiB --allow-host any >/tmp/t$i.log 2>&1 &
-	eval "T$i=\$!"
-done
-run $nvs cluster init --slot-size 16MiB --etcd-timeout 60s
-for i in 1 2 3; do
-	run $nvs host add t$i
-	wait_for "$nvs ns add --host t$i --nqn nqn.2026-11.io.example:t$i --nsid 1 --path tcp://127.0.0.1:442$i" 60 ||
-		fail "ns add t$i: $(cat /tmp/t$i.log)"
-done
-run $nvs volume create v --size 64MiB --k 2 --m 1
-run $nvs volume create w --size 16MiB --k 2 --m 1
-info "cluster-ready s=$(($(now_s) - t0))"
+cluster_up 64MiB v:64MiB w:16MiB
 
 # map_v LOG: start `nvstripe map v` in the background; MAP is its pid.
 map_v() {
@@ -70,14 +57,7 @@ t1=$(now_s)
 run mkfs.ext4 -F -q $dev
 mkdir -p /mnt/v
 run mount -t ext4 $dev /mnt/v
-pattern_file /mnt/v/big.bin "$file_mb"
-i=0
-while [ $i -lt 20 ]; do
-	echo "file $i" >/mnt/v/small-$i.txt
-	i=$((i + 1))
-done
-(cd /mnt/v && find . -type f | sort | xargs sha256sum) >/tmp/sums
-run sync
+fill_files /mnt/v "$file_mb"
 run umount /mnt/v
 echo 3 >/proc/sys/vm/drop_caches
 run mount -t ext4 $dev /mnt/v

@@ -3,6 +3,7 @@
 # (6.1: legacy command numbers, kernel-copied data). Needs, from the host:
 #   --file "$(../shared/vm/build-ublk-module.sh):/lib/ublk_drv.ko"
 #   --file "<CGO_ENABLED=0 go test -c ./ublk>:/ublk.test"
+#   lib/nvstripe.sh (see there)
 # 1. the Go kernel tests (TestKernelIO: O_DIRECT IO, EIO from a failing
 #    device, fsync, BLKDISCARD, stop and delete; IO inline and on goroutines);
 # 2. a 256 MiB in-memory device served by TestKernelServe: size, dd
@@ -17,10 +18,9 @@ async=${async:-1}
 size_mb=${size_mb:-256}
 file_mb=${file_mb:-8}
 T=/ublk.test
+. /vm/scenarios/lib/nvstripe.sh
 
-step "insmod /lib/ublk_drv.ko"
-run insmod /lib/ublk_drv.ko
-wait_for "[ -e /dev/ublk-control ]" 10 || fail "no /dev/ublk-control"
+ublk_load
 
 step "Go kernel tests"
 $T -test.run '^TestKernel(IO|ReadOnly)$' -test.v -test.count=1 >/tmp/kio.log 2>&1
@@ -59,14 +59,7 @@ step "mkfs.ext4 + mount + write"
 run mkfs.ext4 -F -q "$dev"
 mkdir -p /mnt/u
 run mount -t ext4 "$dev" /mnt/u
-pattern_file /mnt/u/big.bin "$file_mb"
-i=0
-while [ $i -lt 40 ]; do
-	echo "file $i" >"/mnt/u/small-$i.txt"
-	i=$((i + 1))
-done
-(cd /mnt/u && find . -type f | sort | xargs sha256sum) >/tmp/sums
-run sync
+fill_files /mnt/u "$file_mb" 40
 run umount /mnt/u
 
 step "remount + verify"

@@ -12,10 +12,9 @@ size_mb=${size_mb:-128}
 file_mb=${file_mb:-8}
 T=/ublk.test
 img=/tmp/backing.img
+. /vm/scenarios/lib/nvstripe.sh
 
-step "insmod /lib/ublk_drv.ko"
-run insmod /lib/ublk_drv.ko
-wait_for "[ -e /dev/ublk-control ]" 10 || fail "no /dev/ublk-control"
+ublk_load
 
 # serve LOG [KEY=VALUE...]: start TestKernelServe in the background on the
 # file; sets srv and dev
@@ -37,14 +36,7 @@ serve /tmp/serve1.log UBLK_VM_RECOVERY=1
 run mkfs.ext4 -F -q "$dev"
 mkdir -p /mnt/u
 run mount -t ext4 "$dev" /mnt/u
-pattern_file /mnt/u/big.bin "$file_mb"
-i=0
-while [ $i -lt 20 ]; do
-	echo "file $i" >"/mnt/u/small-$i.txt"
-	i=$((i + 1))
-done
-(cd /mnt/u && find . -type f | sort | xargs sha256sum) >/tmp/sums
-run sync
+fill_files /mnt/u "$file_mb"
 
 step "kill -9 the server"
 kill -9 "$srv"

@@ -1,0 +1,58 @@
+# lib/nvstripe.sh: steps the nvstripe scenarios share, sourced after the
+# harness's /vm/lib.sh (step, run, wait_for, fail, info, pattern_file).
+# runScenario (vm_test.go) ships every scenarios/lib/*.sh into the guest
+# at /vm/scenarios/lib/; by hand: run-vm.sh --file
+# vmtest/scenarios/lib/nvstripe.sh:/vm/scenarios/lib/nvstripe.sh ...
+
+# ublk_load: insmod /lib/ublk_drv.ko (shipped with --file) and wait for
+# /dev/ublk-control.
+ublk_load() {
+	step "insmod /lib/ublk_drv.ko"
+	run insmod /lib/ublk_drv.ko
+	wait_for "[ -e /dev/ublk-control ]" 10 || fail "no /dev/ublk-control"
+}
+
+# cluster_up NS_SIZE [VOLUME:SIZE...]: a whole cluster on the guest's
+# loopback with $nvs (the nvstripe binary): embedded etcd in /tmp/etcd
+# (log /tmp/etcd.log), three `target serve` t1..t3 on 127.0.0.1:4421-4423
+# (pids T1..T3, logs /tmp/tN.log), each with one namespace ns1 of NS_SIZE,
+# the cluster initialised (16 MiB slots), hosts t1..t3 in racks r1..r3 with
+# their namespaces, and a 2+1 volume of each VOLUME:SIZE.
+cluster_up() {
+	_ns_size=$1
+	shift
+	_t0=$(now_s)
+	step "cluster: etcd, three targets (namespaces of $_ns_size), 2+1 volumes $*"
+	ip link set lo up 2>/dev/null
+	mkdir -p /tmp/etcd /tmp/t1 /tmp/t2 /tmp/t3
+	$nvs etcd --dir /tmp/etcd >/tmp/etcd.log 2>&1 &
+	for _i in 1 2 3; do
+		$nvs target serve --dir /tmp/t$_i --listen 127.0.0.1:442$_i --nqn nqn.2026-11.io.example:t$_i \
+			--ns ns1:$_ns_size --allow-host any >/tmp/t$_i.log 2>&1 &
+		eval "T$_i=\$!"
+	done
+	wait_for "$nvs cluster init --slot-size 16MiB --etcd-timeout 60s" 120 || fail "cluster init: $(cat /tmp/etcd.log)"
+	for _i in 1 2 3; do
+		run $nvs host add t$_i --label rack=r$_i
+		wait_for "$nvs ns add --host t$_i --nqn nqn.2026-11.io.example:t$_i --nsid 1 --path tcp://127.0.0.1:442$_i" 60 ||
+			fail "ns add t$_i: $(cat /tmp/t$_i.log)"
+	done
+	for _v in "$@"; do
+		run $nvs volume create "${_v%%:*}" --size "${_v#*:}" --k 2 --m 1
+	done
+	info "cluster-ready s=$(($(now_s) - _t0))"
+}
+
+# fill_files DIR FILE_MB [COUNT]: DIR/big.bin of FILE_MB random MiB and
+# COUNT (20) small files DIR/small-N.txt, their sha256 sums in /tmp/sums
+# (for sha256sum -c from DIR), then sync.
+fill_files() {
+	pattern_file "$1/big.bin" "$2"
+	_i=0
+	while [ $_i -lt "${3:-20}" ]; do
+		echo "file $_i" >"$1/small-$_i.txt"
+		_i=$((_i + 1))
+	done
+	(cd "$1" && find . -type f | sort | xargs sha256sum) >/tmp/sums
+	run sync
+}
