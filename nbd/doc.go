@@ -81,7 +81,10 @@
 //   - CACHE succeeds without doing anything; BLOCK_STATUS reports
 //     base:allocation from blockdev.AllocationReporter (everything allocated
 //     for other devices).
-//   - Extended headers and TLS are not offered (NBD_REP_ERR_UNSUP).
+//   - Extended headers are not offered (NBD_REP_ERR_UNSUP). TLS is offered
+//     through NBD_OPT_STARTTLS when Options.TLS is set (and required before
+//     any other option with Options.RequireTLS); otherwise STARTTLS is
+//     answered NBD_REP_ERR_UNSUP.
 //
 // Errors map to NBD error values as follows: request past the end of the
 // export: ENOSPC for WRITE and WRITE_ZEROES, EINVAL otherwise; misaligned,
