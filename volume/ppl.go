@@ -128,6 +128,7 @@ func (l *logState) fresh(g layout.Geometry) *stripeEpoch {
 		e := l.spare[n-1]
 		l.spare = l.spare[:n-1]
 		clear(e.touched) // e.pp keeps its blocks: only partial rows' are read
+		clear(e.sums)    // a record carries those of untouched rows too: no other stripe's
 		e.r0, e.r1 = 0, 0
 		return e
 	}
