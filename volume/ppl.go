@@ -327,10 +327,9 @@ func (v *Volume) logUpdate(ctx context.Context, s *segment, sio layout.StripeIO,
 		return logRecord{}, err
 	}
 	for _, pc := range sio.Pieces {
-		for off := pc.Off; off < pc.Off+pc.Len; off += layout.ChecksumBlock {
-			r := off / layout.ChecksumBlock
-			at := pc.Buf + off - pc.Off
-			e.sums[r*int64(g.K)+int64(pc.Shard)][1] = blockSum(p[at : at+layout.ChecksumBlock])
+		r0 := pc.Off / layout.ChecksumBlock
+		for j, sum := range b.dataSums(pc.Shard, p[pc.Buf:pc.Buf+pc.Len]) {
+			e.sums[(r0+int64(j))*int64(g.K)+int64(pc.Shard)][1] = sum
 		}
 	}
 	for r := lo; r < hi; r++ {
