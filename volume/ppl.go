@@ -72,6 +72,20 @@ type logState struct {
 
 	flushBegun atomic.Int64 // Flush calls started
 	flushDone  atomic.Int64 // highest Flush call completed successfully
+
+	zeros  []byte // a chunk of zeros, never written: the partial parity's stand-in for written blocks
+	blocks int64  // blocks of each ring (layout.Geometry.LogArea)
+	offset int64  // slot offset of the rings (layout.Geometry.LogOffset)
+}
+
+// init sets up the bookkeeping of a volume of geometry g with the write
+// log, whose owner epoch is epoch.
+func (l *logState) init(g layout.Geometry, epoch int64) {
+	l.seqEpoch.Store(uint64(epoch))
+	if g.Log {
+		l.zeros = make([]byte, g.Chunk)
+		l.blocks, l.offset = g.LogArea()/layout.ChecksumBlock, g.LogOffset()
+	}
 }
 
 // dead reports whether work that ended when mark flushes had begun is
@@ -241,32 +255,18 @@ func (v *Volume) logWrite(ctx context.Context, s *segment, sio layout.StripeIO, 
 	}
 	mark := new(atomic.Int64)
 	mark.Store(math.MaxInt64)
-	type copyOf struct {
-		i  int
-		sl *slot
-	}
-	var copies []copyOf
-	for sh := v.g.K; sh < v.g.N(); sh++ {
-		if contains(plan.Writes, sh) {
-			i := v.g.SlotOf(sio.ID.Stripe, sh)
-			for _, sl := range s.writeSlots(i, sio.ID.Stripe) {
-				copies = append(copies, copyOf{i, sl})
-			}
-		}
-	}
-	n := rec.size(v.g) * layout.ChecksumBlock
-	bufs := make([][]byte, len(copies))
-	for j := range bufs {
-		bp, buf := v.recordBuf(n)
-		defer v.putRecordBuf(bp)
-		if bufs[j] = buf; j == 0 {
-			rec.encodeBody(v.g, buf)
+	copies := v.recordCopies(s, sio.ID.Stripe, plan, rec.size(v.g)*layout.ChecksumBlock)
+	defer v.putRecordCopies(copies)
+	for j, c := range copies {
+		if j == 0 {
+			rec.encodeBody(v.g, c.buf)
 		} else {
-			copy(buf, bufs[0]) // each copy in flight has its own header
+			copy(c.buf, copies[0].buf) // each copy in flight has its own header
 		}
 	}
 	err = v.each(len(copies), func(j int) error {
-		return v.writeRecord(ctx, s, copies[j].i, copies[j].sl, sio.ID.Stripe, bufs[j], mark)
+		c := &copies[j]
+		return v.writeRecord(ctx, s, c.slot, c.sl, sio.ID.Stripe, c.buf, mark)
 	})
 	if err != nil {
 		v.log.end(e)
@@ -276,20 +276,49 @@ func (v *Volume) logWrite(ctx context.Context, s *segment, sio layout.StripeIO, 
 	return e, mark, nil
 }
 
+// recordCopy is one copy of a write's record: the parity slot and slot
+// copy it goes to, and its buffer.
+type recordCopy struct {
+	slot int
+	sl   *slot
+	buf  []byte
+	bp   *[]byte // buf's pool buffer, or nil
+}
+
+// recordCopies returns a copy with a buffer of n bytes for every copy of
+// the parity slots plan writes for stripe t. Release them with
+// putRecordCopies.
+func (v *Volume) recordCopies(s *segment, t int64, plan writePlan, n int64) []recordCopy {
+	copies := make([]recordCopy, 0, 2*v.g.M)
+	var own [2]*slot
+	for sh := v.g.K; sh < v.g.N(); sh++ {
+		if contains(plan.Writes, sh) {
+			i := v.g.SlotOf(t, sh)
+			for _, sl := range s.appendWriteSlots(own[:0], i, t) {
+				bp, buf := v.recordBuf(n)
+				copies = append(copies, recordCopy{slot: i, sl: sl, buf: buf, bp: bp})
+			}
+		}
+	}
+	return copies
+}
+
+func (v *Volume) putRecordCopies(copies []recordCopy) {
+	for _, c := range copies {
+		if c.bp != nil {
+			v.putBuf(c.bp)
+		}
+	}
+}
+
 // recordBuf returns a buffer of n bytes for a record: from the chunk pool
 // when it fits (a record of a write within one chunk's rows and few
-// partial rows), else allocated. Release it with putRecordBuf.
-func (v *Volume) recordBuf(n int64) (*[]byte, []byte) {
+// partial rows; bp is its pool buffer), else allocated (bp nil).
+func (v *Volume) recordBuf(n int64) (bp *[]byte, buf []byte) {
 	if n <= v.g.Chunk {
 		return v.getBuf(n)
 	}
 	return nil, make([]byte, n)
-}
-
-func (v *Volume) putRecordBuf(bp *[]byte) {
-	if bp != nil {
-		v.putBuf(bp)
-	}
 }
 
 // logDone ends a logged write.
@@ -305,12 +334,12 @@ func (v *Volume) logDone(e *stripeEpoch, mark *atomic.Int64) {
 // the ring of copy sl of slot i, to sl with FUA.
 func (v *Volume) writeRecord(ctx context.Context, s *segment, i int, sl *slot, t int64, buf []byte, mark *atomic.Int64) error {
 	n := int64(len(buf)) / layout.ChecksumBlock
-	pos, seq, tail, err := sl.ring.reserve(&v.log, n, v.g.LogArea()/layout.ChecksumBlock, mark)
+	pos, seq, tail, err := sl.ring.reserve(&v.log, n, v.log.blocks, mark)
 	if err != nil {
 		return err
 	}
 	stamp(buf, seq, tail)
-	err = blockdev.WriteFUA(ctx, sl.dev, buf, v.g.LogOffset()+pos*layout.ChecksumBlock)
+	err = blockdev.WriteFUA(ctx, sl.dev, buf, v.log.offset+pos*layout.ChecksumBlock)
 	return v.shardFailed(s, sl, i, t, err)
 }
 
@@ -402,7 +431,10 @@ func (e *stripeEpoch) record(g layout.Geometry, id layout.StripeID) logRecord {
 // partialParity updates the epoch's partial parity over rows [lo, hi):
 // the first parity row's share of the data shards not written in the
 // epoch. A delta write derives it from the old parity and the old data it
-// read; the other modes encode it from the data they hold.
+// read; the other modes encode it from the data they hold. A write of one
+// row new to the epoch computes it in the row's block itself (which holds
+// nothing valid yet, so a failure loses nothing), any other in a span it
+// then copies to the rows that need it.
 func (v *Volume) partialParity(plan writePlan, b *stripeBufs, e *stripeEpoch, wt []uint32, lo, hi int64) error {
 	need := false
 	for r := lo; r < hi; r++ {
@@ -411,26 +443,36 @@ func (v *Volume) partialParity(plan writePlan, b *stripeBufs, e *stripeEpoch, wt
 	if !need {
 		return nil
 	}
-	bp, span := v.getBuf((hi - lo) * layout.ChecksumBlock)
-	defer v.putBuf(bp)
+	inPlace := hi-lo == 1 && e.touched[lo]&^noPPBit == 0
+	var span []byte
+	if inPlace {
+		span = e.ppBlock(lo)
+	} else {
+		span = b.scratch((hi - lo) * layout.ChecksumBlock)
+	}
 	var err error
 	if plan.Mode == modeDelta {
 		err = v.ppDelta(b, e, wt, lo, hi, span)
 	} else {
 		err = v.ppEncode(b, e, wt, lo, hi, span)
 	}
-	if err != nil {
+	if err != nil || inPlace {
 		return err
 	}
 	for r := lo; r < hi; r++ {
 		if partialRow(e.touched[r]|wt[r-lo], v.g.K) {
-			if e.pp[r] == nil {
-				e.pp[r] = make([]byte, layout.ChecksumBlock)
-			}
-			copy(e.pp[r], span[(r-lo)*layout.ChecksumBlock:])
+			copy(e.ppBlock(r), span[(r-lo)*layout.ChecksumBlock:])
 		}
 	}
 	return nil
+}
+
+// ppBlock returns row r's partial-parity block, allocated on first use.
+func (e *stripeEpoch) ppBlock(r int64) []byte {
+	if e.pp[r] == nil {
+		e.pp[r] = make([]byte, layout.ChecksumBlock)
+	}
+	return e.pp[r]
 }
 
 // ppDelta: partial parity = (the epoch's, or for rows new to the epoch the
@@ -438,7 +480,6 @@ func (v *Volume) partialParity(plan writePlan, b *stripeBufs, e *stripeEpoch, wt
 // in the epoch to change, taken from their old values.
 func (v *Volume) ppDelta(b *stripeBufs, e *stripeEpoch, wt []uint32, lo, hi int64, span []byte) error {
 	g := v.g
-	n := (hi - lo) * layout.ChecksumBlock
 	for r := lo; r < hi; r++ {
 		at := (r - lo) * layout.ChecksumBlock
 		dst := span[at : at+layout.ChecksumBlock]
@@ -451,38 +492,18 @@ func (v *Volume) ppDelta(b *stripeBufs, e *stripeEpoch, wt []uint32, lo, hi int6
 			clear(dst) // every data shard written already: no share left
 		}
 	}
-	oldData := make([][]byte, g.K)
-	newData := make([][]byte, g.K)
-	var zero []byte
+	args := make([][]byte, 2*g.K+g.M)
+	oldData, newData, parity := args[:g.K], args[g.K:2*g.K], args[2*g.K:]
 	for sh := 0; sh < g.K; sh++ {
-		var old []byte
-		for r := lo; r < hi; r++ {
-			bit := uint32(1) << sh
-			if wt[r-lo]&bit == 0 || e.touched[r]&bit != 0 {
-				continue
-			}
-			if old == nil {
-				bp, buf := v.getBuf(n)
-				defer v.putBuf(bp)
-				old = buf
-				clear(old)
-			}
-			at := (r - lo) * layout.ChecksumBlock
-			copy(old[at:at+layout.ChecksumBlock], b.shards[sh][at:at+layout.ChecksumBlock])
+		bit := uint32(1) << sh
+		old, kept := v.maskRows(b, b.shards[sh], lo, hi, func(r int64) bool {
+			return wt[r-lo]&bit != 0 && e.touched[r]&bit == 0
+		})
+		if kept {
+			oldData[sh], newData[sh] = old, v.log.zeros[:len(old)]
 		}
-		if old == nil {
-			continue
-		}
-		if zero == nil {
-			bp, buf := v.getBuf(n)
-			defer v.putBuf(bp)
-			zero = buf
-			clear(zero)
-		}
-		oldData[sh], newData[sh] = old, zero
 	}
-	parity := make([][]byte, g.M)
-	parity[0] = span
+	v.ppParity(b, parity, span)
 	return v.codec.UpdateParity(oldData, newData, parity)
 }
 
@@ -490,29 +511,57 @@ func (v *Volume) ppDelta(b *stripeBufs, e *stripeEpoch, wt []uint32, lo, hi int6
 // block written in the epoch (this write included) taken as zero.
 func (v *Volume) ppEncode(b *stripeBufs, e *stripeEpoch, wt []uint32, lo, hi int64, span []byte) error {
 	g := v.g
-	n := (hi - lo) * layout.ChecksumBlock
 	shards := make([][]byte, g.N())
-	for sh := 0; sh < g.N(); sh++ {
-		bp, buf := v.getBuf(n)
-		defer v.putBuf(bp)
-		shards[sh] = buf
-		if sh >= g.K {
-			continue
-		}
-		for r := lo; r < hi; r++ {
-			at := (r - lo) * layout.ChecksumBlock
-			if (e.touched[r]|wt[r-lo])&(1<<sh) == 0 {
-				copy(buf[at:at+layout.ChecksumBlock], b.shards[sh][at:at+layout.ChecksumBlock])
-			} else {
-				clear(buf[at : at+layout.ChecksumBlock])
-			}
+	for sh := 0; sh < g.K; sh++ {
+		bit := uint32(1) << sh
+		shards[sh], _ = v.maskRows(b, b.shards[sh], lo, hi, func(r int64) bool {
+			return (e.touched[r]|wt[r-lo])&bit == 0
+		})
+	}
+	v.ppParity(b, shards[g.K:], span)
+	return v.codec.Encode(shards)
+}
+
+// ppParity sets the parity outputs of a partial-parity computation: span
+// for the first; the codec computes every parity row, so the others share
+// one scratch block that is thrown away.
+func (v *Volume) ppParity(b *stripeBufs, parity [][]byte, span []byte) {
+	parity[0] = span
+	if len(parity) > 1 {
+		sink := b.scratch(int64(len(span)))
+		for j := 1; j < len(parity); j++ {
+			parity[j] = sink
 		}
 	}
-	if err := v.codec.Encode(shards); err != nil {
-		return err
+}
+
+// maskRows returns buf, a shard's blocks over rows [lo, hi), with the
+// rows keep rejects taken as zeros, and whether keep took any: buf itself
+// when keep takes every row, the zero block when it takes none, else a
+// scratch copy. The caller only reads it.
+func (v *Volume) maskRows(b *stripeBufs, buf []byte, lo, hi int64, keep func(r int64) bool) ([]byte, bool) {
+	n := (hi - lo) * layout.ChecksumBlock
+	all, some := true, false
+	for r := lo; r < hi; r++ {
+		k := keep(r)
+		all, some = all && k, some || k
 	}
-	copy(span, shards[g.K])
-	return nil
+	switch {
+	case all:
+		return buf[:n], true
+	case !some:
+		return v.log.zeros[:n], false
+	}
+	out := b.scratch(n)
+	for r := lo; r < hi; r++ {
+		at := (r - lo) * layout.ChecksumBlock
+		if keep(r) {
+			copy(out[at:at+layout.ChecksumBlock], buf[at:at+layout.ChecksumBlock])
+		} else {
+			clear(out[at : at+layout.ChecksumBlock])
+		}
+	}
+	return out, true
 }
 
 // logPlan adjusts a write plan for the log: the partial parity of a delta

@@ -98,7 +98,8 @@ type stripeBufs struct {
 	v      *Volume
 	shards [][]byte
 	pool   []*[]byte
-	logP0  []byte // delta mode with a write log: the old first parity over the span
+	logP0  []byte     // delta mode with a write log: the old first parity over the span
+	small  [8]*[]byte // pool's first array: a write's few buffers need no allocation for it
 
 	sums     [][]uint32 // per data shard: checksums of the blocks its piece writes, once computed (dataSums)
 	sumStore []uint32
@@ -127,9 +128,18 @@ func (b *stripeBufs) sumsOf(sh int) []uint32 {
 }
 
 func (b *stripeBufs) alloc(sh int, n int64) []byte {
+	b.shards[sh] = b.scratch(n)
+	return b.shards[sh]
+}
+
+// scratch returns a pooled buffer of n bytes (any contents), released with
+// the others.
+func (b *stripeBufs) scratch(n int64) []byte {
 	bp, buf := b.v.getBuf(n)
+	if b.pool == nil {
+		b.pool = b.small[:0]
+	}
 	b.pool = append(b.pool, bp)
-	b.shards[sh] = buf
 	return buf
 }
 
@@ -210,8 +220,7 @@ func (v *Volume) prepareDelta(ctx context.Context, s *segment, sio layout.Stripe
 			newData[pc.Shard] = p[pc.Buf : pc.Buf+pc.Len]
 			continue
 		}
-		bp, nb := v.getBuf(n)
-		b.pool = append(b.pool, bp)
+		nb := b.scratch(n)
 		copy(nb, oldData[pc.Shard])
 		copy(nb[pc.Off-plan.Lo:], p[pc.Buf:pc.Buf+pc.Len])
 		newData[pc.Shard] = nb
@@ -221,8 +230,7 @@ func (v *Volume) prepareDelta(ctx context.Context, s *segment, sio layout.Stripe
 		parity[sh-v.g.K] = b.shards[sh] // nil when missing: skipped
 	}
 	if v.g.Log && b.shards[v.g.K] != nil {
-		bp, p0 := v.getBuf(n)
-		b.pool = append(b.pool, bp)
+		p0 := b.scratch(n)
 		copy(p0, b.shards[v.g.K])
 		b.logP0 = p0
 	}
@@ -280,7 +288,8 @@ func (v *Volume) shardWrite(ctx context.Context, s *segment, id layout.StripeID,
 	var firstErr error
 	var failed []*slot
 	wrote := 0
-	for _, sl := range s.writeSlots(i, id.Stripe) {
+	var own [2]*slot
+	for _, sl := range s.appendWriteSlots(own[:0], i, id.Stripe) {
 		err := v.slotWrite(ctx, sl, id.Stripe, off, b, sums, fua)
 		if err = v.shardFailed(s, sl, i, id.Stripe, err); err == nil {
 			wrote++
