@@ -41,6 +41,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -348,7 +349,8 @@ func (v *Volume) writeRecord(ctx context.Context, s *segment, i int, sl *slot, t
 func (v *Volume) logUpdate(ctx context.Context, s *segment, sio layout.StripeIO, p []byte, plan writePlan, b *stripeBufs, e *stripeEpoch) (logRecord, error) {
 	g := v.g
 	lo, hi := plan.Lo/layout.ChecksumBlock, plan.Hi/layout.ChecksumBlock
-	wt := writtenRows(sio, lo, hi)
+	var small [32]uint32 // a chunk of 128 KiB has 32 rows
+	wt := writtenRows(small[:0], sio, lo, hi)
 	if err := v.epochSums(ctx, s, sio.ID, b, e, lo, hi); err != nil {
 		return logRecord{}, err
 	}
@@ -371,9 +373,11 @@ func (v *Volume) logUpdate(ctx context.Context, s *segment, sio layout.StripeIO,
 	return e.record(g, sio.ID), nil
 }
 
-// writtenRows returns, per row of [lo, hi), the data shards sio writes.
-func writtenRows(sio layout.StripeIO, lo, hi int64) []uint32 {
-	wt := make([]uint32, hi-lo)
+// writtenRows returns, per row of [lo, hi), the data shards sio writes,
+// in buf's array when it has room.
+func writtenRows(buf []uint32, sio layout.StripeIO, lo, hi int64) []uint32 {
+	wt := slices.Grow(buf[:0], int(hi-lo))[:hi-lo]
+	clear(wt)
 	for _, pc := range sio.Pieces {
 		for r := pc.Off / layout.ChecksumBlock; r < (pc.Off+pc.Len)/layout.ChecksumBlock; r++ {
 			wt[r-lo] |= 1 << pc.Shard
@@ -430,41 +434,53 @@ func (e *stripeEpoch) record(g layout.Geometry, id layout.StripeID) logRecord {
 
 // partialParity updates the epoch's partial parity over rows [lo, hi):
 // the first parity row's share of the data shards not written in the
-// epoch. A delta write derives it from the old parity and the old data it
-// read; the other modes encode it from the data they hold. A write of one
-// row new to the epoch computes it in the row's block itself (which holds
-// nothing valid yet, so a failure loses nothing), any other in a span it
-// then copies to the rows that need it.
+// epoch. It computes it over the rows from the first to the last that
+// need one (a row every data shard of which is written needs none). A
+// delta write derives it from the old parity and the old data it read;
+// the other modes encode it from the data they hold. A write with one
+// such row new to the epoch computes it in the row's block itself (which
+// holds nothing valid yet, so a failure loses nothing), any other in a
+// span it then copies to the rows that need it.
 func (v *Volume) partialParity(plan writePlan, b *stripeBufs, e *stripeEpoch, wt []uint32, lo, hi int64) error {
-	need := false
+	rows := ppRows{lo: hi}
 	for r := lo; r < hi; r++ {
-		need = need || partialRow(e.touched[r]|wt[r-lo], v.g.K)
+		if partialRow(e.touched[r]|wt[r-lo], v.g.K) {
+			rows.lo, rows.hi = min(rows.lo, r), r+1
+		}
 	}
-	if !need {
+	if rows.hi == 0 {
 		return nil
 	}
-	inPlace := hi-lo == 1 && e.touched[lo]&^noPPBit == 0
+	rows.wt, rows.at = wt[rows.lo-lo:rows.hi-lo], (rows.lo-lo)*layout.ChecksumBlock
+	inPlace := rows.hi-rows.lo == 1 && e.touched[rows.lo]&^noPPBit == 0
 	var span []byte
 	if inPlace {
-		span = e.ppBlock(lo)
+		span = e.ppBlock(rows.lo)
 	} else {
-		span = b.scratch((hi - lo) * layout.ChecksumBlock)
+		span = b.scratch((rows.hi - rows.lo) * layout.ChecksumBlock)
 	}
 	var err error
 	if plan.Mode == modeDelta {
-		err = v.ppDelta(b, e, wt, lo, hi, span)
+		err = v.ppDelta(b, e, rows, span)
 	} else {
-		err = v.ppEncode(b, e, wt, lo, hi, span)
+		err = v.ppEncode(b, e, rows, span)
 	}
 	if err != nil || inPlace {
 		return err
 	}
-	for r := lo; r < hi; r++ {
-		if partialRow(e.touched[r]|wt[r-lo], v.g.K) {
-			copy(e.ppBlock(r), span[(r-lo)*layout.ChecksumBlock:])
+	for r := rows.lo; r < rows.hi; r++ {
+		if partialRow(e.touched[r]|rows.wt[r-rows.lo], v.g.K) {
+			copy(e.ppBlock(r), span[(r-rows.lo)*layout.ChecksumBlock:])
 		}
 	}
 	return nil
+}
+
+// ppRows are the rows a partial parity is computed over.
+type ppRows struct {
+	lo, hi int64
+	wt     []uint32 // per row: the data shards the write writes
+	at     int64    // offset of row lo in the write's span buffers (stripeBufs)
 }
 
 // ppBlock returns row r's partial-parity block, allocated on first use.
@@ -478,28 +494,27 @@ func (e *stripeEpoch) ppBlock(r int64) []byte {
 // ppDelta: partial parity = (the epoch's, or for rows new to the epoch the
 // old parity) minus the share of the data shards this write is the first
 // in the epoch to change, taken from their old values.
-func (v *Volume) ppDelta(b *stripeBufs, e *stripeEpoch, wt []uint32, lo, hi int64, span []byte) error {
+func (v *Volume) ppDelta(b *stripeBufs, e *stripeEpoch, rows ppRows, span []byte) error {
 	g := v.g
-	for r := lo; r < hi; r++ {
-		at := (r - lo) * layout.ChecksumBlock
+	var small [32]uint32
+	first := small[:0] // per row: the data shards this write is the first in the epoch to change
+	for r := rows.lo; r < rows.hi; r++ {
+		at := (r - rows.lo) * layout.ChecksumBlock
 		dst := span[at : at+layout.ChecksumBlock]
 		switch {
 		case e.touched[r]&^noPPBit == 0:
-			copy(dst, b.logP0[at:at+layout.ChecksumBlock])
+			copy(dst, b.logP0[rows.at+at:])
 		case e.pp[r] != nil:
 			copy(dst, e.pp[r])
 		default:
 			clear(dst) // every data shard written already: no share left
 		}
+		first = append(first, rows.wt[r-rows.lo]&^e.touched[r])
 	}
 	args := make([][]byte, 2*g.K+g.M)
 	oldData, newData, parity := args[:g.K], args[g.K:2*g.K], args[2*g.K:]
 	for sh := 0; sh < g.K; sh++ {
-		bit := uint32(1) << sh
-		old, kept := v.maskRows(b, b.shards[sh], lo, hi, func(r int64) bool {
-			return wt[r-lo]&bit != 0 && e.touched[r]&bit == 0
-		})
-		if kept {
+		if old, kept := v.maskRows(b, b.shards[sh], rows.at, first, sh); kept {
 			oldData[sh], newData[sh] = old, v.log.zeros[:len(old)]
 		}
 	}
@@ -509,14 +524,16 @@ func (v *Volume) ppDelta(b *stripeBufs, e *stripeEpoch, wt []uint32, lo, hi int6
 
 // ppEncode: partial parity = the first parity row of the data with every
 // block written in the epoch (this write included) taken as zero.
-func (v *Volume) ppEncode(b *stripeBufs, e *stripeEpoch, wt []uint32, lo, hi int64, span []byte) error {
+func (v *Volume) ppEncode(b *stripeBufs, e *stripeEpoch, rows ppRows, span []byte) error {
 	g := v.g
+	var small [32]uint32
+	unwritten := small[:0] // per row: the data shards not written in the epoch, this write included
+	for r := rows.lo; r < rows.hi; r++ {
+		unwritten = append(unwritten, ^(e.touched[r] | rows.wt[r-rows.lo]))
+	}
 	shards := make([][]byte, g.N())
 	for sh := 0; sh < g.K; sh++ {
-		bit := uint32(1) << sh
-		shards[sh], _ = v.maskRows(b, b.shards[sh], lo, hi, func(r int64) bool {
-			return (e.touched[r]|wt[r-lo])&bit == 0
-		})
+		shards[sh], _ = v.maskRows(b, b.shards[sh], rows.at, unwritten, sh)
 	}
 	v.ppParity(b, shards[g.K:], span)
 	return v.codec.Encode(shards)
@@ -535,28 +552,29 @@ func (v *Volume) ppParity(b *stripeBufs, parity [][]byte, span []byte) {
 	}
 }
 
-// maskRows returns buf, a shard's blocks over rows [lo, hi), with the
-// rows keep rejects taken as zeros, and whether keep took any: buf itself
-// when keep takes every row, the zero block when it takes none, else a
-// scratch copy. The caller only reads it.
-func (v *Volume) maskRows(b *stripeBufs, buf []byte, lo, hi int64, keep func(r int64) bool) ([]byte, bool) {
-	n := (hi - lo) * layout.ChecksumBlock
+// maskRows returns the blocks of data shard sh over a span of rows, those
+// of buf from byte off on, with the rows whose keep bitmap lacks sh taken
+// as zeros, and whether it kept any: buf itself when it keeps every row,
+// the zero chunk when none (buf unread), else a scratch copy. The caller
+// only reads it.
+func (v *Volume) maskRows(b *stripeBufs, buf []byte, off int64, keep []uint32, sh int) ([]byte, bool) {
+	n := int64(len(keep)) * layout.ChecksumBlock
 	all, some := true, false
-	for r := lo; r < hi; r++ {
-		k := keep(r)
+	for _, bits := range keep {
+		k := bits&(1<<sh) != 0
 		all, some = all && k, some || k
 	}
 	switch {
 	case all:
-		return buf[:n], true
+		return buf[off : off+n], true
 	case !some:
 		return v.log.zeros[:n], false
 	}
 	out := b.scratch(n)
-	for r := lo; r < hi; r++ {
-		at := (r - lo) * layout.ChecksumBlock
-		if keep(r) {
-			copy(out[at:at+layout.ChecksumBlock], buf[at:at+layout.ChecksumBlock])
+	for i, bits := range keep {
+		at := i * layout.ChecksumBlock
+		if bits&(1<<sh) != 0 {
+			copy(out[at:at+layout.ChecksumBlock], buf[off+int64(at):])
 		} else {
 			clear(out[at : at+layout.ChecksumBlock])
 		}
