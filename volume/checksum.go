@@ -255,17 +255,18 @@ func (v *Volume) storePage(ctx context.Context, sl *slot, p *sumPage, gen int64,
 	if sl.sums.dropped.Load() || (p.stored >= gen && (!fua || p.fua >= gen)) {
 		return nil
 	}
-	var b [sumPageSize]byte
+	bp, b := v.getBuf(sumPageSize) // pooled: a device is an interface, so an array here would be allocated on the heap (a chunk is at least a page)
+	defer v.putBuf(bp)
 	p.mu.Lock()
-	b = p.buf
+	copy(b, p.buf[:])
 	cur := p.gen
 	p.mu.Unlock()
 	off := v.g.DataEnd() + p.idx*sumPageSize
 	var err error
 	if fua {
-		err = blockdev.WriteFUA(ctx, sl.dev, b[:], off)
+		err = blockdev.WriteFUA(ctx, sl.dev, b, off)
 	} else {
-		err = sl.dev.WriteAt(ctx, b[:], off)
+		err = sl.dev.WriteAt(ctx, b, off)
 	}
 	if err != nil {
 		return fmt.Errorf("writing checksums: %w", err)
