@@ -511,8 +511,9 @@ func (v *Volume) ppDelta(b *stripeBufs, e *stripeEpoch, rows ppRows, span []byte
 		}
 		first = append(first, rows.wt[r-rows.lo]&^e.touched[r])
 	}
-	args := make([][]byte, 2*g.K+g.M)
-	oldData, newData, parity := args[:g.K], args[g.K:2*g.K], args[2*g.K:]
+	var data [16][]byte // old and new data of up to 8 data shards, on the stack (UpdateParity keeps neither)
+	args := slices.Grow(data[:0], 2*g.K)[:2*g.K]
+	oldData, newData, parity := args[:g.K], args[g.K:], make([][]byte, g.M)
 	for sh := 0; sh < g.K; sh++ {
 		if old, kept := v.maskRows(b, b.shards[sh], rows.at, first, sh); kept {
 			oldData[sh], newData[sh] = old, v.log.zeros[:len(old)]
