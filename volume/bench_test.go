@@ -208,10 +208,13 @@ func BenchmarkScrub(b *testing.B) {
 // ratio (off/on: the share of the speed without checksums kept with
 // them). Run it once: -benchtime 1x.
 func BenchmarkVolumeAB(b *testing.B) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	for _, c := range volumeBenchCases {
 		b.Run(c.name, func(b *testing.B) {
+			// b.Run runs this on a goroutine of its own: lock that one
+			// (locking the parent left the bursts' thread clock reading
+			// whichever thread the goroutine moved to: negative times).
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
 			var vols [2]*Volume
 			for i, csum := range []bool{false, true} {
 				v, mems := benchVolume(b, csum, c.fresh)

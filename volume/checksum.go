@@ -20,6 +20,16 @@ const zeroSum = 0x98f94189
 // (zero) agree without a write.
 func blockSum(b []byte) uint32 { return crc32c.Checksum(b) ^ zeroSum }
 
+// blockSums appends the checksums of the blocks of b to dst: the one home
+// of the checksums of what a write puts. A logged write computes its data
+// blocks' once, for its record and for the checksum area both.
+func blockSums(dst []uint32, b []byte) []uint32 {
+	for j := 0; j+layout.ChecksumBlock <= len(b); j += layout.ChecksumBlock {
+		dst = append(dst, blockSum(b[j:j+layout.ChecksumBlock]))
+	}
+	return dst
+}
+
 // sumPageSize is the unit in which the checksum area is read, cached and
 // written: one block, holding the checksums of 1024 blocks (4 MiB) of the
 // slot. A chunk's checksums never straddle two pages (chunks are powers of
@@ -98,9 +108,10 @@ func (v *Volume) storedSums(ctx context.Context, sl *slot, t, off int64, want []
 	return nil
 }
 
-// sumBatch is how many checksums verify and writeSums handle at a time:
-// their stack buffers stay small (a chunk of 128 KiB has 32 blocks) and
-// the page lock is held only to copy them, not to compute them.
+// sumBatch is how many checksums verify handles at a time (and how many a
+// shard write keeps on its stack): the buffer stays small (a chunk of 128
+// KiB has 32 blocks) and the page lock is held only to copy them, not to
+// compute them.
 const sumBatch = 64
 
 // load copies the checksums from byte at of the page into sums.
@@ -134,29 +145,21 @@ func (v *Volume) verify(ctx context.Context, s *segment, i int, sl *slot, t, off
 	return nil
 }
 
-// writeSums stores the checksums of b, just written to stripe t of slot
-// copy sl at chunk offset off, and writes their page (with FUA when fua).
-func (v *Volume) writeSums(ctx context.Context, sl *slot, t, off int64, b []byte, fua bool) error {
+// writeSums stores sums, the checksums of the blocks just written to
+// stripe t of slot copy sl from chunk offset off, and writes their page
+// (with FUA when fua).
+func (v *Volume) writeSums(ctx context.Context, sl *slot, t, off int64, sums []uint32, fua bool) error {
 	p, at, err := v.sumPageOf(ctx, sl, t, off)
 	if err != nil {
 		return err
 	}
-	var sums [sumBatch]uint32
-	var mine int64
-	n := len(b) / layout.ChecksumBlock
-	for lo := 0; lo < n; lo += sumBatch {
-		hi := min(lo+sumBatch, n)
-		for j := lo; j < hi; j++ {
-			sums[j-lo] = blockSum(b[j*layout.ChecksumBlock : (j+1)*layout.ChecksumBlock])
-		}
-		p.mu.Lock()
-		for j := lo; j < hi; j++ {
-			binary.LittleEndian.PutUint32(p.buf[at+4*j:], sums[j-lo])
-		}
-		p.gen++
-		mine = p.gen
-		p.mu.Unlock()
+	p.mu.Lock()
+	for j, sum := range sums {
+		binary.LittleEndian.PutUint32(p.buf[at+4*j:], sum)
 	}
+	p.gen++
+	mine := p.gen
+	p.mu.Unlock()
 	if fua {
 		return v.storePage(ctx, sl, p, mine, true)
 	}
@@ -252,17 +255,18 @@ func (v *Volume) storePage(ctx context.Context, sl *slot, p *sumPage, gen int64,
 	if sl.sums.dropped.Load() || (p.stored >= gen && (!fua || p.fua >= gen)) {
 		return nil
 	}
-	var b [sumPageSize]byte
+	bp, b := v.getBuf(sumPageSize) // pooled: a device is an interface, so an array here would be allocated on the heap (a chunk is at least a page)
+	defer v.putBuf(bp)
 	p.mu.Lock()
-	b = p.buf
+	copy(b, p.buf[:])
 	cur := p.gen
 	p.mu.Unlock()
 	off := v.g.DataEnd() + p.idx*sumPageSize
 	var err error
 	if fua {
-		err = blockdev.WriteFUA(ctx, sl.dev, b[:], off)
+		err = blockdev.WriteFUA(ctx, sl.dev, b, off)
 	} else {
-		err = sl.dev.WriteAt(ctx, b[:], off)
+		err = sl.dev.WriteAt(ctx, b, off)
 	}
 	if err != nil {
 		return fmt.Errorf("writing checksums: %w", err)

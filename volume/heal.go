@@ -287,7 +287,7 @@ func (v *Volume) writeFixes(ctx context.Context, s *segment, id layout.StripeID,
 				end++
 			}
 			lo, hi := r*layout.ChecksumBlock, end*layout.ChecksumBlock
-			if err := v.shardWrite(ctx, s, id, sh, img.bufs.shards[sh][lo:hi], lo, false); err != nil {
+			if err := v.shardWrite(ctx, s, id, sh, img.bufs.shards[sh][lo:hi], nil, lo, false); err != nil {
 				return err
 			}
 			r = end

@@ -41,6 +41,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -72,6 +73,20 @@ type logState struct {
 
 	flushBegun atomic.Int64 // Flush calls started
 	flushDone  atomic.Int64 // highest Flush call completed successfully
+
+	zeros  []byte // a chunk of zeros, never written: the partial parity's stand-in for written blocks
+	blocks int64  // blocks of each ring (layout.Geometry.LogArea)
+	offset int64  // slot offset of the rings (layout.Geometry.LogOffset)
+}
+
+// init sets up the bookkeeping of a volume of geometry g with the write
+// log, whose owner epoch is epoch.
+func (l *logState) init(g layout.Geometry, epoch int64) {
+	l.seqEpoch.Store(uint64(epoch))
+	if g.Log {
+		l.zeros = make([]byte, g.Chunk)
+		l.blocks, l.offset = g.LogArea()/layout.ChecksumBlock, g.LogOffset()
+	}
 }
 
 // dead reports whether work that ended when mark flushes had begun is
@@ -128,6 +143,7 @@ func (l *logState) fresh(g layout.Geometry) *stripeEpoch {
 		e := l.spare[n-1]
 		l.spare = l.spare[:n-1]
 		clear(e.touched) // e.pp keeps its blocks: only partial rows' are read
+		clear(e.sums)    // a record carries those of untouched rows too: no other stripe's
 		e.r0, e.r1 = 0, 0
 		return e
 	}
@@ -240,32 +256,18 @@ func (v *Volume) logWrite(ctx context.Context, s *segment, sio layout.StripeIO, 
 	}
 	mark := new(atomic.Int64)
 	mark.Store(math.MaxInt64)
-	type copyOf struct {
-		i  int
-		sl *slot
-	}
-	var copies []copyOf
-	for sh := v.g.K; sh < v.g.N(); sh++ {
-		if contains(plan.Writes, sh) {
-			i := v.g.SlotOf(sio.ID.Stripe, sh)
-			for _, sl := range s.writeSlots(i, sio.ID.Stripe) {
-				copies = append(copies, copyOf{i, sl})
-			}
-		}
-	}
-	n := rec.size(v.g) * layout.ChecksumBlock
-	bufs := make([][]byte, len(copies))
-	for j := range bufs {
-		bp, buf := v.recordBuf(n)
-		defer v.putRecordBuf(bp)
-		if bufs[j] = buf; j == 0 {
-			rec.encodeBody(v.g, buf)
+	copies := v.recordCopies(s, sio.ID.Stripe, plan, rec.size(v.g)*layout.ChecksumBlock)
+	defer v.putRecordCopies(copies)
+	for j, c := range copies {
+		if j == 0 {
+			rec.encodeBody(v.g, c.buf)
 		} else {
-			copy(buf, bufs[0]) // each copy in flight has its own header
+			copy(c.buf, copies[0].buf) // each copy in flight has its own header
 		}
 	}
 	err = v.each(len(copies), func(j int) error {
-		return v.writeRecord(ctx, s, copies[j].i, copies[j].sl, sio.ID.Stripe, bufs[j], mark)
+		c := &copies[j]
+		return v.writeRecord(ctx, s, c.slot, c.sl, sio.ID.Stripe, c.buf, mark)
 	})
 	if err != nil {
 		v.log.end(e)
@@ -275,20 +277,49 @@ func (v *Volume) logWrite(ctx context.Context, s *segment, sio layout.StripeIO, 
 	return e, mark, nil
 }
 
+// recordCopy is one copy of a write's record: the parity slot and slot
+// copy it goes to, and its buffer.
+type recordCopy struct {
+	slot int
+	sl   *slot
+	buf  []byte
+	bp   *[]byte // buf's pool buffer, or nil
+}
+
+// recordCopies returns a copy with a buffer of n bytes for every copy of
+// the parity slots plan writes for stripe t. Release them with
+// putRecordCopies.
+func (v *Volume) recordCopies(s *segment, t int64, plan writePlan, n int64) []recordCopy {
+	copies := make([]recordCopy, 0, 2*v.g.M)
+	var own [2]*slot
+	for sh := v.g.K; sh < v.g.N(); sh++ {
+		if contains(plan.Writes, sh) {
+			i := v.g.SlotOf(t, sh)
+			for _, sl := range s.appendWriteSlots(own[:0], i, t) {
+				bp, buf := v.recordBuf(n)
+				copies = append(copies, recordCopy{slot: i, sl: sl, buf: buf, bp: bp})
+			}
+		}
+	}
+	return copies
+}
+
+func (v *Volume) putRecordCopies(copies []recordCopy) {
+	for _, c := range copies {
+		if c.bp != nil {
+			v.putBuf(c.bp)
+		}
+	}
+}
+
 // recordBuf returns a buffer of n bytes for a record: from the chunk pool
 // when it fits (a record of a write within one chunk's rows and few
-// partial rows), else allocated. Release it with putRecordBuf.
-func (v *Volume) recordBuf(n int64) (*[]byte, []byte) {
+// partial rows; bp is its pool buffer), else allocated (bp nil).
+func (v *Volume) recordBuf(n int64) (bp *[]byte, buf []byte) {
 	if n <= v.g.Chunk {
 		return v.getBuf(n)
 	}
 	return nil, make([]byte, n)
-}
-
-func (v *Volume) putRecordBuf(bp *[]byte) {
-	if bp != nil {
-		v.putBuf(bp)
-	}
 }
 
 // logDone ends a logged write.
@@ -304,12 +335,12 @@ func (v *Volume) logDone(e *stripeEpoch, mark *atomic.Int64) {
 // the ring of copy sl of slot i, to sl with FUA.
 func (v *Volume) writeRecord(ctx context.Context, s *segment, i int, sl *slot, t int64, buf []byte, mark *atomic.Int64) error {
 	n := int64(len(buf)) / layout.ChecksumBlock
-	pos, seq, tail, err := sl.ring.reserve(&v.log, n, v.g.LogArea()/layout.ChecksumBlock, mark)
+	pos, seq, tail, err := sl.ring.reserve(&v.log, n, v.log.blocks, mark)
 	if err != nil {
 		return err
 	}
 	stamp(buf, seq, tail)
-	err = blockdev.WriteFUA(ctx, sl.dev, buf, v.g.LogOffset()+pos*layout.ChecksumBlock)
+	err = blockdev.WriteFUA(ctx, sl.dev, buf, v.log.offset+pos*layout.ChecksumBlock)
 	return v.shardFailed(s, sl, i, t, err)
 }
 
@@ -318,7 +349,8 @@ func (v *Volume) writeRecord(ctx context.Context, s *segment, i int, sl *slot, t
 func (v *Volume) logUpdate(ctx context.Context, s *segment, sio layout.StripeIO, p []byte, plan writePlan, b *stripeBufs, e *stripeEpoch) (logRecord, error) {
 	g := v.g
 	lo, hi := plan.Lo/layout.ChecksumBlock, plan.Hi/layout.ChecksumBlock
-	wt := writtenRows(sio, lo, hi)
+	var small [32]uint32 // a chunk of 128 KiB has 32 rows
+	wt := writtenRows(small[:0], sio, lo, hi)
 	if err := v.epochSums(ctx, s, sio.ID, b, e, lo, hi); err != nil {
 		return logRecord{}, err
 	}
@@ -326,10 +358,9 @@ func (v *Volume) logUpdate(ctx context.Context, s *segment, sio layout.StripeIO,
 		return logRecord{}, err
 	}
 	for _, pc := range sio.Pieces {
-		for off := pc.Off; off < pc.Off+pc.Len; off += layout.ChecksumBlock {
-			r := off / layout.ChecksumBlock
-			at := pc.Buf + off - pc.Off
-			e.sums[r*int64(g.K)+int64(pc.Shard)][1] = blockSum(p[at : at+layout.ChecksumBlock])
+		r0 := pc.Off / layout.ChecksumBlock
+		for j, sum := range b.dataSums(pc.Shard, p[pc.Buf:pc.Buf+pc.Len]) {
+			e.sums[(r0+int64(j))*int64(g.K)+int64(pc.Shard)][1] = sum
 		}
 	}
 	for r := lo; r < hi; r++ {
@@ -342,9 +373,11 @@ func (v *Volume) logUpdate(ctx context.Context, s *segment, sio layout.StripeIO,
 	return e.record(g, sio.ID), nil
 }
 
-// writtenRows returns, per row of [lo, hi), the data shards sio writes.
-func writtenRows(sio layout.StripeIO, lo, hi int64) []uint32 {
-	wt := make([]uint32, hi-lo)
+// writtenRows returns, per row of [lo, hi), the data shards sio writes,
+// in buf's array when it has room.
+func writtenRows(buf []uint32, sio layout.StripeIO, lo, hi int64) []uint32 {
+	wt := slices.Grow(buf[:0], int(hi-lo))[:hi-lo]
+	clear(wt)
 	for _, pc := range sio.Pieces {
 		for r := pc.Off / layout.ChecksumBlock; r < (pc.Off+pc.Len)/layout.ChecksumBlock; r++ {
 			wt[r-lo] |= 1 << pc.Shard
@@ -401,118 +434,153 @@ func (e *stripeEpoch) record(g layout.Geometry, id layout.StripeID) logRecord {
 
 // partialParity updates the epoch's partial parity over rows [lo, hi):
 // the first parity row's share of the data shards not written in the
-// epoch. A delta write derives it from the old parity and the old data it
-// read; the other modes encode it from the data they hold.
+// epoch. It computes it over the rows from the first to the last that
+// need one (a row every data shard of which is written needs none). A
+// delta write derives it from the old parity and the old data it read;
+// the other modes encode it from the data they hold. A write with one
+// such row new to the epoch computes it in the row's block itself (which
+// holds nothing valid yet, so a failure loses nothing), any other in a
+// span it then copies to the rows that need it.
 func (v *Volume) partialParity(plan writePlan, b *stripeBufs, e *stripeEpoch, wt []uint32, lo, hi int64) error {
-	need := false
-	for r := lo; r < hi; r++ {
-		need = need || partialRow(e.touched[r]|wt[r-lo], v.g.K)
-	}
-	if !need {
-		return nil
-	}
-	bp, span := v.getBuf((hi - lo) * layout.ChecksumBlock)
-	defer v.putBuf(bp)
-	var err error
-	if plan.Mode == modeDelta {
-		err = v.ppDelta(b, e, wt, lo, hi, span)
-	} else {
-		err = v.ppEncode(b, e, wt, lo, hi, span)
-	}
-	if err != nil {
-		return err
-	}
+	rows := ppRows{lo: hi}
 	for r := lo; r < hi; r++ {
 		if partialRow(e.touched[r]|wt[r-lo], v.g.K) {
-			if e.pp[r] == nil {
-				e.pp[r] = make([]byte, layout.ChecksumBlock)
-			}
-			copy(e.pp[r], span[(r-lo)*layout.ChecksumBlock:])
+			rows.lo, rows.hi = min(rows.lo, r), r+1
+		}
+	}
+	if rows.hi == 0 {
+		return nil
+	}
+	rows.wt, rows.at = wt[rows.lo-lo:rows.hi-lo], (rows.lo-lo)*layout.ChecksumBlock
+	inPlace := rows.hi-rows.lo == 1 && e.touched[rows.lo]&^noPPBit == 0
+	var span []byte
+	if inPlace {
+		span = e.ppBlock(rows.lo)
+	} else {
+		span = b.scratch((rows.hi - rows.lo) * layout.ChecksumBlock)
+	}
+	var err error
+	if plan.Mode == modeDelta {
+		err = v.ppDelta(b, e, rows, span)
+	} else {
+		err = v.ppEncode(b, e, rows, span)
+	}
+	if err != nil || inPlace {
+		return err
+	}
+	for r := rows.lo; r < rows.hi; r++ {
+		if partialRow(e.touched[r]|rows.wt[r-rows.lo], v.g.K) {
+			copy(e.ppBlock(r), span[(r-rows.lo)*layout.ChecksumBlock:])
 		}
 	}
 	return nil
+}
+
+// ppRows are the rows a partial parity is computed over.
+type ppRows struct {
+	lo, hi int64
+	wt     []uint32 // per row: the data shards the write writes
+	at     int64    // offset of row lo in the write's span buffers (stripeBufs)
+}
+
+// ppBlock returns row r's partial-parity block, allocated on first use.
+func (e *stripeEpoch) ppBlock(r int64) []byte {
+	if e.pp[r] == nil {
+		e.pp[r] = make([]byte, layout.ChecksumBlock)
+	}
+	return e.pp[r]
 }
 
 // ppDelta: partial parity = (the epoch's, or for rows new to the epoch the
 // old parity) minus the share of the data shards this write is the first
 // in the epoch to change, taken from their old values.
-func (v *Volume) ppDelta(b *stripeBufs, e *stripeEpoch, wt []uint32, lo, hi int64, span []byte) error {
+func (v *Volume) ppDelta(b *stripeBufs, e *stripeEpoch, rows ppRows, span []byte) error {
 	g := v.g
-	n := (hi - lo) * layout.ChecksumBlock
-	for r := lo; r < hi; r++ {
-		at := (r - lo) * layout.ChecksumBlock
+	var small [32]uint32
+	first := small[:0] // per row: the data shards this write is the first in the epoch to change
+	for r := rows.lo; r < rows.hi; r++ {
+		at := (r - rows.lo) * layout.ChecksumBlock
 		dst := span[at : at+layout.ChecksumBlock]
 		switch {
 		case e.touched[r]&^noPPBit == 0:
-			copy(dst, b.logP0[at:at+layout.ChecksumBlock])
+			copy(dst, b.logP0[rows.at+at:])
 		case e.pp[r] != nil:
 			copy(dst, e.pp[r])
 		default:
 			clear(dst) // every data shard written already: no share left
 		}
+		first = append(first, rows.wt[r-rows.lo]&^e.touched[r])
 	}
-	oldData := make([][]byte, g.K)
-	newData := make([][]byte, g.K)
-	var zero []byte
+	var data [16][]byte // old and new data of up to 8 data shards, on the stack (UpdateParity keeps neither)
+	args := slices.Grow(data[:0], 2*g.K)[:2*g.K]
+	oldData, newData, parity := args[:g.K], args[g.K:], make([][]byte, g.M)
 	for sh := 0; sh < g.K; sh++ {
-		var old []byte
-		for r := lo; r < hi; r++ {
-			bit := uint32(1) << sh
-			if wt[r-lo]&bit == 0 || e.touched[r]&bit != 0 {
-				continue
-			}
-			if old == nil {
-				bp, buf := v.getBuf(n)
-				defer v.putBuf(bp)
-				old = buf
-				clear(old)
-			}
-			at := (r - lo) * layout.ChecksumBlock
-			copy(old[at:at+layout.ChecksumBlock], b.shards[sh][at:at+layout.ChecksumBlock])
+		if old, kept := v.maskRows(b, b.shards[sh], rows.at, first, sh); kept {
+			oldData[sh], newData[sh] = old, v.log.zeros[:len(old)]
 		}
-		if old == nil {
-			continue
-		}
-		if zero == nil {
-			bp, buf := v.getBuf(n)
-			defer v.putBuf(bp)
-			zero = buf
-			clear(zero)
-		}
-		oldData[sh], newData[sh] = old, zero
 	}
-	parity := make([][]byte, g.M)
-	parity[0] = span
+	v.ppParity(b, parity, span)
 	return v.codec.UpdateParity(oldData, newData, parity)
 }
 
 // ppEncode: partial parity = the first parity row of the data with every
 // block written in the epoch (this write included) taken as zero.
-func (v *Volume) ppEncode(b *stripeBufs, e *stripeEpoch, wt []uint32, lo, hi int64, span []byte) error {
+func (v *Volume) ppEncode(b *stripeBufs, e *stripeEpoch, rows ppRows, span []byte) error {
 	g := v.g
-	n := (hi - lo) * layout.ChecksumBlock
+	var small [32]uint32
+	unwritten := small[:0] // per row: the data shards not written in the epoch, this write included
+	for r := rows.lo; r < rows.hi; r++ {
+		unwritten = append(unwritten, ^(e.touched[r] | rows.wt[r-rows.lo]))
+	}
 	shards := make([][]byte, g.N())
-	for sh := 0; sh < g.N(); sh++ {
-		bp, buf := v.getBuf(n)
-		defer v.putBuf(bp)
-		shards[sh] = buf
-		if sh >= g.K {
-			continue
-		}
-		for r := lo; r < hi; r++ {
-			at := (r - lo) * layout.ChecksumBlock
-			if (e.touched[r]|wt[r-lo])&(1<<sh) == 0 {
-				copy(buf[at:at+layout.ChecksumBlock], b.shards[sh][at:at+layout.ChecksumBlock])
-			} else {
-				clear(buf[at : at+layout.ChecksumBlock])
-			}
+	for sh := 0; sh < g.K; sh++ {
+		shards[sh], _ = v.maskRows(b, b.shards[sh], rows.at, unwritten, sh)
+	}
+	v.ppParity(b, shards[g.K:], span)
+	return v.codec.Encode(shards)
+}
+
+// ppParity sets the parity outputs of a partial-parity computation: span
+// for the first; the codec computes every parity row, so the others share
+// one scratch block that is thrown away.
+func (v *Volume) ppParity(b *stripeBufs, parity [][]byte, span []byte) {
+	parity[0] = span
+	if len(parity) > 1 {
+		sink := b.scratch(int64(len(span)))
+		for j := 1; j < len(parity); j++ {
+			parity[j] = sink
 		}
 	}
-	if err := v.codec.Encode(shards); err != nil {
-		return err
+}
+
+// maskRows returns the blocks of data shard sh over a span of rows, those
+// of buf from byte off on, with the rows whose keep bitmap lacks sh taken
+// as zeros, and whether it kept any: buf itself when it keeps every row,
+// the zero chunk when none (buf unread), else a scratch copy. The caller
+// only reads it.
+func (v *Volume) maskRows(b *stripeBufs, buf []byte, off int64, keep []uint32, sh int) ([]byte, bool) {
+	n := int64(len(keep)) * layout.ChecksumBlock
+	all, some := true, false
+	for _, bits := range keep {
+		k := bits&(1<<sh) != 0
+		all, some = all && k, some || k
 	}
-	copy(span, shards[g.K])
-	return nil
+	switch {
+	case all:
+		return buf[off : off+n], true
+	case !some:
+		return v.log.zeros[:n], false
+	}
+	out := b.scratch(n)
+	for i, bits := range keep {
+		at := i * layout.ChecksumBlock
+		if bits&(1<<sh) != 0 {
+			copy(out[at:at+layout.ChecksumBlock], buf[off+int64(at):])
+		} else {
+			clear(out[at : at+layout.ChecksumBlock])
+		}
+	}
+	return out, true
 }
 
 // logPlan adjusts a write plan for the log: the partial parity of a delta

@@ -107,7 +107,11 @@ func (v *Volume) fillStripe(ctx context.Context, s *segment, i int, t int64) err
 	if err != nil {
 		return err
 	}
-	if err := v.slotWrite(ctx, sl, t, 0, chunk, false); err != nil {
+	var sums []uint32
+	if v.g.Checksums {
+		sums = blockSums(nil, chunk)
+	}
+	if err := v.slotWrite(ctx, sl, t, 0, chunk, sums, false); err != nil {
 		return v.shardFailed(s, sl, i, t, err)
 	}
 	sl.valid.CompareAndSwap(t, t+1)
@@ -218,7 +222,7 @@ func (v *Volume) resyncOnce(ctx context.Context, s *segment, id layout.StripeID)
 		if !usable[sh] {
 			return nil
 		}
-		return v.shardWrite(ctx, s, id, sh, b.shards[sh], 0, false)
+		return v.shardWrite(ctx, s, id, sh, b.shards[sh], nil, 0, false)
 	})
 }
 

@@ -73,8 +73,11 @@ func (s *segment) readSlot(i int, t int64) *slot {
 
 // writeSlots returns the copies of slot i that must receive a write of
 // stripe t: the slot when it serves t, and the old location during a move.
-func (s *segment) writeSlots(i int, t int64) []*slot {
-	var out []*slot
+func (s *segment) writeSlots(i int, t int64) []*slot { return s.appendWriteSlots(nil, i, t) }
+
+// appendWriteSlots appends writeSlots(i, t) to out: a caller with an array
+// of two on its stack allocates nothing.
+func (s *segment) appendWriteSlots(out []*slot, i int, t int64) []*slot {
 	if sl := s.slots[i]; sl.serves(t) {
 		out = append(out, sl)
 	}

@@ -193,7 +193,7 @@ func New(opts Options) (*Volume, error) {
 	}
 	v.size.Store(opts.Size)
 	v.bufs.New = func() any { b := make([]byte, g.Chunk); return &b }
-	v.log.seqEpoch.Store(uint64(opts.LogEpoch))
+	v.log.init(g, opts.LogEpoch)
 	return v, nil
 }
 

@@ -98,13 +98,48 @@ type stripeBufs struct {
 	v      *Volume
 	shards [][]byte
 	pool   []*[]byte
-	logP0  []byte // delta mode with a write log: the old first parity over the span
+	logP0  []byte     // delta mode with a write log: the old first parity over the span
+	small  [8]*[]byte // pool's first array: a write's few buffers need no allocation for it
+
+	sums     [][]uint32 // per data shard: checksums of the blocks its piece writes, once computed (dataSums)
+	sumStore []uint32
+	sumSmall [8]uint32 // sumStore's first array: a small write's sums need no allocation
+}
+
+// dataSums computes the checksums of data, the piece of data shard sh a
+// write puts, and keeps them for the shard's write (sumsOf).
+func (b *stripeBufs) dataSums(sh int, data []byte) []uint32 {
+	if b.sums == nil {
+		b.sums = make([][]uint32, len(b.shards))
+		b.sumStore = b.sumSmall[:0]
+	}
+	at := len(b.sumStore)
+	b.sumStore = blockSums(b.sumStore, data)
+	b.sums[sh] = b.sumStore[at:len(b.sumStore):len(b.sumStore)]
+	return b.sums[sh]
+}
+
+// sumsOf returns the checksums dataSums computed for shard sh, or nil.
+func (b *stripeBufs) sumsOf(sh int) []uint32 {
+	if b.sums == nil {
+		return nil
+	}
+	return b.sums[sh]
 }
 
 func (b *stripeBufs) alloc(sh int, n int64) []byte {
+	b.shards[sh] = b.scratch(n)
+	return b.shards[sh]
+}
+
+// scratch returns a pooled buffer of n bytes (any contents), released with
+// the others.
+func (b *stripeBufs) scratch(n int64) []byte {
 	bp, buf := b.v.getBuf(n)
+	if b.pool == nil {
+		b.pool = b.small[:0]
+	}
 	b.pool = append(b.pool, bp)
-	b.shards[sh] = buf
 	return buf
 }
 
@@ -149,10 +184,10 @@ func (v *Volume) execWrite(ctx context.Context, s *segment, sio layout.StripeIO,
 	return v.each(len(plan.Writes), func(i int) error {
 		sh := plan.Writes[i]
 		if sh >= v.g.K || plan.Mode == modeFull {
-			return v.shardWrite(ctx, s, sio.ID, sh, b.shards[sh], plan.Lo, fua)
+			return v.shardWrite(ctx, s, sio.ID, sh, b.shards[sh], b.sumsOf(sh), plan.Lo, fua)
 		}
 		pc := pieceOf(sio, sh)
-		return v.shardWrite(ctx, s, sio.ID, sh, p[pc.Buf:pc.Buf+pc.Len], pc.Off, fua)
+		return v.shardWrite(ctx, s, sio.ID, sh, p[pc.Buf:pc.Buf+pc.Len], b.sumsOf(sh), pc.Off, fua)
 	})
 }
 
@@ -185,8 +220,7 @@ func (v *Volume) prepareDelta(ctx context.Context, s *segment, sio layout.Stripe
 			newData[pc.Shard] = p[pc.Buf : pc.Buf+pc.Len]
 			continue
 		}
-		bp, nb := v.getBuf(n)
-		b.pool = append(b.pool, bp)
+		nb := b.scratch(n)
 		copy(nb, oldData[pc.Shard])
 		copy(nb[pc.Off-plan.Lo:], p[pc.Buf:pc.Buf+pc.Len])
 		newData[pc.Shard] = nb
@@ -196,8 +230,7 @@ func (v *Volume) prepareDelta(ctx context.Context, s *segment, sio layout.Stripe
 		parity[sh-v.g.K] = b.shards[sh] // nil when missing: skipped
 	}
 	if v.g.Log && b.shards[v.g.K] != nil {
-		bp, p0 := v.getBuf(n)
-		b.pool = append(b.pool, bp)
+		p0 := b.scratch(n)
 		copy(p0, b.shards[v.g.K])
 		b.logP0 = p0
 	}
@@ -243,15 +276,21 @@ func (v *Volume) readShards(ctx context.Context, s *segment, id layout.StripeID,
 }
 
 // shardWrite writes b at chunk offset off of shard sh of stripe id, to every
-// copy of the slot that must hold it. It fails with a shardFault when no copy
+// copy of the slot that must hold it, with sums, the checksums of b's
+// blocks (computed here when nil). It fails with a shardFault when no copy
 // took the write.
-func (v *Volume) shardWrite(ctx context.Context, s *segment, id layout.StripeID, sh int, b []byte, off int64, fua bool) error {
+func (v *Volume) shardWrite(ctx context.Context, s *segment, id layout.StripeID, sh int, b []byte, sums []uint32, off int64, fua bool) error {
+	var small [sumBatch]uint32
+	if sums == nil && v.g.Checksums {
+		sums = blockSums(small[:0], b)
+	}
 	i := v.g.SlotOf(id.Stripe, sh)
 	var firstErr error
 	var failed []*slot
 	wrote := 0
-	for _, sl := range s.writeSlots(i, id.Stripe) {
-		err := v.slotWrite(ctx, sl, id.Stripe, off, b, fua)
+	var own [2]*slot
+	for _, sl := range s.appendWriteSlots(own[:0], i, id.Stripe) {
+		err := v.slotWrite(ctx, sl, id.Stripe, off, b, sums, fua)
 		if err = v.shardFailed(s, sl, i, id.Stripe, err); err == nil {
 			wrote++
 		} else if !isShardFault(err) {
@@ -281,8 +320,9 @@ func (v *Volume) shardWrite(ctx context.Context, s *segment, id layout.StripeID,
 }
 
 // slotWrite writes b at chunk offset off of stripe t of slot copy sl and,
-// with checksums, then their checksums (with FUA when fua).
-func (v *Volume) slotWrite(ctx context.Context, sl *slot, t, off int64, b []byte, fua bool) error {
+// with checksums, then sums, their checksums (blockSums), with FUA when
+// fua.
+func (v *Volume) slotWrite(ctx context.Context, sl *slot, t, off int64, b []byte, sums []uint32, fua bool) error {
 	at := t*v.g.Chunk + off
 	var err error
 	if fua {
@@ -295,7 +335,7 @@ func (v *Volume) slotWrite(ctx context.Context, sl *slot, t, off int64, b []byte
 	}
 	sl.ns.unflushed.Store(true)
 	if v.g.Checksums {
-		return v.writeSums(ctx, sl, t, off, b, fua)
+		return v.writeSums(ctx, sl, t, off, sums, fua)
 	}
 	return nil
 }
