@@ -31,12 +31,18 @@ func TestProcessBitFlipsHealed(t *testing.T) {
 	if _, err := store.CreateVolume(ctx, meta.VolumeSpec{Name: "v", Size: size, Layout: layout}); err != nil {
 		t.Fatal(err)
 	}
-	m, err := OpenVolume(ctx, store, "v", OpenOptions{Holder: "node1",
-		Namespaces: NamespaceOptions{ControllerLossTimeout: time.Second, ConnectTimeout: 2 * time.Second}})
+	// No target fails here, so no timeout is under test: a minute each,
+	// so that a stall of this process (go test -race on two loaded cores
+	// starved it for over 8s) neither loses the lease (the owner closes
+	// the volume: every read EIO) nor lets keep-alive misses take
+	// namespaces out of use (a 2+1 stripe short of two shards: EIO).
+	m, err := OpenVolume(ctx, store, "v", OpenOptions{Holder: "node1", LeaseTTL: time.Minute,
+		Namespaces: NamespaceOptions{ControllerLossTimeout: time.Minute}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close(ctx)
+	defer explainFailure(t, m) // NBD's EIO does not carry the volume's error
 	client := serveNBDClients(t, m.Volume, 1)[0]
 	model := make([]byte, size)
 	rand.New(rand.NewSource(5)).Read(model)
@@ -63,8 +69,11 @@ func TestProcessBitFlipsHealed(t *testing.T) {
 		t.Fatalf("after reading everything: %+v, want the data block found and healed", st)
 	}
 	sctx, stopServe := context.WithCancel(ctx)
-	defer stopServe()
-	go m.ServeTasks(sctx, store, TaskOptions{Holder: "node1", Interval: 50 * time.Millisecond})
+	served := make(chan error, 1)
+	go func() {
+		served <- m.ServeTasks(sctx, store, TaskOptions{Holder: "node1", Interval: 50 * time.Millisecond})
+	}()
+	defer func() { stopServe(); <-served }() // before m.Close: no scrub outlives the volume
 	// The bad parity block is also a parity chunk rewritten (Parity).
 	if got := scrubTask(t, store, "node1"); got.Found != 1 || got.Healed != 1 || got.Parity != 1 || got.Done != g.Segments(size) {
 		t.Fatalf("scrub task %+v, want the parity block found, healed and rewritten over every segment", got)
@@ -76,6 +85,16 @@ func TestProcessBitFlipsHealed(t *testing.T) {
 		t.Fatalf("second scrub task %+v, want it done and finding nothing", got)
 	}
 	verifyThrough(t, client, model, "after the scrubs")
+}
+
+// explainFailure logs, when t has failed, what the volume knew: whether
+// its owner lost the lease (it then closes the volume), the namespaces it
+// treats as down and its checksum counters.
+func explainFailure(t *testing.T, m *Mapped) {
+	if !t.Failed() {
+		return
+	}
+	t.Logf("owner: %v; namespaces down: %v; checksums: %+v", context.Cause(m.Owner.Context()), m.Volume.DownNamespaces(), m.Volume.ChecksumStats())
 }
 
 // scrubTask records a scrub task of volume v for holder and waits until

@@ -2,6 +2,7 @@ package volclient
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -87,8 +88,8 @@ func (s *taskServer) poll(ctx context.Context) error {
 			s.startScrub(ctx, r)
 			continue
 		}
-		t, ok, err := controller.ParseMoveTask(r)
-		if !ok || err != nil || t.Segment.Volume != s.m.Record.Name || t.Holder != s.o.Holder || t.State != meta.TaskRunning {
+		t, ok := s.moveTask(r)
+		if !ok {
 			continue
 		}
 		s.mu.Lock()
@@ -103,14 +104,49 @@ func (s *taskServer) poll(ctx context.Context) error {
 	return nil
 }
 
-// run carries out one move task and records how it ended.
+// moveTask reports whether r is a move of this owner's volume to run.
+func (s *taskServer) moveTask(r *meta.TaskRecord) (controller.MoveTask, bool) {
+	t, ok, err := controller.ParseMoveTask(r)
+	if !ok || err != nil || t.Segment.Volume != s.m.Record.Name || t.Holder != s.o.Holder || t.State != meta.TaskRunning {
+		return controller.MoveTask{}, false
+	}
+	return t, true
+}
+
+// reread reads task id again, or returns nil (not there, or unreadable:
+// the next poll tries again). poll lists the tasks before it claims one
+// (busy, scrubbing), and the run that held the claim before may have
+// ended the task in between: its last write comes before it gives the
+// claim up, so the record read after claiming shows it.
+func (s *taskServer) reread(ctx context.Context, id string) *meta.TaskRecord {
+	r, err := s.store.Task(ctx, id)
+	if err != nil {
+		if !errors.Is(err, meta.ErrNotFound) && ctx.Err() == nil {
+			s.o.Logf("task %s: %v", id, err)
+		}
+		return nil
+	}
+	return r
+}
+
+// run carries out one move task, as its record says once it is claimed
+// (reread), and records how it ended.
 func (s *taskServer) run(ctx context.Context, t controller.MoveTask) {
 	defer s.wg.Done()
+	seg := t.Segment.Index
 	defer func() {
 		s.mu.Lock()
-		delete(s.busy, t.Segment.Index)
+		delete(s.busy, seg)
 		s.mu.Unlock()
 	}()
+	r := s.reread(ctx, controller.MoveTaskID(t.Segment))
+	if r == nil {
+		return
+	}
+	var ok bool
+	if t, ok = s.moveTask(r); !ok {
+		return // ended meanwhile: a move that is done is not run again
+	}
 	chunk := s.m.Record.Layout.Chunk
 	var wrote time.Time
 	var pace func(context.Context, int64) error

@@ -12,7 +12,12 @@ func (s *taskServer) scrubTask(r *meta.TaskRecord) bool {
 	return r.Kind == meta.TaskScrub && r.Volume == s.m.Record.Name && r.Holder == s.o.Holder && r.State == meta.TaskRunning
 }
 
-// startScrub runs the scrub task t unless one runs already.
+// startScrub runs the scrub task t unless one runs already. t comes from
+// a list that may have been read before the last scrub here ended, so the
+// record is read again once the scrub is claimed (the last one wrote its
+// end before giving up the claim): a task that ended meanwhile is not run
+// again from its stale progress, which would also write that progress
+// over the next task's record.
 func (s *taskServer) startScrub(ctx context.Context, t *meta.TaskRecord) {
 	s.mu.Lock()
 	busy := s.scrubbing
@@ -27,7 +32,9 @@ func (s *taskServer) startScrub(ctx context.Context, t *meta.TaskRecord) {
 			s.scrubbing = false
 			s.mu.Unlock()
 		}()
-		s.runScrub(ctx, t)
+		if cur := s.reread(ctx, t.ID); cur != nil && s.scrubTask(cur) {
+			s.runScrub(ctx, cur)
+		}
 	})
 }
 
