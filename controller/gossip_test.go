@@ -157,17 +157,16 @@ func (l *probeLog) count(h string) int {
 	return l.probed[h]
 }
 
-// victimHost returns a host among hosts that holds shards of "v", and how
-// many.
-func victimHost(t *testing.T, store *meta.Store, hosts ...string) (string, int) {
+// victimHost returns a host among hosts that holds shards of "v".
+func victimHost(t *testing.T, store *meta.Store, hosts ...string) string {
 	t.Helper()
 	for _, h := range hosts {
 		if n, _ := shardsOn(t, store, h+"-n1"); n > 0 {
-			return h, n
+			return h
 		}
 	}
 	t.Fatalf("none of %v holds shards", hosts)
-	return "", 0
+	return ""
 }
 
 func nsState(t *testing.T, store *meta.Store, ns string) string {
@@ -195,7 +194,7 @@ func TestRunnerGossipDownBackOut(t *testing.T) {
 	defer cancel()
 	admin := openStore(t, eps)
 	pool := newGossipPool(t, "h1", "h2", "h3")
-	victim, _ := victimHost(t, admin, "h1", "h2", "h3")
+	victim := victimHost(t, admin, "h1", "h2", "h3")
 	lost := segmentShardsOn(t, admin, victim+"-n1")
 	vers := segmentVersions(t, admin)
 	store := openStore(t, eps)
@@ -256,7 +255,7 @@ func TestRunnerGossipFlapping(t *testing.T) {
 	defer cancel()
 	admin := openStore(t, eps)
 	pool := newGossipPool(t, "h1", "h2")
-	victim, _ := victimHost(t, admin, "h1", "h2")
+	victim := victimHost(t, admin, "h1", "h2")
 	lost := segmentShardsOn(t, admin, victim+"-n1")
 	vers := segmentVersions(t, admin)
 	store := openStore(t, eps)

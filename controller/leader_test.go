@@ -61,7 +61,14 @@ func TestRunnerLeadershipLostMidRebuild(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
-	<-committed
+	waitFor(t, "a move committed", func() bool {
+		select {
+		case <-committed:
+			return true
+		default:
+			return false
+		}
+	})
 	proxy.Partition()
 	waitFor(t, "leadership lost", func() bool { return !r.Leading() })
 	proxy.Heal()
