@@ -232,6 +232,10 @@ func (n *Namespaces) Probe(ctx context.Context, id string) error {
 		d.Close()
 		return fmt.Errorf("namespace %s: closed: %w", id, blockdev.ErrUnavailable)
 	}
+	if n.pending[id] != p { // another Probe connected it meanwhile: keep that one
+		d.Close()
+		return nil
+	}
 	p.Swap(d)
 	n.devs[id] = d
 	delete(n.pending, id)

@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/faultnet"
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/volclient/volclienttest"
 )
 
 // silentListener accepts connections and never answers: a target that
@@ -69,5 +72,60 @@ func TestDeviceDialsWithCallersContext(t *testing.T) {
 	}
 	if d := n.known("hang"); d != nil {
 		t.Errorf("a cancelled dial left %T kept for the namespace", d)
+	}
+}
+
+// TestProbeConcurrentKeepsOneDevice: probes of one namespace that come back
+// at once keep one connected device; the others close theirs, so that once
+// the set is closed the target has no connection left (a leaked device
+// keeps its queues open).
+func TestProbeConcurrentKeepsOneDevice(t *testing.T) {
+	ctx := context.Background()
+	mem, err := blockdev.NewMem(8<<20, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tgt := volclienttest.StartTarget(t, 0, "127.0.0.1:0", mem)
+	px, err := faultnet.New(tgt.Addr(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer px.Close()
+	s := newClusterStore(t)
+	rec, err := AddNamespace(ctx, s, meta.NamespaceSpec{Host: "h0", NQN: volclienttest.NQN(0), NSID: 1,
+		Paths: []meta.PathRecord{{Addr: "tcp://" + px.Addr()}}}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	px.Partition()
+	n, err := NewNamespaces(ctx, s, NamespaceOptions{ConnectTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Device(ctx, rec.ID); err != nil {
+		t.Fatalf("an unreachable namespace: %v, want a stand-in", err)
+	}
+	px.Heal()
+	const probes = 8
+	errs := make(chan error, probes)
+	start := make(chan struct{})
+	for range probes {
+		go func() { <-start; errs <- n.Probe(ctx, rec.ID) }()
+	}
+	close(start)
+	for range probes {
+		if err := <-errs; err != nil {
+			t.Errorf("probe after the heal: %v", err)
+		}
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second) // a hang guard
+	for tgt.Stats().Connections > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections still open at the target after Close: a probe's device leaked", tgt.Stats().Connections)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
