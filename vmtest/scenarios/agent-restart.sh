@@ -69,6 +69,7 @@ esac
 grep -q "$want_why" /tmp/map.out || fail "map did not say why it chose $frontend: $(cat /tmp/map.out)"
 wait_bdev $dev 30 || fail "$dev has no size"
 blk=$(basename $dev)
+watch_stuck $blk
 size=$(bdev_size_bytes $dev)
 [ "$size" = 67108864 ] || fail "size $size, want 67108864"
 row=$(ls_row)

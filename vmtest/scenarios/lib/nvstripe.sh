@@ -88,3 +88,26 @@ _nvs_exit() {
 	return $_rc
 }
 trap _nvs_exit EXIT
+
+# watch_stuck DEV: in the background, every 15 s, print the kernel's
+# requests on block device DEV (nbd0) that were in flight 15 s before as
+# well (blk-mq debugfs hctx*/busy: the op and flags of each), so that a
+# request the server never answers is named while it hangs rather than
+# only when the kernel's timeout ends it.
+watch_stuck() {
+	mount -t debugfs none /sys/kernel/debug 2>/dev/null
+	ls /sys/kernel/debug/block/"$1"/hctx*/busy >/dev/null 2>&1 || {
+		say "no blk-mq debugfs for $1: not watching for stuck requests"
+		return 0
+	}
+	(
+		_prev=
+		while sleep 15; do
+			_cur=$(cat /sys/kernel/debug/block/"$1"/hctx*/busy 2>/dev/null)
+			echo "$_cur" | while read -r _l; do
+				[ -n "$_l" ] && echo "$_prev" | grep -q -F -x -- "$_l" && say "in flight over 15 s on $1: $_l"
+			done | head -n 8
+			_prev=$_cur
+		done
+	) &
+}
