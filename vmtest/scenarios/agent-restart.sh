@@ -11,11 +11,16 @@
 # a foreground `map w` whose device someone else disconnects (nbd-client
 # -d) exits non-zero saying so; fio --verify=crc32c on a file in the mounted
 # file system while a target is killed -9 (ls then says degraded); unmount,
-# e2fsck, unmap.
+# e2fsck, unmap. nbd: the device's request timeout (queue/io_timeout) is
+# checked at the map and after the takeover, and a 24 MiB write before the
+# growth and the 60 MiB one after it are timed (write-before-resize,
+# write-after-resize: ms per MiB). Every step's duration is an @@INFO
+# step-s line; the agent's log ends the console.
 # Needs from the host: --file BIN:/bin/nvstripe; lib/nvstripe.sh; fio and resize2fs with
 # their libraries (TestAgentRestart copies them); for frontend=ublk also
 # --file KO:/lib/ublk_drv.ko.
-# Parameters: frontend (nbd|ublk), file_mb (8), fio_mb (16), fio_bs (64k).
+# Parameters: frontend (nbd|ublk), file_mb (8), fio_mb (16), fio_bs (64k),
+# volume_flags (extra `volume create` flags, e.g. --write-log=none).
 nvs=/bin/nvstripe
 frontend=${frontend:-nbd}
 file_mb=${file_mb:-8}
@@ -115,6 +120,8 @@ nbd) took=$(grep -m1 "took over" /tmp/agent.log) ;;
 ublk) took=$(grep -m1 "took .* back" /tmp/agent.log) ;;
 esac
 [ -n "$took" ] || fail "restarted agent did not take $dev back: $(tail -20 /tmp/agent.log)"
+[ "$frontend" != nbd ] || [ "$(cat /sys/block/$blk/queue/io_timeout)" = 120000 ] ||
+	fail "$dev request timeout $(cat /sys/block/$blk/queue/io_timeout) ms after the takeover, want 120000"
 echo "written after the restart" >$mnt/after.txt
 run sync
 echo 3 >/proc/sys/vm/drop_caches
