@@ -27,8 +27,8 @@
 // are sent again only when the kernel's request timeout
 // (nbd.DefaultKernelTimeout, 2 minutes) runs out, so they wait that long
 // even once the device is taken over. An agent with a StateDir adds ublk
-// devices with user recovery and takes /dev/ublkbN back (ublk.Recover). A mounted file
-// system sees IO pause, not fail. (A clean stop of the agent, Close,
+// devices with user recovery and takes /dev/ublkbN back (ublk.Recover). A
+// mounted file system sees IO pause, not fail. (A clean stop of the agent, Close,
 // disconnects its devices.) Every two seconds a mapping reads its volume's
 // record: a grown volume grows the served device and the frontend is told
 // (a kernel nbd device gets its new capacity; NBD clients and FUSE read the
