@@ -23,9 +23,12 @@
 // A kernel device outlives an agent killed -9: the nbd driver holds IO for
 // AttachOptions.DeadConnTimeout, and the restored mapping (its record names
 // /dev/nbdN) takes the device's dead connections over with fresh sockets
-// (NBD_CMD_RECONFIGURE); an agent with a StateDir adds ublk devices with
-// user recovery and takes /dev/ublkbN back (ublk.Recover). A mounted file
-// system sees IO pause, not fail. (A clean stop of the agent, Close,
+// (NBD_CMD_RECONFIGURE); requests that were in flight when the agent died
+// are sent again only when the kernel's request timeout
+// (nbd.DefaultKernelTimeout, 2 minutes) runs out, so they wait that long
+// even once the device is taken over. An agent with a StateDir adds ublk
+// devices with user recovery and takes /dev/ublkbN back (ublk.Recover). A
+// mounted file system sees IO pause, not fail. (A clean stop of the agent, Close,
 // disconnects its devices.) Every two seconds a mapping reads its volume's
 // record: a grown volume grows the served device and the frontend is told
 // (a kernel nbd device gets its new capacity; NBD clients and FUSE read the

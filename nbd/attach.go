@@ -50,9 +50,19 @@ type AttachOptions struct {
 	// Connections is the number of sockets the kernel spreads IO over (the
 	// export advertises CAN_MULTI_CONN). Default 4.
 	Connections int
-	// Timeout is the per-request timeout after which the kernel declares a
-	// socket dead and requeues the request on another. Default 0: the
-	// kernel's (no timeout, it only warns).
+	// Timeout is how long the kernel waits for the reply to one request
+	// (NBD_ATTR_TIMEOUT) before it declares the request's socket dead
+	// (shut down: "Connection timed out" in its log) and sends the request
+	// again on another. Default DefaultKernelTimeout; negative: none sent,
+	// and Linux then applies the block layer's 30 s to a device with more
+	// than one connection (and only warns with one). The time runs from
+	// when the kernel sends a request, so it covers the queue ahead of it
+	// on our side: a short one only duplicates writes that a slow but live
+	// server is still doing. It is also how long requests that were in
+	// flight when the serving process died wait before a process that
+	// took the device over gets them (measured under the VM: a write in
+	// flight at a kill -9 finished 120 s later, though the device was
+	// taken over after 24 s; with Linux's 30 s it would have been 30 s).
 	Timeout time.Duration
 	// DeadConnTimeout is how long the kernel holds IO while no socket is
 	// live, waiting for a replacement (NBD_CMD_RECONFIGURE: the attachment
@@ -67,7 +77,21 @@ type AttachOptions struct {
 	BackendID string
 }
 
+// DefaultKernelTimeout is AttachOptions.Timeout's default: as long as the
+// kernel holds IO for a dead server (DeadConnTimeout's default), so that a
+// request slowed by the volume (a queue of writeback with the write log on,
+// a target's loss, a lease taken again) is waited for rather than sent
+// twice. Our sockets are local pairs to a process that the kernel sees die
+// at once, so a timeout never finds a lost network, only a slow backend.
+const DefaultKernelTimeout = 2 * time.Minute
+
 func (o *AttachOptions) ensureDefaults(export string) {
+	switch {
+	case o.Timeout == 0:
+		o.Timeout = DefaultKernelTimeout
+	case o.Timeout < 0:
+		o.Timeout = 0
+	}
 	if o.Connections == 0 {
 		o.Connections = 4
 	}
@@ -119,12 +143,16 @@ func encodeConnect(r connectRequest) ([]byte, error) {
 }
 
 // encodeReconfigure returns the attributes of NBD_CMD_RECONFIGURE: new
-// sockets for the device's dead connections. A device connected with a
-// backend identifier refuses a reconfigure without the same one ("must
+// sockets for the device's dead connections, and the request timeout again
+// (a device taken over from a process that set none gets ours). A device
+// connected with a backend identifier refuses a reconfigure without the same one ("must
 // specify backend", EINVAL, on Linux 6.1).
-func encodeReconfigure(index int, fds []int, deadConn time.Duration, backendID string) ([]byte, error) {
+func encodeReconfigure(index int, fds []int, timeout, deadConn time.Duration, backendID string) ([]byte, error) {
 	ae := netlink.NewAttributeEncoder()
 	ae.Uint32(attrIndex, uint32(index))
+	if timeout > 0 {
+		ae.Uint64(attrTimeout, uint64((timeout+time.Second-1)/time.Second))
+	}
 	if deadConn > 0 {
 		ae.Uint64(attrDeadConnTimeout, uint64((deadConn+time.Second-1)/time.Second))
 	}

@@ -529,7 +529,7 @@ func execConnect(c *genetlink.Conn, fam genetlink.Family, req connectRequest) (i
 }
 
 func execReconfigure(c *genetlink.Conn, fam genetlink.Family, index int, fds []int, o AttachOptions) error {
-	data, err := encodeReconfigure(index, fds, o.DeadConnTimeout, o.BackendID)
+	data, err := encodeReconfigure(index, fds, o.Timeout, o.DeadConnTimeout, o.BackendID)
 	if err != nil {
 		return fmt.Errorf("nbd: encode reconfigure: %w", err)
 	}

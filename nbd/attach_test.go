@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -123,14 +124,14 @@ func TestAttachWithoutModule(t *testing.T) {
 	}
 }
 
-// NBD_CMD_RECONFIGURE carries the index, the dead-connection timeout, the
-// new sockets and the backend identifier (the kernel insists on the one the
-// device was connected with), laid out as for CONNECT.
+// NBD_CMD_RECONFIGURE carries the index, the request and dead-connection
+// timeouts, the new sockets and the backend identifier (the kernel insists
+// on the one the device was connected with), laid out as for CONNECT.
 func TestEncodeReconfigure(t *testing.T) {
 	const nested = 0x8000
-	got, err := encodeReconfigure(4, []int{9}, 60*time.Second, "vol")
+	got, err := encodeReconfigure(4, []int{9}, 120*time.Second, 60*time.Second, "vol")
 	mustf(t, err, "encode")
-	want := concat(nlattr(attrIndex, u32(4)), nlattr(attrDeadConnTimeout, u64(60)),
+	want := concat(nlattr(attrIndex, u32(4)), nlattr(attrTimeout, u64(120)), nlattr(attrDeadConnTimeout, u64(60)),
 		nlattr(attrSockets|nested, nlattr(attrSockItem|nested, nlattr(attrSockFD, u32(9)))),
 		nlattr(attrBackendID, []byte("vol\x00")))
 	if string(got) != string(want) {
@@ -152,15 +153,38 @@ func TestEncodeResize(t *testing.T) {
 	}
 }
 
+// The request timeout is sent unless asked not to: without one, Linux
+// gives a device of several connections the block layer's 30 s, after which
+// it shuts a socket down and sends its requests again.
 func TestAttachDefaults(t *testing.T) {
 	o := AttachOptions{}
 	o.ensureDefaults("vol")
-	if o.Connections != 4 || o.BackendID != "vol" || o.DeadConnTimeout != 2*time.Minute {
+	if o.Connections != 4 || o.BackendID != "vol" || o.DeadConnTimeout != 2*time.Minute || o.Timeout != DefaultKernelTimeout {
 		t.Fatalf("defaults %+v", o)
 	}
-	o = AttachOptions{DeadConnTimeout: -1, BackendID: "b"}
+	if DefaultKernelTimeout < o.DeadConnTimeout {
+		t.Fatalf("the kernel waits %v for a dead server but only %v for a slow request", o.DeadConnTimeout, DefaultKernelTimeout)
+	}
+	o = AttachOptions{DeadConnTimeout: -1, Timeout: -1, BackendID: "b"}
 	o.ensureDefaults("vol")
-	if o.DeadConnTimeout != 0 || o.BackendID != "b" {
-		t.Fatalf("negative dead-connection timeout and a given backend: %+v", o)
+	if o.DeadConnTimeout != 0 || o.Timeout != 0 || o.BackendID != "b" {
+		t.Fatalf("negative timeouts and a given backend: %+v", o)
+	}
+}
+
+// What AttachKernel asks of the kernel by default: NBD_ATTR_TIMEOUT of
+// DefaultKernelTimeout in whole seconds, in CONNECT and in RECONFIGURE.
+func TestAttachSendsTimeout(t *testing.T) {
+	o := AttachOptions{}
+	o.ensureDefaults("vol")
+	c, err := encodeConnect(connectRequest{index: 0, size: 512, blockSize: 512, fds: []int{4}, timeout: o.Timeout})
+	mustf(t, err, "encode connect")
+	r, err := encodeReconfigure(0, []int{4}, o.Timeout, o.DeadConnTimeout, o.BackendID)
+	mustf(t, err, "encode reconfigure")
+	attr := string(nlattr(attrTimeout, u64(uint64(DefaultKernelTimeout/time.Second))))
+	for name, b := range map[string][]byte{"connect": c, "reconfigure": r} {
+		if !strings.Contains(string(b), attr) {
+			t.Errorf("%s carries no NBD_ATTR_TIMEOUT of %v: %x", name, DefaultKernelTimeout, b)
+		}
 	}
 }

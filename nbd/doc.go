@@ -108,7 +108,11 @@
 // attachment's lifetime is not the attaching context's. A connection whose
 // server side ends while the device is connected gets a fresh socket
 // (NBD_CMD_RECONFIGURE), and the kernel holds IO meanwhile for up to
-// AttachOptions.DeadConnTimeout. The kernel's sysfs attributes (pid: the
+// AttachOptions.DeadConnTimeout. A request unanswered for
+// AttachOptions.Timeout (default DefaultKernelTimeout, 2 minutes, always
+// sent: Linux's own 30 s shuts down sockets of a slow but live server and
+// sends their writes twice) gets its socket declared dead and is sent
+// again on another. The kernel's sysfs attributes (pid: the
 // connecting thread; backend: AttachOptions.BackendID, nvstripe's volume
 // name) tell who serves a device: a device connected by a live process is
 // refused (ErrDeviceBusy), and one whose process has died is taken over by

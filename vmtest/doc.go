@@ -8,7 +8,11 @@
 // Scenarios (busybox sh, run in the guest; see each file's header). The
 // steps several share (a whole cluster: cluster_up; ublk_drv loaded:
 // ublk_load; files written and summed: fill_files) live in
-// scenarios/lib/nvstripe.sh, which runScenario ships into the guest:
+// scenarios/lib/nvstripe.sh, which runScenario ships into the guest. A
+// scenario that sources it also prints each step's duration (@@INFO
+// step-s SECONDS STEP, logged by the test), and at its end the agent's log
+// and the kernel's nbd/ublk lines; watch_stuck DEV names the kernel's
+// requests on DEV that stay in flight over 15 s while they hang:
 //
 //   - nbd-map.sh: a whole cluster in the guest, `nvstripe map VOL` on a
 //     kernel nbd device with four connections, ext4 written, remounted and

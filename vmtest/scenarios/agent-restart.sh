@@ -11,11 +11,16 @@
 # a foreground `map w` whose device someone else disconnects (nbd-client
 # -d) exits non-zero saying so; fio --verify=crc32c on a file in the mounted
 # file system while a target is killed -9 (ls then says degraded); unmount,
-# e2fsck, unmap.
+# e2fsck, unmap. nbd: the device's request timeout (queue/io_timeout) is
+# checked at the map and after the takeover, and a 24 MiB write before the
+# growth and the 60 MiB one after it are timed (write-before-resize,
+# write-after-resize: ms per MiB). Every step's duration is an @@INFO
+# step-s line; the agent's log ends the console.
 # Needs from the host: --file BIN:/bin/nvstripe; lib/nvstripe.sh; fio and resize2fs with
 # their libraries (TestAgentRestart copies them); for frontend=ublk also
 # --file KO:/lib/ublk_drv.ko.
-# Parameters: frontend (nbd|ublk), file_mb (8), fio_mb (16), fio_bs (64k).
+# Parameters: frontend (nbd|ublk), file_mb (8), fio_mb (16), fio_bs (64k),
+# volume_flags (extra `volume create` flags, e.g. --write-log=none).
 nvs=/bin/nvstripe
 frontend=${frontend:-nbd}
 file_mb=${file_mb:-8}
@@ -43,6 +48,17 @@ start_agent() {
 # ls_row: the `nvstripe ls` line of volume v (DEVICE VOLUME MODE EPOCH HEALTH
 # SIZE SERVER NOTE; SIZE is two words, "64 MiB").
 ls_row() { $nvs ls --agent $sock 2>/dev/null | awk '$2 == "v"'; }
+# timed_fill FILE MB: MB MiB of zeros written into FILE with dd, then sync;
+# FILL is "mb=MB dd_s=S sync_s=S ms_per_mib=N" (the pace of the device under
+# the file system, to compare writes before and after a resize).
+timed_fill() {
+	_a=$(cut -d' ' -f1 /proc/uptime)
+	dd if=/dev/zero of="$1" bs=1M count="$2" 2>/dev/null || return 1
+	_b=$(cut -d' ' -f1 /proc/uptime)
+	sync || return 1
+	_c=$(cut -d' ' -f1 /proc/uptime)
+	FILL=$(awk -v mb="$2" -v a="$_a" -v b="$_b" -v c="$_c" 'BEGIN {printf "mb=%d dd_s=%.1f sync_s=%.1f ms_per_mib=%d", mb, b - a, c - b, (c - a) * 1000 / mb}')
+}
 
 step "agent, map v --agent (no frontend flag)"
 start_agent
@@ -58,6 +74,7 @@ esac
 grep -q "$want_why" /tmp/map.out || fail "map did not say why it chose $frontend: $(cat /tmp/map.out)"
 wait_bdev $dev 30 || fail "$dev has no size"
 blk=$(basename $dev)
+watch_stuck $blk
 size=$(bdev_size_bytes $dev)
 [ "$size" = 67108864 ] || fail "size $size, want 67108864"
 row=$(ls_row)
@@ -66,6 +83,14 @@ set -- $row
 epoch1=$4
 info "mapped dev=$dev size=$size epoch=$epoch1 why=$(sed -n 's/.*(\(nbd\|ublk\): \(.*\))$/\1: \2/p' /tmp/map.out | tr ' ' _)"
 info "ls $row"
+if [ "$frontend" = nbd ]; then
+	# The request timeout the attachment asked for (nbd.DefaultKernelTimeout,
+	# in ms): without one Linux gives a 4-connection device 30 s and then
+	# shuts sockets down and sends their requests again.
+	io_timeout=$(cat /sys/block/$blk/queue/io_timeout)
+	[ "$io_timeout" = 120000 ] || fail "$dev request timeout $io_timeout ms, want 120000"
+	info "nbd io_timeout_ms=$io_timeout"
+fi
 
 step "mkfs.ext4, mount, write"
 run mkfs.ext4 -F -q $dev
@@ -95,6 +120,8 @@ nbd) took=$(grep -m1 "took over" /tmp/agent.log) ;;
 ublk) took=$(grep -m1 "took .* back" /tmp/agent.log) ;;
 esac
 [ -n "$took" ] || fail "restarted agent did not take $dev back: $(tail -20 /tmp/agent.log)"
+[ "$frontend" != nbd ] || [ "$(cat /sys/block/$blk/queue/io_timeout)" = 120000 ] ||
+	fail "$dev request timeout $(cat /sys/block/$blk/queue/io_timeout) ms after the takeover, want 120000"
 echo "written after the restart" >$mnt/after.txt
 run sync
 echo 3 >/proc/sys/vm/drop_caches
@@ -103,6 +130,11 @@ grep -q "written after the restart" $mnt/after.txt || fail "new file lost"
 info "agent-restart reads-ok s=$(($(now_s) - t1)) epoch=$epoch1->$epoch2 $(echo "$took" | sed 's/.*msg=//')"
 
 if [ "$frontend" = nbd ]; then
+	step "write 24 MiB before the resize (a baseline for the write after it)"
+	timed_fill $mnt/pre.bin 24 || fail "writing 24 MiB before the resize"
+	rm $mnt/pre.bin
+	info "write-before-resize $FILL"
+
 	step "grow v to 96 MiB, resize2fs online"
 	t2=$(now_s)
 	run $nvs volume resize v --size 96MiB
@@ -110,9 +142,11 @@ if [ "$frontend" = nbd ]; then
 	run resize2fs $dev
 	blocks=$(df -k $mnt | awk 'NR==2 {print $2}')
 	[ "$blocks" -gt 80000 ] || fail "ext4 has $blocks KiB after resize2fs, want about 96 MiB"
-	dd if=/dev/zero of=$mnt/fill.bin bs=1M count=60 2>/dev/null || fail "writing 60 MiB (more than the old 64 MiB file system holds) into the grown one"
-	run sync
+
+	step "write 60 MiB into the grown file system"
+	timed_fill $mnt/fill.bin 60 || fail "writing 60 MiB (more than the old 64 MiB file system holds) into the grown one"
 	rm $mnt/fill.bin
+	info "write-after-resize $FILL"
 	info "resized dev=$dev size=$(bdev_size_bytes $dev) fs_kib=$blocks s=$(($(now_s) - t2))"
 
 	step "a foreground map whose device someone else disconnects exits"
