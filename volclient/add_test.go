@@ -161,7 +161,11 @@ func TestDiscoverTwoSubsystems(t *testing.T) {
 	if !errors.Is(err, meta.ErrExists) || !strings.Contains(err.Error(), "--id") {
 		t.Errorf("ns add of a second subsystem's nsid 1 without --id: %v; want ErrExists asking for --id", err)
 	}
-	if err := CheckLabel(ctx, blank, c.Label("h0-n1")); !errors.Is(err, meta.ErrNoLabel) {
+	fc, err := fresh.Cluster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckLabel(ctx, blank, fc.Label("h0-n1")); !errors.Is(err, meta.ErrNoLabel) {
 		t.Errorf("refused namespace's label: %v; want none written", err)
 	}
 	second.ID = "h0-b-n1"
