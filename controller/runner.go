@@ -203,14 +203,7 @@ func (r *Runner) lead(ctx, leadCtx context.Context) {
 	lctx, cancel := context.WithCancel(leadCtx)
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
-	tr, _ := health.NewTracker(r.cfg.Health)
-	r.mu.Lock()
-	r.leading, r.tracker = true, tr
-	r.gossipHosts, r.gossipResume, r.observed = map[string]map[string]bool{}, true, time.Time{}
-	r.backoff, r.heldNoted = map[string]volBackoff{}, map[string]string{}
-	r.repairing, r.repairWait = map[string]bool{}, map[string]volBackoff{}
-	r.running, r.nsSeen, r.mvSeen = map[SegmentID]*running{}, map[string]nsSeen{}, map[SegmentID]mvSeen{}
-	r.mu.Unlock()
+	r.begin()
 	for lctx.Err() == nil {
 		if err := r.Tick(lctx); err != nil && lctx.Err() == nil {
 			r.cfg.Logf("tick: %v", err)
@@ -222,6 +215,18 @@ func (r *Runner) lead(ctx, leadCtx context.Context) {
 	r.mu.Lock()
 	r.leading = false
 	r.mu.Unlock()
+}
+
+// begin starts leading afresh: what the runner keeps between ticks is reset.
+func (r *Runner) begin() {
+	tr, _ := health.NewTracker(r.cfg.Health)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.leading, r.tracker = true, tr
+	r.gossipHosts, r.gossipResume, r.observed = map[string]map[string]bool{}, true, time.Time{}
+	r.backoff, r.heldNoted = map[string]volBackoff{}, map[string]string{}
+	r.repairing, r.repairWait = map[string]bool{}, map[string]volBackoff{}
+	r.running, r.nsSeen, r.mvSeen = map[SegmentID]*running{}, map[string]nsSeen{}, map[SegmentID]mvSeen{}
 }
 
 func sleep(ctx context.Context, d time.Duration) {
@@ -237,6 +242,7 @@ func sleep(ctx context.Context, d time.Duration) {
 // decide, act, and start repairs of stale slots of unmapped volumes. Run
 // calls it while leading; ctx must end when leadership does.
 func (r *Runner) Tick(ctx context.Context) error {
+	mine := r.ownMoves() // before the snapshot: see cleanup
 	snap, err := LoadSnapshot(ctx, r.cfg.Store)
 	if err != nil {
 		return err
@@ -246,7 +252,7 @@ func (r *Runner) Tick(ctx context.Context) error {
 		r.liveness(ctx, snap, now)
 	}
 	r.fill(snap, now)
-	r.cleanup(ctx, snap)
+	r.cleanup(ctx, snap, mine)
 	acts, err := Decide(r.holdBack(snap, now), now, r.cfg.Decide)
 	if err != nil {
 		return err

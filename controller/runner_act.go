@@ -117,8 +117,12 @@ func (r *Runner) runMove(ctx context.Context, run *running) {
 	}
 	began := time.Now()
 	err := r.cfg.Mover.MoveShard(ctx, req)
+	defer func() { // after the task record is final: see cleanup
+		r.mu.Lock()
+		delete(r.running, t.Segment)
+		r.mu.Unlock()
+	}()
 	r.mu.Lock()
-	delete(r.running, t.Segment)
 	t = run.task
 	if ctx.Err() == nil {
 		r.busyLocked(t.Segment.Volume, err, r.cfg.Now())
@@ -159,15 +163,29 @@ func (r *Runner) progress(ctx context.Context, run *running, done, total int64) 
 	}
 }
 
-// cleanup removes finished and stale task records and settles moves
-// nobody carries out any more (their mover crashed or lost its lease).
-func (r *Runner) cleanup(ctx context.Context, snap *Snapshot) {
+// ownMoves is the set of segments this runner's own moves run on now.
+func (r *Runner) ownMoves() map[SegmentID]bool {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	mine := map[SegmentID]bool{}
 	for id := range r.running {
 		mine[id] = true
 	}
-	r.mu.Unlock()
+	return mine
+}
+
+// cleanup removes finished and stale task records and settles moves
+// nobody carries out any more (their mover crashed or lost its lease),
+// sparing mine, this runner's own moves read before snap was. That order
+// matters: a move of mine that ends after snap was read left a running
+// task and a move record in snap, so read after snap, the running set
+// would no longer hold it and cleanup would take it for interrupted
+// (deleting its task, settling a move that is gone). Read before, a move
+// that ended since is merely spared one tick, and none can start in
+// between: only this tick's actions, after cleanup, start moves. A move
+// leaves the running set only once its final task record is written
+// (runMove), so one not in mine is in snap as it ended.
+func (r *Runner) cleanup(ctx context.Context, snap *Snapshot, mine map[SegmentID]bool) {
 	for id, t := range snap.MoveTasks {
 		owner := snap.Owners[id.Volume]
 		stale := t.State != meta.TaskRunning || t.Holder != owner || owner == r.cfg.Holder

@@ -32,7 +32,7 @@ func (f *NamespaceFlags) AddFlags(fl *pflag.FlagSet) {
 	fl.Uint32Var(&f.NSID, "nsid", 0, "namespace ID in the subsystem (required)")
 	fl.StringArrayVar(&f.Paths, "path", nil, "path tcp://ADDR:PORT, repeatable (required)")
 	fl.Var(units.NewFlag(&f.Size), "size", "record this size without connecting (e.g. 7TiB)")
-	fl.StringVar(&f.ID, "id", "", "namespace id in the cluster (default HOST-nNSID)")
+	fl.StringVar(&f.ID, "id", "", "namespace id in the cluster (default HOST-nNSID; pass one when another subsystem of the host has taken that)")
 	fl.StringVar(&f.UUID, "uuid", "", "namespace UUID/NGUID, informational")
 	fl.BoolVar(&f.AllowUnfenced, "allow-unfenced", false, AllowUnfencedHelp)
 	f.DHCHAP.AddFlags(fl)
