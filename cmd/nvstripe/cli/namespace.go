@@ -75,7 +75,9 @@ func newNSDiscoverCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 		Short: "Add every namespace a discovery controller lists",
 		Long: "discover reads the discovery log page at ADDR:PORT, and for every NVMe subsystem in it adds\n" +
 			"namespaces 1, 2, ... (until one does not answer, at most --max-nsid) with all the subsystem's\n" +
-			"TCP paths, as 'ns add' does (connect, label, record). Namespaces already recorded are skipped.",
+			"TCP paths, as 'ns add' does (connect, label, record). Namespaces already recorded are skipped.\n" +
+			"Ids are HOST-nNSID; where another subsystem of the host took that one, HOST-TAIL-nNSID (TAIL:\n" +
+			"the last ':' field of the NQN).",
 		Args: cobra.ExactArgs(1),
 		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
 			if host == "" {
