@@ -6,6 +6,8 @@ import (
 	"os"
 	"syscall"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // rawSock reads and writes a socket with RawSyscall. Go keeps sockets
@@ -119,4 +121,18 @@ func (s *rawSock) writevOnce(bufs [][]byte) (int, error) {
 		return 0, os.NewSyscallError("writev", errno)
 	}
 	return int(n), nil
+}
+
+// peerGone says, without waiting, whether the peer has shut its side of the
+// socket down (or the socket has failed or been closed), even while data it
+// sent earlier waits unread.
+func (s *rawSock) peerGone() bool {
+	var revents int16
+	err := s.rc.Control(func(fd uintptr) {
+		fds := [1]unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+		if n, err := unix.Poll(fds[:], 0); err == nil && n > 0 {
+			revents = fds[0].Revents
+		}
+	})
+	return err != nil || revents&(unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0
 }
