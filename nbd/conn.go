@@ -48,6 +48,7 @@ type conn struct {
 	budget  budget
 	workers sync.WaitGroup // worker goroutines (see workers.go)
 	waiting atomic.Int32   // workers waiting for the reader's turn
+	disc    atomic.Bool    // the client sent DISC: requests read before it run
 	tx      sender         // the socket's write side during transmission
 
 	rmu      sync.Mutex // the reader's turn: its holder reads the next request

@@ -123,10 +123,10 @@ func (s *rawSock) writevOnce(bufs [][]byte) (int, error) {
 	return int(n), nil
 }
 
-// peerGone says, without waiting, whether the peer has shut its side of the
-// socket down (or the socket has failed or been closed), even while data it
-// sent earlier waits unread.
-func (s *rawSock) peerGone() bool {
+// peerGone says, without waiting, whether the peer has shut its sending
+// side of the socket down, even while data it sent earlier waits unread,
+// and whether the socket is dead both ways (shut down, reset or closed).
+func (s *rawSock) peerGone() (shutWrite, dead bool) {
 	var revents int16
 	err := s.rc.Control(func(fd uintptr) {
 		fds := [1]unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
@@ -134,5 +134,6 @@ func (s *rawSock) peerGone() bool {
 			revents = fds[0].Revents
 		}
 	})
-	return err != nil || revents&(unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0
+	dead = err != nil || revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0
+	return dead || revents&unix.POLLRDHUP != 0, dead
 }

@@ -14,4 +14,4 @@ func (*rawSock) Read([]byte) (int, error) { return 0, net.ErrClosed }
 
 func (*rawSock) writev([][]byte) error { return net.ErrClosed }
 
-func (*rawSock) peerGone() bool { return false }
+func (*rawSock) peerGone() (shutWrite, dead bool) { return false, false }

@@ -35,13 +35,17 @@ func (g *writeGateDev) WriteAt(ctx context.Context, p []byte, off int64) error {
 // sends the request again on another connection; the client then writes
 // newer data there. The stale copy, queued on the dead connection, must not
 // overwrite it.
+// Closing the socket, the client can no longer read the answers; shutting
+// down its sending side only (no DISC), it reads that the stale request
+// was refused.
 func TestDeadConnRequestsDropped(t *testing.T) {
 	for _, network := range []string{"tcp", "unix"} {
-		t.Run(network, func(t *testing.T) { testDeadConnRequestsDropped(t, network) })
+		t.Run(network+"/close", func(t *testing.T) { testDeadConnRequestsDropped(t, network, false) })
+		t.Run(network+"/shutdown-write", func(t *testing.T) { testDeadConnRequestsDropped(t, network, true) })
 	}
 }
 
-func testDeadConnRequestsDropped(t *testing.T, network string) {
+func testDeadConnRequestsDropped(t *testing.T, network string, halfClose bool) {
 	const x, y = 0, 4096
 	g := &writeGateDev{Mem: newMem(t, 1<<20, 512), at: y, arrived: make(chan struct{}, 1), release: make(chan struct{})}
 	s, addr := serve(t, Options{Exports: map[string]Export{"g": {Device: g}}, MaxInFlight: 1}, network)
@@ -54,7 +58,11 @@ func testDeadConnRequestsDropped(t *testing.T, network string) {
 	c1.send(proto.Request{Type: proto.CmdWrite, Cookie: 1, Offset: y, Length: 4096}, pattern(4096, 3))
 	<-g.arrived // W0 holds conn 1's only in-flight slot
 	c1.send(proto.Request{Type: proto.CmdWrite, Cookie: 2, Offset: x, Length: 4096}, a)
-	c1.c.Close() // the kernel's timeout: W1 is queued on a dead connection
+	if halfClose {
+		mustf(t, c1.c.(interface{ CloseWrite() error }).CloseWrite(), "shut down conn 1's sending side")
+	} else {
+		c1.c.Close() // the kernel's timeout: W1 is queued on a dead connection
+	}
 
 	c2.send(proto.Request{Type: proto.CmdWrite, Cookie: 3, Offset: x, Length: 4096}, a) // W1 again
 	if errno, _, _ := c2.simple(0); errno != 0 {
@@ -65,6 +73,13 @@ func testDeadConnRequestsDropped(t *testing.T, network string) {
 		t.Fatalf("W2: %v", errno)
 	}
 	close(g.release)
+	if halfClose {
+		for _, want := range []proto.Errno{0, proto.ESHUTDOWN} {
+			if errno, cookie, _ := c1.simple(0); errno != want {
+				t.Fatalf("conn 1: reply %d: %v, want %v", cookie, errno, want)
+			}
+		}
+	}
 	waitConns(t, s, 1) // conn 1 has ended: whatever it was going to run, it ran
 
 	c2.send(proto.Request{Type: proto.CmdRead, Cookie: 5, Offset: x, Length: 4096}, nil)
