@@ -126,14 +126,16 @@ func (s *rawSock) writevOnce(bufs [][]byte) (int, error) {
 // peerGone says, without waiting, whether the peer has shut its sending
 // side of the socket down, even while data it sent earlier waits unread,
 // and whether the socket is dead both ways (shut down, reset or closed).
+// A ppoll with a zero timeout never sleeps, so it is made raw (see above).
 func (s *rawSock) peerGone() (shutWrite, dead bool) {
 	var revents int16
+	var errno syscall.Errno
 	err := s.rc.Control(func(fd uintptr) {
 		fds := [1]unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
-		if n, err := unix.Poll(fds[:], 0); err == nil && n > 0 {
-			revents = fds[0].Revents
-		}
+		var zero unix.Timespec
+		_, _, errno = syscall.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), 1, uintptr(unsafe.Pointer(&zero)), 0, 0, 0)
+		revents = fds[0].Revents
 	})
-	dead = err != nil || revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0
-	return dead || revents&unix.POLLRDHUP != 0, dead
+	dead = err != nil || errno == 0 && revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0
+	return dead || errno == 0 && revents&unix.POLLRDHUP != 0, dead
 }
