@@ -108,7 +108,31 @@ func handshake(b *testing.B, c net.Conn, br *bufio.Reader) {
 	}
 }
 
-func BenchmarkRead_1M_QD16(b *testing.B)     { benchIO(b, proto.CmdRead, 1<<20, 16, false) }
-func BenchmarkWrite_1M_QD16(b *testing.B)    { benchIO(b, proto.CmdWrite, 1<<20, 16, false) }
-func BenchmarkRandRead_4K_QD32(b *testing.B) { benchIO(b, proto.CmdRead, 4096, 32, true) }
-func BenchmarkRandRead_4K_QD1(b *testing.B)  { benchIO(b, proto.CmdRead, 4096, 1, true) }
+func BenchmarkRead_1M_QD16(b *testing.B)      { benchIO(b, proto.CmdRead, 1<<20, 16, false) }
+func BenchmarkWrite_1M_QD16(b *testing.B)     { benchIO(b, proto.CmdWrite, 1<<20, 16, false) }
+func BenchmarkRandRead_4K_QD32(b *testing.B)  { benchIO(b, proto.CmdRead, 4096, 32, true) }
+func BenchmarkRandRead_4K_QD1(b *testing.B)   { benchIO(b, proto.CmdRead, 4096, 1, true) }
+func BenchmarkRandWrite_4K_QD32(b *testing.B) { benchIO(b, proto.CmdWrite, 4096, 32, true) }
+
+// BenchmarkPeerGone is the poll a write makes before it starts (hangup.go).
+func BenchmarkPeerGone(b *testing.B) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	s := newRawSock(c)
+	if s == nil {
+		b.Skip("no raw socket on this platform")
+	}
+	for b.Loop() {
+		if shut, _ := s.peerGone(); shut {
+			b.Fatal("live peer seen as gone")
+		}
+	}
+}

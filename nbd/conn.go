@@ -42,11 +42,13 @@ type conn struct {
 	structured bool
 	metaID     uint32
 	tflags     proto.TransmissionFlags
-	ioCtx      context.Context // device IO; cancelled after the grace period
+	ioCtx      context.Context    // device IO; cancelled after the grace period or when the client is gone
+	cancelIO   context.CancelFunc // cancels ioCtx
 
 	budget  budget
 	workers sync.WaitGroup // worker goroutines (see workers.go)
 	waiting atomic.Int32   // workers waiting for the reader's turn
+	disc    atomic.Bool    // the client sent DISC: requests read before it run
 	tx      sender         // the socket's write side during transmission
 
 	rmu      sync.Mutex // the reader's turn: its holder reads the next request
@@ -108,7 +110,7 @@ func (c *conn) flushOut() error {
 func (c *conn) serve(ctx context.Context, st *session) error {
 	ioCtx, ioCancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer ioCancel()
-	c.ioCtx = ioCtx
+	c.ioCtx, c.cancelIO = ioCtx, ioCancel
 	if st == nil {
 		deadline := time.Now().Add(c.s.opts.HandshakeTimeout)
 		c.nc.SetReadDeadline(deadline)
@@ -169,8 +171,8 @@ func (c *conn) cleanEnd(ctx context.Context, phase string, err error) error {
 	switch {
 	case err == nil, errors.Is(err, errAbort), ctx.Err() != nil:
 		return nil
-	case errors.Is(err, io.EOF):
-		return nil // the client went away between messages
+	case errors.Is(err, io.EOF), errors.Is(err, errClientGone):
+		return nil // the client went away
 	}
 	return fmt.Errorf("nbd %s: %w", phase, err)
 }
@@ -216,7 +218,7 @@ func (c *conn) readRequest(ctx context.Context) (*job, error) {
 		return nil, errDisc
 	}
 	cost := c.cost(req)
-	if err := c.budget.acquire(ctx, cost); err != nil {
+	if err := c.budget.acquire(ctx, c.ioCtx.Done(), cost); err != nil {
 		return nil, err
 	}
 	var payload *[]byte
@@ -280,8 +282,8 @@ func newBudget(maxCount, maxBytes int) budget {
 }
 
 // acquire waits until a request of n bytes fits (a request alone always
-// fits) or ctx ends.
-func (b *budget) acquire(ctx context.Context, n int) error {
+// fits), ctx ends or gone closes.
+func (b *budget) acquire(ctx context.Context, gone <-chan struct{}, n int) error {
 	for {
 		b.mu.Lock()
 		if b.count < b.maxCount && (b.bytes+n <= b.maxBy || b.bytes == 0) {
@@ -295,6 +297,8 @@ func (b *budget) acquire(ctx context.Context, n int) error {
 		case <-b.wake:
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-gone:
+			return errClientGone
 		}
 	}
 }

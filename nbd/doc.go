@@ -81,6 +81,14 @@
 //   - CACHE succeeds without doing anything; BLOCK_STATUS reports
 //     base:allocation from blockdev.AllocationReporter (everything allocated
 //     for other devices).
+//   - A client that hangs up without DISC (EOF, a reply that cannot be
+//     written, the socket shut down) gets none of its requests that have not
+//     started their IO run: the kernel's nbd driver sends a timed-out request
+//     again on another connection, and the stale copy must not overwrite
+//     what was written since. A write, trim or zero polls the socket for the
+//     peer's shutdown before it starts (one system call). A request already
+//     in the device finishes; a Device that waits for a lock should check
+//     its ctx once it holds it (volume does, per stripe). See hangup.go.
 //   - Extended headers are not offered (NBD_REP_ERR_UNSUP). TLS is offered
 //     through NBD_OPT_STARTTLS when Options.TLS is set (and required before
 //     any other option with Options.RequireTLS); otherwise STARTTLS is

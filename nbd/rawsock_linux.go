@@ -6,6 +6,8 @@ import (
 	"os"
 	"syscall"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // rawSock reads and writes a socket with RawSyscall. Go keeps sockets
@@ -119,4 +121,21 @@ func (s *rawSock) writevOnce(bufs [][]byte) (int, error) {
 		return 0, os.NewSyscallError("writev", errno)
 	}
 	return int(n), nil
+}
+
+// peerGone says, without waiting, whether the peer has shut its sending
+// side of the socket down, even while data it sent earlier waits unread,
+// and whether the socket is dead both ways (shut down, reset or closed).
+// A ppoll with a zero timeout never sleeps, so it is made raw (see above).
+func (s *rawSock) peerGone() (shutWrite, dead bool) {
+	var revents int16
+	var errno syscall.Errno
+	err := s.rc.Control(func(fd uintptr) {
+		fds := [1]unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+		var zero unix.Timespec
+		_, _, errno = syscall.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), 1, uintptr(unsafe.Pointer(&zero)), 0, 0, 0)
+		revents = fds[0].Revents
+	})
+	dead = err != nil || errno == 0 && revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0
+	return dead || errno == 0 && revents&unix.POLLRDHUP != 0, dead
 }

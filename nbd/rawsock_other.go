@@ -13,3 +13,5 @@ func newRawSock(net.Conn) *rawSock { return nil }
 func (*rawSock) Read([]byte) (int, error) { return 0, net.ErrClosed }
 
 func (*rawSock) writev([][]byte) error { return net.ErrClosed }
+
+func (*rawSock) peerGone() (shutWrite, dead bool) { return false, false }

@@ -50,10 +50,7 @@ func (c *conn) next(ctx context.Context) (j job, ok bool) {
 	for !c.stopped {
 		jp, err := c.readRequest(ctx)
 		if err != nil {
-			c.stopped = true
-			if err != errDisc {
-				c.readErr = err
-			}
+			c.readEnded(ctx, err)
 			return job{}, false
 		}
 		if jp == nil {
@@ -85,7 +82,9 @@ func (c *conn) handle(j job) {
 	}
 	r := c.newReply(j.req, j.cost)
 	r.payload = j.payload
-	if err := c.exec(r); err != nil {
+	if c.clientGone(j.req) {
+		c.fail(r, errClientGone)
+	} else if err := c.exec(r); err != nil {
 		c.fail(r, err)
 	}
 	c.send(r)
@@ -178,6 +177,7 @@ func (c *conn) writeBatch(batch []*reply, failed bool) error {
 			_, err = v.WriteTo(c.writer())
 		}
 		if err != nil {
+			c.cancelIO() // the client is gone: requests not started are dropped
 			c.nc.Close()
 		}
 		clear(t.vec[:cap(t.vec)])

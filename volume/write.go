@@ -75,6 +75,12 @@ func (v *Volume) writeStripeOnce(ctx context.Context, sio layout.StripeIO, p []b
 	mu := v.lock(sio.ID)
 	mu.Lock()
 	defer mu.Unlock()
+	// The lock may have been waited for long: a caller that gave up
+	// meanwhile (an NBD client that hung up and sent the write again
+	// elsewhere, maybe followed by newer data) must not write now.
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("segment %d stripe %d: write not started: %w", sio.ID.Segment, sio.ID.Stripe, err)
+	}
 	healed := false
 	for attempt := 0; attempt <= v.g.N(); attempt++ {
 		usable := v.usableShards(s, sio.ID)
