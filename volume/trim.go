@@ -95,6 +95,12 @@ func (v *Volume) zeroStripes(ctx context.Context, s *segment, first, last int64,
 	defer v.endWrite(s)
 	unlock := v.lockStripes(s.id, first, last)
 	defer unlock()
+	// As in writeStripeOnce: a caller that gave up while the locks were
+	// waited for (a client that hung up and sent it again elsewhere) must
+	// not zero blocks it may have written since.
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("segment %d stripes %d-%d: trim not started: %w", s.id, first, last, err)
+	}
 	v.log.forget(s.id, first, last)
 	ctx = context.WithoutCancel(ctx)
 	off, n := first*v.g.Chunk, (last-first+1)*v.g.Chunk
