@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/nvstripe/nvstripe/meta/embed"
+	"github.com/nvstripe/nvstripe/meta/metatest"
 )
 
 // One embedded etcd serves every test of the package; each test works in a
@@ -61,6 +62,20 @@ func newStore(t testing.TB) *Store {
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	return s
+}
+
+// privateStore opens a Store on an etcd server of its own, whose
+// endpoints it returns, for tests that compact (compaction is etcd-wide:
+// not on the shared server).
+func privateStore(t testing.TB) (*Store, []string) {
+	t.Helper()
+	eps := metatest.Start(t)
+	s, err := Open(testCtx(t), Config{Endpoints: eps, Cluster: "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s, eps
 }
 
 // rawClient is a plain etcd client for tampering with keys.

@@ -61,12 +61,7 @@ func TestOwnersSince(t *testing.T) {
 // away, OwnersSince cannot tell and says so.
 func TestOwnersSinceCompacted(t *testing.T) {
 	ctx := testCtx(t)
-	eps := metatest.Start(t) // compaction is etcd-wide: not the shared server
-	s, err := Open(ctx, Config{Endpoints: eps, Cluster: "c"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, eps := privateStore(t)
 	if _, err := s.InitCluster(ctx, InitOptions{SlotSize: testSlot}); err != nil {
 		t.Fatal(err)
 	}

@@ -82,12 +82,7 @@ func TestPutTaskIf(t *testing.T) {
 // the one etcd compacted up to (not "revision 0").
 func TestWatchCompactedNamesRevisions(t *testing.T) {
 	ctx := testCtx(t)
-	eps := metatest.Start(t) // compaction is etcd-wide: not the shared server
-	s, err := Open(ctx, Config{Endpoints: eps, Cluster: "c"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, eps := privateStore(t)
 	populate(t, s, 3, 1, 4)
 	addVolume(t, s, "v", 2, 1, 1)
 	_, rev, err := s.VolumeRev(ctx, "v")
