@@ -153,6 +153,21 @@ type NamespaceSpec struct {
 // exist (ErrNotFound); the id and the (NQN, NSID) pair must be new
 // (ErrExists). The caller writes the namespace label (ClusterRecord.Label).
 func (s *Store) AddNamespace(ctx context.Context, spec NamespaceSpec) (*NamespaceRecord, error) {
+	rec, err := s.CheckNamespace(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	return rec, s.putNamespace(ctx, rec)
+}
+
+// CheckNamespace checks everything AddNamespace checks and returns the
+// record it would write, writing nothing: the fields (a zero spec.Size,
+// not known before the namespace is connected, is not checked), that the
+// host exists (ErrNotFound), that the id is free and that no namespace is
+// recorded with the same NQN and NSID (ErrExists). `ns add` runs it before
+// it writes a label, so that a mistyped argument leaves nothing behind;
+// AddNamespace's transaction checks the host and id again.
+func (s *Store) CheckNamespace(ctx context.Context, spec NamespaceSpec) (*NamespaceRecord, error) {
 	c, err := s.Cluster(ctx)
 	if err != nil {
 		return nil, err
@@ -169,26 +184,65 @@ func (s *Store) AddNamespace(ctx context.Context, spec NamespaceSpec) (*Namespac
 		rec.ID = DefaultNamespaceID(spec.Host, spec.NSID)
 	}
 	*rec.version() = RecordVersion
-	if err := rec.check(); err != nil {
+	check := rec.check
+	if spec.Size == 0 {
+		check = rec.checkIdentity
+	}
+	if err := check(); err != nil {
 		return nil, fmt.Errorf("namespace %s (slot size %d): %w: %w", rec.ID, c.SlotSize, ErrInvalid, err)
 	}
 	if err := s.checkNewNamespace(ctx, rec); err != nil {
 		return nil, err
 	}
-	return rec, s.putNamespace(ctx, rec)
+	return rec, nil
 }
 
-func (s *Store) checkNewNamespace(ctx context.Context, rec *NamespaceRecord) error {
+// NamespaceAt returns the namespace recorded with subsystem nqn and
+// namespace nsid (ErrNotFound: none).
+func (s *Store) NamespaceAt(ctx context.Context, nqn string, nsid uint32) (*NamespaceRecord, error) {
 	all, err := s.Namespaces(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, n := range all {
-		if n.NQN == rec.NQN && n.NSID == rec.NSID {
-			return classErrorf(ErrExists, "namespace %s nsid %d is already recorded as %q", rec.NQN, rec.NSID, n.ID)
+		if n.NQN == nqn && n.NSID == nsid {
+			return n, nil
 		}
 	}
+	return nil, classErrorf(ErrNotFound, "no namespace is recorded at %s nsid %d", nqn, nsid)
+}
+
+// checkNewNamespace checks that rec's host exists, its NQN and NSID are not
+// recorded and its id is free.
+func (s *Store) checkNewNamespace(ctx context.Context, rec *NamespaceRecord) error {
+	if _, err := s.get(ctx, s.keys.host(rec.Host), &HostRecord{}); errors.Is(err, ErrNotFound) {
+		return hostNotFound(rec.Host)
+	} else if err != nil {
+		return err
+	}
+	n, err := s.NamespaceAt(ctx, rec.NQN, rec.NSID)
+	switch {
+	case err == nil:
+		return AlreadyRecorded(n)
+	case !errors.Is(err, ErrNotFound):
+		return err
+	}
+	if _, err := s.Namespace(ctx, rec.ID); err == nil {
+		return classErrorf(ErrExists, "namespace %q already exists", rec.ID)
+	} else if !errors.Is(err, ErrNotFound) {
+		return err
+	}
 	return nil
+}
+
+// AlreadyRecorded is the error (class ErrExists) of adding a namespace at
+// the NQN and NSID of recorded namespace n.
+func AlreadyRecorded(n *NamespaceRecord) error {
+	return classErrorf(ErrExists, "namespace %s nsid %d is already recorded as %q", n.NQN, n.NSID, n.ID)
+}
+
+func hostNotFound(host string) error {
+	return classErrorf(ErrNotFound, "host %q not found (add it first with `nvstripe host add %s`)", host, host)
 }
 
 func (s *Store) putNamespace(ctx context.Context, rec *NamespaceRecord) error {
@@ -211,7 +265,7 @@ func (s *Store) putNamespace(ctx context.Context, rec *NamespaceRecord) error {
 	}
 	if !resp.Succeeded {
 		if resp.Responses[0].GetResponseRange().Count == 0 {
-			return classErrorf(ErrNotFound, "host %q not found (add it first with `nvstripe host add %s`)", rec.Host, rec.Host)
+			return hostNotFound(rec.Host)
 		}
 		return classErrorf(ErrExists, "namespace %q already exists", rec.ID)
 	}

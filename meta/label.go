@@ -126,3 +126,9 @@ func allZero(b []byte) bool {
 	}
 	return true
 }
+
+// IsLabelBlock says whether b starts as a label does (the magic): an
+// nvstripe label, perhaps a corrupt one, rather than zeros or other data.
+func IsLabelBlock(b []byte) bool {
+	return len(b) >= len(labelMagic) && string(b[:len(labelMagic)]) == labelMagic
+}

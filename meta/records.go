@@ -250,6 +250,18 @@ func (n *NamespaceRecord) FenceWarning() string {
 func (n *NamespaceRecord) Capacity() int64 { return n.Slots - 1 }
 
 func (n *NamespaceRecord) check() error {
+	if err := n.checkIdentity(); err != nil {
+		return err
+	}
+	if n.Size <= 0 || n.Slots < 2 {
+		return fmt.Errorf("size %d bytes holds %d slots: need at least 2 (one for the label)", n.Size, n.Slots)
+	}
+	return nil
+}
+
+// checkIdentity is check but for the size: the names, NQN, NSID, state and
+// paths.
+func (n *NamespaceRecord) checkIdentity() error {
 	if err := checkName("namespace", n.ID); err != nil {
 		return err
 	}
@@ -261,8 +273,6 @@ func (n *NamespaceRecord) check() error {
 		return errors.New("empty NQN")
 	case n.NSID == 0 || n.NSID == 0xffffffff:
 		return fmt.Errorf("NSID %d: must be from 1 to 0xfffffffe", n.NSID)
-	case n.Size <= 0 || n.Slots < 2:
-		return fmt.Errorf("size %d bytes holds %d slots: need at least 2 (one for the label)", n.Size, n.Slots)
 	}
 	if _, err := placement.ParseState(n.State); err != nil {
 		return err

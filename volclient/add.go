@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/nvmeof/initiator"
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
@@ -20,14 +21,21 @@ func (e *ConnectError) Error() string { return e.Err.Error() }
 func (e *ConnectError) Unwrap() error { return e.Err }
 
 // AddNamespace records namespace spec in etcd (state in). Without a size it
-// first connects over the spec's paths as hostNQN ("": the initiator's
-// default), reads the size and checks the label, writing the cluster's on a
-// blank namespace; another cluster's label, or data where the label goes,
-// is refused (never overwritten). It also records whether the namespace can
+// connects over the spec's paths as hostNQN ("": the initiator's default),
+// reads the size and checks the label, writing the cluster's on a blank
+// namespace; another cluster's label, or data where the label goes, is
+// refused (never overwritten). It also records whether the namespace can
 // fence (NVMe reservations, meta.NamespaceRecord.Unfenced): one that cannot
 // takes no shards unless spec.AllowUnfenced. With a size it only records
-// it: the first node that opens the namespace then labels it, and a
-// namespace that cannot fence is only found at map time (a warning).
+// it, without connecting or labelling: a volume treats a namespace without
+// its label as missing (Namespaces.Device).
+//
+// Everything that can be checked is checked before the label is written:
+// the paths, the host, the id, that the NQN and NSID are not recorded (a
+// recorded one on a blank disk is a replaced disk: refused, naming the
+// operator's steps), that the namespace answers and holds two slots. A
+// failure leaves nothing behind; when the etcd transaction fails after the
+// label was written, the label block is put back as it was.
 func AddNamespace(ctx context.Context, s *meta.Store, spec meta.NamespaceSpec, hostNQN string) (*meta.NamespaceRecord, error) {
 	return AddNamespaceAs(ctx, s, spec, NamespaceOptions{HostNQN: hostNQN})
 }
@@ -47,16 +55,28 @@ func AddNamespaceAs(ctx context.Context, s *meta.Store, spec meta.NamespaceSpec,
 		}
 		spec.ID = id
 	}
-	if spec.Size == 0 {
-		c, err := s.Cluster(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if spec.Size, spec.Unfenced, err = labelNamespace(ctx, spec, o, c.Label(spec.ID)); err != nil {
-			return nil, err
-		}
+	if old, err := s.NamespaceAt(ctx, spec.NQN, spec.NSID); err == nil {
+		return nil, recordedError(ctx, s, spec, o, old)
+	} else if !errors.Is(err, meta.ErrNotFound) {
+		return nil, err
 	}
-	return s.AddNamespace(ctx, spec)
+	if _, err := s.CheckNamespace(ctx, spec); err != nil {
+		return nil, err
+	}
+	if spec.Size != 0 {
+		return s.AddNamespace(ctx, spec)
+	}
+	c, err := s.Cluster(ctx)
+	if err != nil {
+		return nil, err
+	}
+	dev, err := connectSpec(ctx, spec, o)
+	if err != nil {
+		return nil, err
+	}
+	defer dev.Close()
+	spec.Size, spec.Unfenced = dev.Size(), !dev.CanReserve()
+	return addLabelled(ctx, s, spec, dev, c)
 }
 
 // defaultID is the id a spec without one is recorded as,
@@ -78,9 +98,145 @@ func defaultID(ctx context.Context, s *meta.Store, spec meta.NamespaceSpec) (str
 	return id, nil // the same namespace: AddNamespace says it is recorded
 }
 
-// labelNamespace opens the namespace, checks its label (writing want on a
-// blank one) and returns its size and whether it cannot fence.
-func labelNamespace(ctx context.Context, spec meta.NamespaceSpec, o NamespaceOptions, want meta.Label) (size int64, unfenced bool, err error) {
+// afterLabel, when set (by tests), runs between the label write and the
+// etcd transaction of addLabelled: where another command may change etcd.
+var afterLabel func()
+
+// addLabelled checks that spec, now with its size, can be recorded, labels
+// dev for it (a blank one; one that carries this very label is left alone)
+// and records it. When the record fails after the label was written, the
+// label block is restored.
+func addLabelled(ctx context.Context, s *meta.Store, spec meta.NamespaceSpec, dev blockdev.Device, c *meta.ClusterRecord) (*meta.NamespaceRecord, error) {
+	if _, err := s.CheckNamespace(ctx, spec); err != nil {
+		return nil, err
+	}
+	old, err := readLabelBlock(ctx, dev)
+	if err != nil {
+		return nil, fmt.Errorf("%s nsid %d: %w", spec.NQN, spec.NSID, err)
+	}
+	want := c.Label(spec.ID)
+	switch err := meta.CheckLabel(old, want); {
+	case err == nil: // labelled by an add whose record did not commit
+		return s.AddNamespace(ctx, spec)
+	case !errors.Is(err, meta.ErrNoLabel):
+		return nil, labelRefusal(ctx, s, spec, old, err)
+	}
+	b, err := meta.EncodeLabel(want)
+	if err != nil {
+		return nil, err
+	}
+	if err := blockdev.WriteFUA(ctx, dev, b, 0); err != nil {
+		return nil, fmt.Errorf("%s nsid %d: writing the label: %w", spec.NQN, spec.NSID, err)
+	}
+	if afterLabel != nil {
+		afterLabel()
+	}
+	rec, err := s.AddNamespace(ctx, spec)
+	if err != nil {
+		return nil, undoLabel(ctx, s, spec, dev, old, err)
+	}
+	return rec, nil
+}
+
+// undoLabel puts the label block back as it was before addLabelled wrote
+// it, after the record failed with err, unless the record is in etcd after
+// all (an answer lost on the way back): then the label stays. It returns
+// err saying what was done.
+func undoLabel(ctx context.Context, s *meta.Store, spec meta.NamespaceSpec, dev blockdev.Device, old []byte, err error) error {
+	n, rerr := s.NamespaceAt(ctx, spec.NQN, spec.NSID)
+	switch {
+	case rerr == nil && n.ID == spec.ID:
+		return fmt.Errorf("%w (the record was written after all: `nvstripe ns ls` shows it)", err)
+	case rerr != nil && !errors.Is(rerr, meta.ErrNotFound):
+		return fmt.Errorf("%w; the label written for %s is left on the namespace (etcd could not say whether the record was written: %w); "+
+			"run the same `nvstripe ns add` again, or clear it with `nvstripe ns wipe-label --nqn %s --nsid %d --path ...`", err, spec.ID, rerr, spec.NQN, spec.NSID)
+	}
+	if werr := blockdev.WriteFUA(ctx, dev, old, 0); werr != nil {
+		return fmt.Errorf("%w; restoring the label block failed too (%w): clear it with `nvstripe ns wipe-label --nqn %s --nsid %d --path ...`",
+			err, werr, spec.NQN, spec.NSID)
+	}
+	return fmt.Errorf("%w (the label written for %s was taken off again)", err, spec.ID)
+}
+
+// readLabelBlock reads the first meta.LabelSize bytes of dev.
+func readLabelBlock(ctx context.Context, dev blockdev.Device) ([]byte, error) {
+	b := make([]byte, meta.LabelSize)
+	if err := dev.ReadAt(ctx, b, 0); err != nil {
+		return nil, fmt.Errorf("reading the label: %w", err)
+	}
+	return b, nil
+}
+
+// labelRefusal is the error of a namespace whose label block holds
+// something other than the cluster's label for it (err, from
+// meta.CheckLabel): it says whose label it is and how to clear one that is
+// not in service.
+func labelRefusal(ctx context.Context, s *meta.Store, spec meta.NamespaceSpec, block []byte, err error) error {
+	l, derr := meta.DecodeLabel(block)
+	c, cerr := s.Cluster(ctx)
+	switch {
+	case derr != nil || cerr != nil: // other data, or a corrupt label
+		return fmt.Errorf("%s nsid %d: %w", spec.NQN, spec.NSID, err)
+	case l.ClusterID != c.ID:
+		return fmt.Errorf("%s nsid %d: %w; if cluster %s no longer uses it, `nvstripe ns wipe-label --nqn %s --nsid %d --path ... --force` clears it",
+			spec.NQN, spec.NSID, err, l.ClusterID, spec.NQN, spec.NSID)
+	}
+	if n, nerr := s.Namespace(ctx, l.Namespace); nerr == nil {
+		return fmt.Errorf("%s nsid %d: %w; the label is that of namespace %s, recorded at %s nsid %d: is --nqn, --nsid or --path mistyped?",
+			spec.NQN, spec.NSID, err, n.ID, n.NQN, n.NSID)
+	}
+	return fmt.Errorf("%s nsid %d: %w; namespace %s is not recorded (a label left by an add that failed): "+
+		"`nvstripe ns wipe-label --nqn %s --nsid %d --path ...` clears it", spec.NQN, spec.NSID, err, l.Namespace, spec.NQN, spec.NSID)
+}
+
+// recordedError is the error of adding spec when its NQN and NSID are
+// recorded already, as old. Connected (spec without a size), it says what
+// the disk carries: old's label (nothing to do), none (a blank disk
+// replaced the recorded one: the steps to bring it in) or another.
+func recordedError(ctx context.Context, s *meta.Store, spec meta.NamespaceSpec, o NamespaceOptions, old *meta.NamespaceRecord) error {
+	err := meta.AlreadyRecorded(old)
+	if spec.Size != 0 {
+		return err
+	}
+	c, cerr := s.Cluster(ctx)
+	if cerr != nil {
+		return err
+	}
+	dev, cerr := connectSpec(ctx, spec, o)
+	if cerr != nil {
+		return fmt.Errorf("%w (%w)", err, cerr)
+	}
+	defer dev.Close()
+	b, rerr := readLabelBlock(ctx, dev)
+	if rerr != nil {
+		return fmt.Errorf("%w (%w)", err, rerr)
+	}
+	lerr := meta.CheckLabel(b, c.Label(old.ID))
+	switch {
+	case lerr == nil:
+		return fmt.Errorf("%w; its label matches: nothing to do", err)
+	case errors.Is(lerr, meta.ErrNoLabel):
+		return replacedDiskError(ctx, s, old)
+	}
+	return fmt.Errorf("%w; the namespace does not carry its label (%w)", err, lerr)
+}
+
+// replacedDiskError says what to do with a blank disk that answers as
+// recorded namespace old: it holds none of old's data, so it is not taken
+// in its place; old's shards are rebuilt elsewhere, its record removed, and
+// then the disk is added as a new, empty namespace.
+func replacedDiskError(ctx context.Context, s *meta.Store, old *meta.NamespaceRecord) error {
+	steps := fmt.Sprintf("remove the old record with `nvstripe ns rm %s`, then run this `ns add` again", old.ID)
+	if a, err := s.Allocation(ctx, old.ID); err != nil || a.Used > 0 {
+		steps = fmt.Sprintf("mark it failed (`nvstripe admin fail %s`) so that the controller rebuilds its shards elsewhere, "+
+			"wait until `nvstripe ns ls` shows it holding no slot, remove it (`nvstripe ns rm %s`), then run this `ns add` again", old.ID, old.ID)
+	}
+	return fmt.Errorf("namespace %s nsid %d is recorded as %q (state %s) but its disk carries no label: a blank replacement holds none of its data "+
+		"and is not taken for it; %s: %w", old.NQN, old.NSID, old.ID, old.State, steps, meta.ErrExists)
+}
+
+// connectSpec opens the namespace of spec over its paths, one queue.
+func connectSpec(ctx context.Context, spec meta.NamespaceSpec, o NamespaceOptions) (*initiator.Device, error) {
 	var addrs []string
 	for _, p := range spec.Paths {
 		addrs = append(addrs, strings.TrimPrefix(p.Addr, "tcp://"))
@@ -88,13 +244,9 @@ func labelNamespace(ctx context.Context, spec meta.NamespaceSpec, o NamespaceOpt
 	dev, err := initiator.Open(ctx, initiator.Options{HostNQN: o.HostNQN, DHCHAPSecret: o.DHCHAPSecret, DHCHAPCtrlSecret: o.DHCHAPCtrlSecret,
 		HostTraddr: o.HostTraddr, SubsysNQN: spec.NQN, NSID: spec.NSID, Paths: addrs, IOQueues: 1})
 	if err != nil {
-		return 0, false, &ConnectError{fmt.Errorf("connect to %s nsid %d at %s: %w", spec.NQN, spec.NSID, strings.Join(addrs, ","), err)}
+		return nil, &ConnectError{fmt.Errorf("connect to %s nsid %d at %s: %w", spec.NQN, spec.NSID, strings.Join(addrs, ","), err)}
 	}
-	defer dev.Close()
-	if err := WriteLabel(ctx, dev, want); err != nil {
-		return 0, false, fmt.Errorf("%s nsid %d: %w", spec.NQN, spec.NSID, err)
-	}
-	return dev.Size(), !dev.CanReserve(), nil
+	return dev, nil
 }
 
 // Discovered is one namespace Discover went through: added (Added) or

@@ -1,11 +1,13 @@
 package volclient
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/meta"
@@ -171,5 +173,248 @@ func TestDiscoverTwoSubsystems(t *testing.T) {
 	second.ID = "h0-b-n1"
 	if rec, err := AddNamespace(ctx, fresh, second, ""); err != nil || rec.ID != second.ID {
 		t.Errorf("ns add --id %s: %+v, %v", second.ID, rec, err)
+	}
+}
+
+// checkNothingBehind fails t if the namespace on mem carries a label or
+// etcd holds a record of nqn nsid 1.
+func checkNothingBehind(t *testing.T, s *meta.Store, mem blockdev.Device, nqn, what string) {
+	t.Helper()
+	ctx := context.Background()
+	b := make([]byte, meta.LabelSize)
+	if err := mem.ReadAt(ctx, b, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := meta.DecodeLabel(b); !errors.Is(err, meta.ErrNoLabel) {
+		t.Errorf("%s: the namespace's label block is not blank (%v)", what, err)
+	}
+	if n, err := s.NamespaceAt(ctx, nqn, 1); !errors.Is(err, meta.ErrNotFound) {
+		t.Errorf("%s: etcd holds %+v, %v; want no record", what, n, err)
+	}
+}
+
+// TestAddNamespaceMistakesLeaveNothing: `ns add` with a mistyped host,
+// NQN, nsid or path, or on a namespace too small to hold a slot, is
+// refused and leaves nothing behind (no label, no record); the right
+// command then succeeds. Before every argument was checked first, a
+// mistyped host (and a namespace too small) left a label naming the wrong
+// id, and the right command was refused for good.
+func TestAddNamespaceMistakesLeaveNothing(t *testing.T) {
+	ctx := context.Background()
+	mem, err := blockdev.NewMem(8<<20, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	small, err := blockdev.NewMem(1<<20, 4096) // one 1 MiB slot: the label's only
+	if err != nil {
+		t.Fatal(err)
+	}
+	tgt := volclienttest.StartTarget(t, 0, "127.0.0.1:0", mem)
+	tiny := volclienttest.StartTarget(t, 1, "127.0.0.1:0", small)
+	s := newClusterStore(t)
+	right := meta.NamespaceSpec{Host: "h0", NQN: volclienttest.NQN(0), NSID: 1, Paths: []meta.PathRecord{{Addr: "tcp://" + tgt.Addr(0)}}}
+	mistakes := map[string]func(*meta.NamespaceSpec){
+		"host": func(sp *meta.NamespaceSpec) { sp.Host = "h8" },
+		"nqn":  func(sp *meta.NamespaceSpec) { sp.NQN = volclienttest.NQN(9) },
+		"nsid": func(sp *meta.NamespaceSpec) { sp.NSID = 2 },
+		"path": func(sp *meta.NamespaceSpec) { sp.Paths = []meta.PathRecord{{Addr: "tcp://" + silentListener(t)}} },
+	}
+	for name, mistype := range mistakes {
+		sp := right
+		mistype(&sp)
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Second) // a silent path answers nothing
+		_, err := AddNamespace(cctx, s, sp, "")
+		cancel()
+		if err == nil {
+			t.Fatalf("mistyped %s: added", name)
+		}
+		checkNothingBehind(t, s, mem, right.NQN, "mistyped "+name)
+	}
+	tooSmall := meta.NamespaceSpec{Host: "h0", NQN: volclienttest.NQN(1), NSID: 1, Paths: []meta.PathRecord{{Addr: "tcp://" + tiny.Addr(0)}}}
+	if _, err := AddNamespace(ctx, s, tooSmall, ""); !errors.Is(err, meta.ErrInvalid) {
+		t.Errorf("a namespace of one slot: %v, want ErrInvalid", err)
+	}
+	checkNothingBehind(t, s, small, tooSmall.NQN, "too small")
+	if _, err := AddNamespace(ctx, s, right, ""); err != nil {
+		t.Fatalf("the right command after the mistakes: %v", err)
+	}
+}
+
+// TestAddNamespaceReplacedDisk: a blank disk answering as a recorded
+// namespace (its NQN and NSID) is refused, naming the steps (ns rm first),
+// and left blank: it holds none of the recorded namespace's data. Once the
+// old record is removed, the same command adds it. Before, the label was
+// written and the add then failed "already recorded".
+func TestAddNamespaceReplacedDisk(t *testing.T) {
+	ctx := context.Background()
+	mem, err := blockdev.NewMem(8<<20, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tgt := volclienttest.StartTarget(t, 0, "127.0.0.1:0", mem)
+	s := newClusterStore(t)
+	spec := meta.NamespaceSpec{Host: "h0", NQN: volclienttest.NQN(0), NSID: 1, Paths: []meta.PathRecord{{Addr: "tcp://" + tgt.Addr(0)}}}
+	rec, err := AddNamespace(ctx, s, spec, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := AddNamespace(ctx, s, spec, ""); !errors.Is(err, meta.ErrExists) || !strings.Contains(err.Error(), "nothing to do") {
+		t.Errorf("adding a recorded, labelled namespace again: %v; want ErrExists saying there is nothing to do", err)
+	}
+	tgt.Close()
+	blank, err := blockdev.NewMem(8<<20, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Paths = []meta.PathRecord{{Addr: "tcp://" + volclienttest.StartTarget(t, 0, "127.0.0.1:0", blank).Addr(0)}}
+	_, err = AddNamespace(ctx, s, spec, "")
+	if !errors.Is(err, meta.ErrExists) || !strings.Contains(err.Error(), "carries no label") || !strings.Contains(err.Error(), "nvstripe ns rm "+rec.ID) {
+		t.Errorf("ns add on a replaced blank disk: %v; want ErrExists naming `ns rm %s`", err, rec.ID)
+	}
+	b := make([]byte, meta.LabelSize)
+	if err := blank.ReadAt(ctx, b, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := meta.DecodeLabel(b); !errors.Is(err, meta.ErrNoLabel) {
+		t.Errorf("the replaced disk's label block after the refusal: %v, want blank", err)
+	}
+	if err := s.RemoveNamespace(ctx, rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := AddNamespace(ctx, s, spec, ""); err != nil {
+		t.Errorf("ns add after ns rm: %v", err)
+	}
+}
+
+// TestAddNamespaceUndoesLabel: when the etcd transaction fails after the
+// label was written (the host removed meanwhile), the label block is put
+// back as it was (blank) and nothing is recorded; the add then succeeds
+// once the host is back.
+func TestAddNamespaceUndoesLabel(t *testing.T) {
+	ctx := context.Background()
+	mem, err := blockdev.NewMem(8<<20, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tgt := volclienttest.StartTarget(t, 0, "127.0.0.1:0", mem)
+	s := newClusterStore(t)
+	spec := meta.NamespaceSpec{Host: "h0", NQN: volclienttest.NQN(0), NSID: 1, Paths: []meta.PathRecord{{Addr: "tcp://" + tgt.Addr(0)}}}
+	var labelled error
+	afterLabel = func() {
+		c, err := s.Cluster(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		labelled = CheckLabel(ctx, mem, c.Label("h0-n1"))
+		if _, err := s.RemoveHost(ctx, "h0", false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func() { afterLabel = nil }()
+	_, err = AddNamespace(ctx, s, spec, "")
+	if !errors.Is(err, meta.ErrNotFound) || !strings.Contains(err.Error(), "taken off again") {
+		t.Errorf("add whose record failed: %v; want the host's ErrNotFound, the label taken off", err)
+	}
+	if labelled != nil {
+		t.Fatalf("the label was not written before the record: %v", labelled)
+	}
+	checkNothingBehind(t, s, mem, spec.NQN, "failed record")
+	afterLabel = nil
+	if _, err := s.AddHost(ctx, "h0", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := AddNamespace(ctx, s, spec, ""); err != nil {
+		t.Errorf("add with the host back: %v", err)
+	}
+}
+
+// TestWipeLabel: a stray label of this cluster (an id not recorded), left
+// by an earlier add, makes `ns add` refuse, naming wipe-label; WipeLabel
+// clears it, saying whose it was, and the add then succeeds. WipeLabel
+// refuses a recorded namespace, a label whose id is recorded, another
+// cluster's label without force, a blank block and other data, changing
+// nothing.
+func TestWipeLabel(t *testing.T) {
+	ctx := context.Background()
+	mem, err := blockdev.NewMem(8<<20, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tgt := volclienttest.StartTarget(t, 0, "127.0.0.1:0", mem)
+	s := newClusterStore(t)
+	c, err := s.Cluster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := meta.NamespaceSpec{Host: "h0", NQN: volclienttest.NQN(0), NSID: 1, Paths: []meta.PathRecord{{Addr: "tcp://" + tgt.Addr(0)}}}
+	put := func(b []byte) {
+		t.Helper()
+		if err := mem.WriteAt(ctx, b, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	label := func(l meta.Label) []byte {
+		t.Helper()
+		b, err := meta.EncodeLabel(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	block := func() []byte {
+		t.Helper()
+		b := make([]byte, meta.LabelSize)
+		if err := mem.ReadAt(ctx, b, 0); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+
+	if _, err := WipeLabel(ctx, s, spec, NamespaceOptions{}, false); !errors.Is(err, meta.ErrNoLabel) {
+		t.Errorf("wiping a blank namespace: %v, want ErrNoLabel", err)
+	}
+	other := bytes.Repeat([]byte{0xab}, meta.LabelSize)
+	put(other)
+	if _, err := WipeLabel(ctx, s, spec, NamespaceOptions{}, true); !errors.Is(err, meta.ErrLabelMismatch) || !bytes.Equal(block(), other) {
+		t.Errorf("wiping other data with force: %v; want refused, the data kept", err)
+	}
+	foreign := label(meta.Label{ClusterID: "another", Namespace: "x-n1", SlotSize: 1 << 20})
+	put(foreign)
+	if _, err := WipeLabel(ctx, s, spec, NamespaceOptions{}, false); !errors.Is(err, meta.ErrLabelMismatch) || !bytes.Equal(block(), foreign) {
+		t.Errorf("wiping another cluster's label without force: %v; want refused, kept", err)
+	}
+	if w, err := WipeLabel(ctx, s, spec, NamespaceOptions{}, true); err != nil || w.ClusterID != "another" || w.Namespace != "x-n1" {
+		t.Errorf("wiping another cluster's label with force: %+v, %v", w, err)
+	}
+
+	if _, err := s.AddNamespace(ctx, meta.NamespaceSpec{ID: "h0-n7", Host: "h0", NQN: "nqn.test:elsewhere", NSID: 7, Size: 8 << 20,
+		Paths: spec.Paths}); err != nil {
+		t.Fatal(err)
+	}
+	inService := label(c.Label("h0-n7"))
+	put(inService)
+	if _, err := WipeLabel(ctx, s, spec, NamespaceOptions{}, true); !errors.Is(err, meta.ErrBusy) || !bytes.Equal(block(), inService) {
+		t.Errorf("wiping the label of a recorded namespace id: %v; want ErrBusy, kept", err)
+	}
+
+	put(label(c.Label("h8-n1"))) // left by `ns add --host h8` before arguments were checked first
+	_, err = AddNamespace(ctx, s, spec, "")
+	if !errors.Is(err, meta.ErrLabelMismatch) || !strings.Contains(err.Error(), "ns wipe-label") {
+		t.Errorf("ns add over a stray label: %v; want a mismatch naming ns wipe-label", err)
+	}
+	w, err := WipeLabel(ctx, s, spec, NamespaceOptions{}, false)
+	if err != nil || w.ClusterID != c.ID || w.Namespace != "h8-n1" || w.SlotSize != c.SlotSize || w.Corrupt {
+		t.Fatalf("wiping the stray label: %+v, %v", w, err)
+	}
+	if _, err := meta.DecodeLabel(block()); !errors.Is(err, meta.ErrNoLabel) {
+		t.Errorf("after the wipe: %v, want a blank label block", err)
+	}
+	rec, err := AddNamespace(ctx, s, spec, "")
+	if err != nil {
+		t.Fatalf("ns add after the wipe: %v", err)
+	}
+	labelled := block()
+	if _, err := WipeLabel(ctx, s, spec, NamespaceOptions{}, true); !errors.Is(err, meta.ErrBusy) || !bytes.Equal(block(), labelled) {
+		t.Errorf("wiping recorded namespace %s: %v; want ErrBusy, kept", rec.ID, err)
 	}
 }

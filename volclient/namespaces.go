@@ -12,6 +12,7 @@ import (
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/nvmeof/initiator"
+	"github.com/nvstripe/nvstripe/placement"
 )
 
 // NamespaceOptions say how namespaces are reached.
@@ -153,6 +154,9 @@ func (n *Namespaces) Device(ctx context.Context, id string) (blockdev.Device, er
 		return n.keep(id, d, nil)
 	}
 	err = fmt.Errorf("namespace %s: %w", id, err)
+	if errors.Is(err, meta.ErrNoLabel) || errors.Is(err, meta.ErrLabelMismatch) {
+		return n.badLabel(ctx, id, err)
+	}
 	if blockdev.Class(err) != blockdev.ErrUnavailable || ctx.Err() == context.Canceled {
 		return nil, err // a label mismatch, say: never serve it
 	}
@@ -161,6 +165,29 @@ func (n *Namespaces) Device(ctx context.Context, id string) (blockdev.Device, er
 		return nil, err
 	}
 	return n.keep(id, nil, blockdev.NewSwappable(rec.Size, meta.BlockSize, blockdev.NewFailing(rec.Size, meta.BlockSize, err)))
+}
+
+// badLabel keeps namespace id, which answers but does not carry its label
+// (err: blank, another cluster's or namespace's, or other data), as a
+// stand-in whose every IO fails as unavailable: none of the data there is
+// the volume's, so its shards count as missing (reads reconstruct them)
+// and nothing is ever written to it. It is logged and marked failed in
+// etcd (unless out or failed already), so that `ns ls` and `admin status`
+// show it and the controller rebuilds its shards elsewhere; an operator
+// then replaces or removes it.
+func (n *Namespaces) badLabel(ctx context.Context, id string, err error) (blockdev.Device, error) {
+	rec, rerr := n.store.Namespace(ctx, id)
+	if rerr != nil {
+		return nil, err
+	}
+	n.opts.Logf("[ERR] %v: its shards are treated as missing and it is marked failed (its shards are rebuilt elsewhere)", err)
+	if st := rec.State; st != placement.StateOut.String() && st != placement.StateFailed.String() {
+		if ferr := n.store.SetNamespaceState(ctx, id, placement.StateFailed); ferr != nil {
+			n.opts.Logf("[WARN] namespace %s: marking it failed: %v", id, ferr)
+		}
+	}
+	fail := blockdev.NewFailing(rec.Size, meta.BlockSize, blockdev.Mark(err, blockdev.ErrUnavailable))
+	return n.keep(id, nil, blockdev.NewSwappable(rec.Size, meta.BlockSize, fail))
 }
 
 // known returns the device or stand-in already kept for id, or nil.

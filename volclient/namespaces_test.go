@@ -1,15 +1,21 @@
 package volclient
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/faultnet"
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/meta/metatest"
+	"github.com/nvstripe/nvstripe/placement"
 	"github.com/nvstripe/nvstripe/volclient/volclienttest"
 )
 
@@ -128,4 +134,129 @@ func TestProbeConcurrentKeepsOneDevice(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// TestBadLabelIsMissingShard: a 2+1 volume over three namespaces, one of
+// whose labels is then zeroed, overwritten with garbage or replaced by
+// another cluster's: the volume opens, every byte reads back (rebuilt
+// from the other two), a write succeeds degraded, the namespace is never
+// written to, and it is reported: logged and marked failed in etcd
+// (`ns ls`, `admin status`). Before, every read failed (the label error
+// was returned for the namespace instead of counting it missing).
+func TestBadLabelIsMissingShard(t *testing.T) {
+	bad := map[string]func(c *meta.ClusterRecord) []byte{
+		"zeros":   func(*meta.ClusterRecord) []byte { return make([]byte, meta.LabelSize) },
+		"garbage": func(*meta.ClusterRecord) []byte { return bytes.Repeat([]byte("junk"), meta.LabelSize/4) },
+		"another cluster": func(c *meta.ClusterRecord) []byte {
+			l := c.Label("h1-n1")
+			l.ClusterID = "another"
+			b, err := meta.EncodeLabel(l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		},
+	}
+	for name, label := range bad {
+		t.Run(name, func(t *testing.T) { testBadLabel(t, label) })
+	}
+}
+
+func testBadLabel(t *testing.T, label func(c *meta.ClusterRecord) []byte) {
+	ctx := context.Background()
+	s, err := meta.Open(ctx, meta.Config{Endpoints: metatest.Start(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	c, err := s.InitCluster(ctx, meta.InitOptions{SlotSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mems [3]*blockdev.Mem
+	for i := range mems {
+		if mems[i], err = blockdev.NewMem(8<<20, 4096); err != nil {
+			t.Fatal(err)
+		}
+		volclienttest.ServeNamespace(t, s, c, i, mems[i])
+	}
+	const size = 2 << 20
+	if _, err := s.CreateVolume(ctx, meta.VolumeSpec{Name: "v", Size: size, Layout: meta.Layout{K: 2, M: 1, Chunk: 64 << 10}}); err != nil {
+		t.Fatal(err)
+	}
+	data := bytes.Repeat([]byte("nvstripe"), size/8)
+	for i := range data {
+		data[i] ^= byte(i / 4096)
+	}
+	var logs syncLog
+	o := testOpenOptions("w")
+	o.Namespaces.Logf = logs.logf
+	m, err := OpenVolume(ctx, s, "v", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Volume.WriteAt(ctx, data, 0); err == nil {
+		err = m.Volume.Flush(ctx)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := mems[1].WriteAt(ctx, label(c), 0); err != nil {
+		t.Fatal(err)
+	}
+	before := make([]byte, mems[1].Size())
+	if err := mems[1].ReadAt(ctx, before, 0); err != nil {
+		t.Fatal(err)
+	}
+	m, err = OpenVolume(ctx, s, "v", o)
+	if err != nil {
+		t.Fatalf("opening with one bad label of three (2+1): %v", err)
+	}
+	defer m.Close(ctx)
+	got := make([]byte, size)
+	if err := m.Volume.ReadAt(ctx, got, 0); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("reading with one bad label: %v (equal %v)", err, bytes.Equal(got, data))
+	}
+	copy(data[4096:], bytes.Repeat([]byte{7}, 4096))
+	if err := m.Volume.WriteAt(ctx, data[4096:8192], 4096); err != nil {
+		t.Fatalf("degraded write: %v", err)
+	}
+	if err := m.Volume.ReadAt(ctx, got, 0); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("reading after the degraded write: %v (equal %v)", err, bytes.Equal(got, data))
+	}
+	after := make([]byte, mems[1].Size())
+	if err := mems[1].ReadAt(ctx, after, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(before, after) {
+		t.Error("the namespace with the bad label was written to")
+	}
+	if rec, err := s.Namespace(ctx, "h1-n1"); err != nil || rec.State != placement.StateFailed.String() {
+		t.Errorf("h1-n1 in etcd: %+v, %v; want state failed", rec, err)
+	}
+	if l := logs.String(); !strings.Contains(l, "[ERR] namespace h1-n1") || !strings.Contains(l, "label") {
+		t.Errorf("log %q: want an [ERR] line about h1-n1's label", l)
+	}
+}
+
+// syncLog collects Logf lines from many goroutines.
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *syncLog) logf(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fmt.Fprintf(&l.b, format+"\n", args...)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

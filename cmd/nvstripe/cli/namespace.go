@@ -16,10 +16,10 @@ import (
 func newNamespaceCmd(g *globals) *cobra.Command {
 	a := &config.EtcdFlags{}
 	ls, set, rm := newNSLsCmd(g, a), newNSSetStateCmd(g, a), newNSRmCmd(g, a)
-	c := groupCmd("ns", "NVMe-oF namespaces: add, discover, list, change state, remove",
-		newNSAddCmd(g, a), newNSDiscoverCmd(g, a), ls, set, rm)
+	c := groupCmd("ns", "NVMe-oF namespaces: add, discover, list, change state, remove, wipe a label",
+		newNSAddCmd(g, a), newNSDiscoverCmd(g, a), ls, set, rm, newNSWipeLabelCmd(g, a))
 	a.AddFlags(c.PersistentFlags())
-	metadataOnly(ls, set, rm) // add and discover write labels: they keep the self-test
+	metadataOnly(ls, set, rm) // add, discover and wipe-label write labels: they keep the self-test
 	return c
 }
 
@@ -31,8 +31,13 @@ func newNSAddCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 		Short: "Add a namespace: connect, check or write its label, record it in etcd",
 		Long: "add connects to the namespace over its paths, reads its size, checks the nvstripe label in its\n" +
 			"first 4KiB (a blank namespace gets one; another cluster's label or foreign data is refused)\n" +
-			"and records it in state in. With --size it records the namespace without connecting; the\n" +
-			"label is then written by the first node that opens it.",
+			"and records it in state in. The host, the id, the NQN/NSID (not recorded yet), the paths and the\n" +
+			"size are all checked before the label is written: a refused add leaves nothing behind.\n" +
+			"A recorded NQN/NSID whose disk is blank (a replaced disk) is refused: the blank disk holds none of\n" +
+			"the old namespace's data; the error names the steps (admin fail, wait for the rebuild, ns rm,\n" +
+			"then ns add). A label left by mistake is cleared with 'ns wipe-label'.\n" +
+			"With --size it records the namespace without connecting or labelling (metadata only): a volume\n" +
+			"treats a namespace without its label as missing and marks it failed.",
 		Args: cobra.NoArgs,
 		RunE: withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
 			spec, err := f.Spec()
@@ -64,6 +69,55 @@ func newNSAddCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 func printAdded(cmd *cobra.Command, rec *meta.NamespaceRecord) error {
 	warnf(cmd, rec.FenceWarning())
 	return report(cmd, rec, "namespace %s added: host %s, %s nsid %d, %s", rec.ID, rec.Host, rec.NQN, rec.NSID, units.FormatSize(rec.Size))
+}
+
+func newNSWipeLabelCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
+	var f volclient.NamespaceFlags
+	var hostNQN string
+	var force bool
+	c := &cobra.Command{
+		Use:   "wipe-label --nqn NQN --nsid N --path tcp://ADDR:PORT [--path ...] [--force]",
+		Short: "Clear an nvstripe label written by mistake, so that 'ns add' can label the namespace",
+		Long: "wipe-label connects to the namespace and zeroes its label (the first 4KiB), printing what it\n" +
+			"wiped. It refuses a namespace recorded in etcd with that NQN/NSID, and this cluster's label of a\n" +
+			"namespace id that is recorded (in service: drain or fail it and 'ns rm' it first); another\n" +
+			"cluster's label only with --force; a blank block, and data that is no nvstripe label, never.",
+		Args: cobra.NoArgs,
+		RunE: withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
+			if f.NQN == "" || f.NSID == 0 || len(f.Paths) == 0 {
+				return usageError{errors.New("ns wipe-label needs --nqn, --nsid and at least one --path")}
+			}
+			paths, err := meta.PathRecords(f.Paths)
+			if err != nil {
+				return usageError{err}
+			}
+			spec := meta.NamespaceSpec{NQN: f.NQN, NSID: f.NSID, Paths: paths}
+			var nso volclient.NamespaceOptions
+			if nso.HostNQN, err = nodeHostNQN(hostNQN); err != nil {
+				return err
+			}
+			if nso.DHCHAPSecret, nso.DHCHAPCtrlSecret, err = f.DHCHAP.Load(); err != nil {
+				return err
+			}
+			w, err := volclient.WipeLabel(cmd.Context(), s, spec, nso, force)
+			if err != nil {
+				return err
+			}
+			what := fmt.Sprintf("the label of namespace %s of cluster %s (slot size %s)", w.Namespace, w.ClusterID, units.FormatSize(w.SlotSize))
+			if w.Corrupt {
+				what = "a corrupt label"
+			}
+			return report(cmd, w, "%s nsid %d: wiped %s", w.NQN, w.NSID, what)
+		}),
+	}
+	fl := c.Flags()
+	fl.StringVar(&f.NQN, "nqn", "", "subsystem NQN (required)")
+	fl.Uint32Var(&f.NSID, "nsid", 0, "namespace ID in the subsystem (required)")
+	fl.StringArrayVar(&f.Paths, "path", nil, "path tcp://ADDR:PORT, repeatable (required)")
+	fl.BoolVar(&force, "force", false, "also wipe another cluster's label (this etcd cannot tell whether that cluster uses it)")
+	fl.StringVar(&hostNQN, "host-nqn", "", hostNQNUsage)
+	f.DHCHAP.AddFlags(fl)
+	return c
 }
 
 func newNSDiscoverCmd(g *globals, a *config.EtcdFlags) *cobra.Command {

@@ -26,11 +26,12 @@ type jsonRun struct {
 // notRunForJSON names the commands TestEveryCommandPrintsJSON does not
 // run, and why. Every other command must appear in its runs.
 var notRunForJSON = map[string]string{
-	"nvstripe demo":         "refuses -o json with a usage error (checked below)",
-	"nvstripe map":          "needs a data path (kernel nbd or namespaces that answer): TestAgentMapUnmapLs drives it",
-	"nvstripe unmap":        "needs a mapped volume: TestAgentMapUnmapLs drives it",
-	"nvstripe agent":        "needs a socket and state directory of its own: TestAgentMapUnmapLs runs it",
-	"nvstripe target agent": "needs a gossip pool: TestGossipProcesses runs it",
+	"nvstripe demo":          "refuses -o json with a usage error (checked below)",
+	"nvstripe map":           "needs a data path (kernel nbd or namespaces that answer): TestAgentMapUnmapLs drives it",
+	"nvstripe unmap":         "needs a mapped volume: TestAgentMapUnmapLs drives it",
+	"nvstripe agent":         "needs a socket and state directory of its own: TestAgentMapUnmapLs runs it",
+	"nvstripe target agent":  "needs a gossip pool: TestGossipProcesses runs it",
+	"nvstripe ns wipe-label": "needs a namespace with a stray label: TestNSWipeLabel runs it with -o json",
 }
 
 // snakeKey is a stable JSON key: lower case words joined by underscores.
