@@ -18,8 +18,11 @@
 // previous owner left dirty (volume.Recover). Namespaces are connected on
 // first use (Namespaces, the volume's DeviceSet): one that cannot be
 // reached is used as missing (IO to it fails as blockdev.ErrUnavailable, so
-// the volume works degraded) until a probe connects it; one whose label is
-// not the cluster's is never used.
+// the volume works degraded) until a probe connects it; one that answers
+// without its label (blank, garbage, another cluster's or namespace's) is
+// used as missing too, never written to, logged and marked failed in etcd
+// (its data is not the volume's: the controller rebuilds its shards
+// elsewhere).
 //
 // # Fencing
 //
