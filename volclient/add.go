@@ -33,9 +33,10 @@ func (e *ConnectError) Unwrap() error { return e.Err }
 // Everything that can be checked is checked before the label is written:
 // the paths, the host, the id, that the NQN and NSID are not recorded (a
 // recorded one on a blank disk is a replaced disk: refused, naming the
-// operator's steps), that the namespace answers and holds two slots. A
-// failure leaves nothing behind; when the etcd transaction fails after the
-// label was written, the label block is put back as it was.
+// operator's steps), that the namespace answers on every path and holds
+// two slots. A failure leaves nothing behind; when the etcd transaction
+// fails after the label was written, the label block is put back as it
+// was.
 func AddNamespace(ctx context.Context, s *meta.Store, spec meta.NamespaceSpec, hostNQN string) (*meta.NamespaceRecord, error) {
 	return AddNamespaceAs(ctx, s, spec, NamespaceOptions{HostNQN: hostNQN})
 }
@@ -75,8 +76,29 @@ func AddNamespaceAs(ctx context.Context, s *meta.Store, spec meta.NamespaceSpec,
 		return nil, err
 	}
 	defer dev.Close()
+	if err := allPathsUp(spec, dev); err != nil {
+		return nil, err
+	}
 	spec.Size, spec.Unfenced = dev.Size(), !dev.CanReserve()
 	return addLabelled(ctx, s, spec, dev, c)
+}
+
+// allPathsUp checks that every path of spec reached the namespace when dev
+// was opened (the initiator opens with any one and drops a path that
+// reaches another namespace): a path that did not, mistyped or down, is
+// refused rather than recorded dead.
+func allPathsUp(spec meta.NamespaceSpec, dev *initiator.Device) error {
+	for _, p := range dev.Paths() {
+		if !p.Connected {
+			why := p.LastError
+			if why == nil {
+				why = errors.New("not connected")
+			}
+			return fmt.Errorf("%s nsid %d: path tcp://%s does not reach it (%w); every --path must, or leave that one out",
+				spec.NQN, spec.NSID, p.Addr, why)
+		}
+	}
+	return nil
 }
 
 // defaultID is the id a spec without one is recorded as,

@@ -194,11 +194,12 @@ func checkNothingBehind(t *testing.T, s *meta.Store, mem blockdev.Device, nqn, w
 }
 
 // TestAddNamespaceMistakesLeaveNothing: `ns add` with a mistyped host,
-// NQN, nsid or path, or on a namespace too small to hold a slot, is
-// refused and leaves nothing behind (no label, no record); the right
-// command then succeeds. Before every argument was checked first, a
-// mistyped host (and a namespace too small) left a label naming the wrong
-// id, and the right command was refused for good.
+// NQN, nsid or path (the only one, or a second one that reaches another
+// target), or on a namespace too small to hold a slot, is refused and
+// leaves nothing behind (no label, no record); the right command then
+// succeeds. Before every argument was checked first, a mistyped host (and
+// a namespace too small) left a label naming the wrong id, and the right
+// command was refused for good; a mistyped second path was recorded.
 func TestAddNamespaceMistakesLeaveNothing(t *testing.T) {
 	ctx := context.Background()
 	mem, err := blockdev.NewMem(8<<20, 4096)
@@ -211,6 +212,7 @@ func TestAddNamespaceMistakesLeaveNothing(t *testing.T) {
 	}
 	tgt := volclienttest.StartTarget(t, 0, "127.0.0.1:0", mem)
 	tiny := volclienttest.StartTarget(t, 1, "127.0.0.1:0", small)
+	other := volclienttest.StartTarget(t, 2, "127.0.0.1:0", small)
 	s := newClusterStore(t)
 	right := meta.NamespaceSpec{Host: "h0", NQN: volclienttest.NQN(0), NSID: 1, Paths: []meta.PathRecord{{Addr: "tcp://" + tgt.Addr(0)}}}
 	mistakes := map[string]func(*meta.NamespaceSpec){
@@ -218,6 +220,9 @@ func TestAddNamespaceMistakesLeaveNothing(t *testing.T) {
 		"nqn":  func(sp *meta.NamespaceSpec) { sp.NQN = volclienttest.NQN(9) },
 		"nsid": func(sp *meta.NamespaceSpec) { sp.NSID = 2 },
 		"path": func(sp *meta.NamespaceSpec) { sp.Paths = []meta.PathRecord{{Addr: "tcp://" + silentListener(t)}} },
+		"second path": func(sp *meta.NamespaceSpec) {
+			sp.Paths = []meta.PathRecord{sp.Paths[0], {Addr: "tcp://" + other.Addr(0)}} // a target without this subsystem
+		},
 	}
 	for name, mistype := range mistakes {
 		sp := right
