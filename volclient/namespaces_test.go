@@ -141,8 +141,10 @@ func TestProbeConcurrentKeepsOneDevice(t *testing.T) {
 // another cluster's: the volume opens, every byte reads back (rebuilt
 // from the other two), a write succeeds degraded, the namespace is never
 // written to, and it is reported: logged and marked failed in etcd
-// (`ns ls`, `admin status`). Before, every read failed (the label error
-// was returned for the namespace instead of counting it missing).
+// (`ns ls`, `admin status`). A blank one (a replaced disk) is then
+// refused by `ns add`, naming `admin fail` (it holds slots), and still not
+// written to. Before, every read failed (the label error was returned for
+// the namespace instead of counting it missing).
 func TestBadLabelIsMissingShard(t *testing.T) {
 	bad := map[string]func(c *meta.ClusterRecord) []byte{
 		"zeros":   func(*meta.ClusterRecord) []byte { return make([]byte, meta.LabelSize) },
@@ -240,6 +242,22 @@ func testBadLabel(t *testing.T, label func(c *meta.ClusterRecord) []byte) {
 	}
 	if l := logs.String(); !strings.Contains(l, "[ERR] namespace h1-n1") || !strings.Contains(l, "label") {
 		t.Errorf("log %q: want an [ERR] line about h1-n1's label", l)
+	}
+	if _, err := meta.DecodeLabel(before); !errors.Is(err, meta.ErrNoLabel) {
+		return
+	}
+	// A blank label: a replaced disk, as far as anyone can tell. `ns add`
+	// refuses it, naming the steps for a namespace that holds slots.
+	rec, err := s.Namespace(ctx, "h1-n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := meta.NamespaceSpec{Host: rec.Host, NQN: rec.NQN, NSID: rec.NSID, Paths: rec.Paths}
+	if _, err := AddNamespace(ctx, s, spec, ""); !errors.Is(err, meta.ErrExists) || !strings.Contains(err.Error(), "nvstripe admin fail h1-n1") {
+		t.Errorf("ns add of the blank disk at h1-n1: %v; want ErrExists naming `admin fail h1-n1`", err)
+	}
+	if err := mems[1].ReadAt(ctx, after, 0); err != nil || !bytes.Equal(before, after) {
+		t.Errorf("ns add of the blank disk wrote to it (%v)", err)
 	}
 }
 
