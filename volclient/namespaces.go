@@ -158,7 +158,7 @@ func (n *Namespaces) Device(ctx context.Context, id string) (blockdev.Device, er
 		return n.badLabel(ctx, id, err)
 	}
 	if blockdev.Class(err) != blockdev.ErrUnavailable || ctx.Err() == context.Canceled {
-		return nil, err // a label mismatch, say: never serve it
+		return nil, err // no such record, or fenced: never serve it
 	}
 	rec, rerr := n.store.Namespace(ctx, id)
 	if rerr != nil {
