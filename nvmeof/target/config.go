@@ -82,6 +82,14 @@ type Config struct {
 	// then is closed (and logged), so a stranger holds nothing for long.
 	// Default 10 s.
 	HandshakeTimeout time.Duration
+	// AuthTimeout is the time a queue of a host with keys (HostKeys) has
+	// from its Connect to a completed DH-HMAC-CHAP exchange; a queue not
+	// authenticated by then is closed (and counted as auth_timeout),
+	// whatever keep-alive timeout its Connect asked for. Such a queue
+	// counts against MaxConnectionsPerHost only once authenticated, so a
+	// stranger who claims a keyed host's NQN cannot use up that host's
+	// queues. Default 5 s.
+	AuthTimeout time.Duration
 	// Logf receives diagnostic messages (connections, protocol errors).
 	// Default: none.
 	Logf func(format string, args ...any)
@@ -223,6 +231,9 @@ func (c *Config) EnsureDefaults() {
 	setDefault(&c.MaxConnectionsPerHost, 256)
 	if c.HandshakeTimeout <= 0 {
 		c.HandshakeTimeout = 10 * time.Second
+	}
+	if c.AuthTimeout <= 0 {
+		c.AuthTimeout = 5 * time.Second
 	}
 	for i := range c.Subsystems {
 		s := &c.Subsystems[i]

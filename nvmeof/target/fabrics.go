@@ -73,7 +73,9 @@ func (c *conn) connect(cmd *command) {
 		invalidParam(cmd, sqeOffSQSize, false)
 		return
 	}
-	if !c.takeHostSlot(d.HostNQN) {
+	// A host that must authenticate is counted once it has (authCmd):
+	// a stranger claiming its NQN must not use up its queues.
+	if !c.t.keyed(d.SubNQN, d.HostNQN) && !c.takeHostSlot(d.HostNQN) {
 		cmd.fail(pdu.SCConnectControllerBusy, false)
 		return
 	}

@@ -14,6 +14,7 @@ const (
 	RefusedHostNotAllowed = "host_not_allowed"           // Connect from a host NQN the subsystem does not allow
 	RefusedNoSubsystem    = "unknown_subsystem"          // Connect to a subsystem NQN the target does not serve
 	RefusedAuth           = "auth_failed"                // DH-HMAC-CHAP failed
+	RefusedAuthTimeout    = "auth_timeout"               // a keyed host's queue not authenticated within AuthTimeout of Connect
 	RefusedHandshake      = accept.RefusedHandshake      // no Connect within HandshakeTimeout of accept
 	RefusedPerIP          = accept.RefusedPerIP          // beyond Config.MaxConnectionsPerIP from one address
 	RefusedPerHost        = "max_queues_per_host"        // beyond Config.MaxConnectionsPerHost queues of one host NQN
@@ -21,7 +22,7 @@ const (
 
 // RefusalReasons lists every reason Stats.Refused counts, in a fixed order.
 func RefusalReasons() []string {
-	return []string{RefusedMaxConnections, RefusedPerIP, RefusedHostNotAllowed, RefusedPerHost, RefusedNoSubsystem, RefusedAuth, RefusedHandshake}
+	return []string{RefusedMaxConnections, RefusedPerIP, RefusedHostNotAllowed, RefusedPerHost, RefusedNoSubsystem, RefusedAuth, RefusedAuthTimeout, RefusedHandshake}
 }
 
 // nsCounters are a namespace's IO counters since the target was built.
