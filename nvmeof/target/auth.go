@@ -85,6 +85,7 @@ func (c *conn) noteAuth() bool {
 			return false
 		}
 		c.nc.SetReadDeadline(time.Time{})
+		c.handshakeDone()
 		c.t.logf("nvmeof/target: %s: host %s authenticated (DH-HMAC-CHAP)", c, c.ctrl.hostNQN)
 	case !c.authed && c.authx.Err() != nil && c.authx.Err() != c.authErr:
 		c.authErr = c.authx.Err()

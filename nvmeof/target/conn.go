@@ -145,10 +145,12 @@ func (c *conn) finish(err error) {
 	} else if c.authx != nil && !c.authed && errors.Is(err, os.ErrDeadlineExceeded) {
 		c.t.refuse(RefusedAuthTimeout)
 		c.t.logf("nvmeof/target: %s: host %s did not authenticate within %v of Connect; dropped", c, c.ctrl.hostNQN, c.t.cfg.AuthTimeout)
-	} else if err != nil && !errors.Is(err, io.EOF) && c.ctx.Err() == nil {
+	} else if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && c.ctx.Err() == nil {
+		// net.ErrClosed: closed here, as a handshake evicted (pending.go).
 		c.t.logf("nvmeof/target: %s: %v", c.nc.RemoteAddr(), err)
 	}
 	c.close()
+	c.handshakeDone()
 	if c.queued {
 		c.t.queues.Add(-1)
 	}

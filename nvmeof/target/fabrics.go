@@ -91,6 +91,9 @@ func (c *conn) connect(cmd *command) {
 	c.queued = true
 	c.t.queues.Add(1)
 	c.admitted()
+	if c.authx == nil {
+		c.handshakeDone()
+	}
 }
 
 func (c *conn) setQueue(cc pdu.ConnectCmd) {

@@ -18,11 +18,14 @@ const (
 	RefusedHandshake      = accept.RefusedHandshake      // no Connect within HandshakeTimeout of accept
 	RefusedPerIP          = accept.RefusedPerIP          // beyond Config.MaxConnectionsPerIP from one address
 	RefusedPerHost        = "max_queues_per_host"        // beyond Config.MaxConnectionsPerHost queues of one host NQN
+	RefusedPendingPerIP   = accept.RefusedPendingPerIP   // beyond Config.MaxPendingPerIP handshakes from one address
+	RefusedPending        = accept.RefusedPending        // Config.MaxPendingConnections handshakes under way, its address among the busiest
+	RefusedPendingEvicted = accept.RefusedPendingEvicted // a handshake closed to make room for one from a quieter address
 )
 
 // RefusalReasons lists every reason Stats.Refused counts, in a fixed order.
 func RefusalReasons() []string {
-	return []string{RefusedMaxConnections, RefusedPerIP, RefusedHostNotAllowed, RefusedPerHost, RefusedNoSubsystem, RefusedAuth, RefusedAuthTimeout, RefusedHandshake}
+	return []string{RefusedMaxConnections, RefusedPerIP, RefusedPendingPerIP, RefusedPending, RefusedPendingEvicted, RefusedHostNotAllowed, RefusedPerHost, RefusedNoSubsystem, RefusedAuth, RefusedAuthTimeout, RefusedHandshake}
 }
 
 // nsCounters are a namespace's IO counters since the target was built.
