@@ -38,19 +38,20 @@ func (f *Flags) AddFlags(fl *pflag.FlagSet) {
 	fl.IntVar(&f.MaxConnections, "max-connections", target.DefaultMaxConnections,
 		"connections each listener serves at once; one beyond is closed at once (negative: no cap)")
 	fl.StringVar(&f.Metrics, "metrics-listen", "", "serve Prometheus metrics (per-namespace IO, connections, refusals) on HOST:PORT/metrics")
-	fl.StringVar(&f.Control, "control", "", "serve the HTTP control API on this address (e.g. 127.0.0.1:4480); loopback only without --control-token-file")
+	fl.StringVar(&f.Control, "control", "", "serve the HTTP control API on this address (e.g. 127.0.0.1:4480); every request needs the token (--control-token-file, or DIR/"+ControlTokenName+", created mode 0600)")
 	fl.StringVar(&f.HostKeys, "host-keys", "", "file of hosts that must authenticate (DH-HMAC-CHAP): lines 'HOSTNQN DHHC-1:... [CTRL-DHHC-1:...]'")
-	fl.StringVar(&f.ControlTokenFile, "control-token-file", "", "file holding a bearer token every control API request must carry")
+	fl.StringVar(&f.ControlTokenFile, "control-token-file", "", "file holding the bearer token every control API request must carry (default: DIR/"+ControlTokenName+", created when missing)")
 	fl.StringVar(&f.Host, "host", "", "this host's name in etcd (nvstripe host add), gossiped with --gossip")
 	fl.StringArrayVar(&f.Gossip.Labels, "label", nil, "failure-domain label KEY=VALUE gossiped with --gossip, repeatable")
 	f.Gossip.AddFlags(fl)
 }
 
 // Options turns the flags into the daemon's Options, reading the control
-// API's token file (only with --control). Start checks the rest.
+// API's token file when one is named (only with --control; without one
+// Start reads or creates DIR/ControlTokenName). Start checks the rest.
 func (f *Flags) Options() (Options, error) {
 	token := ""
-	if f.Control != "" {
+	if f.Control != "" && f.ControlTokenFile != "" {
 		var err error
 		if token, err = config.ReadSecretFile("--control-token-file", f.ControlTokenFile); err != nil {
 			return Options{}, err
