@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"time"
 
 	"github.com/nvstripe/nvstripe/config"
 	"github.com/nvstripe/nvstripe/health/pool"
@@ -26,6 +27,9 @@ type Options struct {
 	HostKeysFile string
 	// MaxConnections caps each listener (target.Config.MaxConnections).
 	MaxConnections int
+	// AuthTimeout bounds a keyed host's queue from Connect to a finished
+	// authentication (target.Config.AuthTimeout; 0: its default).
+	AuthTimeout time.Duration
 	// Control, when set, is the address of the HTTP control API;
 	// ControlToken is the bearer token its requests must carry, on
 	// loopback too. Without one the daemon reads or creates the token
@@ -134,7 +138,7 @@ func (o Options) config() (target.Config, error) {
 	if err != nil {
 		return cfg, err
 	}
-	cfg.MaxConnections, cfg.Logf = o.MaxConnections, o.Logf
+	cfg.MaxConnections, cfg.AuthTimeout, cfg.Logf = o.MaxConnections, o.AuthTimeout, o.Logf
 	return cfg, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -124,7 +125,8 @@ func TestFlagsOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	o, err := f.Options()
-	if err != nil || len(o.Files.Listen) != 2 || o.Files.BlockSize != 4096 || o.MaxConnections != target.DefaultMaxConnections || o.Gossip.Profile != "lan" {
+	if err != nil || len(o.Files.Listen) != 2 || o.Files.BlockSize != 4096 || o.MaxConnections != target.DefaultMaxConnections || o.Gossip.Profile != "lan" ||
+		o.AuthTimeout != 5*time.Second {
 		t.Errorf("options %+v %v", o, err)
 	}
 	f.Control = "127.0.0.1:0"
