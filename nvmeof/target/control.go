@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
 )
@@ -102,6 +103,7 @@ func checkControlOrigin(r *http.Request) error {
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]") // [::1] without a port
 	if host != "localhost" && net.ParseIP(host) == nil {
 		return fmt.Errorf("control: Host %q is not an IP address", r.Host)
 	}

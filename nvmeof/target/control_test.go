@@ -544,7 +544,7 @@ func TestControlAccess(t *testing.T) {
 	if err := (ControlClient{Addr: addr}).SetANAState(t.Context(), "0", 1, "inaccessible"); !errors.Is(err, ErrControlToken) {
 		t.Errorf("client without a token: %v, want ErrControlToken before sending", err)
 	}
-	for _, host := range []string{"localhost:" + port, "127.0.0.1:" + port, "[::1]:" + port} {
+	for _, host := range []string{"localhost:" + port, "127.0.0.1:" + port, "[::1]:" + port, "[::1]", "127.0.0.1"} {
 		if code := controlDo(t, http.MethodGet, url, "", "", "s3cret", "Host", host); code != http.StatusOK {
 			t.Errorf("GET with Host %s and the token: %d, want 200", host, code)
 		}
