@@ -138,7 +138,9 @@ func keyedStrangerProcess(t *testing.T, bin string) {
 		}
 	}
 	t.Logf("the stranger holds %d unauthenticated queues", held)
+	start := time.Now()
 	hostReadsAndWrites(t, addr, &s)
+	t.Logf("the host connected, authenticated, wrote and read in %v beside them", time.Since(start).Round(time.Millisecond))
 }
 
 // handshakeFloodProcess: against a real `target serve` (1,024
@@ -160,7 +162,9 @@ func handshakeFloodProcess(t *testing.T, bin string) {
 	}
 	// The target accepts in arrival order: the host's connection comes
 	// after the whole flood.
+	start := time.Now()
 	hostReadsAndWrites(t, addr, nil)
+	t.Logf("the host connected, wrote and read in %v beside the flood", time.Since(start).Round(time.Millisecond))
 }
 
 // dialQuiet is dialFrom that returns an error instead of failing: the
