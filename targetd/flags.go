@@ -2,6 +2,7 @@ package targetd
 
 import (
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -18,7 +19,8 @@ type Flags struct {
 	Namespaces, ANAGroups, AllowHosts []string
 	BlockSize                         int64
 	MaxConnections                    int
-	Metrics                           string // --metrics-listen
+	AuthTimeout                       time.Duration // --auth-timeout
+	Metrics                           string        // --metrics-listen
 	Control, ControlTokenFile         string
 	HostKeys                          string // --host-keys
 	Host                              string // this host's name in etcd, for gossip
@@ -37,20 +39,23 @@ func (f *Flags) AddFlags(fl *pflag.FlagSet) {
 	fl.Var(units.NewFlag(&f.BlockSize), "block-size", "logical block size of new namespaces")
 	fl.IntVar(&f.MaxConnections, "max-connections", target.DefaultMaxConnections,
 		"connections each listener serves at once; one beyond is closed at once (negative: no cap)")
+	fl.DurationVar(&f.AuthTimeout, "auth-timeout", 5*time.Second,
+		"time a queue of a --host-keys host has from Connect to finish authenticating before it is closed")
 	fl.StringVar(&f.Metrics, "metrics-listen", "", "serve Prometheus metrics (per-namespace IO, connections, refusals) on HOST:PORT/metrics")
-	fl.StringVar(&f.Control, "control", "", "serve the HTTP control API on this address (e.g. 127.0.0.1:4480); loopback only without --control-token-file")
+	fl.StringVar(&f.Control, "control", "", "serve the HTTP control API on this address (e.g. 127.0.0.1:4480); every request needs the token (--control-token-file, or DIR/"+ControlTokenName+", created mode 0600)")
 	fl.StringVar(&f.HostKeys, "host-keys", "", "file of hosts that must authenticate (DH-HMAC-CHAP): lines 'HOSTNQN DHHC-1:... [CTRL-DHHC-1:...]'")
-	fl.StringVar(&f.ControlTokenFile, "control-token-file", "", "file holding a bearer token every control API request must carry")
+	fl.StringVar(&f.ControlTokenFile, "control-token-file", "", "file holding the bearer token every control API request must carry (default: DIR/"+ControlTokenName+", created when missing)")
 	fl.StringVar(&f.Host, "host", "", "this host's name in etcd (nvstripe host add), gossiped with --gossip")
 	fl.StringArrayVar(&f.Gossip.Labels, "label", nil, "failure-domain label KEY=VALUE gossiped with --gossip, repeatable")
 	f.Gossip.AddFlags(fl)
 }
 
 // Options turns the flags into the daemon's Options, reading the control
-// API's token file (only with --control). Start checks the rest.
+// API's token file when one is named (only with --control; without one
+// Start reads or creates DIR/ControlTokenName). Start checks the rest.
 func (f *Flags) Options() (Options, error) {
 	token := ""
-	if f.Control != "" {
+	if f.Control != "" && f.ControlTokenFile != "" {
 		var err error
 		if token, err = config.ReadSecretFile("--control-token-file", f.ControlTokenFile); err != nil {
 			return Options{}, err
@@ -58,5 +63,5 @@ func (f *Flags) Options() (Options, error) {
 	}
 	return Options{Files: target.FileSpec{Dir: f.Dir, NQN: f.NQN, Listen: strings.Split(f.Listen, ","), Namespaces: f.Namespaces,
 		ANAGroups: f.ANAGroups, AllowHosts: f.AllowHosts, BlockSize: int(f.BlockSize)}, HostKeysFile: f.HostKeys,
-		MaxConnections: f.MaxConnections, Control: f.Control, ControlToken: token, Metrics: f.Metrics, Gossip: f.Gossip, Host: f.Host}, nil
+		MaxConnections: f.MaxConnections, AuthTimeout: f.AuthTimeout, Control: f.Control, ControlToken: token, Metrics: f.Metrics, Gossip: f.Gossip, Host: f.Host}, nil
 }

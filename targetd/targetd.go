@@ -8,7 +8,10 @@ package targetd
 import (
 	"context"
 	"errors"
+	"path/filepath"
+	"time"
 
+	"github.com/nvstripe/nvstripe/config"
 	"github.com/nvstripe/nvstripe/health/pool"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/nvmeof/target"
@@ -24,10 +27,15 @@ type Options struct {
 	HostKeysFile string
 	// MaxConnections caps each listener (target.Config.MaxConnections).
 	MaxConnections int
+	// AuthTimeout bounds a keyed host's queue from Connect to a finished
+	// authentication (target.Config.AuthTimeout; 0: its default).
+	AuthTimeout time.Duration
 	// Control, when set, is the address of the HTTP control API;
-	// ControlToken is the bearer token its requests carry ("" only on
-	// loopback, target.ServeControl).
-	Control, ControlToken string
+	// ControlToken is the bearer token its requests must carry, on
+	// loopback too. Without one the daemon reads or creates the token
+	// file ControlTokenFile (default Files.Dir/ControlTokenName, mode
+	// 0600: EnsureControlToken) and serves that token.
+	Control, ControlToken, ControlTokenFile string
 	// Metrics, when set, is HOST:PORT of the Prometheus metrics listener.
 	Metrics string
 	// Gossip puts the host in the health gossip pool when Gossip.Addr is
@@ -44,11 +52,14 @@ type Options struct {
 // Ready is what a started daemon serves; its JSON is the `target serve`
 // ready line under -o json.
 type Ready struct {
-	Control string         `json:"control"` // control API address, "" without one
-	Gossip  string         `json:"gossip"`  // gossip address, "" without gossip
-	Metrics string         `json:"metrics"` // metrics address, "" without one
-	Ready   bool           `json:"ready"`
-	Target  target.Summary `json:"target"`
+	Control string `json:"control"` // control API address, "" without one
+	// ControlTokenFile is the token file the daemon created or read, ""
+	// when the token came with the options.
+	ControlTokenFile string         `json:"control_token_file,omitempty"`
+	Gossip           string         `json:"gossip"`  // gossip address, "" without gossip
+	Metrics          string         `json:"metrics"` // metrics address, "" without one
+	Ready            bool           `json:"ready"`
+	Target           target.Summary `json:"target"`
 }
 
 // String is the ready report for people: the target's summary, the other
@@ -57,6 +68,9 @@ func (r Ready) String() string {
 	text := r.Target.String()
 	if r.Control != "" {
 		text += "\ncontrol: http://" + r.Control
+		if r.ControlTokenFile != "" {
+			text += " (token in " + r.ControlTokenFile + ")"
+		}
 	}
 	if r.Gossip != "" {
 		text += "\ngossip: " + r.Gossip
@@ -91,6 +105,11 @@ func Start(ctx context.Context, o Options) (_ *Daemon, err error) {
 			d.Close()
 		}
 	}()
+	if o.Control != "" && o.ControlToken == "" { // before anything listens
+		if o.ControlToken, err = d.controlToken(o); err != nil {
+			return nil, err
+		}
+	}
 	if d.Target, err = target.New(cfg); err != nil {
 		return nil, err
 	}
@@ -119,7 +138,7 @@ func (o Options) config() (target.Config, error) {
 	if err != nil {
 		return cfg, err
 	}
-	cfg.MaxConnections, cfg.Logf = o.MaxConnections, o.Logf
+	cfg.MaxConnections, cfg.AuthTimeout, cfg.Logf = o.MaxConnections, o.AuthTimeout, o.Logf
 	return cfg, nil
 }
 
@@ -153,6 +172,17 @@ func (d *Daemon) serve(o Options) error {
 	d.push(leave)
 	d.ready.Gossip = addr
 	return nil
+}
+
+// controlToken is the token in the control token file, created when
+// missing.
+func (d *Daemon) controlToken(o Options) (string, error) {
+	path := o.ControlTokenFile
+	if path == "" {
+		path = filepath.Join(o.Files.Dir, ControlTokenName)
+	}
+	d.ready.ControlTokenFile = path
+	return EnsureControlToken(path)
 }
 
 // Gossip starts the gossip member of a target host whose target nvstripe
@@ -192,5 +222,5 @@ func (d *Daemon) Close() {
 
 // IsSpec says whether err is an operator's mistake in the options.
 func IsSpec(err error) bool {
-	return errors.Is(err, target.ErrSpec) || errors.Is(err, pool.ErrSpec)
+	return errors.Is(err, target.ErrSpec) || errors.Is(err, pool.ErrSpec) || errors.Is(err, config.ErrSecret)
 }

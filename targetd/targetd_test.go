@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -41,7 +42,14 @@ func TestStartServesEveryPart(t *testing.T) {
 	if ns := r.Target.Subsystems[0].Namespaces; len(ns) != 2 || ns[1].Name != "data1" || ns[1].Size != 2<<20 {
 		t.Fatalf("namespaces %+v", ns)
 	}
-	states, err := target.ControlClient{Addr: r.Control}.ANAStates(context.Background())
+	if r.ControlTokenFile != filepath.Join(o.Files.Dir, ControlTokenName) {
+		t.Fatalf("control token file %q, want DIR/%s", r.ControlTokenFile, ControlTokenName)
+	}
+	token, err := config.ReadSecretFile("token", r.ControlTokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	states, err := target.ControlClient{Addr: r.Control, Token: token}.ANAStates(context.Background())
 	if err != nil || len(states) == 0 {
 		t.Fatalf("control API: %v %v", states, err)
 	}
@@ -55,7 +63,7 @@ func TestStartServesEveryPart(t *testing.T) {
 		t.Fatalf("metrics: %s", resp.Status)
 	}
 	text := r.String()
-	for _, want := range []string{"control: http://" + r.Control, "gossip: " + r.Gossip, "metrics: http://" + r.Metrics + "/metrics", "ns 2: data1"} {
+	for _, want := range []string{"control: http://" + r.Control + " (token in " + r.ControlTokenFile + ")", "gossip: " + r.Gossip, "metrics: http://" + r.Metrics + "/metrics", "ns 2: data1"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("ready text lacks %q:\n%s", want, text)
 		}
@@ -79,7 +87,7 @@ func TestCloseStopsEverything(t *testing.T) {
 	}
 	addr := d.Ready().Control
 	d.Close()
-	if _, err := (target.ControlClient{Addr: addr}).ANAStates(context.Background()); err == nil {
+	if _, err := (target.ControlClient{Addr: addr, Token: "x"}).ANAStates(context.Background()); err == nil {
 		t.Fatal("control API still answers after Close")
 	}
 }
@@ -117,11 +125,68 @@ func TestFlagsOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	o, err := f.Options()
-	if err != nil || len(o.Files.Listen) != 2 || o.Files.BlockSize != 4096 || o.MaxConnections != target.DefaultMaxConnections || o.Gossip.Profile != "lan" {
+	if err != nil || len(o.Files.Listen) != 2 || o.Files.BlockSize != 4096 || o.MaxConnections != target.DefaultMaxConnections || o.Gossip.Profile != "lan" ||
+		o.AuthTimeout != 5*time.Second {
 		t.Errorf("options %+v %v", o, err)
 	}
 	f.Control = "127.0.0.1:0"
 	if _, err := f.Options(); !config.IsUsage(err) {
 		t.Errorf("--control with an empty token file: %v, want a usage mistake", err)
+	}
+}
+
+// TestControlToken: without a token in the options, the daemon creates
+// DIR/control.token (mode 0600) and serves its token; a restart keeps it;
+// a token file others may read is a usage mistake and nothing is served.
+// Before, a control API on loopback served anyone without a token.
+func TestControlToken(t *testing.T) {
+	o := options(t.TempDir())
+	o.Control = "127.0.0.1:0"
+	d, err := Start(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(o.Files.Dir, ControlTokenName)
+	st, err := os.Stat(path)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("token file: %v %v, want mode 0600", st, err)
+	}
+	token, err := config.ReadSecretFile("token", path)
+	if err != nil || len(token) != 64 {
+		t.Fatalf("token %q %v, want 64 hex digits", token, err)
+	}
+	addr := d.Ready().Control
+	ctx := context.Background()
+	if err := (target.ControlClient{Addr: addr, Token: "wrong"}).SetANAState(ctx, "0", 1, "inaccessible"); err == nil {
+		t.Error("a wrong token changed the state")
+	}
+	resp, err := http.Get("http://" + addr + "/v1/ana")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("GET without a token: %s, want 401", resp.Status)
+	}
+	if st, _ := d.Target.ANAState(0, 1); st.String() != "optimized" {
+		t.Fatalf("state after refused requests: %v", st)
+	}
+	if err := (target.ControlClient{Addr: addr, Token: token}).SetANAState(ctx, "0", 1, "inaccessible"); err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+
+	d, err = Start(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (target.ControlClient{Addr: d.Ready().Control, Token: token}).ANAStates(ctx); err != nil {
+		t.Errorf("token after a restart: %v", err)
+	}
+	d.Close()
+
+	os.Chmod(path, 0o644)
+	if _, err := Start(context.Background(), o); !IsSpec(err) {
+		t.Fatalf("token file mode 0644: %v, want a usage mistake", err)
 	}
 }

@@ -44,7 +44,7 @@ func TestAcceptSurvivesEMFILE(t *testing.T) {
 // TestConnectionCap: with MaxConnections 2 a third connection is closed
 // unanswered, and a slot freed lets the next one in.
 func TestConnectionCap(t *testing.T) {
-	f := newFixture(t, 1, func(c *Config) { c.MaxConnections = 2 })
+	f := newFixture(t, 1, func(c *Config) { c.MaxConnections, c.MaxPendingConnections = 2, 2 })
 	addr := f.t.Addr(0)
 	a := dial(t, addr, pdu.Digests{})
 	dial(t, addr, pdu.Digests{}).adminUp(0)

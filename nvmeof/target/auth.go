@@ -2,6 +2,7 @@ package target
 
 import (
 	"crypto/rand"
+	"time"
 
 	"github.com/nvstripe/nvstripe/nvmeof/auth"
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
@@ -44,7 +45,10 @@ func (c *conn) authCmd(cmd *command) {
 			cmd.fail(pdu.SCInternalError, false)
 			return
 		}
-		c.noteAuth()
+		if !c.noteAuth() {
+			cmd.fail(pdu.SCConnectControllerBusy, false)
+			return
+		}
 		cmd.ok(0)
 		return
 	}
@@ -57,23 +61,46 @@ func (c *conn) authCmd(cmd *command) {
 		cmd.fail(pdu.SCInvalidField, true)
 		return
 	}
-	c.noteAuth()
+	if !c.noteAuth() {
+		cmd.fail(pdu.SCConnectControllerBusy, false)
+		return
+	}
 	buf := make([]byte, n) // exactly AL bytes, zero-filled, as nvmet answers
 	copy(buf, out)
 	cmd.sendData(buf)
 }
 
 // noteAuth opens or closes the queue after an authentication message and
-// logs the outcome once.
-func (c *conn) noteAuth() {
+// logs the outcome once. A queue that authenticates is counted against
+// its host's cap (MaxConnectionsPerHost) and loses its authentication
+// deadline; false when the host is at its cap: the queue stays shut and
+// its deadline closes it.
+func (c *conn) noteAuth() bool {
 	was := c.authed
 	c.authed = c.authx.Authenticated()
 	switch {
 	case c.authed && !was:
+		if c.slot == "" && !c.takeHostSlot(c.ctrl.hostNQN) {
+			c.authed = false
+			return false
+		}
+		c.nc.SetReadDeadline(time.Time{})
+		c.handshakeDone()
 		c.t.logf("nvmeof/target: %s: host %s authenticated (DH-HMAC-CHAP)", c, c.ctrl.hostNQN)
 	case !c.authed && c.authx.Err() != nil && c.authx.Err() != c.authErr:
 		c.authErr = c.authx.Err()
 		c.t.refuse(RefusedAuth)
 		c.t.logf("nvmeof/target: %s: host %s refused: %v", c, c.ctrl.hostNQN, c.authErr)
 	}
+	return true
+}
+
+// keyed says whether host hostNQN must authenticate to subsystem subNQN.
+func (t *Target) keyed(subNQN, hostNQN string) bool {
+	s := t.subs[subNQN]
+	if s == nil {
+		return false
+	}
+	_, ok := s.keys[hostNQN]
+	return ok
 }

@@ -8,8 +8,9 @@ import (
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
 )
 
-// authFixture serves testNQN to testHost only with DH-HMAC-CHAP.
-func authFixture(t *testing.T) (*fixture, auth.Secret) {
+// authFixture serves testNQN to testHost only with DH-HMAC-CHAP; mods
+// change the configuration further.
+func authFixture(t *testing.T, mods ...func(*Config)) (*fixture, auth.Secret) {
 	s, err := auth.GenerateSecret(rand.Reader, auth.HashSHA256, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -17,6 +18,9 @@ func authFixture(t *testing.T) (*fixture, auth.Secret) {
 	f := newFixture(t, 1, func(c *Config) {
 		c.Subsystems[0].AllowedHosts = nil
 		c.Subsystems[0].HostKeys = []HostKey{{HostNQN: testHost, Secret: s.String(), DHGroups: []string{"ffdhe2048"}}}
+		for _, mod := range mods {
+			mod(c)
+		}
 	})
 	return f, s
 }

@@ -71,6 +71,20 @@ type Config struct {
 	// them: one beyond is closed at once, the first refusal of an address
 	// logged. Default 256; negative: no cap.
 	MaxConnectionsPerIP int
+	// MaxPendingConnections caps the connections of each listener that
+	// have not finished their handshake: Connect (ICReq included) and,
+	// for a host with keys, authentication. When that many are under way
+	// a new one from an address with fewer than the busiest address
+	// closes the busiest address's oldest (pending_evicted); one from an
+	// address with as many is closed (max_pending). Kept below
+	// MaxConnections, so that stalled handshakes never fill a listener.
+	// Default 256, at most MaxConnections/2; negative: no cap.
+	MaxPendingConnections int
+	// MaxPendingPerIP caps the handshakes under way from one remote IP
+	// address on each listener; one beyond is closed at once
+	// (max_pending_per_ip), the first refusal of an address logged.
+	// Default 64; negative: no cap.
+	MaxPendingPerIP int
 	// MaxConnectionsPerHost caps the queues (connections past Connect) of
 	// one claimed host NQN over every listener: a Connect beyond it is
 	// refused with Controller Busy, logged once with the peer's address
@@ -82,6 +96,14 @@ type Config struct {
 	// then is closed (and logged), so a stranger holds nothing for long.
 	// Default 10 s.
 	HandshakeTimeout time.Duration
+	// AuthTimeout is the time a queue of a host with keys (HostKeys) has
+	// from its Connect to a completed DH-HMAC-CHAP exchange; a queue not
+	// authenticated by then is closed (and counted as auth_timeout),
+	// whatever keep-alive timeout its Connect asked for. Such a queue
+	// counts against MaxConnectionsPerHost only once authenticated, so a
+	// stranger who claims a keyed host's NQN cannot use up that host's
+	// queues. Default 5 s.
+	AuthTimeout time.Duration
 	// Logf receives diagnostic messages (connections, protocol errors).
 	// Default: none.
 	Logf func(format string, args ...any)
@@ -221,8 +243,18 @@ func (c *Config) EnsureDefaults() {
 	setDefault(&c.MaxConnections, DefaultMaxConnections)
 	setDefault(&c.MaxConnectionsPerIP, 256)
 	setDefault(&c.MaxConnectionsPerHost, 256)
+	if c.MaxPendingConnections == 0 {
+		c.MaxPendingConnections = 256
+		if c.MaxConnections > 0 {
+			c.MaxPendingConnections = max(1, min(256, c.MaxConnections/2))
+		}
+	}
+	setDefault(&c.MaxPendingPerIP, 64)
 	if c.HandshakeTimeout <= 0 {
 		c.HandshakeTimeout = 10 * time.Second
+	}
+	if c.AuthTimeout <= 0 {
+		c.AuthTimeout = 5 * time.Second
 	}
 	for i := range c.Subsystems {
 		s := &c.Subsystems[i]

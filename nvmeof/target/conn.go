@@ -76,10 +76,15 @@ func (t *Target) newConn(l *listener, nc net.Conn) *conn {
 }
 
 // admitted lifts the limits of a connection without a queue once Connect
-// made it one: no deadline, full-size PDUs, the full read buffer. Runs on
-// the reader goroutine between PDUs.
+// made it one: full-size PDUs, the full read buffer, and no deadline, or
+// for a host that must authenticate AuthTimeout from now. Runs on the
+// reader goroutine between PDUs.
 func (c *conn) admitted() {
-	c.nc.SetReadDeadline(time.Time{})
+	var deadline time.Time
+	if c.authx != nil && !c.authed {
+		deadline = time.Now().Add(c.t.cfg.AuthTimeout)
+	}
+	c.nc.SetReadDeadline(deadline)
 	c.maxData = max(adminInCapsule, c.t.cfg.InCapsuleDataSize, c.t.cfg.MaxH2CData, c.t.cfg.MaxTransferSize)
 	pending, _ := c.br.Peek(c.br.Buffered())
 	var r io.Reader = c.nc
@@ -113,8 +118,7 @@ func (c *conn) serve() {
 			err = c.handlePDU(h)
 		}
 		if connecting && c.ctrl != nil {
-			connecting = false
-			c.nc.SetReadDeadline(time.Time{})
+			connecting = false // admitted set the queue's deadline
 		}
 	}
 	if connecting && isTimeout(err) {
@@ -138,10 +142,15 @@ func (c *conn) finish(err error) {
 	} else if c.ctrl == nil && errors.Is(err, os.ErrDeadlineExceeded) {
 		c.t.refuse(RefusedHandshake)
 		c.t.logf("nvmeof/target: %s: no Connect within %v; dropped", c.nc.RemoteAddr(), c.t.cfg.HandshakeTimeout)
-	} else if err != nil && !errors.Is(err, io.EOF) && c.ctx.Err() == nil {
+	} else if c.authx != nil && !c.authed && errors.Is(err, os.ErrDeadlineExceeded) {
+		c.t.refuse(RefusedAuthTimeout)
+		c.t.logf("nvmeof/target: %s: host %s did not authenticate within %v of Connect; dropped", c, c.ctrl.hostNQN, c.t.cfg.AuthTimeout)
+	} else if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && c.ctx.Err() == nil {
+		// net.ErrClosed: closed here, as a handshake evicted (pending.go).
 		c.t.logf("nvmeof/target: %s: %v", c.nc.RemoteAddr(), err)
 	}
 	c.close()
+	c.handshakeDone()
 	if c.queued {
 		c.t.queues.Add(-1)
 	}

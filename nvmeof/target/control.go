@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"mime"
+	"net"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
 )
@@ -49,11 +51,15 @@ const maxControlBody = 64 << 10
 //	GET  /v1/ana   JSON list of ANAEntry
 //	POST /v1/ana   body: JSON ANAChange, Content-Type application/json
 //
-// State changes come only as a POST with a JSON body and that content
-// type, which an HTML form cannot send (a cross-site form post changes
-// nothing); a query string is refused. With token not empty every request
-// needs the header "Authorization: Bearer TOKEN". Errors are plain-text
-// 4xx responses.
+// Every request needs the header "Authorization: Bearer TOKEN", loopback
+// or not (any local user can reach a loopback port); with token empty
+// every request is refused. A request whose Host header names a host by
+// name rather than by IP address (other than "localhost"), the mark of a
+// DNS-rebinding page, or that carries an Origin header (browsers add it,
+// the CLI does not) is refused before the token is looked at. State
+// changes come only as a POST with a JSON body and that content type,
+// which an HTML form cannot send; a query string is refused. Errors are
+// plain-text 4xx responses.
 func (t *Target) ControlHandler(token string) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/ana", func(w http.ResponseWriter, _ *http.Request) {
@@ -72,17 +78,36 @@ func (t *Target) ControlHandler(token string) http.Handler {
 		}
 		fmt.Fprintln(w, "ok")
 	})
-	if token == "" {
-		return mux
-	}
 	want := []byte("Bearer " + token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+		if err := checkControlOrigin(r); err != nil {
+			http.Error(w, err.Error(), http.StatusForbidden)
+			return
+		}
+		if token == "" || subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
 			http.Error(w, "control: missing or wrong bearer token", http.StatusUnauthorized)
 			return
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// checkControlOrigin refuses a request that a web page may have sent: an
+// Origin header, or a Host header naming a host by name (not an IP
+// address, not "localhost").
+func checkControlOrigin(r *http.Request) error {
+	if r.Header.Get("Origin") != "" {
+		return fmt.Errorf("control: requests from web pages (Origin %q) are refused", r.Header.Get("Origin"))
+	}
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]") // [::1] without a port
+	if host != "localhost" && net.ParseIP(host) == nil {
+		return fmt.Errorf("control: Host %q is not an IP address", r.Host)
+	}
+	return nil
 }
 
 // decodeJSON reads a state-changing request's body: JSON only (by

@@ -12,7 +12,8 @@ import (
 
 // ControlClient calls the control API (ControlHandler) of a running target
 // at Addr (HOST:PORT, as given to ServeControl), with the bearer Token
-// the target was given (if any).
+// the target was given (required: a call without one fails before it is
+// sent).
 type ControlClient struct {
 	Addr  string
 	Token string
@@ -43,6 +44,9 @@ func (c ControlClient) SetANAState(ctx context.Context, listener string, group u
 }
 
 func (c ControlClient) call(ctx context.Context, method, path string, body []byte) ([]byte, error) {
+	if c.Token == "" {
+		return nil, fmt.Errorf("control %s: %w", c.Addr, ErrControlToken)
+	}
 	req, err := http.NewRequestWithContext(ctx, method, "http://"+c.Addr+path, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
@@ -50,9 +54,7 @@ func (c ControlClient) call(ctx context.Context, method, path string, body []byt
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if c.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.Token)
-	}
+	req.Header.Set("Authorization", "Bearer "+c.Token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("control: %w", err)

@@ -1,8 +1,6 @@
 package target
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"net"
 	"net/http"
@@ -416,18 +414,42 @@ func TestCloseReleases(t *testing.T) {
 	}
 }
 
+// controlDo sends a control request with the bearer token tok (none when
+// empty) and extra headers (key, value pairs); it returns the status.
+func controlDo(t *testing.T, method, url, ctype, body, tok string, headers ...string) int {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		if headers[i] == "Host" {
+			req.Host = headers[i+1]
+		} else {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
 func TestControlHandler(t *testing.T) {
 	f := newFixture(t, 2, nil)
-	srv := httptest.NewServer(f.t.ControlHandler(""))
+	srv := httptest.NewServer(f.t.ControlHandler("tok"))
 	defer srv.Close()
 	post := func(ctype, body string) int {
 		t.Helper()
-		resp, err := http.Post(srv.URL+"/v1/ana", ctype, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
+		return controlDo(t, http.MethodPost, srv.URL+"/v1/ana", ctype, body, "tok")
 	}
 	if code := post("application/json", `{"listener":"`+f.t.Addr(1)+`","group":2,"state":"inaccessible"}`); code != 200 {
 		t.Fatalf("json post: %d", code)
@@ -441,23 +463,21 @@ func TestControlHandler(t *testing.T) {
 			t.Fatalf("%s: %d, want 400", b, code)
 		}
 	}
-	resp, err := http.Get(srv.URL + "/v1/ana")
+	es, err := ControlClient{Addr: strings.TrimPrefix(srv.URL, "http://"), Token: "tok"}.ANAStates(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	var es []ANAEntry
-	if err := json.NewDecoder(resp.Body).Decode(&es); err != nil || len(es) != 4 || es[3].State != "inaccessible" {
-		t.Fatalf("entries %+v %v", es, err)
+	if len(es) != 4 || es[3].State != "inaccessible" {
+		t.Fatalf("entries %+v", es)
 	}
 }
 
 // TestControlFormPost: what a cross-site HTML form can send (a POST with
 // a form body or a query string, form or text content types) changes
-// nothing.
+// nothing, even with the token.
 func TestControlFormPost(t *testing.T) {
 	f := newFixture(t, 1, nil)
-	srv := httptest.NewServer(f.t.ControlHandler(""))
+	srv := httptest.NewServer(f.t.ControlHandler("tok"))
 	defer srv.Close()
 	form := url.Values{"listener": {"0"}, "group": {"1"}, "state": {"inaccessible"}}
 	tries := []struct{ path, ctype, body string }{
@@ -468,13 +488,8 @@ func TestControlFormPost(t *testing.T) {
 		{"/v1/ana", "multipart/form-data; boundary=x", "--x\r\n"},
 	}
 	for _, try := range tries {
-		resp, err := http.Post(srv.URL+try.path, try.ctype, strings.NewReader(try.body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusBadRequest {
-			t.Errorf("%s %q: %s, want 400", try.path, try.ctype, resp.Status)
+		if code := controlDo(t, http.MethodPost, srv.URL+try.path, try.ctype, try.body, "tok"); code != http.StatusBadRequest {
+			t.Errorf("%s %q: %d, want 400", try.path, try.ctype, code)
 		}
 	}
 	if st, _ := f.t.ANAState(0, 1); st != pdu.ANAOptimized {
@@ -482,32 +497,59 @@ func TestControlFormPost(t *testing.T) {
 	}
 }
 
-// TestControlBind: a non-loopback control address is refused without a
-// token; with one, requests without it are refused.
-func TestControlBind(t *testing.T) {
+// TestControlAccess: the control API is served only with a token, on
+// loopback too; a request without it, with a wrong one, with a Host
+// header naming a host by name (DNS rebinding) or with an Origin header
+// (a web page) is refused even on loopback, and changes nothing; the
+// right token changes the state. Before, a loopback control API served
+// anyone without a token, whatever the Host header.
+func TestControlAccess(t *testing.T) {
 	f := newFixture(t, 1, nil)
-	for _, addr := range []string{":0", "0.0.0.0:0", "[::]:0", "192.0.2.1:0"} {
-		if _, _, err := f.t.ServeControl(addr, ""); !errors.Is(err, ErrControlExposed) {
-			t.Errorf("ServeControl(%q) without a token: %v, want ErrControlExposed", addr, err)
+	for _, addr := range []string{"127.0.0.1:0", "localhost:0", ":0", "0.0.0.0:0"} {
+		if _, _, err := f.t.ServeControl(addr, ""); !errors.Is(err, ErrControlToken) {
+			t.Errorf("ServeControl(%q) without a token: %v, want ErrControlToken", addr, err)
 		}
 	}
-	addr, stop, err := f.t.ServeControl("0.0.0.0:0", "s3cret")
+	addr, stop, err := f.t.ServeControl("127.0.0.1:0", "s3cret")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer stop()
 	_, port, _ := net.SplitHostPort(addr)
-	addr = net.JoinHostPort("127.0.0.1", port)
-	ctx := context.Background()
-	for _, tok := range []string{"", "wrong"} {
-		if err := (ControlClient{Addr: addr, Token: tok}).SetANAState(ctx, "0", 1, "inaccessible"); err == nil || !strings.Contains(err.Error(), "401") {
-			t.Errorf("token %q: %v, want 401", tok, err)
+	url := "http://" + addr + "/v1/ana"
+	body := `{"listener":"0","group":1,"state":"inaccessible"}`
+	tries := []struct {
+		what    string
+		tok     string
+		headers []string
+		want    int
+	}{
+		{"no token", "", nil, http.StatusUnauthorized},
+		{"wrong token", "wrong", nil, http.StatusUnauthorized},
+		{"foreign Host", "s3cret", []string{"Host", "attacker.example:" + port}, http.StatusForbidden},
+		{"foreign Host without a port", "s3cret", []string{"Host", "attacker.example"}, http.StatusForbidden},
+		{"an Origin", "s3cret", []string{"Origin", "http://attacker.example"}, http.StatusForbidden},
+	}
+	for _, try := range tries {
+		if code := controlDo(t, http.MethodPost, url, "application/json", body, try.tok, try.headers...); code != try.want {
+			t.Errorf("POST with %s: %d, want %d", try.what, code, try.want)
+		}
+		if code := controlDo(t, http.MethodGet, url, "", "", try.tok, try.headers...); code != try.want {
+			t.Errorf("GET with %s: %d, want %d", try.what, code, try.want)
 		}
 	}
 	if st, _ := f.t.ANAState(0, 1); st != pdu.ANAOptimized {
 		t.Fatalf("state after refused posts: %v", st)
 	}
-	if err := (ControlClient{Addr: addr, Token: "s3cret"}).SetANAState(ctx, "0", 1, "inaccessible"); err != nil {
+	if err := (ControlClient{Addr: addr}).SetANAState(t.Context(), "0", 1, "inaccessible"); !errors.Is(err, ErrControlToken) {
+		t.Errorf("client without a token: %v, want ErrControlToken before sending", err)
+	}
+	for _, host := range []string{"localhost:" + port, "127.0.0.1:" + port, "[::1]:" + port, "[::1]", "127.0.0.1"} {
+		if code := controlDo(t, http.MethodGet, url, "", "", "s3cret", "Host", host); code != http.StatusOK {
+			t.Errorf("GET with Host %s and the token: %d, want 200", host, code)
+		}
+	}
+	if err := (ControlClient{Addr: addr, Token: "s3cret"}).SetANAState(t.Context(), "0", 1, "inaccessible"); err != nil {
 		t.Fatal(err)
 	}
 	if st, _ := f.t.ANAState(0, 1); st != pdu.ANAInaccessible {

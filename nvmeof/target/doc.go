@@ -31,15 +31,20 @@
 //
 // `nvstripe target serve` is New and Start over namespaces kept in files
 // (OpenFileNamespaces, CloseNamespaces after Close), with the run-time
-// control API (ControlHandler) served on a loopback address, or elsewhere
-// only behind a bearer token (ServeControl), and called by ControlClient.
-// It changes state only on a POST with a JSON body.
+// control API (ControlHandler) served only behind a bearer token, loopback
+// included (ServeControl), and called by ControlClient. It refuses requests
+// a web page may send (an Origin header, a Host header naming a host) and
+// changes state only on a POST with a JSON body.
 //
 // # Strangers
 //
 // A connection has Config.HandshakeTimeout from accept to a completed
 // Connect. Until then it gets small buffers, PDUs of at most Connect's
 // 1 KiB of data, and only Connect is taken (one R2T transfer at a time).
+// A queue of a host with keys then has Config.AuthTimeout to authenticate,
+// and counts against MaxConnectionsPerHost only once it has. Connections
+// in either phase are budgeted per listener by accept.Pending
+// (MaxPendingPerIP, MaxPendingConnections).
 //
 // # Linux host interop
 //

@@ -73,7 +73,9 @@ func (c *conn) connect(cmd *command) {
 		invalidParam(cmd, sqeOffSQSize, false)
 		return
 	}
-	if !c.takeHostSlot(d.HostNQN) {
+	// A host that must authenticate is counted once it has (authCmd):
+	// a stranger claiming its NQN must not use up its queues.
+	if !c.t.keyed(d.SubNQN, d.HostNQN) && !c.takeHostSlot(d.HostNQN) {
 		cmd.fail(pdu.SCConnectControllerBusy, false)
 		return
 	}
@@ -89,6 +91,9 @@ func (c *conn) connect(cmd *command) {
 	c.queued = true
 	c.t.queues.Add(1)
 	c.admitted()
+	if c.authx == nil {
+		c.handshakeDone()
+	}
 }
 
 func (c *conn) setQueue(cc pdu.ConnectCmd) {

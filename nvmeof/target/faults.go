@@ -6,6 +6,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/nvstripe/nvstripe/accept"
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
 )
@@ -24,6 +25,9 @@ type listener struct {
 	conns map[*conn]struct{}
 	ana   map[uint32]anaEntry
 	thaw  chan struct{} // non-nil while frozen; closed to thaw
+	// pending counts the connections still in their handshake
+	// (pending.go).
+	pending *accept.Pending
 }
 
 // thawLocked lifts a freeze. REQUIRES: Target.mu.

@@ -64,16 +64,16 @@ func CloseNamespaces(nss []NamespaceConfig) error {
 	return errors.Join(errs...)
 }
 
-// ErrControlExposed refuses a control API address that is not loopback
-// when no token protects it.
-var ErrControlExposed = errors.New("control API on a non-loopback address needs a token")
+// ErrControlToken refuses to serve the control API without a token.
+var ErrControlToken = errors.New("control API needs a token")
 
 // ServeControl serves the control API (ControlHandler(token)) on addr
-// (port 0: any). addr must be a loopback address unless token is set. It
-// returns the bound address and the function that stops serving.
+// (port 0: any). token must be set, on loopback too: every local user can
+// reach a loopback port. It returns the bound address and the function
+// that stops serving.
 func (t *Target) ServeControl(addr, token string) (bound string, stop func(), err error) {
-	if token == "" && !isLoopback(addr) {
-		return "", nil, fmt.Errorf("control %q: %w", addr, ErrControlExposed)
+	if token == "" {
+		return "", nil, fmt.Errorf("control %q: %w", addr, ErrControlToken)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -82,18 +82,4 @@ func (t *Target) ServeControl(addr, token string) (bound string, stop func(), er
 	srv := &http.Server{Handler: t.ControlHandler(token), ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	return ln.Addr().String(), func() { srv.Close() }, nil
-}
-
-// isLoopback says whether every address host:port names is a loopback
-// one ("localhost" counts; an empty host is every interface).
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil || host == "" {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

@@ -60,11 +60,13 @@ func TestOpenFileNamespaces(t *testing.T) {
 // ControlClient too, until stopped.
 func TestServeControl(t *testing.T) {
 	f := newFixture(t, 1, nil)
-	addr, stop, err := f.t.ServeControl("127.0.0.1:0", "")
+	addr, stop, err := f.t.ServeControl("127.0.0.1:0", "tok")
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.Get("http://" + addr + "/v1/ana")
+	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/v1/ana", nil)
+	req.Header.Set("Authorization", "Bearer tok")
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +75,7 @@ func TestServeControl(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"state":"optimized"`) {
 		t.Errorf("GET /v1/ana: %s %s", resp.Status, body)
 	}
-	cc := ControlClient{Addr: addr}
+	cc := ControlClient{Addr: addr, Token: "tok"}
 	ctx := context.Background()
 	if err := cc.SetANAState(ctx, "0", 1, "inaccessible"); err != nil {
 		t.Fatal(err)

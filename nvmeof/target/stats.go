@@ -14,14 +14,18 @@ const (
 	RefusedHostNotAllowed = "host_not_allowed"           // Connect from a host NQN the subsystem does not allow
 	RefusedNoSubsystem    = "unknown_subsystem"          // Connect to a subsystem NQN the target does not serve
 	RefusedAuth           = "auth_failed"                // DH-HMAC-CHAP failed
+	RefusedAuthTimeout    = "auth_timeout"               // a keyed host's queue not authenticated within AuthTimeout of Connect
 	RefusedHandshake      = accept.RefusedHandshake      // no Connect within HandshakeTimeout of accept
 	RefusedPerIP          = accept.RefusedPerIP          // beyond Config.MaxConnectionsPerIP from one address
 	RefusedPerHost        = "max_queues_per_host"        // beyond Config.MaxConnectionsPerHost queues of one host NQN
+	RefusedPendingPerIP   = accept.RefusedPendingPerIP   // beyond Config.MaxPendingPerIP handshakes from one address
+	RefusedPending        = accept.RefusedPending        // Config.MaxPendingConnections handshakes under way, its address among the busiest
+	RefusedPendingEvicted = accept.RefusedPendingEvicted // a handshake closed to make room for one from a quieter address
 )
 
 // RefusalReasons lists every reason Stats.Refused counts, in a fixed order.
 func RefusalReasons() []string {
-	return []string{RefusedMaxConnections, RefusedPerIP, RefusedHostNotAllowed, RefusedPerHost, RefusedNoSubsystem, RefusedAuth, RefusedHandshake}
+	return []string{RefusedMaxConnections, RefusedPerIP, RefusedPendingPerIP, RefusedPending, RefusedPendingEvicted, RefusedHostNotAllowed, RefusedPerHost, RefusedNoSubsystem, RefusedAuth, RefusedAuthTimeout, RefusedHandshake}
 }
 
 // nsCounters are a namespace's IO counters since the target was built.

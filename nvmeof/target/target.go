@@ -115,7 +115,8 @@ func New(cfg Config) (*Target, error) {
 		t.subs[s.cfg.NQN] = s
 	}
 	for i, lc := range cfg.Listeners {
-		l := &listener{idx: i, addr: lc.Address, conns: map[*conn]struct{}{}, ana: map[uint32]anaEntry{}}
+		l := &listener{idx: i, addr: lc.Address, conns: map[*conn]struct{}{}, ana: map[uint32]anaEntry{},
+			pending: accept.NewPending(cfg.MaxPendingConnections, cfg.MaxPendingPerIP)}
 		for _, g := range t.groups {
 			st, ok := lc.ANA[g]
 			if !ok {
@@ -235,10 +236,14 @@ func (t *Target) acceptLoop(l *listener, ln net.Listener) {
 		Name: fmt.Sprintf("nvmeof/target: listener %d (%s)", l.idx, l.bound), Logf: t.logf,
 		Refused: t.refuse}
 	err := accept.Serve(t.ctx, ln, o, func(nc net.Conn) {
+		if !t.admitPending(l, nc) {
+			return
+		}
 		c := t.newConn(l, nc)
 		t.mu.Lock()
 		if t.closed || l.ln != ln {
 			t.mu.Unlock()
+			l.pending.Done(nc)
 			nc.Close()
 			return
 		}

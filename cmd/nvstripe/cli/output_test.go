@@ -115,8 +115,8 @@ func TestEveryCommandPrintsJSON(t *testing.T) {
 	if control == "" {
 		t.Fatal("target serve -o json named no control address")
 	}
-	for _, args := range [][]string{{"target", "ana-state", "--control", control},
-		{"target", "ana-state", "--control", control, "--group", "1", "--state", "non-optimized"}} {
+	for _, args := range [][]string{{"target", "ana-state", "--control", control, "--dir", dir},
+		{"target", "ana-state", "--control", control, "--dir", dir, "--group", "1", "--state", "non-optimized"}} {
 		checkSnake(t, strings.Join(args, " "), runJSON(t, jsonRun{args: args}))
 		ran[commandPath(t, args)] = true
 	}

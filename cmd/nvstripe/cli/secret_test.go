@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,7 +9,7 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/meta/metatest"
-	"github.com/nvstripe/nvstripe/nvmeof/target"
+	"github.com/nvstripe/nvstripe/targetd"
 )
 
 // TestEtcdPassword: the etcd password comes from a file or the
@@ -47,15 +46,27 @@ func TestEtcdPassword(t *testing.T) {
 	}
 }
 
-// TestTargetControlExposed: 'target serve' refuses a control API on every
-// interface without a token file, before serving anything.
-func TestTargetControlExposed(t *testing.T) {
+// TestTargetControlTokenMode: 'target serve --control' without
+// --control-token-file refuses a DIR/control.token other users may read,
+// as a usage mistake, before serving anything.
+func TestTargetControlTokenMode(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, targetd.ControlTokenName)
+	if err := os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(tokenFile, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	var out strings.Builder
-	err := Run(ctx, []string{"target", "serve", "--dir", t.TempDir(), "--nqn", "nqn.2026-01.io.nvstripe:t",
-		"--ns", "a:1MiB", "--allow-host", "any", "--listen", "127.0.0.1:0", "--control", "0.0.0.0:0"}, &out, &out)
-	if !errors.Is(err, target.ErrControlExposed) {
-		t.Fatalf("--control 0.0.0.0:0 without a token: %v, want ErrControlExposed", err)
+	err := Run(ctx, []string{"target", "serve", "--dir", dir, "--nqn", "nqn.2026-01.io.nvstripe:t",
+		"--ns", "a:1MiB", "--allow-host", "any", "--listen", "127.0.0.1:0", "--control", "127.0.0.1:0"}, &out, &out)
+	if ExitCode(err) != 2 || !strings.Contains(err.Error(), "0600") {
+		t.Fatalf("a token file of mode 0644: %v (exit %d), want a usage error naming 0600", err, ExitCode(err))
+	}
+	if strings.Contains(out.String(), "ready") {
+		t.Fatalf("served with a readable token file:\n%s", out.String())
 	}
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -31,8 +32,9 @@ func newTargetServeCmd(g *globals) *cobra.Command {
 			"DIR/NAME.resv, so a fenced writer stays fenced across a restart.\n" +
 			"Every listener also serves the discovery subsystem. --ana-group NAME:GROUP puts a namespace\n" +
 			"in an ANA group (default 1); all groups start optimized on every listener. --control ADDR\n" +
-			"serves an HTTP control API (see 'target ana-state') on a loopback address; another address\n" +
-			"needs --control-token-file, whose token every request must then carry.\n\n" +
+			"serves an HTTP control API (see 'target ana-state'); every request must carry its token, the\n" +
+			"first line of --control-token-file or else of DIR/" + targetd.ControlTokenName + ", which serve creates (mode 0600)\n" +
+			"when missing.\n\n" +
 			"--gossip IP:PORT puts the target in the health gossip pool as host --host (its name in etcd,\n" +
 			"see 'nvstripe host add'): the controller then judges the host alive or dead by gossip instead\n" +
 			"of TCP probes. It joins --gossip-join, or without it the members registered in etcd (--etcd),\n" +
@@ -71,18 +73,26 @@ func runTargetServe(cmd *cobra.Command, g *globals, f *targetd.Flags, auth *conf
 }
 
 func newTargetANAStateCmd() *cobra.Command {
-	var control, tokenFile, listener, state string
+	var control, tokenFile, dir, listener, state string
 	var group uint32
 	c := &cobra.Command{
-		Use:   "ana-state --control ADDR [--listener L --group G --state S]",
+		Use:   "ana-state --control ADDR --dir D|--control-token-file F [--listener L --group G --state S]",
 		Short: "Show or change ANA group states of a running 'target serve'",
 		Long: "Without --state, lists the state of every group on every listener. With --listener (index\n" +
 			"or address), --group and --state (optimized, non-optimized, inaccessible, persistent-loss,\n" +
-			"change), sets one state; the target sends an ANA-change event to the hosts on that listener.",
+			"change), sets one state; the target sends an ANA-change event to the hosts on that listener.\n" +
+			"The request carries the target's control token: --control-token-file, or the target's --dir\n" +
+			"(its " + targetd.ControlTokenName + ").",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if control == "" {
 				return usageError{errors.New("--control is required")}
+			}
+			if tokenFile == "" && dir != "" {
+				tokenFile = filepath.Join(dir, targetd.ControlTokenName)
+			}
+			if tokenFile == "" {
+				return usageError{errors.New("--control-token-file or --dir is required (the target's control token)")}
 			}
 			token, err := config.ReadSecretFile("--control-token-file", tokenFile)
 			if err != nil {
@@ -104,6 +114,7 @@ func newTargetANAStateCmd() *cobra.Command {
 	}
 	c.Flags().StringVar(&control, "control", "", "address of the target's control API (its --control)")
 	c.Flags().StringVar(&tokenFile, "control-token-file", "", "file holding the target's control token (its --control-token-file)")
+	c.Flags().StringVar(&dir, "dir", "", "the target's --dir, whose "+targetd.ControlTokenName+" holds the token")
 	c.Flags().StringVar(&listener, "listener", "0", "listener index or address")
 	c.Flags().Uint32Var(&group, "group", 1, "ANA group ID")
 	c.Flags().StringVar(&state, "state", "", "new state; empty lists the states")
