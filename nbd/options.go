@@ -94,8 +94,11 @@ type Options struct {
 	PipelineSynchronous bool
 	// TLS, when set, offers NBD_OPT_STARTTLS with this configuration
 	// (certificates; ClientAuth and ClientCAs to require client
-	// certificates). Default nil: STARTTLS is answered
-	// NBD_REP_ERR_UNSUP.
+	// certificates). When it asks for client certificates and leaves
+	// MaxVersion zero, the server caps it at TLS 1.2, where GnuTLS
+	// clients (libnbd, qemu) send RSA client certificates, which they do
+	// not to Go in TLS 1.3 (see startTLSConfig). Default nil: STARTTLS is
+	// answered NBD_REP_ERR_UNSUP.
 	TLS *tls.Config
 	// RequireTLS refuses every option but STARTTLS and ABORT before TLS
 	// (NBD_REP_ERR_TLS_REQD; NBD_OPT_EXPORT_NAME closes the connection),
