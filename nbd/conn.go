@@ -119,12 +119,8 @@ func (c *conn) serve(ctx context.Context, st *session) error {
 	defer c.watchShutdown(ctx, ioCancel)()
 	if st == nil {
 		var err error
-		if st, err = c.negotiate(); err != nil {
-			if timedOut(err) && ctx.Err() == nil {
-				c.s.refuse(accept.RefusedHandshake)
-				return fmt.Errorf("no NBD handshake within %v of accept; dropped: %w", c.s.opts.HandshakeTimeout, err)
-			}
-			return c.cleanEnd(ctx, "handshake", err)
+		if st, err = c.handshake(ctx); err != nil || st == nil {
+			return err
 		}
 		c.nc.SetReadDeadline(time.Time{})
 		c.nc.SetWriteDeadline(time.Time{})
@@ -133,6 +129,30 @@ func (c *conn) serve(ctx context.Context, st *session) error {
 		}
 	}
 	return c.transmit(ctx, st)
+}
+
+// handshake runs the negotiation within the server's handshake budget
+// (Options.MaxHandshakesPerIP, MaxHandshakes). A nil session with a nil
+// error is a clean end.
+func (c *conn) handshake(ctx context.Context) (*session, error) {
+	h, refused := c.s.pending.Begin(c.nc)
+	if h == nil {
+		c.s.drop(refused, "nbd: refusing connection from %v: %d handshakes pending from its address, the most allowed", c.nc.RemoteAddr(), c.s.opts.MaxHandshakesPerIP)
+		return nil, fmt.Errorf("%d handshakes pending from its address: %w", c.s.opts.MaxHandshakesPerIP, errDropped)
+	}
+	st, err := c.negotiate()
+	if h.Done() {
+		c.s.drop(accept.RefusedHandshakeEvicted, "nbd: ended the handshake of %v, the oldest of %d pending, for a newer connection", c.nc.RemoteAddr(), c.s.opts.MaxHandshakes)
+		return nil, fmt.Errorf("handshake ended for a newer connection (%d pending, the most allowed): %w", c.s.opts.MaxHandshakes, errDropped)
+	}
+	if err == nil {
+		return st, nil
+	}
+	if timedOut(err) && ctx.Err() == nil {
+		c.s.refuse(accept.RefusedHandshake)
+		return nil, fmt.Errorf("no NBD handshake within %v of accept; dropped: %w", c.s.opts.HandshakeTimeout, err)
+	}
+	return nil, c.cleanEnd(ctx, "handshake", err)
 }
 
 // watchShutdown arranges that when ctx ends, reads stop at once and, after

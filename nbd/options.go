@@ -54,6 +54,20 @@ type Options struct {
 	// it. Default 32 (a quarter of MaxConnections' default; the kernel's nbd
 	// driver and nbdcopy use a few connections each); negative: no cap.
 	MaxConnectionsPerIP int
+	// MaxHandshakesPerIP caps the connections from one remote IP address
+	// still in the handshake (before NBD_OPT_GO or NBD_OPT_EXPORT_NAME
+	// succeeds, TLS included), server-wide; one beyond is closed at once,
+	// so that the few addresses of a flood of stalled handshakes hold few
+	// places until HandshakeTimeout. Unix socket peers are not capped by
+	// it. Default 8 (nbdcopy and nbd-client open 4 at most at once);
+	// negative: no cap.
+	MaxHandshakesPerIP int
+	// MaxHandshakes caps the connections in the handshake server-wide; a
+	// connection that finds it full ends the oldest handshake (a client's
+	// handshake takes milliseconds; the oldest has nearly always stalled)
+	// and takes its place. Default 64, half of MaxConnections' default, so
+	// that handshakes alone never fill it; negative: no cap.
+	MaxHandshakes int
 	// ShutdownGrace is how long Close lets in-flight requests run and their
 	// replies drain before cancelling their IO and closing sockets.
 	// Default 5 s.
@@ -121,6 +135,8 @@ const (
 	DefaultHandshakeTimeout = 30 * time.Second
 	DefaultMaxConnections   = 128
 	DefaultMaxConnsPerIP    = 32
+	DefaultMaxHandshakesIP  = 8
+	DefaultMaxHandshakes    = 64
 	DefaultShutdownGrace    = 5 * time.Second
 	DefaultLoopbackSendBuf  = 512 << 10
 	DefaultReplyBacklog     = 2 << 20
@@ -159,6 +175,12 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.MaxConnectionsPerIP == 0 {
 		o.MaxConnectionsPerIP = DefaultMaxConnsPerIP
+	}
+	if o.MaxHandshakesPerIP == 0 {
+		o.MaxHandshakesPerIP = DefaultMaxHandshakesIP
+	}
+	if o.MaxHandshakes == 0 {
+		o.MaxHandshakes = DefaultMaxHandshakes
 	}
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}

@@ -2,6 +2,7 @@ package nbd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -28,6 +29,10 @@ type Server struct {
 	// refused, by reason (RefusalReasons).
 	open      atomic.Int64
 	refusedBy map[string]*atomic.Uint64
+	// pending is the handshake budget; lastDropLog the time (Unix ns) of
+	// the last line logged for a dropped connection.
+	pending     *accept.Pending
+	lastDropLog atomic.Int64
 
 	mu      sync.Mutex
 	closed  bool               // REQUIRES: mu held
@@ -43,7 +48,8 @@ func NewServer(opts Options) (*Server, error) {
 		return nil, err
 	}
 	opts.TLS = startTLSConfig(opts.TLS)
-	s := &Server{opts: opts, exports: make(map[string]*export), defName: opts.DefaultExport, refusedBy: newRefusalCounts()}
+	s := &Server{opts: opts, exports: make(map[string]*export), defName: opts.DefaultExport, refusedBy: newRefusalCounts(),
+		pending: accept.NewPending(opts.MaxHandshakesPerIP, opts.MaxHandshakes)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	for name, e := range opts.Exports {
 		s.exports[name] = newExport(name, e, &s.bufs)
@@ -159,7 +165,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	o := accept.Options{MaxConns: max(s.opts.MaxConnections, 0), MaxConnsPerIP: max(s.opts.MaxConnectionsPerIP, 0),
 		Name: fmt.Sprintf("nbd: %v", l.Addr()), Logf: s.opts.Logf, Refused: s.refuse}
 	err := accept.Serve(ctx, l, o, func(nc net.Conn) {
-		if err := s.ServeConn(ctx, nc); err != nil {
+		if err := s.ServeConn(ctx, nc); err != nil && !errors.Is(err, errDropped) {
 			s.opts.Logf("nbd: connection from %v: %v", nc.RemoteAddr(), err)
 		}
 	})

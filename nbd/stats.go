@@ -1,7 +1,9 @@
 package nbd
 
 import (
+	"errors"
 	"sync/atomic"
+	"time"
 
 	"github.com/nvstripe/nvstripe/accept"
 )
@@ -17,10 +19,13 @@ type Stats struct {
 }
 
 // RefusalReasons lists every reason Stats.Refused counts, in a fixed order:
-// beyond Options.MaxConnections, beyond Options.MaxConnectionsPerIP, and no
-// handshake within Options.HandshakeTimeout.
+// beyond Options.MaxConnections, beyond Options.MaxConnectionsPerIP, no
+// handshake within Options.HandshakeTimeout, beyond
+// Options.MaxHandshakesPerIP, and the oldest handshake ended for a newer
+// connection at Options.MaxHandshakes.
 func RefusalReasons() []string {
-	return []string{accept.RefusedMaxConnections, accept.RefusedPerIP, accept.RefusedHandshake}
+	return []string{accept.RefusedMaxConnections, accept.RefusedPerIP, accept.RefusedHandshake,
+		accept.RefusedHandshakesPerIP, accept.RefusedHandshakeEvicted}
 }
 
 func newRefusalCounts() map[string]*atomic.Uint64 {
@@ -38,6 +43,22 @@ func (s *Server) refuse(reason string) {
 	}
 	if s.opts.Refused != nil {
 		s.opts.Refused(reason)
+	}
+}
+
+// errDropped marks the error of a connection dropped for a budget: it was
+// counted and logged (at most once a second) when dropped, so Serve does not
+// log it again.
+var errDropped = errors.New("nbd: connection dropped")
+
+// drop counts a connection dropped for reason and logs the line, unless a
+// line was logged less than a second ago: a flood does not flood the log.
+func (s *Server) drop(reason, format string, args ...any) {
+	s.refuse(reason)
+	now := time.Now().UnixNano()
+	last := s.lastDropLog.Load()
+	if now-last >= int64(time.Second) && s.lastDropLog.CompareAndSwap(last, now) {
+		s.opts.Logf(format+" (at most one such line a second; Stats counts them all)", args...)
 	}
 }
 
