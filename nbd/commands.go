@@ -77,7 +77,7 @@ func (c *conn) write(r *reply) error {
 		return err
 	}
 	err := c.exp.bio.WriteAt(c.ioCtx, *r.payload, int64(req.Offset), req.Flags&proto.CmdFlagFUA != 0)
-	c.s.bufs.put(r.payload)
+	c.putPayload(r.payload)
 	r.payload = nil
 	return err
 }

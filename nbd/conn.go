@@ -224,11 +224,19 @@ func (c *conn) transmit(ctx context.Context, st *session) error {
 
 // readRequest reads the next request (and a WRITE's payload) once the
 // in-flight budget has room for it. It returns errDisc at DISC, and a nil
-// job when it answered the request itself.
+// job when it answered the request itself. It waits for a request's first
+// byte for as long as the client likes; the rest must follow in time
+// (payload.go).
 func (c *conn) readRequest(ctx context.Context) (*job, error) {
 	var hdr [proto.RequestSize]byte
-	if _, err := io.ReadFull(c.br, hdr[:]); err != nil {
+	if _, err := c.br.Peek(1); err != nil {
 		return nil, fmt.Errorf("read request: %w", err)
+	}
+	done := c.expectBytes(ctx, len(hdr))
+	_, err := io.ReadFull(c.br, hdr[:])
+	done()
+	if err != nil {
+		return nil, c.requestTimedOut(ctx, "request header", len(hdr), err)
 	}
 	req, err := proto.ParseRequest(hdr[:])
 	if err != nil {
@@ -243,7 +251,7 @@ func (c *conn) readRequest(ctx context.Context) (*job, error) {
 	}
 	var payload *[]byte
 	if req.Type == proto.CmdWrite {
-		payload, err = c.readPayload(req, cost)
+		payload, err = c.readPayload(ctx, req, cost)
 		if err != nil {
 			c.budget.release(cost)
 			return nil, err
@@ -263,27 +271,37 @@ func (c *conn) cost(req proto.Request) int {
 	return 0
 }
 
-// readPayload reads a WRITE payload. An over-long payload up to the size
-// the protocol says not to treat as an attack is read, dropped and answered
-// with EINVAL (payload nil); a longer one ends the connection.
-func (c *conn) readPayload(req proto.Request, cost int) (*[]byte, error) {
+// readPayload reads a WRITE payload into memory of the server's payload
+// budget. An over-long payload up to the size the protocol says not to
+// treat as an attack is read, dropped and answered with EINVAL (payload
+// nil); a longer one ends the connection.
+func (c *conn) readPayload(ctx context.Context, req proto.Request, cost int) (*[]byte, error) {
 	n := int64(req.Length)
 	if n > int64(c.s.opts.MaxRequest) {
 		if n > int64(max(c.s.opts.MaxRequest, proto.DefaultMaxPayload)) {
 			return nil, fmt.Errorf("WRITE payload of %d bytes over the maximum %d", n, c.s.opts.MaxRequest)
 		}
-		if _, err := io.CopyN(io.Discard, c.br, n); err != nil {
-			return nil, fmt.Errorf("discard WRITE payload: %w", err)
+		done := c.expectBytes(ctx, int(n))
+		_, err := io.CopyN(io.Discard, c.br, n)
+		done()
+		if err != nil {
+			return nil, c.requestTimedOut(ctx, "discarded WRITE payload", int(n), err)
 		}
 		r := c.newReply(req, 0)
 		c.fail(r, reqErr(proto.EINVAL, "WRITE of %d bytes over the maximum payload %d", n, c.s.opts.MaxRequest))
 		c.send(r)
 		return nil, nil
 	}
-	p := c.s.bufs.get(cost)
-	if _, err := io.ReadFull(c.br, *p); err != nil {
-		c.s.bufs.put(p)
-		return nil, fmt.Errorf("read WRITE payload: %w", err)
+	p, err := c.getPayload(ctx, cost)
+	if err != nil {
+		return nil, err
+	}
+	done := c.expectBytes(ctx, cost)
+	_, err = io.ReadFull(c.br, *p)
+	done()
+	if err != nil {
+		c.putPayload(p)
+		return nil, c.requestTimedOut(ctx, "WRITE payload", cost, err)
 	}
 	return p, nil
 }

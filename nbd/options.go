@@ -54,6 +54,26 @@ type Options struct {
 	// it. Default 32 (a quarter of MaxConnections' default; the kernel's nbd
 	// driver and nbdcopy use a few connections each); negative: no cap.
 	MaxConnectionsPerIP int
+	// RequestTimeout bounds the arrival of a request once its first byte
+	// has come: the rest of its header within RequestTimeout, a WRITE's
+	// payload within RequestTimeout plus its length at MinPayloadRate (from
+	// when the server is ready to read it), and it is how long a WRITE
+	// waits for payload memory (MaxPayloadMemory). A connection that misses
+	// it is dropped. Between requests a connection may stay idle for as
+	// long as the client likes (the kernel's nbd driver does). Default
+	// 20 s; negative: no deadline (the memory wait stays bounded by 20 s).
+	RequestTimeout time.Duration
+	// MinPayloadRate is the slowest a WRITE payload may arrive, in bytes
+	// per second, on top of RequestTimeout: a 32 MiB payload gets 20 s +
+	// 32 s by default. Default 1 MiB/s; negative: RequestTimeout alone.
+	MinPayloadRate int
+	// MaxPayloadMemory bounds the bytes of WRITE payloads held at once by
+	// all connections of the server, from before a payload is read until
+	// its write is done: slow senders on many connections cannot grow the
+	// process. A WRITE that finds no room waits up to RequestTimeout, then
+	// its connection is dropped. At least MaxRequest. Default 256 MiB (or
+	// MaxRequest when larger); negative: no bound.
+	MaxPayloadMemory int
 	// MaxHandshakesPerIP caps the connections from one remote IP address
 	// still in the handshake (before NBD_OPT_GO or NBD_OPT_EXPORT_NAME
 	// succeeds, TLS included), server-wide; one beyond is closed at once,
@@ -135,6 +155,9 @@ const (
 	DefaultHandshakeTimeout = 30 * time.Second
 	DefaultMaxConnections   = 128
 	DefaultMaxConnsPerIP    = 32
+	DefaultRequestTimeout   = 20 * time.Second
+	DefaultMinPayloadRate   = 1 << 20
+	DefaultMaxPayloadMemory = 256 << 20
 	DefaultMaxHandshakesIP  = 8
 	DefaultMaxHandshakes    = 64
 	DefaultShutdownGrace    = 5 * time.Second
@@ -176,6 +199,15 @@ func (o *Options) EnsureDefaults() {
 	if o.MaxConnectionsPerIP == 0 {
 		o.MaxConnectionsPerIP = DefaultMaxConnsPerIP
 	}
+	if o.RequestTimeout == 0 {
+		o.RequestTimeout = DefaultRequestTimeout
+	}
+	if o.MinPayloadRate == 0 {
+		o.MinPayloadRate = DefaultMinPayloadRate
+	}
+	if o.MaxPayloadMemory == 0 {
+		o.MaxPayloadMemory = max(DefaultMaxPayloadMemory, o.MaxRequest)
+	}
 	if o.MaxHandshakesPerIP == 0 {
 		o.MaxHandshakesPerIP = DefaultMaxHandshakesIP
 	}
@@ -194,6 +226,9 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxInFlight < 1 || o.MaxInFlightBytes < 1 {
 		return fmt.Errorf("nbd: MaxInFlight %d and MaxInFlightBytes %d must be positive: %w", o.MaxInFlight, o.MaxInFlightBytes, blockdev.ErrInvalid)
+	}
+	if o.MaxPayloadMemory > 0 && o.MaxPayloadMemory < o.MaxRequest {
+		return fmt.Errorf("nbd: MaxPayloadMemory %d is below MaxRequest %d: %w", o.MaxPayloadMemory, o.MaxRequest, blockdev.ErrInvalid)
 	}
 	if o.RequireTLS && o.TLS == nil {
 		return fmt.Errorf("nbd: RequireTLS without a TLS configuration: %w", blockdev.ErrInvalid)

@@ -36,7 +36,7 @@ func (c *conn) newReply(req proto.Request, cost int) *reply {
 func (c *conn) release(r *reply) {
 	c.budget.release(r.cost)
 	if r.payload != nil {
-		c.s.bufs.put(r.payload)
+		c.putPayload(r.payload)
 	}
 	if r.buf != nil {
 		c.s.bufs.put(r.buf)

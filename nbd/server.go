@@ -33,6 +33,8 @@ type Server struct {
 	// the last line logged for a dropped connection.
 	pending     *accept.Pending
 	lastDropLog atomic.Int64
+	// payloadMem bounds the WRITE payloads held (MaxPayloadMemory).
+	payloadMem *memBudget
 
 	mu      sync.Mutex
 	closed  bool               // REQUIRES: mu held
@@ -49,7 +51,7 @@ func NewServer(opts Options) (*Server, error) {
 	}
 	opts.TLS = startTLSConfig(opts.TLS)
 	s := &Server{opts: opts, exports: make(map[string]*export), defName: opts.DefaultExport, refusedBy: newRefusalCounts(),
-		pending: accept.NewPending(opts.MaxHandshakesPerIP, opts.MaxHandshakes)}
+		pending: accept.NewPending(opts.MaxHandshakesPerIP, opts.MaxHandshakes), payloadMem: newMemBudget(int64(max(opts.MaxPayloadMemory, 0)))}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	for name, e := range opts.Exports {
 		s.exports[name] = newExport(name, e, &s.bufs)

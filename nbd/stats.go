@@ -16,16 +16,23 @@ type Stats struct {
 	// Refused counts the connections refused since NewServer, by reason
 	// (every one of RefusalReasons, zeroes included).
 	Refused map[string]uint64 `json:"refused"`
+	// PayloadBytes are the bytes of WRITE payloads held now (being
+	// received or written), PayloadBytesPeak the most held at once since
+	// NewServer; both stay within Options.MaxPayloadMemory.
+	PayloadBytes     int64 `json:"payload_bytes"`
+	PayloadBytesPeak int64 `json:"payload_bytes_peak"`
 }
 
 // RefusalReasons lists every reason Stats.Refused counts, in a fixed order:
 // beyond Options.MaxConnections, beyond Options.MaxConnectionsPerIP, no
 // handshake within Options.HandshakeTimeout, beyond
-// Options.MaxHandshakesPerIP, and the oldest handshake ended for a newer
-// connection at Options.MaxHandshakes.
+// Options.MaxHandshakesPerIP, the oldest handshake ended for a newer
+// connection at Options.MaxHandshakes, and, in transmission, a request not
+// received within Options.RequestTimeout (and MinPayloadRate) and a WRITE
+// without payload memory (Options.MaxPayloadMemory) for as long.
 func RefusalReasons() []string {
 	return []string{accept.RefusedMaxConnections, accept.RefusedPerIP, accept.RefusedHandshake,
-		accept.RefusedHandshakesPerIP, accept.RefusedHandshakeEvicted}
+		accept.RefusedHandshakesPerIP, accept.RefusedHandshakeEvicted, DroppedRequestTimeout, DroppedPayloadMemory}
 }
 
 func newRefusalCounts() map[string]*atomic.Uint64 {
@@ -66,6 +73,7 @@ func (s *Server) drop(reason, format string, args ...any) {
 // connections.
 func (s *Server) Stats() Stats {
 	st := Stats{Connections: int(s.open.Load()), Refused: map[string]uint64{}}
+	st.PayloadBytes, st.PayloadBytesPeak = s.payloadMem.usage()
 	for r, c := range s.refusedBy {
 		st.Refused[r] = c.Load()
 	}
