@@ -53,6 +53,7 @@ type conn struct {
 
 	rmu      sync.Mutex // the reader's turn: its holder reads the next request
 	stopped  bool       // reading has ended; REQUIRES: rmu held
+	deadline bool       // a request's read deadline is set (payload.go); REQUIRES: rmu held
 	readErr  error      // why; REQUIRES: rmu held to write, workers done to read
 	nworkers int        // REQUIRES: rmu held
 }
@@ -229,13 +230,11 @@ func (c *conn) transmit(ctx context.Context, st *session) error {
 // (payload.go).
 func (c *conn) readRequest(ctx context.Context) (*job, error) {
 	var hdr [proto.RequestSize]byte
-	if _, err := c.br.Peek(1); err != nil {
+	if err := c.idleWait(ctx); err != nil {
 		return nil, fmt.Errorf("read request: %w", err)
 	}
-	done := c.expectBytes(ctx, len(hdr))
-	_, err := io.ReadFull(c.br, hdr[:])
-	done()
-	if err != nil {
+	c.expectBytes(ctx, len(hdr))
+	if _, err := io.ReadFull(c.br, hdr[:]); err != nil {
 		return nil, c.requestTimedOut(ctx, "request header", len(hdr), err)
 	}
 	req, err := proto.ParseRequest(hdr[:])
@@ -281,10 +280,8 @@ func (c *conn) readPayload(ctx context.Context, req proto.Request, cost int) (*[
 		if n > int64(max(c.s.opts.MaxRequest, proto.DefaultMaxPayload)) {
 			return nil, fmt.Errorf("WRITE payload of %d bytes over the maximum %d", n, c.s.opts.MaxRequest)
 		}
-		done := c.expectBytes(ctx, int(n))
-		_, err := io.CopyN(io.Discard, c.br, n)
-		done()
-		if err != nil {
+		c.expectBytes(ctx, int(n))
+		if _, err := io.CopyN(io.Discard, c.br, n); err != nil {
 			return nil, c.requestTimedOut(ctx, "discarded WRITE payload", int(n), err)
 		}
 		r := c.newReply(req, 0)
@@ -296,10 +293,8 @@ func (c *conn) readPayload(ctx context.Context, req proto.Request, cost int) (*[
 	if err != nil {
 		return nil, err
 	}
-	done := c.expectBytes(ctx, cost)
-	_, err = io.ReadFull(c.br, *p)
-	done()
-	if err != nil {
+	c.expectBytes(ctx, cost)
+	if _, err := io.ReadFull(c.br, *p); err != nil {
 		c.putPayload(p)
 		return nil, c.requestTimedOut(ctx, "WRITE payload", cost, err)
 	}

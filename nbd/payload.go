@@ -125,17 +125,32 @@ func (c *conn) putPayload(p *[]byte) {
 
 // expectBytes bounds the wait for the next n bytes of a request: when
 // fewer are buffered, the socket's read deadline is set to RequestTimeout
-// plus n at MinPayloadRate from now, and the returned function clears it.
-func (c *conn) expectBytes(ctx context.Context, n int) (clear func()) {
+// plus n at MinPayloadRate from now. The deadline is left in place
+// afterwards (reads of bytes already buffered do not look at it, and a
+// wait for more sets a new one) until idleWait clears it: half the
+// deadline changes of setting and clearing one around every read.
+// REQUIRES: the reader's turn.
+func (c *conn) expectBytes(ctx context.Context, n int) {
 	if c.br.Buffered() >= n || c.s.opts.RequestTimeout < 0 {
-		return func() {}
+		return
 	}
 	d := c.s.opts.RequestTimeout
 	if r := c.s.opts.MinPayloadRate; r > 0 {
 		d += time.Duration(float64(n) / float64(r) * float64(time.Second))
 	}
 	c.setReadDeadline(ctx, time.Now().Add(d))
-	return func() { c.setReadDeadline(ctx, time.Time{}) }
+	c.deadline = true
+}
+
+// idleWait waits, with no deadline, for the first byte of the next
+// request. REQUIRES: the reader's turn.
+func (c *conn) idleWait(ctx context.Context) error {
+	if c.br.Buffered() == 0 && c.deadline {
+		c.setReadDeadline(ctx, time.Time{})
+		c.deadline = false
+	}
+	_, err := c.br.Peek(1)
+	return err
 }
 
 // setReadDeadline sets the socket's read deadline, unless a shutdown or the
