@@ -47,7 +47,9 @@ func TestMapHandshakeFlood(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errb syncBuffer
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, []string{"map", "v", "--nbd-listen", "127.0.0.1:0", "--etcd", ep}, &out, &errb) }()
+	go func() {
+		done <- Run(ctx, []string{"map", "v", "--nbd-listen", "127.0.0.1:0", "--etcd", ep}, &out, &errb)
+	}()
 	waitOutput(t, &out, done, "serving: nbd://")
 	nbdAddr := regexp.MustCompile(`serving: nbd://([^/]+)/`).FindStringSubmatch(out.String())[1]
 	for i := range 500 {
