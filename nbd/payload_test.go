@@ -37,7 +37,7 @@ func trickle(nc net.Conn, stop <-chan struct{}) {
 func TestSlowPayloadWriters(t *testing.T) {
 	const maxReq, conns = 1 << 20, 32
 	m := newMem(t, 4<<20, 512)
-	s, addr := serve(t, Options{MaxRequest: maxReq, MaxPayloadMemory: 4 * maxReq, RequestTimeout: 200 * time.Millisecond,
+	s, addr := serve(t, Options{MaxRequest: maxReq, MaxPayloadMemory: 4 * maxReq, RequestTimeout: time.Second,
 		MinPayloadRate: 16 << 20, Logf: func(string, ...any) {}, Exports: map[string]Export{"mem": {Device: m}}}, "tcp")
 	var slow []*rawClient
 	for i := range conns {
@@ -82,10 +82,10 @@ func TestSlowPayloadWriters(t *testing.T) {
 // dropped and counted.
 func TestIdleBetweenRequests(t *testing.T) {
 	m := newMem(t, 1<<20, 512)
-	s, addr := serve(t, Options{RequestTimeout: 50 * time.Millisecond, Exports: map[string]Export{"mem": {Device: m}}}, "tcp")
+	s, addr := serve(t, Options{RequestTimeout: 300 * time.Millisecond, Exports: map[string]Export{"mem": {Device: m}}}, "tcp")
 	rc := dialRaw(t, "tcp", addr, fixedNoZeroes)
 	rc.goExport("mem", false)
-	time.Sleep(200 * time.Millisecond) // idle: 4 x RequestTimeout
+	time.Sleep(time.Second) // idle: over 3 x RequestTimeout
 	data := pattern(4096, 5)
 	msg := append(proto.AppendRequest(nil, proto.Request{Type: proto.CmdWrite, Cookie: 1, Length: 4096}), data...)
 	rc.write(msg[:10])
@@ -93,7 +93,7 @@ func TestIdleBetweenRequests(t *testing.T) {
 	if e, cookie, _ := rc.simple(0); e != 0 || cookie != 1 {
 		t.Fatalf("write after idling: errno %v, cookie %d", e, cookie)
 	}
-	time.Sleep(200 * time.Millisecond)
+	time.Sleep(time.Second)
 	rc.send(proto.Request{Type: proto.CmdRead, Cookie: 2, Length: 4096}, nil)
 	if e, _, got := rc.simple(4096); e != 0 || !bytes.Equal(got, data) {
 		t.Fatalf("read after idling: errno %v, equal %t", e, bytes.Equal(got, data))
