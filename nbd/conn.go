@@ -295,7 +295,7 @@ func (c *conn) readPayload(ctx context.Context, req proto.Request, cost int) (*[
 	}
 	c.expectBytes(ctx, cost)
 	if _, err := io.ReadFull(c.br, *p); err != nil {
-		c.putPayload(p)
+		c.putBuf(p)
 		return nil, c.requestTimedOut(ctx, "WRITE payload", cost, err)
 	}
 	return p, nil

@@ -25,8 +25,9 @@
 // Options.MaxHandshakes full ends the oldest handshake (accept.Pending). In
 // transmission a connection may idle between requests without limit, but a
 // request that has begun must arrive within Options.RequestTimeout (plus
-// its payload at Options.MinPayloadRate), and the WRITE payloads held at
-// once by all connections stay within Options.MaxPayloadMemory (payload.go).
+// its payload at Options.MinPayloadRate), replies must leave as promptly,
+// and the WRITE payloads and READ data held at once by all connections
+// stay within Options.MaxPayloadMemory (payload.go).
 // Stats counts the refused and dropped connections by reason, and
 // Options.Refused hears of each.
 //

@@ -58,21 +58,26 @@ type Options struct {
 	// has come: the rest of its header within RequestTimeout, a WRITE's
 	// payload within RequestTimeout plus its length at MinPayloadRate (from
 	// when the server is ready to read it), and it is how long a WRITE
-	// waits for payload memory (MaxPayloadMemory). A connection that misses
-	// it is dropped. Between requests a connection may stay idle for as
-	// long as the client likes (the kernel's nbd driver does). Default
-	// 20 s; negative: no deadline (the memory wait stays bounded by 20 s).
+	// waits for payload memory (MaxPayloadMemory). Replies, the other way,
+	// must leave within at least RequestTimeout/2 (at most RequestTimeout)
+	// plus their length at MinPayloadRate. A connection that misses either
+	// is dropped. Between requests a connection may stay idle for as long
+	// as the client likes (the kernel's nbd driver does). Default 20 s;
+	// negative: no deadline (the memory wait stays bounded by 20 s).
 	RequestTimeout time.Duration
-	// MinPayloadRate is the slowest a WRITE payload may arrive, in bytes
-	// per second, on top of RequestTimeout: a 32 MiB payload gets 20 s +
-	// 32 s by default. Default 1 MiB/s; negative: RequestTimeout alone.
+	// MinPayloadRate is the slowest a WRITE payload may arrive, or a reply
+	// leave, in bytes per second, on top of RequestTimeout: a 32 MiB
+	// payload gets 20 s + 32 s by default. Default 1 MiB/s; negative:
+	// RequestTimeout alone.
 	MinPayloadRate int
-	// MaxPayloadMemory bounds the bytes of WRITE payloads held at once by
-	// all connections of the server, from before a payload is read until
-	// its write is done: slow senders on many connections cannot grow the
-	// process. A WRITE that finds no room waits up to RequestTimeout, then
-	// its connection is dropped. At least MaxRequest. Default 256 MiB (or
-	// MaxRequest when larger); negative: no bound.
+	// MaxPayloadMemory bounds the bytes of request data held at once by
+	// all connections of the server: WRITE payloads from before they are
+	// read until their write is done, READ data from before the device
+	// fills it until the reply is written. Slow senders (or readers) on
+	// many connections cannot grow the process. A WRITE that finds no room
+	// waits up to RequestTimeout, then its connection is dropped; a READ
+	// waits as long, then is answered ENOMEM. At least MaxRequest. Default
+	// 256 MiB (or MaxRequest when larger); negative: no bound.
 	MaxPayloadMemory int
 	// MaxHandshakesPerIP caps the connections from one remote IP address
 	// still in the handshake (before NBD_OPT_GO or NBD_OPT_EXPORT_NAME

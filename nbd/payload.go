@@ -6,15 +6,18 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/nvstripe/nvstripe/nbd/proto"
 )
 
 // Reasons Stats.Refused counts for connections dropped in transmission: a
 // request whose header and payload did not arrive in time (RequestTimeout,
-// MinPayloadRate), and a WRITE that waited RequestTimeout for payload
-// memory (MaxPayloadMemory).
+// MinPayloadRate), a WRITE that waited RequestTimeout for payload memory
+// (MaxPayloadMemory), and replies the client did not take in time.
 const (
 	DroppedRequestTimeout = "request_timeout"
 	DroppedPayloadMemory  = "payload_memory"
+	DroppedReplyTimeout   = "reply_timeout"
 )
 
 // A client may keep a connection idle between requests for as long as it
@@ -27,13 +30,21 @@ const (
 // connection's reading) up to RequestTimeout, then the connection is
 // dropped. So slow senders on many connections cannot hold memory without
 // bound, nor for long.
+//
+// The same holds for READ data, the other way: the buffer of a READ counts
+// in MaxPayloadMemory from before the device fills it until its reply is
+// written (a READ that finds no room for RequestTimeout is answered
+// ENOMEM), and replies must leave within RequestTimeout plus their length
+// at MinPayloadRate: a client that sends READs and stops reading the
+// replies is dropped, and the memory goes back.
 
 // errPayloadMemory ends a connection whose WRITE found no payload memory.
 var errPayloadMemory = errors.New("no payload memory (MaxPayloadMemory) within the request timeout")
 
-// memBudget bounds the bytes of WRITE payload buffers held at once by a
-// server's connections, from before the payload is read until its write is
-// done. It is safe for concurrent use.
+// memBudget bounds the bytes of request data held at once by a server's
+// connections: WRITE payloads from before they are read until their write
+// is done, READ data from before the device fills it until the reply is
+// written. It is safe for concurrent use.
 type memBudget struct {
 	max int64 // 0: no bound
 
@@ -116,8 +127,24 @@ func (c *conn) getPayload(ctx context.Context, n int) (*[]byte, error) {
 	return c.s.bufs.get(n), nil
 }
 
-// putPayload returns a WRITE payload buffer and its memory.
-func (c *conn) putPayload(p *[]byte) {
+// getReadBuf returns a buffer for a READ of n bytes once the server's
+// payload memory has room for it, or the error to answer the READ with.
+func (c *conn) getReadBuf(n int) (*[]byte, error) {
+	wait := c.s.opts.RequestTimeout
+	if wait < 0 {
+		wait = DefaultRequestTimeout
+	}
+	if err := c.s.payloadMem.acquire(c.ioCtx, c.ioCtx.Done(), int64(n), wait); err != nil {
+		if errors.Is(err, errPayloadMemory) {
+			return nil, reqErr(proto.ENOMEM, "no memory for a READ of %d bytes within %v", n, wait)
+		}
+		return nil, err
+	}
+	return c.s.bufs.get(n), nil
+}
+
+// putBuf returns a WRITE payload or READ data buffer and its memory.
+func (c *conn) putBuf(p *[]byte) {
 	n := len(*p)
 	c.s.bufs.put(p)
 	c.s.payloadMem.release(int64(n))
@@ -134,11 +161,7 @@ func (c *conn) expectBytes(ctx context.Context, n int) {
 	if c.br.Buffered() >= n || c.s.opts.RequestTimeout < 0 {
 		return
 	}
-	d := c.s.opts.RequestTimeout
-	if r := c.s.opts.MinPayloadRate; r > 0 {
-		d += time.Duration(float64(n) / float64(r) * float64(time.Second))
-	}
-	c.setReadDeadline(ctx, time.Now().Add(d))
+	c.setReadDeadline(ctx, time.Now().Add(c.s.opts.RequestTimeout+c.atMinRate(n)))
 	c.deadline = true
 }
 
@@ -173,4 +196,38 @@ func (c *conn) requestTimedOut(ctx context.Context, what string, n int, err erro
 	c.s.drop(DroppedRequestTimeout, "nbd: dropping %v: %s of %d bytes not received in time", c.nc.RemoteAddr(), what, n)
 	return fmt.Errorf("%s of %d bytes not received within %v plus its length at %d bytes/s: %w: %w",
 		what, n, c.s.opts.RequestTimeout, c.s.opts.MinPayloadRate, err, errDropped)
+}
+
+// atMinRate is how long n bytes take at MinPayloadRate (0 without one).
+func (c *conn) atMinRate(n int) time.Duration {
+	r := c.s.opts.MinPayloadRate
+	if r <= 0 {
+		return 0
+	}
+	return time.Duration(float64(n) / float64(r) * float64(time.Second))
+}
+
+// replyDeadline makes sure the socket's write deadline leaves the next n
+// reply bytes at least RequestTimeout/2 plus n at MinPayloadRate, setting
+// it to RequestTimeout plus that when it leaves less: under steady traffic
+// the deadline changes at most every RequestTimeout/2, for a clock read
+// per batch. Only the writer calls it.
+func (c *conn) replyDeadline(n int) {
+	if c.s.opts.RequestTimeout < 0 {
+		return
+	}
+	now, need := time.Now(), c.atMinRate(n)
+	if c.tx.until.After(now.Add(c.s.opts.RequestTimeout/2 + need)) {
+		return
+	}
+	c.tx.until = now.Add(c.s.opts.RequestTimeout + need)
+	c.nc.SetWriteDeadline(c.tx.until)
+}
+
+// replyTimedOut counts a connection whose replies missed their deadline
+// (err is the failed write's error).
+func (c *conn) replyTimedOut(err error) {
+	if timedOut(err) {
+		c.s.drop(DroppedReplyTimeout, "nbd: dropping %v: its replies were not taken within %v plus their length at %d bytes/s", c.nc.RemoteAddr(), c.s.opts.RequestTimeout, c.s.opts.MinPayloadRate)
+	}
 }

@@ -104,3 +104,36 @@ func TestIdleBetweenRequests(t *testing.T) {
 		t.Fatalf("%d connections counted for %s, want 1", n, DroppedRequestTimeout)
 	}
 }
+
+// TestSlowReaders: 8 connections from 127.0.0.2..5 each send four
+// maximum-size READs and never read a reply. Each used to pin a reply's
+// data for as long as it stayed connected (32 MiB a connection at the
+// defaults). Now the data held stays within MaxPayloadMemory, the
+// connections whose replies stall are dropped and counted, and all the
+// memory goes back.
+func TestSlowReaders(t *testing.T) {
+	const maxReq, conns = 4 << 20, 8
+	m := newMem(t, 8<<20, 512)
+	s, addr := serve(t, Options{MaxRequest: maxReq, MaxPayloadMemory: 2 * maxReq, RequestTimeout: time.Second,
+		MinPayloadRate: 16 << 20, LoopbackSendBuffer: 64 << 10, Logf: func(string, ...any) {},
+		Exports: map[string]Export{"mem": {Device: m}}}, "tcp")
+	for i := range conns {
+		rc := dialRawFrom(t, fmt.Sprintf("127.0.0.%d", 2+i%4), addr, fixedNoZeroes)
+		rc.c.(*net.TCPConn).SetReadBuffer(4 << 10)
+		rc.goExport("mem", false)
+		for j := range 4 {
+			rc.send(proto.Request{Type: proto.CmdRead, Cookie: uint64(j), Length: maxReq}, nil)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second) // a guard against a hang, not a timing
+	for s.Stats().PayloadBytes != 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	st := s.Stats()
+	if st.PayloadBytes != 0 || st.PayloadBytesPeak == 0 || st.PayloadBytesPeak > 2*maxReq {
+		t.Fatalf("read data: %d bytes held (want 0), peak %d (want 1..%d)", st.PayloadBytes, st.PayloadBytesPeak, 2*maxReq)
+	}
+	if st.Refused[DroppedReplyTimeout] == 0 {
+		t.Fatalf("stats %+v: no connection dropped for %s", st, DroppedReplyTimeout)
+	}
+}

@@ -16,9 +16,10 @@ type Stats struct {
 	// Refused counts the connections refused since NewServer, by reason
 	// (every one of RefusalReasons, zeroes included).
 	Refused map[string]uint64 `json:"refused"`
-	// PayloadBytes are the bytes of WRITE payloads held now (being
-	// received or written), PayloadBytesPeak the most held at once since
-	// NewServer; both stay within Options.MaxPayloadMemory.
+	// PayloadBytes are the bytes of request data held now (WRITE
+	// payloads being received or written, READ data being read or sent),
+	// PayloadBytesPeak the most held at once since NewServer; both stay
+	// within Options.MaxPayloadMemory.
 	PayloadBytes     int64 `json:"payload_bytes"`
 	PayloadBytesPeak int64 `json:"payload_bytes_peak"`
 }
@@ -28,11 +29,13 @@ type Stats struct {
 // handshake within Options.HandshakeTimeout, beyond
 // Options.MaxHandshakesPerIP, the oldest handshake ended for a newer
 // connection at Options.MaxHandshakes, and, in transmission, a request not
-// received within Options.RequestTimeout (and MinPayloadRate) and a WRITE
-// without payload memory (Options.MaxPayloadMemory) for as long.
+// received within Options.RequestTimeout (and MinPayloadRate), a WRITE
+// without payload memory (Options.MaxPayloadMemory) for as long, and
+// replies not taken in time.
 func RefusalReasons() []string {
 	return []string{accept.RefusedMaxConnections, accept.RefusedPerIP, accept.RefusedHandshake,
-		accept.RefusedHandshakesPerIP, accept.RefusedHandshakeEvicted, DroppedRequestTimeout, DroppedPayloadMemory}
+		accept.RefusedHandshakesPerIP, accept.RefusedHandshakeEvicted, DroppedRequestTimeout, DroppedPayloadMemory,
+		DroppedReplyTimeout}
 }
 
 func newRefusalCounts() map[string]*atomic.Uint64 {
