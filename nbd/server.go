@@ -33,7 +33,7 @@ type Server struct {
 	// the last line logged for a dropped connection.
 	pending     *accept.Pending
 	lastDropLog atomic.Int64
-	// payloadMem bounds the WRITE payloads held (MaxPayloadMemory).
+	// payloadMem bounds the request data held (MaxPayloadMemory).
 	payloadMem *memBudget
 
 	mu      sync.Mutex
