@@ -26,13 +26,20 @@ const (
 type Pending struct {
 	max, maxPerIP int // 0 or less: no cap
 	mu            sync.Mutex
-	byIP          map[string][]net.Conn // oldest first
+	byIP          map[string][]pendingConn // oldest first
 	n             int
+	seq           uint64 // counts Adds: the age of a handshake
+}
+
+// pendingConn is a counted handshake and when it was counted.
+type pendingConn struct {
+	nc  net.Conn
+	seq uint64
 }
 
 // NewPending returns a Pending with the given caps (0 or less: none).
 func NewPending(max, maxPerIP int) *Pending {
-	return &Pending{max: max, maxPerIP: maxPerIP, byIP: map[string][]net.Conn{}}
+	return &Pending{max: max, maxPerIP: maxPerIP, byIP: map[string][]pendingConn{}}
 }
 
 // Add counts nc as a handshake under way. It returns "" when nc is
@@ -51,43 +58,50 @@ func (p *Pending) Add(nc net.Conn) (refused string, evicted bool) {
 		if len(p.byIP[ip]) >= len(p.byIP[busiest]) {
 			return RefusedPending, false
 		}
-		old := p.byIP[busiest][0]
+		old := p.byIP[busiest][0].nc
 		p.removeLocked(busiest, old)
 		old.Close()
 		evicted = true
 	}
-	p.byIP[ip] = append(p.byIP[ip], nc)
+	p.seq++
+	p.byIP[ip] = append(p.byIP[ip], pendingConn{nc, p.seq})
 	p.n++
 	return "", evicted
 }
 
-// Done uncounts nc: its handshake finished, or it ended. Calling it again,
-// or for a connection never counted, does nothing.
-func (p *Pending) Done(nc net.Conn) {
+// Done uncounts nc: its handshake finished, or it ended. It reports
+// whether nc was still counted: false when it was evicted (or never
+// counted, or Done already ran), so a server can tell an eviction from
+// a client's own failure. Calling it again does nothing.
+func (p *Pending) Done(nc net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.removeLocked(remoteIP(nc), nc)
+	return p.removeLocked(remoteIP(nc), nc)
 }
 
-// busiestLocked is the address with the most handshakes under way.
+// busiestLocked is the address with the most handshakes under way; of
+// addresses with as many, the one with the oldest handshake.
 // REQUIRES: p.mu held.
 func (p *Pending) busiestLocked() string {
 	var best string
 	for ip, cs := range p.byIP {
-		if len(cs) > len(p.byIP[best]) {
+		bs := p.byIP[best]
+		if len(cs) > len(bs) || len(cs) == len(bs) && len(cs) > 0 && cs[0].seq < bs[0].seq {
 			best = ip
 		}
 	}
 	return best
 }
 
-// removeLocked uncounts nc of ip, if counted. REQUIRES: p.mu held.
-func (p *Pending) removeLocked(ip string, nc net.Conn) {
+// removeLocked uncounts nc of ip and reports whether it was counted.
+// REQUIRES: p.mu held.
+func (p *Pending) removeLocked(ip string, nc net.Conn) (found bool) {
 	cs := p.byIP[ip]
 	for i, c := range cs {
-		if c == nc {
+		if c.nc == nc {
 			cs = append(cs[:i:i], cs[i+1:]...)
 			p.n--
+			found = true
 			break
 		}
 	}
@@ -96,4 +110,5 @@ func (p *Pending) removeLocked(ip string, nc net.Conn) {
 	} else {
 		p.byIP[ip] = cs
 	}
+	return found
 }

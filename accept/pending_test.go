@@ -2,9 +2,11 @@ package accept
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"testing"
+	"time"
 )
 
 // fromConn is one end of a net.Pipe that says it comes from ip.
@@ -71,12 +73,40 @@ func TestPending(t *testing.T) {
 			t.Fatalf("third from .2, the busiest, with the total full: %q, want %q", r, RefusedPending)
 		}
 	}
-	p.Done(third)
-	p.Done(third)
-	p.Done(flood[0]) // evicted already
+	if !p.Done(third) || p.Done(third) {
+		t.Fatal("Done: want true once for a counted handshake, then false")
+	}
+	if p.Done(flood[0]) {
+		t.Fatal("Done of an evicted handshake said it was still counted")
+	}
 	if late, _ := pipeFrom(t, "10.0.0.4"); true {
 		if r, ev := p.Add(late); r != "" || ev {
 			t.Fatalf("after Done: refused %q evicted %t, want a free slot", r, ev)
+		}
+	}
+}
+
+// TestPendingEvictsOldestOfTied: with every address holding as many
+// handshakes, the one evicted for a newcomer is the oldest of them all,
+// whatever order the addresses sit in the map.
+func TestPendingEvictsOldestOfTied(t *testing.T) {
+	for round := range 20 {
+		p := NewPending(4, 0)
+		var peers []net.Conn
+		for i := range 4 {
+			nc, peer := pipeFrom(t, fmt.Sprintf("10.0.%d.%d", round, i+1))
+			if r, _ := p.Add(nc); r != "" {
+				t.Fatalf("handshake %d refused: %q", i, r)
+			}
+			peers = append(peers, peer)
+		}
+		nc, _ := pipeFrom(t, "10.1.0.1")
+		if r, ev := p.Add(nc); r != "" || !ev {
+			t.Fatalf("newcomer: refused %q evicted %t", r, ev)
+		}
+		peers[0].SetReadDeadline(time.Now().Add(5 * time.Second)) // a wrong eviction must fail, not hang
+		if !closed(peers[0]) {
+			t.Fatalf("round %d: the oldest handshake was not the one evicted", round)
 		}
 	}
 }

@@ -10,10 +10,11 @@ import (
 	"github.com/nvstripe/nvstripe/accept"
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/nbd"
+	"github.com/nvstripe/nvstripe/nbd/nbdtest"
 	"github.com/nvstripe/nvstripe/nbd/proto"
 )
 
-// TestNBDRefusalsCounted: a mapping's NBD listener greets
+// TestNBDRefusalsCounted: a mapping's NBD listener serves
 // nbd.DefaultMaxConnsPerIP connections from 127.0.0.1, closes the next one
 // unanswered, and the agent's metrics count it under the volume and the
 // reason.
@@ -38,12 +39,12 @@ func TestNBDRefusalsCounted(t *testing.T) {
 		n, _ := io.ReadFull(nc, make([]byte, proto.GreetingSize))
 		return nc, n
 	}
-	for i := range nbd.DefaultMaxConnsPerIP {
-		nc, n := dial()
-		defer nc.Close()
-		if n != proto.GreetingSize {
-			t.Fatalf("connection %d within the cap got %d bytes of greeting", i+1, n)
+	for i := range nbd.DefaultMaxConnsPerIP { // past the handshake: MaxHandshakesPerIP is lower
+		c, err := nbdtest.Dial(t.Context(), "tcp", f.where(), "")
+		if err != nil {
+			t.Fatalf("connection %d within the cap: %v", i+1, err)
 		}
+		defer c.Close()
 	}
 	nc, n := dial()
 	nc.Close()

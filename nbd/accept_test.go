@@ -1,6 +1,7 @@
 package nbd
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/accept"
+	"github.com/nvstripe/nvstripe/nbd/nbdtest"
 	"github.com/nvstripe/nvstripe/nbd/proto"
 )
 
@@ -193,5 +195,84 @@ func TestSilentClientDropped(t *testing.T) {
 	st := s.Stats()
 	if st.Refused[accept.RefusedHandshake] != 1 || st.Connections != 0 {
 		t.Fatalf("stats %+v: want 1 refusal for %s and no connection", st, accept.RefusedHandshake)
+	}
+}
+
+// clientFrom completes a handshake for export from the local address from
+// and returns the client.
+func clientFrom(t *testing.T, from, addr, export string) (*nbdtest.Client, error) {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+	nc, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	c, err := nbdtest.NewClient(ctx, nc, export)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, nil
+}
+
+// TestHandshakeFlood: 500 connections from 127.0.0.2..5 that stall after
+// the greeting (default options) used to take all 128 places for the 30 s
+// handshake timeout, and a client from 127.0.0.6 was closed unanswered.
+// Now each address holds MaxHandshakesPerIP handshakes, the rest are
+// closed at once and counted, and the client's handshake and IO succeed.
+func TestHandshakeFlood(t *testing.T) {
+	m := newMem(t, 1<<20, 512)
+	s, addr := serve(t, Options{Logf: func(string, ...any) {}, Exports: map[string]Export{"mem": {Device: m}}}, "tcp")
+	greeted := 0
+	for i := range 500 {
+		if _, ok := greetedFrom(t, fmt.Sprintf("127.0.0.%d", 2+i%4), addr); ok {
+			greeted++
+		}
+	}
+	c, err := clientFrom(t, "127.0.0.6", addr, "mem")
+	if err != nil {
+		t.Fatalf("client from 127.0.0.6 during the flood: %v (stats %+v)", err, s.Stats())
+	}
+	data := pattern(4096, 9)
+	got := make([]byte, 4096)
+	if err := c.WriteAt(t.Context(), data, 4096); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ReadAt(t.Context(), got, 4096); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read back during the flood: %v, equal %t", err, bytes.Equal(got, data))
+	}
+	st := s.Stats()
+	if greeted != 4*DefaultMaxHandshakesIP || st.Refused[accept.RefusedPendingPerIP] != uint64(500-greeted) {
+		t.Fatalf("%d of the flood greeted, stats %+v: want %d greeted and the rest refused for %s",
+			greeted, st, 4*DefaultMaxHandshakesIP, accept.RefusedPendingPerIP)
+	}
+}
+
+// TestHandshakeEviction: with MaxHandshakes 4 full of stalled handshakes
+// from four addresses, a client from a fifth completes its handshake; the
+// oldest stalled connection is closed to make room and counted.
+func TestHandshakeEviction(t *testing.T) {
+	m := newMem(t, 1<<20, 512)
+	s, addr := serve(t, Options{MaxHandshakes: 4, Exports: map[string]Export{"mem": {Device: m}}}, "tcp")
+	var stalled []net.Conn
+	for i := range 4 {
+		nc, ok := greetedFrom(t, fmt.Sprintf("127.0.0.%d", 2+i), addr)
+		if !ok {
+			t.Fatalf("stalled connection %d refused below MaxHandshakes", i+1)
+		}
+		stalled = append(stalled, nc)
+	}
+	if _, err := clientFrom(t, "127.0.0.6", addr, "mem"); err != nil {
+		t.Fatalf("client with MaxHandshakes full of stalled handshakes: %v", err)
+	}
+	if b, err := io.ReadAll(stalled[0]); len(b) != 0 || isTimeout(err) {
+		t.Fatalf("the oldest stalled connection read %d bytes, %v: want it closed", len(b), err)
+	}
+	st := s.Stats()
+	if st.Refused[accept.RefusedPendingEvicted] != 1 || st.Connections != 4 {
+		t.Fatalf("stats %+v: want 1 %s and 4 connections", st, accept.RefusedPendingEvicted)
 	}
 }

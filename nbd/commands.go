@@ -77,7 +77,7 @@ func (c *conn) write(r *reply) error {
 		return err
 	}
 	err := c.exp.bio.WriteAt(c.ioCtx, *r.payload, int64(req.Offset), req.Flags&proto.CmdFlagFUA != 0)
-	c.s.bufs.put(r.payload)
+	c.putBuf(r.payload)
 	r.payload = nil
 	return err
 }
@@ -147,7 +147,10 @@ func (c *conn) read(r *reply) error {
 		return nil
 	}
 	off, n := int64(req.Offset), int64(req.Length)
-	r.buf = c.s.bufs.get(int(n))
+	var err error
+	if r.buf, err = c.getReadBuf(int(n)); err != nil {
+		return err
+	}
 	buf := *r.buf
 	pieces := c.pieces(off, n, req.Flags&proto.CmdFlagDF != 0)
 	for _, p := range pieces {

@@ -53,6 +53,7 @@ type conn struct {
 
 	rmu      sync.Mutex // the reader's turn: its holder reads the next request
 	stopped  bool       // reading has ended; REQUIRES: rmu held
+	deadline bool       // a request's read deadline is set (payload.go); REQUIRES: rmu held
 	readErr  error      // why; REQUIRES: rmu held to write, workers done to read
 	nworkers int        // REQUIRES: rmu held
 }
@@ -119,12 +120,8 @@ func (c *conn) serve(ctx context.Context, st *session) error {
 	defer c.watchShutdown(ctx, ioCancel)()
 	if st == nil {
 		var err error
-		if st, err = c.negotiate(); err != nil {
-			if timedOut(err) && ctx.Err() == nil {
-				c.s.refuse(accept.RefusedHandshake)
-				return fmt.Errorf("no NBD handshake within %v of accept; dropped: %w", c.s.opts.HandshakeTimeout, err)
-			}
-			return c.cleanEnd(ctx, "handshake", err)
+		if st, err = c.handshake(ctx); err != nil || st == nil {
+			return err
 		}
 		c.nc.SetReadDeadline(time.Time{})
 		c.nc.SetWriteDeadline(time.Time{})
@@ -133,6 +130,32 @@ func (c *conn) serve(ctx context.Context, st *session) error {
 		}
 	}
 	return c.transmit(ctx, st)
+}
+
+// handshake runs the negotiation within the server's handshake budget
+// (Options.MaxHandshakesPerIP, MaxHandshakes). A nil session with a nil
+// error is a clean end.
+func (c *conn) handshake(ctx context.Context) (*session, error) {
+	refused, evicted := c.s.pending.Add(c.nc)
+	if refused != "" {
+		c.s.drop(refused, "nbd: refusing connection from %v: %s (%d handshakes per address, %d in all)", c.nc.RemoteAddr(), refused, c.s.opts.MaxHandshakesPerIP, c.s.opts.MaxHandshakes)
+		return nil, fmt.Errorf("handshake budget full (%s): %w", refused, errDropped)
+	}
+	if evicted {
+		c.s.drop(accept.RefusedPendingEvicted, "nbd: ended the oldest handshake of the busiest address for %v (%d pending, the most allowed)", c.nc.RemoteAddr(), c.s.opts.MaxHandshakes)
+	}
+	st, err := c.negotiate()
+	if !c.s.pending.Done(c.nc) {
+		return nil, fmt.Errorf("handshake ended for a connection from a quieter address (%d pending, the most allowed): %w", c.s.opts.MaxHandshakes, errDropped)
+	}
+	if err == nil {
+		return st, nil
+	}
+	if timedOut(err) && ctx.Err() == nil {
+		c.s.refuse(accept.RefusedHandshake)
+		return nil, fmt.Errorf("no NBD handshake within %v of accept; dropped: %w", c.s.opts.HandshakeTimeout, err)
+	}
+	return nil, c.cleanEnd(ctx, "handshake", err)
 }
 
 // watchShutdown arranges that when ctx ends, reads stop at once and, after
@@ -204,11 +227,17 @@ func (c *conn) transmit(ctx context.Context, st *session) error {
 
 // readRequest reads the next request (and a WRITE's payload) once the
 // in-flight budget has room for it. It returns errDisc at DISC, and a nil
-// job when it answered the request itself.
+// job when it answered the request itself. It waits for a request's first
+// byte for as long as the client likes; the rest must follow in time
+// (payload.go).
 func (c *conn) readRequest(ctx context.Context) (*job, error) {
 	var hdr [proto.RequestSize]byte
-	if _, err := io.ReadFull(c.br, hdr[:]); err != nil {
+	if err := c.idleWait(ctx); err != nil {
 		return nil, fmt.Errorf("read request: %w", err)
+	}
+	c.expectBytes(ctx, len(hdr))
+	if _, err := io.ReadFull(c.br, hdr[:]); err != nil {
+		return nil, c.requestTimedOut(ctx, "request header", len(hdr), err)
 	}
 	req, err := proto.ParseRequest(hdr[:])
 	if err != nil {
@@ -223,7 +252,7 @@ func (c *conn) readRequest(ctx context.Context) (*job, error) {
 	}
 	var payload *[]byte
 	if req.Type == proto.CmdWrite {
-		payload, err = c.readPayload(req, cost)
+		payload, err = c.readPayload(ctx, req, cost)
 		if err != nil {
 			c.budget.release(cost)
 			return nil, err
@@ -243,27 +272,33 @@ func (c *conn) cost(req proto.Request) int {
 	return 0
 }
 
-// readPayload reads a WRITE payload. An over-long payload up to the size
-// the protocol says not to treat as an attack is read, dropped and answered
-// with EINVAL (payload nil); a longer one ends the connection.
-func (c *conn) readPayload(req proto.Request, cost int) (*[]byte, error) {
+// readPayload reads a WRITE payload into memory of the server's payload
+// budget. An over-long payload up to the size the protocol says not to
+// treat as an attack is read, dropped and answered with EINVAL (payload
+// nil); a longer one ends the connection.
+func (c *conn) readPayload(ctx context.Context, req proto.Request, cost int) (*[]byte, error) {
 	n := int64(req.Length)
 	if n > int64(c.s.opts.MaxRequest) {
 		if n > int64(max(c.s.opts.MaxRequest, proto.DefaultMaxPayload)) {
 			return nil, fmt.Errorf("WRITE payload of %d bytes over the maximum %d", n, c.s.opts.MaxRequest)
 		}
+		c.expectBytes(ctx, int(n))
 		if _, err := io.CopyN(io.Discard, c.br, n); err != nil {
-			return nil, fmt.Errorf("discard WRITE payload: %w", err)
+			return nil, c.requestTimedOut(ctx, "discarded WRITE payload", int(n), err)
 		}
 		r := c.newReply(req, 0)
 		c.fail(r, reqErr(proto.EINVAL, "WRITE of %d bytes over the maximum payload %d", n, c.s.opts.MaxRequest))
 		c.send(r)
 		return nil, nil
 	}
-	p := c.s.bufs.get(cost)
+	p, err := c.getPayload(ctx, cost)
+	if err != nil {
+		return nil, err
+	}
+	c.expectBytes(ctx, cost)
 	if _, err := io.ReadFull(c.br, *p); err != nil {
-		c.s.bufs.put(p)
-		return nil, fmt.Errorf("read WRITE payload: %w", err)
+		c.putBuf(p)
+		return nil, c.requestTimedOut(ctx, "WRITE payload", cost, err)
 	}
 	return p, nil
 }

@@ -20,7 +20,15 @@
 // Options.MaxConnectionsPerIP from one IP address (package accept closes
 // the ones beyond as soon as they are accepted, and logs it); a connection
 // has Options.HandshakeTimeout from accept to enter transmission, saying
-// nothing included. Stats counts the refused connections by reason, and
+// nothing included; at most Options.MaxHandshakesPerIP connections from one
+// address are in the handshake at once, and a connection that finds
+// Options.MaxHandshakes full ends the oldest handshake (accept.Pending). In
+// transmission a connection may idle between requests without limit, but a
+// request that has begun must arrive within Options.RequestTimeout (plus
+// its payload at Options.MinPayloadRate), replies must leave as promptly,
+// and the WRITE payloads and READ data held at once by all connections
+// stay within Options.MaxPayloadMemory (payload.go).
+// Stats counts the refused and dropped connections by reason, and
 // Options.Refused hears of each.
 //
 // Per connection a pool of worker goroutines takes turns at reading (the
@@ -92,7 +100,9 @@
 //   - Extended headers are not offered (NBD_REP_ERR_UNSUP). TLS is offered
 //     through NBD_OPT_STARTTLS when Options.TLS is set (and required before
 //     any other option with Options.RequireTLS); otherwise STARTTLS is
-//     answered NBD_REP_ERR_UNSUP.
+//     answered NBD_REP_ERR_UNSUP. A configuration asking for client
+//     certificates is served at TLS 1.2 at most, unless it sets MaxVersion
+//     (GnuTLS clients send no RSA client certificate to Go's TLS 1.3).
 //
 // Errors map to NBD error values as follows: request past the end of the
 // export: ENOSPC for WRITE and WRITE_ZEROES, EINVAL otherwise; misaligned,

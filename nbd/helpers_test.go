@@ -97,7 +97,19 @@ type rawClient struct {
 // dialRaw connects, reads the greeting and sends client flags.
 func dialRaw(t *testing.T, network, addr string, flags proto.ClientFlags) *rawClient {
 	t.Helper()
-	c, err := net.Dial(network, addr)
+	return dialRawWith(t, net.Dialer{}, network, addr, flags)
+}
+
+// dialRawFrom is dialRaw over TCP from the local address from (the whole of
+// 127/8 is this host).
+func dialRawFrom(t *testing.T, from, addr string, flags proto.ClientFlags) *rawClient {
+	t.Helper()
+	return dialRawWith(t, net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}, "tcp", addr, flags)
+}
+
+func dialRawWith(t *testing.T, d net.Dialer, network, addr string, flags proto.ClientFlags) *rawClient {
+	t.Helper()
+	c, err := d.Dial(network, addr)
 	if err != nil {
 		t.Fatal(err)
 	}

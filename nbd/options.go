@@ -54,6 +54,45 @@ type Options struct {
 	// it. Default 32 (a quarter of MaxConnections' default; the kernel's nbd
 	// driver and nbdcopy use a few connections each); negative: no cap.
 	MaxConnectionsPerIP int
+	// RequestTimeout bounds the arrival of a request once its first byte
+	// has come: the rest of its header within RequestTimeout, a WRITE's
+	// payload within RequestTimeout plus its length at MinPayloadRate (from
+	// when the server is ready to read it), and it is how long a WRITE
+	// waits for payload memory (MaxPayloadMemory). Replies, the other way,
+	// must leave within at least RequestTimeout/2 (at most RequestTimeout)
+	// plus their length at MinPayloadRate. A connection that misses either
+	// is dropped. Between requests a connection may stay idle for as long
+	// as the client likes (the kernel's nbd driver does). Default 20 s;
+	// negative: no deadline (the memory wait stays bounded by 20 s).
+	RequestTimeout time.Duration
+	// MinPayloadRate is the slowest a WRITE payload may arrive, or a reply
+	// leave, in bytes per second, on top of RequestTimeout: a 32 MiB
+	// payload gets 20 s + 32 s by default. Default 1 MiB/s; negative:
+	// RequestTimeout alone.
+	MinPayloadRate int
+	// MaxPayloadMemory bounds the bytes of request data held at once by
+	// all connections of the server: WRITE payloads from before they are
+	// read until their write is done, READ data from before the device
+	// fills it until the reply is written. Slow senders (or readers) on
+	// many connections cannot grow the process. A WRITE that finds no room
+	// waits up to RequestTimeout, then its connection is dropped; a READ
+	// waits as long, then is answered ENOMEM. At least MaxRequest. Default
+	// 256 MiB (or MaxRequest when larger); negative: no bound.
+	MaxPayloadMemory int
+	// MaxHandshakesPerIP caps the connections from one remote IP address
+	// still in the handshake (before NBD_OPT_GO or NBD_OPT_EXPORT_NAME
+	// succeeds, TLS included), server-wide; one beyond is closed at once,
+	// so that the few addresses of a flood of stalled handshakes hold few
+	// places until HandshakeTimeout. Unix socket peers are not capped by
+	// it. Default 8 (nbdcopy and nbd-client open 4 at most at once);
+	// negative: no cap.
+	MaxHandshakesPerIP int
+	// MaxHandshakes caps the connections in the handshake server-wide; a
+	// connection that finds it full ends the oldest handshake (a client's
+	// handshake takes milliseconds; the oldest has nearly always stalled)
+	// and takes its place. Default 64, half of MaxConnections' default, so
+	// that handshakes alone never fill it; negative: no cap.
+	MaxHandshakes int
 	// ShutdownGrace is how long Close lets in-flight requests run and their
 	// replies drain before cancelling their IO and closing sockets.
 	// Default 5 s.
@@ -94,8 +133,11 @@ type Options struct {
 	PipelineSynchronous bool
 	// TLS, when set, offers NBD_OPT_STARTTLS with this configuration
 	// (certificates; ClientAuth and ClientCAs to require client
-	// certificates). Default nil: STARTTLS is answered
-	// NBD_REP_ERR_UNSUP.
+	// certificates). When it asks for client certificates and leaves
+	// MaxVersion zero, the server caps it at TLS 1.2, where GnuTLS
+	// clients (libnbd, qemu) send RSA client certificates, which they do
+	// not to Go in TLS 1.3 (see startTLSConfig). Default nil: STARTTLS is
+	// answered NBD_REP_ERR_UNSUP.
 	TLS *tls.Config
 	// RequireTLS refuses every option but STARTTLS and ABORT before TLS
 	// (NBD_REP_ERR_TLS_REQD; NBD_OPT_EXPORT_NAME closes the connection),
@@ -118,6 +160,11 @@ const (
 	DefaultHandshakeTimeout = 30 * time.Second
 	DefaultMaxConnections   = 128
 	DefaultMaxConnsPerIP    = 32
+	DefaultRequestTimeout   = 20 * time.Second
+	DefaultMinPayloadRate   = 1 << 20
+	DefaultMaxPayloadMemory = 256 << 20
+	DefaultMaxHandshakesIP  = 8
+	DefaultMaxHandshakes    = 64
 	DefaultShutdownGrace    = 5 * time.Second
 	DefaultLoopbackSendBuf  = 512 << 10
 	DefaultReplyBacklog     = 2 << 20
@@ -157,6 +204,21 @@ func (o *Options) EnsureDefaults() {
 	if o.MaxConnectionsPerIP == 0 {
 		o.MaxConnectionsPerIP = DefaultMaxConnsPerIP
 	}
+	if o.RequestTimeout == 0 {
+		o.RequestTimeout = DefaultRequestTimeout
+	}
+	if o.MinPayloadRate == 0 {
+		o.MinPayloadRate = DefaultMinPayloadRate
+	}
+	if o.MaxPayloadMemory == 0 {
+		o.MaxPayloadMemory = max(DefaultMaxPayloadMemory, o.MaxRequest)
+	}
+	if o.MaxHandshakesPerIP == 0 {
+		o.MaxHandshakesPerIP = DefaultMaxHandshakesIP
+	}
+	if o.MaxHandshakes == 0 {
+		o.MaxHandshakes = DefaultMaxHandshakes
+	}
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
@@ -169,6 +231,9 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxInFlight < 1 || o.MaxInFlightBytes < 1 {
 		return fmt.Errorf("nbd: MaxInFlight %d and MaxInFlightBytes %d must be positive: %w", o.MaxInFlight, o.MaxInFlightBytes, blockdev.ErrInvalid)
+	}
+	if o.MaxPayloadMemory > 0 && o.MaxPayloadMemory < o.MaxRequest {
+		return fmt.Errorf("nbd: MaxPayloadMemory %d is below MaxRequest %d: %w", o.MaxPayloadMemory, o.MaxRequest, blockdev.ErrInvalid)
 	}
 	if o.RequireTLS && o.TLS == nil {
 		return fmt.Errorf("nbd: RequireTLS without a TLS configuration: %w", blockdev.ErrInvalid)

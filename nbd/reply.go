@@ -36,10 +36,10 @@ func (c *conn) newReply(req proto.Request, cost int) *reply {
 func (c *conn) release(r *reply) {
 	c.budget.release(r.cost)
 	if r.payload != nil {
-		c.s.bufs.put(r.payload)
+		c.putBuf(r.payload)
 	}
 	if r.buf != nil {
-		c.s.bufs.put(r.buf)
+		c.putBuf(r.buf)
 	}
 	*r = reply{}
 	c.s.replyPool.Put(r)
@@ -74,7 +74,7 @@ func (c *conn) fail(r *reply, err error) {
 		c.s.opts.Logf("nbd: export %q: %v at %d+%d: %v", c.exp.name, r.req.Type, r.req.Offset, r.req.Length, err)
 	}
 	if r.buf != nil {
-		c.s.bufs.put(r.buf)
+		c.putBuf(r.buf)
 		r.buf = nil
 	}
 	if c.structured {

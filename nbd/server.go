@@ -2,6 +2,7 @@ package nbd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -28,6 +29,12 @@ type Server struct {
 	// refused, by reason (RefusalReasons).
 	open      atomic.Int64
 	refusedBy map[string]*atomic.Uint64
+	// pending is the handshake budget; lastDropLog the time (Unix ns) of
+	// the last line logged for a dropped connection.
+	pending     *accept.Pending
+	lastDropLog atomic.Int64
+	// payloadMem bounds the request data held (MaxPayloadMemory).
+	payloadMem *memBudget
 
 	mu      sync.Mutex
 	closed  bool               // REQUIRES: mu held
@@ -42,7 +49,9 @@ func NewServer(opts Options) (*Server, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, exports: make(map[string]*export), defName: opts.DefaultExport, refusedBy: newRefusalCounts()}
+	opts.TLS = startTLSConfig(opts.TLS)
+	s := &Server{opts: opts, exports: make(map[string]*export), defName: opts.DefaultExport, refusedBy: newRefusalCounts(),
+		pending: accept.NewPending(opts.MaxHandshakes, opts.MaxHandshakesPerIP), payloadMem: newMemBudget(int64(max(opts.MaxPayloadMemory, 0)))}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	for name, e := range opts.Exports {
 		s.exports[name] = newExport(name, e, &s.bufs)
@@ -158,7 +167,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	o := accept.Options{MaxConns: max(s.opts.MaxConnections, 0), MaxConnsPerIP: max(s.opts.MaxConnectionsPerIP, 0),
 		Name: fmt.Sprintf("nbd: %v", l.Addr()), Logf: s.opts.Logf, Refused: s.refuse}
 	err := accept.Serve(ctx, l, o, func(nc net.Conn) {
-		if err := s.ServeConn(ctx, nc); err != nil {
+		if err := s.ServeConn(ctx, nc); err != nil && !errors.Is(err, errDropped) {
 			s.opts.Logf("nbd: connection from %v: %v", nc.RemoteAddr(), err)
 		}
 	})

@@ -13,6 +13,27 @@ import (
 // from a server that requires TLS.
 var ErrTLSRequired = errors.New("nbd: TLS required")
 
+// startTLSConfig returns the configuration STARTTLS serves with: cfg, or,
+// when cfg asks for client certificates and leaves MaxVersion unset, a copy
+// capped at TLS 1.2. In TLS 1.3 Go's certificate request offers RSA keys
+// only the RSA-PSS signature schemes (the protocol's rule for handshake
+// signatures), and GnuTLS 3.7 (libnbd's nbdinfo, nbdcopy; qemu) picks a
+// client certificate by the key kinds the listed schemes name, where
+// RSA-PSS does not count as RSA: it sends no certificate and the handshake
+// fails. In TLS 1.2 the request lists PKCS#1 schemes and any client sends
+// its RSA certificate; ECDSA certificates work in both. The cost: under
+// TLS 1.2 the client's certificate crosses the network unencrypted (its
+// identity is visible, not its key). A caller that sets MaxVersion gets
+// exactly what it asked for.
+func startTLSConfig(cfg *tls.Config) *tls.Config {
+	if cfg == nil || cfg.ClientAuth == tls.NoClientCert || cfg.MaxVersion != 0 {
+		return cfg
+	}
+	c := cfg.Clone()
+	c.MaxVersion = tls.VersionTLS12
+	return c
+}
+
 // optStartTLS answers NBD_OPT_STARTTLS: an ACK, then the TLS handshake on
 // the same stream; everything after goes through TLS, and what was
 // negotiated before is forgotten (the protocol says so).

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -106,6 +107,32 @@ func TestTLSLibnbd(t *testing.T) {
 	}
 	if out, err := runErr(t, "nbdinfo", uri(addr, "mem")); err == nil {
 		t.Errorf("plain-text nbdinfo succeeded against --tls=require:\n%s", out)
+	}
+}
+
+// TestTLSClientKeyKinds: nbdinfo (GnuTLS) proves itself with an RSA client
+// certificate as with an ECDSA one, both of a CA the server requires. Go's
+// TLS 1.3 certificate request names RSA keys only by the RSA-PSS schemes,
+// and GnuTLS 3.7 then finds no usable RSA certificate and sends none: the
+// server was refusing it ("client didn't provide a certificate") where
+// nbdkit accepted the same directory.
+func TestTLSClientKeyKinds(t *testing.T) {
+	need(t, "nbdinfo")
+	for _, k := range []struct {
+		name string
+		kind nbdtest.KeyKind
+	}{{"rsa", nbdtest.RSA}, {"ecdsa", nbdtest.ECDSA}} {
+		t.Run(k.name, func(t *testing.T) {
+			p := nbdtest.NewPKIOf(t, k.kind)
+			_, addr := serveTLS(t, p)
+			out := run(t, "nbdinfo", "--size", "nbds://"+addr+"/mem?tls-certificates="+p.ClientDir)
+			if strings.TrimSpace(out) != "8388608" {
+				t.Fatalf("nbdinfo --size over TLS with a %s client certificate: %q", k.name, out)
+			}
+			if out, err := runErr(t, "nbdinfo", "nbds://"+addr+"/mem?tls-certificates="+p.CAOnlyDir); err == nil {
+				t.Errorf("nbdinfo without a client certificate succeeded:\n%s", out)
+			}
+		})
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/nbd/proto"
@@ -108,6 +109,7 @@ type sender struct {
 	queue   []*reply // REQUIRES: mu held
 	spare   []*reply // the previous batch's backing array, reused
 	vec     net.Buffers
+	until   time.Time // the socket's write deadline; only the writer uses it
 	backlog int       // bytes of the replies queued or being written; REQUIRES: mu held
 	room    sync.Cond // broadcast when backlog falls or a write fails; L is &mu
 }
@@ -148,7 +150,7 @@ func (c *conn) send(r *reply) {
 		for _, r := range batch {
 			n += r.size()
 		}
-		err := c.writeBatch(batch, failed)
+		err := c.writeBatch(batch, failed, n)
 		t.mu.Lock()
 		t.backlog -= n
 		t.failed = t.failed || err != nil
@@ -160,11 +162,12 @@ func (c *conn) send(r *reply) {
 	t.mu.Unlock()
 }
 
-// writeBatch writes batch in one writev (unless an earlier write failed)
-// and releases its replies.
-func (c *conn) writeBatch(batch []*reply, failed bool) error {
+// writeBatch writes batch, n bytes, in one writev (unless an earlier write
+// failed) and releases its replies.
+func (c *conn) writeBatch(batch []*reply, failed bool, n int) error {
 	var err error
 	if !failed {
+		c.replyDeadline(n)
 		t := &c.tx
 		t.vec = t.vec[:0]
 		for _, r := range batch {
@@ -177,6 +180,7 @@ func (c *conn) writeBatch(batch []*reply, failed bool) error {
 			_, err = v.WriteTo(c.writer())
 		}
 		if err != nil {
+			c.replyTimedOut(err)
 			c.cancelIO() // the client is gone: requests not started are dropped
 			c.nc.Close()
 		}

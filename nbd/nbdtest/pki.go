@@ -1,9 +1,11 @@
 package nbdtest
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -28,33 +30,50 @@ type PKI struct {
 	ServerDir, ClientDir, CAOnlyDir string
 }
 
-// NewPKI makes one for t, valid for an hour.
+// KeyKind is the kind of key NewPKIOf gives the CA and both certificates.
+type KeyKind int
+
+const (
+	ECDSA KeyKind = iota // P-256
+	RSA                  // 2048 bits, as certtool and openssl make by default
+)
+
+// NewPKI makes one for t with ECDSA keys, valid for an hour.
 func NewPKI(t testing.TB) *PKI {
 	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
+	return NewPKIOf(t, ECDSA)
+}
+
+// NewPKIOf makes one for t whose keys are all of kind, valid for an hour.
+func NewPKIOf(t testing.TB, kind KeyKind) *PKI {
+	t.Helper()
+	caKey := newKey(t, kind)
 	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "nvstripe test CA"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
 		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, caKey.Public(), caKey)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ca, _ := x509.ParseCertificate(caDER)
 	leaf := func(serial int64, usage x509.ExtKeyUsage) (tls.Certificate, []byte, []byte) {
-		k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		k := newKey(t, kind)
 		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "127.0.0.1"},
 			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
 			DNSNames: []string{"localhost"}, KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &k.PublicKey, caKey)
+		if kind == RSA {
+			tmpl.KeyUsage |= x509.KeyUsageKeyEncipherment
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, k.Public(), caKey)
 		if err != nil {
 			t.Fatal(err)
 		}
-		kd, _ := x509.MarshalECPrivateKey(k)
+		kd, err := x509.MarshalPKCS8PrivateKey(k)
+		if err != nil {
+			t.Fatal(err)
+		}
 		certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-		keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kd})
+		keyPEM := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kd})
 		c, err := tls.X509KeyPair(certPEM, keyPEM)
 		if err != nil {
 			t.Fatal(err)
@@ -79,4 +98,20 @@ func NewPKI(t testing.TB) *PKI {
 		}
 	}
 	return p
+}
+
+// newKey makes a private key of kind.
+func newKey(t testing.TB, kind KeyKind) crypto.Signer {
+	t.Helper()
+	var k crypto.Signer
+	var err error
+	if kind == RSA {
+		k, err = rsa.GenerateKey(rand.Reader, 2048)
+	} else {
+		k, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }

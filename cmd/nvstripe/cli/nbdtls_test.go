@@ -12,7 +12,10 @@ import (
 )
 
 // TestMapTLS: 'map --nbd-listen --tls require --tls-verify-peer' serves
-// the volume to a libnbd client with a certificate only.
+// the volume to a libnbd client with a certificate only. The certificates
+// are RSA, as certtool and openssl make them by default, which nbdinfo
+// did not send to the server under TLS 1.3 (ECDSA ones are tested in
+// package nbd).
 func TestMapTLS(t *testing.T) {
 	nbdinfo, err := exec.LookPath("nbdinfo")
 	if err != nil {
@@ -28,7 +31,7 @@ func TestMapTLS(t *testing.T) {
 		cl.ok("added", "ns", "add", "--host", h, "--nqn", fmt.Sprintf("nqn.2024-01.io.test:map-%d", i), "--nsid", "1", "--path", "tcp://"+addr)
 	}
 	cl.ok("created", "volume", "create", "v", "--size", "8MiB", "--k", "2", "--m", "1", "--chunk", "64KiB")
-	p := nbdtest.NewPKI(t)
+	p := nbdtest.NewPKIOf(t, nbdtest.RSA)
 	if _, _, err := run(t, "map", "v", "--nbd-listen", "127.0.0.1:0", "--etcd", ep, "--tls", "require"); ExitCode(err) != 2 {
 		t.Errorf("--tls require without certificates: %v, want a usage error", err)
 	}

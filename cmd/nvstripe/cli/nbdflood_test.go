@@ -1,0 +1,79 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/nvstripe/nvstripe/meta/metatest"
+	"github.com/nvstripe/nvstripe/nbd/nbdtest"
+	"github.com/nvstripe/nvstripe/nbd/proto"
+)
+
+// dialFrom connects to addr from the local address from (the whole of
+// 127/8 is this host).
+func dialFrom(t *testing.T, from, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+	nc, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	return nc
+}
+
+// TestMapHandshakeFlood: 'map --nbd-listen' under 500 connections from
+// 127.0.0.2..5 that stall after the greeting, which used to fill all 128
+// places of its listener for the 30 s handshake timeout; a client from
+// 127.0.0.6 now completes its handshake and writes and reads the volume
+// during the flood.
+func TestMapHandshakeFlood(t *testing.T) {
+	ep := metatest.Start(t)[0]
+	cl := adminCLI{t: t, etcd: ep, cluster: "default"}
+	addr := startMapTarget(t)
+	cl.ok("initialized", "cluster", "init", "--slot-size", "1MiB")
+	for i := range 3 {
+		h := fmt.Sprintf("h%d", i)
+		cl.ok("added", "host", "add", h)
+		cl.ok("added", "ns", "add", "--host", h, "--nqn", fmt.Sprintf("nqn.2024-01.io.test:map-%d", i), "--nsid", "1", "--path", "tcp://"+addr)
+	}
+	cl.ok("created", "volume", "create", "v", "--size", "8MiB", "--k", "2", "--m", "1", "--chunk", "64KiB")
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errb syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, []string{"map", "v", "--nbd-listen", "127.0.0.1:0", "--etcd", ep}, &out, &errb)
+	}()
+	waitOutput(t, &out, done, "serving: nbd://")
+	nbdAddr := regexp.MustCompile(`serving: nbd://([^/]+)/`).FindStringSubmatch(out.String())[1]
+	for i := range 500 {
+		nc := dialFrom(t, fmt.Sprintf("127.0.0.%d", 2+i%4), nbdAddr)
+		nc.SetReadDeadline(time.Now().Add(20 * time.Second))
+		io.ReadFull(nc, make([]byte, proto.GreetingSize)) // greeted and stalled, or closed
+	}
+	hctx, hcancel := context.WithTimeout(ctx, 20*time.Second)
+	c, err := nbdtest.NewClient(hctx, dialFrom(t, "127.0.0.6", nbdAddr), "v")
+	hcancel()
+	if err != nil {
+		t.Fatalf("client from 127.0.0.6 during the flood: %v", err)
+	}
+	data := bytes.Repeat([]byte("flood"), 4096/5+1)[:4096]
+	got := make([]byte, 4096)
+	if err := c.WriteAt(ctx, data, 8192); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ReadAt(ctx, got, 8192); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read back during the flood: %v, equal %t", err, bytes.Equal(got, data))
+	}
+	c.Close()
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("map: %v\n%s", err, errb.String())
+	}
+}
