@@ -138,7 +138,7 @@ func TestReaderReadAfterLeaseFenced(t *testing.T) {
 	var released sync.Once
 	let := func() { released.Do(func() { close(gates[gi].release) }) }
 	t.Cleanup(let) // before the mapping closes (cleanups run last first)
-	proxy.Stall() // the reader hears nothing from etcd from now on
+	proxy.Stall()  // the reader hears nothing from etcd from now on
 	defer proxy.Resume()
 	waitUntil(t, "the lease expired in etcd", func() bool {
 		owners, err := store.Owners(ctx, "v")
