@@ -192,12 +192,12 @@ func NewFence(d Device) *Fence { return &Fence{Passthrough: Passthrough{d}} }
 
 // NewLeaseFence wraps d under a lease: valid returns nil while the client
 // certainly still holds it (meta.Owner.Valid) and an error from the moment
-// it may not. valid is asked before every call and again after every read
-// and allocation report, so a read that was issued in time but completes
+// it may not. valid is asked before every call but a read, and after every
+// read and allocation report, so a read that was issued in time but completes
 // late (the process was paused with it in flight, its lease ran out, and
 // the slot read may since belong to someone else) fails with ErrFenced
 // instead of returning its bytes. The first error fences the device for
-// good, as Fence does. valid must be cheap: it runs twice per read.
+// good, as Fence does. valid must be cheap: it runs once per read.
 func NewLeaseFence(d Device, valid func() error) *Fence {
 	return &Fence{Passthrough: Passthrough{d}, valid: valid}
 }
@@ -224,9 +224,12 @@ func (f *Fence) Fenced() error {
 	return nil
 }
 
+// ReadAt reads unless already fenced, then checks again (the lease too):
+// the check after the read is the one that matters, and the only lease
+// check a read pays for.
 func (f *Fence) ReadAt(ctx context.Context, p []byte, off int64) error {
-	if err := f.Fenced(); err != nil {
-		return err
+	if e := f.err.Load(); e != nil {
+		return *e
 	}
 	if err := f.Device.ReadAt(ctx, p, off); err != nil {
 		return err
