@@ -342,40 +342,42 @@ type renewal struct {
 	err  error
 }
 
-// renewLimit bounds one renewal; a failed one is tried again after
-// recheckRetry.
-const renewLimit = 2 * time.Second
-
-// renew renews the lease every third of the TTL (the etcd client's pace),
-// one keep-alive request at a time so that each answer is known to come
-// from a request sent at a known moment, and hands every outcome to run
-// until ctx ends.
+// renew sends a renewal of the lease every quarter of the time a renewal
+// keeps the lease certainly held (the TTL less the margin), each a single
+// keep-alive request of its own, so that each answer is known to answer a
+// request sent at a known moment, and hands every outcome to run until ctx
+// ends. Renewals do not wait for each other: a slow answer does not delay
+// the next request, and any answer that comes within the TTL less the
+// margin of its sending keeps the lease certainly held. Each is given up
+// when its answer could no longer help.
 func (o *Owner) renew(ctx context.Context, out chan<- renewal) {
 	once := o.s.renewLease
 	if once == nil {
 		once = o.s.cli.KeepAliveOnce
 	}
+	useful := o.ttl - renewMargin(o.ttl)
+	tick := time.NewTicker(useful / 4)
+	defer tick.Stop()
+	var inFlight sync.WaitGroup
+	defer inFlight.Wait()
 	for {
-		r := renewal{sent: time.Now()}
-		rctx, cancel := context.WithTimeout(ctx, min(renewLimit, o.ttl/3))
-		resp, err := once(rctx, o.lease)
-		cancel()
-		if r.err = err; err == nil {
-			r.ttl = time.Duration(resp.TTL) * time.Second
-		}
-		select {
-		case out <- r:
-		case <-ctx.Done():
-			return
-		}
-		wait := o.ttl / 3
-		if err != nil {
-			wait = recheckRetry
-		}
+		inFlight.Go(func() {
+			r := renewal{sent: time.Now()}
+			rctx, cancel := context.WithTimeout(ctx, useful)
+			defer cancel()
+			resp, err := once(rctx, o.lease)
+			if r.err = err; err == nil {
+				r.ttl = time.Duration(resp.TTL) * time.Second
+			}
+			select {
+			case out <- r:
+			case <-ctx.Done():
+			}
+		})
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(wait):
+		case <-tick.C:
 		}
 	}
 }

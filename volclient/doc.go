@@ -43,9 +43,9 @@
 //
 // # Ownership lost
 //
-// The lease is renewed every TTL/3; while etcd cannot be reached the volume
-// keeps serving for up to the TTL less a margin from the sending of the
-// last answered renewal (OpenOptions.LeaseTTL, default 10s;
+// The lease is renewed in the background (meta.Owner); while etcd cannot be
+// reached the volume keeps serving for up to the TTL less a margin from the
+// sending of the last answered renewal (OpenOptions.LeaseTTL, default 10s;
 // meta.Owner.Valid). Every namespace of the volume sits behind a fence over
 // the lease (blockdev.NewLeaseFence): from that deadline on every IO fails
 // with blockdev.ErrFenced, and so does every read that completes after it,
