@@ -295,9 +295,9 @@ func (s *Store) startOwner(ctx context.Context, volume, key string, rec OwnerRec
 }
 
 // Valid returns nil while the ownership is certainly held, and from the
-// moment it may not be an error wrapping ErrLeaseLost (the context's
-// cause): the TTL less the margin has passed since the last answered
-// renewal was sent, or the ownership ended. It reads the monotonic clock,
+// moment it may not the context's cause (wrapping ErrLeaseLost, or
+// context.Canceled after Release): the TTL less the margin has passed
+// since the last answered renewal was sent, or the ownership ended. It reads the monotonic clock,
 // so it holds for a process that was stopped and has not yet run its
 // timers. A read of the volume's storage that completes after Valid fails
 // must not be used (blockdev.NewLeaseFence): a slot it read from may have
@@ -308,7 +308,7 @@ func (o *Owner) Valid() error {
 		return nil
 	}
 	if !o.ended.Load() {
-		o.lost("no lease renewal sent within the TTL less the safety margin was answered")
+		o.lost(deadlinePassed)
 	}
 	if cause := context.Cause(o.ctx); cause != nil {
 		return cause
@@ -413,7 +413,7 @@ func (o *Owner) run() {
 		case <-o.ctx.Done():
 			return
 		case <-expiry.C:
-			o.lost("no lease renewal answered within the TTL less the safety margin")
+			o.lost(deadlinePassed)
 			return
 		case r := <-renewals:
 			if why := o.renewed(r); why != "" {
@@ -445,6 +445,10 @@ func (o *Owner) run() {
 	}
 }
 
+// deadlinePassed is why an owner ends when its lease is no longer
+// certainly held.
+const deadlinePassed = "no lease renewal answered within the TTL less the safety margin of its sending"
+
 // left is how long the lease is still certainly held.
 func (o *Owner) left() time.Duration {
 	return time.Duration(o.until.Load()) - time.Since(o.base)
@@ -460,7 +464,7 @@ func (o *Owner) renewed(r renewal) string {
 	case errors.Is(r.err, rpctypes.ErrLeaseNotFound):
 		return "lease expired or revoked"
 	case o.left() <= 0:
-		return "no lease renewal sent within the TTL less the safety margin was answered"
+		return deadlinePassed
 	case r.err == nil:
 		o.extend(r.sent.Add(r.ttl - renewMargin(o.ttl)))
 	}
