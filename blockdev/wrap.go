@@ -164,12 +164,18 @@ func (s *Swappable) Close() error       { return s.pass().Close() }
 
 // Fence wraps a device that a client may stop being allowed to use (lost
 // ownership): once Fence is called, every call fails with the fencing
-// error, class ErrFenced, before it reaches the device. The check is one
-// atomic load; the capabilities pass through (ZeroIsFast says false once
-// fenced).
+// error, class ErrFenced, before it reaches the device. A read (or an
+// allocation report) that completes once the device is fenced fails too,
+// with its buffer zeroed: the bytes may have been read after the client
+// lost the right to them. The check is one atomic load; the capabilities
+// pass through (ZeroIsFast says false once fenced).
+//
+// A fence over a lease (NewLeaseFence) also fences itself the first time
+// the lease is not certainly held.
 type Fence struct {
 	Passthrough
-	err atomic.Pointer[error]
+	err   atomic.Pointer[error]
+	valid func() error // the lease, or nil
 }
 
 var (
@@ -184,6 +190,18 @@ var (
 // NewFence wraps d, not fenced.
 func NewFence(d Device) *Fence { return &Fence{Passthrough: Passthrough{d}} }
 
+// NewLeaseFence wraps d under a lease: valid returns nil while the client
+// certainly still holds it (meta.Owner.Valid) and an error from the moment
+// it may not. valid is asked before every call but a read, and after every
+// read and allocation report, so a read that was issued in time but completes
+// late (the process was paused with it in flight, its lease ran out, and
+// the slot read may since belong to someone else) fails with ErrFenced
+// instead of returning its bytes. The first error fences the device for
+// good, as Fence does. valid must be cheap: it runs once per read.
+func NewLeaseFence(d Device, valid func() error) *Fence {
+	return &Fence{Passthrough: Passthrough{d}, valid: valid}
+}
+
 // Fence makes every later call fail with err, marked ErrFenced (say why:
 // "ownership lost: ..."). The first error stays.
 func (f *Fence) Fence(err error) {
@@ -196,14 +214,31 @@ func (f *Fence) Fenced() error {
 	if p := f.err.Load(); p != nil {
 		return *p
 	}
+	if f.valid == nil {
+		return nil
+	}
+	if err := f.valid(); err != nil {
+		f.Fence(err)
+		return f.Fenced()
+	}
 	return nil
 }
 
+// ReadAt reads unless already fenced, then checks again (the lease too):
+// the check after the read is the one that matters, and the only lease
+// check a read pays for.
 func (f *Fence) ReadAt(ctx context.Context, p []byte, off int64) error {
-	if err := f.Fenced(); err != nil {
+	if e := f.err.Load(); e != nil {
+		return *e
+	}
+	if err := f.Device.ReadAt(ctx, p, off); err != nil {
 		return err
 	}
-	return f.Device.ReadAt(ctx, p, off)
+	if err := f.Fenced(); err != nil {
+		clear(p) // read too late: never hand out its bytes
+		return err
+	}
+	return nil
 }
 
 func (f *Fence) WriteAt(ctx context.Context, p []byte, off int64) error {
@@ -245,7 +280,14 @@ func (f *Fence) Allocated(ctx context.Context, off, n int64) ([]Extent, error) {
 	if err := f.Fenced(); err != nil {
 		return nil, err
 	}
-	return f.Passthrough.Allocated(ctx, off, n)
+	ext, err := f.Passthrough.Allocated(ctx, off, n)
+	if err == nil {
+		err = f.Fenced()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return ext, nil
 }
 
 func (f *Fence) ZeroIsFast(off, n int64, mayTrim bool) bool {

@@ -1,10 +1,12 @@
 package blockdev_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,7 +28,10 @@ func kitWrappers() map[string]func(blockdev.Device) blockdev.Device {
 	return map[string]func(blockdev.Device) blockdev.Device{
 		"Passthrough": func(d blockdev.Device) blockdev.Device { return blockdev.Passthrough{Device: d} },
 		"Fence":       func(d blockdev.Device) blockdev.Device { return blockdev.NewFence(d) },
-		"Meter":       func(d blockdev.Device) blockdev.Device { return blockdev.NewMeter(d, nil) },
+		"LeaseFence": func(d blockdev.Device) blockdev.Device {
+			return blockdev.NewLeaseFence(d, func() error { return nil })
+		},
+		"Meter": func(d blockdev.Device) blockdev.Device { return blockdev.NewMeter(d, nil) },
 		"MeterObserved": func(d blockdev.Device) blockdev.Device {
 			return blockdev.NewMeter(d, func(blockdev.Op, int64, time.Duration, error) {})
 		},
@@ -100,6 +105,61 @@ func TestFence(t *testing.T) {
 	}
 	if f.ZeroIsFast(0, 4096, true) {
 		t.Error("zeroing is fast on a fenced device")
+	}
+}
+
+// duringRead is a device that runs hook while each read is in flight,
+// after the bytes were read: the moment a paused process wakes up with
+// the read done.
+type duringRead struct {
+	blockdev.Passthrough
+	hook func()
+}
+
+func (d duringRead) ReadAt(ctx context.Context, p []byte, off int64) error {
+	err := d.Device.ReadAt(ctx, p, off)
+	d.hook()
+	return err
+}
+
+// TestLeaseFenceReadCompletingLate: a read issued while the lease is held
+// and completing after it may have run out fails with ErrFenced and hands
+// out no byte it read; from then on every call fails. A plain fence fenced
+// while a read is in flight fails that read too.
+func TestLeaseFenceReadCompletingLate(t *testing.T) {
+	ctx := context.Background()
+	mem := mustMem(t, false, 1<<20)
+	if err := mem.WriteAt(ctx, bytes.Repeat([]byte{0xAB}, 8192), 0); err != nil {
+		t.Fatal(err)
+	}
+	lost := errors.New("no renewal sent in time")
+	var expired atomic.Bool
+	lease := func() error {
+		if expired.Load() {
+			return lost
+		}
+		return nil
+	}
+	f := blockdev.NewLeaseFence(duringRead{blockdev.Passthrough{Device: mem}, func() { expired.Store(true) }}, lease)
+	buf := make([]byte, 8192)
+	err := f.ReadAt(ctx, buf, 0)
+	if !errors.Is(err, blockdev.ErrFenced) || !errors.Is(err, lost) {
+		t.Fatalf("read completing after the lease: %v, want ErrFenced citing the lease", err)
+	}
+	if !bytes.Equal(buf, make([]byte, len(buf))) {
+		t.Error("the read that completed too late left its bytes in the buffer")
+	}
+	expired.Store(false) // the first failure stays
+	for name, call := range everyCall(f) {
+		if err := call(); !errors.Is(err, blockdev.ErrFenced) || !errors.Is(err, lost) {
+			t.Errorf("%s after the lease ran out: %v, want ErrFenced", name, err)
+		}
+	}
+
+	var plain *blockdev.Fence
+	plain = blockdev.NewFence(duringRead{blockdev.Passthrough{Device: mem}, func() { plain.Fence(lost) }})
+	if err := plain.ReadAt(ctx, buf, 0); !errors.Is(err, blockdev.ErrFenced) {
+		t.Errorf("read completing after Fence: %v, want ErrFenced", err)
 	}
 }
 

@@ -20,7 +20,10 @@ import (
 // Applied). FinishMove releases the old slot only when every reader of the
 // volume either has Applied >= C, or took its lease after C (its owner
 // key's create revision is above C, so it listed the map after the commit);
-// a reader whose lease expired has no key and holds nothing up. The
+// a reader whose lease expired has no key and holds nothing up: it stopped
+// reading on its own clock at least renewMargin before etcd expired the
+// lease (Owner.Valid: every read it completes after that fails), so the
+// release needs no wait of its own. The
 // condition is monotonic (Applied only grows, new readers satisfy it, gone
 // ones too), so it is checked by a read before the release transaction
 // without comparing the readers' keys.

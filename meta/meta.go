@@ -128,6 +128,10 @@ type Store struct {
 	keys   keys
 	closer sync.Once
 
+	// renewLease renews an owner's lease once (clientv3.Lease.KeepAliveOnce
+	// when nil; a test pauses renewals with it).
+	renewLease func(context.Context, clientv3.LeaseID) (*clientv3.LeaseKeepAliveResponse, error)
+
 	mu      sync.Mutex
 	cluster *ClusterRecord // cached: immutable once created but for MaxOvercommit (SetMaxOvercommit)
 	snap    *snapshot      // allocation view, see alloc.go

@@ -37,11 +37,16 @@ type OwnerOptions struct {
 // cause ErrLeaseLost, the moment the lease expires, is revoked, or the
 // owner key is deleted; from then on fenced writes fail with ErrLeaseLost.
 //
-// It is also cancelled, on the owner's own clock, when no renewal has been
-// answered for the lease's TTL less a safety margin (see renewMargin): the
-// etcd client only notices an expired lease up to a second late, and a new
-// owner may be granted the volume the moment etcd expires the old lease, so
-// the old owner must stop first.
+// It is also cancelled, on the owner's own clock, when the lease is no
+// longer certainly held: the TTL less a safety margin (see renewMargin)
+// after the last renewal that etcd answered was *sent* (etcd renewed it
+// after that moment, so the lease cannot expire before it plus the TTL).
+// The etcd client only notices an expired lease up to a second late, and a
+// new owner may be granted the volume (or a slot a reader read from may be
+// given to another volume) the moment etcd expires the old lease, so the
+// old owner must stop first. Valid says whether that deadline has passed,
+// on every call: a process paused past it stops at once when it wakes,
+// before its timers run.
 //
 // The owner key is watched; a watch that breaks (etcd compacted the
 // history while the owner was cut off) does not end the ownership if a
@@ -58,10 +63,14 @@ type Owner struct {
 	rec    OwnerRecord
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	ended  atomic.Bool // set once ctx is cancelled (Valid reads it)
 	done   chan struct{}
 	once   sync.Once
-	ka     <-chan *clientv3.LeaseKeepAliveResponse
 	wch    clientv3.WatchChan
+	// base is the owner's start on the monotonic clock; until is how long
+	// after base the lease is certainly held (see Valid).
+	base   time.Time
+	until  atomic.Int64
 	lastRW OwnerInfo
 	// rewatches counts the watches of the key made again after a break
 	// found the key still the owner's (run; read by tests).
@@ -123,7 +132,8 @@ func (s *Store) Acquire(ctx context.Context, volume string, o OwnerOptions) (*Ow
 		return nil, err
 	}
 	ow.ttl, ow.lastRW = o.TTL, prev
-	go ow.run(granted)
+	ow.extend(granted.Add(o.TTL - renewMargin(o.TTL)))
+	go ow.run()
 	return ow, nil
 }
 
@@ -275,18 +285,101 @@ func conflict(volume, key string, rec *OwnerRecord, kvs []*mvccpb.KeyValue) erro
 	return busy
 }
 
-// startOwner begins renewing the lease and watching the key.
+// startOwner begins watching the key; run renews the lease.
 func (s *Store) startOwner(ctx context.Context, volume, key string, rec OwnerRecord, lease clientv3.LeaseID, epoch int64) (*Owner, error) {
 	octx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	o := &Owner{s: s, volume: volume, key: key, lease: lease, epoch: epoch, rec: rec, ctx: octx, cancel: cancel, done: make(chan struct{})}
-	ka, err := s.cli.KeepAlive(octx, lease)
-	if err != nil {
-		cancel(err)
-		_, _ = s.cli.Revoke(context.WithoutCancel(ctx), lease)
-		return nil, s.wrap("keep lease alive", err)
-	}
-	o.ka, o.wch = ka, o.watch(epoch)
+	o := &Owner{s: s, volume: volume, key: key, lease: lease, epoch: epoch, rec: rec, ctx: octx, cancel: cancel,
+		done: make(chan struct{}), base: time.Now()}
+	o.wch = o.watch(epoch)
 	return o, nil
+}
+
+// Valid returns nil while the ownership is certainly held, and from the
+// moment it may not the context's cause (wrapping ErrLeaseLost, or
+// context.Canceled after Release): the TTL less the margin has passed
+// since the last answered renewal was sent, or the ownership ended. It reads the monotonic clock,
+// so it holds for a process that was stopped and has not yet run its
+// timers. A read of the volume's storage that completes after Valid fails
+// must not be used (blockdev.NewLeaseFence): a slot it read from may have
+// been freed and given to another volume. Valid is cheap (a clock read and
+// two atomic loads); once it fails it fails for good.
+func (o *Owner) Valid() error {
+	if !o.ended.Load() && int64(time.Since(o.base)) < o.until.Load() {
+		return nil
+	}
+	if !o.ended.Load() {
+		o.lost(deadlinePassed)
+	}
+	if cause := context.Cause(o.ctx); cause != nil {
+		return cause
+	}
+	return fmt.Errorf("volume %s epoch %d: ownership ended: %w", o.volume, o.epoch, ErrLeaseLost)
+}
+
+// end cancels the owner's context with cause; Valid fails from then on.
+func (o *Owner) end(cause error) {
+	o.cancel(cause)
+	o.ended.Store(true)
+}
+
+// extend moves the deadline until which the lease is certainly held to t,
+// unless it is already later.
+func (o *Owner) extend(t time.Time) {
+	until := int64(t.Sub(o.base))
+	for {
+		cur := o.until.Load()
+		if cur >= until || o.until.CompareAndSwap(cur, until) {
+			return
+		}
+	}
+}
+
+// renewal is the outcome of one renewal of the lease: when it was sent and
+// the TTL etcd renewed it for, or why it failed.
+type renewal struct {
+	sent time.Time
+	ttl  time.Duration
+	err  error
+}
+
+// renew sends a renewal of the lease every quarter of the time a renewal
+// keeps the lease certainly held (the TTL less the margin), each a single
+// keep-alive request of its own, so that each answer is known to answer a
+// request sent at a known moment, and hands every outcome to run until ctx
+// ends. Renewals do not wait for each other: a slow answer does not delay
+// the next request, and any answer that comes within the TTL less the
+// margin of its sending keeps the lease certainly held. Each is given up
+// when its answer could no longer help.
+func (o *Owner) renew(ctx context.Context, out chan<- renewal) {
+	once := o.s.renewLease
+	if once == nil {
+		once = o.s.cli.KeepAliveOnce
+	}
+	useful := o.ttl - renewMargin(o.ttl)
+	tick := time.NewTicker(useful / 4)
+	defer tick.Stop()
+	var inFlight sync.WaitGroup
+	defer inFlight.Wait()
+	for {
+		inFlight.Go(func() {
+			r := renewal{sent: time.Now()}
+			rctx, cancel := context.WithTimeout(ctx, useful)
+			defer cancel()
+			resp, err := once(rctx, o.lease)
+			if r.err = err; err == nil {
+				r.ttl = time.Duration(resp.TTL) * time.Second
+			}
+			select {
+			case out <- r:
+			case <-ctx.Done():
+			}
+		})
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // renewMargin is how long before the lease could expire in etcd the owner
@@ -294,9 +387,10 @@ func (s *Store) startOwner(ctx context.Context, volume, key string, rec OwnerRec
 // check) or a fifth of the TTL, whichever is longer.
 func renewMargin(ttl time.Duration) time.Duration { return max(time.Second, ttl/5) }
 
-// run cancels the owner's context when the keep-alive stream ends, the key
-// is deleted or replaced, or no renewal was answered in time (TTL less
-// renewMargin since the grant or the last answer).
+// run renews the lease and cancels the owner's context when etcd says the
+// lease is gone, the key is deleted or replaced, or no renewal was
+// answered in time (TTL less renewMargin since the grant or the sending of
+// the last answered renewal).
 //
 // A watch of the key that breaks (its history compacted while etcd was out
 // of reach, a member without a leader) does not end the ownership by
@@ -304,9 +398,13 @@ func renewMargin(ttl time.Duration) time.Duration { return max(time.Second, ttl/
 // owner's, watched anew from that read. Meanwhile the renewal deadline
 // holds as always, and the read must succeed within the TTL less the
 // margin from the break, or the owner stops.
-func (o *Owner) run(granted time.Time) {
+func (o *Owner) run() {
 	defer close(o.done)
-	expiry := time.NewTimer(time.Until(granted.Add(o.ttl - renewMargin(o.ttl))))
+	renewals := make(chan renewal)
+	var renewer sync.WaitGroup
+	renewer.Go(func() { o.renew(o.ctx, renewals) })
+	defer renewer.Wait() // the context is cancelled on every return
+	expiry := time.NewTimer(o.left())
 	defer expiry.Stop()
 	var rc *recheck // the read of the key after the watch broke, or nil
 	defer func() { rc.stop() }()
@@ -315,15 +413,14 @@ func (o *Owner) run(granted time.Time) {
 		case <-o.ctx.Done():
 			return
 		case <-expiry.C:
-			o.lost("no lease renewal answered within the TTL less the safety margin")
+			o.lost(deadlinePassed)
 			return
-		case resp, ok := <-o.ka:
-			if !ok {
-				o.lost("lease expired or revoked")
+		case r := <-renewals:
+			if why := o.renewed(r); why != "" {
+				o.lost(why)
 				return
 			}
-			// The answer left etcd after it renewed the lease for resp.TTL.
-			expiry.Reset(time.Duration(resp.TTL)*time.Second - renewMargin(o.ttl))
+			expiry.Reset(o.left())
 		case wr, ok := <-o.wch:
 			if !ok || wr.Err() != nil {
 				o.wch, rc = nil, o.startRecheck(o.watchBroke(wr, ok))
@@ -348,9 +445,35 @@ func (o *Owner) run(granted time.Time) {
 	}
 }
 
+// deadlinePassed is why an owner ends when its lease is no longer
+// certainly held.
+const deadlinePassed = "no lease renewal answered within the TTL less the safety margin of its sending"
+
+// left is how long the lease is still certainly held.
+func (o *Owner) left() time.Duration {
+	return time.Duration(o.until.Load()) - time.Since(o.base)
+}
+
+// renewed applies the outcome of a renewal: an answer extends the deadline
+// to its sending plus the TTL less the margin. It returns why the
+// ownership ends ("" when it goes on): etcd no longer has the lease, or
+// the deadline passed before the answer came (the process was paused, say:
+// the lease may have expired in etcd meanwhile, whatever the answer says).
+func (o *Owner) renewed(r renewal) string {
+	switch {
+	case errors.Is(r.err, rpctypes.ErrLeaseNotFound):
+		return "lease expired or revoked"
+	case o.left() <= 0:
+		return deadlinePassed
+	case r.err == nil:
+		o.extend(r.sent.Add(r.ttl - renewMargin(o.ttl)))
+	}
+	return ""
+}
+
 // lost ends the ownership with a cause wrapping ErrLeaseLost.
 func (o *Owner) lost(why string) {
-	o.cancel(fmt.Errorf("volume %s epoch %d: %s: %w", o.volume, o.epoch, why, ErrLeaseLost))
+	o.end(fmt.Errorf("volume %s epoch %d: %s: %w", o.volume, o.epoch, why, ErrLeaseLost))
 }
 
 // watch watches the owner key after revision rev until the ownership ends.
@@ -483,7 +606,7 @@ func (o *Owner) checkKey(ctx context.Context) (rev int64, gone string, err error
 // that learns from elsewhere that it is stale (the storage refused it: a
 // newer owner fenced it). Release still revokes the lease.
 func (o *Owner) Lose(cause error) {
-	o.cancel(fmt.Errorf("volume %s epoch %d: %w: %w", o.volume, o.epoch, cause, ErrLeaseLost))
+	o.end(fmt.Errorf("volume %s epoch %d: %w: %w", o.volume, o.epoch, cause, ErrLeaseLost))
 }
 
 // Release gives ownership up: it stops renewing and revokes the lease,
@@ -491,7 +614,7 @@ func (o *Owner) Lose(cause error) {
 func (o *Owner) Release(ctx context.Context) error {
 	var err error
 	o.once.Do(func() {
-		o.cancel(context.Canceled)
+		o.end(context.Canceled)
 		<-o.done
 		_, err = o.s.cli.Revoke(ctx, o.lease)
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {

@@ -46,12 +46,18 @@
 //
 // # Ownership lost
 //
-// The lease is renewed every TTL/3 by the etcd client; while etcd cannot be
-// reached the volume keeps serving for up to the TTL (OpenOptions.LeaseTTL,
-// default 10s). When the lease is lost, or the storage fences the session,
-// Mapped closes the volume at once, so that a stale owner never writes;
-// fencing what is served on top is the caller's (the agent wraps its
-// devices in blockdev.Fence).
+// The lease is renewed in the background (meta.Owner); while etcd cannot be
+// reached the volume keeps serving for up to the TTL less a margin from the
+// sending of the last answered renewal (OpenOptions.LeaseTTL, default 10s;
+// meta.Owner.Valid). Every namespace of the volume sits behind a fence over
+// the lease (blockdev.NewLeaseFence): from that deadline on every IO fails
+// with blockdev.ErrFenced, and so does every read that completes after it,
+// whenever it was issued (a process paused with reads queued must not
+// return bytes of a slot released and reused meanwhile; reads are not
+// fenced on the storage). When the lease is lost, or the storage fences
+// the session, Mapped closes the volume at once, so that a stale owner
+// never writes; fencing what is served on top is the caller's (the agent
+// wraps its devices in blockdev.Fence).
 //
 // # Namespaces that come back
 //
@@ -77,7 +83,9 @@
 // (volume.Volume.Follow) and publishes the revision it applied
 // (meta.Owner.SetApplied). The mover releases the old slot only once every
 // reader has applied the commit or lost its lease (FinishMoveFollowed;
-// meta/follow.go has the protocol).
+// meta/follow.go has the protocol); a reader that lost its lease fails
+// every read it completes from then on (the lease fence above), so it never
+// reads a released slot.
 //
 // Concurrency: Mapped, Namespaces and TaskMover are safe for concurrent use;
 // Mapped.Close is idempotent.

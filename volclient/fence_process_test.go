@@ -50,11 +50,13 @@ func (b *lockedBuffer) String() string {
 }
 
 // startProcMap maps volume vol in a `nvstripe map` process holding the
-// lease as holder with TTL ttl, waits until it serves, and connects.
-func startProcMap(t *testing.T, bin, etcd, vol, holder string, ttl time.Duration) *procMap {
+// lease as holder with TTL ttl, waits until it serves, and connects; extra
+// are more arguments of map (--read-only).
+func startProcMap(t *testing.T, bin, etcd, vol, holder string, ttl time.Duration, extra ...string) *procMap {
 	t.Helper()
 	addr := freeAddr(t)
-	cmd := exec.Command(bin, "map", vol, "--nbd-listen", addr, "--holder", holder, "--lease-ttl", ttl.String(), "--etcd", etcd)
+	args := append([]string{"map", vol, "--nbd-listen", addr, "--holder", holder, "--lease-ttl", ttl.String(), "--etcd", etcd}, extra...)
+	cmd := exec.Command(bin, args...)
 	p := &procMap{cmd: cmd, exited: make(chan struct{})}
 	cmd.Stderr = io.MultiWriter(os.Stderr, &p.log)
 	out, err := cmd.StdoutPipe()

@@ -119,7 +119,7 @@ func open(ctx context.Context, store *meta.Store, rec *meta.VolumeRecord, cluste
 	}
 	g := rec.Layout.Geometry(cluster.SlotSize)
 	vol, err := volume.New(volume.Options{
-		Geometry: g, Size: rec.Size, Devices: devs, ReadOnly: o.ReadOnly,
+		Geometry: g, Size: rec.Size, Devices: leased{devs, owner.Valid}, ReadOnly: o.ReadOnly,
 		Alloc: alloc, Dirty: segmentMap{vm}, Stale: segmentMap{vm}, Events: o.Events,
 		LogEpoch: owner.Epoch(),
 	})
@@ -151,6 +151,28 @@ func open(ctx context.Context, store *meta.Store, rec *meta.VolumeRecord, cluste
 	}
 	m.bg.Go(func() { m.maintain(watch, cmp.Or(o.RecheckInterval, 10*time.Second), !o.ReadOnly, logf) })
 	return m, nil
+}
+
+// leased is the volume's DeviceSet: every namespace behind a fence over
+// the ownership lease (blockdev.NewLeaseFence over meta.Owner.Valid). Once
+// the lease is not certainly held, every IO fails with blockdev.ErrFenced,
+// and so does every read that completes after that moment, whenever it
+// was issued: a slot it read may have been released (a reader's lease ran
+// out, so the mover stopped waiting for it) and written by another
+// volume. Readers are not fenced on the storage, and no owner's reads are,
+// so this is what keeps a process paused past its lease from returning
+// another volume's bytes when it resumes.
+type leased struct {
+	devs  *Namespaces
+	valid func() error
+}
+
+func (l leased) Device(ctx context.Context, id string) (blockdev.Device, error) {
+	d, err := l.devs.Device(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return blockdev.NewLeaseFence(d, l.valid), nil
 }
 
 // claimAll claims, in parallel, every namespace the volume has a slot or a
