@@ -71,6 +71,8 @@ type FileOptions struct {
 //     have dropped it, so retrying proves nothing).
 //   - ENODATA (critical medium error) and EILSEQ (integrity check):
 //     ErrCorrupt. EBADE (reservation conflict): ErrFenced.
+//   - ENOSPC and EDQUOT (the file system or quota is full, typically a
+//     sparse file that needs a block): ErrNoSpace; the file stays usable.
 //   - EINVAL: ErrInvalid. A closed File, a file shorter than Size, and
 //     every other error: ErrUnavailable.
 //
