@@ -38,14 +38,62 @@ func (v *Volume) repairSlot(ctx context.Context, s *segment, i int) (int64, erro
 	if s.freed || sl.ns.down.Load() || sl.prev.Load() != nil {
 		return 0, nil // gone, or being moved (the move fills it)
 	}
-	if sl.valid.Load() == v.g.StripesPerSegment() {
+	if sl.valid.Load() == v.g.StripesPerSegment() && sl.holes.Load() == nil {
 		return 0, v.clearStale(ctx, s, i) // healthy; marked after a reopen only
 	}
 	n, err := v.fill(ctx, s, i, nil)
 	if err != nil {
 		return n, err
 	}
-	return n, v.clearStale(ctx, s, i)
+	h, err := v.fillHoles(ctx, s, i)
+	if err != nil {
+		return n + h, err
+	}
+	return n + h, v.clearStale(ctx, s, i)
+}
+
+// fillHoles rebuilds the holes of slot i of s (stripes it missed for lack
+// of space) and records the ones left, once what it wrote is flushed. It
+// stops at the first error: a namespace still out of space fails with
+// ErrNoSpace. REQUIRES: s.io held shared.
+func (v *Volume) fillHoles(ctx context.Context, s *segment, i int) (int64, error) {
+	sl := s.slots[i]
+	var n int64
+	var err error
+	for _, r := range sl.holesOf() {
+		for t := r.From; t < r.To && err == nil; t++ {
+			if err = ctx.Err(); err == nil {
+				err = v.fillHole(ctx, s, i, t)
+			}
+			if err == nil {
+				n++
+			}
+		}
+	}
+	if n == 0 {
+		return 0, err
+	}
+	if ferr := sl.ns.dev.Flush(ctx); ferr != nil {
+		return n, errors.Join(err, v.shardFailed(s, sl, i, 0, ferr))
+	}
+	return n, errors.Join(err, v.recordHoles(ctx, s, i, sl))
+}
+
+// fillHole rebuilds hole t of slot i of s, when it is still one.
+func (v *Volume) fillHole(ctx context.Context, s *segment, i int, t int64) error {
+	id := layout.StripeID{Segment: s.id, Stripe: t}
+	mu := v.lock(id)
+	mu.Lock()
+	defer mu.Unlock()
+	sl := s.slots[i]
+	if !sl.hasHole(t) {
+		return nil
+	}
+	if err := v.rebuildChunk(ctx, s, i, id); err != nil {
+		return fmt.Errorf("segment %d slot %d stripe %d (namespace %s): rebuilding a stripe it missed: %w", s.id, i, t, sl.ref.NS, err)
+	}
+	s.removeHole(sl, t)
+	return nil
 }
 
 // fill brings slot i of s up to date from its first stale stripe to the end:
@@ -92,6 +140,19 @@ func (v *Volume) fillStripe(ctx context.Context, s *segment, i int, t int64) err
 	if sl.valid.Load() != t {
 		return nil // a write moved the mark; the caller re-reads it
 	}
+	if err := v.rebuildChunk(ctx, s, i, id); err != nil {
+		return err
+	}
+	sl.valid.CompareAndSwap(t, t+1)
+	s.removeHole(sl, t) // a hole the mark had gone below
+	return nil
+}
+
+// rebuildChunk writes the current content of slot i for stripe id (from
+// the old location during a move, else reconstructed) to the slot.
+// REQUIRES: stripe lock held.
+func (v *Volume) rebuildChunk(ctx context.Context, s *segment, i int, id layout.StripeID) error {
+	sl, t := s.slots[i], id.Stripe
 	if err := v.unsettled(id, v.g.ShardIn(t, i), 0, v.g.Chunk); err != nil {
 		return err // rebuilding it would write garbage
 	}
@@ -114,7 +175,6 @@ func (v *Volume) fillStripe(ctx context.Context, s *segment, i int, t int64) err
 	if err := v.slotWrite(ctx, sl, t, 0, chunk, sums, false); err != nil {
 		return v.shardFailed(s, sl, i, t, err)
 	}
-	sl.valid.CompareAndSwap(t, t+1)
 	return nil
 }
 
