@@ -168,6 +168,7 @@ func (ns *namespace) loadReservations() error {
 	if err != nil {
 		return err
 	}
+	ns.resv.store.reserve()
 	ns.resv.state.Store(st.seal())
 	return nil
 }
