@@ -57,7 +57,8 @@ type FileOptions struct {
 // Flush is fdatasync. Trim punches a hole (block devices: zero-out with
 // unmap) and WriteZeroes zeroes the range in place (FALLOC_FL_ZERO_RANGE or
 // BLKZEROOUT); both fall back to writing zeros where the system lacks the
-// call. Allocated reports data extents with SEEK_DATA/SEEK_HOLE (regular
+// call, and WriteZeroes of a regular file punches a hole when the file
+// system has no space to zero in place. Allocated reports data extents with SEEK_DATA/SEEK_HOLE (regular
 // files on Linux; the whole range elsewhere).
 //
 // With O_DIRECT, callers' buffers that are not aligned to the block size go

@@ -1,6 +1,7 @@
 package blockdev_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -133,6 +134,13 @@ func TestFileNoSpace(t *testing.T) {
 	}
 	if err := f.WriteAt(ctx, blk, 0); err != nil {
 		t.Fatalf("overwriting an allocated block of a full file system: %v", err)
+	}
+	// Zeroing needs no space: where it cannot zero in place, it punches.
+	if err := f.WriteZeroes(ctx, full, 64<<10); err != nil {
+		t.Fatalf("write-zeroes on a full file system: %v", err)
+	}
+	if err := f.ReadAt(ctx, blk, full); err != nil || !bytes.Equal(blk, make([]byte, 4096)) {
+		t.Fatalf("read after write-zeroes: %v, zeros %t", err, bytes.Equal(blk, make([]byte, 4096)))
 	}
 	if err := f.Trim(ctx, 0, 64<<10); err != nil {
 		t.Fatal(err)
