@@ -17,7 +17,8 @@ import (
 // fails writes of a range with ErrNoSpace, as a sparse file on a full file
 // system does) answers Capacity Exceeded with Do Not Retry; the initiator
 // returns ErrNoSpace at once, without treating the path as failed, and the
-// namespace keeps serving reads and the writes that fit.
+// namespace keeps serving reads and the writes that fit. The target counts
+// the write as failed for lack of space.
 func TestWriteNoSpace(t *testing.T) {
 	var fd *faultdev.Dev
 	f := newFixture(t, 1, 4<<20, func(c *target.Config) {
@@ -37,6 +38,9 @@ func TestWriteNoSpace(t *testing.T) {
 	var se *StatusError
 	if !errors.Is(err, blockdev.ErrNoSpace) || !errors.As(err, &se) || se.Status != pdu.SCCapacityExceeded || !se.DNR {
 		t.Fatalf("write into the full range: %v (class %v), want Capacity Exceeded with DNR, class ErrNoSpace", err, blockdev.Class(err))
+	}
+	if st := f.tgt.Stats().Namespaces[0]; st.NoSpace != 1 || st.Errors != 1 {
+		t.Fatalf("target stats %+v, want the one write counted as no space", st)
 	}
 	got := make([]byte, len(want))
 	if err := d.ReadAt(ctx, got, 0); err != nil || !bytes.Equal(got, want) {
