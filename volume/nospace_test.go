@@ -24,12 +24,15 @@ var errFull = blockdev.Mark(errors.New("pwrite: no space left on device"), block
 // (a new owner included), the stale marks name only stripes that were
 // written while space lacked, no namespace is treated as down, and once
 // space is back Repair clears every mark and restores full redundancy.
+// With and without checksums.
 func TestNoSpaceKeepsFlushedData(t *testing.T) {
-	g := layout.Geometry{K: 2, M: 1, Chunk: 16 << 10, SlotSize: 256 << 10}
-	for _, full := range []int{1, 2} {
-		t.Run(fmt.Sprintf("%d full", full), func(t *testing.T) {
-			noSpaceRun(t, g, full)
-		})
+	for _, csum := range []bool{false, true} {
+		g := layout.Geometry{K: 2, M: 1, Chunk: 16 << 10, SlotSize: 256 << 10, Checksums: csum}
+		for _, full := range []int{1, 2} {
+			t.Run(fmt.Sprintf("%d full/checksums=%t", full, csum), func(t *testing.T) {
+				noSpaceRun(t, g, full)
+			})
+		}
 	}
 }
 
@@ -45,8 +48,15 @@ func noSpaceRun(t *testing.T, g layout.Geometry, full int) {
 	if err := r.vol.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// Without checksums the failed writes tear (write a part, as a file
+	// system that fills mid-write does); with them a torn block would read
+	// as corrupt, not as old or new data, so they write nothing.
+	action := faultdev.Tear
+	if g.Checksums {
+		action = faultdev.Fail
+	}
 	for i := range full {
-		r.devs[i].Add(faultdev.Rule{Ops: faultdev.OpWrite | faultdev.OpWriteZeroes, Err: errFull})
+		r.devs[i].Add(faultdev.Rule{Action: action, Ops: faultdev.OpWrite | faultdev.OpWriteZeroes, Err: errFull})
 	}
 	// Writes of every shape over the first half: whole stripes, pieces of
 	// a chunk, spans over two stripes. A failed write leaves each of its
@@ -100,6 +110,9 @@ func noSpaceRun(t *testing.T, g layout.Geometry, full int) {
 	}
 	if _, err := r.vol.Repair(ctx); err != nil {
 		t.Fatalf("repair once space is back: %v", err)
+	}
+	if err := r.vol.Flush(ctx); err != nil {
+		t.Fatal(err)
 	}
 	if marks, _ := r.stale.Stale(ctx); len(marks) != 0 {
 		t.Fatalf("marks left after repair: %+v", marks)
