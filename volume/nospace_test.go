@@ -24,12 +24,12 @@ var errFull = blockdev.Mark(errors.New("pwrite: no space left on device"), block
 // (a new owner included), the stale marks name only stripes that were
 // written while space lacked, no namespace is treated as down, and once
 // space is back Repair clears every mark and restores full redundancy.
-// With and without checksums.
+// Volume formats 1 (plain), 2 (checksums) and 3 (checksums, write log).
 func TestNoSpaceKeepsFlushedData(t *testing.T) {
-	for _, csum := range []bool{false, true} {
-		g := layout.Geometry{K: 2, M: 1, Chunk: 16 << 10, SlotSize: 256 << 10, Checksums: csum}
+	for format, f := range [][2]bool{{false, false}, {true, false}, {true, true}} {
+		g := layout.Geometry{K: 2, M: 1, Chunk: 16 << 10, SlotSize: 256 << 10, Checksums: f[0], Log: f[1]}
 		for _, full := range []int{1, 2} {
-			t.Run(fmt.Sprintf("%d full/checksums=%t", full, csum), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%d full/format %d", full, format+1), func(t *testing.T) {
 				noSpaceRun(t, g, full)
 			})
 		}
