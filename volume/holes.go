@@ -120,6 +120,23 @@ func (rs stripeRanges) String() string {
 	return strings.Join(parts, ",")
 }
 
+// HasHoles reports whether some slot has stripes it missed for lack of
+// space: Repair rebuilds them once their namespace has space again.
+func (v *Volume) HasHoles() bool {
+	for _, s := range v.cachedSegments() {
+		s.io.RLock() // a move swaps slots under io held exclusively
+		holes := false
+		for _, sl := range s.slots {
+			holes = holes || sl.holes.Load() != nil
+		}
+		s.io.RUnlock()
+		if holes {
+			return true
+		}
+	}
+	return false
+}
+
 // holesOf returns the holes of copy sl (nil: none).
 func (sl *slot) holesOf() stripeRanges {
 	if p := sl.holes.Load(); p != nil {
