@@ -85,15 +85,15 @@ func (v *Volume) writeStripeOnce(ctx context.Context, sio layout.StripeIO, p []b
 		return err
 	}
 	healed := false
-	var before []bool // the shards usable when the write started
+	var before [layout.MaxShards]bool // the shards usable when the write started
 	for attempt := 0; attempt <= v.g.N(); attempt++ {
 		usable := v.usableShards(s, sio.ID)
-		if before == nil {
-			before = usable
+		if attempt == 0 {
+			copy(before[:], usable)
 		}
 		plan, ok := planWrite(v.g, sio, usable)
 		if !ok {
-			return v.writeNotDone(ctx, s, sio.ID, before, usable)
+			return v.writeNotDone(ctx, s, sio.ID, before[:v.g.N()], usable)
 		}
 		if plan, err = v.logPlan(plan, usable); err != nil {
 			return err
