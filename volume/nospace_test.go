@@ -110,6 +110,24 @@ func noSpaceRun(t *testing.T, g layout.Geometry, full int) {
 	}
 	checkAgainst(t, r.vol, model, undef, "a new owner, full namespaces")
 
+	if full == 2 {
+		// Space back on one of the two: Repair rebuilds everything but
+		// the stripes of the one still full, and says why it stopped.
+		r.devs[1].Clear()
+		if _, err := r.vol.Repair(ctx); !errors.Is(err, blockdev.ErrNoSpace) {
+			t.Fatalf("repair with one namespace still full: %v, want ErrNoSpace", err)
+		}
+		marks, err := r.stale.Stale(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range marks {
+			if m.Ref.NS != r.names[0] {
+				t.Fatalf("after a repair with only %s full, a mark on %s is left: %+v", r.names[0], m.Ref.NS, m)
+			}
+		}
+		checkAgainst(t, r.vol, model, undef, "repaired but for one full namespace")
+	}
 	for i := range full {
 		r.devs[i].Clear()
 	}

@@ -1,10 +1,12 @@
 package volume
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 
+	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/volume/layout"
 )
 
@@ -12,23 +14,28 @@ import (
 // corrupt data, or one the StaleLog names) whose namespace is up, stripe by
 // stripe, from the other shards, and clears the StaleLog mark of each slot
 // it made whole. Writes keep flowing: a stripe already rebuilt receives new
-// writes, one not yet rebuilt is rebuilt after them. It returns the number
-// of stripes rebuilt.
+// writes, one not yet rebuilt is rebuilt after them. A slot whose namespace
+// still lacks space is skipped, the others repaired, and the first such
+// error returned at the end. It returns the number of stripes rebuilt.
 func (v *Volume) Repair(ctx context.Context) (int64, error) {
 	if err := v.openStale(ctx); err != nil {
 		return 0, err
 	}
 	var total int64
+	var noSpace error
 	for _, s := range v.cachedSegments() {
 		for i := range s.slots {
 			n, err := v.repairSlot(ctx, s, i)
 			total += n
-			if err != nil {
+			switch {
+			case blockdev.Class(err) == blockdev.ErrNoSpace:
+				noSpace = cmp.Or(noSpace, err)
+			case err != nil:
 				return total, err
 			}
 		}
 	}
-	return total, nil
+	return total, noSpace
 }
 
 func (v *Volume) repairSlot(ctx context.Context, s *segment, i int) (int64, error) {
