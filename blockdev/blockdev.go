@@ -56,6 +56,12 @@ import (
 //     retrying will not help.
 //   - ErrOutOfRange: the request reaches past Size().
 //   - ErrInvalid: misaligned or otherwise malformed request.
+//   - ErrNoSpace: a write, zeroing or flush failed because the storage
+//     behind the device has no space left (a thin file on a full file
+//     system, a full thin pool). The device is reachable and what it held
+//     before stays readable; the failed request's range holds old data, new
+//     data or a mix, as after any failed write. Freeing space helps;
+//     retrying at once does not.
 //
 // Close releases the device's resources; calls after Close fail with
 // ErrUnavailable.
@@ -137,6 +143,7 @@ var (
 	ErrFenced      = errors.New("fenced: no longer allowed to write")
 	ErrOutOfRange  = errors.New("out of range")
 	ErrInvalid     = errors.New("invalid request")
+	ErrNoSpace     = errors.New("no space left on device")
 )
 
 // Mark returns err with class attached: errors.Is(Mark(err, c), c) is true,
@@ -163,7 +170,7 @@ func (m *marked) Unwrap() []error {
 
 // Class returns the first class err belongs to, or nil when it has none.
 func Class(err error) error {
-	for _, c := range []error{ErrFenced, ErrOutOfRange, ErrInvalid, ErrCorrupt, ErrUnavailable} {
+	for _, c := range []error{ErrFenced, ErrOutOfRange, ErrInvalid, ErrNoSpace, ErrCorrupt, ErrUnavailable} {
 		if errors.Is(err, c) {
 			return c
 		}

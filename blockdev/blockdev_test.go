@@ -10,7 +10,7 @@ import (
 	"github.com/nvstripe/nvstripe/blockdev/devtest"
 )
 
-var classes = []error{blockdev.ErrUnavailable, blockdev.ErrCorrupt, blockdev.ErrFenced, blockdev.ErrOutOfRange, blockdev.ErrInvalid}
+var classes = []error{blockdev.ErrUnavailable, blockdev.ErrCorrupt, blockdev.ErrFenced, blockdev.ErrOutOfRange, blockdev.ErrInvalid, blockdev.ErrNoSpace}
 
 func TestMarkAndClass(t *testing.T) {
 	base := errors.New("nvme status 0x281")

@@ -57,7 +57,8 @@ type FileOptions struct {
 // Flush is fdatasync. Trim punches a hole (block devices: zero-out with
 // unmap) and WriteZeroes zeroes the range in place (FALLOC_FL_ZERO_RANGE or
 // BLKZEROOUT); both fall back to writing zeros where the system lacks the
-// call. Allocated reports data extents with SEEK_DATA/SEEK_HOLE (regular
+// call, and WriteZeroes of a regular file punches a hole when the file
+// system has no space to zero in place. Allocated reports data extents with SEEK_DATA/SEEK_HOLE (regular
 // files on Linux; the whole range elsewhere).
 //
 // With O_DIRECT, callers' buffers that are not aligned to the block size go
@@ -71,6 +72,8 @@ type FileOptions struct {
 //     have dropped it, so retrying proves nothing).
 //   - ENODATA (critical medium error) and EILSEQ (integrity check):
 //     ErrCorrupt. EBADE (reservation conflict): ErrFenced.
+//   - ENOSPC and EDQUOT (the file system or quota is full, typically a
+//     sparse file that needs a block): ErrNoSpace; the file stays usable.
 //   - EINVAL: ErrInvalid. A closed File, a file shorter than Size, and
 //     every other error: ErrUnavailable.
 //

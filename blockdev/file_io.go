@@ -146,6 +146,11 @@ func (fl *File) zero(ctx context.Context, op string, off, n int64, how fallocOp)
 	if errors.Is(err, errUnsupported) {
 		err = fl.writeZeros(off, n)
 	}
+	if err != nil && how == fallocZero && !fl.blockDev && classify(err, false) == ErrNoSpace {
+		// No space to keep the range allocated: a punched hole reads as
+		// zeros too, and frees space instead of taking it.
+		err = fileFallocate(fl.f, fallocPunch, off, n)
+	}
 	if err != nil {
 		return fl.fail(op, off, n, err)
 	}

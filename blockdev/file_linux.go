@@ -167,6 +167,8 @@ func classifyErrno(err error, read bool) error {
 		return ErrFenced
 	case syscall.EINVAL:
 		return ErrInvalid
+	case syscall.ENOSPC, syscall.EDQUOT:
+		return ErrNoSpace
 	}
 	return ErrUnavailable
 }

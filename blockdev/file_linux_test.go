@@ -1,7 +1,9 @@
 package blockdev_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -88,5 +90,62 @@ func TestFileAllocatedSparse(t *testing.T) {
 	}
 	if ext, err := f.Allocated(ctx, 0, f.Size()); err != nil || len(ext) != 0 {
 		t.Fatalf("after Trim: Allocated = %v, %v; want nothing", ext, err)
+	}
+}
+
+// TestFileNoSpace: a sparse File on a small tmpfs that fills up fails the
+// write that needs a new block with ErrNoSpace (not ErrUnavailable: the
+// file is fine), keeps serving what it holds, and takes writes again once
+// space is freed.
+func TestFileNoSpace(t *testing.T) {
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=256k"); err != nil {
+		t.Skipf("mounting a small tmpfs needs root (CAP_SYS_ADMIN): %v", err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, 0); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+	})
+	f := openFile(t, filepath.Join(dir, "thin"), &blockdev.FileOptions{Size: 1 << 20, Sparse: true})
+	defer f.Close()
+	ctx := context.Background()
+	blk := make([]byte, 4096)
+	var full int64 = -1
+	for off := int64(0); off < f.Size(); off += 4096 {
+		blk[0] = byte(off / 4096)
+		err := f.WriteAt(ctx, blk, off)
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, blockdev.ErrNoSpace) || errors.Is(err, blockdev.ErrUnavailable) {
+			t.Fatalf("write at %d on a full tmpfs: %v (class %v), want ErrNoSpace", off, err, blockdev.Class(err))
+		}
+		full = off
+		break
+	}
+	if full <= 0 {
+		t.Fatalf("a 1 MiB sparse file on a 256 KiB tmpfs never filled it (first failure at %d)", full)
+	}
+	for off := int64(0); off < full; off += 4096 {
+		if err := f.ReadAt(ctx, blk, off); err != nil || blk[0] != byte(off/4096) {
+			t.Fatalf("read at %d after the file system filled: %v, first byte %d", off, err, blk[0])
+		}
+	}
+	if err := f.WriteAt(ctx, blk, 0); err != nil {
+		t.Fatalf("overwriting an allocated block of a full file system: %v", err)
+	}
+	// Zeroing needs no space: where it cannot zero in place, it punches.
+	if err := f.WriteZeroes(ctx, full, 64<<10); err != nil {
+		t.Fatalf("write-zeroes on a full file system: %v", err)
+	}
+	if err := f.ReadAt(ctx, blk, full); err != nil || !bytes.Equal(blk, make([]byte, 4096)) {
+		t.Fatalf("read after write-zeroes: %v, zeros %t", err, bytes.Equal(blk, make([]byte, 4096)))
+	}
+	if err := f.Trim(ctx, 0, 64<<10); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.WriteAt(ctx, blk, full); err != nil {
+		t.Fatalf("write at %d after space was freed: %v", full, err)
 	}
 }

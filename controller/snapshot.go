@@ -34,6 +34,10 @@ type Snapshot struct {
 	// is marked stale (it missed writes; meta.VolumeMap.Stale). A volume's
 	// owner rebuilds them in place once their namespace answers.
 	Stale map[SegmentID]map[int]bool
+	// StaleStripes holds, for the stale slots that missed only some
+	// stripes (their namespace ran out of space), those stripes as
+	// [from, to) pairs.
+	StaleStripes map[SegmentID]map[int][][2]int64
 }
 
 // compactRetries is how many more times LoadSnapshot pins a fresh revision
@@ -74,7 +78,8 @@ func loadPinned(ctx context.Context, store *meta.Store, load func(context.Contex
 func loadAt(ctx context.Context, store *meta.Store) (*Snapshot, error) {
 	s := &Snapshot{Rev: store.Rev(), Namespaces: map[string]*meta.NamespaceRecord{}, Volumes: map[string]*meta.VolumeRecord{},
 		Owners: map[string]string{}, Readers: map[string][]string{}, MoveTasks: map[SegmentID]MoveTask{},
-		Segments: map[string]map[int64]*meta.SegmentRecord{}, Stale: map[SegmentID]map[int]bool{}}
+		Segments: map[string]map[int64]*meta.SegmentRecord{}, Stale: map[SegmentID]map[int]bool{},
+		StaleStripes: map[SegmentID]map[int][][2]int64{}}
 	if err := s.loadHosts(ctx, store); err != nil {
 		return nil, err
 	}
@@ -191,6 +196,12 @@ func (s *Snapshot) loadStale(ctx context.Context, vm *meta.VolumeMap, vol string
 			s.Stale[id] = map[int]bool{}
 		}
 		s.Stale[id][m.Index] = true
+		if len(m.Stripes) > 0 {
+			if s.StaleStripes[id] == nil {
+				s.StaleStripes[id] = map[int][][2]int64{}
+			}
+			s.StaleStripes[id][m.Index] = m.Stripes
+		}
 	}
 	return nil
 }
@@ -258,15 +269,20 @@ func (s *Snapshot) Health() []VolumeHealth {
 		h := VolumeHealth{Volume: v.ID, K: v.K, M: v.M}
 		for idx, r := range s.Segments[v.ID] {
 			h.Segments++
-			lost := 0
-			stale := s.Stale[SegmentID{Volume: v.ID, Index: idx}]
+			id := SegmentID{Volume: v.ID, Index: idx}
+			stale, stripes := s.Stale[id], s.StaleStripes[id]
 			h.Stale += len(stale)
+			lost := 0
+			var partial [][][2]int64 // in service, missing some stripes only
 			for i, sl := range r.Slots {
-				n := s.Namespaces[sl.NS]
-				if stale[i] || !inService(n) {
+				switch n := s.Namespaces[sl.NS]; {
+				case !inService(n) || stale[i] && stripes[i] == nil:
 					lost++
+				case stale[i]:
+					partial = append(partial, stripes[i])
 				}
 			}
+			lost += mostOverlapping(partial)
 			h.Lost = max(h.Lost, lost)
 			if lost > 0 {
 				h.Degraded++
@@ -278,6 +294,30 @@ func (s *Snapshot) Health() []VolumeHealth {
 		out = append(out, h)
 	}
 	return out
+}
+
+// mostOverlapping returns the most of the stripe lists ([from, to) pairs,
+// each sorted and disjoint) that one stripe is in.
+func mostOverlapping(lists [][][2]int64) int {
+	type edge struct {
+		at    int64
+		delta int
+	}
+	var edges []edge
+	for _, l := range lists {
+		for _, r := range l {
+			edges = append(edges, edge{r[0], 1}, edge{r[1], -1})
+		}
+	}
+	sort.Slice(edges, func(i, j int) bool {
+		return edges[i].at < edges[j].at || edges[i].at == edges[j].at && edges[i].delta < edges[j].delta
+	})
+	most, cur := 0, 0
+	for _, e := range edges {
+		cur += e.delta
+		most = max(most, cur)
+	}
+	return most
 }
 
 // inService reports whether namespace n (nil: unknown) serves its slots: in

@@ -62,6 +62,24 @@ func TestHealthCountsStaleSlots(t *testing.T) {
 	if h := health(); h.Lost != 1 || h.Stale != 1 || h.Status() != "degraded by 1" {
 		t.Fatalf("after one mark cleared: %+v (%s)", h, h.Status())
 	}
+	// Slots that missed only some stripes (out of space) cost redundancy
+	// where their stripes overlap.
+	markStripes := func(idx int, stripes [][2]int64) {
+		t.Helper()
+		if err := vm.MarkStaleStripes(ctx, 0, idx, segs[0].Slots[idx], stripes); err != nil {
+			t.Fatal(err)
+		}
+	}
+	markStripes(1, [][2]int64{{0, 2}})
+	markStripes(4, [][2]int64{{2, 3}, {7, 9}})
+	markStripes(5, [][2]int64{{5, 7}})
+	if h := health(); h.Lost != 1 || h.Stale != 3 || h.Status() != "degraded by 1" {
+		t.Fatalf("three slots missing different stripes: %+v (%s), want lost 1, stale 3", h, h.Status())
+	}
+	markStripes(5, [][2]int64{{1, 3}})
+	if h := health(); h.Lost != 2 || h.Stale != 3 || h.Status() != "at risk" {
+		t.Fatalf("two slots missing stripe 1 (and 2): %+v (%s), want lost 2, at risk", h, h.Status())
+	}
 }
 
 // staleRepairer is a Mover whose RepairStale counts its calls and clears

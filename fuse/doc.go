@@ -21,8 +21,8 @@
 // or past the end fail with ENOSPC (a write crossing the end is cut short).
 // A device that grows must be announced with FS.Resized, or the kernel shows
 // the old size for up to a minute (it caches attributes). Device
-// errors map to EIO, except blockdev.ErrFenced (EPERM) and ErrOutOfRange
-// (ENOSPC for writes, EINVAL otherwise).
+// errors map to EIO, except blockdev.ErrFenced (EPERM), ErrNoSpace (ENOSPC)
+// and ErrOutOfRange (ENOSPC for writes, EINVAL otherwise).
 //
 // Mounting needs root (mount(2) directly, no fusermount) and /dev/fuse; it
 // is implemented for Linux only.

@@ -168,6 +168,8 @@ func (f *fileNode) errno(err error, op string, off int64, n int) syscall.Errno {
 	switch {
 	case errors.Is(err, blockdev.ErrFenced):
 		return syscall.EPERM
+	case errors.Is(err, blockdev.ErrNoSpace):
+		return syscall.ENOSPC
 	case errors.Is(err, blockdev.ErrOutOfRange):
 		if op == "write" {
 			return syscall.ENOSPC

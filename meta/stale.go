@@ -14,7 +14,10 @@ import (
 // owner must not read it. The owner records the slot under
 // stale/<volume>/<segment, 16 hex digits>/<slot index> with the slot's
 // location before it acknowledges the write, and deletes the record once the
-// slot is rebuilt; freeing the segment deletes its marks.
+// slot is rebuilt; freeing the segment deletes its marks. A slot that only
+// missed some stripes (its namespace ran out of space) is recorded with
+// those stripes; a record without them covers the whole slot (and is what
+// a reader that does not know the list sees).
 
 func (k keys) stales(vol string) string { return k.root + "stale/" + vol + "/" }
 func (k keys) staleSeg(vol string, seg int64) string {
@@ -31,29 +34,65 @@ type StaleRecord struct {
 	NS    string `json:"ns"`
 	Slot  int64  `json:"slot"`
 	Epoch int64  `json:"epoch"`
+	// Stripes, when set, are the only stripes the slot missed, as sorted,
+	// disjoint [from, to) pairs.
+	Stripes [][2]int64 `json:"stripes,omitempty"`
 }
+
+// MaxStaleRanges bounds the stripe ranges of one stale record.
+const MaxStaleRanges = 4096
 
 func (r *StaleRecord) check() error {
 	if r.NS == "" || r.Slot < 0 {
 		return fmt.Errorf("stale record: empty namespace or negative slot: %w", ErrCorruptRecord)
 	}
+	if err := checkStripes(r.Stripes); err != nil {
+		return fmt.Errorf("stale record: %w: %w", err, ErrCorruptRecord)
+	}
 	return nil
 }
 
-// StaleMark is a stale slot mark as listed.
+// checkStripes checks that rs are at most MaxStaleRanges sorted, disjoint,
+// non-empty [from, to) ranges of non-negative stripes.
+func checkStripes(rs [][2]int64) error {
+	if len(rs) > MaxStaleRanges {
+		return fmt.Errorf("%d stripe ranges, at most %d", len(rs), MaxStaleRanges)
+	}
+	prev := int64(0)
+	for i, r := range rs {
+		if r[0] < prev || r[0] >= r[1] || i > 0 && r[0] == prev {
+			return fmt.Errorf("stripe ranges %v not sorted, disjoint and non-empty", rs)
+		}
+		prev = r[1]
+	}
+	return nil
+}
+
+// StaleMark is a stale slot mark as listed. Stripes, when set, are the only
+// stripes the slot missed ([from, to) pairs); nil means the whole slot.
 type StaleMark struct {
 	Segment int64
 	Index   int
 	Ref     SlotRef
+	Stripes [][2]int64
 }
 
 // MarkStale records that slot idx of segment seg, at ref, missed a write.
 // With an owner it fails with ErrLeaseLost once the owner lost its lease.
 func (m *VolumeMap) MarkStale(ctx context.Context, seg int64, idx int, ref SlotRef) error {
+	return m.MarkStaleStripes(ctx, seg, idx, ref, nil)
+}
+
+// MarkStaleStripes is MarkStale for the stripes ([from, to) pairs) the
+// slot missed; it replaces the slot's mark. Nil stripes mean the whole slot.
+func (m *VolumeMap) MarkStaleStripes(ctx context.Context, seg int64, idx int, ref SlotRef, stripes [][2]int64) error {
 	if err := m.checkSeg(seg); err != nil {
 		return err
 	}
-	rec := &StaleRecord{NS: ref.NS, Slot: ref.Slot}
+	if err := checkStripes(stripes); err != nil {
+		return fmt.Errorf("segment %d slot %d: %w: %w", seg, idx, err, ErrInvalid)
+	}
+	rec := &StaleRecord{NS: ref.NS, Slot: ref.Slot, Stripes: stripes}
 	if m.owner != nil {
 		rec.Epoch = m.owner.epoch
 	}
@@ -109,7 +148,7 @@ func (m *VolumeMap) Stale(ctx context.Context) ([]StaleMark, error) {
 		if err := decodeKV(kv, &rec); err != nil {
 			return nil, err
 		}
-		out = append(out, StaleMark{Segment: seg, Index: idx, Ref: SlotRef{NS: rec.NS, Slot: rec.Slot}})
+		out = append(out, StaleMark{Segment: seg, Index: idx, Ref: SlotRef{NS: rec.NS, Slot: rec.Slot}, Stripes: rec.Stripes})
 	}
 	return out, nil
 }

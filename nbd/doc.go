@@ -108,7 +108,8 @@
 // export: ENOSPC for WRITE and WRITE_ZEROES, EINVAL otherwise; misaligned,
 // unknown command, invalid flag, BLOCK_STATUS without a negotiated context,
 // READ over MaxRequest: EINVAL; a write to a read-only export: EPERM;
-// blockdev.ErrOutOfRange: as past the end; blockdev.ErrInvalid: EINVAL;
+// blockdev.ErrOutOfRange: as past the end; blockdev.ErrNoSpace (the
+// storage behind is full): ENOSPC; blockdev.ErrInvalid: EINVAL;
 // blockdev.ErrFenced (this node lost the right to write): EPERM, so the
 // operator sees a refusal rather than a media error; IO cancelled by
 // shutdown: ESHUTDOWN; anything else (ErrUnavailable, ErrCorrupt, ...): EIO.

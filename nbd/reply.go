@@ -111,6 +111,8 @@ func errnoOf(err error, cmd proto.Cmd) (proto.Errno, string) {
 			return proto.ENOSPC, err.Error()
 		}
 		return proto.EINVAL, err.Error()
+	case errors.Is(err, blockdev.ErrNoSpace):
+		return proto.ENOSPC, err.Error()
 	case errors.Is(err, blockdev.ErrInvalid):
 		return proto.EINVAL, err.Error()
 	case errors.Is(err, blockdev.ErrFenced):

@@ -492,6 +492,7 @@ func TestErrorMapping(t *testing.T) {
 		{blockdev.ErrUnavailable, proto.EIO, proto.EIO},
 		{blockdev.ErrCorrupt, proto.EIO, proto.EIO},
 		{blockdev.ErrOutOfRange, proto.EINVAL, proto.ENOSPC},
+		{blockdev.ErrNoSpace, proto.ENOSPC, proto.ENOSPC},
 		{blockdev.ErrInvalid, proto.EINVAL, proto.EINVAL},
 		{context.Canceled, proto.ESHUTDOWN, proto.ESHUTDOWN},
 		{fmt.Errorf("disk on fire"), proto.EIO, proto.EIO},

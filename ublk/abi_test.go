@@ -159,6 +159,7 @@ func TestServeErrors(t *testing.T) {
 		want     syscall.Errno
 	}{
 		{"fenced write", &faultdev.Rule{Ops: faultdev.OpWrite, Err: blockdev.ErrFenced}, req(opWrite, 0, 0, 4096), false, syscall.EPERM},
+		{"write out of space", &faultdev.Rule{Ops: faultdev.OpWrite, Err: blockdev.ErrNoSpace}, req(opWrite, 0, 0, 4096), false, syscall.ENOSPC},
 		{"unavailable read", &faultdev.Rule{Ops: faultdev.OpRead}, req(opRead, 0, 0, 4096), false, syscall.EIO},
 		{"corrupt read", &faultdev.Rule{Ops: faultdev.OpRead, Err: blockdev.ErrCorrupt}, req(opRead, 0, 0, 4096), false, syscall.EIO},
 		{"failed flush", &faultdev.Rule{Ops: faultdev.OpFlush}, req(opFlush, 0, 0, 0), false, syscall.EIO},

@@ -74,6 +74,7 @@ var errReadOnly = errors.New("read-only")
 // errnoOf maps a device error to the negated errno the block layer sees:
 // ErrFenced and a write to a read-only device: EPERM (a refusal, not a media
 // error, as the NBD server answers); ErrInvalid and ErrOutOfRange: EINVAL;
+// ErrNoSpace (the storage behind is full): ENOSPC;
 // everything else (ErrUnavailable, ErrCorrupt, cancelled IO): EIO.
 func errnoOf(err error) int32 {
 	switch {
@@ -81,6 +82,8 @@ func errnoOf(err error) int32 {
 		return -int32(syscall.EPERM)
 	case errors.Is(err, blockdev.ErrInvalid), errors.Is(err, blockdev.ErrOutOfRange):
 		return -int32(syscall.EINVAL)
+	case errors.Is(err, blockdev.ErrNoSpace):
+		return -int32(syscall.ENOSPC)
 	default:
 		return -int32(syscall.EIO)
 	}

@@ -46,7 +46,11 @@ func (p segmentMap) MarkClean(ctx context.Context, segs []int64) error {
 func (p segmentMap) Dirty(ctx context.Context) ([]int64, error) { return p.m.Dirty(ctx) }
 
 func (p segmentMap) MarkStale(ctx context.Context, s volume.StaleSlot) error {
-	return p.m.MarkStale(ctx, s.Segment, s.Slot, meta.SlotRef{NS: s.Ref.NS, Slot: s.Ref.Slot})
+	var stripes [][2]int64
+	for _, r := range s.Stripes {
+		stripes = append(stripes, [2]int64{r.From, r.To})
+	}
+	return p.m.MarkStaleStripes(ctx, s.Segment, s.Slot, meta.SlotRef{NS: s.Ref.NS, Slot: s.Ref.Slot}, stripes)
 }
 
 func (p segmentMap) ClearStale(ctx context.Context, s volume.StaleSlot) error {
@@ -58,6 +62,9 @@ func (p segmentMap) Stale(ctx context.Context) ([]volume.StaleSlot, error) {
 	out := make([]volume.StaleSlot, len(marks))
 	for i, m := range marks {
 		out[i] = volume.StaleSlot{Segment: m.Segment, Slot: m.Index, Ref: volume.SlotRef{NS: m.Ref.NS, Slot: m.Ref.Slot}}
+		for _, r := range m.Stripes {
+			out[i].Stripes = append(out[i].Stripes, volume.StripeRange{From: r[0], To: r[1]})
+		}
 	}
 	return out, err
 }

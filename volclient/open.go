@@ -210,8 +210,9 @@ func (m *Mapped) claimAll(ctx context.Context) error {
 
 // maintain is the mapping's background upkeep: every interval it brings
 // back namespaces that answer again. A read-write owner (repair) also
-// rebuilds the slots marked stale under an earlier owner, at once, and
-// those a returning namespace missed. A read-only mapping repairs nothing
+// rebuilds the slots marked stale under an earlier owner, at once, those a
+// returning namespace missed, and, every interval while there are any, the
+// stripes writes missed for lack of space (once space is back). A read-only mapping repairs nothing
 // (the marks are the writers'; the controller repairs once it is unmapped).
 // A namespace that stays down is left to the controller, which moves its
 // slots elsewhere once it marks it out.
@@ -227,7 +228,8 @@ func (m *Mapped) maintain(ctx context.Context, every time.Duration, repair bool,
 			return
 		case <-t.C:
 		}
-		if m.reinstate(ctx, min(every, 5*time.Second), logf) > 0 && repair {
+		back := m.reinstate(ctx, min(every, 5*time.Second), logf)
+		if repair && (back > 0 || m.Volume.HasHoles()) {
 			m.repairStale(ctx, logf)
 		}
 	}

@@ -57,6 +57,13 @@ func startProcClusterOn(t *testing.T, bin string, eps []string, n int) *procClus
 	return p
 }
 
+// startProcTarget starts target i in a temporary directory (see
+// startProcTargetIn).
+func startProcTarget(t *testing.T, bin string, store *meta.Store, c *meta.ClusterRecord, i int) *procTarget {
+	t.Helper()
+	return startProcTargetIn(t, bin, store, c, i, t.TempDir())
+}
+
 // procTarget is one `nvstripe target serve` process.
 type procTarget struct {
 	cmd      *exec.Cmd
@@ -86,12 +93,12 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// startProcTarget starts target i as a process serving one file-backed
-// namespace, waits until it listens, and records host hI with it.
-func startProcTarget(t *testing.T, bin string, store *meta.Store, c *meta.ClusterRecord, i int) *procTarget {
+// startProcTargetIn starts target i as a process serving one file-backed
+// namespace in dir, waits until it listens, and records host hI with it.
+func startProcTargetIn(t *testing.T, bin string, store *meta.Store, c *meta.ClusterRecord, i int, dir string) *procTarget {
 	t.Helper()
 	nqn := fmt.Sprintf("nqn.2026-11.io.nvstripe:proc-t%d", i)
-	p := runProcTarget(t, bin, t.TempDir(), freeAddr(t), nqn)
+	p := runProcTarget(t, bin, dir, freeAddr(t), nqn)
 	ctx := context.Background()
 	host := fmt.Sprintf("h%d", i)
 	if _, err := store.AddHost(ctx, host, nil); err != nil {

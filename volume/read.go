@@ -249,8 +249,10 @@ func isShardFault(err error) bool {
 }
 
 // shardFailed classifies a shard IO error on copy sl of slot i. Unavailable
-// marks the namespace down; corrupt marks the copy stale from stripe t. Both
-// become shardFaults. Other errors (fenced, invalid, context) pass through.
+// marks the namespace down; corrupt marks the copy stale from stripe t; no
+// space makes stripe t a hole in the copy (holes.go), the namespace stays up.
+// All three become shardFaults. Other errors (fenced, invalid, context) pass
+// through.
 func (v *Volume) shardFailed(s *segment, sl *slot, i int, t int64, err error) error {
 	if err == nil {
 		return nil
@@ -264,6 +266,8 @@ func (v *Volume) shardFailed(s *segment, sl *slot, i int, t int64, err error) er
 	case blockdev.ErrCorrupt:
 		sl.lowerValid(t)
 		v.ev.corruption(info)
+	case blockdev.ErrNoSpace:
+		s.addHole(sl, t)
 	default:
 		return wrapped
 	}

@@ -1,10 +1,12 @@
 package volume
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 
+	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/volume/layout"
 )
 
@@ -12,23 +14,28 @@ import (
 // corrupt data, or one the StaleLog names) whose namespace is up, stripe by
 // stripe, from the other shards, and clears the StaleLog mark of each slot
 // it made whole. Writes keep flowing: a stripe already rebuilt receives new
-// writes, one not yet rebuilt is rebuilt after them. It returns the number
-// of stripes rebuilt.
+// writes, one not yet rebuilt is rebuilt after them. A slot whose namespace
+// still lacks space is skipped, the others repaired, and the first such
+// error returned at the end. It returns the number of stripes rebuilt.
 func (v *Volume) Repair(ctx context.Context) (int64, error) {
 	if err := v.openStale(ctx); err != nil {
 		return 0, err
 	}
 	var total int64
+	var noSpace error
 	for _, s := range v.cachedSegments() {
 		for i := range s.slots {
 			n, err := v.repairSlot(ctx, s, i)
 			total += n
-			if err != nil {
+			switch {
+			case blockdev.Class(err) == blockdev.ErrNoSpace:
+				noSpace = cmp.Or(noSpace, err)
+			case err != nil:
 				return total, err
 			}
 		}
 	}
-	return total, nil
+	return total, noSpace
 }
 
 func (v *Volume) repairSlot(ctx context.Context, s *segment, i int) (int64, error) {
@@ -38,14 +45,62 @@ func (v *Volume) repairSlot(ctx context.Context, s *segment, i int) (int64, erro
 	if s.freed || sl.ns.down.Load() || sl.prev.Load() != nil {
 		return 0, nil // gone, or being moved (the move fills it)
 	}
-	if sl.valid.Load() == v.g.StripesPerSegment() {
+	if sl.valid.Load() == v.g.StripesPerSegment() && sl.holes.Load() == nil {
 		return 0, v.clearStale(ctx, s, i) // healthy; marked after a reopen only
 	}
 	n, err := v.fill(ctx, s, i, nil)
 	if err != nil {
 		return n, err
 	}
-	return n, v.clearStale(ctx, s, i)
+	h, err := v.fillHoles(ctx, s, i)
+	if err != nil {
+		return n + h, err
+	}
+	return n + h, v.clearStale(ctx, s, i)
+}
+
+// fillHoles rebuilds the holes of slot i of s (stripes it missed for lack
+// of space) and records the ones left, once what it wrote is flushed. It
+// stops at the first error: a namespace still out of space fails with
+// ErrNoSpace. REQUIRES: s.io held shared.
+func (v *Volume) fillHoles(ctx context.Context, s *segment, i int) (int64, error) {
+	sl := s.slots[i]
+	var n int64
+	var err error
+	for _, r := range sl.holesOf() {
+		for t := r.From; t < r.To && err == nil; t++ {
+			if err = ctx.Err(); err == nil {
+				err = v.fillHole(ctx, s, i, t)
+			}
+			if err == nil {
+				n++
+			}
+		}
+	}
+	if n == 0 {
+		return 0, err
+	}
+	if ferr := sl.ns.dev.Flush(ctx); ferr != nil {
+		return n, errors.Join(err, v.shardFailed(s, sl, i, 0, ferr))
+	}
+	return n, errors.Join(err, v.recordHoles(ctx, s, i, sl))
+}
+
+// fillHole rebuilds hole t of slot i of s, when it is still one.
+func (v *Volume) fillHole(ctx context.Context, s *segment, i int, t int64) error {
+	id := layout.StripeID{Segment: s.id, Stripe: t}
+	mu := v.lock(id)
+	mu.Lock()
+	defer mu.Unlock()
+	sl := s.slots[i]
+	if !sl.hasHole(t) {
+		return nil
+	}
+	if err := v.rebuildChunk(ctx, s, i, id); err != nil {
+		return fmt.Errorf("segment %d slot %d stripe %d (namespace %s): rebuilding a stripe it missed: %w", s.id, i, t, sl.ref.NS, err)
+	}
+	s.removeHole(sl, t)
+	return nil
 }
 
 // fill brings slot i of s up to date from its first stale stripe to the end:
@@ -92,6 +147,19 @@ func (v *Volume) fillStripe(ctx context.Context, s *segment, i int, t int64) err
 	if sl.valid.Load() != t {
 		return nil // a write moved the mark; the caller re-reads it
 	}
+	if err := v.rebuildChunk(ctx, s, i, id); err != nil {
+		return err
+	}
+	sl.valid.CompareAndSwap(t, t+1)
+	s.removeHole(sl, t) // a hole the mark had gone below
+	return nil
+}
+
+// rebuildChunk writes the current content of slot i for stripe id (from
+// the old location during a move, else reconstructed) to the slot.
+// REQUIRES: stripe lock held.
+func (v *Volume) rebuildChunk(ctx context.Context, s *segment, i int, id layout.StripeID) error {
+	sl, t := s.slots[i], id.Stripe
 	if err := v.unsettled(id, v.g.ShardIn(t, i), 0, v.g.Chunk); err != nil {
 		return err // rebuilding it would write garbage
 	}
@@ -114,7 +182,6 @@ func (v *Volume) fillStripe(ctx context.Context, s *segment, i int, t int64) err
 	if err := v.slotWrite(ctx, sl, t, 0, chunk, sums, false); err != nil {
 		return v.shardFailed(s, sl, i, t, err)
 	}
-	sl.valid.CompareAndSwap(t, t+1)
 	return nil
 }
 

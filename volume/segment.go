@@ -20,8 +20,10 @@ type nsState struct {
 
 // slot is one shard slot of a segment.
 //
-// Invariant: stripes [0, valid) of the slot hold current data; stripes at or
-// above valid are stale (missed a write, or not filled yet) and are not read.
+// Invariant: stripes [0, valid) of the slot hold current data, except its
+// holes (stripes a write missed for lack of space, see holes.go); stripes
+// at or above valid are stale (missed a write, or not filled yet) and are
+// not read.
 // valid is StripesPerSegment for a healthy slot. It grows only by fill, which
 // holds the stripe's lock; it shrinks when a write has to skip the slot.
 //
@@ -34,13 +36,21 @@ type slot struct {
 	dev   blockdev.Device // window over the slot
 	valid atomic.Int64
 	prev  atomic.Pointer[slot]
-	// logged: this copy is marked in the StaleLog (see recordStale).
+	// logged: this copy is marked in the StaleLog as a whole (see
+	// recordStale).
 	logged atomic.Bool
 	sums   sumTable // the checksums of the copy's blocks (Geometry.Checksums)
 	ring   logRing  // the copy's write-log area (Geometry.Log)
+
+	// holes: stripes below valid that this copy missed for lack of space
+	// (holes.go); nil when none. recorded: the holes its StaleLog mark
+	// lists (nil: no mark by stripe). Both change under staleMu.
+	holes, recorded atomic.Pointer[stripeRanges]
 }
 
-func (sl *slot) serves(t int64) bool { return !sl.ns.down.Load() && sl.valid.Load() > t }
+func (sl *slot) serves(t int64) bool {
+	return !sl.ns.down.Load() && sl.valid.Load() > t && !sl.hasHole(t)
+}
 
 // segment is an allocated segment with its slots.
 type segment struct {

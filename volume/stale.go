@@ -3,6 +3,7 @@ package volume
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/nvstripe/nvstripe/blockdev"
@@ -16,15 +17,28 @@ import (
 // acknowledged, the slot is marked stale here, and an open treats marked
 // slots as missing until Repair has rebuilt them (which clears the mark).
 // A mark names the slot's location (Ref): one left behind after the slot
-// moved elsewhere does not apply to the new location.
+// moved elsewhere does not apply to the new location. A mark with Stripes
+// names the only stripes the slot missed (a write that failed for lack of
+// space, holes.go); MarkStale replaces the slot's mark, so the volume sends
+// the whole list each time, and a mark without Stripes (the whole slot)
+// wins over one with.
 type StaleLog interface {
 	MarkStale(ctx context.Context, m StaleSlot) error
 	ClearStale(ctx context.Context, m StaleSlot) error
 	Stale(ctx context.Context) ([]StaleSlot, error)
 }
 
-// StaleSlot is slot Slot of segment Segment, at location Ref.
+// StaleSlot is slot Slot of segment Segment, at location Ref. Stripes,
+// sorted and disjoint, are the stripes it missed; nil means every stripe.
 type StaleSlot struct {
+	Segment int64
+	Slot    int
+	Ref     SlotRef
+	Stripes []StripeRange
+}
+
+// staleKey is what a StaleSlot is stored under in MemStaleLog.
+type staleKey struct {
 	Segment int64
 	Slot    int
 	Ref     SlotRef
@@ -34,27 +48,28 @@ type StaleSlot struct {
 // crash of the devices as an etcd-backed one survives a real one).
 type MemStaleLog struct {
 	mu    sync.Mutex
-	marks map[StaleSlot]bool
+	marks map[staleKey]StaleSlot
 }
 
 var _ StaleLog = (*MemStaleLog)(nil)
 
 // NewMemStaleLog returns an empty in-memory stale log.
 func NewMemStaleLog() *MemStaleLog {
-	return &MemStaleLog{marks: map[StaleSlot]bool{}}
+	return &MemStaleLog{marks: map[staleKey]StaleSlot{}}
 }
 
 func (l *MemStaleLog) MarkStale(_ context.Context, m StaleSlot) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.marks[m] = true
+	m.Stripes = slices.Clone(m.Stripes)
+	l.marks[staleKey{m.Segment, m.Slot, m.Ref}] = m
 	return nil
 }
 
 func (l *MemStaleLog) ClearStale(_ context.Context, m StaleSlot) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	delete(l.marks, m)
+	delete(l.marks, staleKey{m.Segment, m.Slot, m.Ref})
 	return nil
 }
 
@@ -62,7 +77,8 @@ func (l *MemStaleLog) Stale(context.Context) ([]StaleSlot, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := make([]StaleSlot, 0, len(l.marks))
-	for m := range l.marks {
+	for _, m := range l.marks {
+		m.Stripes = slices.Clone(m.Stripes)
 		out = append(out, m)
 	}
 	return out, nil
@@ -96,15 +112,26 @@ func (v *Volume) recordStale(ctx context.Context, s *segment, i int, sl *slot) e
 	return nil
 }
 
-// missed marks every copy of slot i of s stale from stripe t (a write went
-// around the slot) and records that before the write is acknowledged.
+// missed records, before a write that went around slot i of s at stripe t
+// is acknowledged, that each copy of the slot missed it: a copy with a hole
+// at t (it ran out of space) missed that stripe only, and its holes are
+// recorded; any other copy (its namespace is down) is marked stale from
+// stripe t on.
 func (v *Volume) missed(ctx context.Context, s *segment, i int, t int64) error {
-	s.lowerValid(i, t)
-	if err := v.recordStale(ctx, s, i, s.slots[i]); err != nil {
-		return err
-	}
-	if p := s.slots[i].prev.Load(); p != nil {
-		return v.recordStale(ctx, s, i, p)
+	for _, c := range []*slot{s.slots[i], s.slots[i].prev.Load()} {
+		if c == nil {
+			continue
+		}
+		if !c.ns.down.Load() && c.hasHole(t) {
+			if err := v.recordHoles(ctx, s, i, c); err != nil {
+				return err
+			}
+			continue
+		}
+		c.lowerValid(t)
+		if err := v.recordStale(ctx, s, i, c); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -161,20 +188,28 @@ func (v *Volume) applyStale(ctx context.Context, s *segment) {
 			continue
 		}
 		sl := s.slots[m.Slot]
-		sl.lowerValid(0)
+		if m.Stripes != nil && validRanges(m.Stripes, v.g.StripesPerSegment()) {
+			holes := stripeRanges(slices.Clone(m.Stripes))
+			sl.setHoles(holes)
+			sl.recorded.Store(sl.holes.Load())
+			continue
+		}
+		sl.lowerValid(0) // the whole slot, or a list this volume cannot use
 		sl.logged.Store(true)
 	}
 	delete(v.staleMarks, s.id)
 }
 
-// clearStale removes the mark of slot i once Repair has made it whole and
-// its namespace has flushed it. A write that goes around the slot meanwhile
-// either sees the mark still recorded or records it again: logged is
-// cleared before valid is checked, and a writer lowers valid before it
-// checks logged.
+// clearStale removes the mark of slot i once Repair has made it whole (no
+// hole, valid to the end) and its namespace has flushed it. A write that
+// goes around the slot meanwhile either sees the mark still recorded or
+// records it again: logged is cleared before valid is checked, and a writer
+// lowers valid before it checks logged; holes change and are recorded
+// under staleMu, which this holds.
 func (v *Volume) clearStale(ctx context.Context, s *segment, i int) error {
 	sl := s.slots[i]
-	if !sl.logged.Load() || sl.valid.Load() != v.g.StripesPerSegment() {
+	marked := sl.logged.Load() || sl.recorded.Load() != nil
+	if !marked || sl.valid.Load() != v.g.StripesPerSegment() || sl.holes.Load() != nil {
 		return nil
 	}
 	if err := sl.ns.dev.Flush(ctx); err != nil {
@@ -182,17 +217,19 @@ func (v *Volume) clearStale(ctx context.Context, s *segment, i int) error {
 	}
 	s.staleMu.Lock()
 	defer s.staleMu.Unlock()
-	if !sl.logged.Load() {
-		return nil
+	whole := sl.logged.Load()
+	if !whole && sl.recorded.Load() == nil || sl.holes.Load() != nil {
+		return nil // cleared meanwhile, or missed a write for lack of space
 	}
 	sl.logged.Store(false)
 	if sl.valid.Load() != v.g.StripesPerSegment() {
-		sl.logged.Store(true) // missed a write since: the mark stays
+		sl.logged.Store(whole) // missed a write since: the mark stays
 		return nil
 	}
 	if err := v.stale.ClearStale(ctx, StaleSlot{Segment: s.id, Slot: i, Ref: sl.ref}); err != nil {
-		sl.logged.Store(true)
+		sl.logged.Store(whole)
 		return fmt.Errorf("segment %d slot %d: clearing its stale mark: %w", s.id, i, err)
 	}
+	sl.recorded.Store(nil)
 	return nil
 }

@@ -376,8 +376,12 @@ func (v *Volume) flush(ctx context.Context) error {
 		}
 		err := todo[i].dev.Flush(ctx)
 		if err != nil {
+			// A flush that failed for lack of space may have dropped
+			// writes it had taken (a file system that allocates at
+			// writeback): as lost as an unreachable namespace.
 			todo[i].unflushed.Store(true)
-			lost[i] = blockdev.Class(err) == blockdev.ErrUnavailable
+			c := blockdev.Class(err)
+			lost[i] = c == blockdev.ErrUnavailable || c == blockdev.ErrNoSpace
 			if lost[i] {
 				return nil
 			}

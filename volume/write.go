@@ -81,12 +81,19 @@ func (v *Volume) writeStripeOnce(ctx context.Context, sio layout.StripeIO, p []b
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("segment %d stripe %d: write not started: %w", sio.ID.Segment, sio.ID.Stripe, err)
 	}
+	if err := v.fillDataHoles(ctx, s, sio.ID); err != nil {
+		return err
+	}
 	healed := false
+	var before [layout.MaxShards]bool // the shards usable when the write started
 	for attempt := 0; attempt <= v.g.N(); attempt++ {
 		usable := v.usableShards(s, sio.ID)
+		if attempt == 0 {
+			copy(before[:], usable)
+		}
 		plan, ok := planWrite(v.g, sio, usable)
 		if !ok {
-			return v.stripeError(s, sio.ID, usable)
+			return v.writeNotDone(ctx, s, sio.ID, before[:v.g.N()], usable)
 		}
 		if plan, err = v.logPlan(plan, usable); err != nil {
 			return err
@@ -308,8 +315,14 @@ func (v *Volume) shardWrite(ctx context.Context, s *segment, id layout.StripeID,
 	}
 	if wrote > 0 {
 		// Another copy took the write (a move is running): the failed
-		// copy missed it.
+		// copy missed it (the stripe only, when it ran out of space).
 		for _, sl := range failed {
+			if sl.hasHole(id.Stripe) {
+				if err := v.recordHoles(ctx, s, i, sl); err != nil {
+					return err
+				}
+				continue
+			}
 			sl.lowerValid(id.Stripe)
 			if err := v.recordStale(ctx, s, i, sl); err != nil {
 				return err

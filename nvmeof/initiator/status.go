@@ -34,11 +34,15 @@ func statusErr(op string, st pdu.Status) error {
 	return blockdev.Mark(e, statusClass(e.Status))
 }
 
-// statusClass maps a status to the blockdev class a caller sees.
+// statusClass maps a status to the blockdev class a caller sees. Capacity
+// Exceeded is a thin namespace whose backing store is full: ErrNoSpace, not
+// a range error and not a path error (the namespace still serves reads).
 func statusClass(s pdu.StatusCode) error {
 	switch s {
-	case pdu.SCLBAOutOfRange, pdu.SCCapacityExceeded:
+	case pdu.SCLBAOutOfRange:
 		return blockdev.ErrOutOfRange
+	case pdu.SCCapacityExceeded:
+		return blockdev.ErrNoSpace
 	case pdu.SCInvalidOpcode, pdu.SCInvalidField, pdu.SCInvalidNamespace, pdu.SCDataSGLLengthInvalid,
 		pdu.SCSGLTypeInvalid, pdu.SCSGLOffsetInvalid, pdu.SCInvalidSGLSegment:
 		return blockdev.ErrInvalid

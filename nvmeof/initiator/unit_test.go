@@ -99,6 +99,7 @@ func TestStatusClasses(t *testing.T) {
 		retry bool
 	}{
 		{pdu.SCLBAOutOfRange, blockdev.ErrOutOfRange, false},
+		{pdu.SCCapacityExceeded, blockdev.ErrNoSpace, false},
 		{pdu.SCInvalidField, blockdev.ErrInvalid, false},
 		{pdu.SCInvalidNamespace, blockdev.ErrInvalid, false},
 		{pdu.SCReservationConflict, blockdev.ErrFenced, false},

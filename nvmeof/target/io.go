@@ -240,13 +240,18 @@ func (cmd *command) dsm(ns *namespace) pdu.Status {
 	return 0
 }
 
-// statusFor maps a device error to an NVMe status.
+// statusFor maps a device error to an NVMe status. A backing store out of
+// space answers Capacity Exceeded with Do Not Retry, as Linux's nvmet does
+// for ENOSPC: the namespace is reachable and its data readable, only this
+// write did not fit, and sending it again at once would fail again.
 func statusFor(err error, read bool) pdu.Status {
 	switch {
 	case errors.Is(err, context.Canceled):
 		return pdu.MakeStatus(pdu.SCAbortSQDeleted, false)
 	case errors.Is(err, blockdev.ErrOutOfRange):
 		return pdu.MakeStatus(pdu.SCLBAOutOfRange, true)
+	case errors.Is(err, blockdev.ErrNoSpace):
+		return pdu.MakeStatus(pdu.SCCapacityExceeded, true)
 	case errors.Is(err, blockdev.ErrInvalid):
 		return pdu.MakeStatus(pdu.SCInvalidField, true)
 	case errors.Is(err, blockdev.ErrFenced):

@@ -1,7 +1,9 @@
 package target
 
 import (
+	"errors"
 	"sync"
+	"syscall"
 
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
 )
@@ -61,6 +63,9 @@ func (cmd *command) publish(ns *namespace, next *resvState) pdu.Status {
 	if s := ns.resv.store; s != nil {
 		if err := s.save(next); err != nil {
 			cmd.c.t.logf("nvmeof/target: nsid %d: %v", cmd.sqe.NSID, err)
+			if errors.Is(err, syscall.ENOSPC) {
+				return pdu.MakeStatus(pdu.SCCapacityExceeded, true)
+			}
 			return pdu.MakeStatus(pdu.SCInternalError, false)
 		}
 	}

@@ -16,9 +16,18 @@ import (
 // persists through a target restart (PTPL). Every change is written to a
 // temporary file, synced, renamed over the old one and the directory
 // synced before the command that made it completes.
+//
+// The temporary file is kept between changes with resvSpare bytes written
+// (reserve), so that a change needs no new space: a thin namespace file
+// may fill the file system, and a new owner must still be able to register
+// and read what was written.
 type resvStore struct {
 	path string
 }
+
+// resvSpare is the space kept in the temporary file: the state of about 900
+// registrants.
+const resvSpare = 64 << 10
 
 // maxResvFile bounds the file read at start (1024 registrants fit easily).
 const maxResvFile = 1 << 20
@@ -113,21 +122,38 @@ func (s *resvStore) save(st *resvState) error {
 	if err := writeFileSync(s.path, b); err != nil {
 		return fmt.Errorf("reservations %s: %w", s.path, err)
 	}
+	s.reserve()
 	return nil
 }
 
-// writeFileSync replaces path with b: temporary file, fsync, rename,
-// fsync of the directory.
+// reserve writes resvSpare bytes into the temporary file, when it is not
+// there, so that the next save needs no new space. It is best effort: on
+// a full file system the next save allocates, and may fail.
+func (s *resvStore) reserve() {
+	tmp := s.path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return // there already, or the directory is unusable (save says)
+	}
+	_, werr := f.Write(make([]byte, resvSpare))
+	if err := errors.Join(werr, f.Sync(), f.Close()); err != nil {
+		os.Remove(tmp)
+	}
+}
+
+// writeFileSync replaces path with b: temporary file (written over the
+// space reserve kept in it), fsync, rename, fsync of the directory.
 func writeFileSync(path string, b []byte) error {
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE, 0o644)
 	if err != nil {
 		return err
 	}
-	_, werr := f.Write(b)
+	_, werr := f.WriteAt(b, 0)
+	terr := f.Truncate(int64(len(b)))
 	serr := f.Sync()
 	cerr := f.Close()
-	if err := errors.Join(werr, serr, cerr); err != nil {
+	if err := errors.Join(werr, terr, serr, cerr); err != nil {
 		os.Remove(tmp)
 		return err
 	}

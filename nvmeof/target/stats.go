@@ -31,6 +31,7 @@ func RefusalReasons() []string {
 // nsCounters are a namespace's IO counters since the target was built.
 type nsCounters struct {
 	readOps, readBytes, writeOps, writeBytes, otherOps, errors, conflicts atomic.Uint64
+	noSpace                                                               atomic.Uint64
 }
 
 // count records one IO command's outcome on the namespace.
@@ -53,6 +54,9 @@ func (n *nsCounters) count(op uint8, bytes uint64, st pdu.Status) {
 	case st == 0:
 	case st.Code() == pdu.SCReservationConflict:
 		n.conflicts.Add(1)
+	case st.Code() == pdu.SCCapacityExceeded:
+		n.noSpace.Add(1)
+		n.errors.Add(1)
 	default:
 		n.errors.Add(1)
 	}
@@ -72,6 +76,9 @@ type NamespaceStats struct {
 	// ReservationConflicts are commands refused because another host
 	// holds the namespace's reservation (a fenced writer).
 	ReservationConflicts uint64 `json:"reservation_conflicts"`
+	// NoSpace are commands that failed because the namespace's backing
+	// store is full (answered Capacity Exceeded; counted in Errors too).
+	NoSpace uint64 `json:"no_space"`
 }
 
 // Stats are a target's counters and gauges at one moment.
@@ -117,7 +124,7 @@ func (t *Target) Stats() Stats {
 			st.Namespaces = append(st.Namespaces, NamespaceStats{NQN: n, NSID: id, Name: ns.cfg.Name,
 				ReadOps: c.readOps.Load(), ReadBytes: c.readBytes.Load(), WriteOps: c.writeOps.Load(),
 				WriteBytes: c.writeBytes.Load(), OtherOps: c.otherOps.Load(), Errors: c.errors.Load(),
-				ReservationConflicts: c.conflicts.Load()})
+				ReservationConflicts: c.conflicts.Load(), NoSpace: c.noSpace.Load()})
 		}
 	}
 	t.mu.Lock()

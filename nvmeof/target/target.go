@@ -169,6 +169,7 @@ func (ns *namespace) loadReservations() error {
 	if err != nil {
 		return err
 	}
+	ns.resv.store.reserve()
 	ns.resv.state.Store(st.seal())
 	return nil
 }

@@ -1,7 +1,7 @@
 // Package metrics exports a userspace NVMe/TCP target's counters
 // (target.Target.Stats) as Prometheus metrics, read at each scrape, in a
-// registry of their own: IO operations and bytes, errors and reservation
-// conflicts per namespace, live connections, queues and controllers, and
+// registry of their own: IO operations and bytes, errors, writes failed for
+// lack of space and reservation conflicts per namespace, live connections, queues and controllers, and
 // connections refused by reason. `nvstripe target serve --metrics-listen`
 // serves them.
 package metrics
@@ -24,7 +24,7 @@ import (
 // collector turns one Stats snapshot into metrics at each scrape.
 type collector struct {
 	t                                        *target.Target
-	ops, bytes, errs, conflicts              *prometheus.Desc
+	ops, bytes, errs, conflicts, noSpace     *prometheus.Desc
 	connections, queues, controllers, refuse *prometheus.Desc
 }
 
@@ -37,6 +37,7 @@ func newCollector(t *target.Target) *collector {
 		bytes:       prometheus.NewDesc(p+"io_bytes_total", "Bytes read from and written to the namespace by successful commands (op: read, write).", withOp, nil),
 		errs:        prometheus.NewDesc(p+"io_errors_total", "IO commands on the namespace that failed (reservation conflicts aside).", nsLabels, nil),
 		conflicts:   prometheus.NewDesc(p+"reservation_conflicts_total", "IO commands refused because another host holds the namespace's reservation.", nsLabels, nil),
+		noSpace:     prometheus.NewDesc(p+"io_nospace_total", "IO commands that failed because the namespace's backing store is full (also in io_errors_total).", nsLabels, nil),
 		connections: prometheus.NewDesc(p+"connections", "TCP connections open, with or without a queue.", nil, nil),
 		queues:      prometheus.NewDesc(p+"queues", "Connections that completed a Connect (admin and IO queues).", nil, nil),
 		controllers: prometheus.NewDesc(p+"controllers", "Controllers of IO subsystems (hosts' associations).", nil, nil),
@@ -45,7 +46,7 @@ func newCollector(t *target.Target) *collector {
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.ops, c.bytes, c.errs, c.conflicts, c.connections, c.queues, c.controllers, c.refuse} {
+	for _, d := range []*prometheus.Desc{c.ops, c.bytes, c.errs, c.conflicts, c.noSpace, c.connections, c.queues, c.controllers, c.refuse} {
 		ch <- d
 	}
 }
@@ -64,6 +65,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.bytes, n.WriteBytes, append(l, "write")...)
 		counter(c.errs, n.Errors, l...)
 		counter(c.conflicts, n.ReservationConflicts, l...)
+		counter(c.noSpace, n.NoSpace, l...)
 	}
 	for _, r := range target.RefusalReasons() {
 		counter(c.refuse, st.Refused[r], r)
