@@ -15,9 +15,16 @@ import (
 // zeroSum is the crc32c of a block of zeros (TestZeroSum checks it).
 const zeroSum = 0x98f94189
 
-// blockSum is the stored checksum of one block: its crc32c xor that of a
-// zero block, so that a trimmed block (zeros) and its trimmed checksum
-// (zero) agree without a write.
+// blockSum is the checksum of one block: its crc32c xor that of a zero
+// block (so a zero block's is zero). In formats 2 and 3 it is also the
+// stored value, so that a trimmed block (zeros) and its trimmed checksum
+// (zero) agree without a write. In format 4 (Geometry.Seed) the stored
+// value is blockSum xor the block's tag (layout.SlotTags), which is never
+// zero: a blank block (zeros in data and checksum area) fails its check,
+// and so does a block read from another place. The tags are applied where
+// a checksum page is read from or written to its device (sumPageOf,
+// storePage): everything else, the cache and the write log's records
+// included, works with blockSum.
 func blockSum(b []byte) uint32 { return crc32c.Checksum(b) ^ zeroSum }
 
 // blockSums appends the checksums of the blocks of b to dst: the one home
@@ -39,9 +46,11 @@ const sumPageSize = layout.ChecksumBlock
 // sumTable caches one slot copy's checksum area page by page. The volume's
 // owner is the only writer of its slots, so the cache is authoritative once
 // a page is loaded; pages are loaded on first use (a fresh slot's are known
-// to be zero: allocation trims the slot).
+// to be those of zero blocks: allocation trims the slot and, in format 4,
+// writes its checksum area, initSums).
 type sumTable struct {
-	fresh   bool        // the slot was trimmed on allocation: unloaded pages are zero
+	tags    layout.SlotTags // the slot's place (format 4): xored into the stored values
+	fresh   bool            // the slot was cleared on allocation: unloaded pages hold zero blocks' checksums
 	dropped atomic.Bool // the slot was freed or moved away: write nothing more
 	once    sync.Once
 	pages   []atomic.Pointer[sumPage] // by page index, filled on first use
@@ -88,6 +97,7 @@ func (v *Volume) sumPageOf(ctx context.Context, sl *slot, t, off int64) (*sumPag
 			if err := sl.dev.ReadAt(ctx, b[:], v.g.DataEnd()+at/sumPageSize*sumPageSize); err != nil {
 				return nil, 0, fmt.Errorf("reading checksums: %w", err)
 			}
+			xorTags(b[:], sl.sums.tags, p.idx)
 			p.mu.Lock()
 			p.buf = b
 			p.mu.Unlock()
@@ -222,7 +232,8 @@ func (v *Volume) storeSums(ctx context.Context, only *slot) error {
 
 // zeroSums sets the checksums of stripes [first, last] of slot copy sl to
 // those of zero blocks (after a trim or write-zeroes) and writes them, one
-// page write per page.
+// page write per page: a trimmed block is told from a lost one by its
+// written checksum (format 4), never by a trimmed checksum area.
 func (v *Volume) zeroSums(ctx context.Context, sl *slot, first, last int64) error {
 	per := v.g.BlocksPerChunk() * layout.ChecksumSize // checksum bytes per stripe
 	for t := first; t <= last; {
@@ -261,6 +272,7 @@ func (v *Volume) storePage(ctx context.Context, sl *slot, p *sumPage, gen int64,
 	copy(b, p.buf[:])
 	cur := p.gen
 	p.mu.Unlock()
+	xorTags(b, sl.sums.tags, p.idx)
 	off := v.g.DataEnd() + p.idx*sumPageSize
 	var err error
 	if fua {
@@ -275,6 +287,52 @@ func (v *Volume) storePage(ctx context.Context, sl *slot, p *sumPage, gen int64,
 	p.stored = cur
 	if fua {
 		p.fua = cur
+	}
+	return nil
+}
+
+// sumsPerPage is the number of checksums on one page.
+const sumsPerPage = sumPageSize / layout.ChecksumSize
+
+// xorTags turns page idx of a checksum area between its cached values
+// (blockSum) and its stored ones (blockSum xor tag) either way: nothing
+// without tags (formats 2 and 3).
+func xorTags(b []byte, tags layout.SlotTags, idx int64) {
+	if !tags.Bound() {
+		return
+	}
+	first := idx * sumsPerPage
+	for j := 0; j+layout.ChecksumSize <= len(b); j += layout.ChecksumSize {
+		sum := binary.LittleEndian.Uint32(b[j:])
+		binary.LittleEndian.PutUint32(b[j:], sum^tags.Of(first+int64(j/layout.ChecksumSize)))
+	}
+}
+
+// initSumsBatch is how many checksum pages initSums writes at once.
+const initSumsBatch = 64
+
+// initSums writes the whole checksum area of a freshly allocated slot
+// copy (format 4) with the stored checksums of zero blocks (their tags),
+// so that the slot's unwritten blocks verify as zeros while a blank region
+// does not. Formats 2 and 3 need no write: their trimmed area already
+// holds zero blocks' checksums.
+func (v *Volume) initSums(ctx context.Context, sl *slot) error {
+	if !sl.sums.tags.Bound() {
+		return nil
+	}
+	pages := v.g.ChecksumArea() / sumPageSize
+	buf := make([]byte, min(pages, initSumsBatch)*sumPageSize)
+	for idx := int64(0); idx < pages; {
+		n := min(pages-idx, initSumsBatch)
+		b := buf[:n*sumPageSize]
+		clear(b)
+		for j := range n {
+			xorTags(b[j*sumPageSize:(j+1)*sumPageSize], sl.sums.tags, idx+j)
+		}
+		if err := sl.dev.WriteAt(ctx, b, v.g.DataEnd()+idx*sumPageSize); err != nil {
+			return fmt.Errorf("initialising checksums: %w", err)
+		}
+		idx += n
 	}
 	return nil
 }
