@@ -51,7 +51,7 @@ const sumPageSize = layout.ChecksumBlock
 type sumTable struct {
 	tags    layout.SlotTags // the slot's place (format 4): xored into the stored values
 	fresh   bool            // the slot was cleared on allocation: unloaded pages hold zero blocks' checksums
-	dropped atomic.Bool // the slot was freed or moved away: write nothing more
+	dropped atomic.Bool     // the slot was freed or moved away: write nothing more
 	once    sync.Once
 	pages   []atomic.Pointer[sumPage] // by page index, filled on first use
 }
