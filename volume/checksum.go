@@ -291,9 +291,6 @@ func (v *Volume) storePage(ctx context.Context, sl *slot, p *sumPage, gen int64,
 	return nil
 }
 
-// sumsPerPage is the number of checksums on one page.
-const sumsPerPage = sumPageSize / layout.ChecksumSize
-
 // xorTags turns page idx of a checksum area between its cached values
 // (blockSum) and its stored ones (blockSum xor tag) either way: nothing
 // without tags (formats 2 and 3).
@@ -301,10 +298,10 @@ func xorTags(b []byte, tags layout.SlotTags, idx int64) {
 	if !tags.Bound() {
 		return
 	}
-	first := idx * sumsPerPage
-	for j := 0; j+layout.ChecksumSize <= len(b); j += layout.ChecksumSize {
-		sum := binary.LittleEndian.Uint32(b[j:])
-		binary.LittleEndian.PutUint32(b[j:], sum^tags.Of(first+int64(j/layout.ChecksumSize)))
+	page := tags.Page(idx)
+	for j := range layout.TagPage {
+		at := j * layout.ChecksumSize
+		binary.LittleEndian.PutUint32(b[at:], binary.LittleEndian.Uint32(b[at:])^page.Of(j))
 	}
 }
 

@@ -211,16 +211,28 @@ func (g Geometry) ChecksumIndex(t, off int64) int64 {
 
 // SlotTags gives the checksum tags of the blocks of slot slot of segment
 // seg (ChecksumTag). It is the per-slot half of the work, done once when
-// the slot is opened; Of is the per-block half.
+// the slot is opened; Page and PageTags.Of are the rest.
 type SlotTags struct {
 	base uint64 // the volume's seed mixed with the segment
 	slot uint32 // slot index + 1: the tag's low bits
 }
 
-// tagSlotBits is the number of low bits of a tag that hold the slot index
-// + 1 (MaxShards fits): two slots of one segment never share a tag for one
-// block, so a swap of two slots is always seen.
-const tagSlotBits = 6
+// PageTags are the tags of one page of a slot's checksums: TagPage
+// blocks, whose checksums fill one ChecksumBlock of the checksum area.
+type PageTags struct {
+	hash uint32 // of seed, segment and page
+	slot uint32
+}
+
+const (
+	// TagPage is the number of blocks whose tags share a page hash: the
+	// checksums on one ChecksumBlock of the checksum area.
+	TagPage = ChecksumBlock / ChecksumSize
+	// tagSlotBits is the number of low bits of a tag that hold the slot
+	// index + 1 (MaxShards fits): two slots of one segment never share a
+	// tag for one block, so a swap of two slots is always seen.
+	tagSlotBits = 6
+)
 
 // SlotTags returns the tags of the blocks of slot slot of segment seg:
 // all zero (no binding) without a Seed.
@@ -231,17 +243,28 @@ func (g Geometry) SlotTags(seg int64, slot int) SlotTags {
 	return SlotTags{base: mix64(g.Seed + uint64(seg)*0x9e3779b97f4a7c15), slot: uint32(slot) + 1}
 }
 
-// Of returns the tag of block block of the slot (its index in the slot:
-// ChecksumIndex / ChecksumSize): never zero with a Seed, zero without.
-// The high bits are a hash of seed, segment and block, the low
-// tagSlotBits bits the slot index + 1.
-func (t SlotTags) Of(block int64) uint32 {
+// Page returns the tags of blocks [page*TagPage, (page+1)*TagPage).
+func (t SlotTags) Page(page int64) PageTags {
 	if t.slot == 0 {
+		return PageTags{}
+	}
+	return PageTags{hash: uint32(mix64(t.base^uint64(page)*0xc2b2ae3d27d4eb4f) >> 32), slot: t.slot}
+}
+
+// Of returns the tag of block j of the page: never zero with a Seed, zero
+// without. Its high bits are the page's hash xor j times an odd constant
+// (so the blocks of a page differ), its low tagSlotBits bits the slot
+// index + 1.
+func (p PageTags) Of(j int) uint32 {
+	if p.slot == 0 {
 		return 0
 	}
-	h := uint32(mix64(t.base^uint64(block)*0xc2b2ae3d27d4eb4f) >> 32)
-	return h<<tagSlotBits | t.slot
+	return (p.hash^uint32(j)*0x9e3779b9)<<tagSlotBits | p.slot
 }
+
+// Of returns the tag of block block of the slot (its index in the slot:
+// ChecksumIndex / ChecksumSize).
+func (t SlotTags) Of(block int64) uint32 { return t.Page(block / TagPage).Of(int(block % TagPage)) }
 
 // Bound reports whether the tags are not zero (a geometry with a Seed).
 func (t SlotTags) Bound() bool { return t.slot != 0 }
