@@ -21,10 +21,11 @@ const zeroSum = 0x98f94189
 // (zero) agree without a write. In format 4 (Geometry.Seed) the stored
 // value is blockSum xor the block's tag (layout.SlotTags), which is never
 // zero: a blank block (zeros in data and checksum area) fails its check,
-// and so does a block read from another place. The tags are applied where
-// a checksum page is read from or written to its device (sumPageOf,
-// storePage): everything else, the cache and the write log's records
-// included, works with blockSum.
+// and so does a block read from another place. The cache of checksum pages
+// holds the stored values; the tags are applied where a checksum goes in or
+// comes out of it (sumPage.load, sumPage.set), so that everything else,
+// heal and the write log's records included, works with blockSum, and a
+// page is read and written as it is.
 func blockSum(b []byte) uint32 { return crc32c.Checksum(b) ^ zeroSum }
 
 // blockSums appends the checksums of the blocks of b to dst: the one home
@@ -43,11 +44,11 @@ func blockSums(dst []uint32, b []byte) []uint32 {
 // two of at most 4 MiB and the area starts chunk-aligned).
 const sumPageSize = layout.ChecksumBlock
 
-// sumTable caches one slot copy's checksum area page by page. The volume's
-// owner is the only writer of its slots, so the cache is authoritative once
-// a page is loaded; pages are loaded on first use (a fresh slot's are known
-// to be those of zero blocks: allocation trims the slot and, in format 4,
-// writes its checksum area, initSums).
+// sumTable caches one slot copy's checksum area page by page, as stored.
+// The volume's owner is the only writer of its slots, so the cache is
+// authoritative once a page is loaded; pages are loaded on first use (a
+// fresh slot's are known to hold those of zero blocks: allocation trims the
+// slot and, in format 4, writes its checksum area, initSums).
 type sumTable struct {
 	tags    layout.SlotTags // the slot's place (format 4): xored into the stored values
 	fresh   bool            // the slot was cleared on allocation: unloaded pages hold zero blocks' checksums
@@ -58,7 +59,8 @@ type sumTable struct {
 
 // sumPage is one cached page of a checksum area.
 type sumPage struct {
-	idx     int64 // page index in the checksum area
+	idx     int64           // page index in the checksum area
+	tags    layout.PageTags // of its blocks (format 4; zero otherwise)
 	loaded  atomic.Bool
 	pending atomic.Bool // queued for the next Flush
 	io      sync.Mutex  // serialises loading and writing the page
@@ -76,8 +78,11 @@ func (t *sumTable) page(idx int64, g layout.Geometry) *sumPage {
 	if p := t.pages[idx].Load(); p != nil {
 		return p
 	}
-	p := &sumPage{idx: idx}
-	p.loaded.Store(t.fresh)
+	p := &sumPage{idx: idx, tags: t.tags.Page(idx)}
+	if t.fresh {
+		putTags(p.buf[:], p.tags) // what initSums wrote
+		p.loaded.Store(true)
+	}
 	if t.pages[idx].CompareAndSwap(nil, p) {
 		return p
 	}
@@ -97,7 +102,6 @@ func (v *Volume) sumPageOf(ctx context.Context, sl *slot, t, off int64) (*sumPag
 			if err := sl.dev.ReadAt(ctx, b[:], v.g.DataEnd()+at/sumPageSize*sumPageSize); err != nil {
 				return nil, 0, fmt.Errorf("reading checksums: %w", err)
 			}
-			xorTags(b[:], sl.sums.tags, p.idx)
 			p.mu.Lock()
 			p.buf = b
 			p.mu.Unlock()
@@ -124,13 +128,20 @@ func (v *Volume) storedSums(ctx context.Context, sl *slot, t, off int64, want []
 // compute them.
 const sumBatch = 64
 
-// load copies the checksums from byte at of the page into sums.
+// load copies the checksums (blockSum) from byte at of the page into sums.
 func (p *sumPage) load(at int, sums []uint32) {
+	j := at / layout.ChecksumSize
 	p.mu.Lock()
 	for i := range sums {
-		sums[i] = binary.LittleEndian.Uint32(p.buf[at+4*i:])
+		sums[i] = binary.LittleEndian.Uint32(p.buf[at+4*i:]) ^ p.tags.Of(j+i)
 	}
 	p.mu.Unlock()
+}
+
+// set stores sum (a blockSum) as the checksum at byte at of the page.
+// REQUIRES: p.mu held.
+func (p *sumPage) set(at int, sum uint32) {
+	binary.LittleEndian.PutUint32(p.buf[at:], sum^p.tags.Of(at/layout.ChecksumSize))
 }
 
 // verify checks b, read from stripe t of slot copy sl at chunk offset off,
@@ -165,7 +176,7 @@ func (v *Volume) writeSums(ctx context.Context, sl *slot, t, off int64, sums []u
 	}
 	p.mu.Lock()
 	for j, sum := range sums {
-		binary.LittleEndian.PutUint32(p.buf[at+4*j:], sum)
+		p.set(at+4*j, sum)
 	}
 	p.gen++
 	mine := p.gen
@@ -243,7 +254,9 @@ func (v *Volume) zeroSums(ctx context.Context, sl *slot, first, last int64) erro
 		}
 		n := min(last+1-t, (sumPageSize-int64(at))/per) // stripes on this page
 		p.mu.Lock()
-		clear(p.buf[at : at+int(n*per)])
+		for j := at; j < at+int(n*per); j += layout.ChecksumSize {
+			p.set(j, 0)
+		}
 		p.gen++
 		mine := p.gen
 		p.mu.Unlock()
@@ -272,7 +285,6 @@ func (v *Volume) storePage(ctx context.Context, sl *slot, p *sumPage, gen int64,
 	copy(b, p.buf[:])
 	cur := p.gen
 	p.mu.Unlock()
-	xorTags(b, sl.sums.tags, p.idx)
 	off := v.g.DataEnd() + p.idx*sumPageSize
 	var err error
 	if fua {
@@ -291,17 +303,11 @@ func (v *Volume) storePage(ctx context.Context, sl *slot, p *sumPage, gen int64,
 	return nil
 }
 
-// xorTags turns page idx of a checksum area between its cached values
-// (blockSum) and its stored ones (blockSum xor tag) either way: nothing
-// without tags (formats 2 and 3).
-func xorTags(b []byte, tags layout.SlotTags, idx int64) {
-	if !tags.Bound() {
-		return
-	}
-	page := tags.Page(idx)
+// putTags writes the tags of a page's blocks to b, a page: the stored
+// checksums of zero blocks. Without tags (formats 2 and 3) they are zeros.
+func putTags(b []byte, tags layout.PageTags) {
 	for j := range layout.TagPage {
-		at := j * layout.ChecksumSize
-		binary.LittleEndian.PutUint32(b[at:], binary.LittleEndian.Uint32(b[at:])^page.Of(j))
+		binary.LittleEndian.PutUint32(b[j*layout.ChecksumSize:], tags.Of(j))
 	}
 }
 
@@ -322,9 +328,8 @@ func (v *Volume) initSums(ctx context.Context, sl *slot) error {
 	for idx := int64(0); idx < pages; {
 		n := min(pages-idx, initSumsBatch)
 		b := buf[:n*sumPageSize]
-		clear(b)
 		for j := range n {
-			xorTags(b[j*sumPageSize:(j+1)*sumPageSize], sl.sums.tags, idx+j)
+			putTags(b[j*sumPageSize:(j+1)*sumPageSize], sl.sums.tags.Page(idx+j))
 		}
 		if err := sl.dev.WriteAt(ctx, b, v.g.DataEnd()+idx*sumPageSize); err != nil {
 			return fmt.Errorf("initialising checksums: %w", err)
