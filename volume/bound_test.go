@@ -3,6 +3,7 @@ package volume
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/nvstripe/nvstripe/blockdev"
@@ -299,34 +300,56 @@ func TestBoundTrimReopen(t *testing.T) {
 }
 
 // TestBoundAllocationCutShort: a crash after a segment's allocation was
-// recorded but before its slots' checksum areas were written leaves it
-// dirty (marked before the allocation) and blank; Recover writes it as a
-// segment of zeros, so it reads zeros and takes writes.
+// recorded but before its slots' checksum areas were all written leaves it
+// dirty (marked before the allocation) and blank, or blank on some slots
+// only; Recover writes it as a segment of zeros, so it reads zeros and
+// takes writes.
 func TestBoundAllocationCutShort(t *testing.T) {
-	ctx := context.Background()
 	for _, g := range boundLayouts {
-		t.Run(g.String(), func(t *testing.T) {
-			r := newRig(t, g, 2*g.SegmentData(), rigOptions{crashable: true})
-			if err := r.dirty.MarkDirty(ctx, 1); err != nil { // as markAllocating
-				t.Fatal(err)
-			}
-			if _, err := r.alloc.Allocate(ctx, 1); err != nil {
-				t.Fatal(err)
-			}
-			restart(t, r)
-			if _, err := r.vol.Recover(ctx); err != nil {
-				t.Fatalf("recover: %v", err)
-			}
-			zeros := make([]byte, g.SegmentData())
-			mustEqual(t, "segment allocated before a crash", mustRead(t, r.vol, g.SegmentData(), len(zeros)), zeros)
-			b := pattern(4096, 21)
-			if err := r.vol.WriteAt(ctx, b, g.SegmentData()+4096); err != nil {
-				t.Fatal(err)
-			}
-			restart(t, r)
-			mustEqual(t, "write after recovery", mustRead(t, r.vol, g.SegmentData()+4096, 4096), b)
-		})
+		for _, inited := range []int{0, 3} {
+			t.Run(fmt.Sprintf("%v/%d-of-6-initialised", g, inited), func(t *testing.T) { allocationCutShort(t, g, inited) })
+		}
 	}
+}
+
+func allocationCutShort(t *testing.T, g layout.Geometry, inited int) {
+	ctx := context.Background()
+	r := newRig(t, g, 2*g.SegmentData(), rigOptions{crashable: true})
+	if err := r.dirty.MarkDirty(ctx, 1); err != nil { // as markAllocating
+		t.Fatal(err)
+	}
+	if _, err := r.alloc.Allocate(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if inited > 0 {
+		s, err := r.vol.acquire(ctx, 1, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range inited {
+			if err := r.vol.initSums(ctx, s.slots[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s.io.RUnlock()
+		for _, m := range r.mems {
+			if err := m.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	restart(t, r)
+	if _, err := r.vol.Recover(ctx); err != nil {
+		t.Fatalf("recover: %v", err)
+	}
+	zeros := make([]byte, g.SegmentData())
+	mustEqual(t, "segment allocated before a crash", mustRead(t, r.vol, g.SegmentData(), len(zeros)), zeros)
+	b := pattern(4096, 21)
+	if err := r.vol.WriteAt(ctx, b, g.SegmentData()+4096); err != nil {
+		t.Fatal(err)
+	}
+	restart(t, r)
+	mustEqual(t, "write after recovery", mustRead(t, r.vol, g.SegmentData()+4096, 4096), b)
 }
 
 // dirtyAtAllocate is an Allocator that records whether the segment was

@@ -221,20 +221,31 @@ func (v *Volume) misplaced(img *stripeImage, sh int, r int64) bool {
 	return (diff == tags.Of(block) && allZero(img.bufs.shards[sh][lo:lo+layout.ChecksumBlock])) || tags.Misplaced(diff, v.g.N())
 }
 
-// blankRow reports whether block r of every usable shard is blank (format
-// 4): a row never written since the segment's allocation.
+// blankRow reports whether block r of every usable shard is zeros, either
+// blank (format 4) or matching a zero block's checksum, with at least one
+// blank: a row never written since an allocation whose writing of the
+// checksum areas was cut short.
 func (v *Volume) blankRow(img *stripeImage, usable []bool, r int64) bool {
 	lo, hi := r*layout.ChecksumBlock, (r+1)*layout.ChecksumBlock
 	block := img.id.Stripe*v.g.BlocksPerChunk() + r
+	blank := false
 	for sh, u := range usable {
 		if !u {
 			continue
 		}
-		if tags := img.tags[sh]; !tags.Bound() || img.sums[sh][r] != tags.Of(block) || !allZero(img.bufs.shards[sh][lo:hi]) {
+		tags := img.tags[sh]
+		if !tags.Bound() || !allZero(img.bufs.shards[sh][lo:hi]) {
+			return false
+		}
+		switch img.sums[sh][r] {
+		case tags.Of(block):
+			blank = true
+		case 0: // a zero block's checksum
+		default:
 			return false
 		}
 	}
-	return true
+	return blank
 }
 
 // allZero reports whether b holds only zeros.
