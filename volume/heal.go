@@ -184,8 +184,8 @@ func (v *Volume) healRow(img *stripeImage, usable []bool, r int64, mode healMode
 		got := img.bufs.shards[sh][lo:hi]
 		// In a resync a bad block may be a torn write, kept unless the
 		// other shards say otherwise; never one that is blank or was
-		// written for another slot, unless the whole row is blank (a
-		// segment never written since its allocation was cut short).
+		// written for another slot, unless the row is a never-written
+		// one (blankRow: an allocation cut short).
 		torn := unwritten || (mode == healResync && !v.misplaced(img, sh, r))
 		switch {
 		case rebuilt != nil && (!torn || blockSum(rebuilt[sh]) == img.sums[sh][r]):

@@ -220,8 +220,9 @@ func (v *Volume) placeSegment(ctx context.Context, seg int64, alloc bool) (refs 
 // markAllocating marks segment seg dirty before it is allocated, in format
 // 4: until its slots' checksum areas are written (initSums), its blocks
 // fail their checks, and a crash in between must leave it for Recover
-// (whose resync writes them: a row blank on every shard is a never-written
-// one). Formats 2 and 3 need no mark: a trimmed slot reads as zeros.
+// (whose resync writes them: a row of zeros with blank blocks is a
+// never-written one, blankRow). Formats 2 and 3 need no mark: a trimmed
+// slot reads as zeros.
 func (v *Volume) markAllocating(ctx context.Context, seg int64) error {
 	if v.g.Seed == 0 {
 		return nil
@@ -235,7 +236,7 @@ func (v *Volume) markAllocating(ctx context.Context, seg int64) error {
 // openSegment builds the slots of a segment. A freshly allocated segment's
 // slots are trimmed so that unwritten parts read as zeros (in format 4 their
 // checksum areas are then written with zero blocks' checksums and flushed
-// before the segment is used: clearSlots).
+// before the segment is used: clearSlot).
 func (v *Volume) openSegment(ctx context.Context, seg int64, refs []SlotRef, fresh bool) (*segment, error) {
 	if len(refs) != v.g.N() {
 		return nil, fmt.Errorf("segment %d: placement has %d slots, layout needs %d", seg, len(refs), v.g.N())
