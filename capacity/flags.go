@@ -17,6 +17,7 @@ type VolumeFlags struct {
 	K, M               int
 	Checksum, WriteLog string // "none" turns either off
 	SharedDomains      bool
+	BindChecksums      bool // checksums bound to their place (format 4); off without checksums
 }
 
 // AddFlags defines the flags on fl.
@@ -28,6 +29,7 @@ func (f *VolumeFlags) AddFlags(fl *pflag.FlagSet) {
 	fl.Var(units.NewFlag(&f.Chunk), "chunk", "chunk (stripe unit) size, a power of two from 4KiB to 4MiB")
 	fl.StringVar(&f.Checksum, "checksum", f.Checksum, "block checksums: crc32c or none")
 	fl.StringVar(&f.WriteLog, "write-log", f.WriteLog, "partial-parity write log (needs checksums): ppl or none")
+	fl.BoolVar(&f.BindChecksums, "bind-checksums", true, "bind each block's checksum to its place (volume, segment, slot, block) so blank, holed or swapped regions are found and rebuilt (format 4); false makes a format 2/3 volume that older builds open")
 	fl.BoolVar(&f.SharedDomains, "allow-shared-domains", false, "allow shards of a segment to share a failure domain when there are too few")
 }
 
@@ -46,5 +48,5 @@ func (f *VolumeFlags) Spec(name string, writeLogGiven bool) (meta.VolumeSpec, er
 		writeLog = ""
 	}
 	return meta.VolumeSpec{Name: name, Size: f.Size, Layout: meta.Layout{K: f.K, M: f.M, Chunk: f.Chunk, Checksum: checksum, WriteLog: writeLog},
-		AllowSharedDomains: f.SharedDomains}, nil
+		AllowSharedDomains: f.SharedDomains, BindChecksums: f.BindChecksums && checksum != ""}, nil
 }

@@ -126,7 +126,8 @@ func (o *Options) ensureDefaults() {
 	}
 }
 
-// layout is the demo volume's layout: checksummed (volume format 2).
+// layout is the demo volume's layout: checksummed with a write log (its
+// checksums are bound to their place too: openVolume, format 4).
 func (o *Options) layout() meta.Layout {
 	return meta.Layout{K: o.K, M: o.M, Chunk: o.Chunk, Checksum: meta.ChecksumCRC32C, WriteLog: meta.WriteLogPPL}
 }
@@ -305,7 +306,7 @@ func (d *demo) openVolume(ctx context.Context) error {
 	_, err := d.store.Volume(ctx, d.o.Name)
 	if errors.Is(err, meta.ErrNotFound) {
 		_, err = d.store.CreateVolume(ctx, meta.VolumeSpec{Name: d.o.Name, Size: d.o.Size,
-			Layout: d.o.layout()})
+			Layout: d.o.layout(), BindChecksums: true})
 	}
 	if err != nil {
 		return err

@@ -97,6 +97,8 @@ func TestVolumes(t *testing.T) {
 		{"unknown checksum", VolumeSpec{Name: "x", Size: 1 << 20, Layout: Layout{K: 2, M: 1, Chunk: 4096, Checksum: "md5"}}, ErrInvalid},
 		{"no room beside the checksums", VolumeSpec{Name: "x", Size: 1 << 20, Layout: Layout{K: 2, M: 1, Chunk: testSlot, Checksum: ChecksumCRC32C}}, ErrInvalid},
 		{"checksummed", VolumeSpec{Name: "c", Size: 1 << 20, Layout: Layout{K: 2, M: 1, Chunk: 4096, Checksum: ChecksumCRC32C}}, nil},
+		{"bound without checksums", VolumeSpec{Name: "x", Size: 1 << 20, Layout: l, BindChecksums: true}, ErrInvalid},
+		{"bound", VolumeSpec{Name: "b", Size: 1 << 20, Layout: Layout{K: 2, M: 1, Chunk: 4096, Checksum: ChecksumCRC32C}, BindChecksums: true}, nil},
 		{"ok", VolumeSpec{Name: "a", Size: 1 << 20, Layout: l}, nil},
 		{"duplicate", VolumeSpec{Name: "a", Size: 1 << 20, Layout: l}, ErrExists},
 	} {
@@ -104,6 +106,12 @@ func TestVolumes(t *testing.T) {
 		if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
 		}
+	}
+	if b, err := s.Volume(ctx, "b"); err != nil || b.Layout.ChecksumSeed == 0 || !b.Layout.Geometry(testSlot).Checksums {
+		t.Errorf("bound volume: %+v %v, want a checksum seed", b, err)
+	}
+	if c, err := s.Volume(ctx, "c"); err != nil || c.Layout.ChecksumSeed != 0 {
+		t.Errorf("checksummed volume: %+v %v, want no checksum seed (format 2)", c, err)
 	}
 	if _, err := s.ResizeVolume(ctx, "a", 1<<19); !errors.Is(err, ErrInvalid) {
 		t.Errorf("shrink: %v", err)
@@ -126,7 +134,7 @@ func TestVolumes(t *testing.T) {
 	if used := checkAllocations(t, s); used != 0 {
 		t.Errorf("%d slots still used after delete", used)
 	}
-	if vs, _ := s.Volumes(ctx); len(vs) != 2 || vs[0].Name != "c" || vs[0].Layout.Checksum != ChecksumCRC32C || vs[1].Name != "w" {
+	if vs, _ := s.Volumes(ctx); len(vs) != 3 || vs[0].Name != "b" || vs[1].Name != "c" || vs[1].Layout.Checksum != ChecksumCRC32C || vs[2].Name != "w" {
 		t.Errorf("volumes: %+v", vs)
 	}
 }
@@ -261,5 +269,15 @@ func TestVolumeFormats(t *testing.T) {
 	l := Layout{K: 2, M: 1, Chunk: 4096, Checksum: ChecksumCRC32C}
 	if g := l.Geometry(testSlot); !g.Checksums || g.SegmentData() >= old.Layout.Geometry(testSlot).SegmentData() {
 		t.Fatalf("format 2 geometry %v holds %d bytes per segment", g, g.SegmentData())
+	}
+	var bound VolumeRecord
+	if err := decode("vol/b", []byte(`{"v":1,"name":"b","size":4096,"layout":{"k":2,"m":1,"chunk":4096,"checksum":"crc32c","write_log":"ppl","checksum_seed":18446744073709551615},"state":"ready"}`), &bound); err != nil {
+		t.Fatal(err)
+	}
+	if g := bound.Layout.Geometry(testSlot); g.Seed != 1<<64-1 || !g.Log || !strings.HasPrefix(bound.Layout.Format(), "format 4:") {
+		t.Fatalf("format 4 record: geometry %v seed %#x, %s", g, g.Seed, bound.Layout.Format())
+	}
+	if err := decode("vol/x", []byte(`{"v":1,"name":"x","size":4096,"layout":{"k":2,"m":1,"chunk":4096,"checksum_seed":1},"state":"ready"}`), &VolumeRecord{}); !errors.Is(err, ErrCorruptRecord) {
+		t.Fatalf("checksum seed without checksums: %v", err)
 	}
 }

@@ -379,6 +379,16 @@ type Layout struct {
 	// predate the field refuse the record, so they never write such a
 	// volume without its records.
 	WriteLog string `json:"write_log,omitempty"`
+	// ChecksumSeed, when not zero, binds every stored checksum to its
+	// place (volume format 4, layout.Geometry.Seed): the stored value is
+	// the block's crc32c xor a tag of this seed, the segment, the slot in
+	// the segment and the block in the slot, so a blank, holed or swapped
+	// region fails its checks and is rebuilt instead of read as data. A
+	// random value chosen when the volume is created (VolumeSpec.
+	// BindChecksums); it needs Checksum. Zero for formats 1 to 3, which
+	// open as before and are not converted. Builds that predate the field
+	// refuse the record, so they never write such a volume unbound.
+	ChecksumSeed uint64 `json:"checksum_seed,omitempty"`
 }
 
 // ChecksumCRC32C is Layout.Checksum for a crc32c per 4 KiB block.
@@ -391,11 +401,17 @@ const WriteLogPPL = "ppl"
 // slotSize bytes: the one place a layout becomes offsets.
 func (l Layout) Geometry(slotSize int64) layout.Geometry {
 	return layout.Geometry{K: l.K, M: l.M, Chunk: l.Chunk, SlotSize: slotSize,
-		Checksums: l.Checksum == ChecksumCRC32C, Log: l.WriteLog == WriteLogPPL}
+		Checksums: l.Checksum == ChecksumCRC32C, Log: l.WriteLog == WriteLogPPL, Seed: l.ChecksumSeed}
 }
 
 // Format describes the layout's on-disk format for people.
 func (l Layout) Format() string {
+	if l.ChecksumSeed != 0 && l.WriteLog == WriteLogPPL {
+		return "format 4: crc32c per 4 KiB block bound to its place, partial-parity write log"
+	}
+	if l.ChecksumSeed != 0 {
+		return "format 4: crc32c per 4 KiB block bound to its place"
+	}
 	if l.WriteLog == WriteLogPPL {
 		return "format 3: crc32c per 4 KiB block, partial-parity write log"
 	}
@@ -429,6 +445,8 @@ func (l Layout) Check(slotSize int64) error {
 		return fmt.Errorf("write log %q: this build knows %q or none: %w", l.WriteLog, WriteLogPPL, ErrInvalid)
 	case l.WriteLog != "" && l.Checksum == "":
 		return fmt.Errorf("write log %q needs checksums: %w", l.WriteLog, ErrInvalid)
+	case l.ChecksumSeed != 0 && l.Checksum == "":
+		return fmt.Errorf("checksum seed needs checksums: %w", ErrInvalid)
 	case slotSize > 0 && l.Geometry(slotSize).Validate() != nil:
 		return fmt.Errorf("layout on slots of %d bytes: %w: %w", slotSize, l.Geometry(slotSize).Validate(), ErrInvalid)
 	}

@@ -2,6 +2,8 @@ package meta
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -18,6 +20,9 @@ type VolumeSpec struct {
 	// AllowSharedDomains lets shards of a segment share a failure domain
 	// when the cluster has fewer domains than K+M.
 	AllowSharedDomains bool
+	// BindChecksums gives the volume a random Layout.ChecksumSeed (format
+	// 4: checksums bound to their place). It needs Layout.Checksum.
+	BindChecksums bool
 }
 
 // CreateVolume records a new volume. It fails with ErrExists for a taken
@@ -29,6 +34,11 @@ func (s *Store) CreateVolume(ctx context.Context, spec VolumeSpec) (*VolumeRecor
 	c, err := s.Cluster(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if spec.BindChecksums {
+		if spec.Layout.ChecksumSeed, err = newChecksumSeed(); err != nil {
+			return nil, err
+		}
 	}
 	if err := spec.Layout.Check(c.SlotSize); err != nil {
 		return nil, err
@@ -47,6 +57,19 @@ func (s *Store) CreateVolume(ctx context.Context, spec VolumeSpec) (*VolumeRecor
 		return nil, err
 	}
 	return rec, nil
+}
+
+// newChecksumSeed returns a random, non-zero Layout.ChecksumSeed.
+func newChecksumSeed() (uint64, error) {
+	var b [8]byte
+	for {
+		if _, err := rand.Read(b[:]); err != nil {
+			return 0, fmt.Errorf("choosing a checksum seed: %w", err)
+		}
+		if seed := binary.LittleEndian.Uint64(b[:]); seed != 0 {
+			return seed, nil
+		}
+	}
 }
 
 // checkPlaceable refuses a layout wider than the failure domains in service.

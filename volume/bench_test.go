@@ -17,10 +17,19 @@ import (
 
 const benchReq = 1 << 20
 
-// benchVols keeps benchVolume's volumes, by csum, for the next benchmark
+// benchVols keeps benchVolume's volumes, by format, for the next benchmark
 // run: the fill takes longer than a short run, and the testing package
 // calls each benchmark function several times.
-var benchVols = map[bool]benchVol{}
+var benchVols = map[benchFormat]benchVol{}
+
+// benchFormat is the on-disk format of a benchmark volume.
+type benchFormat int
+
+const (
+	benchOff   benchFormat = iota // format 1: no checksums
+	benchOn                       // format 2: checksums
+	benchBound                    // format 4: checksums bound to their place
+)
 
 type benchVol struct {
 	v    *Volume
@@ -31,15 +40,28 @@ type benchVol struct {
 // filled with data; with checksums when csum (volume format 2). Unless
 // fresh, it is the one the last run used, if that run left it whole.
 func benchVolume(b *testing.B, csum, fresh bool) (*Volume, []*blockdev.Mem) {
-	if bv, ok := benchVols[csum]; ok && !fresh {
+	f := benchOff
+	if csum {
+		f = benchOn
+	}
+	return benchVolumeOf(b, f, fresh)
+}
+
+// benchVolumeOf is benchVolume in format f.
+func benchVolumeOf(b *testing.B, f benchFormat, fresh bool) (*Volume, []*blockdev.Mem) {
+	if bv, ok := benchVols[f]; ok && !fresh {
 		runtime.GC()
 		return bv.v, bv.mems
 	}
-	delete(benchVols, csum)
-	v, mems := filledBenchVolume(b, layout.Geometry{K: 4, M: 2, Chunk: 128 << 10, SlotSize: 16 << 20, Checksums: csum})
+	delete(benchVols, f)
+	g := layout.Geometry{K: 4, M: 2, Chunk: 128 << 10, SlotSize: 16 << 20, Checksums: f != benchOff}
+	if f == benchBound {
+		g.Seed = 0x5eed
+	}
+	v, mems := filledBenchVolume(b, g)
 	runtime.GC() // not in the measured CPU time: the fill's garbage, earlier runs' devices
 	if !fresh {
-		benchVols[csum] = benchVol{v, mems}
+		benchVols[f] = benchVol{v, mems}
 	}
 	return v, mems
 }
@@ -141,6 +163,7 @@ var volumeBenchCases = []volumeBenchCase{
 	{"write-4KiB-random", 4096, false, func(b *testing.B, v *Volume, _ []*blockdev.Mem) { benchRandom(b, v, v.WriteAt) }},
 	{"read-seq", benchReq, false, func(b *testing.B, v *Volume, _ []*blockdev.Mem) { benchSeq(b, v, v.ReadAt) }},
 	{"read-4KiB-random", 4096, false, func(b *testing.B, v *Volume, _ []*blockdev.Mem) { benchRandom(b, v, v.ReadAt) }},
+	{"write-4KiB-random-flush64", 4096, false, func(b *testing.B, v *Volume, _ []*blockdev.Mem) { benchRandom(b, v, flushEvery64(v)) }},
 	{"read-seq-degraded1", benchReq, true, func(b *testing.B, v *Volume, mems []*blockdev.Mem) {
 		mems[1].SetUnavailable(true)
 		benchSeq(b, v, v.ReadAt)
@@ -160,6 +183,21 @@ func benchSeq(b *testing.B, v *Volume, op func(ctx context.Context, p []byte, of
 		}
 	}
 	reportCPU(b, start, benchReq)
+}
+
+// flushEvery64 is v.WriteAt with a Flush after every 64th write: the
+// checksum pages are written too.
+func flushEvery64(v *Volume) func(ctx context.Context, p []byte, off int64) error {
+	n := 0
+	return func(ctx context.Context, p []byte, off int64) error {
+		if err := v.WriteAt(ctx, p, off); err != nil {
+			return err
+		}
+		if n++; n%64 == 0 {
+			return v.Flush(ctx)
+		}
+		return nil
+	}
 }
 
 // benchRandom runs op over 4 KiB requests at random offsets.
@@ -207,7 +245,16 @@ func BenchmarkScrub(b *testing.B) {
 // by other load on the machine: memory bandwidth is shared) and their
 // ratio (off/on: the share of the speed without checksums kept with
 // them). Run it once: -benchtime 1x.
-func BenchmarkVolumeAB(b *testing.B) {
+func BenchmarkVolumeAB(b *testing.B) { benchAB(b, benchOff, benchOn) }
+
+// BenchmarkVolumeBoundAB is BenchmarkVolumeAB between checksums of
+// format 2 ("off" here) and checksums bound to their place (format 4,
+// "on"): the cost of the tags, applied where checksum pages are read or
+// written (the flush64 case writes them). Run it once: -benchtime 1x.
+func BenchmarkVolumeBoundAB(b *testing.B) { benchAB(b, benchOn, benchBound) }
+
+// benchAB is BenchmarkVolumeAB between formats a ("off") and b ("on").
+func benchAB(b *testing.B, fa, fb benchFormat) {
 	for _, c := range volumeBenchCases {
 		b.Run(c.name, func(b *testing.B) {
 			// b.Run runs this on a goroutine of its own: lock that one
@@ -216,8 +263,8 @@ func BenchmarkVolumeAB(b *testing.B) {
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
 			var vols [2]*Volume
-			for i, csum := range []bool{false, true} {
-				v, mems := benchVolume(b, csum, c.fresh)
+			for i, f := range []benchFormat{fa, fb} {
+				v, mems := benchVolumeOf(b, f, c.fresh)
 				if c.fresh {
 					mems[1].SetUnavailable(true)
 				}
@@ -260,6 +307,11 @@ func burstCPU(b *testing.B, v *Volume, name string, p []byte, ops, round int) fl
 			err = v.WriteAt(ctx, p, (int64(round*ops+i)%span)*benchReq)
 		case "write-4KiB-random":
 			err = v.WriteAt(ctx, p, rng.Int63n(v.Size()/4096)*4096)
+		case "write-4KiB-random-flush64":
+			err = v.WriteAt(ctx, p, rng.Int63n(v.Size()/4096)*4096)
+			if err == nil && i%64 == 63 {
+				err = v.Flush(ctx)
+			}
 		case "read-seq", "read-seq-degraded1":
 			err = v.ReadAt(ctx, p, (int64(round*ops+i)%span)*benchReq)
 		case "read-4KiB-random":

@@ -15,9 +15,17 @@ import (
 // zeroSum is the crc32c of a block of zeros (TestZeroSum checks it).
 const zeroSum = 0x98f94189
 
-// blockSum is the stored checksum of one block: its crc32c xor that of a
-// zero block, so that a trimmed block (zeros) and its trimmed checksum
-// (zero) agree without a write.
+// blockSum is the checksum of one block: its crc32c xor that of a zero
+// block (so a zero block's is zero). In formats 2 and 3 it is also the
+// stored value, so that a trimmed block (zeros) and its trimmed checksum
+// (zero) agree without a write. In format 4 (Geometry.Seed) the stored
+// value is blockSum xor the block's tag (layout.SlotTags), which is never
+// zero: a blank block (zeros in data and checksum area) fails its check,
+// and so does a block read from another place. The cache of checksum pages
+// holds the stored values; the tags are applied where a checksum goes in or
+// comes out of it (sumPage.load, sumPage.set), so that everything else,
+// heal and the write log's records included, works with blockSum, and a
+// page is read and written as it is.
 func blockSum(b []byte) uint32 { return crc32c.Checksum(b) ^ zeroSum }
 
 // blockSums appends the checksums of the blocks of b to dst: the one home
@@ -36,20 +44,23 @@ func blockSums(dst []uint32, b []byte) []uint32 {
 // two of at most 4 MiB and the area starts chunk-aligned).
 const sumPageSize = layout.ChecksumBlock
 
-// sumTable caches one slot copy's checksum area page by page. The volume's
-// owner is the only writer of its slots, so the cache is authoritative once
-// a page is loaded; pages are loaded on first use (a fresh slot's are known
-// to be zero: allocation trims the slot).
+// sumTable caches one slot copy's checksum area page by page, as stored.
+// The volume's owner is the only writer of its slots, so the cache is
+// authoritative once a page is loaded; pages are loaded on first use (a
+// fresh slot's are known to hold those of zero blocks: allocation trims the
+// slot and, in format 4, writes its checksum area, initSums).
 type sumTable struct {
-	fresh   bool        // the slot was trimmed on allocation: unloaded pages are zero
-	dropped atomic.Bool // the slot was freed or moved away: write nothing more
+	tags    layout.SlotTags // the slot's place (format 4): xored into the stored values
+	fresh   bool            // the slot was cleared on allocation: unloaded pages hold zero blocks' checksums
+	dropped atomic.Bool     // the slot was freed or moved away: write nothing more
 	once    sync.Once
 	pages   []atomic.Pointer[sumPage] // by page index, filled on first use
 }
 
 // sumPage is one cached page of a checksum area.
 type sumPage struct {
-	idx     int64 // page index in the checksum area
+	idx     int64           // page index in the checksum area
+	tags    layout.PageTags // of its blocks (format 4; zero otherwise)
 	loaded  atomic.Bool
 	pending atomic.Bool // queued for the next Flush
 	io      sync.Mutex  // serialises loading and writing the page
@@ -67,8 +78,11 @@ func (t *sumTable) page(idx int64, g layout.Geometry) *sumPage {
 	if p := t.pages[idx].Load(); p != nil {
 		return p
 	}
-	p := &sumPage{idx: idx}
-	p.loaded.Store(t.fresh)
+	p := &sumPage{idx: idx, tags: t.tags.Page(idx)}
+	if t.fresh {
+		putTags(p.buf[:], p.tags) // what initSums wrote
+		p.loaded.Store(true)
+	}
 	if t.pages[idx].CompareAndSwap(nil, p) {
 		return p
 	}
@@ -114,13 +128,20 @@ func (v *Volume) storedSums(ctx context.Context, sl *slot, t, off int64, want []
 // compute them.
 const sumBatch = 64
 
-// load copies the checksums from byte at of the page into sums.
+// load copies the checksums (blockSum) from byte at of the page into sums.
 func (p *sumPage) load(at int, sums []uint32) {
+	j := at / layout.ChecksumSize
 	p.mu.Lock()
 	for i := range sums {
-		sums[i] = binary.LittleEndian.Uint32(p.buf[at+4*i:])
+		sums[i] = binary.LittleEndian.Uint32(p.buf[at+4*i:]) ^ p.tags.Of(j+i)
 	}
 	p.mu.Unlock()
+}
+
+// set stores sum (a blockSum) as the checksum at byte at of the page.
+// REQUIRES: p.mu held.
+func (p *sumPage) set(at int, sum uint32) {
+	binary.LittleEndian.PutUint32(p.buf[at:], sum^p.tags.Of(at/layout.ChecksumSize))
 }
 
 // verify checks b, read from stripe t of slot copy sl at chunk offset off,
@@ -155,7 +176,7 @@ func (v *Volume) writeSums(ctx context.Context, sl *slot, t, off int64, sums []u
 	}
 	p.mu.Lock()
 	for j, sum := range sums {
-		binary.LittleEndian.PutUint32(p.buf[at+4*j:], sum)
+		p.set(at+4*j, sum)
 	}
 	p.gen++
 	mine := p.gen
@@ -222,7 +243,8 @@ func (v *Volume) storeSums(ctx context.Context, only *slot) error {
 
 // zeroSums sets the checksums of stripes [first, last] of slot copy sl to
 // those of zero blocks (after a trim or write-zeroes) and writes them, one
-// page write per page.
+// page write per page: a trimmed block is told from a lost one by its
+// written checksum (format 4), never by a trimmed checksum area.
 func (v *Volume) zeroSums(ctx context.Context, sl *slot, first, last int64) error {
 	per := v.g.BlocksPerChunk() * layout.ChecksumSize // checksum bytes per stripe
 	for t := first; t <= last; {
@@ -232,7 +254,9 @@ func (v *Volume) zeroSums(ctx context.Context, sl *slot, first, last int64) erro
 		}
 		n := min(last+1-t, (sumPageSize-int64(at))/per) // stripes on this page
 		p.mu.Lock()
-		clear(p.buf[at : at+int(n*per)])
+		for j := at; j < at+int(n*per); j += layout.ChecksumSize {
+			p.set(j, 0)
+		}
 		p.gen++
 		mine := p.gen
 		p.mu.Unlock()
@@ -275,6 +299,42 @@ func (v *Volume) storePage(ctx context.Context, sl *slot, p *sumPage, gen int64,
 	p.stored = cur
 	if fua {
 		p.fua = cur
+	}
+	return nil
+}
+
+// putTags writes the tags of a page's blocks to b, a page: the stored
+// checksums of zero blocks. Without tags (formats 2 and 3) they are zeros.
+func putTags(b []byte, tags layout.PageTags) {
+	for j := range layout.TagPage {
+		binary.LittleEndian.PutUint32(b[j*layout.ChecksumSize:], tags.Of(j))
+	}
+}
+
+// initSumsBatch is how many checksum pages initSums writes at once.
+const initSumsBatch = 64
+
+// initSums writes the whole checksum area of a freshly allocated slot
+// copy (format 4) with the stored checksums of zero blocks (their tags),
+// so that the slot's unwritten blocks verify as zeros while a blank region
+// does not. Formats 2 and 3 need no write: their trimmed area already
+// holds zero blocks' checksums.
+func (v *Volume) initSums(ctx context.Context, sl *slot) error {
+	if !sl.sums.tags.Bound() {
+		return nil
+	}
+	pages := v.g.ChecksumArea() / sumPageSize
+	buf := make([]byte, min(pages, initSumsBatch)*sumPageSize)
+	for idx := int64(0); idx < pages; {
+		n := min(pages-idx, initSumsBatch)
+		b := buf[:n*sumPageSize]
+		for j := range n {
+			putTags(b[j*sumPageSize:(j+1)*sumPageSize], sl.sums.tags.Page(idx+j))
+		}
+		if err := sl.dev.WriteAt(ctx, b, v.g.DataEnd()+idx*sumPageSize); err != nil {
+			return fmt.Errorf("initialising checksums: %w", err)
+		}
+		idx += n
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ var csumLayouts = []layout.Geometry{
 	{K: 2, M: 1, Chunk: 8 << 10, SlotSize: 32 << 10, Checksums: true},
 	{K: 4, M: 2, Chunk: 16 << 10, SlotSize: 64 << 10, Checksums: true},
 	{K: 3, M: 2, Chunk: 4 << 10, SlotSize: 16 << 10, Checksums: true},
+	{K: 4, M: 2, Chunk: 8 << 10, SlotSize: 32 << 10, Checksums: true, Seed: 0x5eed}, // format 4
 }
 
 // flipKey names one block of one shard: the unit a checksum covers.

@@ -45,7 +45,7 @@ func (v *Volume) Follow(ctx context.Context, seg int64, slots []SlotRef) (int, e
 		if s.slotRef(i) == r {
 			continue
 		}
-		sl, err := v.openSlot(ctx, r)
+		sl, err := v.openSlot(ctx, r, seg, i)
 		if err != nil {
 			return 0, fmt.Errorf("segment %d slot %d: %w", seg, i, err)
 		}

@@ -72,6 +72,8 @@ func (m healMode) foundBy() string {
 // stripeImage is every usable shard of one stripe, read whole, with the
 // stored checksums of its blocks.
 type stripeImage struct {
+	id    layout.StripeID
+	tags  []layout.SlotTags // by shard: the tags of its slot (format 4)
 	bufs  *stripeBufs
 	sums  [][]uint32 // by shard and block; read only for usable shards
 	fixed [][]bool   // by shard and block: rewrite this block
@@ -125,7 +127,7 @@ func (v *Volume) healStripe(ctx context.Context, s *segment, id layout.StripeID,
 // verifying, and the stored checksums of its blocks.
 func (v *Volume) readImage(ctx context.Context, s *segment, id layout.StripeID, usable []bool) (*stripeImage, error) {
 	n, rows := v.g.N(), v.g.BlocksPerChunk()
-	img := &stripeImage{bufs: &stripeBufs{v: v, shards: make([][]byte, n)},
+	img := &stripeImage{id: id, tags: make([]layout.SlotTags, n), bufs: &stripeBufs{v: v, shards: make([][]byte, n)},
 		sums: make([][]uint32, n), fixed: make([][]bool, n), bad: make([][]bool, n), torn: make([][]bool, n)}
 	sums, marks := make([]uint32, int64(n)*rows), make([]bool, 3*int64(n)*rows) // one allocation each: a scrub reads every stripe
 	for sh := range n {
@@ -133,6 +135,7 @@ func (v *Volume) readImage(ctx context.Context, s *segment, id layout.StripeID, 
 		m := marks[3*int64(sh)*rows:]
 		img.fixed[sh], img.bad[sh], img.torn[sh] = m[:rows:rows], m[rows:2*rows:2*rows], m[2*rows:3*rows:3*rows]
 		img.sums[sh] = sums[int64(sh)*rows : int64(sh+1)*rows : int64(sh+1)*rows]
+		img.tags[sh] = s.slots[v.g.SlotOf(id.Stripe, sh)].sums.tags
 	}
 	err := v.each(n, func(sh int) error {
 		if !usable[sh] {
@@ -176,14 +179,20 @@ func (v *Volume) healRow(img *stripeImage, usable []bool, r int64, mode healMode
 	}
 	v.csum.mismatches.Add(int64(len(bad)))
 	rebuilt := v.rebuildRow(img, usable, bad, lo, hi)
+	unwritten := mode == healResync && v.blankRow(img, usable, r)
 	for _, sh := range bad {
 		got := img.bufs.shards[sh][lo:hi]
+		// In a resync a bad block may be a torn write, kept unless the
+		// other shards say otherwise; never one that is blank or was
+		// written for another slot, unless the row is a never-written
+		// one (blankRow: an allocation cut short).
+		torn := unwritten || (mode == healResync && !v.misplaced(img, sh, r))
 		switch {
-		case rebuilt != nil && (mode != healResync || blockSum(rebuilt[sh]) == img.sums[sh][r]):
+		case rebuilt != nil && (!torn || blockSum(rebuilt[sh]) == img.sums[sh][r]):
 			copy(got, rebuilt[sh]) // the block (or its checksum, or both) was bad
 		case rebuilt != nil && bytes.Equal(rebuilt[sh], got):
 			// the checksum was bad: rewriting the block rewrites it
-		case mode == healResync:
+		case torn:
 			v.csum.torn.Add(1) // data kept; parity is re-encoded from it
 			img.fixed[sh][r] = sh < v.g.K
 			img.torn[sh][r] = true
@@ -195,6 +204,58 @@ func (v *Volume) healRow(img *stripeImage, usable []bool, r int64, mode healMode
 		img.fixed[sh][r] = true
 		v.csum.healed.Add(1)
 	}
+}
+
+// misplaced reports whether block r of shard sh, which does not match its
+// checksum, is blank (zeros in data and checksum area) or was written with
+// its checksum for another slot of the segment: in format 4 neither can be
+// a torn write.
+func (v *Volume) misplaced(img *stripeImage, sh int, r int64) bool {
+	tags := img.tags[sh]
+	if !tags.Bound() {
+		return false
+	}
+	lo := r * layout.ChecksumBlock
+	diff := blockSum(img.bufs.shards[sh][lo:lo+layout.ChecksumBlock]) ^ img.sums[sh][r]
+	block := img.id.Stripe*v.g.BlocksPerChunk() + r
+	return (diff == tags.Of(block) && allZero(img.bufs.shards[sh][lo:lo+layout.ChecksumBlock])) || tags.Misplaced(diff, v.g.N())
+}
+
+// blankRow reports whether block r of every usable shard is zeros, either
+// blank (format 4) or matching a zero block's checksum, with at least one
+// blank: a row never written since an allocation whose writing of the
+// checksum areas was cut short.
+func (v *Volume) blankRow(img *stripeImage, usable []bool, r int64) bool {
+	lo, hi := r*layout.ChecksumBlock, (r+1)*layout.ChecksumBlock
+	block := img.id.Stripe*v.g.BlocksPerChunk() + r
+	blank := false
+	for sh, u := range usable {
+		if !u {
+			continue
+		}
+		tags := img.tags[sh]
+		if !tags.Bound() || !allZero(img.bufs.shards[sh][lo:hi]) {
+			return false
+		}
+		switch img.sums[sh][r] {
+		case tags.Of(block):
+			blank = true
+		case 0: // a zero block's checksum
+		default:
+			return false
+		}
+	}
+	return blank
+}
+
+// allZero reports whether b holds only zeros.
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // rebuildRow reconstructs block range [lo, hi) of the bad shards from the
@@ -247,8 +308,8 @@ func (v *Volume) fixParity(img *stripeImage, usable []bool, mode healMode) error
 		}
 		for r := int64(0); r < v.g.BlocksPerChunk(); r++ {
 			lo, hi := r*layout.ChecksumBlock, (r+1)*layout.ChecksumBlock
-			if mode != healResync && v.rowUnhealed(img, r) {
-				continue
+			if v.rowUnhealed(img, r) {
+				continue // never parity to match data that did not verify
 			}
 			if !bytes.Equal(enc.shards[sh][lo:hi], img.bufs.shards[sh][lo:hi]) || img.bad[sh][r] {
 				copy(img.bufs.shards[sh][lo:hi], enc.shards[sh][lo:hi])
@@ -263,10 +324,11 @@ func (v *Volume) fixParity(img *stripeImage, usable []bool, mode healMode) error
 	return nil
 }
 
-// rowUnhealed reports whether a block of row r stayed bad.
+// rowUnhealed reports whether a block of row r stayed bad (not healed,
+// and not kept as a torn write by a resync).
 func (v *Volume) rowUnhealed(img *stripeImage, r int64) bool {
 	for sh := range img.bad {
-		if img.bad[sh][r] && !img.fixed[sh][r] {
+		if img.bad[sh][r] && !img.fixed[sh][r] && !img.torn[sh][r] {
 			return true
 		}
 	}

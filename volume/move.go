@@ -75,7 +75,7 @@ func (v *Volume) MoveSlot(ctx context.Context, seg int64, idx int, to SlotRef, o
 // attachMove installs the destination as slot idx, with the current slot as
 // its old location and nothing valid yet.
 func (v *Volume) attachMove(ctx context.Context, s *segment, idx int, to SlotRef) (*slot, error) {
-	next, err := v.openSlot(ctx, to)
+	next, err := v.openSlot(ctx, to, s.id, idx)
 	if err != nil {
 		return nil, err
 	}

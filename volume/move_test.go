@@ -110,10 +110,19 @@ func TestMoveSlotRebuild(t *testing.T) {
 // TestMoveSlotCarriesChecksums rebuilds a lost shard of a checksummed
 // volume elsewhere, then opens the volume anew (no cached checksums) over
 // the namespaces that now hold it and reads and scrubs everything: the
-// destination's checksum area must have come with the move.
+// destination's checksum area must have come with the move, in format 4
+// bound to the slot's place, which is the same on the new namespace.
 func TestMoveSlotCarriesChecksums(t *testing.T) {
+	for _, g := range []layout.Geometry{
+		{K: 4, M: 2, Chunk: 16 << 10, SlotSize: 256 << 10, Checksums: true},
+		{K: 4, M: 2, Chunk: 16 << 10, SlotSize: 256 << 10, Checksums: true, Seed: 9},
+	} {
+		t.Run(g.String(), func(t *testing.T) { moveCarriesChecksums(t, g) })
+	}
+}
+
+func moveCarriesChecksums(t *testing.T, g layout.Geometry) {
 	ctx := context.Background()
-	g := layout.Geometry{K: 4, M: 2, Chunk: 16 << 10, SlotSize: 256 << 10, Checksums: true}
 	r := newRig(t, g, g.SegmentData(), rigOptions{namespaces: 7, slots: 2, crashable: true})
 	want := pattern(int(r.vol.Size()), 4)
 	if err := r.vol.WriteAt(ctx, want, 0); err != nil {

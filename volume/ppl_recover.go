@@ -2,7 +2,6 @@ package volume
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -260,7 +259,7 @@ func (v *Volume) setSum(ctx context.Context, sl *slot, t, off int64, sum uint32)
 		return err
 	}
 	p.mu.Lock()
-	binary.LittleEndian.PutUint32(p.buf[at:], sum)
+	p.set(at, sum)
 	p.gen++
 	p.mu.Unlock()
 	v.sumsPending(sl, p)

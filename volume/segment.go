@@ -213,6 +213,9 @@ func (v *Volume) placeSegment(ctx context.Context, seg int64, alloc bool) (refs 
 		return nil, false, false, fmt.Errorf("segment %d: lookup: %w", seg, err)
 	}
 	if !found && alloc {
+		if err := v.markAllocating(ctx, seg); err != nil {
+			return nil, false, false, err
+		}
 		if refs, err = v.alloc.Allocate(ctx, seg); err != nil {
 			return nil, false, false, fmt.Errorf("segment %d: allocate: %w", seg, err)
 		}
@@ -224,15 +227,34 @@ func (v *Volume) placeSegment(ctx context.Context, seg int64, alloc bool) (refs 
 	return refs, found, fresh, err
 }
 
+// markAllocating marks segment seg dirty before it is allocated, in format
+// 4: until its slots' checksum areas are written (initSums), its blocks
+// fail their checks, and a crash in between must leave it for Recover
+// (whose resync writes them: a row of zeros with blank blocks is a
+// never-written one, blankRow). Formats 2 and 3 need no mark: a trimmed
+// slot reads as zeros.
+func (v *Volume) markAllocating(ctx context.Context, seg int64) error {
+	if v.g.Seed == 0 {
+		return nil
+	}
+	if err := v.dirty.MarkDirty(ctx, seg); err != nil {
+		return fmt.Errorf("segment %d: marking dirty before allocation: %w", seg, err)
+	}
+	return nil
+}
+
 // openSegment builds the slots of a segment. A freshly allocated segment's
-// slots are trimmed so that unwritten parts read as zeros.
+// slots are trimmed so that unwritten parts read as zeros (in format 4 their
+// checksum areas are then written with zero blocks' checksums and flushed
+// before the segment is used: clearSlot).
 func (v *Volume) openSegment(ctx context.Context, seg int64, refs []SlotRef, fresh bool) (*segment, error) {
 	if len(refs) != v.g.N() {
 		return nil, fmt.Errorf("segment %d: placement has %d slots, layout needs %d", seg, len(refs), v.g.N())
 	}
 	s := &segment{id: seg, slots: make([]*slot, len(refs))}
+	s.dirty = fresh && v.g.Seed != 0 // markAllocating
 	for i, r := range refs {
-		sl, err := v.openSlot(ctx, r)
+		sl, err := v.openSlot(ctx, r, seg, i)
 		if err != nil {
 			return nil, fmt.Errorf("segment %d slot %d: %w", seg, i, err)
 		}
@@ -240,23 +262,36 @@ func (v *Volume) openSegment(ctx context.Context, seg int64, refs []SlotRef, fre
 		sl.sums.fresh = fresh
 	}
 	if fresh {
-		err := v.each(len(s.slots), func(i int) error {
-			s.slots[i].ns.unflushed.Store(true)
-			err := s.slots[i].dev.Trim(ctx, 0, v.g.SlotSize)
-			if isShardFault(v.shardFailed(s, s.slots[i], i, 0, err)) {
-				s.lowerValid(i, 0) // rebuilt (as zeros) by Repair
-				return v.recordStale(ctx, s, i, s.slots[i])
-			}
-			return err
-		})
-		if err != nil {
+		if err := v.each(len(s.slots), func(i int) error { return v.clearSlot(ctx, s, i) }); err != nil {
 			return nil, fmt.Errorf("segment %d: clearing new slots: %w", seg, err)
 		}
 	}
 	return s, nil
 }
 
-func (v *Volume) openSlot(ctx context.Context, r SlotRef) (*slot, error) {
+// clearSlot trims slot i of a freshly allocated segment and, in format 4,
+// writes its checksum area and flushes it: a crash must not leave data
+// written after it on a blank checksum area. A slot that cannot take it is
+// marked stale (Repair rebuilds it, as zeros).
+func (v *Volume) clearSlot(ctx context.Context, s *segment, i int) error {
+	sl := s.slots[i]
+	sl.ns.unflushed.Store(true)
+	err := sl.dev.Trim(ctx, 0, v.g.SlotSize)
+	if err == nil && v.g.Seed != 0 {
+		err = v.initSums(ctx, sl)
+		if err == nil {
+			err = sl.ns.dev.Flush(ctx)
+		}
+	}
+	if isShardFault(v.shardFailed(s, sl, i, 0, err)) {
+		s.lowerValid(i, 0)
+		return v.recordStale(ctx, s, i, sl)
+	}
+	return err
+}
+
+// openSlot opens slot r as slot i of segment seg.
+func (v *Volume) openSlot(ctx context.Context, r SlotRef, seg int64, i int) (*slot, error) {
 	ns, err := v.namespace(ctx, r.NS)
 	if err != nil {
 		return nil, err
@@ -266,6 +301,7 @@ func (v *Volume) openSlot(ctx context.Context, r SlotRef) (*slot, error) {
 		return nil, fmt.Errorf("namespace %s slot %d: %w", r.NS, r.Slot, err)
 	}
 	sl := &slot{ref: r, ns: ns, dev: w}
+	sl.sums.tags = v.g.SlotTags(seg, i)
 	sl.valid.Store(v.g.StripesPerSegment())
 	return sl, nil
 }

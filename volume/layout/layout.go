@@ -28,6 +28,15 @@
 // (LogRecordMax blocks), at least 128 KiB and at least 1/256 of the slot,
 // rounded up to whole chunks (4 MiB of a 1 GiB slot: 0.4%).
 //
+// A geometry with a Seed (format 4, which has Checksums too) binds every
+// stored checksum to its place: the value stored for a block is its crc32c
+// xor ChecksumTag(segment, slot, block), a tag made from the volume's seed,
+// the segment index, the slot index in the segment and the block index in
+// the slot, never zero. A block read back from another place (a swapped
+// slot, a shifted region) or a blank one (zeros where data and checksums
+// were) then fails its check. The namespace is not part of the place: a
+// move or rebuild copies a slot to another namespace at the same place.
+//
 // Everything here is a pure function of its arguments and safe for concurrent
 // use.
 package layout
@@ -73,6 +82,7 @@ var ErrGeometry = errors.New("invalid layout geometry")
 //  4. With Checksums, the slot holds at least one stripe besides its
 //     checksum area (and its log area, with Log).
 //  5. Log only with Checksums.
+//  6. Seed only with Checksums.
 type Geometry struct {
 	K, M     int
 	Chunk    int64
@@ -81,6 +91,10 @@ type Geometry struct {
 	Checksums bool
 	// Log: every slot also ends in a write-log area (format 3 volumes).
 	Log bool
+	// Seed, when not zero, binds stored checksums to their place
+	// (ChecksumTag; format 4 volumes): a value unique to the volume, kept
+	// in its record. Zero for formats 1 to 3.
+	Seed uint64
 }
 
 // Validate checks the invariants and returns an ErrGeometry error naming the
@@ -99,6 +113,8 @@ func (g Geometry) Validate() error {
 		return fmt.Errorf("slot size=%d: must be a positive multiple of chunk %d: %w", g.SlotSize, g.Chunk, ErrGeometry)
 	case g.Log && !g.Checksums:
 		return fmt.Errorf("write log without checksums: the log's records are checked against block checksums: %w", ErrGeometry)
+	case g.Seed != 0 && !g.Checksums:
+		return fmt.Errorf("checksum seed without checksums: %w", ErrGeometry)
 	case g.StripesPerSegment() < 1:
 		return fmt.Errorf("slot size=%d: no room for a chunk of %d beside the checksum and write-log areas: %w", g.SlotSize, g.Chunk, ErrGeometry)
 	}
@@ -106,7 +122,8 @@ func (g Geometry) Validate() error {
 }
 
 // String renders the geometry as "k+m/chunk/slot", e.g. "4+2/131072/1073741824",
-// with "/crc32c" appended when it has checksums.
+// with "/crc32c" appended when it has checksums, "/ppl" with a write log
+// and "/bound" with a seed.
 func (g Geometry) String() string {
 	s := fmt.Sprintf("%d+%d/%d/%d", g.K, g.M, g.Chunk, g.SlotSize)
 	if g.Checksums {
@@ -114,6 +131,9 @@ func (g Geometry) String() string {
 	}
 	if g.Log {
 		s += "/ppl"
+	}
+	if g.Seed != 0 {
+		s += "/bound"
 	}
 	return s
 }
@@ -187,6 +207,91 @@ func (g Geometry) ChecksumOffset(t, off int64) int64 {
 // path's way to it).
 func (g Geometry) ChecksumIndex(t, off int64) int64 {
 	return (t*g.BlocksPerChunk() + off/ChecksumBlock) * ChecksumSize
+}
+
+// SlotTags gives the checksum tags of the blocks of slot slot of segment
+// seg (ChecksumTag). It is the per-slot half of the work, done once when
+// the slot is opened; Page and PageTags.Of are the rest.
+type SlotTags struct {
+	base uint64 // the volume's seed mixed with the segment
+	slot uint32 // slot index + 1: the tag's low bits
+}
+
+// PageTags are the tags of one page of a slot's checksums: TagPage
+// blocks, whose checksums fill one ChecksumBlock of the checksum area.
+type PageTags struct {
+	hash uint32 // of seed, segment and page
+	slot uint32
+}
+
+const (
+	// TagPage is the number of blocks whose tags share a page hash: the
+	// checksums on one ChecksumBlock of the checksum area.
+	TagPage = ChecksumBlock / ChecksumSize
+	// tagSlotBits is the number of low bits of a tag that hold the slot
+	// index + 1 (MaxShards fits): two slots of one segment never share a
+	// tag for one block, so a swap of two slots is always seen.
+	tagSlotBits = 6
+)
+
+// SlotTags returns the tags of the blocks of slot slot of segment seg:
+// all zero (no binding) without a Seed.
+func (g Geometry) SlotTags(seg int64, slot int) SlotTags {
+	if g.Seed == 0 {
+		return SlotTags{}
+	}
+	return SlotTags{base: mix64(g.Seed + uint64(seg)*0x9e3779b97f4a7c15), slot: uint32(slot) + 1}
+}
+
+// Page returns the tags of blocks [page*TagPage, (page+1)*TagPage).
+func (t SlotTags) Page(page int64) PageTags {
+	if t.slot == 0 {
+		return PageTags{}
+	}
+	return PageTags{hash: uint32(mix64(t.base^uint64(page)*0xc2b2ae3d27d4eb4f) >> 32), slot: t.slot}
+}
+
+// Of returns the tag of block j of the page: never zero with a Seed, zero
+// without. Its high bits are the page's hash xor j times an odd constant
+// (so the blocks of a page differ), its low tagSlotBits bits the slot
+// index + 1.
+func (p PageTags) Of(j int) uint32 {
+	if p.slot == 0 {
+		return 0
+	}
+	return (p.hash^uint32(j)*0x9e3779b9)<<tagSlotBits | p.slot
+}
+
+// Of returns the tag of block block of the slot (its index in the slot:
+// ChecksumIndex / ChecksumSize).
+func (t SlotTags) Of(block int64) uint32 { return t.Page(block / TagPage).Of(int(block % TagPage)) }
+
+// Bound reports whether the tags are not zero (a geometry with a Seed).
+func (t SlotTags) Bound() bool { return t.slot != 0 }
+
+// Misplaced reports whether diff, a block's checksum xor the value stored
+// for it in this slot, is this slot's tag xor another slot's of the same
+// segment and block: the block and its checksum were written for that
+// slot (the two slots were swapped), not torn. n is the number of slots.
+func (t SlotTags) Misplaced(diff uint32, n int) bool {
+	other := int(diff^t.slot) - 1
+	return t.slot != 0 && diff != 0 && diff>>tagSlotBits == 0 && other >= 0 && other < n
+}
+
+// ChecksumTag is the tag of block block of slot slot of segment seg:
+// SlotTags(seg, slot).Of(block).
+func (g Geometry) ChecksumTag(seg int64, slot int, block int64) uint32 {
+	return g.SlotTags(seg, slot).Of(block)
+}
+
+// mix64 is splitmix64's finaliser: a bijection of uint64 that spreads
+// every input bit over the output.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
 }
 
 // SegmentData is the number of logical bytes a segment holds.

@@ -229,3 +229,38 @@ func TestChecksumArea(t *testing.T) {
 		t.Errorf("%v: format 1 geometry changed: area %d, %d stripes", plain, plain.ChecksumArea(), plain.StripesPerSegment())
 	}
 }
+
+// TestChecksumTags: with a seed, tags are never zero, differ between the
+// slots of a segment for one block (OtherSlot finds which), and vary with
+// segment and block; without one they are zero.
+func TestChecksumTags(t *testing.T) {
+	g := Geometry{K: 4, M: 2, Chunk: 16 << 10, SlotSize: 1 << 20, Checksums: true, Seed: 42}
+	if g.ChecksumTag(3, 1, 7) == 0 || (Geometry{K: 4, M: 2}).ChecksumTag(3, 1, 7) != 0 {
+		t.Fatal("tag zero with a seed, or not zero without")
+	}
+	seen := map[uint32]bool{}
+	for seg := range int64(4) {
+		for slot := range g.N() {
+			tags := g.SlotTags(seg, slot)
+			for block := range int64(64) {
+				tag := tags.Of(block)
+				if tag == 0 || seen[tag] {
+					t.Fatalf("segment %d slot %d block %d: tag %#x zero or repeated", seg, slot, block, tag)
+				}
+				seen[tag] = true
+				for other := range g.N() {
+					diff := tag ^ g.ChecksumTag(seg, other, block)
+					if tags.Misplaced(diff, g.N()) != (other != slot) {
+						t.Fatalf("slot %d block %d: tag of slot %d misplaced=%v", slot, block, other, tags.Misplaced(diff, g.N()))
+					}
+				}
+				if tags.Misplaced(tag^g.ChecksumTag(seg+1, slot, block), g.N()) {
+					t.Fatalf("segment %d slot %d block %d: the next segment's tag taken as another slot's", seg, slot, block)
+				}
+			}
+		}
+	}
+	if err := (Geometry{K: 2, M: 1, Chunk: 4096, SlotSize: 1 << 20, Seed: 1}).Validate(); !errors.Is(err, ErrGeometry) {
+		t.Fatalf("seed without checksums: %v", err)
+	}
+}

@@ -181,7 +181,7 @@ func TestAdminEndToEnd(t *testing.T) {
 	a.fails("is mapped (rw by node-1", "volume", "rm", "v1")
 	_ = owner.Release(context.Background())
 	a.ok("not mapped", "volume", "info", "v1")
-	a.ok("format 3: crc32c per 4 KiB block, partial-parity write log", "volume", "info", "v1")
+	a.ok("format 4: crc32c per 4 KiB block bound to its place, partial-parity write log", "volume", "info", "v1")
 	a.ok("volume v1 removed", "volume", "rm", "v1")
 	a.fails("not found", "volume", "info", "v1")
 }
