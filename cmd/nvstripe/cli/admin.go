@@ -58,7 +58,10 @@ func waitFor(cmd *cobra.Command, f *adminFlags, ops admin.Ops, m admin.Measure) 
 func withAdmin(g *globals, a *config.EtcdFlags, f *adminFlags, fn func(cmd *cobra.Command, args []string, ops admin.Ops) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
 		if f.controller == "" && config.SourceOf(g.settings, "etcd.endpoints") == "default" {
-			f.controller = admin.LocalSocket(admin.DefaultSocket)
+			var stale bool
+			if f.controller, stale = admin.LocalSocket(admin.DefaultSocket); stale {
+				fmt.Fprintf(cmd.ErrOrStderr(), "admin: no controller answers on %s (a stale socket); using etcd directly\n", admin.DefaultSocket)
+			}
 		}
 		if f.controller == "" {
 			return withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
