@@ -126,6 +126,15 @@ func TestServiceErrors(t *testing.T) {
 	if _, err := svc.Drain(ctx, &DrainRequest{Name: "nope"}); !errors.Is(err, meta.ErrNotFound) {
 		t.Errorf("drain nope: %v", err)
 	}
+	// 4+2 on six hosts: the shards of a drained host have nowhere to go.
+	// Refused before any state changes, naming the fix.
+	if _, err := svc.Drain(ctx, &DrainRequest{Name: "h0"}); !errors.Is(err, ErrNoRoom) || !errors.Is(err, meta.ErrInvalid) ||
+		!strings.Contains(err.Error(), "usable failure domains") || !strings.Contains(err.Error(), "add a host") {
+		t.Errorf("drain h0 with no room: %v", err)
+	}
+	if st, err := svc.Status(ctx, &StatusRequest{}); err != nil || st.Namespaces[0].Id != "h0-n1" || st.Namespaces[0].State != "in" {
+		t.Errorf("after a refused drain: %v, %v", st.GetNamespaces(), err)
+	}
 	if _, err := svc.Rebalance(ctx, &RebalanceRequest{Threshold: 0}); !errors.Is(err, meta.ErrInvalid) {
 		t.Errorf("rebalance threshold 0: %v", err)
 	}
@@ -311,7 +320,7 @@ func TestDrainText(t *testing.T) {
 	if got := DrainText("h1", &DrainReply{Namespaces: []string{"a", "b"}}); got != "namespace a: draining\nnamespace b: draining" {
 		t.Errorf("two namespaces: %q", got)
 	}
-	if got := DrainText("h1", &DrainReply{}); got != "host h1 has no namespace in service: nothing to drain" {
+	if got := DrainText("h1", &DrainReply{}); got != "host h1 has no namespace in service or draining: nothing to drain" {
 		t.Errorf("none: %q", got)
 	}
 }

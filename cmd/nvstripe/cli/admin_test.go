@@ -111,7 +111,7 @@ func TestAdminStatusAndCommands(t *testing.T) {
 	a.ok("namespace "+host+"-n1: draining", "admin", "drain", host)
 	a.ok("namespace "+third+": draining", "admin", "drain", third)
 	a.fails(first+" is failed", "admin", "drain", first)
-	a.ok("nothing to drain", "admin", "drain", host)
+	a.ok("namespace "+host+"-n1: draining", "admin", "drain", host) // asked again: still draining, not "nothing to drain"
 	a.fails("neither a namespace nor a host", "admin", "drain", "nope")
 	a.fails("not found", "admin", "fail", "nope-n1")
 	if out, err := a.run("admin", "drain"); err == nil || ExitCode(err) != 2 {
