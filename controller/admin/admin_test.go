@@ -324,3 +324,40 @@ func TestDrainText(t *testing.T) {
 		t.Errorf("none: %q", got)
 	}
 }
+
+// TestWaitEndsUnfinished: a wait for a drain whose shards have nowhere to
+// go ends as blocked, naming what the controller reports; one for a drain
+// nobody carries out ends as timed out when its context's deadline comes.
+// Before, both returned nil, as if the drain had finished.
+func TestWaitEndsUnfinished(t *testing.T) {
+	ctx := context.Background()
+	s := fixture(t, 6)
+	svc := NewService(s)
+	if err := s.SetNamespaceState(ctx, "h0-n1", placement.StateDraining); err != nil { // as an older client did
+		t.Fatal(err)
+	}
+	var seen int
+	err := WaitProgress(ctx, svc, time.Millisecond, DrainMeasure([]string{"h0-n1"}), func(Progress) error { seen++; return nil })
+	var we *WaitError
+	if !errors.Is(err, ErrWaitBlocked) || !errors.As(err, &we) || len(we.Blocked) == 0 || we.Last.Total <= 0 ||
+		!strings.Contains(err.Error(), "usable failure domains") || seen != 2 {
+		t.Errorf("wait for a blocked drain: %v after %d statuses", err, seen)
+	}
+
+	s = fixture(t, 8)
+	svc = NewService(s)
+	if _, err := svc.Drain(ctx, &DrainRequest{Name: "h0"}); err != nil {
+		t.Fatal(err)
+	}
+	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	err = WaitProgress(dctx, svc, 10*time.Millisecond, DrainMeasure([]string{"h0-n1"}), func(Progress) error { return nil })
+	if !errors.Is(err, ErrWaitTimedOut) || errors.Is(err, ErrWaitBlocked) || !strings.HasPrefix(err.Error(), "not finished (timed out): ") {
+		t.Errorf("wait for a drain nobody carries out: %v", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := WaitProgress(cctx, svc, time.Millisecond, DrainMeasure([]string{"h0-n1"}), func(Progress) error { return nil }); !errors.Is(err, context.Canceled) {
+		t.Errorf("interrupted wait: %v", err)
+	}
+}

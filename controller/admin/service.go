@@ -209,12 +209,13 @@ func (e *Service) checkDrainable(ctx context.Context, name string, ids []string)
 		}
 	}
 	snap.State.Namespaces = nss
-	after := blocked(snap, cl.DomainLabel)
-	if len(after) <= len(before) {
-		return nil
+	for _, b := range blocked(snap, cl.DomainLabel) {
+		if !slices.Contains(before, b) {
+			return fmt.Errorf("drain %s refused: %w (%s); add a host in another failure domain, or recreate the volume with --allow-shared-domains: %w",
+				name, ErrNoRoom, b, meta.ErrInvalid)
+		}
 	}
-	return fmt.Errorf("drain %s refused: %w (%s); add a host in another failure domain, or recreate the volume with --allow-shared-domains: %w",
-		name, ErrNoRoom, after[0], meta.ErrInvalid)
+	return nil
 }
 
 // drainOne sets namespace id draining, then drained when it holds no slot.
