@@ -158,6 +158,20 @@ func TestNBDMap(t *testing.T) {
 	}
 }
 
+// TestUnmapScenario: `nvstripe unmap` of foreground maps in the guest
+// (scenarios/unmap.sh): a map started with flags before the verb on a
+// kernel nbd device, unmapped by device and by volume, and an --nbd-listen
+// map unmapped by volume; then "not mapped".
+func TestUnmapScenario(t *testing.T) {
+	harness(t)
+	infos := runScenario(t, "unmap.sh", []string{nvstripeFile(t)})
+	for _, w := range []string{"unmapped-by-/dev/nbd0 size=0", "unmapped-by-v size=0", "unmapped-listen url=nbd://", "not-mapped: "} {
+		if !containsPrefix(infos, w) {
+			t.Errorf("no @@INFO line starting %q", w)
+		}
+	}
+}
+
 // TestNBDMapLong adds the map process killed -9 and restarted while reads
 // wait (the new one takes the device over) and a target killed while
 // mounted (NVSTRIPE_VM_LONG=1; about 4 minutes).
