@@ -55,7 +55,7 @@ var (
 // ErrWaitBlocked), how far it got, and what the controller reports blocked.
 type WaitError struct {
 	Why     error
-	Last    Progress
+	Last    string // the last progress, for people
 	Blocked []string
 }
 
@@ -106,7 +106,7 @@ func WaitProgress(ctx context.Context, ops Ops, interval time.Duration, measure 
 			return err
 		}
 		if stuck >= 2 {
-			return &WaitError{Why: ErrWaitBlocked, Last: p, Blocked: blockedNow}
+			return &WaitError{Why: ErrWaitBlocked, Last: p.String(), Blocked: blockedNow}
 		}
 		return nil
 	})
@@ -116,7 +116,7 @@ func WaitProgress(ctx context.Context, ops Ops, interval time.Duration, measure 
 	case err == nil && errors.Is(ctx.Err(), context.Canceled):
 		return ctx.Err() // interrupted
 	case err == nil: // the deadline came
-		return &WaitError{Why: ErrWaitTimedOut, Last: last, Blocked: blockedNow}
+		return &WaitError{Why: ErrWaitTimedOut, Last: last.String(), Blocked: blockedNow}
 	}
 	return err
 }
