@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -83,7 +84,13 @@ func TestUnmapForegroundMapProcess(t *testing.T) {
 		if by == "url" {
 			name = p.url
 		}
-		o, _, err := run(t, "unmap", name, "--map-sockets", maps)
+		// ls without --agent lists it and says nothing of the agent.
+		o, e, err := run(t, "ls", "--map-sockets", maps, "-o", "json")
+		var rows []agent.Listed
+		if err != nil || e != "" || json.Unmarshal([]byte(o), &rows) != nil || len(rows) != 1 || rows[0].Device != p.url || rows[0].Server != "map" {
+			t.Errorf("ls of a foreground map: %q, stderr %q, %v", o, e, err)
+		}
+		o, _, err = run(t, "unmap", name, "--map-sockets", maps)
 		if want := "unmapped v from " + p.url + ": its foreground map flushed it, detached it and released its lease"; err != nil || strings.TrimSpace(o) != want {
 			t.Fatalf("unmap %s: %q, %v; want %q", name, o, err, want)
 		}
