@@ -6,8 +6,9 @@
 # serving --nbd-listen is unmapped by `unmap v`. Each time the map process
 # exits 0, the device is back at size 0 and `ls` lists the mapping without
 # a word about the missing agent. A volume mapped nowhere is "not mapped"
-# with a non-zero exit. ublk is not covered: the guest has no ublk module
-# unless built (ublk-*.sh).
+# with a non-zero exit. With ublk=1 (ublk_drv.ko shipped as
+# /lib/ublk_drv.ko, built by build-ublk-module.sh) also `map v --ublk`,
+# unmapped by `unmap /dev/ublkb0` and, mapped again, by `unmap v`.
 # Needs the static binary (run-vm.sh --file BIN:/bin/nvstripe) and
 # lib/nvstripe.sh (see there).
 nvs=/bin/nvstripe
@@ -49,6 +50,19 @@ for by in $dev v; do
 	wait_for "[ \$(cat /sys/block/nbd0/size) -eq 0 ] && [ ! -e /sys/block/nbd0/pid ]" 30 || fail "$dev still sized or connected after unmap $by"
 	info "unmapped-by-$by size=$(cat /sys/block/nbd0/size)"
 done
+
+if [ "${ublk:-0}" = 1 ]; then
+	ublk_load
+	for by in /dev/ublkb0 v; do
+		n=$((n + 1))
+		step "map v --ublk (flags before the verb), unmap $by"
+		fg_map /tmp/map$n.log v --ublk
+		wait_for "grep -q 'serving: /dev/ublkb0' /tmp/map$n.log" 120 || fail "map printed no device: $(cat /tmp/map$n.log)"
+		unmap_by $by /dev/ublkb0
+		wait_for "[ ! -e /dev/ublkb0 ]" 30 || fail "/dev/ublkb0 still exists after unmap $by"
+		info "unmapped-ublk-by-$by"
+	done
+fi
 
 step "map v --nbd-listen, unmap v"
 fg_map /tmp/map-listen.log v --nbd-listen 127.0.0.1:10809
