@@ -280,6 +280,13 @@ func (a *Agent) Unmap(ctx context.Context, name string) error {
 	return errors.Join(err, a.state.remove(name))
 }
 
+// mapped says whether volume name is mapped by a.
+func (a *Agent) mapped(name string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.maps[name] != nil
+}
+
 // List describes every mapping, in volume-name order.
 func (a *Agent) List() []*api.Mapping {
 	a.mu.Lock()

@@ -35,9 +35,12 @@
 // size anew; a ublk device on Linux before 6.16 keeps its size). A kernel
 // device disconnected by someone else (nbd-client -d) shows health
 // "detached" in List; a foreground map (ServeForeground) then ends with
-// ErrDetached. A foreground map also serves List and Status on
-// MapSocket(ListDir, volume), which ListMappings reads with the agent's
-// socket for `nvstripe ls`.
+// ErrDetached. A foreground map registers itself on MapSocket(ListDir,
+// volume): that socket is the mapping's runtime record, serving List, Status
+// and Unmap (the process flushes, detaches and releases the lease, then
+// answers and exits). ListMappings reads the records with the agent's socket
+// for `nvstripe ls`, and Unmap finds there who serves a volume or device;
+// both remove records whose process died (nobody listens on them).
 //
 // # etcd unreachable, lease lost
 //

@@ -20,16 +20,17 @@ type ForegroundOptions struct {
 	// Serving is called with the mapping's URL once it serves; Unmapping
 	// when it stops.
 	Serving, Unmapping func(url string)
-	// ListDir is where the mapping is listed for `nvstripe ls` while it
-	// serves: the API's List and Status on MapSocket(ListDir, volume).
-	// Default "": not listed.
+	// ListDir is where the mapping registers itself while it serves: the
+	// API's List, Status and Unmap on MapSocket(ListDir, volume), which
+	// `nvstripe ls` and `nvstripe unmap` use. Default "": not registered.
 	ListDir string
 }
 
 // ServeForeground maps spec with an agent of its own, serves it until ctx
-// ends or the mapping is lost (Agent.WaitLost: fenced for good, or its
-// kernel device detached by someone else), then unmaps it, flushing the
-// volume and releasing its lease.
+// ends, an unmap request arrives on its socket in ListDir, or the mapping
+// is lost (Agent.WaitLost: fenced for good, or its kernel device detached
+// by someone else), then unmaps it, flushing the volume, detaching its
+// device and releasing its lease; an unmap request is answered after that.
 func ServeForeground(ctx context.Context, spec Spec, o ForegroundOptions) error {
 	if o.Agent.Holder == "" {
 		o.Agent.Holder = meta.DefaultHolder("map")
@@ -48,23 +49,30 @@ func ServeForeground(ctx context.Context, spec Spec, o ForegroundOptions) error 
 		_, err = nbd.WaitSize(wctx, m.Url)
 		cancel()
 	}
-	if err == nil {
-		stopList := func() {}
-		if o.ListDir != "" {
-			stopList = serveList(ag, MapSocket(o.ListDir, spec.Volume))
+	var c *control
+	var reply chan error
+	unmapped := false
+	unmapping := func() {
+		if o.Unmapping != nil {
+			o.Unmapping(m.Url)
 		}
+	}
+	if err == nil {
+		c = startControl(ag, o.ListDir, spec.Volume)
 		if o.Serving != nil {
 			o.Serving(m.Url)
 		}
-		err = ag.WaitLost(ctx, spec.Volume)
-		stopList()
+		reply, unmapped, err = c.wait(ctx, unmapping)
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if o.Unmapping != nil {
-		o.Unmapping(m.Url)
+	if !unmapped {
+		unmapping()
+		err = errors.Join(err, ag.Unmap(sctx, spec.Volume))
 	}
-	return errors.Join(err, ag.Unmap(sctx, spec.Volume), ag.Close(sctx))
+	err = errors.Join(err, ag.Close(sctx))
+	c.finish(reply, err)
+	return err
 }
 
 // ErrTLSNotExport is CheckForeground's refusal of NBD TLS for a frontend

@@ -2,23 +2,27 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"text/tabwriter"
+	"time"
 
 	"github.com/nvstripe/nvstripe/agent/api"
 	"github.com/nvstripe/nvstripe/units"
 )
 
-// DefaultMapSocketDir is where a foreground `nvstripe map` serves the list
-// of its one mapping (VOLUME.sock), for `nvstripe ls`.
+// DefaultMapSocketDir is where a foreground `nvstripe map` registers its
+// one mapping (VOLUME.sock, see control), for `nvstripe ls` and `unmap`.
 const DefaultMapSocketDir = "/run/nvstripe/map"
 
-// MapSocket is the socket a foreground map of volume serves its list on.
+// MapSocket is the socket a foreground map of volume registers on.
 func MapSocket(dir, volume string) string { return filepath.Join(dir, volume+".sock") }
 
 // Listed is one row of `nvstripe ls`: a mapping and who serves it.
@@ -44,32 +48,62 @@ type Listed struct {
 }
 
 // ListMappings lists the mappings of the agent on agentSocket and of every
-// foreground map serving a socket in mapDir, by volume, telling warn what
-// it skips: a socket that nobody answers on (left by a process that was
-// killed), and an agent socket that does not exist.
-func ListMappings(ctx context.Context, agentSocket, mapDir string, warn func(string)) []Listed {
-	var rows []Listed
-	add := func(sock, server string) {
-		ms, err := listSocket(ctx, sock)
-		if err != nil {
-			warn(fmt.Sprintf("skipped %s: %v", sock, err))
-			return
-		}
-		for _, m := range ms {
-			rows = append(rows, listed(m, server))
-		}
+// foreground map registered in mapDir, by volume. It removes the records of
+// maps that died (a socket nobody listens on). It tells warn what it
+// skips: a record it cannot read, and, when the agent was named
+// (agentGiven), an agent that does not answer.
+func ListMappings(ctx context.Context, agentSocket, mapDir string, agentGiven bool, warn func(string)) []Listed {
+	rows := []Listed{}
+	if err := probeSocket(agentSocket); err == nil {
+		rows = addListed(ctx, rows, agentSocket, "agent", warn)
+	} else if agentGiven {
+		warn(fmt.Sprintf("no agent answers on %s (is `nvstripe agent` running?): %v", agentSocket, err))
 	}
-	if api.Listening(agentSocket) {
-		add(agentSocket, "agent")
-	} else {
-		warn(fmt.Sprintf("no agent on %s (is `nvstripe agent` running?): foreground maps only", agentSocket))
-	}
-	socks, _ := filepath.Glob(filepath.Join(mapDir, "*.sock"))
-	for _, s := range socks {
-		add(s, "map")
+	for _, s := range liveRecords(mapDir) {
+		rows = addListed(ctx, rows, s, "map", warn)
 	}
 	slices.SortStableFunc(rows, func(x, y Listed) int { return strings.Compare(x.Volume, y.Volume) })
 	return rows
+}
+
+// addListed appends the mappings of the API on sock to rows, served by
+// server; one it cannot list is left out with a warning.
+func addListed(ctx context.Context, rows []Listed, sock, server string, warn func(string)) []Listed {
+	ms, err := listSocket(ctx, sock)
+	if err != nil {
+		warn(fmt.Sprintf("skipped %s: %v", sock, err))
+		return rows
+	}
+	for _, m := range ms {
+		rows = append(rows, listed(m, server))
+	}
+	return rows
+}
+
+// liveRecords returns the sockets of the foreground maps registered in
+// dir, removing those whose process died (nobody listens on them).
+func liveRecords(dir string) []string {
+	socks, _ := filepath.Glob(filepath.Join(dir, "*.sock"))
+	live := socks[:0]
+	for _, s := range socks {
+		if err := probeSocket(s); errors.Is(err, syscall.ECONNREFUSED) {
+			os.Remove(s)
+			continue
+		}
+		live = append(live, s)
+	}
+	return live
+}
+
+// probeSocket connects to the unix socket path: nil when someone accepts,
+// an error wrapping syscall.ECONNREFUSED when the file is left by a
+// process that died, another error when there is none (or no access).
+func probeSocket(path string) error {
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err != nil {
+		return err
+	}
+	return c.Close()
 }
 
 // listSocket asks the API on sock for its mappings.
@@ -115,35 +149,4 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-// serveList serves the list of a's mappings (List and Status only) on sock
-// until the returned stop is called; a socket that cannot be served is
-// only logged (the mapping works without it, ls just does not see it).
-func serveList(a *Agent, sock string) (stop func()) {
-	l, err := listenSocket(sock)
-	if err != nil {
-		a.logf("map: not listing this mapping for nvstripe ls: %v", err)
-		return func() {}
-	}
-	gs := api.NewServer(listOnly{a: a})
-	go gs.Serve(l)
-	return func() {
-		gs.Stop()
-		os.Remove(sock)
-	}
-}
-
-// listOnly serves List and Status of an agent, nothing that changes it.
-type listOnly struct {
-	api.UnimplementedAgentServer
-	a *Agent
-}
-
-func (r listOnly) List(context.Context, *api.ListRequest) (*api.ListReply, error) {
-	return &api.ListReply{Mappings: r.a.List()}, nil
-}
-
-func (r listOnly) Status(context.Context, *api.StatusRequest) (*api.StatusReply, error) {
-	return r.a.Status(), nil
 }

@@ -3,7 +3,6 @@ package agent
 import (
 	"fmt"
 	"path/filepath"
-	"strings"
 
 	"github.com/nvstripe/nvstripe/agent/api"
 	"github.com/nvstripe/nvstripe/nbd"
@@ -48,22 +47,4 @@ func DefaultVia(ublkControl bool) (Via, string) {
 		return ViaUblk, "ublk: " + ublk.ControlPath + " exists; --nbd for nbd"
 	}
 	return ViaNBDDevice, "nbd: no " + ublk.ControlPath + ", the ublk driver is not loaded"
-}
-
-// UnmapDevice is the kernel nbd device `nvstripe unmap name` detaches by
-// itself, "" when it asks the agent on sock instead: name when it is a
-// /dev path; else, unless the agent was named (agentGiven), the device
-// volume name is attached to when a foreground map serves it or no agent
-// listens on sock.
-func UnmapDevice(name, sock string, agentGiven bool) string {
-	if strings.HasPrefix(name, "/dev/") {
-		return name
-	}
-	if agentGiven {
-		return ""
-	}
-	if d, err := nbd.DeviceOf(name); err == nil && (d.ServedByMap() || !api.Listening(sock)) {
-		return d.Path
-	}
-	return ""
 }

@@ -33,16 +33,3 @@ func TestDefaultVia(t *testing.T) {
 		}
 	}
 }
-
-// TestUnmapDevice: a /dev path is detached as given; a volume goes to the
-// agent when --agent was given or no nbd device serves it.
-func TestUnmapDevice(t *testing.T) {
-	if got := UnmapDevice("/dev/nbd3", "/nonexistent.sock", true); got != "/dev/nbd3" {
-		t.Errorf("/dev/nbd3: %q", got)
-	}
-	for _, given := range []bool{true, false} {
-		if got := UnmapDevice("no-such-volume-"+t.Name(), "/nonexistent.sock", given); got != "" {
-			t.Errorf("volume without a device (--agent given %v): %q, want the agent", given, got)
-		}
-	}
-}

@@ -610,13 +610,11 @@ func WaitSize(ctx context.Context, path string) (DeviceInfo, error) {
 	}
 }
 
-// Detach disconnects the kernel nbd device path (/dev/nbdN) and waits until
-// its size is 0. A device served by a live foreground `nvstripe map` is
-// detached by asking that process to stop (SIGTERM: it flushes the volume,
-// disconnects and releases its lease); one whose server process has died,
-// by NBD_CMD_DISCONNECT. A device that another live process serves (the
-// agent, nbd-client) is refused with ErrDeviceBusy naming it, and so is a
-// mounted device.
+// Detach disconnects the kernel nbd device path (/dev/nbdN) whose server
+// process has died, by NBD_CMD_DISCONNECT, and waits until its size is 0.
+// A device that a live process serves is refused with ErrDeviceBusy naming
+// it (that process unmaps its own devices: `nvstripe unmap` asks it), and
+// so is a mounted device.
 func Detach(ctx context.Context, path string) error {
 	d, err := Device(path)
 	if err != nil {
@@ -628,27 +626,14 @@ func Detach(ctx context.Context, path string) error {
 	if mnt := mountPoint(path); mnt != "" {
 		return fmt.Errorf("nbd: %s is mounted on %s; unmount it first: %w", path, mnt, ErrDeviceBusy)
 	}
-	switch pid, args := d.server(); {
-	case d.ServedByMap():
-		if err := unix.Kill(pid, unix.SIGTERM); err != nil {
-			return fmt.Errorf("nbd: stopping process %d that serves %s: %w", pid, path, err)
-		}
-	case pid != 0:
-		return fmt.Errorf("nbd: %s is served by process %d (%s); stop it there (an agent's mapping: nvstripe unmap %s --agent SOCKET): %w",
-			path, pid, strings.Join(args, " "), d.Backend, ErrDeviceBusy)
-	default:
-		if err := disconnect(d.Index); err != nil {
-			return err
-		}
+	if pid, args := d.server(); pid != 0 {
+		return fmt.Errorf("nbd: %s is served by process %d (%s), which did not register it for nvstripe unmap; stop it there: %w",
+			path, pid, strings.Join(args, " "), ErrDeviceBusy)
+	}
+	if err := disconnect(d.Index); err != nil {
+		return err
 	}
 	return waitDisconnected(ctx, d.Index)
-}
-
-// ServedByMap says whether a live foreground `nvstripe map` process other
-// than this one serves the device (Detach stops it).
-func (d DeviceInfo) ServedByMap() bool {
-	pid, args := d.server()
-	return pid != 0 && pid != os.Getpid() && len(args) > 1 && filepath.Base(args[0]) == "nvstripe" && args[1] == "map"
 }
 
 // server returns the live process that serves the device, the one that

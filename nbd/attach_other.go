@@ -45,9 +45,6 @@ func CheckAttachable(path, backend string) error { return errLinuxOnly }
 // PickDevice needs Linux's nbd driver; elsewhere it fails.
 func PickDevice(backend string) (DeviceInfo, error) { return DeviceInfo{}, errLinuxOnly }
 
-// ServedByMap is false: there are no kernel devices.
-func (d DeviceInfo) ServedByMap() bool { return false }
-
 // Reconnects is 0.
 func (a *Attachment) Reconnects() int64 { return 0 }
 

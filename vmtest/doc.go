@@ -21,6 +21,12 @@
 //     NVSTRIPE_VM_LONG=1, TestNBDMapLong runs it with long=1: the map
 //     process killed and restarted while reads wait (taken over), and a
 //     target killed while mounted (about 4 minutes).
+//   - unmap.sh: a whole cluster in the guest, a foreground map started
+//     with flags before the verb on /dev/nbd0 unmapped by `unmap
+//     /dev/nbd0`, again by `unmap v`, an --nbd-listen map by `unmap v`,
+//     then "not mapped"; ls without a word about the missing agent; with
+//     ublk=1 (the built module) `map --ublk` unmapped by /dev/ublkb0 and by
+//     volume: TestUnmapScenario (nbd and ublk, about 40 s each here).
 //   - nbd-kernel.sh: the nbd package's TestKernel* tests, built static and
 //     run as root in the guest (TestNBDKernel): attach with two
 //     connections, a busy device refused, a dropped connection replaced,

@@ -158,6 +158,33 @@ func TestNBDMap(t *testing.T) {
 	}
 }
 
+// TestUnmapScenario: `nvstripe unmap` of foreground maps in the guest
+// (scenarios/unmap.sh): a map started with flags before the verb on a
+// kernel nbd device, unmapped by device and by volume, and an --nbd-listen
+// map unmapped by volume; then "not mapped". The ublk subtest adds the same
+// for `map --ublk` with the module built for the guest kernel.
+func TestUnmapScenario(t *testing.T) {
+	vm := filepath.Dir(harness(t))
+	want := []string{"unmapped-by-/dev/nbd0 size=0", "unmapped-by-v size=0", "unmapped-listen url=nbd://", "not-mapped: "}
+	t.Run("nbd", func(t *testing.T) {
+		infos := runScenario(t, "unmap.sh", []string{nvstripeFile(t)})
+		for _, w := range want {
+			if !containsPrefix(infos, w) {
+				t.Errorf("no @@INFO line starting %q", w)
+			}
+		}
+	})
+	t.Run("ublk", func(t *testing.T) {
+		ko := output(t, ".", nil, filepath.Join(vm, "build-ublk-module.sh"))
+		infos := runScenario(t, "unmap.sh", []string{nvstripeFile(t), ko + ":/lib/ublk_drv.ko"}, "ublk=1")
+		for _, w := range append(want, "unmapped-ublk-by-/dev/ublkb0", "unmapped-ublk-by-v") {
+			if !containsPrefix(infos, w) {
+				t.Errorf("no @@INFO line starting %q", w)
+			}
+		}
+	})
+}
+
 // TestNBDMapLong adds the map process killed -9 and restarted while reads
 // wait (the new one takes the device over) and a target killed while
 // mounted (NVSTRIPE_VM_LONG=1; about 4 minutes).

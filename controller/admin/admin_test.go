@@ -126,6 +126,15 @@ func TestServiceErrors(t *testing.T) {
 	if _, err := svc.Drain(ctx, &DrainRequest{Name: "nope"}); !errors.Is(err, meta.ErrNotFound) {
 		t.Errorf("drain nope: %v", err)
 	}
+	// 4+2 on six hosts: the shards of a drained host have nowhere to go.
+	// Refused before any state changes, naming the fix.
+	if _, err := svc.Drain(ctx, &DrainRequest{Name: "h0"}); !errors.Is(err, ErrNoRoom) || !errors.Is(err, meta.ErrInvalid) ||
+		!strings.Contains(err.Error(), "usable failure domains") || !strings.Contains(err.Error(), "add a host") {
+		t.Errorf("drain h0 with no room: %v", err)
+	}
+	if st, err := svc.Status(ctx, &StatusRequest{}); err != nil || st.Namespaces[0].Id != "h0-n1" || st.Namespaces[0].State != "in" {
+		t.Errorf("after a refused drain: %v, %v", st.GetNamespaces(), err)
+	}
 	if _, err := svc.Rebalance(ctx, &RebalanceRequest{Threshold: 0}); !errors.Is(err, meta.ErrInvalid) {
 		t.Errorf("rebalance threshold 0: %v", err)
 	}
@@ -311,7 +320,44 @@ func TestDrainText(t *testing.T) {
 	if got := DrainText("h1", &DrainReply{Namespaces: []string{"a", "b"}}); got != "namespace a: draining\nnamespace b: draining" {
 		t.Errorf("two namespaces: %q", got)
 	}
-	if got := DrainText("h1", &DrainReply{}); got != "host h1 has no namespace in service: nothing to drain" {
+	if got := DrainText("h1", &DrainReply{}); got != "host h1 has no namespace in service or draining: nothing to drain" {
 		t.Errorf("none: %q", got)
+	}
+}
+
+// TestWaitEndsUnfinished: a wait for a drain whose shards have nowhere to
+// go ends as blocked, naming what the controller reports; one for a drain
+// nobody carries out ends as timed out when its context's deadline comes.
+// Before, both returned nil, as if the drain had finished.
+func TestWaitEndsUnfinished(t *testing.T) {
+	ctx := context.Background()
+	s := fixture(t, 6)
+	svc := NewService(s)
+	if err := s.SetNamespaceState(ctx, "h0-n1", placement.StateDraining); err != nil { // as an older client did
+		t.Fatal(err)
+	}
+	var seen int
+	err := WaitProgress(ctx, svc, time.Millisecond, DrainMeasure([]string{"h0-n1"}), func(Progress) error { seen++; return nil })
+	var we *WaitError
+	if !errors.Is(err, ErrWaitBlocked) || !errors.As(err, &we) || len(we.Blocked) == 0 || !strings.HasPrefix(we.Last, "0 B of ") ||
+		!strings.Contains(err.Error(), "usable failure domains") || seen != 2 {
+		t.Errorf("wait for a blocked drain: %v after %d statuses", err, seen)
+	}
+
+	s = fixture(t, 8)
+	svc = NewService(s)
+	if _, err := svc.Drain(ctx, &DrainRequest{Name: "h0"}); err != nil {
+		t.Fatal(err)
+	}
+	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	err = WaitProgress(dctx, svc, 10*time.Millisecond, DrainMeasure([]string{"h0-n1"}), func(Progress) error { return nil })
+	if !errors.Is(err, ErrWaitTimedOut) || errors.Is(err, ErrWaitBlocked) || !strings.HasPrefix(err.Error(), "not finished (timed out): ") {
+		t.Errorf("wait for a drain nobody carries out: %v", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := WaitProgress(cctx, svc, time.Millisecond, DrainMeasure([]string{"h0-n1"}), func(Progress) error { return nil }); !errors.Is(err, context.Canceled) {
+		t.Errorf("interrupted wait: %v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -175,13 +176,22 @@ func clearStale(path string) error {
 }
 
 // LocalSocket returns path (DefaultSocket, for `nvstripe admin`) as an
-// address when a socket exists there (a controller runs on this machine),
-// else "".
-func LocalSocket(path string) string {
-	if fi, err := os.Stat(path); err == nil && fi.Mode().Type() == fs.ModeSocket {
-		return "unix:" + path
+// address when a controller answers on it (one runs on this machine), else
+// "". stale says a socket file is there that nobody listens on (left by a
+// controller that died): callers go on as without one, and may say so.
+func LocalSocket(path string) (addr string, stale bool) {
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Type() != fs.ModeSocket {
+		return "", false
 	}
-	return ""
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return "", true
+	}
+	if err == nil {
+		c.Close()
+	}
+	return "unix:" + path, false
 }
 
 // dialCreds are the transport credentials for addr: none on a unix socket

@@ -98,15 +98,18 @@ func TestUnixSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	stale.Close() // the file stays, nothing answers
+	if got, isStale := LocalSocket(path); got != "" || !isStale {
+		t.Fatalf("LocalSocket of a stale socket: %q, stale %v; want \"\", stale", got, isStale)
+	}
 
 	addr, stop, err := Listen(s, path, TLSFiles{})
 	if err != nil {
 		t.Fatalf("over a stale socket: %v", err)
 	}
-	if got := LocalSocket(path); got != addr {
+	if got, _ := LocalSocket(path); got != addr {
 		t.Fatalf("LocalSocket with a controller on it: %q, want %q", got, addr)
 	}
-	if got := LocalSocket(filepath.Join(t.TempDir(), "none.sock")); got != "" {
+	if got, isStale := LocalSocket(filepath.Join(t.TempDir(), "none.sock")); got != "" || isStale {
 		t.Fatalf("LocalSocket without a socket: %q", got)
 	}
 	fi, err := os.Stat(path)

@@ -86,7 +86,7 @@ func progressBar(done, total int64) string {
 // people: one line per namespace now draining.
 func DrainText(name string, rep *DrainReply) string {
 	if len(rep.Namespaces) == 0 {
-		return "host " + name + " has no namespace in service: nothing to drain"
+		return "host " + name + " has no namespace in service or draining: nothing to drain"
 	}
 	return "namespace " + strings.Join(rep.Namespaces, ": draining\nnamespace ") + ": draining"
 }

@@ -3,6 +3,7 @@ package admin
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -95,7 +96,8 @@ func Scrub(ctx context.Context, w io.Writer, s *meta.Store, names []string, name
 
 // waitTask polls task id until it is no longer running, or its holder no
 // longer owns the volume (the scrub then waits for the holder to map it
-// again).
+// again: a *WaitError, ErrWaitBlocked), or ctx's deadline comes (a
+// *WaitError, ErrWaitTimedOut).
 func waitTask(ctx context.Context, s *meta.Store, id string) (*meta.TaskRecord, error) {
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
@@ -104,12 +106,17 @@ func waitTask(ctx context.Context, s *meta.Store, id string) (*meta.TaskRecord, 
 		if err != nil || t.State != meta.TaskRunning {
 			return t, err
 		}
+		last := fmt.Sprintf("scrub of volume %s: %d of %d segments", t.Volume, t.Done, t.Total)
 		if mapper, err := s.Mapper(ctx, t.Volume); err != nil || mapper != t.Holder {
-			return nil, cmp.Or(err, fmt.Errorf("volume %s: %s no longer maps it; the scrub resumes at segment %d of %d when it maps it again", t.Volume, t.Holder, t.Done, t.Total))
+			return nil, cmp.Or[error](err, &WaitError{Why: ErrWaitBlocked, Last: last, Blocked: []string{
+				fmt.Sprintf("volume %s: %s no longer maps it; the scrub resumes at segment %d of %d when it maps it again", t.Volume, t.Holder, t.Done, t.Total)}})
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			if errors.Is(ctx.Err(), context.Canceled) {
+				return nil, ctx.Err()
+			}
+			return nil, &WaitError{Why: ErrWaitTimedOut, Last: last}
 		case <-tick.C:
 		}
 	}

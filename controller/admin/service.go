@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nvstripe/nvstripe/controller"
@@ -170,12 +171,51 @@ func (e *Service) Drain(ctx context.Context, req *DrainRequest) (*DrainReply, er
 	if err != nil {
 		return nil, err
 	}
+	if err := e.checkDrainable(ctx, req.Name, ids); err != nil {
+		return nil, err
+	}
 	for _, id := range ids {
 		if err := e.drainOne(ctx, id); err != nil {
 			return nil, err
 		}
 	}
 	return &DrainReply{Namespaces: ids}, nil
+}
+
+// ErrNoRoom refuses a drain whose shards no failure domain can take.
+var ErrNoRoom = errors.New("no failure domain can take the shards")
+
+// checkDrainable refuses, before anything changes, to drain the namespaces
+// ids (of name) when the controller's decision, on the cluster as it
+// would be with them draining, reports shards blocked that it does not
+// report now: their copies would have nowhere to go.
+func (e *Service) checkDrainable(ctx context.Context, name string, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	snap, err := controller.LoadSnapshot(ctx, e.s)
+	if err != nil {
+		return err
+	}
+	cl, err := e.s.Cluster(ctx)
+	if err != nil {
+		return err
+	}
+	before := blocked(snap, cl.DomainLabel)
+	nss := slices.Clone(snap.State.Namespaces)
+	for i := range nss {
+		if slices.Contains(ids, nss[i].ID) {
+			nss[i].State = placement.StateDraining
+		}
+	}
+	snap.State.Namespaces = nss
+	for _, b := range blocked(snap, cl.DomainLabel) {
+		if !slices.Contains(before, b) {
+			return fmt.Errorf("drain %s refused: %w (%s); add a host in another failure domain, or recreate the volume with --allow-shared-domains: %w",
+				name, ErrNoRoom, b, meta.ErrInvalid)
+		}
+	}
+	return nil
 }
 
 // drainOne sets namespace id draining, then drained when it holds no slot.
@@ -197,7 +237,8 @@ func (e *Service) Fail(ctx context.Context, req *FailRequest) (*FailReply, error
 	return &FailReply{}, e.s.SetNamespaceState(ctx, req.Ns, placement.StateFailed)
 }
 
-// drainTargets resolves a namespace ID, or a host's namespaces in state in.
+// drainTargets resolves a namespace ID, or a host's namespaces in service
+// or draining already (a drain asked again waits for those).
 func drainTargets(ctx context.Context, s *meta.Store, name string) ([]string, error) {
 	nss, err := s.Namespaces(ctx)
 	if err != nil {
@@ -217,7 +258,7 @@ func drainTargets(ctx context.Context, s *meta.Store, name string) ([]string, er
 		}
 		if n.Host == name {
 			host = true
-			if n.State == placement.StateIn.String() {
+			if n.State == placement.StateIn.String() || n.State == placement.StateDraining.String() {
 				ids = append(ids, n.ID)
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nvstripe/nvstripe/placement"
@@ -42,11 +43,43 @@ func (p Progress) String() string {
 // total, and whether it is finished.
 type Measure func(*StatusReply) (done, total int64, finished bool)
 
+// Why a wait ended before its operation finished, tested with errors.Is on
+// a *WaitError: the deadline came first, or the controller reports shards
+// it has nowhere to move and no move is in flight.
+var (
+	ErrWaitTimedOut = errors.New("timed out")
+	ErrWaitBlocked  = errors.New("blocked")
+)
+
+// WaitError is a wait that ended unfinished: why (ErrWaitTimedOut or
+// ErrWaitBlocked), how far it got, and what the controller reports blocked.
+type WaitError struct {
+	Why     error
+	Last    string // the last progress, for people
+	Blocked []string
+}
+
+func (e *WaitError) Error() string {
+	s := fmt.Sprintf("not finished (%s): %s", e.Why, e.Last)
+	if len(e.Blocked) > 0 {
+		s += "; the controller reports blocked: " + strings.Join(e.Blocked, "; ")
+	}
+	return s
+}
+
+func (e *WaitError) Unwrap() error { return e.Why }
+
 // WaitProgress calls fn with the operation's progress every interval until
-// it finishes (the last call has Finished set) or ctx ends.
+// it finishes (the last call has Finished set; nil), or ctx ends
+// (ErrWaitTimedOut), or the controller reports shards blocked with no move
+// in flight and no progress on two statuses in a row (ErrWaitBlocked), both
+// as a *WaitError saying how far it got and what is blocked.
 func WaitProgress(ctx context.Context, ops Ops, interval time.Duration, measure Measure, fn func(Progress) error) error {
 	start := time.Now()
 	var first int64 = -1
+	var last Progress
+	var blockedNow []string
+	stuck := 0 // statuses in a row blocked without progress
 	err := Watch(ctx, ops, interval, func(st *StatusReply) error {
 		done, total, finished := measure(st)
 		if first < 0 {
@@ -60,13 +93,30 @@ func WaitProgress(ctx context.Context, ops Ops, interval time.Duration, measure 
 		if p.Rate > 0 && total > done {
 			p.ETASeconds = float64(total-done) / p.Rate
 		}
-		if err := fn(p); err != nil || !finished {
+		if len(st.Blocked) > 0 && len(st.Tasks) == 0 && (stuck == 0 || done == last.Done) {
+			stuck++
+		} else {
+			stuck = 0
+		}
+		last, blockedNow = p, st.Blocked
+		if err := fn(p); err != nil || finished {
+			if err == nil {
+				err = errFinished
+			}
 			return err
 		}
-		return errFinished
-	})
-	if err == errFinished {
+		if stuck >= 2 {
+			return &WaitError{Why: ErrWaitBlocked, Last: p.String(), Blocked: blockedNow}
+		}
 		return nil
+	})
+	switch {
+	case err == errFinished:
+		return nil
+	case err == nil && errors.Is(ctx.Err(), context.Canceled):
+		return ctx.Err() // interrupted
+	case err == nil: // the deadline came
+		return &WaitError{Why: ErrWaitTimedOut, Last: last.String(), Blocked: blockedNow}
 	}
 	return err
 }

@@ -53,24 +53,41 @@ func waitFor(cmd *cobra.Command, f *adminFlags, ops admin.Ops, m admin.Measure) 
 	return admin.WaitProgress(cmd.Context(), ops, 2*time.Second, m, func(p admin.Progress) error { return report(cmd, p, "%s", p) })
 }
 
+// waitHelp is the help of --wait's exit statuses.
+const waitHelp = "\nWith --wait, exit status 3 when --timeout ran out first, 4 when the controller reports shards\n" +
+	"it has nowhere to move (the blocker is printed), 0 once done."
+
+// waitError is err, but a --wait that ended unfinished as itself: not as
+// a peer that did not answer within --timeout.
+func waitError(err error) error {
+	var we *admin.WaitError
+	if errors.As(err, &we) {
+		return we
+	}
+	return err
+}
+
 // withAdmin runs fn with the admin operations: through the controller's
 // gRPC API with --controller, else on etcd directly.
 func withAdmin(g *globals, a *config.EtcdFlags, f *adminFlags, fn func(cmd *cobra.Command, args []string, ops admin.Ops) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
 		if f.controller == "" && config.SourceOf(g.settings, "etcd.endpoints") == "default" {
-			f.controller = admin.LocalSocket(admin.DefaultSocket)
+			var stale bool
+			if f.controller, stale = admin.LocalSocket(admin.DefaultSocket); stale {
+				fmt.Fprintf(cmd.ErrOrStderr(), "admin: no controller answers on %s (a stale socket); using etcd directly\n", admin.DefaultSocket)
+			}
 		}
 		if f.controller == "" {
-			return withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
+			return waitError(withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
 				return fn(cmd, args, admin.NewService(s))
-			})(cmd, args)
+			})(cmd, args))
 		}
 		c, err := admin.Dial(f.controller, f.tls)
 		if err != nil {
 			return adminError(err)
 		}
 		defer c.Close()
-		return g.bounded(cmd, "controller at "+f.controller, "--controller", func() error { return fn(cmd, args, c) })
+		return waitError(g.bounded(cmd, "controller at "+f.controller, "--controller", func() error { return fn(cmd, args, c) }))
 	}
 }
 
@@ -99,7 +116,7 @@ func newAdminRebalanceCmd(g *globals, a *config.EtcdFlags, f *adminFlags) *cobra
 			"used/capacity between namespaces in service is at most --threshold, keeping the failure-domain\n" +
 			"rule, and prints them with the bytes to copy and the spread before and after. With --apply it\n" +
 			"records a rebalance task; the leading controller carries it out (re-planning as it goes) and\n" +
-			"removes the task when done.",
+			"removes the task when done." + waitHelp,
 		Args: cobra.NoArgs,
 		RunE: withAdmin(g, a, f, func(cmd *cobra.Command, _ []string, ops admin.Ops) error {
 			if req.Threshold <= 0 || req.Threshold >= 1 {
@@ -128,7 +145,8 @@ func newAdminDrainCmd(g *globals, a *config.EtcdFlags, f *adminFlags) *cobra.Com
 		Long: "drain sets the namespace, or every in-service namespace of the host, to state draining: it\n" +
 			"receives no new segments and the leading controller copies its shards elsewhere (each stays\n" +
 			"readable where it is until its copy commits); once empty it is drained and 'ns rm' removes it.\n" +
-			"`ns set-state NS in` undoes it. --wait ends when every namespace is drained.",
+			"`ns set-state NS in` undoes it. --wait ends when every namespace is drained. A drain whose\n" +
+			"shards no failure domain could take is refused before anything changes." + waitHelp,
 		Args: cobra.ExactArgs(1),
 		RunE: withAdmin(g, a, f, func(cmd *cobra.Command, args []string, ops admin.Ops) error {
 			rep, err := ops.Drain(cmd.Context(), &admin.DrainRequest{Name: args[0]})

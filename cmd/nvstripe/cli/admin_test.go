@@ -18,6 +18,7 @@ import (
 	"github.com/nvstripe/nvstripe/controller/admin"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/metatest"
+	"github.com/nvstripe/nvstripe/placement"
 	"github.com/nvstripe/nvstripe/rpctest"
 )
 
@@ -25,10 +26,16 @@ import (
 // 4+2 volume with 4 segments, and a move task half done.
 func adminFixture(t *testing.T) (adminCLI, *meta.Store) {
 	t.Helper()
+	return adminFixtureHosts(t, 8)
+}
+
+// adminFixtureHosts is adminFixture with that many hosts.
+func adminFixtureHosts(t *testing.T, hosts int) (adminCLI, *meta.Store) {
+	t.Helper()
 	ep := metatest.Start(t)[0]
 	a := adminCLI{t: t, etcd: ep, cluster: "adm"}
 	a.ok("slot size 1 MiB", "cluster", "init", "--slot-size", "1MiB")
-	for i := 0; i < 8; i++ {
+	for i := 0; i < hosts; i++ {
 		h := fmt.Sprintf("h%d", i)
 		a.ok("host "+h+" added", "host", "add", h)
 		a.ok("added", "ns", "add", "--host", h, "--nqn", "nqn.test:"+h, "--nsid", "1", "--path", "tcp://127.0.0.1:1", "--size", "64MiB")
@@ -111,7 +118,7 @@ func TestAdminStatusAndCommands(t *testing.T) {
 	a.ok("namespace "+host+"-n1: draining", "admin", "drain", host)
 	a.ok("namespace "+third+": draining", "admin", "drain", third)
 	a.fails(first+" is failed", "admin", "drain", first)
-	a.ok("nothing to drain", "admin", "drain", host)
+	a.ok("namespace "+host+"-n1: draining", "admin", "drain", host) // asked again: still draining, not "nothing to drain"
 	a.fails("neither a namespace nor a host", "admin", "drain", "nope")
 	a.fails("not found", "admin", "fail", "nope-n1")
 	if out, err := a.run("admin", "drain"); err == nil || ExitCode(err) != 2 {
@@ -281,5 +288,28 @@ func TestControllerCommand(t *testing.T) {
 	})
 	if err := stop2(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestAdminDrainWaitUnfinished: `admin drain --wait` that does not finish
+// exits 3 when --timeout runs out (no controller carries it out) and 4 when
+// the controller reports shards with nowhere to go, printing the blocker
+// (before, both exited 0).
+func TestAdminDrainWaitUnfinished(t *testing.T) {
+	a, s := adminFixture(t)
+	_, err := a.run("admin", "drain", "h0", "--wait", "--timeout", "3s")
+	if ExitCode(err) != ExitTimedOut || err == nil || !strings.HasPrefix(err.Error(), "not finished (timed out): ") {
+		t.Errorf("drain --wait without a controller: %v (exit %d)", err, ExitCode(err))
+	}
+	// Six hosts for 4+2: the shards of a draining host have nowhere to go
+	// (set draining directly: drain itself refuses that up front).
+	a, s = adminFixtureHosts(t, 6)
+	if err := s.SetNamespaceState(context.Background(), "h0-n1", placement.StateDraining); err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.run("admin", "drain", "h0", "--wait", "--timeout", "60s")
+	if ExitCode(err) != ExitBlocked || err == nil || !strings.Contains(err.Error(), "the controller reports blocked: ") ||
+		!strings.Contains(err.Error(), "usable failure domains") {
+		t.Errorf("drain --wait with shards blocked: %v (exit %d)", err, ExitCode(err))
 	}
 }

@@ -16,15 +16,16 @@ func newLsCmd(g *globals) *cobra.Command {
 		Use:   "ls [--agent SOCKET] [--map-sockets DIR]",
 		Short: "List the volumes mapped on this node: device, volume, mode, owner epoch, health",
 		Long: "ls lists the mappings of the agent on --agent and of every foreground `nvstripe map` (each\n" +
-			"serves its state on DIR/VOLUME.sock): device, volume, mode (rw/ro), the ownership lease's\n" +
+			"registers on DIR/VOLUME.sock): device, volume, mode (rw/ro), the ownership lease's\n" +
 			"epoch, health (ok; degraded: namespaces down, IO served from parity; fenced: the lease was\n" +
 			"lost; detached: the kernel device was disconnected by someone else), size and who serves it.\n" +
-			"Sockets nobody answers on are skipped with a warning.",
+			"Sockets left by a map process that died are removed. A missing agent is mentioned only when\n" +
+			"--agent is given.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var rows []agent.Listed
 			err := g.bounded(cmd, "the agent or a map process", "--agent", func() error {
-				rows = agent.ListMappings(cmd.Context(), sock, dir, func(w string) { fmt.Fprintln(cmd.ErrOrStderr(), "ls:", w) })
+				rows = agent.ListMappings(cmd.Context(), sock, dir, cmd.Flags().Changed("agent"), func(w string) { fmt.Fprintln(cmd.ErrOrStderr(), "ls:", w) })
 				return nil
 			})
 			if err != nil {

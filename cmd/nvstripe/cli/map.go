@@ -7,7 +7,6 @@ import (
 	"github.com/nvstripe/nvstripe/agent/api"
 	"github.com/nvstripe/nvstripe/config"
 	"github.com/nvstripe/nvstripe/meta"
-	"github.com/nvstripe/nvstripe/nbd"
 	"github.com/nvstripe/nvstripe/volclient"
 )
 
@@ -99,32 +98,35 @@ func withAgent(cmd *cobra.Command, g *globals, sock string, fn func(*api.Client)
 	return g.bounded(cmd, "the agent on "+sock, "--agent", func() error { return fn(c) })
 }
 
+// newUnmapCmd is `nvstripe unmap`: ask whoever serves a mapping on this
+// node to unmap it.
 func newUnmapCmd(g *globals) *cobra.Command {
-	var sock string
+	var sock, dir string
 	c := &cobra.Command{
-		Use:   "unmap NAME|/dev/nbdN [--agent SOCKET]",
-		Short: "Stop serving a volume: detach its kernel nbd device, or ask the agent to unmap it",
-		Long: "unmap /dev/nbdN, or a volume attached to a kernel nbd device by `nvstripe map`, stops the map\n" +
-			"process that serves it (it flushes the volume, disconnects the device and releases its lease;\n" +
-			"a device left by a dead process is disconnected) and returns once the device has size 0. A\n" +
-			"mounted device is refused. Otherwise the agent on --agent unmaps the volume.",
+		Use:   "unmap VOLUME|DEVICE [--agent SOCKET] [--map-sockets DIR]",
+		Short: "Stop serving a volume on this node: flush it, detach its device, release its lease",
+		Long: "unmap finds the mapping of VOLUME, or of DEVICE (/dev/nbdN, /dev/ublkbN, an NBD URL or a FUSE\n" +
+			"file, as `nvstripe ls` shows it), among those registered on this node: each foreground\n" +
+			"`nvstripe map` registers its mapping on DIR/VOLUME.sock, the agent serves its own on --agent.\n" +
+			"It asks that process to unmap it; the process flushes the volume, detaches the device and\n" +
+			"releases the lease, then unmap returns (a foreground map then exits). A mounted device is\n" +
+			"refused and stays mapped. A /dev/nbdN whose serving process died is disconnected. A name\n" +
+			"nothing serves is \"not mapped\", exit status 1.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if dev := agent.UnmapDevice(args[0], sock, cmd.Flags().Changed("agent")); dev != "" {
-				if err := nbd.Detach(cmd.Context(), dev); err != nil {
-					return err
-				}
-				return report(cmd, map[string]string{"unmapped": dev}, "unmapped %s", dev)
-			}
-			return withAgent(cmd, g, sock, func(c *api.Client) error {
-				if _, err := c.Unmap(cmd.Context(), &api.UnmapRequest{Volume: args[0]}); err != nil {
-					return err
-				}
-				return report(cmd, map[string]string{"unmapped": args[0]}, "unmapped %s", args[0])
+			var u agent.Unmapped
+			err := g.bounded(cmd, "the process serving "+args[0], "--agent", func() (err error) {
+				u, err = agent.Unmap(cmd.Context(), args[0], sock, dir, cmd.Flags().Changed("agent"))
+				return err
 			})
+			if err != nil {
+				return err
+			}
+			return report(cmd, u, "%s", u)
 		},
 	}
 	c.Flags().StringVar(&sock, "agent", agent.DefaultSocket, "unix socket of the agent")
+	c.Flags().StringVar(&dir, "map-sockets", agent.DefaultMapSocketDir, "directory where foreground maps register")
 	metadataOnly(c)
 	return c
 }

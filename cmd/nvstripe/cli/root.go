@@ -22,6 +22,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nvstripe/nvstripe/config"
+	"github.com/nvstripe/nvstripe/controller/admin"
 	"github.com/nvstripe/nvstripe/ec"
 	"github.com/nvstripe/nvstripe/logging"
 )
@@ -186,8 +187,15 @@ type usageError struct{ err error }
 func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
+// Exit statuses of a --wait that ended before its operation finished.
+const (
+	ExitTimedOut = 3
+	ExitBlocked  = 4
+)
+
 // ExitCode maps Run's error to a process exit status: 0 success, 2 usage
 // error (the command line's, or a library flag group's: config.IsUsage),
+// 3 a --wait that timed out, 4 a --wait the controller reports blocked,
 // 130 interrupted (context cancelled by a signal), 1 anything else.
 func ExitCode(err error) int {
 	var ue usageError
@@ -196,6 +204,10 @@ func ExitCode(err error) int {
 		return 0
 	case errors.As(err, &ue) || config.IsUsage(err):
 		return 2
+	case errors.Is(err, admin.ErrWaitTimedOut):
+		return ExitTimedOut
+	case errors.Is(err, admin.ErrWaitBlocked):
+		return ExitBlocked
 	case errors.Is(err, context.Canceled):
 		return 130
 	default:

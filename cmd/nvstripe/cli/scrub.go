@@ -19,15 +19,17 @@ func newAdminScrubCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 		Long: "scrub asks the read-write owner of the volume (every volume mapped read-write when none is named)\n" +
 			"to read every stripe, verify its checksums and parity, and rewrite bad blocks from the other shards.\n" +
 			"It is paced like the controller's moves, resumes where it stopped when the owner restarts, and\n" +
-			"shows in `admin status` as a task. It works on etcd directly (not through --controller).",
+			"shows in `admin status` as a task. It works on etcd directly (not through --controller)." + waitHelp,
 		Args: cobra.MaximumNArgs(1),
-		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
-			res, err := admin.ScrubNamed(cmd.Context(), textOut(cmd), s, args, wait)
-			if wantJSON(cmd) {
-				return errors.Join(err, jsonout.Write(cmd.OutOrStdout(), res))
-			}
-			return err
-		}),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return waitError(withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
+				res, err := admin.ScrubNamed(cmd.Context(), textOut(cmd), s, args, wait)
+				if wantJSON(cmd) {
+					return errors.Join(err, jsonout.Write(cmd.OutOrStdout(), res))
+				}
+				return err
+			})(cmd, args))
+		},
 	}
 	c.Flags().BoolVar(&wait, "wait", false, "wait for the scrubs to finish and print what they found")
 	return c

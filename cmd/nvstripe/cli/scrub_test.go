@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,6 +25,11 @@ func TestAdminScrub(t *testing.T) {
 	a.ok("volume v: scrub running in node-1 (task scrub-v)", "admin", "scrub", "v")
 	if tk, err := s.Task(ctx, meta.ScrubTaskID("v")); err != nil || tk.State != meta.TaskRunning || tk.Holder != "node-1" {
 		t.Fatalf("scrub task %+v %v, want it running for node-1", tk, err)
+	}
+	// Nobody runs it: --wait ends at --timeout, exit 3, saying how far.
+	_, err = a.run("admin", "scrub", "v", "--wait", "--timeout", "2s")
+	if ExitCode(err) != ExitTimedOut || err == nil || !strings.HasPrefix(err.Error(), "not finished (timed out): scrub of volume v: 0 of ") {
+		t.Errorf("scrub --wait that times out: %v (exit %d)", err, ExitCode(err))
 	}
 	// Play the owner: finish every scrub task the CLI starts.
 	stop := make(chan struct{})
