@@ -283,20 +283,19 @@ func (v *Volume) solveClean(img *stripeImage, usable []bool, x int, r int64, out
 
 // solveLogged solves row r of x (the record's row idx) and accepts a
 // result only when its checksum is one the record allows x there (its
-// value at the epoch's start or its latest), or, when every other shard
-// of the row is zeros (the stripe was trimmed since the record), zeros. It tries the partial parity with the data not
-// written in the epoch, then each usable parity with the other data as
-// they are, then (M >= 2) each pair of parities with one written data
-// block taken as unknown too.
+// value at the epoch's start or its latest). It tries the partial parity
+// with the data not written in the epoch, then each usable parity with
+// the other data as they are, then (M >= 2) each pair of parities with
+// one written data block taken as unknown too. A row whose surviving
+// blocks all read zeros gets no exception: they may be on different
+// versions (a new parity of zeros beside old data of zeros), and a
+// zeroing of the stripe since the record has a record of its own
+// (logZero).
 func (v *Volume) solveLogged(img *stripeImage, usable []bool, x int, rec *logRecord, idx int, r int64, out []byte) bool {
 	allowed := rec.sums[idx*v.g.K+x]
 	accept := func(b []byte) bool {
 		s := blockSum(b)
 		return s == allowed[0] || s == allowed[1]
-	}
-	if v.zeroRow(img, usable, r) {
-		clear(out) // trimmed since the record: zero data, zero parity
-		return true
 	}
 	if v.solvePartial(img, x, rec, idx, r, out, accept) {
 		v.logStats.partial.Add(1)
@@ -378,17 +377,6 @@ func (v *Volume) solveParity(img *stripeImage, usable []bool, x int, bits uint32
 		}
 	}
 	return false
-}
-
-// zeroRow reports whether every usable shard of row r is zeros.
-func (v *Volume) zeroRow(img *stripeImage, usable []bool, r int64) bool {
-	lo, hi := r*layout.ChecksumBlock, (r+1)*layout.ChecksumBlock
-	for sh, u := range usable {
-		if u && blockSum(img.bufs.shards[sh][lo:hi]) != 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // solveRow reconstructs shard x from the present rows of shards into out

@@ -395,3 +395,161 @@ func TestLogRecordRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteHoleZeroRowOfMixedVersions is the case the write-hole property
+// found: on 3+1, a chunk flushed on data shard 0 (the rest of the stripe
+// never written, zeros), then the same bytes written to data shard 1
+// without a flush, so the new parity is zeros (the two equal chunks
+// cancel). The crash keeps the new parity and drops the new data of shard
+// 1; shard 0 is lost. Every surviving block of the stripe reads zeros, but
+// they are on two versions: shard 0 must still read the bytes flushed
+// there, not zeros.
+func TestWriteHoleZeroRowOfMixedVersions(t *testing.T) {
+	ctx := context.Background()
+	g := pplLayouts[0]
+	r := newRig(t, g, g.SegmentData(), rigOptions{crashable: true})
+	a := pattern(int(g.Chunk), 7)
+	if err := r.vol.WriteAt(ctx, a, 0); err != nil { // stripe 0, data shard 0
+		t.Fatal(err)
+	}
+	if err := r.vol.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.vol.WriteAt(ctx, a, g.Chunk); err != nil { // stripe 0, data shard 1
+		t.Fatal(err)
+	}
+	parity := make([]byte, g.Chunk)
+	refs, _, _ := r.alloc.Lookup(ctx, 0)
+	pi := g.SlotOf(0, g.K)
+	if err := r.mems[r.index(refs[pi].NS)].ReadAt(ctx, parity, refs[pi].Slot*g.SlotSize); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(parity, make([]byte, g.Chunk)) {
+		t.Fatal("setup: the parity of two equal chunks and zeros is not zeros")
+	}
+	crashed := DeviceMap{}
+	for i, m := range r.mems {
+		if i == r.index(refs[pi].NS) {
+			if err := m.Flush(ctx); err != nil { // its cache wrote everything back
+				t.Fatal(err)
+			}
+		}
+		crashed[r.names[i]] = m.CrashClone() // the others kept nothing unflushed
+	}
+	lost := g.SlotOf(0, 0)
+	if err := r.stale.MarkStale(ctx, StaleSlot{Segment: 0, Slot: lost, Ref: refs[lost]}); err != nil {
+		t.Fatal(err)
+	}
+	r.reopen(t, crashed)
+	if _, err := r.vol.Recover(ctx); err != nil {
+		t.Fatalf("recover: %v", err)
+	}
+	mustEqual(t, "data shard 0, flushed before the crash, after losing its slot", mustRead(t, r.vol, 0, int(g.Chunk)), a)
+}
+
+// TestWriteHoleZeroingAcknowledged: an acknowledged trim of a whole
+// stripe with no record of an earlier write left in the stripe's ring
+// (flushed, and the ring written round since), then a crash in the middle
+// of the next Flush: the data shards' trims and checksum pages reached
+// their disks, the parity's did not, and data shard 0 is lost. The
+// survivors agree with their checksums but are on two versions; shard 0
+// must read its flushed bytes, zeros, or fail as corrupt, never the
+// reconstruction of the two.
+func TestWriteHoleZeroingAcknowledged(t *testing.T) {
+	ctx := context.Background()
+	g := pplLayouts[0]
+	r := newRig(t, g, g.SegmentData(), rigOptions{crashable: true})
+	d := pattern(int(g.StripeData()), 3)
+	if err := r.vol.WriteAt(ctx, d, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.vol.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Stripe 4 has its parity in stripe 0's parity slot: its records
+	// overwrite the ring, stripe 0's among them.
+	for i := 0; i < 4*int(g.LogArea()/4096); i++ {
+		if err := r.vol.WriteAt(ctx, pattern(4096, byte(i)), 4*g.StripeData()); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.vol.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.vol.Trim(ctx, 0, g.StripeData()); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.vol.storeSums(ctx, nil); err != nil { // the Flush's first step
+		t.Fatal(err)
+	}
+	refs, _, _ := r.alloc.Lookup(ctx, 0)
+	crashed := DeviceMap{}
+	for i, m := range r.mems {
+		if i != r.index(refs[g.SlotOf(0, g.K)].NS) {
+			if err := m.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		crashed[r.names[i]] = m.CrashClone()
+	}
+	lost := g.SlotOf(0, 0)
+	if err := r.stale.MarkStale(ctx, StaleSlot{Segment: 0, Slot: lost, Ref: refs[lost]}); err != nil {
+		t.Fatal(err)
+	}
+	r.reopen(t, crashed)
+	if _, err := r.vol.Recover(ctx); err != nil {
+		t.Fatalf("recover: %v", err)
+	}
+	got := make([]byte, g.Chunk)
+	err := r.vol.ReadAt(ctx, got, 0)
+	switch {
+	case err != nil && !errors.Is(err, blockdev.ErrCorrupt):
+		t.Fatalf("reading data shard 0: %v", err)
+	case err == nil && !bytes.Equal(got, d[:g.Chunk]) && !bytes.Equal(got, make([]byte, g.Chunk)):
+		t.Fatal("data shard 0, trimmed and lost, reads bytes never written there")
+	}
+}
+
+// TestWriteHoleZeroedAfterRecord: a stripe written twice (the second time
+// in a flushed epoch whose record is still in the ring), then trimmed and
+// flushed. With data shard 0 lost after a crash, every survivor reads
+// zeros: shard 0 reads zeros too (the trim's record allows them), not
+// Corrupt (the older record alone does not).
+func TestWriteHoleZeroedAfterRecord(t *testing.T) {
+	ctx := context.Background()
+	g := pplLayouts[0]
+	r := newRig(t, g, g.SegmentData(), rigOptions{crashable: true})
+	for i, op := range []func() error{
+		func() error { return r.vol.WriteAt(ctx, pattern(int(g.StripeData()), 3), 0) },
+		r.flushFunc(ctx),
+		func() error { return r.vol.WriteAt(ctx, pattern(int(g.StripeData()), 4), 0) },
+		r.flushFunc(ctx),
+		func() error { return r.vol.Trim(ctx, 0, g.StripeData()) },
+		r.flushFunc(ctx),
+	} {
+		if err := op(); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+	}
+	refs, _, _ := r.alloc.Lookup(ctx, 0)
+	crashed := DeviceMap{}
+	for i, m := range r.mems {
+		crashed[r.names[i]] = m.CrashClone()
+	}
+	lost := g.SlotOf(0, 0)
+	if err := r.stale.MarkStale(ctx, StaleSlot{Segment: 0, Slot: lost, Ref: refs[lost]}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.dirty.MarkDirty(ctx, 0); err != nil { // as a crash before Clean leaves it
+		t.Fatal(err)
+	}
+	r.reopen(t, crashed)
+	if _, err := r.vol.Recover(ctx); err != nil {
+		t.Fatalf("recover: %v", err)
+	}
+	mustEqual(t, "trimmed stripe after losing a data shard", mustRead(t, r.vol, 0, int(g.StripeData())), make([]byte, g.StripeData()))
+}
+
+func (r *rig) flushFunc(ctx context.Context) func() error {
+	return func() error { return r.vol.Flush(ctx) }
+}
