@@ -24,7 +24,7 @@ import (
 // holeCase says what a write-hole property draws besides writes and
 // flushes.
 type holeCase struct {
-	zeroes   bool // trims and write-zeroes (whole stripes or not), and rewrites of the last range written
+	zeroes   bool // trims and write-zeroes (whole stripes or not), rewrites of the last range written, slot moves
 	lost     int  // slots lost in each segment (at most M)
 	crashRec bool // a crash in the middle of the first recovery, then a second recovery
 }
@@ -38,9 +38,9 @@ func TestPropertyWriteHole(t *testing.T) {
 	}
 }
 
-// TestPropertyWriteHoleZeroes adds trims, write-zeroes and rewrites of a
-// range within one epoch.
-func TestPropertyWriteHoleZeroes(t *testing.T) {
+// TestPropertyWriteHoleOps adds trims, write-zeroes, rewrites of a range
+// and slot moves (to a spare namespace) within one epoch.
+func TestPropertyWriteHoleOps(t *testing.T) {
 	for _, g := range pplLayouts {
 		t.Run(g.String(), func(t *testing.T) {
 			checkProperty(t, 1, func(rt *rapid.T) { runHole(rt, g, holeCase{zeroes: true, lost: 1}) })
@@ -87,6 +87,9 @@ func holeRounds(g layout.Geometry) int {
 
 func runHole(t *rapid.T, g layout.Geometry, hc holeCase) {
 	c := newCrashRig(t, g)
+	if hc.zeroes {
+		c = &crashRig{size: c.size, m: c.m, r: newRig(t, g, c.size, rigOptions{crashable: true, namespaces: g.N() + 1})}
+	}
 	var last [2]int64 // the last range written
 	for n := rapid.IntRange(1, 40).Draw(t, "ops"); n > 0; n-- {
 		op := rapid.IntRange(0, 9).Draw(t, "op")
@@ -101,6 +104,8 @@ func runHole(t *rapid.T, g layout.Geometry, hc holeCase) {
 			c.zeroes(t, off, n)
 		case hc.zeroes && op == 3 && last[1] > 0:
 			c.write(t, last[0], last[1])
+		case hc.zeroes && op == 4:
+			c.move(t, rapid.Int64Range(0, g.Segments(c.size)-1).Draw(t, "move-seg"), rapid.IntRange(0, g.N()-1).Draw(t, "move-slot"))
 		default:
 			off, n := propRange(t, g, c.size, "w")
 			c.write(t, off, n)
@@ -304,4 +309,39 @@ func (c *crashRig) stripeWritten(b int) bool {
 		}
 	}
 	return false
+}
+
+// move moves slot idx of segment seg, if allocated, to a free slot of a
+// namespace the segment does not use, and releases the old one.
+func (c *crashRig) move(t *rapid.T, seg int64, idx int) {
+	ctx := context.Background()
+	r := c.r
+	slots, ok, err := r.alloc.Lookup(ctx, seg)
+	if err != nil || !ok {
+		return
+	}
+	to := freeSlotBeside(t, r, slots)
+	err = r.vol.MoveSlot(ctx, seg, idx, to, MoveOptions{
+		Commit: func(ctx context.Context) error { return r.alloc.Replace(ctx, seg, idx, to) },
+	})
+	if err != nil {
+		t.Fatalf("move segment %d slot %d to %v: %v", seg, idx, to, err)
+	}
+	r.alloc.Release(slots[idx])
+}
+
+// freeSlotBeside reserves a slot on a namespace not in slots.
+func freeSlotBeside(t tb, r *rig, slots []SlotRef) SlotRef {
+	for d, name := range r.names {
+		if slices.ContainsFunc(slots, func(s SlotRef) bool { return s.NS == name }) {
+			continue
+		}
+		for slot := int64(1); slot < r.mems[d].Size()/r.g.SlotSize; slot++ {
+			if ref := (SlotRef{NS: name, Slot: slot}); r.alloc.Reserve(ref) == nil {
+				return ref
+			}
+		}
+	}
+	t.Fatal("no free slot to move to")
+	return SlotRef{}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"slices"
 	"testing"
 
 	"github.com/nvstripe/nvstripe/blockdev"
@@ -532,6 +533,52 @@ func TestWriteHoleTwoLostVersions(t *testing.T) {
 			t.Fatalf("reading %d: %v", off, err)
 		case err == nil && !bytes.Equal(got, a[off:off+4096]) && !bytes.Equal(got, b[off:off+4096]):
 			t.Fatalf("block at %d, on a lost shard, reads bytes never written there", off)
+		}
+	}
+}
+
+// TestFreshSlotTrimDurable: a slot a move left behind (released holding
+// the data it had) is allocated to a new segment; the owner crashes
+// before any flush. The new segment's blocks never written must read
+// zeros, not the old segment's bytes: the trim of a fresh slot is made
+// durable before the segment is used.
+func TestFreshSlotTrimDurable(t *testing.T) {
+	ctx := context.Background()
+	g := pplLayouts[0]
+	r := newRig(t, g, 2*g.SegmentData(), rigOptions{crashable: true, namespaces: g.N() + 1})
+	if err := r.vol.WriteAt(ctx, pattern(int(g.SegmentData()), 9), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.vol.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	slots, _, _ := r.alloc.Lookup(ctx, 0)
+	to := freeSlotBeside(t, r, slots)
+	err := r.vol.MoveSlot(ctx, 0, 0, to, MoveOptions{Commit: func(ctx context.Context) error { return r.alloc.Replace(ctx, 0, 0, to) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.alloc.Release(slots[0])
+	one := pattern(4096, 3)
+	if err := r.vol.WriteAt(ctx, one, g.SegmentData()); err != nil { // allocates segment 1
+		t.Fatal(err)
+	}
+	if refs, _, _ := r.alloc.Lookup(ctx, 1); !slices.Contains(refs, slots[0]) {
+		t.Fatalf("setup: segment 1 got %v, not the slot released %v", refs, slots[0])
+	}
+	crashed := DeviceMap{}
+	for i, m := range r.mems {
+		crashed[r.names[i]] = m.CrashClone()
+	}
+	r.reopen(t, crashed)
+	if _, err := r.vol.Recover(ctx); err != nil {
+		t.Fatalf("recover: %v", err)
+	}
+	got := mustRead(t, r.vol, g.SegmentData(), int(g.SegmentData()))
+	for b := int64(0); b < g.SegmentData()/4096; b++ {
+		blk := got[b*4096 : (b+1)*4096]
+		if !bytes.Equal(blk, make([]byte, 4096)) && (b != 0 || !bytes.Equal(blk, one)) {
+			t.Fatalf("segment 1 block %d reads bytes never written to the segment", b)
 		}
 	}
 }

@@ -215,7 +215,7 @@ func (v *Volume) placeSegment(ctx context.Context, seg int64, alloc bool) (refs 
 }
 
 // openSegment builds the slots of a segment. A freshly allocated segment's
-// slots are trimmed so that unwritten parts read as zeros.
+// slots are trimmed, durably, so that unwritten parts read as zeros.
 func (v *Volume) openSegment(ctx context.Context, seg int64, refs []SlotRef, fresh bool) (*segment, error) {
 	if len(refs) != v.g.N() {
 		return nil, fmt.Errorf("segment %d: placement has %d slots, layout needs %d", seg, len(refs), v.g.N())
@@ -239,6 +239,12 @@ func (v *Volume) openSegment(ctx context.Context, seg int64, refs []SlotRef, fre
 			}
 			return err
 		})
+		if err == nil {
+			// Durable before the first write: a crash must not bring back
+			// what the slot held before (a slot a move left behind is
+			// released as it was).
+			err = v.flushSlots(ctx, s)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("segment %d: clearing new slots: %w", seg, err)
 		}
