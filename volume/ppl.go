@@ -159,6 +159,13 @@ func (l *logState) end(e *stripeEpoch) {
 	l.mu.Unlock()
 }
 
+// drop forgets stripe id's epoch: its next write starts a new one.
+func (l *logState) drop(id layout.StripeID) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.epochs, id)
+}
+
 // next returns a new record sequence.
 func (l *logState) next() logSeq { return logSeq{l.seqEpoch.Load(), l.seq.Add(1)} }
 

@@ -68,7 +68,8 @@ func (v *Volume) logZero(ctx context.Context, s *segment, first, last int64) (fu
 
 // logZeroStripe folds zeroing stripe id into its epoch and writes the
 // record, unless the stripe is all zeros already or has no usable parity
-// (then it returns a nil epoch). REQUIRES: the stripe's lock held.
+// (then it returns a nil epoch; without parity, a write logs nothing
+// either, and the epoch is dropped). REQUIRES: the stripe's lock held.
 func (v *Volume) logZeroStripe(ctx context.Context, s *segment, id layout.StripeID) (*stripeEpoch, *atomic.Int64, error) {
 	usable := v.usableShards(s, id)
 	var plan writePlan
@@ -80,8 +81,12 @@ func (v *Volume) logZeroStripe(ctx context.Context, s *segment, id layout.Stripe
 	rows := v.g.BlocksPerChunk()
 	now := make([]uint32, int64(v.g.N())*rows) // per shard, per row: the stored checksum
 	zero, err := v.stripeSums(ctx, s, id, usable, now)
-	if err != nil || zero || len(plan.Writes) == 0 {
+	if err != nil || zero {
 		return nil, nil, err
+	}
+	if len(plan.Writes) == 0 {
+		v.log.drop(id) // no ring to log to; the epoch no longer says what the stripe holds
+		return nil, nil, nil
 	}
 	e := v.log.begin(v.g, id)
 	k, zs := int64(v.g.K), blockSum(v.log.zeros[:layout.ChecksumBlock])
