@@ -17,8 +17,9 @@ import (
 // the checksums say) change nothing and get no record.
 
 // zeroStripesLogged is zeroStripes for a volume with a write log: in runs
-// of stripes whose records fit a ring a few times over, each again after
-// a flush when the ring is full of live records.
+// whose records take at most a quarter of a ring (they stay live until
+// the run is zeroed), each run tried again after a flush when the ring is
+// full of live records.
 func (v *Volume) zeroStripesLogged(ctx context.Context, s *segment, first, last int64, trim bool) error {
 	batch := max(1, v.log.blocks/(4*v.g.LogHeaderBlocks(v.g.BlocksPerChunk())))
 	for lo := first; lo <= last; lo += batch {
