@@ -5,7 +5,7 @@ BENCHPKG ?= ./...
 # The layering test's checks (layering_test.go at the module root).
 LAYERING := TestImportTable|TestPurePackages|TestBannedConstructs|TestPackageDocs|TestChecks
 
-.PHONY: test fmt-check vet layering unit demo bench build proto proto-tools campaign
+.PHONY: test fmt-check vet layering unit demo bench build proto proto-tools campaign soak
 
 # The gRPC APIs' schemas and the versions of the code generators that compile
 # them. proto-tools installs the pinned plugins (.ci/run does too); protoc is
@@ -49,6 +49,17 @@ CAMPAIGN_SEED   ?= $(SEED)
 campaign:
 	$(GO) test -count=1 -v -timeout 120m -run TestCampaign ./campaign \
 		-campaign.rounds=$(CAMPAIGN_ROUNDS) -campaign.seed=$(CAMPAIGN_SEED)
+
+## soak: the volume property tests (the write hole and its siblings, the model,
+## crashes) over every layout at SOAK_CHECKS cases each, SOAK_COUNT times over;
+## `make test` runs 100 (300 where cheap). SOAK_RUN narrows the tests. A failure
+## prints its -rapid.seed and leaves a fail file under volume/testdata/rapid.
+SOAK_CHECKS ?= 10000
+SOAK_COUNT  ?= 1
+SOAK_RUN    ?= TestPropertyWriteHole|TestPropertyAgainstModel|TestPropertyCrash
+soak:
+	$(GO) test -count=$(SOAK_COUNT) -timeout 0 -run '$(SOAK_RUN)' ./volume \
+		-volume.soak=$(SOAK_CHECKS) -rapid.checks=1000
 
 ## proto: regenerate the committed *.pb.go files from the .proto files.
 proto:

@@ -159,14 +159,11 @@ func (l *logState) end(e *stripeEpoch) {
 	l.mu.Unlock()
 }
 
-// forget drops the epochs of stripes [first, last] of seg: they were
-// zeroed as a whole (zero data, zero parity, consistent).
-func (l *logState) forget(seg, first, last int64) {
+// drop forgets stripe id's epoch: its next write starts a new one.
+func (l *logState) drop(id layout.StripeID) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for t := first; t <= last; t++ {
-		delete(l.epochs, layout.StripeID{Segment: seg, Stripe: t})
-	}
+	delete(l.epochs, id)
 }
 
 // next returns a new record sequence.
@@ -254,9 +251,16 @@ func (v *Volume) logWrite(ctx context.Context, s *segment, sio layout.StripeIO, 
 		v.log.end(e)
 		return nil, nil, err
 	}
+	return v.writeRecords(ctx, s, plan, e, rec)
+}
+
+// writeRecords writes rec, the record of epoch e as of a write, to every
+// copy of the parity slots plan writes. It returns the mark to set when
+// the write ends; on an error it ends the write itself.
+func (v *Volume) writeRecords(ctx context.Context, s *segment, plan writePlan, e *stripeEpoch, rec logRecord) (*stripeEpoch, *atomic.Int64, error) {
 	mark := new(atomic.Int64)
 	mark.Store(math.MaxInt64)
-	copies := v.recordCopies(s, sio.ID.Stripe, plan, rec.size(v.g)*layout.ChecksumBlock)
+	copies := v.recordCopies(s, rec.stripe, plan, rec.size(v.g)*layout.ChecksumBlock)
 	defer v.putRecordCopies(copies)
 	for j, c := range copies {
 		if j == 0 {
@@ -265,9 +269,9 @@ func (v *Volume) logWrite(ctx context.Context, s *segment, sio layout.StripeIO, 
 			copy(c.buf, copies[0].buf) // each copy in flight has its own header
 		}
 	}
-	err = v.each(len(copies), func(j int) error {
+	err := v.each(len(copies), func(j int) error {
 		c := &copies[j]
-		return v.writeRecord(ctx, s, c.slot, c.sl, sio.ID.Stripe, c.buf, mark)
+		return v.writeRecord(ctx, s, c.slot, c.sl, rec.stripe, c.buf, mark)
 	})
 	if err != nil {
 		v.log.end(e)

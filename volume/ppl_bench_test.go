@@ -59,3 +59,32 @@ func benchRandomFlush(b *testing.B, v *Volume, every int) {
 func benchLogVolume(b *testing.B, log bool) (*Volume, []*blockdev.Mem) {
 	return filledBenchVolume(b, layout.Geometry{K: 4, M: 2, Chunk: 128 << 10, SlotSize: 16 << 20, Checksums: true, Log: log})
 }
+
+// BenchmarkZeroStripes zeroes one whole stripe of a 4+2 volume with
+// checksums (its data written just before, outside the timer, so that it
+// is not all zeros), without the write log (format 2) and with it (a
+// record of the zeroing first), one after the other, so that -count=N
+// interleaves the two.
+func BenchmarkZeroStripes(b *testing.B) {
+	for _, log := range []bool{false, true} {
+		b.Run(fmt.Sprintf("k4m2/log=%v", log), func(b *testing.B) {
+			v, _ := benchLogVolume(b, log)
+			ctx := context.Background()
+			sd := v.g.StripeData()
+			p, stripes := pattern(int(sd), 5), v.Size()/sd
+			b.SetBytes(sd)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				off := int64(i) % stripes * sd
+				b.StopTimer()
+				if err := v.WriteAt(ctx, p, off); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				if err := v.WriteZeroes(ctx, off, sd); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -145,6 +145,8 @@ func (v *Volume) settleOnce(ctx context.Context, s *segment, id layout.StripeID,
 		return v.healStripe(ctx, s, id, healResync)
 	case len(lost) == 1 && rec == nil && known:
 		return nil // no write since the stripe's last flush
+	case len(lost) > 1 && rec != nil:
+		return v.poisonLost(ctx, s, id, usable, lost, rec)
 	case len(lost) > 1 || rec == nil:
 		return fmt.Errorf("segment %d stripe %d: settling needs all but one data shard and its write log: %w", s.id, id.Stripe, v.stripeError(s, id, usable))
 	}
@@ -210,6 +212,73 @@ func (v *Volume) settleLost(ctx context.Context, s *segment, id layout.StripeID,
 		return err
 	}
 	return &UnsettledError{Segment: s.id, Stripe: id.Stripe, Shard: x, NS: s.slots[v.g.SlotOf(id.Stripe, x)].ref.NS, Rows: bad}
+}
+
+// poisonLost defers a stripe with a record whose data shards lost are
+// more than one: the survivors of the rows written in the record's epoch
+// may be on different versions, each matching its checksum (a checksum
+// page can land before its data), and the record's partial parity solves
+// one lost shard only. A row whose lost blocks, rebuilt from the
+// survivors as they are, all have checksums the record allows them is
+// consistent (the record's epoch may be long flushed); in the others,
+// reads of the lost shards fail with class ErrCorrupt, also after a
+// reopen (their parity keeps checksums it does not match), until a write
+// of the whole stripe. The stripe is returned as a *StripeError: its
+// segment stays dirty.
+func (v *Volume) poisonLost(ctx context.Context, s *segment, id layout.StripeID, usable []bool, lost []int, rec *logRecord) error {
+	deferred := fmt.Errorf("segment %d stripe %d: %d data shards lost in a stripe written at the crash: %w", s.id, id.Stripe, len(lost), v.stripeError(s, id, usable))
+	if count(usable) < v.g.K {
+		return deferred // nothing reads them
+	}
+	img, err := v.readImage(ctx, s, id, usable)
+	if err != nil {
+		return err
+	}
+	defer img.bufs.release()
+	var rows []int64
+	for r := int64(0); r < v.g.BlocksPerChunk(); r++ {
+		if idx, logged := rec.covers(r); logged && !v.solveLostRow(img, usable, lost, rec, idx, r) {
+			rows = append(rows, r)
+			v.logStats.unsettled.Add(int64(len(lost)))
+		}
+	}
+	if len(rows) == 0 {
+		return deferred
+	}
+	for _, x := range lost {
+		v.poison(id, x, rows)
+	}
+	if err := v.poisonParity(ctx, s, id, usable, img, rows); err != nil {
+		return err
+	}
+	return deferred
+}
+
+// solveLostRow reports whether the lost data blocks of row r (the
+// record's row idx), rebuilt from the usable shards as they are, each have
+// a checksum the record allows there.
+func (v *Volume) solveLostRow(img *stripeImage, usable []bool, lost []int, rec *logRecord, idx int, r int64) bool {
+	lo, hi := r*layout.ChecksumBlock, (r+1)*layout.ChecksumBlock
+	shards := make([][]byte, v.g.N())
+	want := make([]bool, v.g.N())
+	for sh := range shards {
+		if usable[sh] {
+			shards[sh] = img.bufs.shards[sh][lo:hi]
+		}
+	}
+	for _, x := range lost {
+		want[x] = true
+	}
+	if err := v.codec.ReconstructRange(shards, want); err != nil {
+		return false
+	}
+	for _, x := range lost {
+		sum, allowed := blockSum(shards[x]), rec.sums[idx*v.g.K+x]
+		if sum != allowed[0] && sum != allowed[1] {
+			return false
+		}
+	}
+	return true
 }
 
 // keepTorn marks for rewriting (with their checksums) the data blocks of
@@ -282,20 +351,19 @@ func (v *Volume) solveClean(img *stripeImage, usable []bool, x int, r int64, out
 
 // solveLogged solves row r of x (the record's row idx) and accepts a
 // result only when its checksum is one the record allows x there (its
-// value at the epoch's start or its latest), or, when every other shard
-// of the row is zeros (the stripe was trimmed since the record), zeros. It tries the partial parity with the data not
-// written in the epoch, then each usable parity with the other data as
-// they are, then (M >= 2) each pair of parities with one written data
-// block taken as unknown too.
+// value at the epoch's start or its latest). It tries the partial parity
+// with the data not written in the epoch, then each usable parity with
+// the other data as they are, then (M >= 2) each pair of parities with
+// one written data block taken as unknown too. A row whose surviving
+// blocks all read zeros gets no exception: they may be on different
+// versions (a new parity of zeros beside old data of zeros), and a
+// zeroing of the stripe since the record has a record of its own
+// (logZero).
 func (v *Volume) solveLogged(img *stripeImage, usable []bool, x int, rec *logRecord, idx int, r int64, out []byte) bool {
 	allowed := rec.sums[idx*v.g.K+x]
 	accept := func(b []byte) bool {
 		s := blockSum(b)
 		return s == allowed[0] || s == allowed[1]
-	}
-	if v.zeroRow(img, usable, r) {
-		clear(out) // trimmed since the record: zero data, zero parity
-		return true
 	}
 	if v.solvePartial(img, x, rec, idx, r, out, accept) {
 		v.logStats.partial.Add(1)
@@ -377,17 +445,6 @@ func (v *Volume) solveParity(img *stripeImage, usable []bool, x int, bits uint32
 		}
 	}
 	return false
-}
-
-// zeroRow reports whether every usable shard of row r is zeros.
-func (v *Volume) zeroRow(img *stripeImage, usable []bool, r int64) bool {
-	lo, hi := r*layout.ChecksumBlock, (r+1)*layout.ChecksumBlock
-	for sh, u := range usable {
-		if u && blockSum(img.bufs.shards[sh][lo:hi]) != 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // solveRow reconstructs shard x from the present rows of shards into out

@@ -3,8 +3,10 @@ package volume
 import (
 	"bytes"
 	"context"
+	"flag"
 	"math/rand"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/nvstripe/nvstripe/volume/layout"
@@ -22,6 +24,29 @@ var propLayouts = []layout.Geometry{
 	{K: 4, M: 2, Chunk: 16 << 10, SlotSize: 64 << 10, Checksums: true},
 	{K: 3, M: 1, Chunk: 8 << 10, SlotSize: 256 << 10, Checksums: true, Log: true},
 	{K: 4, M: 2, Chunk: 16 << 10, SlotSize: 512 << 10, Checksums: true, Log: true},
+}
+
+// soakChecks is the number of cases each property test runs per layout
+// at least (make soak: 10000); 0 runs the CI count.
+var soakChecks = flag.Int("volume.soak", 0, "cases per layout of every volume property test, at least (make soak runs 10000); 0: the CI count")
+
+// checkProperty runs prop with rapid: rounds runs of -rapid.checks cases
+// each (the CI count), or under -volume.soak as many runs as make that many
+// cases. A replay (-rapid.seed, -rapid.failfile) runs once.
+func checkProperty(t *testing.T, rounds int, prop func(*rapid.T)) {
+	per, err := strconv.Atoi(flag.Lookup("rapid.checks").Value.String())
+	if err != nil || per < 1 {
+		per = 100
+	}
+	if *soakChecks > 0 {
+		rounds = (*soakChecks + per - 1) / per
+	}
+	if flag.Lookup("rapid.seed").Value.String() != "0" || flag.Lookup("rapid.failfile").Value.String() != "" {
+		rounds = 1
+	}
+	for i := 0; i < rounds && !t.Failed(); i++ {
+		rapid.Check(t, prop)
+	}
 }
 
 // propRange draws a block-aligned range inside a volume of size bytes, biased
@@ -43,7 +68,7 @@ func propRange(t *rapid.T, g layout.Geometry, size int64, what string) (off, n i
 func TestPropertyAgainstModel(t *testing.T) {
 	for _, g := range propLayouts {
 		t.Run(g.String(), func(t *testing.T) {
-			rapid.Check(t, func(rt *rapid.T) { runModel(rt, g) })
+			checkProperty(t, 1, func(rt *rapid.T) { runModel(rt, g) })
 		})
 	}
 }
@@ -162,7 +187,7 @@ func (m *modelRig) finalRead(t tb) {
 func TestPropertyCrash(t *testing.T) {
 	for _, g := range propLayouts {
 		t.Run(g.String(), func(t *testing.T) {
-			rapid.Check(t, func(rt *rapid.T) { runCrash(rt, g) })
+			checkProperty(t, 1, func(rt *rapid.T) { runCrash(rt, g) })
 		})
 	}
 }
@@ -254,6 +279,13 @@ func (c *crashRig) write(t tb, off, n int64) {
 
 func (c *crashRig) trim(t tb, off, n int64) {
 	if err := c.r.vol.Trim(context.Background(), off, n); err != nil {
+		t.Fatal(err)
+	}
+	c.m.write(off, make([]byte, n))
+}
+
+func (c *crashRig) zeroes(t tb, off, n int64) {
+	if err := c.r.vol.WriteZeroes(context.Background(), off, n); err != nil {
 		t.Fatal(err)
 	}
 	c.m.write(off, make([]byte, n))

@@ -244,9 +244,9 @@ func (v *Volume) markAllocating(ctx context.Context, seg int64) error {
 }
 
 // openSegment builds the slots of a segment. A freshly allocated segment's
-// slots are trimmed so that unwritten parts read as zeros (in format 4 their
-// checksum areas are then written with zero blocks' checksums and flushed
-// before the segment is used: clearSlot).
+// slots are trimmed, durably, so that unwritten parts read as zeros (in
+// format 4 their checksum areas are then written with zero blocks'
+// checksums before the flush: clearSlot).
 func (v *Volume) openSegment(ctx context.Context, seg int64, refs []SlotRef, fresh bool) (*segment, error) {
 	if len(refs) != v.g.N() {
 		return nil, fmt.Errorf("segment %d: placement has %d slots, layout needs %d", seg, len(refs), v.g.N())
@@ -279,9 +279,12 @@ func (v *Volume) clearSlot(ctx context.Context, s *segment, i int) error {
 	err := sl.dev.Trim(ctx, 0, v.g.SlotSize)
 	if err == nil && v.g.Seed != 0 {
 		err = v.initSums(ctx, sl)
-		if err == nil {
-			err = sl.ns.dev.Flush(ctx)
-		}
+	}
+	if err == nil {
+		// Durable before the first write: a crash must not bring back
+		// what the slot held before (a slot a move left behind is
+		// released as it was).
+		err = sl.ns.dev.Flush(ctx)
 	}
 	if isShardFault(v.shardFailed(s, sl, i, 0, err)) {
 		s.lowerValid(i, 0)

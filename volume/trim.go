@@ -77,6 +77,9 @@ func (v *Volume) zeroRun(ctx context.Context, r zeroRun, free bool) error {
 	if free && r.first == 0 && r.last == v.g.StripesPerSegment()-1 {
 		return v.freeSegment(ctx, s)
 	}
+	if v.g.Log {
+		return v.zeroStripesLogged(ctx, s, r.first, r.last, free)
+	}
 	return v.zeroStripes(ctx, s, r.first, r.last, free)
 }
 
@@ -101,7 +104,11 @@ func (v *Volume) zeroStripes(ctx context.Context, s *segment, first, last int64,
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("segment %d stripes %d-%d: trim not started: %w", s.id, first, last, err)
 	}
-	v.log.forget(s.id, first, last)
+	done, err := v.logZero(ctx, s, first, last)
+	if err != nil {
+		return err
+	}
+	defer done()
 	ctx = context.WithoutCancel(ctx)
 	off, n := first*v.g.Chunk, (last-first+1)*v.g.Chunk
 	return v.each(len(s.slots), func(i int) error {

@@ -36,9 +36,16 @@ func (v *Volume) write(ctx context.Context, p []byte, off int64, fua bool) error
 // the write log is full of live records it flushes the volume (holding no
 // lock) and tries again.
 func (v *Volume) writeStripe(ctx context.Context, sio layout.StripeIO, p []byte, fua bool) error {
+	return v.retryLogFull(ctx, sio.ID.Segment, sio.ID.Stripe, func() error { return v.writeStripeOnce(ctx, sio, p, fua) })
+}
+
+// retryLogFull runs once (a write to stripe t of segment seg, or from it
+// on) until it does not fail for a full write log, flushing the volume
+// (holding no lock) before each retry.
+func (v *Volume) retryLogFull(ctx context.Context, seg, t int64, once func() error) error {
 	wait := time.Millisecond
 	for {
-		err := v.writeStripeOnce(ctx, sio, p, fua)
+		err := once()
 		if !errors.Is(err, errLogFull) {
 			return err
 		}
@@ -50,7 +57,7 @@ func (v *Volume) writeStripe(ctx context.Context, sio layout.StripeIO, p []byte,
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("segment %d stripe %d: %w: %w", sio.ID.Segment, sio.ID.Stripe, errLogFull, ctx.Err())
+			return fmt.Errorf("segment %d stripe %d: %w: %w", seg, t, errLogFull, ctx.Err())
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, 50*time.Millisecond)
