@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -101,22 +100,39 @@ func Scrub(ctx context.Context, w io.Writer, s *meta.Store, names []string, name
 func waitTask(ctx context.Context, s *meta.Store, id string) (*meta.TaskRecord, error) {
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
+	last := ""
+	// timedOut is the answer once ctx's deadline has come, also when it
+	// came in the middle of a poll (a read cut short is the deadline, not
+	// an etcd fault).
+	timedOut := func(err error) error {
+		if last != "" && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return &WaitError{Why: ErrWaitTimedOut, Last: last}
+		}
+		return err
+	}
 	for {
 		t, err := s.Task(ctx, id)
-		if err != nil || t.State != meta.TaskRunning {
-			return t, err
+		if err != nil {
+			return nil, timedOut(err)
 		}
-		last := fmt.Sprintf("scrub of volume %s: %d of %d segments", t.Volume, t.Done, t.Total)
-		if mapper, err := s.Mapper(ctx, t.Volume); err != nil || mapper != t.Holder {
-			return nil, cmp.Or[error](err, &WaitError{Why: ErrWaitBlocked, Last: last, Blocked: []string{
-				fmt.Sprintf("volume %s: %s no longer maps it; the scrub resumes at segment %d of %d when it maps it again", t.Volume, t.Holder, t.Done, t.Total)}})
+		if t.State != meta.TaskRunning {
+			return t, nil
+		}
+		last = fmt.Sprintf("scrub of volume %s: %d of %d segments", t.Volume, t.Done, t.Total)
+		mapper, err := s.Mapper(ctx, t.Volume)
+		if err != nil {
+			return nil, timedOut(err)
+		}
+		if mapper != t.Holder {
+			return nil, &WaitError{Why: ErrWaitBlocked, Last: last, Blocked: []string{
+				fmt.Sprintf("volume %s: %s no longer maps it; the scrub resumes at segment %d of %d when it maps it again", t.Volume, t.Holder, t.Done, t.Total)}}
 		}
 		select {
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.Canceled) {
 				return nil, ctx.Err()
 			}
-			return nil, &WaitError{Why: ErrWaitTimedOut, Last: last}
+			return nil, timedOut(ctx.Err())
 		case <-tick.C:
 		}
 	}
