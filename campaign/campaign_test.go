@@ -22,7 +22,7 @@ var (
 	firstSeed = flag.Uint64("campaign.seed", uint64(envInt("CAMPAIGN_SEED", ciSeed)), "seed of the first round (0: from the clock, as make campaign does); round i uses seed+i; default $CAMPAIGN_SEED, else the CI seed")
 	// readerAttached keeps the read-only mapping attached while the
 	// controller rebuilds, drains and rebalances its volume (readers follow
-	// moves, issue 16). Off (CAMPAIGN_READER_ATTACHED=0) the reader is
+	// moves). Off (CAMPAIGN_READER_ATTACHED=0) the reader is
 	// unmapped before each round waits for redundancy and mapped again
 	// after the checks, as before readers followed moves.
 	readerAttached = flag.Bool("campaign.reader-attached", os.Getenv("CAMPAIGN_READER_ATTACHED") != "0",

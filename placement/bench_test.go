@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// The scale of the issue: 100 hosts x 10 namespaces, 7.68 TB each in 1 GiB
+// The scale planned for: 100 hosts x 10 namespaces, 7.68 TB each in 1 GiB
 // slots (7152 slots), 100,000 segments of 4+2.
 const (
 	benchHosts    = 100

@@ -168,7 +168,7 @@ func steadyWriter(t *testing.T, dev blockdev.Device, stop <-chan struct{}) (*syn
 	return &wg, n
 }
 
-// TestProcessStaleOwnerFenced is the issue's scenario over real processes:
+// TestProcessStaleOwnerFenced is a stale owner's write race over real processes:
 // three `nvstripe target serve` processes, volumes mapped by `nvstripe map`
 // processes, driven over NBD. Per round, owner A (a 3s lease) of a fresh
 // volume is writing 1 MiB blocks (four requests in flight) when it is

@@ -48,7 +48,7 @@ func needTools(t *testing.T, tools ...string) {
 
 // TestNBDOverTargetsDegraded writes through NBD with nbdcopy and qemu-io into
 // a volume on NVMe/TCP targets, stops one target half-way, writes more, and
-// verifies everything read back through NBD (issue 5).
+// verifies everything read back through NBD.
 func TestNBDOverTargetsDegraded(t *testing.T) {
 	needTools(t, "nbdcopy", "qemu-io")
 	const size = 64 << 20
@@ -94,7 +94,7 @@ func portOf(l net.Listener) string { _, p, _ := net.SplitHostPort(l.Addr().Strin
 
 // TestFUSELoopExt4OverTargetsDegraded formats the volume, shown as a FUSE
 // file and attached to a loop device, with ext4; writes a tree of files; stops
-// a target; writes more; remounts everything and verifies checksums (issue 5).
+// a target; writes more; remounts everything and verifies checksums.
 func TestFUSELoopExt4OverTargetsDegraded(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for FUSE DirectMount, losetup and mount (CI runs as root)")

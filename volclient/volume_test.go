@@ -82,7 +82,7 @@ func testOpenOptions(holder string) OpenOptions {
 
 // TestVolumeSurvivesTargetDeath runs verified random IO on a 4+2 volume whose
 // shards sit on six userspace NVMe/TCP targets and kills one target half-way:
-// no IO fails and every block reads back as last written (issue 3).
+// no IO fails and every block reads back as last written.
 func TestVolumeSurvivesTargetDeath(t *testing.T) {
 	const size = 48 << 20
 	tc := newTestCluster(t, 6, 64<<20, 4<<20)

@@ -80,7 +80,7 @@ func shardNS(t tb, r *rig, off int64) string {
 	return refs[g.SlotOf(stripe, shard)].NS
 }
 
-// TestWriteHoleCrashLostShard is issue 16's crash test: a volume is
+// TestWriteHoleCrashLostShard is the write hole's crash test: a volume is
 // written and flushed, every stripe then takes a partial write, the owner
 // crashes with each unflushed block kept or lost at random (data and
 // parity of a stripe disagree), and one namespace is lost before the next

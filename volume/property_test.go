@@ -13,7 +13,7 @@ import (
 	"pgregory.net/rapid"
 )
 
-// propLayouts are the geometries the property tests run over (issue 2): 1+0,
+// propLayouts are the geometries the property tests run over: 1+0,
 // 2+1, 4+2 and 8+3 with small, unusual chunk and slot sizes.
 var propLayouts = []layout.Geometry{
 	{K: 1, M: 0, Chunk: 8 << 10, SlotSize: 24 << 10},

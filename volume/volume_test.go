@@ -55,7 +55,7 @@ func TestBadRequests(t *testing.T) {
 }
 
 // TestIOCounts pins the IO cost of the basic operations on a healthy 4+2
-// volume (issue 2).
+// volume.
 func TestIOCounts(t *testing.T) {
 	g := layout.Geometry{K: 4, M: 2, Chunk: 128 << 10, SlotSize: 1 << 20}
 	r := newRig(t, g, g.SegmentData(), rigOptions{})

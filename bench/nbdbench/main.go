@@ -1,6 +1,6 @@
 // Command nbdbench serves, for bench/nbd.sh, either an erasure-coded volume
-// over k+m in-memory namespaces (-k 4 -m 2, the default: the issue's
-// comparison with nbdkit memory) or, with -k 0, one in-memory blockdev.Mem
+// over k+m in-memory namespaces (-k 4 -m 2, the default: to compare
+// with nbdkit memory) or, with -k 0, one in-memory blockdev.Mem
 // (the nbd package alone); with -tls-certificates DIR it requires TLS. It prints "ready: nbd://ADDR/EXPORT" once listening and serves until
 // interrupted. It is a test tool, not part of the nvstripe binary.
 package main

@@ -78,8 +78,8 @@ func dialLean(t *testing.T, addr string) *host {
 
 // TestStrangerMemory: 50 connections that sent an ICReq and Connects
 // asking for large transfers, then stall in the middle of a Connect's
-// transfer, get no big buffers (issue 17: 1 MiB per Connect, up to 256
-// per connection, before): heap and resident set grow by less than
+// transfer, get no big buffers (before this bound: 1 MiB per Connect, up
+// to 256 per connection): heap and resident set grow by less than
 // 16 MiB, and every one is dropped at the handshake deadline.
 func TestStrangerMemory(t *testing.T) {
 	f := newFixture(t, 1, func(c *Config) { c.HandshakeTimeout = 5 * time.Second })
