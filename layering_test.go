@@ -115,9 +115,8 @@ func importRules() map[string]rule {
 			why:   "meta is the only home of etcd (it may use plain value types of volume/layout and placement, and units to print sizes)"},
 		"health": {third: []string{"github.com/hashicorp/memberlist"},
 			why: "health turns memberlist gossip into health events"},
-		"controller/...": {
-			ours:  []string{"controller/...", "meta", "placement", "volume", "volume/layout", "ec", "blockdev", "nvmeof/initiator", "health"},
-			third: syncPkgs, why: "controller reconciles the cluster through meta and volume"},
+		"controller/...": {ours: []string{"controller/...", "meta", "placement", "health"},
+			why: "controller decides over meta's records and health and moves shards through its Mover interface (volclient implements it); it opens no volume itself"},
 		"volclient/...": {ours: []string{"*"}, not: []string{"agent/...", "nbd/...", "fuse", "demo/...", "cmd/..."}, third: append(syncPkgs, pflag),
 			why: "volclient opens a volume over its namespaces: wiring below the daemons, which serving is not part of"},
 		"controllerd": {ours: []string{"controller/...", "volclient", "meta", "health", "health/pool", "logging", "config", "units"}, third: []string{"github.com/prometheus/client_golang/...", pflag},
@@ -159,7 +158,7 @@ func importedReasons() []struct{ pattern, reason string } {
 		{"volclient/...", "volclient is wiring: the daemons (agent, controllerd, demo) and cmd open volumes with it"},
 		{"meta/...", "only controller, agent, demo and cmd talk to metadata; a lower layer declares a small interface (like volume's DirtyLog) that a meta adapter implements"},
 		{"controller/...", "controller is a daemon wired by agent, demo and cmd"},
-		{"volume", "nbd, fuse and nvmeof serve or provide any blockdev.Device and must not depend on the engine"},
+		{"volume", "only volclient and the wiring open the engine: nbd, fuse and nvmeof serve or provide any blockdev.Device, the controller moves shards through its Mover"},
 		{"go.etcd.io/...", "meta is the only importer of etcd: one home for the schema, transactions and error mapping"},
 		{"github.com/hashicorp/memberlist", "health is the only user of memberlist"},
 		{"github.com/hanwen/go-fuse/v2/...", "fuse is the only user of go-fuse"},
@@ -699,7 +698,13 @@ import _ "github.com/spf13/cobra"`,
 		{"nbd imports volume", "nbd", "a.go", `package nbd
 import _ "github.com/nvstripe/nvstripe/volume"`,
 			func(g goFile) []string { return checkImports(rules, g) },
-			[]string{"must not depend on the engine"}},
+			[]string{"only volclient and the wiring open the engine"}},
+		{"controller opens no volume", "controller", "a.go", `package controller
+import _ "github.com/nvstripe/nvstripe/volume"
+import _ "github.com/nvstripe/nvstripe/nvmeof/initiator"
+import _ "github.com/nvstripe/nvstripe/meta"`,
+			func(g goFile) []string { return checkImports(rules, g) },
+			[]string{"only volclient and the wiring open the engine", "controller may import only"}},
 		{"unknown package gets the default", "newthing", "a.go", `package newthing
 import _ "github.com/nvstripe/nvstripe/blockdev"
 import _ "github.com/nvstripe/nvstripe/ec"`,
