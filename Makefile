@@ -2,8 +2,11 @@
 GO       ?= go
 BENCH    ?= .
 BENCHPKG ?= ./...
-# The layering test's checks (layering_test.go at the module root).
-LAYERING := TestImportTable|TestPurePackages|TestBannedConstructs|TestPackageDocs|TestChecks
+# The layering test's checks (layering_test.go and docs_*_test.go at the module
+# root): the import table and its copy in docs/architecture.md, banned
+# constructs, paths and tracker references in comments and docs, the etcd
+# schema's documented key prefixes.
+LAYERING := TestImportTable|TestImportTableMatchesDocs|TestPurePackages|TestBannedConstructs|TestPackageDocs|TestChecks|TestCommentPaths|TestTrackerReferences|TestEtcdSchemaDocs
 
 .PHONY: test fmt-check vet layering unit demo bench build proto proto-tools campaign soak
 
@@ -33,7 +36,8 @@ fmt-check:
 vet:
 	$(GO) vet ./...
 
-## layering: the import table (docs/architecture.md) and banned constructs, enforced.
+## layering: the import table (and its copy in docs/architecture.md), banned constructs,
+## paths and tracker references in comments and docs, the documented etcd schema.
 layering:
 	$(GO) test -count=1 -run '$(LAYERING)' .
 

@@ -11,7 +11,7 @@ import (
 
 // The schema. Every key of a cluster starts with /nvstripe/<cluster>/:
 //
-//	cluster                        ClusterRecord: id, slot size, schema version
+//	cluster                        ClusterRecord: id, slot size, schema version, domain label
 //	hosts/<host>                   HostRecord: failure-domain labels
 //	ns/<ns>                        NamespaceRecord: host, NQN, NSID, UUID, size, paths, state
 //	alloc/<ns>                     AllocRecord: the namespace's slot bitmap (slot 0 = label)
@@ -25,6 +25,7 @@ import (
 //	                               when it goes; its mod revision is that owner's epoch)
 //	leader/                        controller election (etcd concurrency.Election)
 //	task/<id>                      TaskRecord: progress of a long-running job
+//	gossip/<member>                GossipRecord: a gossip member's seed (gossip.go)
 //
 // Segment indexes are fixed-width hex so that keys sort in segment order.
 // The dirty flag of a segment is a key of its own, not a field of the segment
