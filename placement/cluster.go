@@ -1,7 +1,8 @@
 // Package placement decides where the shards of nvstripe's segments go: the
 // k+m namespaces of a new segment (PlanSegment), a replacement for a lost
-// shard (PlanRebuild), the moves that even out capacity use (PlanRebalance)
-// and the moves that empty a host or namespace (PlanDrain).
+// shard (PlanRebuild) and the moves that even out capacity use
+// (PlanRebalance). Drains are planned by the controller's Decide, a shard at
+// a time, each destination chosen by PlanRebuild.
 //
 // Rules every plan keeps:
 //  1. Domain rule: no two shards of a segment share a failure domain while

@@ -26,57 +26,6 @@ type Move struct {
 	From, To string
 }
 
-// DrainTarget names what to empty: every namespace of Host, or the one
-// namespace NS. Exactly one is set.
-type DrainTarget struct {
-	Host string
-	NS   string
-}
-
-// PlanDrain plans moving every shard off the drained namespaces. Targets are
-// chosen as by PlanRebuild, in segment order, counting each planned move
-// against free space. The cluster is not modified. It fails with ErrNoSpace or
-// ErrNotEnoughDomains when some shard has nowhere to go, and ErrInvalid when
-// the target names nothing.
-func PlanDrain(c *Cluster, segs []Segment, t DrainTarget, opts Options) ([]Move, error) {
-	if (t.Host == "") == (t.NS == "") {
-		return nil, fmt.Errorf("drain: name exactly one of host or namespace: %w", ErrInvalid)
-	}
-	w := c.Clone()
-	drained := make([]bool, len(w.ns))
-	found := false
-	for i, n := range w.ns {
-		if n.Host == t.Host || n.ID == t.NS {
-			drained[i], found = true, true
-			w.ns[i].State = StateDraining
-		}
-	}
-	if !found {
-		return nil, fmt.Errorf("drain %+v: no such host or namespace: %w", t, ErrInvalid)
-	}
-	var moves []Move
-	for _, s := range segs {
-		shards := slices.Clone(s.Shards)
-		for j, id := range shards {
-			if i, ok := w.index[id]; !ok || !drained[i] {
-				continue
-			}
-			o := opts
-			o.Seed ^= s.seed()
-			o.AllowSharedDomains = o.AllowSharedDomains || s.AllowSharedDomains
-			to, err := w.replace(shards, j, o)
-			if err != nil {
-				return nil, fmt.Errorf("drain %s segment %d shard %d: %w", s.Volume, s.Index, j, err)
-			}
-			_ = w.Reserve(to)
-			_ = w.Release(id)
-			shards[j] = to
-			moves = append(moves, Move{Volume: s.Volume, Segment: s.Index, Shard: j, From: id, To: to})
-		}
-	}
-	return moves, nil
-}
-
 // epsilon absorbs float rounding when comparing a spread with its threshold.
 const epsilon = 1e-9
 

@@ -235,53 +235,6 @@ func apply(t *testing.T, segs []Segment, moves []Move) []Segment {
 	return out
 }
 
-func TestPlanDrainHost(t *testing.T) {
-	c := build(t, 6, 2, 20, 0)
-	segs := place(t, c, "v", 20, 4)
-	before := c.Namespaces()
-	moves, err := PlanDrain(c, segs, DrainTarget{Host: "h2"}, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(before, c.Namespaces()) {
-		t.Fatal("PlanDrain modified the cluster")
-	}
-	onHost := 0
-	for _, s := range segs {
-		for _, id := range s.Shards {
-			if c.Domain(id) == "host=h2" {
-				onHost++
-			}
-		}
-	}
-	if len(moves) != onHost || onHost == 0 {
-		t.Fatalf("%d moves for %d shards on h2", len(moves), onHost)
-	}
-	for _, s := range apply(t, segs, moves) {
-		d := domainsOf(c, s.Shards)
-		if d["host=h2"] > 0 || len(d) != 4 {
-			t.Fatalf("segment %d after drain: %v", s.Index, s.Shards)
-		}
-	}
-}
-
-func TestPlanDrainErrors(t *testing.T) {
-	c := build(t, 4, 2, 20, 0)
-	segs := place(t, c, "v", 3, 4)
-	if _, err := PlanDrain(c, segs, DrainTarget{Host: "h1"}, Options{}); !errors.Is(err, ErrNotEnoughDomains) {
-		t.Errorf("drain with no spare host: %v", err)
-	}
-	if _, err := PlanDrain(c, segs, DrainTarget{NS: "nope"}, Options{}); !errors.Is(err, ErrInvalid) {
-		t.Errorf("drain unknown ns: %v", err)
-	}
-	if _, err := PlanDrain(c, segs, DrainTarget{Host: "h1", NS: "h1-n0"}, Options{}); !errors.Is(err, ErrInvalid) {
-		t.Errorf("drain both: %v", err)
-	}
-	if _, err := PlanDrain(c, segs, DrainTarget{NS: "h1-n0"}, Options{AllowSharedDomains: true}); err != nil {
-		t.Errorf("drain with shared domains allowed: %v", err)
-	}
-}
-
 // TestPlanRebalanceFewestMoves: three full-ish namespaces and a new empty
 // one; the cheapest plan within 10 points moves exactly 30 slots.
 func TestPlanRebalanceFewestMoves(t *testing.T) {
