@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -140,6 +141,21 @@ func SourceOf(vs []Value, key string) string {
 		}
 	}
 	return ""
+}
+
+// WithDefault returns a copy of vs in which the setting key, when it was
+// left at its built-in default, takes value from source instead: a default
+// that depends on the machine and that only the caller can find (the
+// node's host NQN in /etc/nvme/hostnqn). A setting given by a flag, the
+// environment or the file is kept.
+func WithDefault(vs []Value, key, value, source string) []Value {
+	out := slices.Clone(vs)
+	for i, v := range out {
+		if v.Key == key && v.Source == "default" {
+			out[i].Value, out[i].Source = value, source
+		}
+	}
+	return out
 }
 
 // Layers are the inputs of Resolve.

@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -104,5 +105,21 @@ func TestLoad(t *testing.T) {
 	env[PathEnv] = p + ".missing"
 	if _, _, err := Load("", nil, get); err == nil {
 		t.Errorf("a file %s names that is missing: no error", PathEnv)
+	}
+}
+
+// TestWithDefault: a machine default replaces only a setting left at its
+// built-in default, in a copy.
+func TestWithDefault(t *testing.T) {
+	vs := Resolve(Layers{Flags: map[string]string{"cluster": "c1"}})
+	got := WithDefault(vs, "host_nqn", "nqn.x", "file /etc/nvme/hostnqn")
+	if v := got[slices.IndexFunc(got, func(v Value) bool { return v.Key == "host_nqn" })]; v.Value != "nqn.x" || v.Source != "file /etc/nvme/hostnqn" {
+		t.Errorf("host_nqn = %+v, want nqn.x from file /etc/nvme/hostnqn", v)
+	}
+	if SourceOf(vs, "host_nqn") != "default" {
+		t.Error("WithDefault changed its argument")
+	}
+	if got := WithDefault(vs, "cluster", "other", "machine"); SourceOf(got, "cluster") != "flag --cluster" {
+		t.Errorf("a flag's setting was replaced: %+v", got)
 	}
 }

@@ -26,13 +26,16 @@ func newConfigCmd(g *globals) *cobra.Command {
 			"name and the host NQN. A flag beats its environment variable (NVSTRIPE_ETCD, NVSTRIPE_ETCD_CACERT,\n" +
 			"NVSTRIPE_ETCD_CERT, NVSTRIPE_ETCD_KEY, NVSTRIPE_CLUSTER, NVSTRIPE_HOST_NQN), which beats the\n" +
 			"config file (--config, else $NVSTRIPE_CONFIG, else " + config.DefaultPath + "), which beats\n" +
-			"the default.",
+			"the default. The host NQN's default is this node's (see 'nvstripe host-identity'):\n" +
+			"/etc/nvme/hostnqn, else /etc/nvstripe/hostnqn, else one generated there on first use.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			nqn, source := nodeHostNQNSource(nodeIdentityDirs())
+			vs := config.WithDefault(g.settings, "host_nqn", nqn, source)
 			if wantJSON(cmd) {
-				return jsonout.Write(cmd.OutOrStdout(), map[string]any{"config_file": g.configFile, "settings": g.settings})
+				return jsonout.Write(cmd.OutOrStdout(), map[string]any{"config_file": g.configFile, "settings": vs})
 			}
-			return config.WriteSettings(cmd.OutOrStdout(), g.settings)
+			return config.WriteSettings(cmd.OutOrStdout(), vs)
 		},
 	}
 	show.Flags().StringVar(&hostNQN, "host-nqn", "", "NVMe host NQN (env NVSTRIPE_HOST_NQN)")

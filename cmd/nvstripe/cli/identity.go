@@ -1,8 +1,12 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -17,12 +21,17 @@ const hostIdentityEnv = "NVSTRIPE_HOST_IDENTITY_DIR"
 // hostNQNUsage is the help of every --host-nqn flag.
 const hostNQNUsage = "NVMe host NQN to connect as (default: this node's, see 'nvstripe host-identity')"
 
-func nodeIdentity() (identity.Host, error) {
-	d := identity.DefaultDirs
+// nodeIdentityDirs are where this node's identity lives: /etc/nvme and
+// /etc/nvstripe, or $NVSTRIPE_HOST_IDENTITY_DIR alone.
+func nodeIdentityDirs() identity.Dirs {
 	if dir := os.Getenv(hostIdentityEnv); dir != "" {
-		d = identity.Dirs{Store: dir}
+		return identity.Dirs{Store: dir}
 	}
-	h, err := identity.Load(d)
+	return identity.DefaultDirs
+}
+
+func nodeIdentity() (identity.Host, error) {
+	h, err := identity.Load(nodeIdentityDirs())
 	if err != nil {
 		return h, fmt.Errorf("this node's host identity (or give --host-nqn): %w", err)
 	}
@@ -60,4 +69,30 @@ func newHostIdentityCmd(*globals) *cobra.Command {
 			return report(cmd, map[string]string{"hostnqn": h.NQN, "hostid": id}, "hostnqn %s\nhostid %s", h.NQN, id)
 		},
 	}
+}
+
+// nodeHostNQNSource returns the host NQN that commands connect as when no
+// flag, environment variable or config file names one, and where it comes
+// from: the first of d's hostnqn files that exists (the order of
+// identity.Load), else none yet and where the first connecting command
+// will store a generated one. It writes nothing.
+func nodeHostNQNSource(d identity.Dirs) (nqn, source string) {
+	for _, dir := range []string{d.NVMe, d.Store} {
+		if dir == "" {
+			continue
+		}
+		p := filepath.Join(dir, identity.NQNFile)
+		b, err := os.ReadFile(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err == nil {
+			err = identity.CheckNQN(strings.TrimSpace(string(b)))
+		}
+		if err != nil {
+			return "", fmt.Sprintf("file %s, unusable: %v", p, err)
+		}
+		return strings.TrimSpace(string(b)), "file " + p
+	}
+	return "", fmt.Sprintf("none yet: generated on first use into %s", filepath.Join(d.Store, identity.NQNFile))
 }
