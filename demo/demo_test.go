@@ -40,6 +40,7 @@ func TestDemoServesAndShutsDown(t *testing.T) {
 		t.Errorf("output lacks the ready line:\n%s", out.String())
 	}
 	copyThrough(t, url)
+	tryExamples(t, url)
 	cancel()
 	select {
 	case err := <-done:

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -17,9 +19,7 @@ func newDemoCmd(*globals) *cobra.Command {
 		Long: "demo starts an embedded etcd, --targets userspace NVMe/TCP targets on 127.0.0.1 with\n" +
 			"file-backed namespaces under --dir (a temporary directory by default), creates a k+m\n" +
 			"volume over them and serves it over NBD (and as a FUSE file with --fuse DIR). It prints\n" +
-			"\"ready: nbd://HOST:PORT/NAME\" once serving and runs until interrupted. Try:\n" +
-			"  nbdinfo nbd://127.0.0.1:10809/demo\n" +
-			"  nbdcopy --progress /dev/urandom nbd://127.0.0.1:10809/demo   (fills it)",
+			"\"ready: nbd://HOST:PORT/NAME\" once serving and runs until interrupted. Try:" + demoExamples(),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if wantJSON(cmd) {
@@ -31,4 +31,13 @@ func newDemoCmd(*globals) *cobra.Command {
 	}
 	o.AddFlags(c.Flags())
 	return c
+}
+
+// demoExamples lists demo.Examples for the default URL, one per line.
+func demoExamples() string {
+	var b strings.Builder
+	for _, e := range demo.Examples(demo.DefaultURL, "1G", "/tmp/fill") {
+		fmt.Fprintf(&b, "\n  %s   (%s)", e.Command, e.Says)
+	}
+	return b.String()
 }
