@@ -4,9 +4,9 @@ BENCH    ?= .
 BENCHPKG ?= ./...
 # The layering test's checks (layering_test.go and docs_*_test.go at the module
 # root): the import table and its copy in docs/architecture.md, banned
-# constructs, paths and tracker references in comments and docs, the etcd
-# schema's documented key prefixes.
-LAYERING := TestImportTable|TestImportTableMatchesDocs|TestPurePackages|TestBannedConstructs|TestPackageDocs|TestChecks|TestCommentPaths|TestTrackerReferences|TestEtcdSchemaDocs
+# constructs, paths and tracker references in comments and docs, the Go names
+# the docs cite, the etcd schema's documented key prefixes.
+LAYERING := TestImportTable|TestImportTableMatchesDocs|TestPurePackages|TestBannedConstructs|TestPackageDocs|TestChecks|TestCommentPaths|TestTrackerReferences|TestEtcdSchemaDocs|TestDocNames
 
 .PHONY: test fmt-check vet layering unit demo bench build proto proto-tools campaign soak
 
@@ -37,7 +37,7 @@ vet:
 	$(GO) vet ./...
 
 ## layering: the import table (and its copy in docs/architecture.md), banned constructs,
-## paths and tracker references in comments and docs, the documented etcd schema.
+## paths, Go names and tracker references in comments and docs, the documented etcd schema.
 layering:
 	$(GO) test -count=1 -run '$(LAYERING)' .
 

@@ -2,6 +2,7 @@ package nvstripe_test
 
 import (
 	"fmt"
+	"go/ast"
 	"os"
 	"path"
 	"path/filepath"
@@ -161,5 +162,136 @@ func TestChecksDocPaths(t *testing.T) {
 	}
 	if v := checkTrackerText("README.md", 1, "Fixed (issue 9).\nThe reader issues reads.\n"); len(v) != 1 || !strings.Contains(v[0], "README.md:1:") {
 		t.Errorf("checkTrackerText = %q, want one violation on line 1", v)
+	}
+}
+
+// goNames are the names the module declares: per package name (the
+// package clause) its top-level names, and every declared name at all
+// (functions, methods, types, constants, variables, fields).
+type goNames struct {
+	top map[string]map[string]bool
+	any map[string]bool
+}
+
+// collectNames gathers the declared names of files.
+func collectNames(files []goFile) goNames {
+	n := goNames{top: map[string]map[string]bool{}, any: map[string]bool{}}
+	for _, g := range files {
+		pkg := g.f.Name.Name
+		if n.top[pkg] == nil {
+			n.top[pkg] = map[string]bool{}
+		}
+		for name := range topLevelNames(g.f) {
+			n.top[pkg][name] = true
+		}
+		ast.Inspect(g.f, func(node ast.Node) bool {
+			var ids []*ast.Ident
+			switch d := node.(type) {
+			case *ast.FuncDecl:
+				ids = []*ast.Ident{d.Name}
+			case *ast.TypeSpec:
+				ids = []*ast.Ident{d.Name}
+			case *ast.ValueSpec:
+				ids = d.Names
+			case *ast.Field:
+				ids = d.Names
+			}
+			for _, id := range ids {
+				n.any[id.Name] = true
+			}
+			return true
+		})
+	}
+	return n
+}
+
+// topLevelNames returns the package-level functions, types, constants and
+// variables of f.
+func topLevelNames(f *ast.File) map[string]bool {
+	out := map[string]bool{}
+	for _, d := range f.Decls {
+		switch d := d.(type) {
+		case *ast.FuncDecl:
+			if d.Recv == nil {
+				out[d.Name.Name] = true
+			}
+		case *ast.GenDecl:
+			for _, s := range d.Specs {
+				switch s := s.(type) {
+				case *ast.TypeSpec:
+					out[s.Name.Name] = true
+				case *ast.ValueSpec:
+					for _, id := range s.Names {
+						out[id.Name] = true
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// goRef matches a backticked Go name: an optional package name, then
+// dotted exported names (`Decide`, `meta.Store.SetPathState`,
+// `Volume.MoveSlot()`).
+var goRef = regexp.MustCompile(`^(?:([a-z][a-z0-9]*)\.)?([A-Z][A-Za-z0-9_]*(?:\.[A-Z][A-Za-z0-9_]*)*)(?:\(\))?$`)
+
+// checkDocNames returns the Go names doc d cites in backticks that the
+// module does not declare. A name qualified by a package that is not ours
+// (`time.Now`) is not checked, nor an all-capitals word (`ENOSPC`, `ANA`).
+func checkDocNames(d docFile, n goNames) []string {
+	var out []string
+	for i, line := range strings.Split(d.text, "\n") {
+		for _, m := range backticked.FindAllStringSubmatch(line, -1) {
+			ref := goRef.FindStringSubmatch(m[1])
+			if ref == nil || ref[1] != "" && n.top[ref[1]] == nil {
+				continue
+			}
+			for j, part := range strings.Split(ref[2], ".") {
+				known := n.any[part]
+				if j == 0 && ref[1] != "" {
+					known = n.top[ref[1]][part]
+				}
+				if !known && strings.ToUpper(part) != part {
+					out = append(out, fmt.Sprintf("%s:%d: `%s`: the module declares no %s%s: renamed or removed? name what the code has, or drop it",
+						d.path, i+1, m[1], part, map[bool]string{true: " in package " + ref[1], false: ""}[j == 0 && ref[1] != ""]))
+					break
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestDocNames: every Go name that README.md and docs/*.md cite in
+// backticks is declared in the module, so that a rename or a removal
+// updates the docs too.
+func TestDocNames(t *testing.T) {
+	n := collectNames(loadModule(t))
+	var v []string
+	for _, d := range loadDocs(t) {
+		v = append(v, checkDocNames(d, n)...)
+	}
+	report(t, v)
+}
+
+// TestChecksDocNames feeds checkDocNames names that exist and that do not.
+func TestChecksDocNames(t *testing.T) {
+	n := collectNames([]goFile{
+		parseSource(t, "agent", "a.go", "package agent\ntype Agent struct{}\nfunc (a *Agent) WaitLost() {}\nconst ErrDetached = 1"),
+		parseSource(t, "agent/api", "b.go", "package api\ntype Mapping struct{ Volume string }"),
+	})
+	d := docFile{path: "docs/a.md", text: "`Agent.WaitLost`, `agent.ErrDetached`, `api.Mapping.Volume`, `time.Now`, `ENOSPC`, `--flag`\n" +
+		"`WaitFenced`, `api.WriteMappings`, `Agent.WaitFenced()`, `api.WaitLost`\n"}
+	got := checkDocNames(d, n)
+	want := []string{"docs/a.md:2: `WaitFenced`", "docs/a.md:2: `api.WriteMappings`: the module declares no WriteMappings in package api",
+		"docs/a.md:2: `Agent.WaitFenced()`", "docs/a.md:2: `api.WaitLost`"}
+	if len(got) != len(want) {
+		t.Fatalf("got %d violations, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
+	}
+	for i, w := range want {
+		if !strings.Contains(got[i], w) {
+			t.Errorf("violation %d = %q, want it to mention %q", i, got[i], w)
+		}
 	}
 }

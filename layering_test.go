@@ -4,9 +4,9 @@
 // equal by docs_table_test.go), a few banned constructs (clock and global
 // randomness in pure packages, panics with a string, os.Getenv outside cmd,
 // init functions, %v on an error in fmt.Errorf, missing package docs), and
-// the docs kept true to the code: paths named in comments and docs, no
-// references to tracker items (docs_refs_test.go), the etcd schema's key
-// prefixes (docs_schema_test.go).
+// the docs kept true to the code: paths and Go names cited in comments and
+// docs, no references to tracker items (docs_refs_test.go), the etcd
+// schema's key prefixes (docs_schema_test.go).
 //
 // The checks parse every .go file under the module (all build tags, so
 // _linux/_darwin files count too) with go/parser; they need no network and no
