@@ -1,8 +1,10 @@
 package nvstripe_test
 
 import (
+	"errors"
 	"fmt"
 	"go/ast"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -66,8 +68,8 @@ func checkTrackerComments(g goFile) []string {
 	return out
 }
 
-// TestTrackerReferences: no Go comment, doc or README refers to tracker
-// items (trackerRef: the word followed by a number or N, after "the", or
+// TestTrackerReferences: no Go comment, doc, README or other text file
+// (loadTexts) refers to tracker items (trackerRef: the word followed by a number or N, after "the", or
 // opening a parenthesis). Test inputs under testdata are not read; string
 // literals (such as the cases of TestChecksCatch) are not comments.
 func TestTrackerReferences(t *testing.T) {
@@ -75,10 +77,50 @@ func TestTrackerReferences(t *testing.T) {
 	for _, g := range loadModule(t) {
 		v = append(v, checkTrackerComments(g)...)
 	}
-	for _, d := range loadDocs(t) {
+	for _, d := range loadTexts(t) {
 		v = append(v, checkTrackerText(d.path, 1, d.text)...)
 	}
 	report(t, v)
+}
+
+// loadTexts reads the repository's other text files people read: markdown,
+// .proto, shell scripts, YAML, Makefile and .ci/run (testdata, hidden
+// folders and nested modules skipped as for Go files).
+func loadTexts(t *testing.T) []docFile {
+	t.Helper()
+	names := []string{".ci/run"}
+	err := filepath.WalkDir(".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return skipDir(p, d)
+		}
+		switch filepath.Ext(p) {
+		case ".md", ".proto", ".sh", ".yaml", ".yml":
+			names = append(names, p)
+		default:
+			if d.Name() == "Makefile" {
+				names = append(names, p)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("walking the module: %v", err)
+	}
+	var out []docFile
+	for _, n := range names {
+		b, err := os.ReadFile(n)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, docFile{path: filepath.ToSlash(n), text: string(b)})
+	}
+	return out
 }
 
 // docRef matches what a markdown file may name a file by: a backticked
