@@ -126,61 +126,52 @@ func parseDocsRow(line string) ([]string, tableRow, error) {
 	if len(cells) != 5 {
 		return nil, tableRow{}, fmt.Errorf("%d cells, want 5 (%s)", len(cells), docsTableHeader)
 	}
-	pkgs, err := parseCell(cells[0], docsRootLabel, docsDefaultLabel)
-	if err == nil && len(pkgs) == 0 {
-		err = fmt.Errorf("the package cell names no package")
-	}
-	var row tableRow
-	var stdWords []string
-	for _, c := range []struct {
-		dst   *[]string
-		text  string
-		words []string
-	}{{&row.ours, cells[1], nil}, {&row.not, cells[2], nil}, {&row.third, cells[3], nil}, {&stdWords, cells[4], []string{docsPureWord, docsNoIOWord}}} {
-		if err != nil {
-			break
+	allowed := [5][]string{0: {docsRootLabel, docsDefaultLabel}, 4: {docsPureWord, docsNoIOWord}}
+	var patterns, words [5][]string
+	for i, c := range cells {
+		var err error
+		if patterns[i], words[i], err = parseCell(c, allowed[i]...); err != nil {
+			return nil, tableRow{}, err
 		}
-		*c.dst, err = parseCell(c.text, c.words...)
 	}
-	if err != nil {
-		return nil, tableRow{}, err
+	pkgs := patterns[0]
+	for _, w := range words[0] {
+		pkgs = append(pkgs, map[string]string{docsRootLabel: "", docsDefaultLabel: defaultRuleMarker}[w])
 	}
-	for i, p := range pkgs {
-		pkgs[i] = strings.NewReplacer(docsRootLabel, "", docsDefaultLabel, defaultRuleMarker).Replace(p)
+	if len(pkgs) == 0 {
+		return nil, tableRow{}, fmt.Errorf("the package cell names no package")
 	}
-	for _, w := range stdWords {
+	row := tableRow{ours: sorted(patterns[1]), not: sorted(patterns[2]), third: sorted(patterns[3]), std: patterns[4]}
+	for _, w := range words[4] {
 		switch w {
 		case docsPureWord:
 			row.pure = true
 		case docsNoIOWord:
 			row.std = append(row.std, slices.Collect(maps.Keys(pureStd()))...)
-		default:
-			row.std = append(row.std, w)
 		}
 	}
-	row.ours, row.not, row.third, row.std = sorted(row.ours), sorted(row.not), sorted(row.third), sorted(row.std)
+	row.std = sorted(row.std)
 	return pkgs, row, nil
 }
 
-// parseCell returns the backticked patterns and the allowed bare words of
-// a cell, in order; anything else in it is an error.
-func parseCell(cell string, words ...string) ([]string, error) {
-	var out []string
+// parseCell returns the backticked patterns of a cell and the allowed bare
+// words it has; anything else in it is an error.
+func parseCell(cell string, allowed ...string) (patterns, words []string, err error) {
 	for _, m := range backticked.FindAllStringSubmatch(cell, -1) {
-		out = append(out, m[1])
+		patterns = append(patterns, m[1])
 	}
 	rest := backticked.ReplaceAllString(cell, "")
-	for _, w := range words {
+	for _, w := range allowed {
 		if strings.Contains(rest, w) {
-			out = append(out, w)
+			words = append(words, w)
 			rest = strings.ReplaceAll(rest, w, "")
 		}
 	}
 	if junk := strings.Trim(rest, " ,—-"); junk != "" {
-		return nil, fmt.Errorf("cell %q: unexpected %q: list backticked patterns separated by commas%s",
-			strings.TrimSpace(cell), junk, wordsHint(words))
+		return nil, nil, fmt.Errorf("cell %q: unexpected %q: list backticked patterns separated by commas%s",
+			strings.TrimSpace(cell), junk, wordsHint(allowed))
 	}
-	return out, nil
+	return patterns, words, nil
 }
 
 func wordsHint(words []string) string {
