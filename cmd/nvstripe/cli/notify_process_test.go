@@ -2,6 +2,8 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/json"
 	"io"
 	"net"
 	"os"
@@ -13,10 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nvstripe/nvstripe/agent"
 	"github.com/nvstripe/nvstripe/agent/api"
 	"github.com/nvstripe/nvstripe/controller/admin"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/metatest"
+	"github.com/nvstripe/nvstripe/nbd/nbdtest"
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
 	"github.com/nvstripe/nvstripe/rpctest"
 )
@@ -241,5 +245,77 @@ func checkICResp(t *testing.T, addr string) {
 	}
 	if h := pdu.ParseHeader(hdr); h.Type != pdu.TypeICResp {
 		t.Fatalf("answer to ICReq from %s: PDU type %v, want ICResp", addr, h.Type)
+	}
+}
+
+// TestAgentStopProcess: `systemctl stop` of the agent (SIGTERM) with a
+// volume mapped and freshly written: STOPPING=1, exit status 0, and the
+// volume's ownership lease released at once (not left to run out its
+// one-minute TTL), so another node may take the volume; the mapping stays
+// recorded, and the agent started again (systemctl start, or a reboot)
+// maps it again by itself, with the bytes written before the stop.
+func TestAgentStopProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the nvstripe binary")
+	}
+	bin := buildGossipBinary(t)
+	cl := startMapCluster(t)
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "agent.sock")
+	args := []string{"agent", "--socket", sock, "--state-dir", filepath.Join(dir, "state"), "--metrics", "", "--holder", "node-a",
+		"--lease-ttl", "1m", "--etcd", cl.etcd, "--cluster", cl.cluster}
+	n := listenNotify(t)
+	p := startDaemon(t, bin, n, nil, args...)
+	p.await(t, n, "READY=1")
+	if o, _, err := run(t, "map", "v", "--nbd-listen", "127.0.0.1:0", "--agent", sock); err != nil || !strings.HasPrefix(o, "mapped: nbd://") {
+		t.Fatalf("map --agent: %q, %v", o, err)
+	}
+	want := make([]byte, 128<<10)
+	for i := range want {
+		want[i] = byte(i*7 + 3)
+	}
+	nbdIO(t, agentURL(t, sock), func(c *nbdtest.Client) error { return c.WriteAt(t.Context(), want, 1<<20) })
+	cl.ok("node-a", "volume", "info", "v")
+	p.stop(t, n)
+	if o := cl.ok("v", "volume", "info", "v"); strings.Contains(o, "node-a") {
+		t.Errorf("the stopped agent still owns the volume:\n%s", o)
+	}
+
+	n = listenNotify(t)
+	p = startDaemon(t, bin, n, nil, args...)
+	p.await(t, n, "READY=1")
+	var url string
+	waitCLI(t, "the restarted agent serving v again", func() bool { url = agentURL(t, sock); return url != "" })
+	got := make([]byte, len(want))
+	nbdIO(t, url, func(c *nbdtest.Client) error { return c.ReadAt(t.Context(), got, 1<<20) })
+	if !bytes.Equal(got, want) {
+		t.Error("the bytes written before the stop did not read back after the restart")
+	}
+	p.stop(t, n)
+}
+
+// agentURL is the NBD address (HOST:PORT) of volume v as the agent on sock
+// serves it, "" while it does not serve it.
+func agentURL(t *testing.T, sock string) string {
+	t.Helper()
+	o, _, err := run(t, "ls", "--agent", sock, "--map-sockets", "", "-o", "json")
+	var rows []agent.Listed
+	if err != nil || json.Unmarshal([]byte(o), &rows) != nil || len(rows) != 1 || rows[0].State != api.StateServing {
+		return ""
+	}
+	hostPort, _, _ := strings.Cut(strings.TrimPrefix(rows[0].Device, "nbd://"), "/")
+	return hostPort
+}
+
+// nbdIO connects to export v at hostPort and runs io on it.
+func nbdIO(t *testing.T, hostPort string, io func(*nbdtest.Client) error) {
+	t.Helper()
+	c, err := nbdtest.Dial(t.Context(), "tcp", hostPort, "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := io(c); err != nil {
+		t.Fatal(err)
 	}
 }
