@@ -485,7 +485,13 @@ func checkSockets(t *testing.T, ms []manifest) {
 		for _, c := range ps.spec.Containers {
 			if len(c.Args) > 0 && c.Args[0] == "agent" {
 				_, agentSocket = hostPathOf(ps, c, flag(c.Args, "socket"))
-				_, agentStateHost = hostPathOf(ps, c, path.Dir(flag(c.Args, "state-dir")))
+				state := path.Dir(flag(c.Args, "state-dir"))
+				_, agentStateHost = hostPathOf(ps, c, state)
+				if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+					return m.MountPath == state && m.MountPropagation != nil && *m.MountPropagation == corev1.MountPropagationBidirectional
+				}) {
+					t.Errorf("%s: the agent's %s is not mounted Bidirectional: its FUSE mounts would not reach the host", ps.where, state)
+				}
 			}
 		}
 	}
