@@ -188,7 +188,7 @@ func TestUnitsVerify(t *testing.T) {
 
 // TestUnitsRunDaemons: each unit runs an nvstripe daemon as Type=notify
 // (the daemons send READY=1 only once they serve, TestNotifyProcess),
-// restarts it, raises its limits, and starts it with flags the binary
+// restarts it with no start limit, raises its limits, and starts it with flags the binary
 // takes: ExecStart, with %i and the example environment file expanded and
 // --help added, exits 0 (an unknown flag exits 2).
 func TestUnitsRunDaemons(t *testing.T) {
@@ -202,6 +202,9 @@ func TestUnitsRunDaemons(t *testing.T) {
 			if got := u.get("Service", key); got != want {
 				t.Errorf("%s: %s=%q, want %q", name, key, got, want)
 			}
+		}
+		if got := u.get("Unit", "StartLimitIntervalSec"); got != "0" {
+			t.Errorf("%s: StartLimitIntervalSec=%q, want 0: a daemon that starts before etcd is reachable must keep being restarted", name, got)
 		}
 		args := execArgs(t, name, u)
 		if args[0] != "/usr/local/bin/nvstripe" {
