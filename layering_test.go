@@ -143,6 +143,7 @@ func importRules() map[string]rule {
 		"bench/...":       {ours: []string{"*"}, third: wiring, why: "bench holds benchmark tools: wiring, like demo"},
 		"cmd/...":         {ours: []string{"*"}, third: []string{"*"}, why: "cmd is the top: it parses, calls and prints"},
 		"vmtest":          {why: "vmtest only runs the built binary in a VM"},
+		"deploy":          {third: []string{"k8s.io/api/...", "k8s.io/apimachinery/...", "sigs.k8s.io/yaml"}, why: "deploy only checks the systemd units and Kubernetes manifests under deploy/ (tests, no code)"},
 		defaultRuleMarker: {ours: []string{"blockdev"}, why: "default for packages without a row"},
 	}
 }

@@ -99,7 +99,7 @@ func Start(ctx context.Context, o Options) (_ *Daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Daemon{undo: []func(){func() { target.CloseNamespaces(cfg.Subsystems[0].Namespaces) }}}
+	d := &Daemon{undo: []func(){func() { closeNamespaces(cfg.Subsystems[0].Namespaces, o.Logf) }}}
 	defer func() {
 		if err != nil {
 			d.Close()
@@ -122,6 +122,30 @@ func Start(ctx context.Context, o Options) (_ *Daemon, err error) {
 	}
 	d.ready.Ready, d.ready.Target = true, d.Target.Summary()
 	return d, nil
+}
+
+// flushTimeout bounds the flush of each namespace when the daemon stops.
+const flushTimeout = 30 * time.Second
+
+// closeNamespaces writes out and closes the namespaces, once the target no
+// longer serves them. The target advertises a volatile write cache, and
+// stopping the daemon shuts its controllers down, which writes that cache
+// out (as a host's shutdown notification does): a write acknowledged
+// without a Flush then survives a power loss after the stop.
+func closeNamespaces(nss []target.NamespaceConfig, logf func(string, ...any)) {
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	for _, ns := range nss {
+		ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+		if err := ns.Device.Flush(ctx); err != nil {
+			logf("namespace %s: flush at stop: %v", ns.Name, err)
+		}
+		cancel()
+	}
+	if err := target.CloseNamespaces(nss); err != nil {
+		logf("closing namespaces: %v", err)
+	}
 }
 
 // config turns the options into the target's configuration, with the
@@ -212,7 +236,7 @@ func (d *Daemon) push(f func()) { d.undo = append([]func(){f}, d.undo...) }
 func (d *Daemon) Ready() Ready { return d.ready }
 
 // Close leaves the gossip pool, stops the listeners and the target, and
-// closes the namespace files.
+// flushes and closes the namespace files.
 func (d *Daemon) Close() {
 	for _, f := range d.undo {
 		f()

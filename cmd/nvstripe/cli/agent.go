@@ -41,6 +41,7 @@ func newAgentCmd(g *globals) *cobra.Command {
 				}
 				report(cmd, map[string]string{"agent": st.Holder, "socket": o.Socket, "state_dir": o.StateDir, "metrics": url},
 					"agent %s: API on %s, state in %s, metrics on %s", st.Holder, o.Socket, o.StateDir, dash(url))
+				notifyServing(cmd.Context(), o.Log)
 			}
 			return agent.Serve(cmd.Context(), o)
 		}),

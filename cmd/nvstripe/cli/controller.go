@@ -47,6 +47,7 @@ func newControllerCmd(g *globals) *cobra.Command {
 			defer d.Close()
 			printListeners(cmd, d)
 			report(cmd, map[string]string{"controller": d.Holder(), "state": "campaigning"}, "controller %s: campaigning for leadership", d.Holder())
+			notifyServing(cmd.Context(), g.logger("controller"))
 			return d.Run(cmd.Context())
 		}),
 	}

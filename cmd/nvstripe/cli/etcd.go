@@ -8,7 +8,7 @@ import (
 	"github.com/nvstripe/nvstripe/meta/embed"
 )
 
-func newEtcdCmd(*globals) *cobra.Command {
+func newEtcdCmd(g *globals) *cobra.Command {
 	var dir, listen, peer string
 	c := &cobra.Command{
 		Use:   "etcd --dir D [--listen 127.0.0.1:2379]",
@@ -27,6 +27,7 @@ func newEtcdCmd(*globals) *cobra.Command {
 			}
 			defer srv.Close()
 			report(cmd, map[string]string{"endpoint": srv.Endpoints()[0], "dir": dir}, "etcd ready: %s (data in %s)", srv.Endpoints()[0], dir)
+			notifyServing(cmd.Context(), g.logger("etcd"))
 			return srv.Wait(cmd.Context())
 		},
 	}

@@ -68,6 +68,7 @@ func runTargetServe(cmd *cobra.Command, g *globals, f *targetd.Flags, auth *conf
 	if err := report(cmd, d.Ready(), "%s", d.Ready()); err != nil {
 		return err
 	}
+	notifyServing(cmd.Context(), g.logger("target"))
 	<-cmd.Context().Done()
 	return nil
 }
