@@ -80,6 +80,10 @@ type Config struct {
 	// Endpoints are etcd client URLs or host:port pairs.
 	// Default ["127.0.0.1:2379"].
 	Endpoints []string
+	// EndpointsFrom says where Endpoints came from ("flag --etcd", "env
+	// NVSTRIPE_ETCD", "file PATH", "default"), for the error that says etcd
+	// could not be reached. Default "" (not said).
+	EndpointsFrom string
 	// Cluster names the cluster; its keys live under /nvstripe/<Cluster>/.
 	// Default "default".
 	Cluster string
@@ -138,7 +142,10 @@ type Store struct {
 }
 
 // Open connects to etcd and checks that it answers within DialTimeout. An
-// unreachable etcd is an ErrUnreachable error naming the endpoints.
+// unreachable etcd is a *DialError (ErrUnreachable) naming the endpoints and
+// what a probe of each found: a name that does not resolve, nothing
+// listening, a TLS mismatch, a service that is not etcd's client port, or
+// no answer at all.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
 	cfg.EnsureDefaults()
 	if err := checkName("cluster", cfg.Cluster); err != nil {
@@ -157,6 +164,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	defer cancel()
 	if _, err := cli.Get(pctx, s.keys.cluster(), clientv3.WithCountOnly()); err != nil {
 		_ = cli.Close()
+		if errors.Is(err, context.DeadlineExceeded) || isUnavailable(err) {
+			return nil, diagnose(ctx, cfg, err)
+		}
 		return nil, unreachable(cfg.Endpoints, err)
 	}
 	return s, nil

@@ -1,0 +1,150 @@
+package meta
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nvstripe/nvstripe/meta/embed"
+	"github.com/nvstripe/nvstripe/nbd/nbdtest"
+)
+
+// openErr opens a store at endpoints with a short dial timeout and returns
+// the error, which must be a DialError naming the endpoints and where they
+// came from.
+func openErr(t *testing.T, tc *tls.Config, endpoints ...string) string {
+	t.Helper()
+	s, err := Open(context.Background(), Config{Endpoints: endpoints, EndpointsFrom: "flag --etcd", TLS: tc,
+		DialTimeout: 500 * time.Millisecond})
+	if err == nil {
+		s.Close()
+		t.Fatalf("Open(%v) succeeded", endpoints)
+	}
+	var de *DialError
+	if !errors.Is(err, ErrUnreachable) || !errors.As(err, &de) {
+		t.Fatalf("want a DialError of class ErrUnreachable, got %v", err)
+	}
+	want := "etcd unreachable at " + strings.Join(endpoints, ",") + " (from flag --etcd): "
+	if !strings.Contains(err.Error(), want) {
+		t.Errorf("error lacks %q: %v", want, err)
+	}
+	return err.Error()
+}
+
+// listen starts a TCP listener on 127.0.0.1:0 that hands connections to fn.
+func listen(t *testing.T, fn func(net.Conn)) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go fn(c)
+		}
+	}()
+	return l.Addr().String()
+}
+
+// TestDialErrorsTellCausesApart points Open at wrong endpoints that used
+// to give the same "context deadline exceeded": each now says what is
+// there.
+func TestDialErrorsTellCausesApart(t *testing.T) {
+	closed := func() string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		return l.Addr().String()
+	}()
+	held := make(chan net.Conn, 16)
+	silent := listen(t, func(c net.Conn) { held <- c }) // accepts, never answers
+	t.Cleanup(func() {
+		close(held)
+		for c := range held {
+			c.Close()
+		}
+	})
+	hl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: http.NotFoundHandler()}
+	go hs.Serve(hl)
+	t.Cleanup(func() { hs.Close() })
+	httpAddr := hl.Addr().String()
+	cases := []struct {
+		name, endpoint, want string
+	}{
+		{"nothing listens", closed, "nothing listens at " + closed + " (connection refused)"},
+		{"silent server", silent, silent + " accepts connections but sent nothing back within"},
+		{"http server", httpAddr, httpAddr + " answers HTTP (404 Not Found) but not as an etcd client endpoint: is it etcd's peer port"},
+		{"unresolvable name", "etcd.nvstripe.invalid:2379", "the name etcd.nvstripe.invalid does not resolve"},
+		{"https to a plain etcd", "https://" + strings.TrimPrefix(testEndpoints[0], "http://"), "is not a TLS server (it answered in plain text)"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if msg := openErr(t, nil, tc.endpoint); !strings.Contains(msg, tc.want) {
+				t.Errorf("error lacks %q: %s", tc.want, msg)
+			}
+		})
+	}
+	t.Run("two endpoints", func(t *testing.T) {
+		msg := openErr(t, nil, closed, httpAddr)
+		for _, w := range []string{closed + ": nothing listens", httpAddr + ": " + httpAddr + " answers HTTP"} {
+			if !strings.Contains(msg, w) {
+				t.Errorf("error lacks %q: %s", w, msg)
+			}
+		}
+	})
+}
+
+// TestDialErrorsTLS points clients with the wrong TLS settings at an
+// embedded etcd that serves TLS and wants client certificates.
+func TestDialErrorsTLS(t *testing.T) {
+	pki := nbdtest.NewPKI(t)
+	srv, err := embed.Start(context.Background(), embed.Options{Dir: t.TempDir(), Fast: true, ClientTLS: &embed.TLSFiles{
+		CertFile: filepath.Join(pki.ServerDir, "server-cert.pem"), KeyFile: filepath.Join(pki.ServerDir, "server-key.pem"),
+		ClientCAFile: filepath.Join(pki.ServerDir, "ca-cert.pem")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	ep := srv.Endpoints()[0]
+	addr := strings.TrimPrefix(ep, "https://")
+	good := &tls.Config{RootCAs: pki.Pool, Certificates: []tls.Certificate{pki.Client}}
+	s, err := Open(context.Background(), Config{Endpoints: []string{ep}, TLS: good})
+	if err != nil {
+		t.Fatalf("a client with the right TLS settings: %v", err)
+	}
+	s.Close()
+	cases := []struct {
+		name     string
+		endpoint string
+		tc       *tls.Config
+		want     string
+	}{
+		{"plain client", addr, nil, addr + " speaks TLS but the client connects in plain text: give the endpoint as https://" + addr},
+		{"untrusted certificate", ep, &tls.Config{Certificates: good.Certificates}, "is not trusted (signed by an unknown authority): give the CA that signed it with --etcd-cacert"},
+		{"no client certificate", ep, &tls.Config{RootCAs: pki.Pool}, addr + " wants a client certificate it trusts: give one with --etcd-cert and --etcd-key"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if msg := openErr(t, tc.tc, tc.endpoint); !strings.Contains(msg, tc.want) {
+				t.Errorf("error lacks %q: %s", tc.want, msg)
+			}
+		})
+	}
+}
