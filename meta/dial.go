@@ -50,23 +50,25 @@ func (e *DialError) Error() string {
 
 func (e *DialError) Unwrap() []error { return []error{ErrUnreachable, e.Err} }
 
-// probeTimeout bounds each step of an endpoint's probe.
+// probeTimeout bounds each step of an endpoint's probe (a lookup, a
+// connect, a TLS handshake, an answer); all of them together get three
+// times as long.
 const probeTimeout = 2 * time.Second
 
 // diagnose probes every endpoint at once, after the first request to etcd
-// failed with err, and returns the DialError. The probes get at most
-// probeTimeout per step beyond ctx's deadline (which has usually passed).
+// failed with err, and returns the DialError. The probes get at most three
+// times probeTimeout beyond ctx's deadline (which has usually passed).
 func diagnose(ctx context.Context, cfg Config, err error) error {
 	if errors.Is(ctx.Err(), context.Canceled) {
 		return unreachable(cfg.Endpoints, err) // interrupted: no time to look
 	}
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(probeTimeout, cfg.DialTimeout)*3)
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*probeTimeout)
 	defer cancel()
 	d := &DialError{Endpoints: cfg.Endpoints, From: cfg.EndpointsFrom, Problems: make([]string, len(cfg.Endpoints)), Err: err}
 	done := make(chan struct{})
 	for i, ep := range cfg.Endpoints {
 		go func() {
-			d.Problems[i] = probeEndpoint(pctx, ep, cfg.TLS, min(probeTimeout, cfg.DialTimeout))
+			d.Problems[i] = probeEndpoint(pctx, ep, cfg.TLS, probeTimeout)
 			done <- struct{}{}
 		}()
 	}
