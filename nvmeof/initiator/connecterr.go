@@ -52,7 +52,7 @@ func connectAdvice(e *ConnectError, st pdu.StatusCode) string {
 			"or close this host's other connections to it", tried)
 	case pdu.SCConnectRestartDisc:
 		return fmt.Sprintf("%s: the target's configuration changed; look the subsystem up again "+
-			"(`nvstripe ns discover %s`) and connect to the address it lists", tried, e.Addr)
+			"(`nvstripe ns discover tcp://%s --host HOST`) and connect to the address it lists", tried, e.Addr)
 	case pdu.SCConnectIncompatFormat:
 		return fmt.Sprintf("%s: the target does not support this Connect format (an NVMe-oF target older "+
 			"than revision 1.0?)", tried)
@@ -73,7 +73,7 @@ func invalidParamAdvice(e *ConnectError, allow string) string {
 	switch {
 	case inData && off == pdu.ConnectOffSubNQN:
 		return fmt.Sprintf("the target has no subsystem %s; list the ones it serves with "+
-			"`nvstripe ns discover %s` and check the NQN", e.SubNQN, e.Addr)
+			"`nvstripe ns discover tcp://%s --host HOST` and check the NQN", e.SubNQN, e.Addr)
 	case inData && off == pdu.ConnectOffHostNQN:
 		return fmt.Sprintf("the target does not accept host NQN %s; %s", e.HostNQN, allow)
 	case inData && off == pdu.ConnectOffCNTLID:
@@ -86,7 +86,7 @@ func invalidParamAdvice(e *ConnectError, allow string) string {
 		where = "data"
 	}
 	return fmt.Sprintf("the target found a Connect parameter invalid (offset %d in the %s); most often the subsystem "+
-		"NQN is unknown there (check it with `nvstripe ns discover %s`) or the host is not allowed (%s)",
+		"NQN is unknown there (check it with `nvstripe ns discover tcp://%s --host HOST`) or the host is not allowed (%s)",
 		off, where, e.Addr, allow)
 }
 

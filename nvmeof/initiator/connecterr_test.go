@@ -28,7 +28,7 @@ func TestConnectRefusedNamesWhatWasTried(t *testing.T) {
 		{"host not allowed", func(o *Options) { o.HostNQN = stranger }, pdu.SCConnectInvalidHost,
 			[]string{f.addrs[0], testNQN, stranger, "--allow-host " + stranger, "allowed_hosts", "/etc/nvme/hostnqn"}},
 		{"unknown subsystem", func(o *Options) { o.SubsysNQN = testNQN + "-typo" }, pdu.SCConnectInvalidParam,
-			[]string{f.addrs[0], testNQN + "-typo", testHost, "has no subsystem", "nvstripe ns discover " + f.addrs[0]}},
+			[]string{f.addrs[0], testNQN + "-typo", testHost, "has no subsystem", "nvstripe ns discover tcp://" + f.addrs[0] + " --host HOST"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -135,7 +135,7 @@ func TestConnectAdvice(t *testing.T) {
 		want   string
 	}{
 		{pdu.SCConnectInvalidHost, 0, "not allowed into that subsystem; allow it on the target (`nvstripe target serve --allow-host " + host},
-		{pdu.SCConnectInvalidParam, 1<<16 | pdu.ConnectOffSubNQN, "the target has no subsystem " + sub + "; list the ones it serves with `nvstripe ns discover " + addr + "`"},
+		{pdu.SCConnectInvalidParam, 1<<16 | pdu.ConnectOffSubNQN, "the target has no subsystem " + sub + "; list the ones it serves with `nvstripe ns discover tcp://" + addr + " --host HOST`"},
 		{pdu.SCConnectInvalidParam, 1<<16 | pdu.ConnectOffHostNQN, "does not accept host NQN " + host + "; allow it"},
 		{pdu.SCConnectInvalidParam, 1<<16 | pdu.ConnectOffCNTLID, "controller ID"},
 		{pdu.SCConnectInvalidParam, sqeOffSQSize, "refused queue 1's size"},
