@@ -85,6 +85,19 @@ func TestDialErrorsTellCausesApart(t *testing.T) {
 	go hs.Serve(hl)
 	t.Cleanup(func() { hs.Close() })
 	httpAddr := hl.Addr().String()
+	peer := func() string { // a free port for an etcd's peer listener
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		return l.Addr().String()
+	}()
+	srv, err := embed.Start(context.Background(), embed.Options{Dir: t.TempDir(), Fast: true, PeerAddr: peer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
 	cases := []struct {
 		name, endpoint, want string
 	}{
@@ -92,6 +105,7 @@ func TestDialErrorsTellCausesApart(t *testing.T) {
 		{"silent server", silent, silent + " accepts connections but sent nothing back within"},
 		{"http server", httpAddr, httpAddr + " answers HTTP (404 Not Found) but not as an etcd client endpoint: is it etcd's peer port"},
 		{"unresolvable name", "etcd.nvstripe.invalid:2379", "the name etcd.nvstripe.invalid does not resolve"},
+		{"etcd's peer port", peer, peer + " answers HTTP (404 Not Found) but not as an etcd client endpoint: is it etcd's peer port (usually 2380)"},
 		{"https to a plain etcd", "https://" + strings.TrimPrefix(testEndpoints[0], "http://"), "is not a TLS server (it answered in plain text)"},
 	}
 	for _, tc := range cases {
