@@ -29,7 +29,11 @@ type DialError struct {
 
 func (e *DialError) Error() string {
 	at := strings.Join(e.Endpoints, ",")
-	if e.From != "" {
+	switch e.From {
+	case "":
+	case "default":
+		at += " (the default: set --etcd, NVSTRIPE_ETCD or etcd.endpoints in the config file)"
+	default:
 		at += " (from " + e.From + ")"
 	}
 	var found []string

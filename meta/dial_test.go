@@ -162,3 +162,14 @@ func TestDialErrorsTLS(t *testing.T) {
 		})
 	}
 }
+
+// TestDialErrorDefaultEndpoints: endpoints nobody set are called the
+// default, with the settings that change them.
+func TestDialErrorDefaultEndpoints(t *testing.T) {
+	e := &DialError{Endpoints: []string{"127.0.0.1:2379"}, From: "default", Problems: []string{"nothing listens"},
+		Err: context.DeadlineExceeded}
+	want := "etcd unreachable at 127.0.0.1:2379 (the default: set --etcd, NVSTRIPE_ETCD or etcd.endpoints in the config file): nothing listens (context deadline exceeded)"
+	if e.Error() != want {
+		t.Errorf("got  %s\nwant %s", e.Error(), want)
+	}
+}
