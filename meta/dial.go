@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 )
 
 // DialError is Open's ErrUnreachable: no endpoint answered. It says, for
@@ -308,4 +310,23 @@ func speaksTLS(ctx context.Context, addr string, step time.Duration) bool {
 	}
 	conn.Close()
 	return true
+}
+
+// refused is Open's error when etcd answered but refused the client's
+// credentials or access to the cluster's keys under root; nil for any
+// other error. Not ErrUnreachable: etcd was reached.
+func refused(cfg Config, root string, err error) error {
+	at := strings.Join(cfg.Endpoints, ",")
+	switch {
+	case errors.Is(err, rpctypes.ErrAuthFailed):
+		return fmt.Errorf("etcd at %s refused user %q: wrong user name or password (--etcd-user; the password comes "+
+			"from --etcd-password-file or NVSTRIPE_ETCD_PASSWORD): %w", at, cfg.Username, err)
+	case errors.Is(err, rpctypes.ErrUserEmpty):
+		return fmt.Errorf("etcd at %s requires authentication: pass --etcd-user and a password (--etcd-password-file "+
+			"or NVSTRIPE_ETCD_PASSWORD): %w", at, err)
+	case errors.Is(err, rpctypes.ErrPermissionDenied):
+		return fmt.Errorf("etcd at %s: user %q may not read this cluster's keys (%s): grant one of its roles "+
+			"readwrite on them (`etcdctl role grant-permission ROLE readwrite %s --prefix`): %w", at, cfg.Username, root, root, err)
+	}
+	return nil
 }

@@ -11,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/nvstripe/nvstripe/meta/embed"
+	"github.com/nvstripe/nvstripe/meta/metatest"
 	"github.com/nvstripe/nvstripe/nbd/nbdtest"
 )
 
@@ -171,5 +174,40 @@ func TestDialErrorDefaultEndpoints(t *testing.T) {
 	want := "etcd unreachable at 127.0.0.1:2379 (the default: set --etcd, NVSTRIPE_ETCD or etcd.endpoints in the config file): nothing listens (context deadline exceeded)"
 	if e.Error() != want {
 		t.Errorf("got  %s\nwant %s", e.Error(), want)
+	}
+}
+
+// TestOpenAuthRefused: an etcd with authentication on that refuses the
+// client's credentials, or its access to the cluster's keys, is reached:
+// the error says what it refused and which settings to fix, not "is etcd
+// running there?".
+func TestOpenAuthRefused(t *testing.T) {
+	eps := metatest.Start(t)
+	metatest.EnableAuth(t, eps, "pw")
+	root, err := clientv3.New(clientv3.Config{Endpoints: eps, Username: "root", Password: "pw", DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	if _, err := root.UserAdd(context.Background(), "nobody", "x"); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		user, password, want string
+	}{
+		{"root", "bad", `refused user "root": wrong user name or password (--etcd-user; the password comes from --etcd-password-file or NVSTRIPE_ETCD_PASSWORD)`},
+		{"", "", "requires authentication: pass --etcd-user and a password"},
+		{"nobody", "x", `user "nobody" may not read this cluster's keys (/nvstripe/default/): grant one of its roles readwrite`},
+	}
+	for _, tc := range cases {
+		s, err := Open(context.Background(), Config{Endpoints: eps, Username: tc.user, Password: tc.password, DialTimeout: 5 * time.Second})
+		if err == nil {
+			s.Close()
+			t.Fatalf("user %q: Open succeeded", tc.user)
+		}
+		if !strings.Contains(err.Error(), "etcd at "+eps[0]) || !strings.Contains(err.Error(), tc.want) ||
+			errors.Is(err, ErrUnreachable) || strings.Contains(err.Error(), "is etcd running") {
+			t.Errorf("user %q: got %v\nwant %q, not ErrUnreachable", tc.user, err, tc.want)
+		}
 	}
 }

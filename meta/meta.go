@@ -157,6 +157,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		DialKeepAliveTime: 10 * time.Second, DialKeepAliveTimeout: 5 * time.Second,
 	})
 	if err != nil {
+		if rerr := refused(cfg, newKeys(cfg.Cluster).root, err); rerr != nil {
+			return nil, rerr
+		}
 		return nil, unreachable(cfg.Endpoints, err)
 	}
 	s := &Store{cli: cli, kv: cli.KV, cfg: cfg, keys: newKeys(cfg.Cluster)}
@@ -166,6 +169,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		_ = cli.Close()
 		if errors.Is(err, context.DeadlineExceeded) || isUnavailable(err) {
 			return nil, diagnose(ctx, cfg, err)
+		}
+		if rerr := refused(cfg, s.keys.root, err); rerr != nil {
+			return nil, rerr
 		}
 		return nil, unreachable(cfg.Endpoints, err)
 	}
