@@ -85,9 +85,9 @@ func diagnose(ctx context.Context, cfg Config, err error) error {
 }
 
 // probeEndpoint looks at one endpoint the way the client reaches it and
-// says in a sentence what is wrong there ("" when it finds etcd healthy
-// or cannot tell): the name, the TCP connection, TLS, and an HTTP request
-// for /health, which etcd's client port answers and its peer port does not.
+// says in a sentence what is wrong there ("" when it cannot tell): the
+// name, the TCP connection, TLS, and an HTTP request for /health, which
+// etcd's client port answers and its peer port does not.
 func probeEndpoint(ctx context.Context, ep string, tc *tls.Config, step time.Duration) string {
 	scheme, addr := splitEndpoint(ep)
 	if scheme == "unix" || scheme == "unixs" {
@@ -265,7 +265,8 @@ func healthProbe(ctx context.Context, conn net.Conn, addr string, tlsUsed bool, 
 	case strings.Contains(string(body), "HTTPS server"):
 		return plainToTLS(addr)
 	case strings.Contains(string(body), `"health"`) && resp.StatusCode == http.StatusOK:
-		return "" // etcd's client port, healthy: the problem lies elsewhere
+		return fmt.Sprintf("etcd at %s answers its health check but not this request in time: an overloaded etcd? "+
+			"retry, or allow more time with --etcd-timeout", addr)
 	case strings.Contains(string(body), `"health"`):
 		return fmt.Sprintf("etcd answers at %s but reports itself unhealthy (%s): has it lost its quorum?",
 			addr, strings.TrimSpace(string(body)))

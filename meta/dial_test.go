@@ -200,7 +200,8 @@ func TestOpenAuthRefused(t *testing.T) {
 		{"nobody", "x", `user "nobody" may not read this cluster's keys (/nvstripe/default/): grant one of its roles readwrite`},
 	}
 	for _, tc := range cases {
-		s, err := Open(context.Background(), Config{Endpoints: eps, Username: tc.user, Password: tc.password, DialTimeout: 5 * time.Second})
+		// etcd checks passwords with bcrypt: slow under the race detector
+		s, err := Open(context.Background(), Config{Endpoints: eps, Username: tc.user, Password: tc.password, DialTimeout: 30 * time.Second})
 		if err == nil {
 			s.Close()
 			t.Fatalf("user %q: Open succeeded", tc.user)
@@ -209,5 +210,17 @@ func TestOpenAuthRefused(t *testing.T) {
 			errors.Is(err, ErrUnreachable) || strings.Contains(err.Error(), "is etcd running") {
 			t.Errorf("user %q: got %v\nwant %q, not ErrUnreachable", tc.user, err, tc.want)
 		}
+	}
+}
+
+// TestProbeHealthyEtcd: a probe that finds etcd answering its health check
+// says so, so that a request that timed out is blamed on a slow etcd, not
+// on a missing one.
+func TestProbeHealthyEtcd(t *testing.T) {
+	addr := strings.TrimPrefix(testEndpoints[0], "http://")
+	got := probeEndpoint(testCtx(t), testEndpoints[0], nil, probeTimeout)
+	want := "etcd at " + addr + " answers its health check but not this request in time"
+	if !strings.HasPrefix(got, want) {
+		t.Errorf("got %q, want %q...", got, want)
 	}
 }
