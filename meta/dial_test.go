@@ -184,7 +184,7 @@ func TestDialErrorDefaultEndpoints(t *testing.T) {
 func TestOpenAuthRefused(t *testing.T) {
 	eps := metatest.Start(t)
 	metatest.EnableAuth(t, eps, "pw")
-	root, err := clientv3.New(clientv3.Config{Endpoints: eps, Username: "root", Password: "pw", DialTimeout: 5 * time.Second})
+	root, err := clientv3.New(clientv3.Config{Endpoints: eps, Username: "root", Password: "pw", DialTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

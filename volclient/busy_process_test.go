@@ -28,7 +28,7 @@ func TestProcessMapAfterHolderKilled(t *testing.T) {
 	if _, err := pc.store.CreateVolume(ctx, meta.VolumeSpec{Name: "v", Size: 8 << 20, Layout: meta.Layout{K: 2, M: 1, Chunk: 64 << 10}}); err != nil {
 		t.Fatal(err)
 	}
-	holder := startProcMap(t, pc.bin, pc.eps[0], "v", "map.vm", 5*time.Second)
+	holder := startProcMap(t, pc.bin, pc.eps[0], "v", "map.vm", 10*time.Second)
 	host, _ := os.Hostname()
 	pid := holder.cmd.Process.Pid
 	var logMu sync.Mutex
