@@ -80,6 +80,10 @@ type Config struct {
 	// Endpoints are etcd client URLs or host:port pairs.
 	// Default ["127.0.0.1:2379"].
 	Endpoints []string
+	// EndpointsFrom says where Endpoints came from ("flag --etcd", "env
+	// NVSTRIPE_ETCD", "file PATH", "default"), for the error that says etcd
+	// could not be reached. Default "" (not said).
+	EndpointsFrom string
 	// Cluster names the cluster; its keys live under /nvstripe/<Cluster>/.
 	// Default "default".
 	Cluster string
@@ -138,7 +142,10 @@ type Store struct {
 }
 
 // Open connects to etcd and checks that it answers within DialTimeout. An
-// unreachable etcd is an ErrUnreachable error naming the endpoints.
+// unreachable etcd is a *DialError (ErrUnreachable) naming the endpoints and
+// what a probe of each found: a name that does not resolve, nothing
+// listening, a TLS mismatch, a service that is not etcd's client port, or
+// no answer at all.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
 	cfg.EnsureDefaults()
 	if err := checkName("cluster", cfg.Cluster); err != nil {
@@ -150,6 +157,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		DialKeepAliveTime: 10 * time.Second, DialKeepAliveTimeout: 5 * time.Second,
 	})
 	if err != nil {
+		if rerr := refused(cfg, newKeys(cfg.Cluster).root, err); rerr != nil {
+			return nil, rerr
+		}
 		return nil, unreachable(cfg.Endpoints, err)
 	}
 	s := &Store{cli: cli, kv: cli.KV, cfg: cfg, keys: newKeys(cfg.Cluster)}
@@ -157,6 +167,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	defer cancel()
 	if _, err := cli.Get(pctx, s.keys.cluster(), clientv3.WithCountOnly()); err != nil {
 		_ = cli.Close()
+		if errors.Is(err, context.DeadlineExceeded) || isUnavailable(err) {
+			return nil, diagnose(ctx, cfg, err)
+		}
+		if rerr := refused(cfg, s.keys.root, err); rerr != nil {
+			return nil, rerr
+		}
 		return nil, unreachable(cfg.Endpoints, err)
 	}
 	return s, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -109,7 +110,8 @@ func (s *Store) Acquire(ctx context.Context, volume string, o OwnerOptions) (*Ow
 	if o.TTL < 2*time.Second {
 		return nil, fmt.Errorf("owner TTL %v: at least 2s: %w", o.TTL, ErrInvalid)
 	}
-	rec := OwnerRecord{Holder: o.Holder, Mode: ModeRW, Mover: o.Mover}
+	host, _ := os.Hostname()
+	rec := OwnerRecord{Holder: o.Holder, Mode: ModeRW, Mover: o.Mover, Host: host, PID: os.Getpid(), Since: time.Now().UTC().Truncate(time.Second)}
 	key := s.keys.ownerRW(volume)
 	if o.ReadOnly {
 		rec.Mode, key = ModeRO, s.keys.ownerRO(volume, o.Holder)
@@ -176,6 +178,10 @@ func (s *Store) claim(ctx context.Context, volume, key string, rec *OwnerRecord,
 			return resp.Header.Revision, prev, err
 		}
 		if err := conflict(volume, key, rec, resp.Responses[0].GetResponseRange().Kvs); err != nil {
+			var busy *BusyError
+			if errors.As(err, &busy) {
+				err = s.leasesLeft(ctx, busy)
+			}
 			return 0, OwnerInfo{}, err
 		}
 	}
@@ -214,30 +220,6 @@ func lastRW(kvs []*mvccpb.KeyValue) (OwnerInfo, error) {
 	return OwnerInfo{Holder: r.Holder, Mode: r.Mode, Epoch: kvs[0].ModRevision}, nil
 }
 
-// BusyError is Acquire's ErrBusy: the owners of the volume that were in
-// the way, as etcd had them when it refused the claim.
-type BusyError struct {
-	Volume string
-	Owners []OwnerInfo // at least one
-}
-
-func (e *BusyError) Error() string {
-	o := e.Owners[0]
-	return fmt.Sprintf("volume %s is mapped %s by %s (epoch %d): %v", e.Volume, o.Mode, o.Holder, o.Epoch, ErrBusy)
-}
-
-func (e *BusyError) Unwrap() error { return ErrBusy }
-
-// Has says whether the owner of epoch was among those in the way.
-func (e *BusyError) Has(epoch int64) bool {
-	for _, o := range e.Owners {
-		if o.Epoch == epoch {
-			return true
-		}
-	}
-	return false
-}
-
 // rwCompare is the claim's condition on the read-write owner key: absent,
 // or for a reader, unchanged since it was read as a mover's.
 func (s *Store) rwCompare(ctx context.Context, volume string, rec *OwnerRecord) (clientv3.Cmp, error) {
@@ -258,7 +240,8 @@ func (s *Store) rwCompare(ctx context.Context, volume string, rec *OwnerRecord) 
 		return absent, err
 	}
 	if !other.Mover {
-		return absent, &BusyError{Volume: volume, Owners: []OwnerInfo{{Holder: other.Holder, Mode: other.Mode, Epoch: resp.Kvs[0].CreateRevision}}}
+		busy := &BusyError{Volume: volume, Mode: rec.Mode, Owners: []OwnerInfo{ownerInfo(resp.Kvs[0], other)}}
+		return absent, s.leasesLeft(ctx, busy)
 	}
 	return clientv3.Compare(clientv3.ModRevision(key), "=", resp.Kvs[0].ModRevision), nil
 }
@@ -267,7 +250,7 @@ func (s *Store) rwCompare(ctx context.Context, volume string, rec *OwnerRecord) 
 // the volume's owner keys read when it failed; nil means a race to retry
 // (nothing conflicting is left, or only a mover beside a reader).
 func conflict(volume, key string, rec *OwnerRecord, kvs []*mvccpb.KeyValue) error {
-	busy := &BusyError{Volume: volume}
+	busy := &BusyError{Volume: volume, Mode: rec.Mode, Mover: rec.Mover}
 	for _, kv := range kvs {
 		other := &OwnerRecord{}
 		if err := decodeKV(kv, other); err != nil {
@@ -276,7 +259,7 @@ func conflict(volume, key string, rec *OwnerRecord, kvs []*mvccpb.KeyValue) erro
 		shared := string(kv.Key) != key && (rec.Mode == ModeRO && (other.Mode == ModeRO || other.Mover) ||
 			rec.Mover && other.Mode == ModeRO)
 		if !shared {
-			busy.Owners = append(busy.Owners, OwnerInfo{Holder: other.Holder, Mode: other.Mode, Epoch: kv.CreateRevision})
+			busy.Owners = append(busy.Owners, ownerInfo(kv, other))
 		}
 	}
 	if len(busy.Owners) == 0 {
@@ -633,6 +616,25 @@ type OwnerInfo struct {
 	// Mover: a read-write owner that only moves shards (the controller,
 	// OwnerOptions.Mover); it runs no task addressed to the volume's owner.
 	Mover bool `json:"mover,omitempty"`
+	// Host, PID and Since say where and when the owner took the volume
+	// (its host name, process ID and clock); unset for owners recorded
+	// before they were kept.
+	Host  string    `json:"host,omitempty"`
+	PID   int       `json:"pid,omitempty"`
+	Since time.Time `json:"since,omitzero"`
+	// LeaseLeft (BusyError only) is how long etcd still keeps the owner's
+	// lease if it is not renewed, as etcd said when the claim was refused:
+	// 0 when the lease has expired and the key is about to go, -1 unknown.
+	LeaseLeft time.Duration `json:"-"`
+	// LeaseTTL (BusyError only) is the lease's time to live; 0 unknown.
+	LeaseTTL time.Duration `json:"-"`
+	lease    clientv3.LeaseID
+}
+
+// ownerInfo describes the owner whose key is kv and record r.
+func ownerInfo(kv *mvccpb.KeyValue, r *OwnerRecord) OwnerInfo {
+	return OwnerInfo{Holder: r.Holder, Mode: r.Mode, Epoch: kv.CreateRevision, Mover: r.Mover, Host: r.Host, PID: r.PID,
+		Since: r.Since, LeaseLeft: -1, lease: clientv3.LeaseID(kv.Lease)}
 }
 
 // Owners lists a volume's current owners.
@@ -647,7 +649,7 @@ func (s *Store) Owners(ctx context.Context, volume string) ([]OwnerInfo, error) 
 		if err := decodeKV(kv, r); err != nil {
 			return nil, err
 		}
-		out = append(out, OwnerInfo{Holder: r.Holder, Mode: r.Mode, Epoch: kv.CreateRevision, Mover: r.Mover})
+		out = append(out, ownerInfo(kv, r))
 	}
 	return out, nil
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/nvstripe/nvstripe/placement"
 	"github.com/nvstripe/nvstripe/volume/layout"
@@ -571,6 +572,12 @@ type OwnerRecord struct {
 	// has applied the volume's segment map (Owner.SetApplied): it reads no
 	// slot that a move committed at or before it moved away from.
 	Applied int64 `json:"applied,omitempty"`
+	// Host, PID and Since: the owner's host name, process ID and the time
+	// (its clock) it took the volume, for the error that tells others who
+	// holds it. Absent from records written before they were kept.
+	Host  string    `json:"host,omitempty"`
+	PID   int       `json:"pid,omitempty"`
+	Since time.Time `json:"since,omitzero"`
 }
 
 func (o *OwnerRecord) check() error {
@@ -581,6 +588,8 @@ func (o *OwnerRecord) check() error {
 		return errors.New("a read-only owner marked mover")
 	case o.Applied != 0 && o.Mode != ModeRO || o.Applied < 0:
 		return fmt.Errorf("applied revision %d on a %s owner", o.Applied, o.Mode)
+	case o.PID < 0:
+		return fmt.Errorf("owner pid %d", o.PID)
 	}
 	return checkName("holder", o.Holder)
 }

@@ -287,7 +287,8 @@ type Discovered struct {
 // same subsystem NQN and NSID, whatever their id) are skipped; a new one
 // gets the first free id of discoveredIDs. allowUnfenced is AddNamespace's
 // spec.AllowUnfenced. Each namespace gone through is passed to report;
-// Discover returns the number of subsystems.
+// Discover returns the number of subsystems. A log without one is an error
+// (meta.ErrNotFound) that says the host may not be allowed.
 func Discover(ctx context.Context, s *meta.Store, addr, host, hostNQN string, maxNSID uint32, allowUnfenced bool, report func(Discovered)) (int, error) {
 	entries, err := initiator.Discover(ctx, strings.TrimPrefix(addr, "tcp://"), initiator.DiscoverOptions{HostNQN: hostNQN})
 	if err != nil {
@@ -304,6 +305,9 @@ func Discover(ctx context.Context, s *meta.Store, addr, host, hostNQN string, ma
 		}
 		paths[e.SubNQN] = append(paths[e.SubNQN], meta.PathRecord{Addr: "tcp://" + e.TrAddr + ":" + e.TrSvcID})
 	}
+	if len(order) == 0 {
+		return 0, noSubsystem(addr, hostNQN)
+	}
 	known, err := s.Namespaces(ctx)
 	if err != nil {
 		return 0, err
@@ -316,6 +320,18 @@ func Discover(ctx context.Context, s *meta.Store, addr, host, hostNQN string, ma
 		}
 	}
 	return len(order), nil
+}
+
+// noSubsystem is Discover's error for a discovery log without an NVMe
+// subsystem: a target lists only those the host may connect to.
+func noSubsystem(addr, hostNQN string) error {
+	if hostNQN == "" {
+		hostNQN = initiator.DefaultHostNQN
+	}
+	return fmt.Errorf("discover %s: the discovery log lists no NVMe subsystem for host %s (a target lists only the "+
+		"subsystems a host may connect to): allow it on the target (`nvstripe target serve --allow-host %s`, or for "+
+		"a kernel nvmet target add it to the subsystem's allowed_hosts with nvmetcli), or discover as a host it "+
+		"allows (--host-nqn, NVSTRIPE_HOST_NQN or /etc/nvme/hostnqn): %w", addr, hostNQN, hostNQN, meta.ErrNotFound)
 }
 
 // recorded is what Discover knows is in etcd: namespace ids by identity

@@ -423,3 +423,27 @@ func TestWipeLabel(t *testing.T) {
 		t.Errorf("wiping recorded namespace %s: %v; want ErrBusy, kept", rec.ID, err)
 	}
 }
+
+// TestDiscoverStrangerHost: a target's discovery log lists only the
+// subsystems the host may connect to, so a host it does not allow finds
+// none; Discover says so and what to do, instead of adding nothing
+// silently.
+func TestDiscoverStrangerHost(t *testing.T) {
+	mem, err := blockdev.NewMem(8<<20, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tgt := volclienttest.StartTarget(t, 0, "127.0.0.1:0", mem)
+	s := newClusterStore(t)
+	const stranger = "nqn.2026-11.io.nvstripe:stranger"
+	addr := "tcp://" + tgt.Addr(0)
+	rep, err := DiscoverAll(context.Background(), s, addr, "h0", stranger, 4, true, nil)
+	want := "discover " + addr + ": the discovery log lists no NVMe subsystem for host " + stranger
+	if err == nil || !errors.Is(err, meta.ErrNotFound) || !strings.Contains(err.Error(), want) ||
+		!strings.Contains(err.Error(), "--allow-host "+stranger) {
+		t.Fatalf("DiscoverAll as a stranger: %+v, %v; want %q and the fix", rep, err, want)
+	}
+	if ns, err := s.Namespaces(context.Background()); err != nil || len(ns) != 0 {
+		t.Errorf("namespaces recorded: %v, %v", ns, err)
+	}
+}

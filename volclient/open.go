@@ -78,7 +78,11 @@ func OpenVolume(ctx context.Context, store *meta.Store, name string, o OpenOptio
 	if err != nil {
 		return nil, err
 	}
-	owner, err := store.Acquire(ctx, name, meta.OwnerOptions{Holder: o.Holder, ReadOnly: o.ReadOnly, Mover: o.Mover && !o.ReadOnly, TTL: o.LeaseTTL})
+	logf := o.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	owner, err := acquire(ctx, store, name, o, logf)
 	if err != nil {
 		return nil, fmt.Errorf("volume %s: taking ownership: %w", name, err)
 	}

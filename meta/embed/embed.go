@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
@@ -49,6 +50,17 @@ type Options struct {
 	StartTimeout time.Duration
 	// Logger receives the server's logs. Default: none.
 	Logger *zap.Logger
+	// ClientTLS, when set, serves clients over TLS (https:// endpoints).
+	// Default nil: plain.
+	ClientTLS *TLSFiles
+}
+
+// TLSFiles are the PEM files of a TLS client listener.
+type TLSFiles struct {
+	CertFile, KeyFile string
+	// ClientCAFile, when set, makes every client present a certificate
+	// signed by this CA.
+	ClientCAFile string
 }
 
 // Server is a running embedded etcd.
@@ -106,6 +118,11 @@ func start(ctx context.Context, o Options) (*Server, error) {
 		return nil, err
 	}
 	cfg := embed.NewConfig()
+	if t := o.ClientTLS; t != nil {
+		client.Scheme = "https"
+		cfg.ClientTLSInfo = transport.TLSInfo{CertFile: t.CertFile, KeyFile: t.KeyFile, TrustedCAFile: t.ClientCAFile,
+			ClientCertAuth: t.ClientCAFile != ""}
+	}
 	cfg.Name, cfg.Dir = o.Name, o.Dir
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}

@@ -47,7 +47,9 @@ var transactions atomic.Uint32
 func (c *controller) authenticate(ctx context.Context, q *queue, qid uint16, nqn string) error {
 	ks, _ := c.o.authKeys() // validated with the options
 	if ks == nil {
-		return blockdev.Mark(fmt.Errorf("connect qid %d: the target requires %w and no DHCHAPSecret is set", qid, ErrAuth), blockdev.ErrInvalid)
+		return blockdev.Mark(fmt.Errorf("connect qid %d: subsystem %s requires %w (DH-HMAC-CHAP) from host %s and no secret "+
+			"is set: pass this host's secret with --dhchap-secret-file (the one the target's --host-keys file gives %s)",
+			qid, nqn, ErrAuth, c.o.HostNQN, c.o.HostNQN), blockdev.ErrInvalid)
 	}
 	x := auth.NewHostExchange(*ks, c.o.HostNQN, nqn, uint16(transactions.Add(1)), rand.Reader)
 	if err := c.authSend(ctx, q, x.Negotiate()); err != nil {
@@ -75,7 +77,9 @@ func (c *controller) authenticate(ctx context.Context, q *queue, qid uint16, nqn
 		}
 	}
 	if aerr != nil {
-		return blockdev.Mark(fmt.Errorf("connect qid %d to %s as %s: %w: %w", qid, nqn, c.o.HostNQN, ErrAuth, aerr), blockdev.ErrInvalid)
+		return blockdev.Mark(fmt.Errorf("connect qid %d to %s as %s: %w: %w; check that --dhchap-secret-file holds the "+
+			"secret the target's --host-keys file gives %s (and --dhchap-ctrl-secret-file its controller secret, if it has one)",
+			qid, nqn, c.o.HostNQN, ErrAuth, aerr, c.o.HostNQN), blockdev.ErrInvalid)
 	}
 	return nil
 }

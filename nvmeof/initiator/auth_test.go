@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/nvstripe/nvstripe/blockdev"
@@ -76,14 +77,17 @@ func TestAuthGroupsAndHashes(t *testing.T) {
 }
 
 // TestAuthRefused: a wrong host secret, a missing one and a wrong
-// controller secret all fail Open with ErrAuth; nothing was written.
+// controller secret all fail Open with ErrAuth, saying which host and what
+// to check; nothing was written.
 func TestAuthRefused(t *testing.T) {
 	hk, ck := secret(t, 1), secret(t, 2)
 	f := keyed(t, hk, ck, "sha256", "ffdhe2048")
-	tests := []struct{ name, host, ctrl string }{
-		{"wrong host secret", secret(t, 1), ""},
-		{"no secret", "", ""},
-		{"wrong controller secret", hk, secret(t, 2)},
+	tests := []struct{ name, host, ctrl, want string }{
+		{"wrong host secret", secret(t, 1), "", "authentication failed (peer reason 1: failure message); check that " +
+			"--dhchap-secret-file holds the secret the target's --host-keys file gives " + testHost},
+		{"no secret", "", "", "subsystem " + testNQN + " requires in-band authentication (DH-HMAC-CHAP) from host " +
+			testHost + " and no secret is set: pass this host's secret with --dhchap-secret-file"},
+		{"wrong controller secret", hk, secret(t, 2), "wrong controller secret); check that --dhchap-secret-file"},
 	}
 	for _, tc := range tests {
 		o := f.options(t)
@@ -94,6 +98,9 @@ func TestAuthRefused(t *testing.T) {
 		}
 		if !errors.Is(err, ErrAuth) || !errors.Is(err, blockdev.ErrInvalid) {
 			t.Errorf("%s: %v, want ErrAuth", tc.name, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error lacks %q: %v", tc.name, tc.want, err)
 		}
 	}
 	o := f.options(t)

@@ -112,6 +112,10 @@ func connectController(ctx context.Context, o *Options, addr, nqn string, discov
 	if err := c.bringUp(ctx, nqn, discovery); err != nil {
 		c.fail(err)
 		c.wait()
+		var ce *ConnectError
+		if errors.As(err, &ce) { // it names the address itself
+			return nil, blockdev.Mark(fmt.Errorf("nvme/tcp: %w", err), blockdev.ErrUnavailable)
+		}
 		return nil, blockdev.Mark(fmt.Errorf("nvme/tcp %s: %w", addr, err), blockdev.ErrUnavailable)
 	}
 	return c, nil
@@ -151,7 +155,7 @@ func (c *controller) fabricsConnect(ctx context.Context, q *queue, qid uint16, d
 	r := &request{op: fmt.Sprintf("connect qid %d", qid), sqe: cmd.SQE(0), data: data.Marshal(), dir: dirH2C, inCapsule: true}
 	cqe, err := q.do(ctx, r)
 	if err != nil {
-		return err
+		return connectErr(err, c.addr, nqn, c.o.HostNQN, qid, cqe.DW0)
 	}
 	if cqe.DW0&pdu.ConnectAuthReq != 0 {
 		if err := c.authenticate(ctx, q, qid, nqn); err != nil {

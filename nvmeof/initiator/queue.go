@@ -180,7 +180,13 @@ func (q *queue) handshake(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { _ = q.conn.SetDeadline(time.Now()) })
 	err := q.exchangeIC()
 	if !stop() { // ctx ended: the connection's deadline may be cut short
-		return q.connErr("ICReq", context.Cause(ctx))
+		cause := context.Cause(ctx)
+		if errors.Is(cause, context.DeadlineExceeded) {
+			// a target answers ICReq at once: a silent peer is no target
+			return blockdev.Mark(&NotNVMeError{Addr: q.addr, Err: fmt.Errorf("no ICResp before the connect timeout: %w", cause)},
+				blockdev.ErrUnavailable)
+		}
+		return q.connErr("ICReq", cause)
 	}
 	return err
 }
@@ -193,11 +199,14 @@ func (q *queue) exchangeIC() error {
 	}
 	hdr := make([]byte, pdu.MaxHeaderLen)
 	h, err := pdu.ReadHeader(q.conn, hdr, pdu.Digests{}, 0)
+	if err == nil && h.Type != pdu.TypeICResp {
+		err = fmt.Errorf("got %v: %w", h.Type, pdu.ErrProtocol)
+	}
+	if err != nil && notNVMe(err) {
+		return blockdev.Mark(&NotNVMeError{Addr: q.addr, Err: fmt.Errorf("read ICResp: %w", err)}, blockdev.ErrUnavailable)
+	}
 	if err != nil {
 		return q.connErr("read ICResp", err)
-	}
-	if h.Type != pdu.TypeICResp {
-		return q.connErr("read ICResp", fmt.Errorf("got %v: %w", h.Type, pdu.ErrProtocol))
 	}
 	resp := pdu.ParseICResp(hdr)
 	switch {

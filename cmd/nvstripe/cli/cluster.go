@@ -28,7 +28,8 @@ func openStore(ctx context.Context, g *globals, a *config.EtcdFlags) (*meta.Stor
 	if g.logLevel == "debug" {
 		etcdLog = slog.LevelDebug
 	}
-	return meta.Open(ctx, meta.Config{Endpoints: config.SplitList(g.etcd), Cluster: a.Cluster, DialTimeout: a.Timeout,
+	return meta.Open(ctx, meta.Config{Endpoints: config.SplitList(g.etcd), EndpointsFrom: config.SourceOf(g.settings, "etcd.endpoints"),
+		Cluster: a.Cluster, DialTimeout: a.Timeout,
 		TLS: tc, Username: a.User, Password: password, Logger: meta.ZapToSlog(g.logger("etcd-client"), etcdLog)})
 }
 
