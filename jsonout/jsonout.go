@@ -1,7 +1,9 @@
 // Package jsonout writes a command's result as indented JSON: plain Go
-// values through encoding/json, protobuf messages (and slices of them) in
-// the proto3 JSON mapping with the field names of their .proto files
-// (snake_case; zero values included, so that keys are stable).
+// values through encoding/json, protobuf messages (and slices of them) with
+// the field names of their .proto files (snake_case; zero values included,
+// so that keys are stable). Every integer is a JSON number: protojson's
+// mapping, which writes 64-bit integers as strings, is used only for the
+// google.protobuf well-known types.
 package jsonout
 
 import (
@@ -30,7 +32,7 @@ func Write(w io.Writer, v any) error {
 // slice as an array, never null); other values unchanged.
 func protoRaw(v any) (any, error) {
 	if m, ok := v.(proto.Message); ok {
-		b, err := marshal.Marshal(m)
+		b, err := messageJSON(m.ProtoReflect())
 		return json.RawMessage(b), err
 	}
 	rv := reflect.ValueOf(v)
@@ -39,7 +41,7 @@ func protoRaw(v any) (any, error) {
 	}
 	out := make([]json.RawMessage, 0, rv.Len())
 	for i := range rv.Len() {
-		b, err := marshal.Marshal(rv.Index(i).Interface().(proto.Message))
+		b, err := messageJSON(rv.Index(i).Interface().(proto.Message).ProtoReflect())
 		if err != nil {
 			return nil, err
 		}

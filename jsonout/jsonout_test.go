@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/descriptorpb"
+
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
@@ -30,5 +33,23 @@ func TestWrite(t *testing.T) {
 	b.Reset()
 	if err := Write(&b, []*structpb.Struct(nil)); err != nil || b.String() != "[]\n" {
 		t.Errorf("empty slice: %q %v", b.String(), err)
+	}
+}
+
+// TestWriteIntegersAsNumbers: a message's 64-bit integers are JSON numbers
+// (protojson writes them as strings), its fields keep their .proto names
+// and order, and unset fields are written as zero values.
+func TestWriteIntegersAsNumbers(t *testing.T) {
+	var b bytes.Buffer
+	m := &descriptorpb.UninterpretedOption{PositiveIntValue: proto.Uint64(1 << 40), NegativeIntValue: proto.Int64(-5),
+		Name: []*descriptorpb.UninterpretedOption_NamePart{{NamePart: proto.String("a"), IsExtension: proto.Bool(true)}}}
+	if err := Write(&b, m); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"name":[{"name_part":"a","is_extension":true}],"identifier_value":"","positive_int_value":1099511627776,` +
+		`"negative_int_value":-5,"double_value":0,"string_value":"","aggregate_value":""}`
+	var got bytes.Buffer
+	if err := json.Compact(&got, b.Bytes()); err != nil || got.String() != want {
+		t.Errorf("got  %s (%v)\nwant %s", got.String(), err, want)
 	}
 }

@@ -184,7 +184,7 @@ func TestAgentMapUnmapLs(t *testing.T) {
 	o, _, err = run(t, "ls", "--agent", sock, "--map-sockets", maps, "-o", "json")
 	var anyJSON any
 	if json.Unmarshal([]byte(o), &anyJSON) == nil {
-		checkSnake(t, "ls -o json", anyJSON)
+		checkJSON(t, "ls -o json", anyJSON)
 	}
 	var rows []agent.Listed
 	var agentEpoch int64
