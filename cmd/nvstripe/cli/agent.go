@@ -50,5 +50,6 @@ func newAgentCmd(g *globals) *cobra.Command {
 	c.Flags().StringVar(&o.Namespaces.HostNQN, "host-nqn", "", hostNQNUsage)
 	c.Flags().StringVar(&o.Namespaces.HostTraddr, "host-traddr", "", volclient.HostTraddrUsage)
 	nf.AddFlags(c.Flags())
+	anyCluster(c) // a daemon may start before `cluster init`
 	return c
 }

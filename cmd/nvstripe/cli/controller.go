@@ -53,6 +53,7 @@ func newControllerCmd(g *globals) *cobra.Command {
 	a.AddFlags(c.PersistentFlags())
 	f.AddFlags(c.Flags())
 	c.Flags().StringVar(&hostNQN, "host-nqn", "", hostNQNUsage)
+	anyCluster(c) // a daemon may start before `cluster init`
 	return c
 }
 
