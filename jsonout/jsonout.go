@@ -10,6 +10,8 @@ import (
 	"encoding/json"
 	"io"
 	"reflect"
+	"strconv"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -48,4 +50,29 @@ func protoRaw(v any) (any, error) {
 		out = append(out, b)
 	}
 	return out, nil
+}
+
+// WriteRecord writes v as one line of compact JSON, a record of a stream
+// (NDJSON): an object gets the field "time", at in RFC 3339, first; any
+// other value is written as {"time": ..., "value": v}.
+func WriteRecord(w io.Writer, at time.Time, v any) error {
+	v, err := protoRaw(v)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	stamp := `{"time":` + strconv.Quote(at.Format(time.RFC3339Nano))
+	switch {
+	case string(b) == "{}":
+		b = []byte(stamp + "}")
+	case b[0] == '{':
+		b = append([]byte(stamp+","), b[1:]...)
+	default:
+		b = append(append([]byte(stamp+`,"value":`), b...), '}')
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
 }

@@ -3,7 +3,9 @@ package jsonout
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/descriptorpb"
@@ -51,5 +53,24 @@ func TestWriteIntegersAsNumbers(t *testing.T) {
 	var got bytes.Buffer
 	if err := json.Compact(&got, b.Bytes()); err != nil || got.String() != want {
 		t.Errorf("got  %s (%v)\nwant %s", got.String(), err, want)
+	}
+}
+
+// TestWriteRecord: one line per value, each an object whose first field
+// is the time.
+func TestWriteRecord(t *testing.T) {
+	var b bytes.Buffer
+	at := time.Date(2026, 12, 6, 6, 30, 0, 5e8, time.UTC)
+	m := &descriptorpb.UninterpretedOption{PositiveIntValue: proto.Uint64(7)}
+	for _, v := range []any{m, map[string]int{}, []int{1}} {
+		if err := WriteRecord(&b, at, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	want := []string{`{"time":"2026-12-06T06:30:00.5Z","name":[],"identifier_value":"","positive_int_value":7,`,
+		`{"time":"2026-12-06T06:30:00.5Z"}`, `{"time":"2026-12-06T06:30:00.5Z","value":[1]}`}
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], want[0]) || lines[1] != want[1] || lines[2] != want[2] {
+		t.Errorf("records:\n%s\nwant\n%s", b.String(), strings.Join(want, "\n"))
 	}
 }

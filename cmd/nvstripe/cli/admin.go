@@ -9,6 +9,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/config"
 	"github.com/nvstripe/nvstripe/controller/admin"
+	"github.com/nvstripe/nvstripe/jsonout"
 	"github.com/nvstripe/nvstripe/meta"
 )
 
@@ -93,18 +94,53 @@ func withAdmin(g *globals, a *config.EtcdFlags, f *adminFlags, fn func(cmd *cobr
 
 func newAdminStatusCmd(g *globals, a *config.EtcdFlags, f *adminFlags) *cobra.Command {
 	var watch time.Duration
+	status := withAdmin(g, a, f, func(cmd *cobra.Command, _ []string, ops admin.Ops) error {
+		if watch <= 0 {
+			return admin.Watch(cmd.Context(), ops, 0, func(st *admin.StatusReply) error {
+				return writeOut(cmd, st, admin.WriteStatus)
+			})
+		}
+		var prev *admin.StatusReply
+		return admin.Watch(cmd.Context(), ops, watch, func(st *admin.StatusReply) error {
+			defer func() { prev = st }()
+			return writeRefresh(cmd, time.Now(), prev, st)
+		})
+	})
 	c := &cobra.Command{
 		Use:   "status [--watch 2s]",
 		Short: "Cluster health: volumes (healthy, degraded by N, at risk), namespaces, tasks with progress",
-		Args:  cobra.NoArgs,
-		RunE: withAdmin(g, a, f, func(cmd *cobra.Command, _ []string, ops admin.Ops) error {
-			return admin.Watch(cmd.Context(), ops, watch, func(st *admin.StatusReply) error {
-				return writeOut(cmd, st, admin.WriteStatus)
-			})
-		}),
+		Long: "status prints the volumes' redundancy, the namespaces' states and use, and the controller's\n" +
+			"tasks with progress. With --watch it prints it again every DURATION until interrupted, each\n" +
+			"time under a line with the time and what changed since the last (volume health and owners,\n" +
+			"namespace states, the number of tasks and blocked shards); with -o json, one JSON object per\n" +
+			"line (NDJSON), its first field \"time\". --timeout then bounds starting, not watching.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if watch > 0 {
+				g.timeout = 0 // watch until interrupted
+			}
+			return status(cmd, args)
+		},
 	}
-	c.Flags().DurationVar(&watch, "watch", 0, "print the status again every DURATION until interrupted (one JSON document each)")
+	c.Flags().DurationVar(&watch, "watch", 0, "print the status again every DURATION until interrupted, under a timestamped header (-o json: one object per line)")
 	return c
+}
+
+// writeRefresh prints one refresh of `admin status --watch`: a line of
+// JSON with the time, or a header with the time and the changes since prev
+// followed by the tables.
+func writeRefresh(cmd *cobra.Command, at time.Time, prev, st *admin.StatusReply) error {
+	out := cmd.OutOrStdout()
+	if wantJSON(cmd) {
+		return jsonout.WriteRecord(out, at, st)
+	}
+	if prev != nil {
+		fmt.Fprintln(out)
+	}
+	if err := admin.WriteRefreshHeader(out, at, prev, st); err != nil {
+		return err
+	}
+	return admin.WriteStatus(out, st)
 }
 
 func newAdminRebalanceCmd(g *globals, a *config.EtcdFlags, f *adminFlags) *cobra.Command {
