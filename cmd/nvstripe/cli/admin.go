@@ -22,7 +22,7 @@ func newAdminCmd(g *globals) *cobra.Command {
 	f := &adminFlags{}
 	subs := []*cobra.Command{newAdminStatusCmd(g, a, f), newAdminRebalanceCmd(g, a, f), newAdminDrainCmd(g, a, f), newAdminFailCmd(g, a, f), newAdminScrubCmd(g, a)}
 	c := groupCmd("admin", "Cluster health, rebalance, drain and forced rebuilds (through the controller)", subs...)
-	a.AddFlags(c.PersistentFlags())
+	addEtcdFlags(g, c, a)
 	c.PersistentFlags().StringVar(&f.controller, "controller", "", "a controller's admin API: unix:PATH, or HOST:PORT with --admin-tls-* "+
 		"(default: "+admin.DefaultSocket+" if a controller serves it and --etcd is not given, else etcd directly)")
 	f.tls.AddFlags(c.PersistentFlags(), "this client's")
@@ -183,7 +183,8 @@ func newAdminDrainCmd(g *globals, a *config.EtcdFlags, f *adminFlags) *cobra.Com
 			"readable where it is until its copy commits); once empty it is drained and 'ns rm' removes it.\n" +
 			"`ns set-state NS in` undoes it. --wait ends when every namespace is drained. A drain whose\n" +
 			"shards no failure domain could take is refused before anything changes." + waitHelp,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeArgs(g, a, hostsAndNamespaces),
 		RunE: withAdmin(g, a, f, func(cmd *cobra.Command, args []string, ops admin.Ops) error {
 			rep, err := ops.Drain(cmd.Context(), &admin.DrainRequest{Name: args[0]})
 			if err != nil {
@@ -201,9 +202,10 @@ func newAdminDrainCmd(g *globals, a *config.EtcdFlags, f *adminFlags) *cobra.Com
 
 func newAdminFailCmd(g *globals, a *config.EtcdFlags, f *adminFlags) *cobra.Command {
 	return &cobra.Command{
-		Use:   "fail NS",
-		Short: "Mark a namespace failed: the controller rebuilds its shards elsewhere at once",
-		Args:  cobra.ExactArgs(1),
+		Use:               "fail NS",
+		Short:             "Mark a namespace failed: the controller rebuilds its shards elsewhere at once",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeArgs(g, a, namespaceIDs),
 		RunE: withAdmin(g, a, f, func(cmd *cobra.Command, args []string, ops admin.Ops) error {
 			if _, err := ops.Fail(cmd.Context(), &admin.FailRequest{Ns: args[0]}); err != nil {
 				return err

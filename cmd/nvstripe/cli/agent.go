@@ -45,7 +45,7 @@ func newAgentCmd(g *globals) *cobra.Command {
 			return agent.Serve(cmd.Context(), o)
 		}),
 	}
-	a.AddFlags(c.PersistentFlags())
+	addEtcdFlags(g, c, a)
 	o.AddFlags(c.Flags())
 	c.Flags().StringVar(&o.Namespaces.HostNQN, "host-nqn", "", hostNQNUsage)
 	c.Flags().StringVar(&o.Namespaces.HostTraddr, "host-traddr", "", volclient.HostTraddrUsage)

@@ -157,7 +157,7 @@ func newClusterCmd(g *globals) *cobra.Command {
 	a := &config.EtcdFlags{}
 	c := groupCmd("cluster", "Create, show and set the cluster record in etcd", newClusterInitCmd(g, a), newClusterInfoCmd(g, a),
 		newClusterSetCmd(g, a))
-	a.AddFlags(c.PersistentFlags())
+	addEtcdFlags(g, c, a)
 	metadataOnly(c.Commands()...)
 	return c
 }

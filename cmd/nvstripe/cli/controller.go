@@ -50,7 +50,7 @@ func newControllerCmd(g *globals) *cobra.Command {
 			return d.Run(cmd.Context())
 		}),
 	}
-	a.AddFlags(c.PersistentFlags())
+	addEtcdFlags(g, c, a)
 	f.AddFlags(c.Flags())
 	c.Flags().StringVar(&hostNQN, "host-nqn", "", hostNQNUsage)
 	anyCluster(c) // a daemon may start before `cluster init`
