@@ -32,7 +32,7 @@ func (d *demo) chaos(ctx context.Context) error {
 	n := min(d.o.Size/2, 256<<20)
 	data := make([]byte, n)
 	rand.New(rand.NewSource(1)).Read(data)
-	fmt.Fprintf(out, "chaos: writing %d MiB of test data\n", n>>20)
+	fmt.Fprintf(out, "chaos: writing %s of test data\n", units.FormatSize(n))
 	if err := d.counted.WriteAt(ctx, data, 0); err != nil {
 		return err
 	}
@@ -49,7 +49,7 @@ func (d *demo) chaos(ctx context.Context) error {
 	if err := d.verify(ctx, data); err != nil {
 		return fmt.Errorf("degraded read: %w", err)
 	}
-	fmt.Fprintf(out, "chaos: read %d MiB back while degraded: identical (%d stripes reconstructed)\n", n>>20, d.degraded.Load()-before)
+	fmt.Fprintf(out, "chaos: read %s back while degraded: identical (%d stripes reconstructed)\n", units.FormatSize(n), d.degraded.Load()-before)
 	fmt.Fprintf(out, "chaos: waiting for the controller: %s down after %v of silence, out %v later, then rebuilt\n", ns, demoGrace, demoOutAfter)
 	wctx, cancel := context.WithTimeout(ctx, chaosTimeout)
 	defer cancel()

@@ -320,8 +320,8 @@ func (d *demo) openVolume(ctx context.Context) error {
 		return err
 	}
 	d.counted = blockdev.NewMeter(d.mapped.Volume, nil)
-	fmt.Fprintf(d.o.Out, "volume %s: %d MiB, %d+%d, chunk %d KiB, over %d namespaces\n",
-		d.o.Name, d.o.Size>>20, d.o.K, d.o.M, d.o.Chunk>>10, d.o.Targets)
+	fmt.Fprintf(d.o.Out, "volume %s: %s, %d+%d, chunk %s, over %d namespaces\n",
+		d.o.Name, units.FormatSize(d.o.Size), d.o.K, d.o.M, units.FormatSize(d.o.Chunk), d.o.Targets)
 	return nil
 }
 

@@ -8,14 +8,19 @@
 //
 //	512, 512B               bytes
 //	4K, 4Ki, 4KiB           binary: 4 * 1024 (likewise M, G, T, P, E)
-//	4KB                     decimal: 4 * 1000 (likewise MB, GB, TB, PB, EB)
 //	1.5GiB                  a fraction, when the result is a whole number of bytes
+//
+// Sizes are binary only. A decimal unit (4KB, 10GB: 4 * 1000, 10 * 10^9)
+// is refused with the binary spelling suggested ("did you mean 10GiB?"):
+// volumes and slots are multiples of 4KiB, which a decimal size rarely is
+// (10GB is not, 1TB happens to be), so accepting them would refuse some and
+// quietly make others smaller than the GiB people usually mean. A decimal
+// count is still written in bytes.
 //
 // The units and their values come from github.com/dustin/go-humanize. Where
 // we differ from its ParseBytes:
 //   - a single letter (K, M, G, ...) is binary here, as in truncate(1),
-//     dd(1) and qemu-img; humanize reads "1G" as 10^9. Only the spelling
-//     with B and no i (1GB) is decimal.
+//     dd(1) and qemu-img; humanize reads "1G" as 10^9.
 //   - a size that is not a whole number of bytes ("1.5B", "0.1K") is an
 //     error; humanize rounds it down.
 //   - negative numbers, exponents, thousands separators ("1,000") and sizes
@@ -28,6 +33,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"strconv"
 	"strings"
 
 	"github.com/dustin/go-humanize"
@@ -37,7 +43,10 @@ import (
 var ErrSize = errors.New("invalid size")
 
 // Examples lists spellings for usage text and error messages.
-const Examples = "4096, 4K, 64KiB, 1Gi, 1GB, 1.5GiB"
+const Examples = "4096, 4K, 64KiB, 1Gi, 1.5GiB"
+
+// binaryHint follows the suggestion for a decimal unit.
+const binaryHint = "sizes are binary: KiB, MiB, GiB, TiB"
 
 // maxInput bounds the text ParseSize looks at.
 const maxInput = 64
@@ -45,13 +54,17 @@ const maxInput = 64
 // multipliers maps a lower-case unit to its value in bytes.
 var multipliers = map[string]uint64{
 	"": 1, "b": 1,
-	"k": humanize.KiByte, "ki": humanize.KiByte, "kib": humanize.KiByte, "kb": humanize.KByte,
-	"m": humanize.MiByte, "mi": humanize.MiByte, "mib": humanize.MiByte, "mb": humanize.MByte,
-	"g": humanize.GiByte, "gi": humanize.GiByte, "gib": humanize.GiByte, "gb": humanize.GByte,
-	"t": humanize.TiByte, "ti": humanize.TiByte, "tib": humanize.TiByte, "tb": humanize.TByte,
-	"p": humanize.PiByte, "pi": humanize.PiByte, "pib": humanize.PiByte, "pb": humanize.PByte,
-	"e": humanize.EiByte, "ei": humanize.EiByte, "eib": humanize.EiByte, "eb": humanize.EByte,
+	"k": humanize.KiByte, "ki": humanize.KiByte, "kib": humanize.KiByte,
+	"m": humanize.MiByte, "mi": humanize.MiByte, "mib": humanize.MiByte,
+	"g": humanize.GiByte, "gi": humanize.GiByte, "gib": humanize.GiByte,
+	"t": humanize.TiByte, "ti": humanize.TiByte, "tib": humanize.TiByte,
+	"p": humanize.PiByte, "pi": humanize.PiByte, "pib": humanize.PiByte,
+	"e": humanize.EiByte, "ei": humanize.EiByte, "eib": humanize.EiByte,
 }
+
+// decimalUnits maps a refused decimal unit, lower case, to the binary
+// unit suggested instead.
+var decimalUnits = map[string]string{"kb": "KiB", "mb": "MiB", "gb": "GiB", "tb": "TiB", "pb": "PiB", "eb": "EiB"}
 
 // ParseSize reads a byte count written as described in the package doc.
 // Every error wraps ErrSize and names the text it was given.
@@ -73,6 +86,9 @@ func ParseSize(s string) (int64, error) {
 		i = len(t)
 	}
 	num, unit := t[:i], strings.TrimSpace(t[i:])
+	if bin, ok := decimalUnits[strings.ToLower(unit)]; ok {
+		return 0, fmt.Errorf("%w %q: did you mean %s%s? (%s)", ErrSize, s, num, bin, binaryHint)
+	}
 	mult, ok := multipliers[strings.ToLower(unit)]
 	if !ok {
 		return bad("unknown unit %q", unit)
@@ -108,23 +124,24 @@ var binaryUnits = []struct {
 	{"GiB", humanize.GiByte}, {"MiB", humanize.MiByte}, {"KiB", humanize.KiByte},
 }
 
-// FormatSize renders n bytes for people, in binary units: exactly when n
-// is a whole number of its largest unit ("1 GiB", "128 KiB", "512 B"),
-// otherwise rounded to a tenth by humanize.IBytes ("1.5 GiB"). Tables that
-// need the exact count print bytes (--json does).
+// FormatSize renders n bytes for people, in the largest binary unit it
+// reaches: exactly when n is a whole number of quarters of that unit
+// ("1 GiB", "769.5 GiB", "1.25 TiB", "512 B"), otherwise rounded by
+// humanize.IBytes to three figures ("1.0 GiB", "954 MiB"). Every size a
+// command prints for people goes through it; tables that need the exact
+// count print bytes (-o json does).
 func FormatSize(n int64) string {
-	if n < 0 {
-		return fmt.Sprintf("%d B", n)
-	}
 	for _, u := range binaryUnits {
-		if n >= u.size && n%u.size == 0 {
-			return fmt.Sprintf("%d %s", n/u.size, u.name)
+		if n < u.size {
+			continue
 		}
+		if n%(u.size/4) != 0 {
+			return humanize.IBytes(uint64(n))
+		}
+		// Exact: fewer than 1024 units, in quarters (a float64 holds it).
+		return strconv.FormatFloat(float64(n)/float64(u.size), 'f', -1, 64) + " " + u.name
 	}
-	if n < humanize.KiByte {
-		return fmt.Sprintf("%d B", n)
-	}
-	return humanize.IBytes(uint64(n))
+	return fmt.Sprintf("%d B", n)
 }
 
 // Flag binds a size to a command-line flag: it implements flag.Getter and

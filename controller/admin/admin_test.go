@@ -361,3 +361,25 @@ func TestWaitEndsUnfinished(t *testing.T) {
 		t.Errorf("interrupted wait: %v", err)
 	}
 }
+
+// TestStatusChanges: what `admin status --watch` says changed between two
+// refreshes.
+func TestStatusChanges(t *testing.T) {
+	prev := &StatusReply{Leader: "c1",
+		Volumes:    []*VolumeStatus{{Volume: "a", Health: "healthy"}, {Volume: "b", Health: "healthy"}},
+		Namespaces: []*NamespaceStatus{{Id: "n1", State: "in", Used: 1}, {Id: "n2", State: "in"}},
+	}
+	cur := &StatusReply{Leader: "c1",
+		Volumes:    []*VolumeStatus{{Volume: "a", Health: "degraded by 1", Owner: "m1"}, {Volume: "c", Health: "healthy"}},
+		Namespaces: []*NamespaceStatus{{Id: "n1", State: "in", Used: 2}, {Id: "n2", State: "failed"}},
+		Tasks:      []*TaskStatus{{Id: "t"}}, Blocked: []string{"x"},
+	}
+	want := []string{"volume a: healthy, owner - -> degraded by 1, owner m1", "volume c added (healthy, owner -)", "volume b removed",
+		"namespace n2: in -> failed", "tasks 0 -> 1", "blocked shards 0 -> 1"}
+	if got := StatusChanges(prev, cur); !slices.Equal(got, want) {
+		t.Errorf("StatusChanges =\n%q\nwant\n%q", got, want)
+	}
+	if got := StatusChanges(cur, cur); len(got) != 0 {
+		t.Errorf("no change: %q", got)
+	}
+}

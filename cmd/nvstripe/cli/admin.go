@@ -9,6 +9,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/config"
 	"github.com/nvstripe/nvstripe/controller/admin"
+	"github.com/nvstripe/nvstripe/jsonout"
 	"github.com/nvstripe/nvstripe/meta"
 )
 
@@ -21,7 +22,7 @@ func newAdminCmd(g *globals) *cobra.Command {
 	f := &adminFlags{}
 	subs := []*cobra.Command{newAdminStatusCmd(g, a, f), newAdminRebalanceCmd(g, a, f), newAdminDrainCmd(g, a, f), newAdminFailCmd(g, a, f), newAdminScrubCmd(g, a)}
 	c := groupCmd("admin", "Cluster health, rebalance, drain and forced rebuilds (through the controller)", subs...)
-	a.AddFlags(c.PersistentFlags())
+	addEtcdFlags(g, c, a)
 	c.PersistentFlags().StringVar(&f.controller, "controller", "", "a controller's admin API: unix:PATH, or HOST:PORT with --admin-tls-* "+
 		"(default: "+admin.DefaultSocket+" if a controller serves it and --etcd is not given, else etcd directly)")
 	f.tls.AddFlags(c.PersistentFlags(), "this client's")
@@ -93,18 +94,53 @@ func withAdmin(g *globals, a *config.EtcdFlags, f *adminFlags, fn func(cmd *cobr
 
 func newAdminStatusCmd(g *globals, a *config.EtcdFlags, f *adminFlags) *cobra.Command {
 	var watch time.Duration
+	status := withAdmin(g, a, f, func(cmd *cobra.Command, _ []string, ops admin.Ops) error {
+		if watch <= 0 {
+			return admin.Watch(cmd.Context(), ops, 0, func(st *admin.StatusReply) error {
+				return writeOut(cmd, st, admin.WriteStatus)
+			})
+		}
+		var prev *admin.StatusReply
+		return admin.Watch(cmd.Context(), ops, watch, func(st *admin.StatusReply) error {
+			defer func() { prev = st }()
+			return writeRefresh(cmd, time.Now(), prev, st)
+		})
+	})
 	c := &cobra.Command{
 		Use:   "status [--watch 2s]",
 		Short: "Cluster health: volumes (healthy, degraded by N, at risk), namespaces, tasks with progress",
-		Args:  cobra.NoArgs,
-		RunE: withAdmin(g, a, f, func(cmd *cobra.Command, _ []string, ops admin.Ops) error {
-			return admin.Watch(cmd.Context(), ops, watch, func(st *admin.StatusReply) error {
-				return writeOut(cmd, st, admin.WriteStatus)
-			})
-		}),
+		Long: "status prints the volumes' redundancy, the namespaces' states and use, and the controller's\n" +
+			"tasks with progress. With --watch it prints it again every DURATION until interrupted, each\n" +
+			"time under a line with the time and what changed since the last (volume health and owners,\n" +
+			"namespace states, the number of tasks and blocked shards); with -o json, one JSON object per\n" +
+			"line (NDJSON), its first field \"time\". --timeout then bounds starting, not watching.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if watch > 0 {
+				g.timeout = 0 // watch until interrupted
+			}
+			return status(cmd, args)
+		},
 	}
-	c.Flags().DurationVar(&watch, "watch", 0, "print the status again every DURATION until interrupted (one JSON document each)")
+	c.Flags().DurationVar(&watch, "watch", 0, "print the status again every DURATION until interrupted, under a timestamped header (-o json: one object per line)")
 	return c
+}
+
+// writeRefresh prints one refresh of `admin status --watch`: a line of
+// JSON with the time, or a header with the time and the changes since prev
+// followed by the tables.
+func writeRefresh(cmd *cobra.Command, at time.Time, prev, st *admin.StatusReply) error {
+	out := cmd.OutOrStdout()
+	if wantJSON(cmd) {
+		return jsonout.WriteRecord(out, at, st)
+	}
+	if prev != nil {
+		fmt.Fprintln(out)
+	}
+	if err := admin.WriteRefreshHeader(out, at, prev, st); err != nil {
+		return err
+	}
+	return admin.WriteStatus(out, st)
 }
 
 func newAdminRebalanceCmd(g *globals, a *config.EtcdFlags, f *adminFlags) *cobra.Command {
@@ -147,7 +183,8 @@ func newAdminDrainCmd(g *globals, a *config.EtcdFlags, f *adminFlags) *cobra.Com
 			"readable where it is until its copy commits); once empty it is drained and 'ns rm' removes it.\n" +
 			"`ns set-state NS in` undoes it. --wait ends when every namespace is drained. A drain whose\n" +
 			"shards no failure domain could take is refused before anything changes." + waitHelp,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeArgs(g, a, hostsAndNamespaces),
 		RunE: withAdmin(g, a, f, func(cmd *cobra.Command, args []string, ops admin.Ops) error {
 			rep, err := ops.Drain(cmd.Context(), &admin.DrainRequest{Name: args[0]})
 			if err != nil {
@@ -165,9 +202,10 @@ func newAdminDrainCmd(g *globals, a *config.EtcdFlags, f *adminFlags) *cobra.Com
 
 func newAdminFailCmd(g *globals, a *config.EtcdFlags, f *adminFlags) *cobra.Command {
 	return &cobra.Command{
-		Use:   "fail NS",
-		Short: "Mark a namespace failed: the controller rebuilds its shards elsewhere at once",
-		Args:  cobra.ExactArgs(1),
+		Use:               "fail NS",
+		Short:             "Mark a namespace failed: the controller rebuilds its shards elsewhere at once",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeArgs(g, a, namespaceIDs),
 		RunE: withAdmin(g, a, f, func(cmd *cobra.Command, args []string, ops admin.Ops) error {
 			if _, err := ops.Fail(cmd.Context(), &admin.FailRequest{Ns: args[0]}); err != nil {
 				return err

@@ -46,10 +46,11 @@ func newAgentCmd(g *globals) *cobra.Command {
 			return agent.Serve(cmd.Context(), o)
 		}),
 	}
-	a.AddFlags(c.PersistentFlags())
+	addEtcdFlags(g, c, a)
 	o.AddFlags(c.Flags())
 	c.Flags().StringVar(&o.Namespaces.HostNQN, "host-nqn", "", hostNQNUsage)
 	c.Flags().StringVar(&o.Namespaces.HostTraddr, "host-traddr", "", volclient.HostTraddrUsage)
 	nf.AddFlags(c.Flags())
+	anyCluster(c) // a daemon may start before `cluster init`
 	return c
 }

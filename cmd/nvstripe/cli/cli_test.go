@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -107,4 +109,61 @@ func TestCommandsDocumented(t *testing.T) {
 		}
 	}
 	walk(newRootCmd())
+}
+
+// TestMisspeltSubcommand walks every command group: a misspelt subcommand
+// is a usage error that suggests the right one, and it is reported before
+// any flag the intended subcommand has but the group lacks.
+func TestMisspeltSubcommand(t *testing.T) {
+	var groups []*cobra.Command
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.HasSubCommands() {
+			groups = append(groups, c)
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRootCmd())
+	for _, g := range groups {
+		for _, sub := range g.Commands() {
+			if !sub.IsAvailableCommand() {
+				continue
+			}
+			typo := misspell(sub.Name())
+			if c, _, _ := newRootCmd().Find(append(pathArgs(g), typo)); c.CommandPath() != g.CommandPath() {
+				continue // the misspelling names another command
+			}
+			args := append(pathArgs(g), typo, "x", "--no-such-flag", "1")
+			_, _, err := run(t, args...)
+			want := fmt.Sprintf("unknown command %q", typo)
+			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), strconv.Quote(sub.Name())) {
+				t.Errorf("%q: %v, want %s suggesting %q", args, err, want, sub.Name())
+			} else if code := ExitCode(err); code != 2 {
+				t.Errorf("%q: exit status %d, want 2", args, code)
+			}
+		}
+	}
+	_, _, err := run(t, "volume", "crate", "vz", "--size", "10GiB")
+	if want := `unknown command "crate" for "nvstripe volume"; did you mean "create"?`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("volume crate vz --size 10GiB: %v, want %s", err, want)
+	}
+	if _, _, err := run(t, "volume", "--no-such-flag"); err == nil || !strings.Contains(err.Error(), "unknown flag: --no-such-flag") {
+		t.Errorf("volume --no-such-flag: %v, want the unknown flag", err)
+	}
+}
+
+// misspell drops the second letter of name (one edit), or adds one to a
+// name that short.
+func misspell(name string) string {
+	if len(name) < 3 {
+		return name + "x"
+	}
+	return name[:1] + name[2:]
+}
+
+// pathArgs is the words that name c on the command line.
+func pathArgs(c *cobra.Command) []string {
+	return strings.Fields(c.CommandPath())[1:]
 }

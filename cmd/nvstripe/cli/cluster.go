@@ -2,10 +2,12 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -51,9 +53,62 @@ func serveWithStore(g *globals, a *config.EtcdFlags, fn func(cmd *cobra.Command,
 			return err
 		}
 		defer s.Close()
+		if err := checkCluster(cmd, g, a, s); err != nil {
+			return err
+		}
 		return fn(cmd, args, s)
 	}
 }
+
+// annotationAnyCluster on a command lets it run for a cluster that is not
+// initialized: `cluster init` creates it, daemons wait for it.
+const annotationAnyCluster = "nvstripe/any-cluster"
+
+// anyCluster marks c with annotationAnyCluster.
+func anyCluster(c *cobra.Command) {
+	if c.Annotations == nil {
+		c.Annotations = map[string]string{}
+	}
+	c.Annotations[annotationAnyCluster] = "yes"
+}
+
+// checkCluster fails a command for a cluster that does not exist (a
+// misspelt --cluster would otherwise list nothing and succeed), naming the
+// clusters that do and how to create one. The error wraps
+// meta.ErrNotInitialized.
+func checkCluster(cmd *cobra.Command, g *globals, a *config.EtcdFlags, s *meta.Store) error {
+	if cmd.Annotations[annotationAnyCluster] != "" {
+		return nil
+	}
+	_, err := s.Cluster(cmd.Context())
+	if !errors.Is(err, meta.ErrNotInitialized) {
+		return err
+	}
+	names, lerr := s.ClusterNames(cmd.Context())
+	if lerr != nil {
+		return errors.Join(err, lerr)
+	}
+	create := "nvstripe cluster init"
+	if a.Cluster != "default" {
+		create += " --cluster " + a.Cluster
+	}
+	from := ""
+	if src := config.SourceOf(g.settings, "cluster"); src != "" && src != "default" {
+		from = " (from " + src + ")"
+	}
+	there := "no cluster is initialized there: create one with `" + create + "`"
+	if len(names) > 0 {
+		there = "clusters there: " + strings.Join(names, ", ") + " (choose one with --cluster NAME or NVSTRIPE_CLUSTER), or create it with `" + create + "`"
+	}
+	return noClusterError(fmt.Sprintf("cluster %q%s does not exist at %s; %s", a.Cluster, from, strings.Join(s.Endpoints(), ","), there))
+}
+
+// noClusterError is checkCluster's error: its own words, of the class
+// meta.ErrNotInitialized.
+type noClusterError string
+
+func (e noClusterError) Error() string { return string(e) }
+func (e noClusterError) Unwrap() error { return meta.ErrNotInitialized }
 
 // metadataOnly marks commands that only read or write etcd records (no
 // shard data) so that they skip the start-up codec self-test.
@@ -103,7 +158,7 @@ func newClusterCmd(g *globals) *cobra.Command {
 	a := &config.EtcdFlags{}
 	c := groupCmd("cluster", "Create, show and set the cluster record in etcd", newClusterInitCmd(g, a), newClusterInfoCmd(g, a),
 		newClusterSetCmd(g, a))
-	a.AddFlags(c.PersistentFlags())
+	addEtcdFlags(g, c, a)
 	metadataOnly(c.Commands()...)
 	return c
 }
@@ -127,6 +182,7 @@ func newClusterInitCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 			return report(cmd, rec, "cluster %s initialized: id %s, slot size %s", rec.Name, rec.ID, units.FormatSize(rec.SlotSize))
 		}),
 	}
+	anyCluster(c)
 	c.Flags().Var(units.NewFlag(&slotSize), "slot-size", "slot size")
 	c.Flags().StringVar(&domain, "domain-label", "", "host label naming failure domains, e.g. rack (default: hosts)")
 	return c

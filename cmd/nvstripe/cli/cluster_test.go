@@ -96,7 +96,7 @@ func labelOf(t *testing.T, d *blockdev.Mem) meta.Label {
 func TestAdminEndToEnd(t *testing.T) {
 	ep := metatest.Start(t)[0]
 	a := adminCLI{t: t, etcd: ep, cluster: "e2e"}
-	a.fails("cluster not initialized", "host", "add", "h0")
+	a.fails(`cluster "e2e" (from flag --cluster) does not exist`, "host", "add", "h0")
 	a.fails("slot size", "cluster", "init", "--slot-size", "3MiB")
 	out := a.ok("slot size 1 MiB", "cluster", "init", "--slot-size", "1MiB")
 	a.fails("already initialized", "cluster", "init")

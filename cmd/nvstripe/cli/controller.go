@@ -51,9 +51,10 @@ func newControllerCmd(g *globals) *cobra.Command {
 			return d.Run(cmd.Context())
 		}),
 	}
-	a.AddFlags(c.PersistentFlags())
+	addEtcdFlags(g, c, a)
 	f.AddFlags(c.Flags())
 	c.Flags().StringVar(&hostNQN, "host-nqn", "", hostNQNUsage)
+	anyCluster(c) // a daemon may start before `cluster init`
 	return c
 }
 

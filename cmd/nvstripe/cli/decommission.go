@@ -14,7 +14,8 @@ func newNSRmCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 		Long: "rm removes the namespace's records from etcd. It is refused while the namespace holds slots\n" +
 			"(the error says how many): drain it first ('nvstripe admin drain NS --wait' ends with it\n" +
 			"drained), or let the rebuild of an out or failed namespace finish. The target is not touched.",
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeArgs(g, a, namespaceIDs),
 		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
 			if err := s.RemoveNamespace(cmd.Context(), args[0]); err != nil {
 				return err
@@ -31,7 +32,8 @@ func newHostRmCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 		Short: "Remove (decommission) a host",
 		Long: "rm removes the host from etcd. A host with namespaces is refused; with --force its namespaces\n" +
 			"are removed with it, in one transaction, provided none holds a slot (drain them first).",
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeArgs(g, a, hostNames),
 		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
 			ids, err := s.RemoveHost(cmd.Context(), args[0], force)
 			if err != nil {

@@ -37,7 +37,7 @@ func newDfCmd(g *globals) *cobra.Command {
 			return capacity.WriteTable(cmd.OutOrStdout(), r, limit)
 		}),
 	}
-	a.AddFlags(c.PersistentFlags())
+	addEtcdFlags(g, c, a)
 	metadataOnly(c)
 	return c
 }

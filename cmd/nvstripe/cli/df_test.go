@@ -109,3 +109,23 @@ func TestErrorMessages(t *testing.T) {
 		}
 	}
 }
+
+// TestSizesInLargestUnit: df, volume ls and the create message print sizes
+// in the largest binary unit ("769.5 GiB after parity", not "787968 MiB"),
+// and a decimal size is refused with the binary spelling suggested,
+// creating nothing.
+func TestSizesInLargestUnit(t *testing.T) {
+	a := adminCLI{t: t, etcd: metatest.Start(t)[0], cluster: "big"}
+	a.ok("initialized", "cluster", "init", "--slot-size", "1GiB")
+	for i := range 3 {
+		h := fmt.Sprintf("h%d", i)
+		a.ok("added", "host", "add", h)
+		a.ok("1 TiB", "ns", "add", "--host", h, "--nqn", "nqn.test:"+h, "--nsid", "1", "--path", "tcp://127.0.0.1:4420", "--size", "1TiB")
+	}
+	a.fails("did you mean 10GiB? (sizes are binary: KiB, MiB, GiB, TiB)", "volume", "create", "v", "--size", "10GB")
+	a.ok("volume v created: 513 GiB, 2+1, chunk 128 KiB", "volume", "create", "v", "--size", "513GiB", "--k", "2", "--m", "1")
+	a.ok("volumes promise 513 GiB of data (769.5 GiB after parity)", "df")
+	if out := a.ok("513 GiB", "volume", "ls"); strings.Count(out, "\n") != 2 {
+		t.Errorf("volume ls lists more than v:\n%s", out)
+	}
+}

@@ -10,7 +10,7 @@ import (
 func newHostCmd(g *globals) *cobra.Command {
 	a := &config.EtcdFlags{}
 	c := groupCmd("host", "Storage hosts and their failure-domain labels: add, list, remove", newHostAddCmd(g, a), newHostLsCmd(g, a), newHostRmCmd(g, a))
-	a.AddFlags(c.PersistentFlags())
+	addEtcdFlags(g, c, a)
 	metadataOnly(c.Commands()...)
 	return c
 }

@@ -28,7 +28,8 @@ func newMapCmd(g *globals) *cobra.Command {
 			"printing \"serving: DEVICE|URL\", until interrupted or unmapped, then flushes and releases\n" +
 			"the volume. With --agent SOCKET the agent maps it (and keeps it mapped across its restarts)\n" +
 			"and map returns at once.",
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeArgs(g, a, volumeNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec, chose, err := f.Spec(args[0])
 			if err != nil {
@@ -50,7 +51,7 @@ func newMapCmd(g *globals) *cobra.Command {
 			})(cmd, args)
 		},
 	}
-	a.AddFlags(c.PersistentFlags())
+	addEtcdFlags(g, c, a)
 	fl := c.Flags()
 	f.AddFlags(fl)
 	fl.StringVar(&sock, "agent", "", "ask the agent on this unix socket to map it (default: serve in the foreground)")
@@ -112,7 +113,8 @@ func newUnmapCmd(g *globals) *cobra.Command {
 			"releases the lease, then unmap returns (a foreground map then exits). A mounted device is\n" +
 			"refused and stays mapped. A /dev/nbdN whose serving process died is disconnected. A name\n" +
 			"nothing serves is \"not mapped\", exit status 1.",
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeMapped(&sock, &dir),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var u agent.Unmapped
 			err := g.bounded(cmd, "the process serving "+args[0], "--agent", func() (err error) {

@@ -184,7 +184,7 @@ func TestAgentMapUnmapLs(t *testing.T) {
 	o, _, err = run(t, "ls", "--agent", sock, "--map-sockets", maps, "-o", "json")
 	var anyJSON any
 	if json.Unmarshal([]byte(o), &anyJSON) == nil {
-		checkSnake(t, "ls -o json", anyJSON)
+		checkJSON(t, "ls -o json", anyJSON)
 	}
 	var rows []agent.Listed
 	var agentEpoch int64
@@ -195,6 +195,10 @@ func TestAgentMapUnmapLs(t *testing.T) {
 		agentEpoch = rows[0].Epoch
 	}
 	cl.ok("node-a", "volume", "info", "v")
+	// unmap completes what is mapped here: the volume and its device.
+	if got, _ := complete(t, "unmap", "--agent", sock, "--map-sockets", maps, ""); len(got) != 2 || got[0] != "v" || !strings.HasPrefix(got[1], "nbd://127.0.0.1:") {
+		t.Errorf("unmap completion: %q, want v and its nbd:// URL", got)
+	}
 	if o, _, err = run(t, "unmap", "v", "--agent", sock, "--map-sockets", filepath.Join(dir, "maps"), "-o", "json"); err != nil ||
 		!strings.HasPrefix(strings.Join(strings.Fields(o), ""), `{"unmapped":"v","device":"nbd://127.0.0.1:`) || !strings.Contains(o, `"server": "agent"`) {
 		t.Errorf("unmap: %q, %v", o, err)

@@ -18,7 +18,7 @@ func newNamespaceCmd(g *globals) *cobra.Command {
 	ls, set, rm := newNSLsCmd(g, a), newNSSetStateCmd(g, a), newNSRmCmd(g, a)
 	c := groupCmd("ns", "NVMe-oF namespaces: add, discover, list, change state, remove, wipe a label",
 		newNSAddCmd(g, a), newNSDiscoverCmd(g, a), ls, set, rm, newNSWipeLabelCmd(g, a))
-	a.AddFlags(c.PersistentFlags())
+	addEtcdFlags(g, c, a)
 	metadataOnly(ls, set, rm) // add, discover and wipe-label write labels: they keep the self-test
 	return c
 }
@@ -62,6 +62,7 @@ func newNSAddCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 	}
 	f.AddFlags(c.Flags())
 	c.Flags().StringVar(&hostNQN, "host-nqn", "", hostNQNUsage)
+	_ = c.RegisterFlagCompletionFunc("host", completeFlag(g, a, hostNames))
 	return c
 }
 
@@ -148,6 +149,7 @@ func newNSDiscoverCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 		}),
 	}
 	c.Flags().StringVar(&host, "host", "", "host the discovered namespaces live on (required)")
+	_ = c.RegisterFlagCompletionFunc("host", completeFlag(g, a, hostNames))
 	c.Flags().StringVar(&hostNQN, "host-nqn", "", hostNQNUsage)
 	c.Flags().Uint32Var(&maxNSID, "max-nsid", 64, "highest namespace ID to probe per subsystem")
 	c.Flags().BoolVar(&allowUnfenced, "allow-unfenced", false, volclient.AllowUnfencedHelp)
@@ -190,9 +192,10 @@ func newNSLsCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 
 func newNSSetStateCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 	return &cobra.Command{
-		Use:   "set-state NS in|draining|down|out|failed|drained",
-		Short: "Change a namespace's state (only 'in' receives new segments)",
-		Args:  cobra.ExactArgs(2),
+		Use:               "set-state NS in|draining|down|out|failed|drained",
+		Short:             "Change a namespace's state (only 'in' receives new segments)",
+		Args:              cobra.ExactArgs(2),
+		ValidArgsFunction: completeNSState(g, a),
 		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
 			st, err := placement.ParseState(args[1])
 			if err != nil {

@@ -37,27 +37,38 @@ var notRunForJSON = map[string]string{
 // snakeKey is a stable JSON key: lower case words joined by underscores.
 var snakeKey = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
 
-// checkSnake reports every object key in v that is not snake_case.
-func checkSnake(t *testing.T, where string, v any) {
+// intString is a JSON string that holds an integer: a number printed the
+// way protojson prints 64-bit integers. No command prints one (names in
+// these tests are never all digits).
+var intString = regexp.MustCompile(`^-?[0-9]+$`)
+
+// checkJSON reports every object key in v that is not snake_case and
+// every integer printed as a string.
+func checkJSON(t *testing.T, where string, v any) {
 	t.Helper()
 	switch x := v.(type) {
+	case string:
+		if intString.MatchString(x) {
+			t.Errorf("%s: integer printed as the string %q", where, x)
+		}
 	case map[string]any:
 		for k, e := range x {
 			if !snakeKey.MatchString(k) {
 				t.Errorf("%s: JSON key %q is not snake_case", where, k)
 			}
-			checkSnake(t, where+"."+k, e)
+			checkJSON(t, where+"."+k, e)
 		}
 	case []any:
 		for i, e := range x {
-			checkSnake(t, fmt.Sprintf("%s[%d]", where, i), e)
+			checkJSON(t, fmt.Sprintf("%s[%d]", where, i), e)
 		}
 	}
 }
 
 // TestEveryCommandPrintsJSON walks the command tree: every command that
 // runs must either be run here with -o json, print JSON that parses with
-// snake_case keys, or be listed in notRunForJSON with a reason.
+// snake_case keys and integers as numbers, or be listed in notRunForJSON
+// with a reason.
 func TestEveryCommandPrintsJSON(t *testing.T) {
 	ep := metatest.Start(t)[0]
 	t.Setenv("NVSTRIPE_ETCD", ep)
@@ -105,7 +116,7 @@ func TestEveryCommandPrintsJSON(t *testing.T) {
 	var control string
 	for _, r := range runs {
 		v := runJSON(t, r)
-		checkSnake(t, strings.Join(r.args, " "), v)
+		checkJSON(t, strings.Join(r.args, " "), v)
 		ran[commandPath(t, r.args)] = true
 		if r.args[0] == "target" {
 			control, _ = v.(map[string]any)["control"].(string)
@@ -117,7 +128,7 @@ func TestEveryCommandPrintsJSON(t *testing.T) {
 	}
 	for _, args := range [][]string{{"target", "ana-state", "--control", control, "--dir", dir},
 		{"target", "ana-state", "--control", control, "--dir", dir, "--group", "1", "--state", "non-optimized"}} {
-		checkSnake(t, strings.Join(args, " "), runJSON(t, jsonRun{args: args}))
+		checkJSON(t, strings.Join(args, " "), runJSON(t, jsonRun{args: args}))
 		ran[commandPath(t, args)] = true
 	}
 	if _, _, err := run(t, "demo", "-o", "json"); ExitCode(err) != 2 {
@@ -160,7 +171,7 @@ func runJSON(t *testing.T, r jsonRun) any {
 			t.Fatalf("%q printed no JSON", args)
 		}
 		for _, d := range docs[1:] {
-			checkSnake(t, strings.Join(args, " "), d)
+			checkJSON(t, strings.Join(args, " "), d)
 		}
 		return docs[0]
 	}

@@ -17,6 +17,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -128,7 +130,7 @@ func newRootCmd() *cobra.Command {
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "least level logged: debug, info, warn or error")
 	root.PersistentFlags().DurationVar(&g.timeout, "timeout", defaultTimeout,
 		"how long a command waits for etcd, the controller or the agent (0: forever; daemons and map are not limited)")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(flagError)
 	for _, newCmd := range verbGroups() {
 		root.AddCommand(newCmd(g))
 	}
@@ -137,8 +139,12 @@ func newRootCmd() *cobra.Command {
 }
 
 // markArgErrors makes argument-validation failures of c and its
-// subcommands usage errors (exit status 2).
+// subcommands usage errors (exit status 2), and has every command group
+// suggest the subcommand meant by a misspelt one.
 func markArgErrors(c *cobra.Command) {
+	if c.HasSubCommands() {
+		c.SuggestionsMinimumDistance = suggestionDistance
+	}
 	if check := c.Args; check != nil {
 		c.Args = func(cmd *cobra.Command, args []string) error {
 			if err := check(cmd, args); err != nil {
@@ -178,7 +184,44 @@ func rejectUnknown(cmd *cobra.Command, args []string) error {
 	if len(args) == 0 {
 		return cmd.Help()
 	}
-	return usageError{fmt.Errorf("unknown command %q for %q; see '%s --help'", args[0], cmd.CommandPath(), cmd.CommandPath())}
+	return unknownCommand(cmd, args[0])
+}
+
+// suggestionDistance is how many edits apart a misspelt subcommand may be
+// from the one suggested (cobra's Levenshtein distance; a prefix of a
+// subcommand's name is suggested too).
+const suggestionDistance = 2
+
+// unknownCommand is the usage error for name given to the group cmd,
+// suggesting the subcommands it may have meant.
+func unknownCommand(cmd *cobra.Command, name string) error {
+	hint := ""
+	if s := cmd.SuggestionsFor(name); len(s) > 0 {
+		hint = "; did you mean " + quoteAll(s, " or ") + "?"
+	}
+	return usageError{fmt.Errorf("unknown command %q for %q%s (see '%s --help')", name, cmd.CommandPath(), hint, cmd.CommandPath())}
+}
+
+// quoteAll quotes each of names and joins them with sep.
+func quoteAll(names []string, sep string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = strconv.Quote(n)
+	}
+	return strings.Join(q, sep)
+}
+
+// flagError is every command's flag-parsing error. For a command group
+// whose first argument is not one of its subcommands, the unknown command
+// is the mistake to report: in "volume crate v --size 1GiB" cobra stops at
+// "volume" (it knows no "crate") and parses the rest as volume's flags, so
+// it would otherwise complain about --size, a flag create does have.
+// pflag has collected the arguments before the bad flag when it fails.
+func flagError(cmd *cobra.Command, err error) error {
+	if args := cmd.Flags().Args(); cmd.HasSubCommands() && len(args) > 0 {
+		return unknownCommand(cmd, args[0])
+	}
+	return usageError{err}
 }
 
 // usageError marks a command-line mistake (exit status 2).

@@ -20,7 +20,8 @@ func newAdminScrubCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 			"to read every stripe, verify its checksums and parity, and rewrite bad blocks from the other shards.\n" +
 			"It is paced like the controller's moves, resumes where it stopped when the owner restarts, and\n" +
 			"shows in `admin status` as a task. It works on etcd directly (not through --controller)." + waitHelp,
-		Args: cobra.MaximumNArgs(1),
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: completeArgs(g, a, volumeNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return waitError(withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
 				res, err := admin.ScrubNamed(cmd.Context(), textOut(cmd), s, args, wait)

@@ -23,6 +23,9 @@ func TestEtcdPassword(t *testing.T) {
 	os.WriteFile(good, []byte("hunter2\n"), 0o600)
 	os.WriteFile(bad, []byte("hunter3\n"), 0o600)
 	base := []string{"volume", "ls", "--etcd", ep, "--etcd-timeout", "20s"}
+	if _, _, err := run(t, "cluster", "init", "--etcd", ep, "--etcd-user", "root", "--etcd-password-file", good); err != nil {
+		t.Fatal(err)
+	}
 	if _, _, err := run(t, append(base, "--etcd-user", "root", "--etcd-password-file", good)...); err != nil {
 		t.Fatalf("password file: %v", err)
 	}

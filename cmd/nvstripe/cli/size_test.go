@@ -21,12 +21,13 @@ var sizeSpellings = []struct {
 	want int64
 }{
 	{"512", 512}, {"4K", 4 << 10}, {"4KiB", 4 << 10}, {"1G", 1 << 30}, {"1Gi", 1 << 30},
-	{"1GiB", 1 << 30}, {"1GB", 1e9}, {"1.5GiB", 3 << 29}, {"2T", 2 << 40},
+	{"1GiB", 1 << 30}, {"1.5GiB", 3 << 29}, {"2T", 2 << 40},
 }
 
 // badSizes are what every size flag must refuse, with the words of the error.
 var badSizes = []struct{ in, why string }{
 	{"-1G", "negative"}, {"1.5B", "whole number"}, {"9EiB", "larger than"}, {"1X", "unknown unit"}, {"", "empty"},
+	{"10GB", "did you mean 10GiB? (sizes are binary: KiB, MiB, GiB, TiB)"},
 }
 
 // compositeSizeFlags are flags whose value holds a size inside a larger
@@ -110,7 +111,7 @@ func walkFlags(c *cobra.Command, fn func(path string, f *pflag.Flag)) {
 
 // TestSizesPrintHuman: tables and messages print sizes as units.FormatSize.
 func TestSizesPrintHuman(t *testing.T) {
-	for n, want := range map[int64]string{1 << 30: "1 GiB", 128 << 10: "128 KiB", 3 << 29: "1536 MiB", 100: "100 B"} {
+	for n, want := range map[int64]string{1 << 30: "1 GiB", 128 << 10: "128 KiB", 3 << 29: "1.5 GiB", 787968 << 20: "769.5 GiB", 100: "100 B"} {
 		if got := units.FormatSize(n); got != want {
 			t.Errorf("FormatSize(%d) = %q, want %q", n, got, want)
 		}

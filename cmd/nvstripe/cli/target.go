@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -110,7 +111,7 @@ func newTargetANAStateCmd() *cobra.Command {
 			if err := cc.SetANAState(cmd.Context(), listener, group, state); err != nil {
 				return err
 			}
-			return report(cmd, map[string]any{"listener": listener, "group": group, "state": state}, "listener %s group %d: %s", listener, group, state)
+			return report(cmd, anaChanged(listener, group, state), "listener %s group %d: %s", listener, group, state)
 		},
 	}
 	c.Flags().StringVar(&control, "control", "", "address of the target's control API (its --control)")
@@ -120,4 +121,17 @@ func newTargetANAStateCmd() *cobra.Command {
 	c.Flags().Uint32Var(&group, "group", 1, "ANA group ID")
 	c.Flags().StringVar(&state, "state", "", "new state; empty lists the states")
 	return c
+}
+
+// anaChanged is the JSON result of `target ana-state --state`, keyed as the
+// listing's entries are: the listener as its index (a number) or its
+// address.
+func anaChanged(listener string, group uint32, state string) map[string]any {
+	out := map[string]any{"group": group, "state": state}
+	if i, err := strconv.Atoi(listener); err == nil {
+		out["listener"] = i
+	} else {
+		out["address"] = listener
+	}
+	return out
 }

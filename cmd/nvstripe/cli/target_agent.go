@@ -51,7 +51,7 @@ func newTargetAgentCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	a.AddFlags(c.PersistentFlags())
+	addEtcdFlags(g, c, &a)
 	fl := c.Flags()
 	fl.StringVar(&host, "host", "", "this host's name in etcd, see 'nvstripe host add' (required)")
 	fl.StringArrayVar(&f.Labels, "label", nil, "failure-domain label KEY=VALUE gossiped, repeatable")

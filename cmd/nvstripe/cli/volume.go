@@ -16,7 +16,7 @@ func newVolumeCmd(g *globals) *cobra.Command {
 	a := &config.EtcdFlags{}
 	c := groupCmd("volume", "Create, list, inspect, resize and remove volumes",
 		newVolumeCreateCmd(g, a), newVolumeLsCmd(g, a), newVolumeInfoCmd(g, a), newVolumeResizeCmd(g, a), newVolumeRmCmd(g, a))
-	a.AddFlags(c.PersistentFlags())
+	addEtcdFlags(g, c, a)
 	metadataOnly(c.Commands()...)
 	return c
 }
@@ -69,9 +69,10 @@ func newVolumeLsCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 
 func newVolumeInfoCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 	c := &cobra.Command{
-		Use:   "info NAME",
-		Short: "Show a volume: layout, allocation, dirty segments, owners",
-		Args:  cobra.ExactArgs(1),
+		Use:               "info NAME",
+		Short:             "Show a volume: layout, allocation, dirty segments, owners",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeArgs(g, a, volumeNames),
 		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
 			info, err := s.VolumeInfo(cmd.Context(), args[0])
 			if err != nil {
@@ -92,7 +93,8 @@ func newVolumeResizeCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 			"new size within seconds: a kernel nbd device gets its new capacity (resize2fs can then grow a\n" +
 			"mounted ext4 online), NBD clients see it at their next handshake, a FUSE file at the next stat;\n" +
 			"a ublk device keeps its size until it is mapped again (the driver cannot change it before Linux 6.16).",
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeArgs(g, a, volumeNames),
 		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
 			if size == 0 {
 				return usageError{errors.New("volume resize needs --size")}
@@ -115,7 +117,8 @@ func newVolumeRmCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 		Long: "rm marks the volume deleting (it can no longer be mapped), frees its slots and removes its\n" +
 			"records. One that stopped half way (etcd went away, --timeout passed) leaves the volume\n" +
 			"deleting; running rm again finishes it.",
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeArgs(g, a, volumeNames),
 		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
 			return removeVolume(cmd, s, args[0])
 		}),

@@ -1,0 +1,37 @@
+package meta
+
+import (
+	"slices"
+	"testing"
+)
+
+// TestClusterNames lists the initialized clusters of an etcd of its own,
+// not those whose keys exist without a cluster record, and finds clusters
+// whose names sort around each other's keys.
+func TestClusterNames(t *testing.T) {
+	s, eps := privateStore(t)
+	ctx := testCtx(t)
+	if names, err := s.ClusterNames(ctx); err != nil || len(names) != 0 {
+		t.Fatalf("empty etcd: %q, %v", names, err)
+	}
+	for _, name := range []string{"b", "a.x", "a", "a0"} {
+		o, err := Open(ctx, Config{Endpoints: eps, Cluster: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer o.Close()
+		if _, err := o.InitCluster(ctx, InitOptions{SlotSize: testSlot}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := o.AddHost(ctx, "h", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.cli.Put(ctx, clustersRoot+"stray/hosts/h", "{}"); err != nil {
+		t.Fatal(err)
+	}
+	names, err := s.ClusterNames(ctx)
+	if want := []string{"a", "a.x", "a0", "b"}; err != nil || !slices.Equal(names, want) {
+		t.Errorf("ClusterNames = %q, %v; want %q", names, err, want)
+	}
+}
