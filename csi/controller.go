@@ -194,7 +194,7 @@ func (d *Driver) CreateVolume(ctx context.Context, r *csipb.CreateVolumeRequest)
 		return nil, err
 	}
 	return &csipb.CreateVolumeResponse{Volume: &csipb.Volume{VolumeId: rec.Name, CapacityBytes: rec.Size,
-		VolumeContext: map[string]string{"layout": fmt.Sprintf("%d+%d", rec.Layout.K, rec.Layout.M)},
+		VolumeContext:      map[string]string{"layout": fmt.Sprintf("%d+%d", rec.Layout.K, rec.Layout.M)},
 		AccessibleTopology: []*csipb.Topology{top}}}, nil
 }
 
