@@ -5,6 +5,15 @@
 //
 // # Names deploy files use
 //
+// Command: nvstripe csi --endpoint unix://PATH --node-id ID [--agent SOCKET]
+// [--mode all|controller|node] [--state-dir DIR], with the usual etcd
+// flags, environment and config file. --mode controller (no agent, no
+// node id needed) suits the controller Deployment, --mode node the node
+// DaemonSet; the default serves both. --agent defaults to
+// /run/nvstripe/agent.sock, --state-dir to /var/lib/nvstripe/csi (it holds
+// FUSE mounts: give the DaemonSet that host directory with Bidirectional
+// propagation).
+//
 // Driver name: nvstripe.io. StorageClass parameters (anything else is
 // refused with InvalidArgument; keys starting csi.storage.k8s.io/ are the
 // sidecars' and are ignored):
