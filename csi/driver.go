@@ -128,6 +128,13 @@ func (d *Driver) Serve(ctx context.Context, endpoint string, ready func(addr str
 		case <-done:
 		}
 	}()
+	if d.o.Node {
+		go func() {
+			if err := d.Recover(ctx); err != nil {
+				d.o.Log.Warn("recovering staged volumes", "err", err)
+			}
+		}()
+	}
 	if ready != nil {
 		ready(path)
 	}

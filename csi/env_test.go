@@ -3,7 +3,6 @@ package csi
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,7 +24,8 @@ import (
 // cluster is an etcd and three userspace NVMe/TCP targets on 127.0.0.1 (one
 // host each, one sparse in-memory namespace each), registered and labelled.
 type cluster struct {
-	store *meta.Store
+	store     *meta.Store
+	endpoints []string
 }
 
 const (
@@ -55,7 +55,8 @@ func needNode(t *testing.T) {
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
 	ctx := context.Background()
-	store, err := meta.Open(ctx, meta.Config{Endpoints: metatest.Start(t)})
+	eps := metatest.Start(t)
+	store, err := meta.Open(ctx, meta.Config{Endpoints: eps})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +72,7 @@ func startCluster(t *testing.T) *cluster {
 		}
 		volclienttest.ServeNamespace(t, store, c, i, mem)
 	}
-	return &cluster{store: store}
+	return &cluster{store: store, endpoints: eps}
 }
 
 // nodeAgent is an agent serving its API on a unix socket, restartable.
@@ -133,9 +134,9 @@ type plugin struct {
 	node   csipb.NodeClient
 }
 
-func (c *cluster) startPlugin(t *testing.T, nodeID string, a *nodeAgent, stateDir string) *plugin {
+func (c *cluster) startPlugin(t *testing.T, nodeID, agentSocket, stateDir string) *plugin {
 	t.Helper()
-	d, err := New(Options{Store: c.store, NodeID: nodeID, Agent: a.o.Socket, StateDir: stateDir, Frontend: FrontendFUSE})
+	d, err := New(Options{Store: c.store, NodeID: nodeID, Agent: agentSocket, StateDir: stateDir, Frontend: FrontendFUSE})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,5 +179,3 @@ func capability(block bool, mode csipb.VolumeCapability_AccessMode_Mode) *csipb.
 	}
 	return c
 }
-
-var _ = fmt.Sprint

@@ -20,6 +20,8 @@ import (
 type mountEntry struct {
 	Root, Point, FSType, Source string
 	Dev                         string // MAJOR:MINOR of the mounted filesystem
+	ReadOnly                    bool   // mounted ro
+	Device                      bool   // a device node bound onto a file
 }
 
 // mountAt returns the topmost mount on path, or nil.
@@ -134,10 +136,13 @@ func diskFormat(ctx context.Context, dev string) (string, error) {
 	out, err := run(ctx, "blkid", "-p", "-o", "export", dev)
 	var ee *exec.ExitError
 	if errors.As(err, &ee) && ee.ExitCode() == 2 {
-		return "", nil // nothing found
+		return nonZero(dev) // blkid found nothing: blank only if it reads as zeros
 	}
 	if err != nil {
 		return "", err
+	}
+	if out == "" {
+		return nonZero(dev)
 	}
 	var typ, pttype string
 	for line := range strings.Lines(out) {
@@ -156,6 +161,34 @@ func diskFormat(ctx context.Context, dev string) (string, error) {
 		return "partition table " + pttype, nil
 	}
 	return "unknown data", nil // blkid found something it could not name: never format over it
+}
+
+// probeSpan is how much of each end of a device nonZero reads.
+const probeSpan = 1 << 20
+
+// nonZero is "" when the first and last MiB of dev read as zeros (a volume
+// never written does), "unknown data" otherwise: data blkid cannot name is
+// still data, and is never formatted over.
+func nonZero(dev string) (string, error) {
+	f, err := os.Open(dev)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	size, err := f.Seek(0, 2)
+	if err != nil {
+		return "", err
+	}
+	buf := make([]byte, min(probeSpan, size))
+	for _, off := range []int64{0, size - int64(len(buf))} {
+		if _, err := f.ReadAt(buf, off); err != nil {
+			return "", fmt.Errorf("reading %s: %w", dev, err)
+		}
+		if slices.ContainsFunc(buf, func(b byte) bool { return b != 0 }) {
+			return "unknown data", nil
+		}
+	}
+	return "", nil
 }
 
 // makeFS makes a filesystem fstype on dev.
@@ -194,22 +227,45 @@ func deviceSize(dev string) (int64, error) {
 	return f.Seek(0, 2)
 }
 
-// loopOf returns the loop device whose backing file is file, "" when none.
-func loopOf(file string) (string, error) {
+// loopsOver returns the loop devices over the path file: live, the one
+// backed by the file there now ("" when none), and stale, those backed by a
+// file that was there before (a FUSE mount whose process ended: its loop
+// devices fail every IO).
+func loopsOver(file string) (live string, stale []string, err error) {
 	paths, err := filepath.Glob("/sys/block/loop*/loop/backing_file")
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
+	var st unix.Stat_t
+	statErr := unix.Stat(file, &st)
 	for _, p := range paths {
 		b, err := os.ReadFile(p)
-		if err != nil {
-			continue // detached meanwhile
+		if err != nil || strings.TrimSuffix(strings.TrimSpace(string(b)), " (deleted)") != file {
+			continue // another file, or detached meanwhile
 		}
-		if strings.TrimSpace(string(b)) == file {
-			return "/dev/" + filepath.Base(filepath.Dir(filepath.Dir(p))), nil
+		dev := "/dev/" + filepath.Base(filepath.Dir(filepath.Dir(p)))
+		info, err := loopStatus(dev)
+		if err != nil {
+			continue
+		}
+		if statErr == nil && info.Device == st.Dev && info.Inode == st.Ino {
+			live = dev
+		} else {
+			stale = append(stale, dev)
 		}
 	}
-	return "", nil
+	return live, stale, nil
+}
+
+// loopStatus reads a loop device's status: the device and inode of its
+// backing file.
+func loopStatus(dev string) (*unix.LoopInfo64, error) {
+	f, err := os.Open(dev)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return unix.IoctlLoopGetStatus64(int(f.Fd()))
 }
 
 // attachLoop attaches a loop device over file (direct IO) and returns it.
@@ -225,14 +281,48 @@ func attachLoop(ctx context.Context, file string, ro bool) (string, error) {
 	return strings.TrimSpace(out), nil
 }
 
-// detachLoop detaches the loop device over file, if any.
-func detachLoop(ctx context.Context, file string) error {
-	dev, err := loopOf(file)
-	if err != nil || dev == "" {
+// detachLoops detaches every loop device over file.
+func detachLoops(ctx context.Context, file string) error {
+	live, stale, err := loopsOver(file)
+	if err != nil {
 		return err
 	}
-	_, err = run(ctx, "losetup", "-d", dev)
-	return err
+	if live != "" {
+		stale = append(stale, live)
+	}
+	for _, dev := range stale {
+		if _, err := run(ctx, "losetup", "-d", dev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mountsFrom returns the mounts of dev in mount order: its filesystem
+// mounted (and bind-mounted) anywhere, and dev itself bound onto files.
+func mountsFrom(dev string) ([]mountEntry, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []mountEntry
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		a, b := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(a) < 6 || len(b) < 2 {
+			continue
+		}
+		m := mountEntry{Dev: a[2], Root: unescapeMount(a[3]), Point: unescapeMount(a[4]), FSType: b[0], Source: unescapeMount(b[1]),
+			ReadOnly: slices.Contains(strings.Split(a[5], ","), "ro")}
+		if m.Source == dev || m.FSType == "devtmpfs" && m.Root == "/"+filepath.Base(dev) {
+			m.Device = m.FSType == "devtmpfs"
+			out = append(out, m)
+		}
+	}
+	return out, sc.Err()
 }
 
 // refreshLoop makes a loop device take its backing file's new size.

@@ -425,6 +425,9 @@ func (d *Driver) device(ctx context.Context, m *api.Mapping) (string, error) {
 	vol := m.GetVolume()
 	deadline := time.Now().Add(servedWait)
 	for m.GetState() != api.StateServing {
+		if m.GetVia() == viaFUSE {
+			unmountDead(m.GetWhere())
+		}
 		if m.GetState() == api.StateFenced || time.Now().After(deadline) {
 			return "", status.Errorf(codes.Unavailable, "volume %s is %s on this node: %s", vol, m.GetState(), m.GetError())
 		}
@@ -445,9 +448,12 @@ func (d *Driver) device(ctx context.Context, m *api.Mapping) (string, error) {
 	case viaUblk, viaNBDDevice:
 		return m.GetUrl(), nil
 	case viaFUSE:
-		dev, err := loopOf(m.GetUrl())
+		dev, stale, err := loopsOver(m.GetUrl())
 		if err == nil && dev == "" {
 			dev, err = attachLoop(ctx, m.GetUrl(), m.GetReadOnly())
+		}
+		if err == nil && len(stale) > 0 {
+			err = d.heal(ctx, dev, stale)
 		}
 		if err != nil {
 			return "", status.Errorf(codes.Internal, "loop device over %s: %v", m.GetUrl(), err)
@@ -464,7 +470,7 @@ func (d *Driver) detach(ctx context.Context, vol string) error {
 		return err
 	}
 	if m.GetVia() == viaFUSE {
-		if err := detachLoop(ctx, m.GetUrl()); err != nil {
+		if err := detachLoops(ctx, m.GetUrl()); err != nil {
 			return status.Error(codes.Internal, err.Error())
 		}
 	}
@@ -485,4 +491,82 @@ func (d *Driver) detach(ctx context.Context, vol string) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// unmountDead lazily unmounts dir when it is a FUSE mount whose process
+// ended (ENOTCONN), so that the agent that restores the mapping can mount
+// it again.
+func unmountDead(dir string) {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); errors.Is(err, unix.ENOTCONN) {
+		unix.Unmount(dir, unix.MNT_DETACH)
+	}
+}
+
+// heal moves what is mounted from stale loop devices (over a FUSE file
+// whose agent stopped: every IO fails) onto dev, the loop device over the
+// file the agent serves now: each mount is detached and made again in the
+// same place, the first as a mount of the filesystem and the others as bind
+// mounts of it, read-only where they were; a device bound onto a file is
+// bound again. Data the old mounts had not written back is lost with the
+// old agent, as on a crash; what was flushed reads back.
+func (d *Driver) heal(ctx context.Context, dev string, stale []string) error {
+	for _, old := range stale {
+		mounts, err := mountsFrom(old)
+		if err != nil {
+			return err
+		}
+		for _, mt := range mounts {
+			if err := unix.Unmount(mt.Point, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+				return fmt.Errorf("detaching %s: %w", mt.Point, err)
+			}
+		}
+		first := ""
+		for _, mt := range mounts {
+			switch {
+			case mt.Device:
+				err = bindMount(dev, mt.Point, mt.ReadOnly)
+			case first == "":
+				err, first = mountFS(dev, mt.Point, mt.FSType, mt.ReadOnly, nil), mt.Point
+			default:
+				err = bindMount(first, mt.Point, mt.ReadOnly)
+			}
+			if err != nil {
+				return err
+			}
+			d.o.Log.Info("remounted after the agent's restart", "path", mt.Point, "old", old, "device", dev)
+		}
+		if _, err := run(ctx, "losetup", "-d", old); err != nil {
+			d.o.Log.Warn("detaching a stale loop device", "device", old, "err", err)
+		}
+	}
+	return nil
+}
+
+// Recover heals the mounts of every volume mapped through a FUSE file and
+// a loop device (heal), waiting for the agent to serve each again. The
+// node service runs it when it starts; NodeStageVolume does the same for
+// its volume.
+func (d *Driver) Recover(ctx context.Context) error {
+	var rep *api.ListReply
+	err := d.withAgent(func(c *api.Client) (err error) { rep, err = c.List(ctx, &api.ListRequest{}); return err })
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, m := range rep.GetMappings() {
+		if m.GetVia() != viaFUSE {
+			continue
+		}
+		if _, stale, err := loopsOver(m.GetUrl()); err != nil || len(stale) == 0 {
+			continue // nothing stale (or nothing to learn here)
+		}
+		unlock := d.locks.lock(m.GetVolume())
+		_, err := d.device(ctx, m)
+		unlock()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", m.GetVolume(), err))
+		}
+	}
+	return errors.Join(errs...)
 }

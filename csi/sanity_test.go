@@ -13,7 +13,7 @@ func TestSanity(t *testing.T) {
 	needNode(t)
 	c := startCluster(t)
 	a := c.startAgent(t, "node-sanity")
-	p := c.startPlugin(t, "node-sanity", a, t.TempDir())
+	p := c.startPlugin(t, "node-sanity", a.o.Socket, t.TempDir())
 	dir := t.TempDir()
 	cfg := sanity.NewTestConfig()
 	cfg.Address = "unix://" + p.sock
