@@ -3,9 +3,11 @@ package csi
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,6 +88,7 @@ type nodeAgent struct {
 func (c *cluster) startAgent(t *testing.T, holder string) *nodeAgent {
 	t.Helper()
 	dir := t.TempDir()
+	t.Cleanup(func() { detachUnder(t, dir) })
 	a := &nodeAgent{t: t, o: agent.ServeOptions{Socket: filepath.Join(dir, "agent.sock"), Options: agent.Options{
 		Store: c.store, Holder: holder, StateDir: filepath.Join(dir, "state"), RetryInterval: 100 * time.Millisecond,
 		Namespaces: volclient.NamespaceOptions{ControllerLossTimeout: time.Second, ConnectTimeout: 2 * time.Second},
@@ -136,7 +139,8 @@ type plugin struct {
 
 func (c *cluster) startPlugin(t *testing.T, nodeID, agentSocket, stateDir string) *plugin {
 	t.Helper()
-	d, err := New(Options{Store: c.store, NodeID: nodeID, Agent: agentSocket, StateDir: stateDir, Frontend: FrontendFUSE})
+	d, err := New(Options{Store: c.store, NodeID: nodeID, Agent: agentSocket, StateDir: stateDir, Frontend: FrontendFUSE,
+		Log: slog.New(slog.NewTextHandler(testLog{t}, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,6 +173,14 @@ func (p *plugin) stop() {
 	p.cancel = nil
 }
 
+// testLog writes log lines to t.
+type testLog struct{ t *testing.T }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
+
 // capability is a Mount (ext4) or Block capability with mode.
 func capability(block bool, mode csipb.VolumeCapability_AccessMode_Mode) *csipb.VolumeCapability {
 	c := &csipb.VolumeCapability{AccessMode: &csipb.VolumeCapability_AccessMode{Mode: mode}}
@@ -178,4 +190,19 @@ func capability(block bool, mode csipb.VolumeCapability_AccessMode_Mode) *csipb.
 		c.AccessType = &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{FsType: "ext4"}}
 	}
 	return c
+}
+
+// detachUnder lazily unmounts what is left mounted under dir and detaches
+// the loop devices over files there (a failed test's leftovers).
+func detachUnder(t *testing.T, dir string) {
+	out, _ := exec.Command("sh", "-c", `grep -o " `+dir+`[^ ]*" /proc/self/mountinfo | sort -r | xargs -r -n1 umount -l`).CombinedOutput()
+	if len(out) > 0 {
+		t.Logf("unmounting under %s: %s", dir, out)
+	}
+	paths, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	for _, p := range paths {
+		if b, err := os.ReadFile(p); err == nil && strings.HasPrefix(string(b), dir+"/") {
+			exec.Command("losetup", "-d", "/dev/"+filepath.Base(filepath.Dir(filepath.Dir(p)))).Run()
+		}
+	}
 }

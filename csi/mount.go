@@ -240,17 +240,25 @@ func loopsOver(file string) (live string, stale []string, err error) {
 	statErr := unix.Stat(file, &st)
 	for _, p := range paths {
 		b, err := os.ReadFile(p)
-		if err != nil || strings.TrimSuffix(strings.TrimSpace(string(b)), " (deleted)") != file {
-			continue // another file, or detached meanwhile
+		if err != nil {
+			continue // detached meanwhile
+		}
+		// A file whose FUSE mount was detached shows as /NAME (the agent
+		// names the file after the volume, in a directory of its own).
+		backing := strings.TrimSuffix(strings.TrimSpace(string(b)), " (deleted)")
+		if backing != file && backing != "/"+filepath.Base(file) {
+			continue
 		}
 		dev := "/dev/" + filepath.Base(filepath.Dir(filepath.Dir(p)))
 		info, err := loopStatus(dev)
-		if err != nil {
-			continue
-		}
-		if statErr == nil && info.Device == st.Dev && info.Inode == st.Ino {
+		switch {
+		case errors.Is(err, unix.ENXIO), errors.Is(err, os.ErrNotExist):
+			continue // detached meanwhile
+		case err != nil, backing != file:
+			stale = append(stale, dev) // its file cannot be reached, or its mount was detached
+		case statErr == nil && info.Device == st.Dev && info.Inode == st.Ino:
 			live = dev
-		} else {
+		default:
 			stale = append(stale, dev)
 		}
 	}

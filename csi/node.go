@@ -83,6 +83,10 @@ func (d *Driver) NodeStageVolume(ctx context.Context, r *csipb.NodeStageVolumeRe
 		err = stageMount(ctx, dev, staging, c.GetMount(), ro)
 	}
 	if err != nil {
+		// Nothing is staged: leave nothing mapped either.
+		if derr := d.detach(ctx, vol); derr != nil {
+			d.o.Log.Warn("unmapping after a failed stage", "volume", vol, "err", derr)
+		}
 		return nil, err
 	}
 	return &csipb.NodeStageVolumeResponse{}, nil
@@ -448,15 +452,15 @@ func (d *Driver) device(ctx context.Context, m *api.Mapping) (string, error) {
 	case viaUblk, viaNBDDevice:
 		return m.GetUrl(), nil
 	case viaFUSE:
-		dev, stale, err := loopsOver(m.GetUrl())
+		dev, stale, err := loopsOver(fuseFile(m))
 		if err == nil && dev == "" {
-			dev, err = attachLoop(ctx, m.GetUrl(), m.GetReadOnly())
+			dev, err = attachLoop(ctx, fuseFile(m), m.GetReadOnly())
 		}
 		if err == nil && len(stale) > 0 {
 			err = d.heal(ctx, dev, stale)
 		}
 		if err != nil {
-			return "", status.Errorf(codes.Internal, "loop device over %s: %v", m.GetUrl(), err)
+			return "", status.Errorf(codes.Internal, "loop device over %s: %v", fuseFile(m), err)
 		}
 		return dev, nil
 	}
@@ -470,7 +474,7 @@ func (d *Driver) detach(ctx context.Context, vol string) error {
 		return err
 	}
 	if m.GetVia() == viaFUSE {
-		if err := detachLoops(ctx, m.GetUrl()); err != nil {
+		if err := detachLoops(ctx, fuseFile(m)); err != nil {
 			return status.Error(codes.Internal, err.Error())
 		}
 	}
@@ -558,7 +562,7 @@ func (d *Driver) Recover(ctx context.Context) error {
 		if m.GetVia() != viaFUSE {
 			continue
 		}
-		if _, stale, err := loopsOver(m.GetUrl()); err != nil || len(stale) == 0 {
+		if _, stale, err := loopsOver(fuseFile(m)); err != nil || len(stale) == 0 {
 			continue // nothing stale (or nothing to learn here)
 		}
 		unlock := d.locks.lock(m.GetVolume())
@@ -569,4 +573,9 @@ func (d *Driver) Recover(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// fuseFile is the file of a FUSE mapping (known before it is served).
+func fuseFile(m *api.Mapping) string {
+	return filepath.Join(m.GetWhere(), m.GetVolume())
 }

@@ -68,6 +68,7 @@ type agentProcess struct {
 func (c *cluster) startAgentProcess(t *testing.T, holder string) *agentProcess {
 	t.Helper()
 	dir := t.TempDir()
+	t.Cleanup(func() { detachUnder(t, dir) })
 	a := &agentProcess{t: t, socket: filepath.Join(dir, "agent.sock"), env: append(os.Environ(),
 		envAgentEtcd+"="+strings.Join(c.endpoints, ","), envAgentSocket+"="+filepath.Join(dir, "agent.sock"),
 		envAgentState+"="+filepath.Join(dir, "state"), envAgentHolder+"="+holder)}
