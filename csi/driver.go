@@ -95,7 +95,9 @@ func New(o Options) (*Driver, error) {
 }
 
 // Serve serves d on endpoint ("unix://PATH" or "unix:PATH" or a path) until
-// ctx ends. A stale socket file is replaced.
+// ctx ends; the socket is mode 0600. A stale socket file is replaced. The
+// node service first heals, in the background, stages an agent restart
+// broke (Recover).
 func (d *Driver) Serve(ctx context.Context, endpoint string, ready func(addr string)) error {
 	path, err := socketPath(endpoint)
 	if err != nil {
@@ -110,6 +112,12 @@ func (d *Driver) Serve(ctx context.Context, endpoint string, ready func(addr str
 	l, err := net.Listen("unix", path)
 	if err != nil {
 		return fmt.Errorf("csi: listening on %s: %w", path, err)
+	}
+	defer l.Close()
+	// Creating, mapping and deleting volumes is a privileged act: root only,
+	// like the agent's socket (kubelet and the sidecars run as root).
+	if err := os.Chmod(path, 0o600); err != nil {
+		return fmt.Errorf("csi: %w", err)
 	}
 	gs := grpc.NewServer(grpc.UnaryInterceptor(d.logCalls))
 	csipb.RegisterIdentityServer(gs, d)

@@ -1,6 +1,7 @@
 package csi
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -14,6 +15,9 @@ func TestSanity(t *testing.T) {
 	c := startCluster(t)
 	a := c.startAgent(t, "node-sanity")
 	p := c.startPlugin(t, "node-sanity", a.o.Socket, t.TempDir())
+	if fi, err := os.Stat(p.sock); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the CSI socket: %v, mode %v, want 0600", err, fi.Mode())
+	}
 	dir := t.TempDir()
 	cfg := sanity.NewTestConfig()
 	cfg.Address = "unix://" + p.sock
