@@ -79,7 +79,11 @@
 // (ro,noload for ext4 and ro,norecovery for xfs on read-only stages). For
 // Block access it bind-mounts the device onto the file STAGING/block.
 // NodePublishVolume bind-mounts the staged directory (or block file) onto the
-// target, read-only when the request or the access mode says so;
+// target, read-only when the request or the access mode says so (a block
+// device refuses writes only under a read-only access mode, whose mapping
+// and loop device are read-only: a read-only publish of a block volume with
+// a writer mode is FailedPrecondition, as a read-only bind of a device node
+// would not stop writes);
 // NodeUnpublishVolume and NodeUnstageVolume undo it, detach the loop device
 // and unmap the volume through the agent. NodeExpandVolume waits until the
 // device shows the volume's new size (a loop device is told with losetup

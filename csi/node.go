@@ -187,6 +187,10 @@ func (d *Driver) NodePublishVolume(ctx context.Context, r *csipb.NodePublishVolu
 	if err := checkCapability(c); err != nil {
 		return nil, err
 	}
+	if c.GetBlock() != nil && r.GetReadonly() && !readOnlyMode(c) {
+		// A read-only bind of a device node does not stop writes through it.
+		return nil, status.Error(codes.FailedPrecondition, "a read-only publish of a block volume needs a read-only access mode (its device is then read-only)")
+	}
 	defer d.locks.lock(vol)()
 	src := staging
 	if c.GetBlock() != nil {

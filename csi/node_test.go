@@ -303,7 +303,8 @@ func testExpandMounted(t *testing.T, c *cluster, p *plugin, fs string) {
 
 // TestNeverFormatsData stages a volume as a raw block device, writes
 // bytes no tool recognises, and then refuses to stage it with a
-// filesystem: the bytes are still there.
+// filesystem: the bytes are still there, read through the device of a
+// read-only stage, published.
 func TestNeverFormatsData(t *testing.T) {
 	needNode(t)
 	c := startCluster(t)
@@ -333,14 +334,28 @@ func TestNeverFormatsData(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantCode(t, "a filesystem stage of a device holding data", p.stage(vol, at, capability(false, rwo)), codes.FailedPrecondition)
-	if err := p.stage(vol, at, block); err != nil {
+	roBlock := capability(true, rox)
+	if err := p.stage(vol, at, roBlock); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		p.node.NodeUnstageVolume(context.Background(), &csipb.NodeUnstageVolumeRequest{VolumeId: vol, StagingTargetPath: at.staging})
-	})
+	t.Cleanup(func() { p.release(t, vol, at) })
+	wantCode(t, "a read-only publish with a writer mode", p.publish(vol, at, block, true), codes.FailedPrecondition)
+	if err := p.publish(vol, at, roBlock, true); err != nil {
+		t.Fatal(err)
+	}
+	st, err := p.node.NodeGetVolumeStats(context.Background(), &csipb.NodeGetVolumeStatsRequest{VolumeId: vol, VolumePath: at.target})
+	if err != nil || len(st.GetUsage()) != 1 || st.GetUsage()[0].GetTotal() != 64<<20 {
+		t.Fatalf("stats of the published block device: %v %v", st, err)
+	}
+	if f, err := os.OpenFile(at.target, os.O_WRONLY, 0); err == nil {
+		_, err = f.WriteAt(want, 0)
+		f.Close()
+		if !errors.Is(err, unix.EPERM) {
+			t.Fatalf("writing the device of a read-only stage: %v, want EPERM", err)
+		}
+	}
 	got := make([]byte, len(want))
-	f, err = os.Open(dev)
+	f, err = os.Open(at.target) // the published device: the same bytes
 	if err == nil {
 		_, err = f.ReadAt(got, 8192)
 		f.Close()
