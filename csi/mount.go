@@ -325,8 +325,9 @@ func mountsFrom(dev string) ([]mountEntry, error) {
 		}
 		m := mountEntry{Dev: a[2], Root: unescapeMount(a[3]), Point: unescapeMount(a[4]), FSType: b[0], Source: unescapeMount(b[1]),
 			ReadOnly: slices.Contains(strings.Split(a[5], ","), "ro")}
-		if m.Source == dev || m.FSType == "devtmpfs" && m.Root == "/"+filepath.Base(dev) {
-			m.Device = m.FSType == "devtmpfs"
+		devfs := (m.FSType == "devtmpfs" || m.FSType == "tmpfs") && m.Root == "/"+filepath.Base(dev)
+		if m.Source == dev || devfs {
+			m.Device = devfs
 			out = append(out, m)
 		}
 	}

@@ -98,8 +98,10 @@ func stageBlock(dev, staging string, ro bool) error {
 		return status.Error(codes.Internal, err.Error())
 	}
 	file := filepath.Join(staging, blockFile)
-	if m, err := mountAt(file); err != nil || m != nil {
-		return grpcError(err) // staged already
+	if m, err := mountAt(file); err != nil {
+		return grpcError(err)
+	} else if m != nil {
+		return stagedAlready(m, dev, file)
 	}
 	f, err := os.OpenFile(file, os.O_CREATE, 0o640)
 	if err != nil {
@@ -112,14 +114,32 @@ func stageBlock(dev, staging string, ro bool) error {
 	return nil
 }
 
+// stagedAlready accepts a repeated stage: path must hold dev's filesystem,
+// or dev itself bound there, else AlreadyExists.
+func stagedAlready(m *mountEntry, dev, path string) error {
+	var want, have unix.Stat_t
+	if err := unix.Stat(dev, &want); err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	if m.Dev == fmt.Sprintf("%d:%d", unix.Major(want.Rdev), unix.Minor(want.Rdev)) {
+		return nil
+	}
+	if unix.Stat(path, &have) == nil && have.Mode&unix.S_IFMT == unix.S_IFBLK && have.Rdev == want.Rdev {
+		return nil
+	}
+	return status.Errorf(codes.AlreadyExists, "%s is mounted from %s, not from %s", path, m.Source, dev)
+}
+
 // stageMount mounts dev's filesystem on staging, making one on a blank
 // device of a read-write stage.
 func stageMount(ctx context.Context, dev, staging string, mc *csipb.VolumeCapability_MountVolume, ro bool) error {
 	if err := os.MkdirAll(staging, 0o750); err != nil {
 		return status.Error(codes.Internal, err.Error())
 	}
-	if m, err := mountAt(staging); err != nil || m != nil {
-		return grpcError(err) // staged already
+	if m, err := mountAt(staging); err != nil {
+		return grpcError(err)
+	} else if m != nil {
+		return stagedAlready(m, dev, staging)
 	}
 	want := mc.GetFsType()
 	if want == "" {

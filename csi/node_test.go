@@ -204,6 +204,7 @@ func TestReadOnlyManyTwoNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantCode(t, "a second node's read-write stage", nodes[1].stage(vol, newPaths(t), rw), codes.FailedPrecondition)
+	wantCode(t, "another volume staged on the same path", w.stage(blank, at, rw), codes.AlreadyExists)
 	if err := w.publish(vol, at, rw, false); err != nil {
 		t.Fatal(err)
 	}
@@ -339,6 +340,9 @@ func TestNeverFormatsData(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.release(t, vol, at) })
+	if err := p.stage(vol, at, roBlock); err != nil {
+		t.Fatalf("staging again: %v", err)
+	}
 	wantCode(t, "a read-only publish with a writer mode", p.publish(vol, at, block, true), codes.FailedPrecondition)
 	if err := p.publish(vol, at, roBlock, true); err != nil {
 		t.Fatal(err)
