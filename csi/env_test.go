@@ -192,17 +192,19 @@ func capability(block bool, mode csipb.VolumeCapability_AccessMode_Mode) *csipb.
 	return c
 }
 
-// detachUnder lazily unmounts what is left mounted under dir and detaches
-// the loop devices over files there (a failed test's leftovers).
+// detachUnder detaches the loop devices over files under dir and lazily
+// unmounts what is left mounted there (a failed test's leftovers). Loop
+// devices first: once their FUSE mount is detached they no longer show
+// their file's path.
 func detachUnder(t *testing.T, dir string) {
-	out, _ := exec.Command("sh", "-c", `grep -o " `+dir+`[^ ]*" /proc/self/mountinfo | sort -r | xargs -r -n1 umount -l`).CombinedOutput()
-	if len(out) > 0 {
-		t.Logf("unmounting under %s: %s", dir, out)
-	}
 	paths, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
 	for _, p := range paths {
 		if b, err := os.ReadFile(p); err == nil && strings.HasPrefix(string(b), dir+"/") {
 			exec.Command("losetup", "-d", "/dev/"+filepath.Base(filepath.Dir(filepath.Dir(p)))).Run()
 		}
+	}
+	out, _ := exec.Command("sh", "-c", `grep -o " `+dir+`[^ ]*" /proc/self/mountinfo | sort -r | xargs -r -n1 umount -l`).CombinedOutput()
+	if len(out) > 0 {
+		t.Logf("unmounting under %s: %s", dir, out)
 	}
 }
