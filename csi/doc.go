@@ -71,11 +71,15 @@
 // device over it (losetup --direct-io). The third way exists for machines
 // without ublk and nbd (the project's build machines have neither); it is
 // served by the same agent, but its loop device does not outlive the agent:
-// a FUSE mount ends with its process. For Mount access it makes a
-// filesystem only when blkid finds nothing on the device and the stage is
-// read-write; a read-only stage of a blank volume is FailedPrecondition, and
-// a device holding another filesystem than the one asked for is never
-// reformatted (FailedPrecondition). It mounts the device on the staging path
+// a FUSE mount ends with its process (see Recover below). For Mount access
+// it makes a filesystem only on a blank device of a read-write stage: blkid
+// finds nothing and the first and last MiB read as zeros (a volume never
+// written does; bytes blkid cannot name are still data). A read-only stage
+// of a blank volume is FailedPrecondition, and a device holding data or
+// another filesystem than the one asked for is never reformatted
+// (FailedPrecondition). A repeated stage must find the same device on the
+// staging path (AlreadyExists otherwise); a failed stage leaves nothing
+// mapped. It mounts the device on the staging path
 // (ro,noload for ext4 and ro,norecovery for xfs on read-only stages). For
 // Block access it bind-mounts the device onto the file STAGING/block.
 // NodePublishVolume bind-mounts the staged directory (or block file) onto the
@@ -93,6 +97,15 @@
 // The plugin keeps no state of its own: the agent records its mappings and
 // restores them after its own restart, and a restarted plugin finds a staged
 // volume again from the agent's List (by volume id), /proc/self/mountinfo
-// (by staging path) and the loop devices' backing files. Every call is
-// idempotent, and calls on one volume are serialised.
+// (by staging path) and the loop devices' backing files. A ublk or kernel
+// nbd device outlives a restarted agent (the agent takes it back). A loop
+// device over a FUSE file does not: when the node service starts (Recover)
+// and at each NodeStageVolume it lazily unmounts the dead FUSE directory so
+// that the restarted agent can serve the file again, attaches a new loop
+// device and makes every mount of the dead one again in its place (the
+// staging mount, then the publish binds, read-only where they were). What
+// was flushed reads back; writes the old mount had not flushed are lost as
+// on a crash, and files held open across the restart fail (EIO) until
+// reopened. Every call is idempotent, and calls on one volume are
+// serialised.
 package csi
