@@ -108,6 +108,7 @@ func TestEveryCommandPrintsJSON(t *testing.T) {
 		{args: []string{"selftest"}},
 		{args: []string{"ls", "--agent", filepath.Join(dir, "no-agent.sock"), "--map-sockets", dir}},
 		{args: []string{"etcd", "--dir", filepath.Join(dir, "etcd"), "--listen", "127.0.0.1:0", "--peer-listen", "127.0.0.1:0"}, daemon: true},
+		{args: []string{"csi", "--endpoint", "unix://" + filepath.Join(dir, "csi.sock"), "--mode", "controller"}, daemon: true},
 		{args: []string{"controller", "--holder", "c1", "--probe=false", "--api", filepath.Join(dir, "api.sock")}, daemon: true},
 		{args: []string{"target", "serve", "--dir", dir, "--listen", "127.0.0.1:0", "--nqn", "nqn.test:json", "--ns", "d0:1MiB",
 			"--allow-host", "any", "--control", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, daemon: true},

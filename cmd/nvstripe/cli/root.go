@@ -46,6 +46,7 @@ func verbGroups() []func(*globals) *cobra.Command {
 		newAdminCmd,
 		newAgentCmd,
 		newMapCmd,
+		newCSICmd,
 		newUnmapCmd,
 		newLsCmd,
 		newConfigCmd,
