@@ -24,6 +24,8 @@ require (
 	pgregory.net/rapid v1.3.0
 )
 
+require github.com/anishathalye/porcupine v1.3.1 // indirect
+
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
