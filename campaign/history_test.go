@@ -208,7 +208,7 @@ func (h *history) check(initial func(blockKey) uint64, dir, name string) (histor
 			keys = append(keys, p[0].Input.(regOp).key)
 		}
 	}
-	err := fmt.Errorf("%w: %d of %d blocks, first %s block %d", errNotLinearizable, len(keys), res.blocks, keys[0].volume, keys[0].block)
+	err := fmt.Errorf("%w: %d of %d blocks, first: volume %s, block %d", errNotLinearizable, len(keys), res.blocks, keys[0].volume, keys[0].block)
 	_, info := porcupine.CheckOperationsVerbose(registerModel, bad, checkTimeout)
 	res.saved = filepath.Join(dir, name)
 	if verr := os.MkdirAll(dir, 0o755); verr != nil {
