@@ -27,6 +27,8 @@ var (
 	// after the checks, as before readers followed moves.
 	compound = flag.Bool("campaign.compound", os.Getenv("CAMPAIGN_COMPOUND") == "1",
 		"overlap two or three faults in each round (compoundPairs); default $CAMPAIGN_COMPOUND=1, else one fault a round")
+	compoundRounds = flag.Int("campaign.compound-rounds", envInt("CAMPAIGN_COMPOUND_ROUNDS", 1),
+		"compound rounds to run after the rounds, seeds following on (make campaign runs 0); default $CAMPAIGN_COMPOUND_ROUNDS, else 1")
 	readerAttached = flag.Bool("campaign.reader-attached", os.Getenv("CAMPAIGN_READER_ATTACHED") != "0",
 		"keep the read-only mapping attached while the controller restores redundancy (needs readers that follow moves)")
 )
@@ -34,7 +36,9 @@ var (
 // ciSeed is the first seed of the short campaign `make test` runs: fixed, so
 // that CI replays schedules known to pass and a red run means a regression;
 // new schedules come from `make campaign` (seeded from the clock).
-// Its rounds inject the last two kinds and the first (see faults).
+// Its rounds inject the last two kinds and the first (see faults), then
+// its compound round a target lost until out while one or two others are
+// partitioned (a partition during a rebuild).
 const ciSeed = 250940845
 
 func envInt(name string, def int) int {
@@ -94,19 +98,22 @@ type failedRound struct {
 	Replay string `json:"replay"`
 }
 
-func replay(seed uint64) string {
-	if *compound {
-		return fmt.Sprintf("make campaign SEED=%d ROUNDS=1 COMPOUND=1", seed)
-	}
-	return fmt.Sprintf("make campaign SEED=%d ROUNDS=1", seed)
+// replay is the command that replays round seed, compound or not.
+func replay(seed uint64, compound bool) string {
+	return fmt.Sprintf("make campaign SEED=%d ROUNDS=1 COMPOUND=%d", seed, b2i(compound))
 }
 
 // replayEnv is the replay command through go test.
-func replayEnv(seed uint64) string {
-	if *compound {
-		return fmt.Sprintf("CAMPAIGN_COMPOUND=1 CAMPAIGN_SEED=%d CAMPAIGN_ROUNDS=1 go test ./campaign -run TestCampaign -v", seed)
+func replayEnv(seed uint64, compound bool) string {
+	return fmt.Sprintf("CAMPAIGN_COMPOUND=%d CAMPAIGN_SEED=%d CAMPAIGN_ROUNDS=1 CAMPAIGN_COMPOUND_ROUNDS=0 go test ./campaign -run TestCampaign -v",
+		b2i(compound), seed)
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
 	}
-	return fmt.Sprintf("CAMPAIGN_SEED=%d CAMPAIGN_ROUNDS=1 go test ./campaign -run TestCampaign -v", seed)
+	return 0
 }
 
 // TestCampaign runs the fault campaign (see the package doc). A failed
@@ -132,12 +139,14 @@ func TestCampaign(t *testing.T) {
 	}
 	tot := totals{FirstSeed: seed, Compound: *compound, Faults: map[string]int{}, Combinations: map[string]int{}}
 	defer func() { tot.report(t, c, w, rd, start) }()
-	for r := range *rounds {
+	all := *rounds + *compoundRounds
+	for r := range all {
 		sd := seed + uint64(r)
 		rng := rand.New(rand.NewPCG(sd, 0))
-		fs := pickFaults(sd, *compound, rng)
+		comp := *compound || r >= *rounds
+		fs := pickFaults(sd, comp, rng)
 		name := faultNames(fs)
-		t.Logf("round %d: seed %d: %s (replay: %s)", r, sd, name, replay(sd))
+		t.Logf("round %d: seed %d: %s (replay: %s)", r, sd, name, replay(sd, comp))
 		h := newHistory()
 		initial := w.begin(h)
 		rd.setHistory(h)
@@ -158,11 +167,11 @@ func TestCampaign(t *testing.T) {
 			continue
 		}
 		t.Errorf("round %d, seed %d, %s: %v\nreplay: %s (or %s); process logs: %s",
-			r, sd, name, err, replay(sd), replayEnv(sd), dir+"/processes.log")
+			r, sd, name, err, replay(sd, comp), replayEnv(sd, comp), dir+"/processes.log")
 		tot.count(err)
-		tot.Failed = append(tot.Failed, failedRound{Seed: sd, Fault: name, Error: err.Error(), Replay: replay(sd)})
+		tot.Failed = append(tot.Failed, failedRound{Seed: sd, Fault: name, Error: err.Error(), Replay: replay(sd, comp)})
 		if rerr := c.recoverAfter(s, rd, err); rerr != nil {
-			tot.NotRun = *rounds - r - 1
+			tot.NotRun = all - r - 1
 			t.Errorf("after seed %d the cluster did not recover: %v; %d rounds not run", sd, rerr, tot.NotRun)
 			return
 		}

@@ -73,13 +73,15 @@ func (h *history) client() int {
 	return h.clients - 1
 }
 
-// write records a write of value v to k invoked at call; ok says whether
-// it was acknowledged (at ret).
-func (h *history) write(client int, k blockKey, v uint64, call, ret int64, ok bool) {
-	if !ok {
-		ret = math.MaxInt64
+// write records a write of value v to k invoked at call and acknowledged
+// at ret, or, when err is not nil, failed (its error goes with it into
+// the visualisation).
+func (h *history) write(client int, k blockKey, v uint64, call, ret int64, err error) {
+	op := porcupine.Operation{ClientId: client, Input: regOp{key: k, write: true, value: v}, Call: call, Return: ret}
+	if err != nil {
+		op.Return, op.Metadata = math.MaxInt64, "failed: "+err.Error()
 	}
-	h.add(porcupine.Operation{ClientId: client, Input: regOp{key: k, write: true, value: v}, Call: call, Return: ret})
+	h.add(op)
 }
 
 // read records a read of k that returned v.
@@ -127,6 +129,10 @@ var registerModel = porcupine.Model{
 		return fmt.Sprintf("read %s", describeValue(output.(uint64)))
 	},
 	DescribeState: func(state any) string { return describeValue(state.(uint64)) },
+	DescribeOperationMetadata: func(info any) string {
+		s, _ := info.(string)
+		return s
+	},
 }
 
 func describeValue(v uint64) string {

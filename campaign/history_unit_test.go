@@ -67,7 +67,11 @@ func TestHistoryCheck(t *testing.T) {
 			h := newHistory()
 			for i, o := range tc.ops {
 				if o.write {
-					h.write(i, k, o.v, o.call, o.ret, o.ret != 0)
+					var err error
+					if o.ret == 0 {
+						err = errors.New("connection reset")
+					}
+					h.write(i, k, o.v, o.call, o.ret, err)
 				} else {
 					h.read(i, k, o.v, o.call, o.ret)
 				}
@@ -98,7 +102,7 @@ func TestHistoryCheck(t *testing.T) {
 // so any later read may find it.
 func TestHistoryOpenWrite(t *testing.T) {
 	h := newHistory()
-	h.write(0, blockKey{rwVolume, 1}, 7, 10, 20, false)
+	h.write(0, blockKey{rwVolume, 1}, 7, 10, 20, errors.New("timeout"))
 	if r := h.ops[0].Return; r != math.MaxInt64 {
 		t.Fatalf("a failed write returns at %d, want open-ended", r)
 	}

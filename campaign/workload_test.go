@@ -196,7 +196,7 @@ func (w *workload) write(ctx context.Context, c *nbdtest.Client, rng *rand.Rand,
 	defer cancel()
 	call := h.now()
 	err := c.WriteAt(wctx, content(b, v), b*blockSize)
-	h.write(client, blockKey{rwVolume, b}, v, call, h.now(), err == nil)
+	h.write(client, blockKey{rwVolume, b}, v, call, h.now(), err)
 	if err == nil && rng.IntN(32) == 0 {
 		if c.Flush(wctx) == nil {
 			w.mu.Lock()
