@@ -28,6 +28,8 @@ require (
 	pgregory.net/rapid v1.3.0
 )
 
+require github.com/anishathalye/porcupine v1.3.1
+
 require (
 	github.com/Masterminds/semver/v3 v3.4.0 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.1 // indirect

@@ -43,6 +43,7 @@ type frontend interface {
 // startFrontend serves dev as spec asks.
 func startFrontend(ctx context.Context, spec Spec, dev blockdev.Device, o *Options) (frontend, error) {
 	logf := o.Logf
+	dev = mutate(dev)
 	switch spec.Via {
 	case ViaNBDListen, ViaNBDDevice:
 		no := nbd.Options{Logf: logf, Refused: o.Metrics.nbdRefused(spec.Volume), Exports: map[string]nbd.Export{

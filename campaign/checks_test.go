@@ -78,7 +78,7 @@ func (c *cluster) check(ctx context.Context, s *meta.Store, w *workload, readerA
 	if err := c.tryStartMap(c.owner); err != nil {
 		return got, fmt.Errorf("%s: %w", c.owner.name, err)
 	}
-	if got.roBytes, got.segments, err = c.checkReadOnly(ctx, s, readerAttached, got.segments); err != nil {
+	if got.roBytes, got.segments, err = c.checkReadOnly(ctx, s, w, readerAttached, got.segments); err != nil {
 		return got, err
 	}
 	return got, leaks(ctx, s, c.knownLeaks)
@@ -87,7 +87,7 @@ func (c *cluster) check(ctx context.Context, s *meta.Store, w *workload, readerA
 // checkReadOnly scrubs roVolume (unless the reader is attached: a scrub
 // needs the read-write lease) and reads it all back through a fresh
 // mapping.
-func (c *cluster) checkReadOnly(ctx context.Context, s *meta.Store, readerAttached bool, segments int64) (int64, int64, error) {
+func (c *cluster) checkReadOnly(ctx context.Context, s *meta.Store, w *workload, readerAttached bool, segments int64) (int64, int64, error) {
 	var bytes int64
 	err := c.withMap("checker", roVolume, readerAttached, func(addr string) error {
 		if !readerAttached {
@@ -98,7 +98,7 @@ func (c *cluster) checkReadOnly(ctx context.Context, s *meta.Store, readerAttach
 			segments += n
 		}
 		var err error
-		bytes, err = verifyRO(ctx, addr)
+		bytes, err = verifyRO(ctx, addr, w.history())
 		return err
 	})
 	return bytes, segments, err

@@ -15,6 +15,11 @@ import (
 type fault struct {
 	name string
 	do   func(c *cluster, rng *rand.Rand)
+	// weight is how often compound rounds draw the kind (0 counts as 1):
+	// more for those that touch the write log (the owner's crash, stop
+	// or partition), moves (a target lost until out, the controller) and
+	// leases (etcd stalled past the TTL, the owner stopped).
+	weight int
 }
 
 // pause is how long a fault lasts: 0.5 to 3 s.
@@ -110,45 +115,49 @@ func pastTTL(*rand.Rand) time.Duration { return 12 * time.Second }
 // source address: the owner and the controller bind their own, see
 // ownerSrc), so the others still reach the target.
 var faults = []fault{
-	{"kill -9 target", killFor(aTarget)},
-	{"SIGSTOP target", stopFor(aTarget, pause)},
+	{"kill -9 target", killFor(aTarget), 1},
+	{"SIGSTOP target", stopFor(aTarget, pause), 1},
 	// Down past outAfter: the controller marks the namespace out and
 	// rebuilds its shards on the others.
-	{"lose target (kill -9 until out)", func(c *cluster, rng *rand.Rand) { c.loseTarget(rng.IntN(len(c.targets))) }},
-	{"kill -9 owner", killFor(theOwner)},
-	{"partition targets", onProxies(func(p *faultnet.Proxy, _ *rand.Rand) { p.Partition() })},
+	{"lose target (kill -9 until out)", func(c *cluster, rng *rand.Rand) { c.loseTarget(rng.IntN(len(c.targets))) }, 3},
+	{"kill -9 owner", killFor(theOwner), 3},
+	{"partition targets", onProxies(func(p *faultnet.Proxy, _ *rand.Rand) { p.Partition() }), 1},
+	// A start that fails is logged; the heal starts the target again (a
+	// compound round runs its faults apart from the test's goroutine).
 	{"restart target", func(c *cluster, rng *rand.Rand) {
 		p := aTarget(c, rng)
 		if !p.term(stopWait) {
 			p.kill()
 		}
-		c.mustStart(p, 60*time.Second)
-	}},
-	{"kill -9 etcd", killFor(theEtcd)},
-	{"SIGSTOP etcd", stopFor(theEtcd, pause)},
-	{"SIGSTOP etcd 12s", stopFor(theEtcd, pastTTL)},
-	{"kill -9 controller", killFor(theCtl)},
-	{"SIGSTOP controller", stopFor(theCtl, pause)},
-	{"SIGSTOP owner", stopFor(theOwner, pause)},
-	{"kill -9 reader", killFor(theReader)},
-	{"SIGSTOP reader", stopFor(theReader, pause)},
-	{"stall targets", onProxies(func(p *faultnet.Proxy, _ *rand.Rand) { p.Stall() })},
+		if err := p.start(60 * time.Second); err != nil {
+			fmt.Fprintf(c.logw, "campaign: restarting %s: %v\n", p.name, err)
+		}
+	}, 2},
+	{"kill -9 etcd", killFor(theEtcd), 2},
+	{"SIGSTOP etcd", stopFor(theEtcd, pause), 2},
+	{"SIGSTOP etcd 12s", stopFor(theEtcd, pastTTL), 3},
+	{"kill -9 controller", killFor(theCtl), 2},
+	{"SIGSTOP controller", stopFor(theCtl, pause), 2},
+	{"SIGSTOP owner", stopFor(theOwner, pause), 3},
+	{"kill -9 reader", killFor(theReader), 2},
+	{"SIGSTOP reader", stopFor(theReader, pause), 2},
+	{"stall targets", onProxies(func(p *faultnet.Proxy, _ *rand.Rand) { p.Stall() }), 1},
 	{"delay targets", onProxies(func(p *faultnet.Proxy, rng *rand.Rand) {
 		p.Delay(time.Duration(10+rng.IntN(490)) * time.Millisecond)
-	})},
+	}), 1},
 	{"reset target connections", func(c *cluster, rng *rand.Rand) {
 		for range 1 + rng.IntN(4) {
 			c.proxies[rng.IntN(len(c.proxies))].Reset()
 			time.Sleep(pause(rng) / 4)
 		}
-	}},
+	}, 1},
 	// The owner alone loses one or two targets, past its IO's wait: it
 	// writes around them (stale marks) while the controller, which still
 	// reaches them and hears them gossip, sees them healthy.
 	{"partition owner from targets", func(c *cluster, rng *rand.Rand) {
 		c.cutFrom(ownerSrc, "the owner", rng.Perm(len(c.proxies))[:1+rng.IntN(2)])
 		time.Sleep(pastLoss(rng))
-	}},
+	}, 3},
 	// The controller alone loses one or two targets while a third is lost
 	// and its shards rebuilt: the controller's own moves (of the volume
 	// the owner does not map read-write) cannot read or write the cut-off
@@ -162,5 +171,5 @@ var faults = []fault{
 		c.cutFrom(ctlSrc, "the controller", perm[:n])
 		c.loseTarget(perm[n])
 		time.Sleep(pause(rng))
-	}},
+	}, 3},
 }

@@ -15,11 +15,16 @@ import (
 	"time"
 )
 
-// buildBinary builds the nvstripe binary into dir.
-func buildBinary(t *testing.T, dir string) string {
+// buildBinary builds the nvstripe binary into dir, with the build tags
+// given (a mutant).
+func buildBinary(t *testing.T, dir string, tags ...string) string {
 	t.Helper()
 	bin := filepath.Join(dir, "nvstripe")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/nvstripe/nvstripe/cmd/nvstripe").CombinedOutput()
+	args := []string{"build", "-o", bin}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	out, err := exec.Command("go", append(args, "github.com/nvstripe/nvstripe/cmd/nvstripe")...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}

@@ -3,6 +3,7 @@ package campaign
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"sort"
@@ -15,40 +16,69 @@ import (
 
 const blockSize = 4096
 
-// workload writes 4 KiB blocks through the owner's NBD export and keeps,
-// for every block, the version it last acknowledged and the versions of
-// writes after it that failed (they may or may not have landed). A block's
-// content is a function of (block, version); version 0 is zeros.
+// workload writes and reads 4 KiB blocks through the owner's NBD export
+// from several workers at once (each its own connection), and keeps, for
+// every block, the version it last acknowledged and the versions of writes
+// after it that failed (they may or may not have landed). Two workers
+// never write one block at once (a worker that picks a block being written
+// reads it instead), so that the last acknowledged write of a block is
+// its content; reads overlap writes freely. Every read and write goes to
+// the round's history (hist), which is checked for linearizability. A
+// block's content is a function of (block, version); version 0 is zeros.
 type workload struct {
 	addr string
 
 	mu      sync.Mutex
+	hist    *history
 	acked   map[int64]uint64
 	maybe   map[int64][]uint64
+	unknown map[int64]bool // lost in an earlier round: content not known
+	busy    map[int64]bool // being written
 	next    uint64
 	writes  int // acknowledged
 	failed  int
 	flushes int
+	reads   int // successful reads of the owner's export
 }
 
 func newWorkload(addr string) *workload {
-	return &workload{addr: addr, acked: map[int64]uint64{}, maybe: map[int64][]uint64{}}
+	return &workload{addr: addr, hist: newHistory(), acked: map[int64]uint64{}, maybe: map[int64][]uint64{}, unknown: map[int64]bool{}, busy: map[int64]bool{}}
 }
 
-// content is what version v of block b holds.
+// workers is how many connections the workload writes and reads through.
+const workers = 3
+
+// hotBlocks are the blocks half of the operations pick (spread over the
+// volume's segments), so that writes and reads of one block overlap.
+const hotBlocks = 32
+
+// content is what version v of block b holds: b and v, then bytes drawn
+// from them, so that a read maps to the one write that wrote it.
 func content(b int64, v uint64) []byte {
 	p := make([]byte, blockSize)
 	if v == 0 {
 		return p
 	}
+	binary.LittleEndian.PutUint64(p, uint64(b))
+	binary.LittleEndian.PutUint64(p[8:], v)
 	r := rand.New(rand.NewPCG(uint64(b), v))
-	for i := 0; i < len(p); i += 8 {
+	for i := 16; i < len(p); i += 8 {
 		x := r.Uint64()
 		for j := range 8 {
 			p[i+j] = byte(x >> (8 * j))
 		}
 	}
 	return p
+}
+
+// version is the version block b's content p holds, badValue when it is
+// none (another block's content, torn, corrupt).
+func version(b int64, p []byte) uint64 {
+	v := binary.LittleEndian.Uint64(p[8:])
+	if v == badValue || v == anyValue || !bytes.Equal(p, content(b, v)) {
+		return badValue
+	}
+	return v
 }
 
 // dial connects to export at addr, retrying until ctx ends (the map may be
@@ -69,14 +99,52 @@ func dial(ctx context.Context, addr, export string) (*nbdtest.Client, error) {
 	}
 }
 
-// run writes random blocks until ctx ends, reconnecting after errors.
+// begin starts a round's history: it returns each block's value as the
+// round begins (anyValue where a failed write may have landed or an
+// earlier round lost it).
+func (w *workload) begin(h *history) func(blockKey) uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.hist = h
+	start := map[int64]uint64{}
+	for b, v := range w.acked {
+		start[b] = v
+	}
+	for b := range w.maybe {
+		start[b] = anyValue
+	}
+	for b := range w.unknown {
+		start[b] = anyValue
+	}
+	return func(k blockKey) uint64 {
+		if k.volume == roVolume {
+			return roVersion
+		}
+		return start[k.block]
+	}
+}
+
+// run runs the workers until ctx ends.
 func (w *workload) run(ctx context.Context, rng *rand.Rand) {
+	var wg sync.WaitGroup
+	for range workers {
+		r := rand.New(rand.NewPCG(rng.Uint64(), 3))
+		wg.Go(func() { w.work(ctx, r) })
+	}
+	wg.Wait()
+}
+
+// work writes (two in three) and reads random blocks until ctx ends,
+// reconnecting after errors.
+func (w *workload) work(ctx context.Context, rng *rand.Rand) {
 	var c *nbdtest.Client
 	defer func() {
 		if c != nil {
 			c.Close()
 		}
 	}()
+	h := w.history()
+	client := h.client()
 	for ctx.Err() == nil {
 		if c == nil {
 			var err error
@@ -85,35 +153,91 @@ func (w *workload) run(ctx context.Context, rng *rand.Rand) {
 			}
 		}
 		b := rng.Int64N(volSize / blockSize)
-		w.mu.Lock()
-		w.next++
-		v := w.next
-		w.mu.Unlock()
-		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := c.WriteAt(wctx, content(b, v), b*blockSize)
-		if err == nil && rng.IntN(32) == 0 {
-			if c.Flush(wctx) == nil {
-				w.mu.Lock()
-				w.flushes++
-				w.mu.Unlock()
-			}
+		if rng.IntN(2) == 0 {
+			b = rng.Int64N(hotBlocks) * (volSize / blockSize / hotBlocks)
 		}
-		cancel()
-		w.record(b, v, err == nil)
+		var err error
+		if v, ok := w.claim(b, rng.IntN(3) != 0); ok {
+			err = w.write(ctx, c, rng, h, client, b, v)
+		} else {
+			err = w.read(ctx, c, h, client, b)
+		}
 		if err != nil {
 			c.Close()
 			c = nil
+			client = h.client()
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
 }
 
+func (w *workload) history() *history {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.hist
+}
+
+// claim takes block b for a write of a new version when write is asked
+// and nobody writes b; false: read it.
+func (w *workload) claim(b int64, write bool) (uint64, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !write || w.busy[b] {
+		return 0, false
+	}
+	w.busy[b] = true
+	w.next++
+	return w.next, true
+}
+
+// write writes version v of block b (now and then flushing) and records it.
+func (w *workload) write(ctx context.Context, c *nbdtest.Client, rng *rand.Rand, h *history, client int, b int64, v uint64) error {
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	call := h.now()
+	err := c.WriteAt(wctx, content(b, v), b*blockSize)
+	h.write(client, blockKey{rwVolume, b}, v, call, h.now(), err)
+	if err == nil && rng.IntN(32) == 0 {
+		if c.Flush(wctx) == nil {
+			w.mu.Lock()
+			w.flushes++
+			w.mu.Unlock()
+		}
+	}
+	w.record(b, v, err == nil)
+	return err
+}
+
+// read reads block b and records what it returned.
+func (w *workload) read(ctx context.Context, c *nbdtest.Client, h *history, client int, b int64) error {
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	got := make([]byte, blockSize)
+	call := h.now()
+	err := c.ReadAt(rctx, got, b*blockSize)
+	ret := h.now()
+	switch {
+	case ctx.Err() != nil:
+		return err // the round ended: not the read's fault
+	case err != nil:
+		h.readFailed()
+		return err
+	}
+	h.read(client, blockKey{rwVolume, b}, version(b, got), call, ret)
+	w.mu.Lock()
+	w.reads++
+	w.mu.Unlock()
+	return nil
+}
+
 func (w *workload) record(b int64, v uint64, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	delete(w.busy, b)
 	if ok {
 		w.acked[b] = v
 		delete(w.maybe, b)
+		delete(w.unknown, b)
 		w.writes++
 		return
 	}
@@ -145,15 +269,20 @@ func (w *workload) verify(ctx context.Context, addr string) (int, error) {
 	}
 	got := make([]byte, blockSize)
 	var lost []string
+	h := w.hist
+	client := h.client()
 	for b := range blocks {
+		call := h.now()
 		if err := c.ReadAt(ctx, got, b*blockSize); err != nil {
 			return 0, fmt.Errorf("reading block %d: %w", b, err)
 		}
+		h.read(client, blockKey{rwVolume, b}, version(b, got), call, h.now())
 		allowed := append([]uint64{w.acked[b]}, w.maybe[b]...)
 		if !w.match(b, got, allowed) {
 			lost = append(lost, fmt.Sprintf("block %d (offset %d) holds none of versions %v", b, b*blockSize, allowed))
 			delete(w.acked, b)
 			delete(w.maybe, b)
+			w.unknown[b] = true
 		}
 	}
 	if len(lost) > 0 {
@@ -170,6 +299,7 @@ func (w *workload) match(b int64, got []byte, allowed []uint64) bool {
 		if bytes.Equal(got, content(b, v)) {
 			w.acked[b] = v
 			delete(w.maybe, b)
+			delete(w.unknown, b)
 			return true
 		}
 	}
@@ -214,6 +344,7 @@ type reader struct {
 	addr string
 
 	mu     sync.Mutex
+	hist   *history // the round's: every successful read, block by block
 	ok     int
 	failed int
 	wrong  error // the first read that returned wrong data
@@ -228,6 +359,8 @@ func (r *reader) run(ctx context.Context, rng *rand.Rand) {
 		}
 	}()
 	got := make([]byte, roChunk)
+	h := r.history()
+	client := h.client()
 	for ctx.Err() == nil {
 		if c == nil {
 			var err error
@@ -237,17 +370,46 @@ func (r *reader) run(ctx context.Context, rng *rand.Rand) {
 		}
 		off := rng.Int64N(roSize/roChunk) * roChunk
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		call := h.now()
 		err := c.ReadAt(rctx, got, off)
+		ret := h.now()
 		cancel()
 		if ctx.Err() != nil {
 			return // the round ended: not the read's fault
 		}
 		r.record(off, got, err)
+		recordBlocks(h, client, roVolume, off, got, err, call, ret)
 		if err != nil {
 			c.Close()
 			c = nil
+			client = h.client()
 			time.Sleep(50 * time.Millisecond)
 		}
+	}
+}
+
+func (r *reader) setHistory(h *history) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.hist = h
+}
+
+func (r *reader) history() *history {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.hist
+}
+
+// recordBlocks records a read of p at off of volume as one read of each
+// block (they all took place between call and ret).
+func recordBlocks(h *history, client int, volume string, off int64, p []byte, err error, call, ret int64) {
+	if err != nil {
+		h.readFailed()
+		return
+	}
+	for i := 0; i < len(p); i += blockSize {
+		b := (off + int64(i)) / blockSize
+		h.read(client, blockKey{volume, b}, version(b, p[i:i+blockSize]), call, ret)
 	}
 }
 
@@ -282,17 +444,21 @@ func (r *reader) forget() {
 	r.wrong = nil
 }
 
-// verifyRO reads all of roVolume through the export at addr and checks it;
-// it returns the bytes checked.
-func verifyRO(ctx context.Context, addr string) (int64, error) {
+// verifyRO reads all of roVolume through the export at addr and checks it
+// (recording the reads in h); it returns the bytes checked.
+func verifyRO(ctx context.Context, addr string, h *history) (int64, error) {
 	c, err := dial(ctx, addr, roVolume)
 	if err != nil {
 		return 0, err
 	}
 	defer c.Close()
 	got := make([]byte, roChunk)
+	client := h.client()
 	for off := int64(0); off < roSize; off += roChunk {
-		if err := c.ReadAt(ctx, got, off); err != nil {
+		call := h.now()
+		err := c.ReadAt(ctx, got, off)
+		recordBlocks(h, client, roVolume, off, got, err, call, h.now())
+		if err != nil {
 			return 0, fmt.Errorf("reading %s at offset %d: %w", roVolume, off, err)
 		}
 		if !bytes.Equal(got, roContent(off, roChunk)) {
