@@ -131,7 +131,7 @@ func TestDemoChaosThroughController(t *testing.T) {
 	for _, want := range []string{
 		"starting 7", "target 7:", "controller: in-process", "chaos: stopped target",
 		"read 64 MiB back while degraded: identical",
-		"down (", "out (", "by owner demo.", "rebuild: [####################]",
+		"in -> down", "out (", "by owner demo.", "rebuild: [####################]",
 		"data verified",
 	} {
 		if !strings.Contains(text, want) {
