@@ -140,6 +140,7 @@ func importRules() map[string]rule {
 		"bench/...":       {ours: []string{"*"}, third: wiring, why: "bench holds benchmark tools: wiring, like demo"},
 		"cmd/...":         {ours: []string{"*"}, third: []string{"*"}, why: "cmd is the top: it parses, calls and prints"},
 		"vmtest":          {why: "vmtest only runs the built binary in a VM"},
+		"vmtest/replay":   {why: "vmtest/replay replays a dm-log-writes log in the VM guest (a test tool)"},
 		defaultRuleMarker: {ours: []string{"blockdev"}, why: "default for packages without a row"},
 	}
 }
