@@ -46,6 +46,22 @@
 //     fio --verify=crc32c while a target is killed, unmap: TestAgentRestart
 //     (about 3 minutes under emulation, 10 on a loaded host; fio and
 //     resize2fs are copied in from the host with their libraries).
+//   - dm-flakey.sh: faults below the targets. The three targets of a
+//     whole cluster keep their namespaces on dm-flakey devices (the guest
+//     kernel's modules and the host's dmsetup shipped in, lib/dm.sh); t1's
+//     medium rots under the device, then its device drops writes, fails
+//     writes and fails everything, one at a time, with a 2+1 volume mapped
+//     on nbd; every read returns the acknowledged bytes or an error, never
+//     others, and after each fault the operator's `ns set-state in` and a
+//     scrub make t1's shards whole again (checked with t2's device failing
+//     everything): TestDMFlakey.
+//   - dm-log-writes.sh: crash states replayed from the targets' write
+//     logs. The three namespaces sit on dm-log-writes devices; rounds of
+//     flushed writes each end with one mark in the three logs (devices
+//     suspended, so one cut); the map is killed, and for every mark the
+//     logs are replayed into fresh files (vmtest/replay, built static),
+//     the targets restarted on them and the volume mapped again: every
+//     acknowledged-and-flushed byte must read back: TestDMLogWrites.
 //   - figures-ublk-nbd.sh: the figures of vmtest/figures.sh (not a test).
 //   - resv-host.sh: the guest's nvme-cli drives NVMe reservations against
 //     our target on the host (TestLinuxHostReservationsVM, in package
