@@ -1,9 +1,11 @@
 package vmtest
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 )
@@ -16,7 +18,11 @@ import (
 // /boot/vmlinuz-VER.
 func dmFiles(t *testing.T) []string {
 	t.Helper()
-	files := hostTools(t, "/usr/sbin/dmsetup")
+	dmsetup := "/usr/sbin/dmsetup"
+	if _, err := os.Stat(dmsetup); err != nil {
+		dmsetup = "/sbin/dmsetup" // Debian's package dmsetup without merged /usr
+	}
+	files := hostTools(t, dmsetup)
 	kver := os.Getenv("VM_KVER")
 	if kver == "" {
 		dirs, _ := filepath.Glob("/lib/modules/*")
@@ -37,21 +43,65 @@ func dmFiles(t *testing.T) []string {
 	return files
 }
 
-// TestDMFlakey: scenarios/dm-flakey.sh.
+// TestDMFlakey: scenarios/dm-flakey.sh with t1's device dropping writes
+// silently, caught by the checksums, and the recovery after it. The
+// scenario fails on wrong data, a read that 2+1 can rebuild failing, or
+// t1's shards not whole after the scrub. TestDMFlakeyLong runs every
+// fault.
 func TestDMFlakey(t *testing.T) {
-	harness(t)
-	files := append([]string{nvstripeFile(t)}, dmFiles(t)...)
-	runScenarioFor(t, 600*time.Second, "dm-flakey.sh", files)
+	dmFlakey(t, "drop_writes")
 }
 
-// TestDMLogWrites: scenarios/dm-log-writes.sh, with the replayer
-// (vmtest/replay) built static for the guest.
+// TestDMFlakeyLong: scenarios/dm-flakey.sh with bit rot under t1's device,
+// then its device dropping writes, failing writes and failing everything,
+// each followed by the recovery (NVSTRIPE_VM_LONG=1; about 5 minutes
+// under emulation, more on a loaded host).
+func TestDMFlakeyLong(t *testing.T) {
+	if os.Getenv("NVSTRIPE_VM_LONG") != "1" {
+		t.Skip("set NVSTRIPE_VM_LONG=1 to run every dm-flakey fault (bit rot, dropped writes, failed writes, failed IO)")
+	}
+	dmFlakey(t, "rot,drop_writes,error_writes,eio")
+}
+
+func dmFlakey(t *testing.T, phases string) {
+	harness(t)
+	files := append([]string{nvstripeFile(t)}, dmFiles(t)...)
+	infos := runScenarioFor(t, 900*time.Second, "dm-flakey.sh", files, "phases="+phases)
+	want := []string{"right-data healthy", "dm-flakey done"}
+	for _, p := range strings.Split(phases, ",") {
+		want = append(want, "right-data "+p+"-redundant")
+	}
+	for _, w := range want {
+		if !containsPrefix(infos, w) {
+			t.Errorf("no @@INFO line starting %q", w)
+		}
+	}
+}
+
+// TestDMLogWrites: scenarios/dm-log-writes.sh with two marks, each
+// replayed (the replayer, vmtest/replay, built static for the guest). The
+// scenario fails when a replayed volume reads anything but the bytes
+// acknowledged and flushed before the mark. TestDMLogWritesLong replays
+// four.
 func TestDMLogWrites(t *testing.T) {
+	dmLogWrites(t, 2)
+}
+
+// TestDMLogWritesLong: scenarios/dm-log-writes.sh with four marks
+// (NVSTRIPE_VM_LONG=1; about 5 minutes under emulation).
+func TestDMLogWritesLong(t *testing.T) {
+	if os.Getenv("NVSTRIPE_VM_LONG") != "1" {
+		t.Skip("set NVSTRIPE_VM_LONG=1 to replay four marks of the dm-log-writes scenario")
+	}
+	dmLogWrites(t, 4)
+}
+
+func dmLogWrites(t *testing.T, rounds int) {
 	harness(t)
 	files := append([]string{nvstripeFile(t), static(t, "./replay") + ":/bin/replay"}, dmFiles(t)...)
-	infos := runScenarioFor(t, 600*time.Second, "dm-log-writes.sh", files)
-	for _, w := range []string{"replayed m1 right-data", "replayed m3 right-data", "dm-log-writes replays=3"} {
-		if !containsPrefix(infos, w) {
+	infos := runScenarioFor(t, 900*time.Second, "dm-log-writes.sh", files, fmt.Sprint("rounds=", rounds))
+	for r := 1; r <= rounds; r++ {
+		if w := fmt.Sprintf("replayed m%d right-data", r); !containsPrefix(infos, w) {
 			t.Errorf("no @@INFO line starting %q", w)
 		}
 	}

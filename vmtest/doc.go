@@ -48,20 +48,23 @@
 //     resize2fs are copied in from the host with their libraries).
 //   - dm-flakey.sh: faults below the targets. The three targets of a
 //     whole cluster keep their namespaces on dm-flakey devices (the guest
-//     kernel's modules and the host's dmsetup shipped in, lib/dm.sh); t1's
-//     medium rots under the device, then its device drops writes, fails
-//     writes and fails everything, one at a time, with a 2+1 volume mapped
-//     on nbd; every read returns the acknowledged bytes or an error, never
-//     others, and after each fault the operator's `ns set-state in` and a
-//     scrub make t1's shards whole again (checked with t2's device failing
-//     everything): TestDMFlakey.
+//     kernel's modules and the host's dmsetup shipped in, lib/dm.sh), a
+//     2+1 volume is mapped on nbd and written in flushed pieces; t1's
+//     device drops writes silently (TestDMFlakey, about 3 minutes under
+//     emulation); with NVSTRIPE_VM_LONG=1 (TestDMFlakeyLong) also bit rot
+//     under the device first, then failed writes and failed IO. Every read
+//     returns the acknowledged bytes or an error, never others; after each
+//     fault the operator's `ns set-state in` and a scrub make t1's shards
+//     whole again, checked with t2's device failing everything.
 //   - dm-log-writes.sh: crash states replayed from the targets' write
 //     logs. The three namespaces sit on dm-log-writes devices; rounds of
 //     flushed writes each end with one mark in the three logs (devices
 //     suspended, so one cut); the map is killed, and for every mark the
 //     logs are replayed into fresh files (vmtest/replay, built static),
 //     the targets restarted on them and the volume mapped again: every
-//     acknowledged-and-flushed byte must read back: TestDMLogWrites.
+//     acknowledged-and-flushed byte must read back. TestDMLogWrites
+//     replays two marks (about 3 minutes), TestDMLogWritesLong four
+//     (NVSTRIPE_VM_LONG=1).
 //   - figures-ublk-nbd.sh: the figures of vmtest/figures.sh (not a test).
 //   - resv-host.sh: the guest's nvme-cli drives NVMe reservations against
 //     our target on the host (TestLinuxHostReservationsVM, in package

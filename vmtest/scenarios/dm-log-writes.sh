@@ -50,7 +50,8 @@ mark() {
 cluster_up ${mb}MiB v:32MiB
 
 # map_v LOG: `nvstripe map v` on $dev in the background (MAP), retried
-# while the lease of a killed owner has not expired yet.
+# while the volume is in use (the lease of a killed owner has not expired
+# yet); any other failure fails the scenario.
 map_v() {
 	_tries=0
 	while :; do
@@ -58,6 +59,7 @@ map_v() {
 		MAP=$!
 		wait_for "grep -q 'serving: $dev' $1 || ! kill -0 $MAP" 120
 		grep -q "serving: $dev" "$1" && break
+		grep -q "in use" "$1" || fail "map failed: $(cat "$1")"
 		_tries=$((_tries + 1))
 		[ $_tries -lt 40 ] || fail "map did not start: $(cat "$1")"
 		sleep 1
