@@ -53,14 +53,16 @@ func TestDMFlakey(t *testing.T) {
 }
 
 // TestDMFlakeyLong: scenarios/dm-flakey.sh with bit rot under t1's device,
-// then its device dropping writes, failing writes and failing everything,
-// each followed by the recovery (NVSTRIPE_VM_LONG=1; about 5 minutes
-// under emulation, more on a loaded host).
+// then its device dropping writes (read at once, and read only after the
+// volume is mapped again), failing writes and failing everything, each
+// followed by the recovery (NVSTRIPE_VM_LONG=1; about 6 minutes under
+// emulation on a loaded 2-core host). The phase drop_crash is left out: it
+// fails today (see the scenario's header).
 func TestDMFlakeyLong(t *testing.T) {
 	if os.Getenv("NVSTRIPE_VM_LONG") != "1" {
 		t.Skip("set NVSTRIPE_VM_LONG=1 to run every dm-flakey fault (bit rot, dropped writes, failed writes, failed IO)")
 	}
-	dmFlakey(t, "rot,drop_writes,error_writes,eio")
+	dmFlakey(t, "rot,drop_writes,drop_remap,error_writes,eio")
 }
 
 func dmFlakey(t *testing.T, phases string) {

@@ -50,12 +50,15 @@
 //     whole cluster keep their namespaces on dm-flakey devices (the guest
 //     kernel's modules and the host's dmsetup shipped in, lib/dm.sh), a
 //     2+1 volume is mapped on nbd and written in flushed pieces; t1's
-//     device drops writes silently (TestDMFlakey, about 3 minutes under
-//     emulation); with NVSTRIPE_VM_LONG=1 (TestDMFlakeyLong) also bit rot
-//     under the device first, then failed writes and failed IO. Every read
-//     returns the acknowledged bytes or an error, never others; after each
-//     fault the operator's `ns set-state in` and a scrub make t1's shards
-//     whole again, checked with t2's device failing everything.
+//     device drops writes silently (TestDMFlakey, about 2 minutes under
+//     emulation); with NVSTRIPE_VM_LONG=1 (TestDMFlakeyLong, about 6) also
+//     bit rot under the device first, dropped writes read only after a
+//     remap, then failed writes and failed IO. Every read returns the
+//     acknowledged bytes or an error, never others; after each fault the
+//     operator's `ns set-state in`, a remap and a scrub make t1's shards
+//     whole again, checked with t2's target killed. phases=drop_crash
+//     (dropped writes, then the owner killed) fails today: see the
+//     scenario's header.
 //   - dm-log-writes.sh: crash states replayed from the targets' write
 //     logs. The three namespaces sit on dm-log-writes devices; rounds of
 //     flushed writes each end with one mark in the three logs (devices
@@ -63,7 +66,7 @@
 //     logs are replayed into fresh files (vmtest/replay, built static),
 //     the targets restarted on them and the volume mapped again: every
 //     acknowledged-and-flushed byte must read back. TestDMLogWrites
-//     replays two marks (about 3 minutes), TestDMLogWritesLong four
+//     replays two marks (about 2 minutes), TestDMLogWritesLong four
 //     (NVSTRIPE_VM_LONG=1).
 //   - figures-ublk-nbd.sh: the figures of vmtest/figures.sh (not a test).
 //   - resv-host.sh: the guest's nvme-cli drives NVMe reservations against
