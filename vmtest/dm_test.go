@@ -55,7 +55,7 @@ func TestDMFlakey(t *testing.T) {
 // TestDMFlakeyLong: scenarios/dm-flakey.sh with bit rot under t1's device,
 // then its device dropping writes (read at once, and read only after the
 // volume is mapped again), failing writes and failing everything, each
-// followed by the recovery (NVSTRIPE_VM_LONG=1; about 6 minutes under
+// followed by the recovery (NVSTRIPE_VM_LONG=1; about 7 minutes under
 // emulation on a loaded 2-core host). The phase drop_crash is left out: it
 // fails today (see the scenario's header).
 func TestDMFlakeyLong(t *testing.T) {
@@ -90,7 +90,7 @@ func TestDMLogWrites(t *testing.T) {
 }
 
 // TestDMLogWritesLong: scenarios/dm-log-writes.sh with four marks
-// (NVSTRIPE_VM_LONG=1; about 5 minutes under emulation).
+// (NVSTRIPE_VM_LONG=1; about 3 minutes under emulation).
 func TestDMLogWritesLong(t *testing.T) {
 	if os.Getenv("NVSTRIPE_VM_LONG") != "1" {
 		t.Skip("set NVSTRIPE_VM_LONG=1 to replay four marks of the dm-log-writes scenario")

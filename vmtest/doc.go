@@ -51,7 +51,7 @@
 //     kernel's modules and the host's dmsetup shipped in, lib/dm.sh), a
 //     2+1 volume is mapped on nbd and written in flushed pieces; t1's
 //     device drops writes silently (TestDMFlakey, about 2 minutes under
-//     emulation); with NVSTRIPE_VM_LONG=1 (TestDMFlakeyLong, about 6) also
+//     emulation); with NVSTRIPE_VM_LONG=1 (TestDMFlakeyLong, about 7) also
 //     bit rot under the device first, dropped writes read only after a
 //     remap, then failed writes and failed IO. Every read returns the
 //     acknowledged bytes or an error, never others; after each fault the

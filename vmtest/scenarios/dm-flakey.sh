@@ -28,8 +28,8 @@
 # run-vm.sh ... dm-flakey.sh phases=drop_crash.
 # Needs nvstripe (--file BIN:/bin/nvstripe), dmsetup and the dm modules
 # (lib/dm.sh) and lib/nvstripe.sh. Parameters: phases (the faults in
-# order, comma-separated; default rot,drop_writes,drop_remap,error_writes,eio),
-# volume_flags (extra
+# order, comma-separated; default
+# rot,drop_writes,drop_remap,error_writes,eio), volume_flags (extra
 # `volume create` flags with commas for spaces, e.g.
 # volume_flags=--checksum=none,--write-log=none: a volume without
 # checksums, on which the scenario fails, as it must: the dropped writes
@@ -79,7 +79,6 @@ map_v() {
 
 step "map v on $dev"
 map_v
-wait_bdev $dev 30 || fail "$dev has no size"
 
 # put FILE MB_OFFSET: write FILE at MB_OFFSET MiB of the volume with
 # O_DIRECT and flush (fsync: NBD_CMD_FLUSH); the same into /tmp/want.
