@@ -149,6 +149,7 @@ func importRules() map[string]rule {
 		"cmd/...":         {ours: []string{"*"}, third: []string{"*"}, why: "cmd is the top: it parses, calls and prints"},
 		"vmtest":          {why: "vmtest only runs the built binary in a VM"},
 		"deploy":          {third: []string{"k8s.io/api/...", "k8s.io/apimachinery/...", "sigs.k8s.io/yaml"}, why: "deploy only checks the systemd units and Kubernetes manifests under deploy/ (tests, no code)"},
+		"vmtest/replay":   {why: "vmtest/replay replays a dm-log-writes log in the VM guest (a test tool)"},
 		defaultRuleMarker: {ours: []string{"blockdev"}, why: "default for packages without a row"},
 	}
 }

@@ -46,6 +46,28 @@
 //     fio --verify=crc32c while a target is killed, unmap: TestAgentRestart
 //     (about 3 minutes under emulation, 10 on a loaded host; fio and
 //     resize2fs are copied in from the host with their libraries).
+//   - dm-flakey.sh: faults below the targets. The three targets of a
+//     whole cluster keep their namespaces on dm-flakey devices (the guest
+//     kernel's modules and the host's dmsetup shipped in, lib/dm.sh), a
+//     2+1 volume is mapped on nbd and written in flushed pieces; t1's
+//     device drops writes silently (TestDMFlakey, about 2 minutes under
+//     emulation); with NVSTRIPE_VM_LONG=1 (TestDMFlakeyLong, about 7) also
+//     bit rot under the device first, dropped writes read only after a
+//     remap, then failed writes and failed IO. Every read returns the
+//     acknowledged bytes or an error, never others; after each fault the
+//     operator's `ns set-state in`, a remap and a scrub make t1's shards
+//     whole again, checked with t2's target killed. phases=drop_crash
+//     (dropped writes, then the owner killed) fails today: see the
+//     scenario's header.
+//   - dm-log-writes.sh: crash states replayed from the targets' write
+//     logs. The three namespaces sit on dm-log-writes devices; rounds of
+//     flushed writes each end with one mark in the three logs (devices
+//     suspended, so one cut); the map is killed, and for every mark the
+//     logs are replayed into fresh files (vmtest/replay, built static),
+//     the targets restarted on them and the volume mapped again: every
+//     acknowledged-and-flushed byte must read back. TestDMLogWrites
+//     replays two marks (about 2 minutes), TestDMLogWritesLong four
+//     (NVSTRIPE_VM_LONG=1).
 //   - figures-ublk-nbd.sh: the figures of vmtest/figures.sh (not a test).
 //   - resv-host.sh: the guest's nvme-cli drives NVMe reservations against
 //     our target on the host (TestLinuxHostReservationsVM, in package
