@@ -5,7 +5,7 @@ BENCHPKG ?= ./...
 # The layering test's checks (layering_test.go at the module root).
 LAYERING := TestImportTable|TestPurePackages|TestBannedConstructs|TestPackageDocs|TestChecks
 
-.PHONY: test fmt-check vet layering unit demo bench build proto proto-tools campaign soak
+.PHONY: test fmt-check vet layering unit demo bench build proto proto-tools campaign soak soak-props fuzz
 
 # The gRPC APIs' schemas and the versions of the code generators that compile
 # them. proto-tools installs the pinned plugins (.ci/run does too); protoc is
@@ -46,20 +46,41 @@ ROUNDS          ?= 50
 SEED            ?= 0
 CAMPAIGN_ROUNDS ?= $(ROUNDS)
 CAMPAIGN_SEED   ?= $(SEED)
+# CAMPAIGN_FLAGS: more -campaign.* flags (campaign/campaign_test.go).
+CAMPAIGN_FLAGS  ?=
 campaign:
 	$(GO) test -count=1 -v -timeout 120m -run TestCampaign ./campaign \
-		-campaign.rounds=$(CAMPAIGN_ROUNDS) -campaign.seed=$(CAMPAIGN_SEED)
+		-campaign.rounds=$(CAMPAIGN_ROUNDS) -campaign.seed=$(CAMPAIGN_SEED) $(CAMPAIGN_FLAGS)
 
-## soak: the volume property tests (the write hole and its siblings, the model,
-## crashes) over every layout at SOAK_CHECKS cases each, SOAK_COUNT times over;
-## `make test` runs 100 (300 where cheap). SOAK_RUN narrows the tests. A failure
-## prints its -rapid.seed and leaves a fail file under volume/testdata/rapid.
+## soak: the release check, hours long (scripts/soak.sh): soak-props, then
+## every fuzz target for FUZZTIME, then the campaign for SOAK_ROUNDS rounds
+## (with CAMPAIGN_FLAGS); it ends with a table (stage, duration,
+## cases/execs/rounds, result). SOAK_STAGES picks stages ("props fuzz campaign").
+SOAK_STAGES ?= props fuzz campaign
+SOAK_ROUNDS ?= 200
+soak:
+	GO='$(GO)' SOAK_STAGES='$(SOAK_STAGES)' SOAK_CHECKS='$(SOAK_CHECKS)' SOAK_COUNT='$(SOAK_COUNT)' \
+		FUZZTIME='$(FUZZTIME)' SOAK_ROUNDS='$(SOAK_ROUNDS)' CAMPAIGN_FLAGS='$(CAMPAIGN_FLAGS)' scripts/soak.sh
+
+## soak-props: the volume property tests (the write hole and its siblings, the
+## model, crashes, bit flips) over every layout at SOAK_CHECKS cases each,
+## SOAK_COUNT times over; `make test` runs 100 (300 where cheap). SOAK_RUN
+## narrows the tests. A failure prints its -rapid.seed and leaves a fail file
+## under volume/testdata/rapid.
 SOAK_CHECKS ?= 10000
 SOAK_COUNT  ?= 1
-SOAK_RUN    ?= TestPropertyWriteHole|TestPropertyAgainstModel|TestPropertyCrash
-soak:
+SOAK_RUN    ?= TestPropertyWriteHole|TestPropertyAgainstModel|TestPropertyCrash|TestPropertyBitFlips
+soak-props:
 	$(GO) test -count=$(SOAK_COUNT) -timeout 0 -run '$(SOAK_RUN)' ./volume \
 		-volume.soak=$(SOAK_CHECKS) -rapid.checks=1000
+
+## fuzz: every fuzz target (found by scripts/fuzz.sh) for FUZZTIME each, one
+## at a time, then a table (target, time, execs, new interesting, crashers).
+## New inputs stay in Go's fuzz cache; crashers land in the package's
+## testdata/fuzz as seeds. FUZZ_RUN=regexp narrows, FUZZ_PARALLEL sets workers.
+FUZZTIME ?= 10m
+fuzz:
+	GO='$(GO)' FUZZTIME='$(FUZZTIME)' scripts/fuzz.sh
 
 ## proto: regenerate the committed *.pb.go files from the .proto files.
 proto:
