@@ -20,6 +20,9 @@
 #   FUZZTIME      budget per target (a duration, or Nx for N runs); default 10m
 #   FUZZ_RUN      regexp over target names (FuzzX) to narrow the run; default all
 #   FUZZ_PARALLEL fuzzing workers per target (go test -parallel); default: Go's (GOMAXPROCS)
+#   FUZZ_MINIMIZETIME  budget to minimize each new input (go test -fuzzminimizetime);
+#                 default 10s (Go's 60s stalls targets with inputs of kilobytes: no
+#                 execs are counted while a worker minimizes)
 #   FUZZ_LOGS     folder for each target's log; default a new one under ${TMPDIR:-/tmp}
 #   FUZZ_SUMMARY  file to write the totals to, one line "targets=N execs=N new=N crashers=N failed=N"
 #
@@ -30,6 +33,7 @@ cd "$(dirname "$0")/.."
 GO=${GO:-go}
 FUZZTIME=${FUZZTIME:-10m}
 FUZZ_RUN=${FUZZ_RUN:-.}
+FUZZ_MINIMIZETIME=${FUZZ_MINIMIZETIME:-10s}
 FUZZ_LOGS=${FUZZ_LOGS:-$(mktemp -d "${TMPDIR:-/tmp}/nvstripe-fuzz.XXXXXX")}
 mkdir -p "$FUZZ_LOGS"
 cache="$($GO env GOCACHE)/fuzz"
@@ -58,7 +62,7 @@ while read -r dir target; do
 	seeds_before=$(count "$seeds")
 	corpus_before=$(count "$corpus")
 	log="$FUZZ_LOGS/$(echo "$dir" | tr / _)_$target.log"
-	args=(test -run '^$' -fuzz "^$target\$" -fuzztime "$FUZZTIME")
+	args=(test -run '^$' -fuzz "^$target\$" -fuzztime "$FUZZTIME" -fuzzminimizetime "$FUZZ_MINIMIZETIME")
 	if [ -n "${FUZZ_PARALLEL:-}" ]; then args+=(-parallel "$FUZZ_PARALLEL"); fi
 	echo "fuzz: $pkg $target for $FUZZTIME (log $log)"
 	start=$(date +%s)
