@@ -53,14 +53,16 @@ campaign:
 		-campaign.rounds=$(CAMPAIGN_ROUNDS) -campaign.seed=$(CAMPAIGN_SEED) $(CAMPAIGN_FLAGS)
 
 ## soak: the release check, hours long (scripts/soak.sh): soak-props, then
-## every fuzz target for FUZZTIME, then the campaign for SOAK_ROUNDS rounds
-## (with CAMPAIGN_FLAGS); it ends with a table (stage, duration,
-## cases/execs/rounds, result). SOAK_STAGES picks stages ("props fuzz campaign").
-SOAK_STAGES ?= props fuzz campaign
-SOAK_ROUNDS ?= 200
+## every fuzz target for FUZZTIME, then SOAK_ROUNDS campaign rounds (compound
+## with SOAK_COMPOUND=1, with CAMPAIGN_FLAGS); it ends with a table (stage,
+## duration, cases/execs/rounds, result). SOAK_STAGES picks stages ("props fuzz campaign").
+SOAK_STAGES   ?= props fuzz campaign
+SOAK_ROUNDS   ?= 200
+SOAK_COMPOUND ?= 1
 soak:
 	GO='$(GO)' SOAK_STAGES='$(SOAK_STAGES)' SOAK_CHECKS='$(SOAK_CHECKS)' SOAK_COUNT='$(SOAK_COUNT)' \
-		FUZZTIME='$(FUZZTIME)' SOAK_ROUNDS='$(SOAK_ROUNDS)' CAMPAIGN_FLAGS='$(CAMPAIGN_FLAGS)' scripts/soak.sh
+		FUZZTIME='$(FUZZTIME)' SOAK_ROUNDS='$(SOAK_ROUNDS)' SOAK_COMPOUND='$(SOAK_COMPOUND)' \
+		CAMPAIGN_FLAGS='$(CAMPAIGN_FLAGS)' scripts/soak.sh
 
 ## soak-props: the volume property tests (the write hole and its siblings, the
 ## model, crashes, bit flips) over every layout at SOAK_CHECKS cases each,

@@ -3,14 +3,15 @@
 # soak`), hours long. Stages, in order, each whatever the one before did:
 #   props     the volume property tests at SOAK_CHECKS cases per layout (make soak-props)
 #   fuzz      every fuzz target for FUZZTIME (scripts/fuzz.sh)
-#   campaign  the fault campaign, SOAK_ROUNDS rounds from the clock with CAMPAIGN_FLAGS (make campaign)
+#   campaign  the fault campaign, SOAK_ROUNDS rounds from the clock (make campaign)
 # A failed stage does not stop the later ones. The report at the end is a
 # table: stage, duration, cases/execs/rounds, result; each stage's log is in
 # SOAK_LOGS.
 #
 # Environment: SOAK_STAGES (default "props fuzz campaign"), SOAK_CHECKS
-# (10000), SOAK_COUNT (1), FUZZTIME (10m), SOAK_ROUNDS (200), CAMPAIGN_FLAGS,
-# SOAK_LOGS (default a new folder under ${TMPDIR:-/tmp}).
+# (10000), SOAK_COUNT (1), FUZZTIME (10m), SOAK_ROUNDS (200), SOAK_COMPOUND
+# (1: every round overlaps two or three faults, make campaign COMPOUND=1),
+# CAMPAIGN_FLAGS, SOAK_LOGS (default a new folder under ${TMPDIR:-/tmp}).
 #
 # Exit status: 0 when every stage passed, 1 otherwise.
 set -uo pipefail
@@ -23,6 +24,7 @@ SOAK_CHECKS=${SOAK_CHECKS:-10000}
 SOAK_COUNT=${SOAK_COUNT:-1}
 FUZZTIME=${FUZZTIME:-10m}
 SOAK_ROUNDS=${SOAK_ROUNDS:-200}
+SOAK_COMPOUND=${SOAK_COMPOUND:-1}
 CAMPAIGN_FLAGS=${CAMPAIGN_FLAGS:-}
 SOAK_LOGS=${SOAK_LOGS:-$(mktemp -d "${TMPDIR:-/tmp}/nvstripe-soak.XXXXXX")}
 mkdir -p "$SOAK_LOGS"
@@ -51,12 +53,13 @@ fuzz() {
 
 campaign() {
 	$MAKE --no-print-directory campaign GO="$GO" CAMPAIGN_ROUNDS="$SOAK_ROUNDS" CAMPAIGN_SEED=0 \
-		CAMPAIGN_FLAGS="$CAMPAIGN_FLAGS" 2>&1 | tee "$SOAK_LOGS/campaign.log"
+		COMPOUND="$SOAK_COMPOUND" CAMPAIGN_FLAGS="$CAMPAIGN_FLAGS" 2>&1 | tee "$SOAK_LOGS/campaign.log"
 	local rc=${PIPESTATUS[0]}
 	local run failed
 	run=$(grep -oE 'campaign-json: .*' "$SOAK_LOGS/campaign.log" | grep -oE '"rounds":[0-9]+' | grep -oE '[0-9]+')
 	failed=$(grep -oE 'campaign-json: .*' "$SOAK_LOGS/campaign.log" | grep -oE '"seed":' | wc -l)
 	amount="${run:-?} of $SOAK_ROUNDS rounds, $failed failed"
+	[ "$SOAK_COMPOUND" != 1 ] || amount="$amount (compound)"
 	return "$rc"
 }
 
