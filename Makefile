@@ -8,7 +8,7 @@ BENCHPKG ?= ./...
 # the docs cite, the etcd schema's documented key prefixes.
 LAYERING := TestImportTable|TestImportTableMatchesDocs|TestPurePackages|TestBannedConstructs|TestPackageDocs|TestChecks|TestCommentPaths|TestTrackerReferences|TestEtcdSchemaDocs|TestDocNames
 
-.PHONY: test fmt-check vet layering unit demo bench build proto proto-tools campaign soak
+.PHONY: test fmt-check vet layering unit demo bench build proto proto-tools campaign soak soak-props fuzz
 
 # The gRPC APIs' schemas and the versions of the code generators that compile
 # them. proto-tools installs the pinned plugins (.ci/run does too); protoc is
@@ -57,21 +57,44 @@ COMPOUND        ?= 0
 CAMPAIGN_ROUNDS ?= $(ROUNDS)
 CAMPAIGN_SEED   ?= $(SEED)
 CAMPAIGN_COMPOUND ?= $(COMPOUND)
+# CAMPAIGN_FLAGS: more -campaign.* flags (campaign/campaign_test.go).
+CAMPAIGN_FLAGS  ?=
 campaign:
 	$(GO) test -count=1 -v -timeout 0 -run TestCampaign ./campaign \
 		-campaign.rounds=$(CAMPAIGN_ROUNDS) -campaign.seed=$(CAMPAIGN_SEED) \
-		-campaign.compound=$(if $(filter 1 true yes,$(CAMPAIGN_COMPOUND)),true,false) -campaign.compound-rounds=0
+		-campaign.compound=$(if $(filter 1 true yes,$(CAMPAIGN_COMPOUND)),true,false) -campaign.compound-rounds=0 $(CAMPAIGN_FLAGS)
 
-## soak: the volume property tests (the write hole and its siblings, the model,
-## crashes) over every layout at SOAK_CHECKS cases each, SOAK_COUNT times over;
-## `make test` runs 100 (300 where cheap). SOAK_RUN narrows the tests. A failure
-## prints its -rapid.seed and leaves a fail file under volume/testdata/rapid.
+## soak: the release check, hours long (scripts/soak.sh): soak-props, then
+## every fuzz target for FUZZTIME, then SOAK_ROUNDS campaign rounds (compound
+## with SOAK_COMPOUND=1, with CAMPAIGN_FLAGS); it ends with a table (stage,
+## duration, cases/execs/rounds, result). SOAK_STAGES picks stages ("props fuzz campaign").
+SOAK_STAGES   ?= props fuzz campaign
+SOAK_ROUNDS   ?= 200
+SOAK_COMPOUND ?= 1
+soak:
+	GO='$(GO)' SOAK_STAGES='$(SOAK_STAGES)' SOAK_CHECKS='$(SOAK_CHECKS)' SOAK_COUNT='$(SOAK_COUNT)' \
+		FUZZTIME='$(FUZZTIME)' SOAK_ROUNDS='$(SOAK_ROUNDS)' SOAK_COMPOUND='$(SOAK_COMPOUND)' \
+		CAMPAIGN_FLAGS='$(CAMPAIGN_FLAGS)' scripts/soak.sh
+
+## soak-props: the volume property tests (the write hole and its siblings, the
+## model, crashes, bit flips) over every layout at SOAK_CHECKS cases each,
+## SOAK_COUNT times over; `make test` runs 100 (300 where cheap). SOAK_RUN
+## narrows the tests. A failure prints its -rapid.seed and leaves a fail file
+## under volume/testdata/rapid.
 SOAK_CHECKS ?= 10000
 SOAK_COUNT  ?= 1
-SOAK_RUN    ?= TestPropertyWriteHole|TestPropertyAgainstModel|TestPropertyCrash
-soak:
+SOAK_RUN    ?= TestPropertyWriteHole|TestPropertyAgainstModel|TestPropertyCrash|TestPropertyBitFlips
+soak-props:
 	$(GO) test -count=$(SOAK_COUNT) -timeout 0 -run '$(SOAK_RUN)' ./volume \
 		-volume.soak=$(SOAK_CHECKS) -rapid.checks=1000
+
+## fuzz: every fuzz target (found by scripts/fuzz.sh) for FUZZTIME each, one
+## at a time, then a table (target, time, execs, new interesting, crashers).
+## New inputs stay in Go's fuzz cache; crashers land in the package's
+## testdata/fuzz as seeds. FUZZ_RUN=regexp narrows, FUZZ_PARALLEL sets workers.
+FUZZTIME ?= 10m
+fuzz:
+	GO='$(GO)' FUZZTIME='$(FUZZTIME)' scripts/fuzz.sh
 
 ## proto: regenerate the committed *.pb.go files from the .proto files.
 proto:

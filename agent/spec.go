@@ -8,8 +8,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/nvstripe/nvstripe/agent/api"
+	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/nbd"
 	"github.com/nvstripe/nvstripe/ublk"
 )
@@ -61,7 +63,24 @@ func SpecOf(r *api.MapRequest) (Spec, error) {
 	if n != 1 {
 		return Spec{}, fmt.Errorf("map %s: give exactly one of an NBD listener, an NBD device, ublk or a FUSE directory: %w", r.Volume, api.ErrInvalid)
 	}
-	return s, s.Validate()
+	if err := s.Validate(); err != nil {
+		return Spec{}, err
+	}
+	return s.canonical(), nil
+}
+
+// canonical spells a valid spec's device or directory one way
+// (/dev/nbd01 is /dev/nbd1, /mnt//x/ is /mnt/x), so that the agent's
+// check that no two mappings share one compares like with like.
+func (s Spec) canonical() Spec {
+	switch s.Via {
+	case ViaNBDDevice:
+		n, _ := strconv.Atoi(strings.TrimPrefix(s.Where, "/dev/nbd")) // valid: a number
+		s.Where = "/dev/nbd" + strconv.Itoa(n)
+	case ViaFUSE:
+		s.Where = filepath.Clean(s.Where)
+	}
+	return s
 }
 
 // Validate checks the spec's form (nothing on the machine).
@@ -69,8 +88,11 @@ func (s Spec) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("map %s: %s: %w", s.Volume, fmt.Sprintf(format, args...), api.ErrInvalid)
 	}
-	if s.Volume == "" || strings.ContainsAny(s.Volume, "/\x00") || s.Volume == "." || s.Volume == ".." {
-		return bad("%q is not a volume name", s.Volume)
+	if err := meta.CheckVolumeName(s.Volume); err != nil {
+		return bad("%q is not a volume name (%s)", s.Volume, err.Error())
+	}
+	if !utf8.ValidString(s.Where) {
+		return bad("%q is not UTF-8 (the agent's state keeps it as JSON)", s.Where)
 	}
 	switch s.Via {
 	case ViaNBDListen:

@@ -99,7 +99,24 @@ func ReadFile(path string, required bool) (*File, error) {
 	if err := yaml.UnmarshalStrict(b, &f); err != nil {
 		return nil, fmt.Errorf("config file %s: %w", path, err)
 	}
+	if err := f.trimEndpoints(); err != nil {
+		return nil, fmt.Errorf("config file %s: %w", path, err)
+	}
 	return &f, nil
+}
+
+// trimEndpoints trims the spaces around each etcd endpoint and refuses a
+// blank one or one with a comma: the list is in force joined by commas, as
+// --etcd takes it, so either would silently become other endpoints.
+func (f *File) trimEndpoints() error {
+	for i, e := range f.Etcd.Endpoints {
+		e = strings.TrimSpace(e)
+		if e == "" || strings.Contains(e, ",") {
+			return fmt.Errorf("etcd.endpoints entry %d is %q: give one endpoint per entry", i+1, f.Etcd.Endpoints[i])
+		}
+		f.Etcd.Endpoints[i] = e
+	}
+	return nil
 }
 
 // Load finds the config file (path if set, else the one $NVSTRIPE_CONFIG

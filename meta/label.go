@@ -54,10 +54,27 @@ func (c *ClusterRecord) Label(namespace string) Label {
 	return Label{ClusterID: c.ID, Namespace: namespace, SlotSize: c.SlotSize}
 }
 
+// check says why l cannot be a label (nil when it can): both ids are names
+// (checkName, as every cluster and namespace id is) and the slot size is
+// positive. The encoder refuses such a label and the decoder reads one as
+// a mismatch, so that whatever decodes is what some build could write.
+func (l Label) check() error {
+	if err := checkName("cluster id", l.ClusterID); err != nil {
+		return err
+	}
+	if err := checkName("namespace id", l.Namespace); err != nil {
+		return err
+	}
+	if l.SlotSize <= 0 {
+		return fmt.Errorf("slot size %d: must be positive: %w", l.SlotSize, ErrInvalid)
+	}
+	return nil
+}
+
 // EncodeLabel returns the LabelSize bytes of l.
 func EncodeLabel(l Label) ([]byte, error) {
-	if len(l.ClusterID) < 1 || len(l.ClusterID) > labelIDMax || len(l.Namespace) < 1 || len(l.Namespace) > labelIDMax || l.SlotSize <= 0 {
-		return nil, fmt.Errorf("label %+v: ids must be 1-%d bytes and the slot size positive: %w", l, labelIDMax, ErrInvalid)
+	if err := l.check(); err != nil {
+		return nil, fmt.Errorf("label %+v: %w", l, err)
 	}
 	b := make([]byte, LabelSize)
 	copy(b, labelMagic)
@@ -73,7 +90,8 @@ func EncodeLabel(l Label) ([]byte, error) {
 
 // DecodeLabel reads a label from the first LabelSize bytes of b. All zeros
 // is ErrNoLabel; anything else that is not a valid label (other data, a bad
-// checksum, an unknown version) is ErrLabelMismatch.
+// checksum, an unknown version, ids that are not names or a slot size that
+// is not positive) is ErrLabelMismatch.
 func DecodeLabel(b []byte) (Label, error) {
 	if len(b) < LabelSize {
 		return Label{}, fmt.Errorf("label needs %d bytes, got %d: %w", LabelSize, len(b), ErrInvalid)
@@ -95,11 +113,15 @@ func DecodeLabel(b []byte) (Label, error) {
 	if cl < 1 || cl > labelIDMax || nl < 1 || nl > labelIDMax {
 		return Label{}, fmt.Errorf("%w: label id lengths %d and %d out of range", ErrLabelMismatch, cl, nl)
 	}
-	return Label{
+	l := Label{
 		ClusterID: string(b[26 : 26+cl]),
 		Namespace: string(b[92 : 92+nl]),
 		SlotSize:  int64(binary.LittleEndian.Uint64(b[16:])),
-	}, nil
+	}
+	if err := l.check(); err != nil {
+		return Label{}, fmt.Errorf("%w: not a label any build writes (%s)", ErrLabelMismatch, err.Error())
+	}
+	return l, nil
 }
 
 // CheckLabel decodes the label in b and compares it with want. It returns

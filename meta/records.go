@@ -473,6 +473,11 @@ type VolumeRecord struct {
 // BlockSize is the logical block size of volumes; sizes are multiples of it.
 const BlockSize = 4096
 
+// CheckVolumeName says why name cannot name a volume (nil when it can):
+// 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit.
+// Class ErrInvalid.
+func CheckVolumeName(name string) error { return checkName("volume", name) }
+
 func (v *VolumeRecord) check() error {
 	if err := checkName("volume", v.Name); err != nil {
 		return err

@@ -34,11 +34,12 @@ type rowKey struct{ seg, stripe, row int64 }
 // a block in a row with at most M bad shards reads back as written; one on
 // a bad shard of a row with more fails with class ErrCorrupt; no read ever
 // returns other bytes; and after a scrub every healable block is healed (a
-// second scrub of a fresh open finds only the unhealable ones).
+// second scrub of a fresh open finds only the unhealable ones). It runs
+// -rapid.checks cases per layout, or -volume.soak (make soak-props).
 func TestPropertyBitFlips(t *testing.T) {
 	for _, g := range csumLayouts {
 		t.Run(g.String(), func(t *testing.T) {
-			rapid.Check(t, func(rt *rapid.T) { runBitFlips(rt, g) })
+			checkProperty(t, 1, func(rt *rapid.T) { runBitFlips(rt, g) })
 		})
 	}
 }

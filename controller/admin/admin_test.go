@@ -20,8 +20,14 @@ import (
 // a 4+2 volume of 4 segments, on an embedded etcd.
 func fixture(t *testing.T, hosts int) *meta.Store {
 	t.Helper()
+	return fixtureAt(t, metatest.Start(t), "adm", hosts)
+}
+
+// fixtureAt is fixture in cluster of the etcd at endpoints.
+func fixtureAt(t testing.TB, endpoints []string, cluster string, hosts int) *meta.Store {
+	t.Helper()
 	ctx := context.Background()
-	s, err := meta.Open(ctx, meta.Config{Endpoints: metatest.Start(t), Cluster: "adm"})
+	s, err := meta.Open(ctx, meta.Config{Endpoints: endpoints, Cluster: cluster})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -133,7 +133,7 @@ func blocked(snap *controller.Snapshot, domainLabel string) []string {
 // Rebalance plans the moves that bring the spread of used/capacity to at
 // most req.Threshold and, with req.Apply, records a rebalance task.
 func (e *Service) Rebalance(ctx context.Context, req *RebalanceRequest) (*RebalanceReply, error) {
-	if req.Threshold <= 0 || req.Threshold >= 1 {
+	if !(req.Threshold > 0 && req.Threshold < 1) { // NaN too
 		return nil, fmt.Errorf("threshold %g: want a fraction between 0 and 1: %w", req.Threshold, meta.ErrInvalid)
 	}
 	cl, err := e.s.Cluster(ctx)

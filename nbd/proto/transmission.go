@@ -208,6 +208,7 @@ type ErrorPayload struct {
 
 // ParseErrorPayload parses the payload of an error chunk of type t: errno
 // (4, nonzero), message length (2), message and, for ERROR_OFFSET, offset (8).
+// Bytes left over after these are malformed.
 func ParseErrorPayload(t ChunkType, p []byte) (ErrorPayload, error) {
 	if len(p) < 6 {
 		return ErrorPayload{}, fmt.Errorf("error chunk of %d bytes: %w", len(p), ErrMalformed)
@@ -219,12 +220,16 @@ func ParseErrorPayload(t ChunkType, p []byte) (ErrorPayload, error) {
 		return e, fmt.Errorf("error chunk errno %d message %d of %d bytes: %w", e.Errno, n, len(rest), ErrMalformed)
 	}
 	e.Message, rest = string(rest[:n]), rest[n:]
-	if t == ChunkErrorOffset {
-		if len(rest) != 8 {
-			return e, fmt.Errorf("error offset chunk with %d bytes after the message: %w", len(rest), ErrMalformed)
+	if t != ChunkErrorOffset {
+		if len(rest) != 0 {
+			return e, fmt.Errorf("error chunk with %d bytes after the message: %w", len(rest), ErrMalformed)
 		}
-		e.Offset = binary.BigEndian.Uint64(rest)
+		return e, nil
 	}
+	if len(rest) != 8 {
+		return e, fmt.Errorf("error offset chunk with %d bytes after the message: %w", len(rest), ErrMalformed)
+	}
+	e.Offset = binary.BigEndian.Uint64(rest)
 	return e, nil
 }
 
