@@ -124,6 +124,12 @@ func (v *Volume) settleStripe(ctx context.Context, s *segment, t int64, rec *log
 
 func (v *Volume) settleOnce(ctx context.Context, s *segment, id layout.StripeID, rec *logRecord, scanned []bool) error {
 	usable := v.usableShards(s, id)
+	if count(usable) < v.g.K {
+		// Nothing can be settled, so nothing is marked: a namespace this
+		// owner cannot reach may be one the next owner reaches, and a
+		// stale mark would keep it out of the stripe for good.
+		return fmt.Errorf("segment %d stripe %d: settling needs %d shards: %w", s.id, id.Stripe, v.g.K, v.stripeError(s, id, usable))
+	}
 	known := false // the log area of a parity slot that serves the stripe was read
 	for sh := v.g.K; sh < v.g.N(); sh++ {
 		known = known || (usable[sh] && scanned[v.g.SlotOf(id.Stripe, sh)])
