@@ -2,7 +2,9 @@ package volume
 
 import (
 	"context"
+	"errors"
 	"math/rand"
+	"sync"
 	"testing"
 
 	"github.com/nvstripe/nvstripe/blockdev"
@@ -73,4 +75,92 @@ func TestRecoverCutOffMarksNothing(t *testing.T) {
 
 func errorsIsUnavailable(err error) bool {
 	return err != nil && blockdev.Class(err) == blockdev.ErrUnavailable
+}
+
+// TestDeferredSegmentMismatchesUnsettled: Recover defers a segment (two
+// data shards of a stripe written at the crash are stale, so it cannot be
+// settled). A block left bad there says nothing of the namespace's media
+// (the crash may have torn it): the read fails as corrupt, and the
+// Checksum event counts the block Unsettled, which the agent never reports
+// as a media error. The same mismatches in a segment Recover settled are
+// plain unhealed blocks.
+func TestDeferredSegmentMismatchesUnsettled(t *testing.T) {
+	ctx := context.Background()
+	g := pplLayouts[1]
+	r := newRig(t, g, 2*g.SegmentData(), rigOptions{crashable: true})
+	a, b := pattern(int(2*g.SegmentData()), 1), pattern(int(g.StripeData()), 2)
+	if err := r.vol.WriteAt(ctx, a, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.vol.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.vol.WriteAt(ctx, b, 0); err != nil { // segment 0 stripe 0, not flushed
+		t.Fatal(err)
+	}
+	if err := r.vol.storeSums(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	crashed := DeviceMap{}
+	for i, m := range r.mems {
+		if err := m.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		crashed[r.names[i]] = m.CrashClone()
+	}
+	refs, _, _ := r.alloc.Lookup(ctx, 0)
+	for _, sh := range []int{2, 3} {
+		i := g.SlotOf(0, sh)
+		if err := r.stale.MarkStale(ctx, StaleSlot{Segment: 0, Slot: i, Ref: refs[i]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	var events []ChecksumInfo
+	ev := EventListener{Checksum: func(c ChecksumInfo) {
+		mu.Lock()
+		events = append(events, c)
+		mu.Unlock()
+	}}
+	r.epoch++
+	v, err := New(Options{Geometry: g, Size: r.vol.Size(), Devices: crashed, Alloc: r.alloc, Dirty: r.dirty, Stale: r.stale, LogEpoch: r.epoch, Events: ev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.vol = v
+	r.rebindMems(crashed)
+	if _, err := v.Recover(ctx); err != nil {
+		t.Fatalf("recover: %v", err)
+	}
+	if !v.resyncPending(0) || v.resyncPending(1) {
+		t.Fatalf("resync pending: segment 0 %v, segment 1 %v; want segment 0 only", v.resyncPending(0), v.resyncPending(1))
+	}
+	// Row 0 of stripe 1: one bad block with the two stale shards is more
+	// than the parity heals. Segment 1: three bad blocks of a row.
+	flipBitT(t, r, flipKey{seg: 0, stripe: 1, shard: 0, row: 0}, 3)
+	for sh := range 3 {
+		flipBitT(t, r, flipKey{seg: 1, stripe: 1, shard: sh, row: 0}, 3)
+	}
+	got := make([]byte, 4096)
+	for _, off := range []int64{g.StripeData(), g.SegmentData() + g.StripeData()} {
+		mu.Lock()
+		events = nil
+		mu.Unlock()
+		err := v.ReadAt(ctx, got, off)
+		if !errors.Is(err, blockdev.ErrCorrupt) {
+			t.Fatalf("read at %d: %v, want class ErrCorrupt", off, err)
+		}
+		deferred := off < g.SegmentData()
+		mu.Lock()
+		if len(events) == 0 {
+			t.Fatalf("read at %d: no checksum event", off)
+		}
+		for _, c := range events {
+			unhealed := c.Blocks - c.Healed - c.Torn
+			if want := map[bool]int{true: unhealed, false: 0}[deferred]; c.Unsettled != want {
+				t.Fatalf("segment %d (resync deferred: %v): event %+v counts %d blocks unsettled, want %d", c.Segment, deferred, c, c.Unsettled, want)
+			}
+		}
+		mu.Unlock()
+	}
 }
