@@ -164,3 +164,74 @@ func TestDeferredSegmentMismatchesUnsettled(t *testing.T) {
 		mu.Unlock()
 	}
 }
+
+// TestRecoverCutOffFromOne: the next owner after a crash is cut off from
+// one namespace and another is lost: every stripe can be settled, and the
+// stripes it settles without the unreachable namespace are recorded as
+// missed there by stripe, not the whole slot. The owner after it, which
+// reaches that namespace again, still has it for every other stripe: it
+// recovers with the lost namespace still gone, and every block reads its
+// old value or one written since (a whole-slot mark would leave two data
+// shards missing in stripes written at the crash, read as corrupt).
+func TestRecoverCutOffFromOne(t *testing.T) {
+	ctx := context.Background()
+	g := pplLayouts[1]
+	for seed := int64(1); seed <= 3; seed++ {
+		size := 2 * g.SegmentData()
+		r := newRig(t, g, size, rigOptions{crashable: true})
+		h := &hole{r: r, old: pattern(int(size), 1), devs: DeviceMap{}, lostNS: r.names[2]}
+		if err := r.vol.WriteAt(ctx, h.old, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.vol.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		h.may = holeWorkload(t, r, h.old)
+		rng := rand.New(rand.NewSource(seed))
+		for i, m := range r.mems {
+			h.devs[r.names[i]] = m.CrashCloneRand(rng)
+		}
+		gone := faultdev.New(h.devs[h.lostNS], seed)
+		gone.SetDown(true)
+		h.devs[h.lostNS] = gone
+
+		cutOff := DeviceMap{}
+		for name, d := range h.devs {
+			cutOff[name] = d
+		}
+		away := faultdev.New(h.devs[r.names[0]], seed)
+		away.SetDown(true)
+		cutOff[r.names[0]] = away
+		r.reopen(t, cutOff)
+		if _, err := r.vol.Recover(ctx); err != nil {
+			t.Fatalf("seed %d: recover by an owner that reaches 4 of 6 namespaces: %v", seed, err)
+		}
+		marks, err := r.stale.Stale(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		holes := 0
+		for _, m := range marks {
+			if m.Ref.NS != r.names[0] {
+				continue
+			}
+			if m.Stripes == nil {
+				t.Fatalf("seed %d: segment %d slot %d on %s, which the owner only could not reach, marked stale as a whole", seed, m.Segment, m.Slot, m.Ref.NS)
+			}
+			holes += len(m.Stripes)
+		}
+		if holes == 0 {
+			t.Fatalf("seed %d: no stripe recorded missed on %s; the recovery settled stripes without it", seed, r.names[0])
+		}
+
+		r.reopen(t, h.devs)
+		if _, err := r.vol.Recover(ctx); err != nil {
+			t.Fatalf("seed %d: recover by an owner that reaches all but the lost namespace: %v", seed, err)
+		}
+		h.check(t)
+		if _, err := r.vol.Repair(ctx); err != nil {
+			t.Fatalf("seed %d: repair: %v", seed, err)
+		}
+		h.check(t)
+	}
+}
