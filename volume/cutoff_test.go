@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand"
+	"slices"
 	"sync"
 	"testing"
 
@@ -84,7 +85,12 @@ func errorsIsUnavailable(err error) bool {
 // Checksum event counts the block Unsettled, which the agent never reports
 // as a media error. The same mismatches in a segment Recover settled are
 // plain unhealed blocks.
-func TestDeferredSegmentMismatchesUnsettled(t *testing.T) {
+// deferSegmentZero writes two segments of a 4+2 volume and flushes,
+// rewrites stripe 0 without a flush and crashes; two data slots of segment
+// 0 are marked stale. The next owner (events ev) recovers: segment 1 is
+// resynced, segment 0 deferred (stripe 0 has a record and two data shards
+// missing).
+func deferSegmentZero(t *testing.T, ev EventListener) *rig {
 	ctx := context.Background()
 	g := pplLayouts[1]
 	r := newRig(t, g, 2*g.SegmentData(), rigOptions{crashable: true})
@@ -115,13 +121,6 @@ func TestDeferredSegmentMismatchesUnsettled(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var mu sync.Mutex
-	var events []ChecksumInfo
-	ev := EventListener{Checksum: func(c ChecksumInfo) {
-		mu.Lock()
-		events = append(events, c)
-		mu.Unlock()
-	}}
 	r.epoch++
 	v, err := New(Options{Geometry: g, Size: r.vol.Size(), Devices: crashed, Alloc: r.alloc, Dirty: r.dirty, Stale: r.stale, LogEpoch: r.epoch, Events: ev})
 	if err != nil {
@@ -135,6 +134,46 @@ func TestDeferredSegmentMismatchesUnsettled(t *testing.T) {
 	if !v.resyncPending(0) || v.resyncPending(1) {
 		t.Fatalf("resync pending: segment 0 %v, segment 1 %v; want segment 0 only", v.resyncPending(0), v.resyncPending(1))
 	}
+	return r
+}
+
+// TestCleanKeepsDeferredSegment: the owner writes to a segment whose
+// resync Recover deferred, and to another, then goes idle: Clean marks the
+// other clean, but the deferred one stays dirty, so that the next owner's
+// Recover settles its stripes (marked clean, their torn blocks would stay
+// torn for good).
+func TestCleanKeepsDeferredSegment(t *testing.T) {
+	ctx := context.Background()
+	r := deferSegmentZero(t, EventListener{})
+	g := r.g
+	for _, off := range []int64{g.StripeData() + 4096, g.SegmentData() + 4096} {
+		if err := r.vol.WriteAt(ctx, pattern(4096, 7), off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.vol.Clean(ctx); err != nil {
+		t.Fatal(err)
+	}
+	dirty, err := r.dirty.Dirty(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(dirty, []int64{0}) {
+		t.Fatalf("dirty segments after Clean: %v, want [0] (its resync is pending)", dirty)
+	}
+}
+
+func TestDeferredSegmentMismatchesUnsettled(t *testing.T) {
+	ctx := context.Background()
+	var mu sync.Mutex
+	var events []ChecksumInfo
+	ev := EventListener{Checksum: func(c ChecksumInfo) {
+		mu.Lock()
+		events = append(events, c)
+		mu.Unlock()
+	}}
+	r := deferSegmentZero(t, ev)
+	g, v := r.g, r.vol
 	// Row 0 of stripe 1: one bad block with the two stale shards is more
 	// than the parity heals. Segment 1: three bad blocks of a row.
 	flipBitT(t, r, flipKey{seg: 0, stripe: 1, shard: 0, row: 0}, 3)

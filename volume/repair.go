@@ -379,7 +379,9 @@ func deferredNS(err error) (string, bool) {
 }
 
 // Clean flushes the volume and marks clean every dirty segment that had no
-// write in flight and none since the flush began. The owner calls it when the
+// write in flight and none since the flush began, but a segment whose
+// resync Recover deferred: it holds stripes the unclean stop may have left
+// torn, which only a later Recover settles. The owner calls it when the
 // volume has been idle for a while.
 func (v *Volume) Clean(ctx context.Context) error {
 	segs := v.cachedSegments()
@@ -401,7 +403,7 @@ func (v *Volume) Clean(ctx context.Context) error {
 	}()
 	for i, s := range segs {
 		s.dirtyMu.Lock()
-		if s.dirty && s.inflight == 0 && s.gen == gens[i] {
+		if s.dirty && s.inflight == 0 && s.gen == gens[i] && !v.resyncPending(s.id) {
 			ids = append(ids, s.id)
 			held = append(held, s)
 			continue
