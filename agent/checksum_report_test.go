@@ -7,7 +7,8 @@ import (
 )
 
 // TestChecksumReports: blocks a resync took as torn (a crash, a fenced
-// owner) and IO errors never make a namespace a media failure; the
+// owner), blocks left bad in a segment whose resync after a crash is still
+// pending, and IO errors never make a namespace a media failure; the
 // checksumMediaError-th real mismatch does. Counting torn blocks or IO
 // errors as mismatches (as the first version did) failed a fault campaign
 // round: after a 12 s etcd stall two namespaces were reported failed and
@@ -19,9 +20,10 @@ func TestChecksumReports(t *testing.T) {
 	for range 3 * checksumMediaError {
 		l.ShardError(volume.ShardInfo{NS: "a"})
 		l.Checksum(volume.ChecksumInfo{NS: "a", Blocks: 2, Torn: 2})
+		l.Checksum(volume.ChecksumInfo{NS: "a", Blocks: 2, Torn: 1, Unsettled: 1, FoundBy: "read"})
 	}
 	if len(rep.ch) != 0 {
-		t.Fatalf("torn blocks and IO errors reported %d media errors", len(rep.ch))
+		t.Fatalf("torn blocks, blocks of segments not yet resynced and IO errors reported %d media errors", len(rep.ch))
 	}
 	for i := range checksumMediaError {
 		l.Checksum(volume.ChecksumInfo{NS: "a", Blocks: 1, Healed: 1})
@@ -44,8 +46,9 @@ func TestBadBlockMetrics(t *testing.T) {
 	l.Checksum(volume.ChecksumInfo{NS: "a", Blocks: 1, Healed: 1, FoundBy: "scrub"})
 	l.Checksum(volume.ChecksumInfo{NS: "b", Blocks: 2, Torn: 2, FoundBy: "resync"})
 	l.Checksum(volume.ChecksumInfo{NS: "b", Blocks: 1, Healed: 1, FoundBy: "read"})
+	l.Checksum(volume.ChecksumInfo{NS: "c", Blocks: 2, Unsettled: 2, FoundBy: "read"})
 	want := map[string]float64{
-		"a/scrub/healed": 3, "a/scrub/unhealed": 1, "b/resync/torn": 2, "b/read/healed": 1,
+		"a/scrub/healed": 3, "a/scrub/unhealed": 1, "b/resync/torn": 2, "b/read/healed": 1, "c/read/unsettled": 2,
 	}
 	got := map[string]float64{}
 	mfs, err := m.Registry().Gather()

@@ -68,8 +68,11 @@
 // data) mark the namespace failed in etcd (meta.Store.SetNamespaceState)
 // after ReportOptions.FailNamespaceAfter of them, so the controller rebuilds
 // its shards; unreachable namespaces are left to membership and the
-// controller's grace period. Degraded IO is only counted: meta has no record
-// for per-node health reports.
+// controller's grace period. Checksum mismatches count as one media error
+// from the eighth of a namespace on; blocks a resync kept as torn writes,
+// and blocks left bad in a segment whose resync after an unclean stop is
+// still pending (volume.ChecksumInfo.Unsettled), never do. Degraded IO is
+// only counted: meta has no record for per-node health reports.
 //
 // # Namespaces that come back
 //

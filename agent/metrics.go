@@ -59,7 +59,7 @@ func NewMetrics() *Metrics {
 		nsErrs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "namespace_errors_total",
 			Help: "Shard IO errors per namespace (kind: io, corrupt)."}, []string{"volume", "namespace", "kind"}),
 		badBlks: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "checksum_bad_blocks_total",
-			Help: "4 KiB blocks that did not match their checksum, per namespace (found_by: read, scrub, resync; result: healed, unhealed, torn)."},
+			Help: "4 KiB blocks that did not match their checksum, per namespace (found_by: read, scrub, resync; result: healed, unhealed, torn, unsettled)."},
 			[]string{"volume", "namespace", "found_by", "result"}),
 		reports: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "namespace_failed_reports_total",
 			Help: "Namespaces reported failed to etcd (result: ok, error)."}, []string{"namespace", "result"}),

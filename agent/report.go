@@ -187,8 +187,10 @@ func (e *volEvents) listener() volume.EventListener {
 		Checksum: func(c volume.ChecksumInfo) {
 			e.badBlocks(c)
 			// Blocks a resync took as they are were torn by a crash or a
-			// fenced owner, not bad media: counted apart, never reported.
-			if c.Blocks <= c.Torn {
+			// fenced owner, not bad media, and so may be those left bad in
+			// a segment whose resync is still pending: counted apart,
+			// never reported.
+			if c.Blocks <= c.Torn+c.Unsettled {
 				e.nsError(c.NS, "torn")
 				return
 			}
@@ -204,8 +206,8 @@ func (e *volEvents) listener() volume.EventListener {
 
 // badBlocks counts the bad blocks of c by namespace, finder and result.
 func (e *volEvents) badBlocks(c volume.ChecksumInfo) {
-	unhealed := c.Blocks - c.Healed - c.Torn
-	for result, n := range map[string]int{"healed": c.Healed, "unhealed": unhealed, "torn": c.Torn} {
+	unhealed := c.Blocks - c.Healed - c.Torn - c.Unsettled
+	for result, n := range map[string]int{"healed": c.Healed, "unhealed": unhealed, "torn": c.Torn, "unsettled": c.Unsettled} {
 		if n > 0 {
 			e.m.badBlks.WithLabelValues(e.volume, c.NS, c.FoundBy, result).Add(float64(n))
 		}

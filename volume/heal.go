@@ -56,6 +56,11 @@ type ChecksumInfo struct {
 	Healed  int    // of those, rewritten (data or checksum) from the other shards
 	Torn    int    // of those, taken as they are (resync of a dirty segment)
 	FoundBy string // what found them: "read" (foreground IO), "scrub" or "resync"
+	// Unsettled: of those, left bad in a segment whose resync after an
+	// unclean stop is still pending (Recover deferred it): a write torn by
+	// the crash is as likely there as bad media, so they say nothing of
+	// the namespace.
+	Unsettled int
 }
 
 // foundBy names a heal mode in ChecksumInfo.FoundBy.
@@ -363,6 +368,7 @@ func (v *Volume) reportHeal(s *segment, id layout.StripeID, img *stripeImage, mo
 	if v.ev.Checksum == nil {
 		return
 	}
+	pending := mode != healResync && v.resyncPending(s.id)
 	for sh := range img.bad {
 		info := ChecksumInfo{Segment: s.id, Slot: v.g.SlotOf(id.Stripe, sh), Stripe: id.Stripe, Offset: -1, FoundBy: mode.foundBy()}
 		info.NS = s.slots[info.Slot].ref.NS
@@ -379,6 +385,8 @@ func (v *Volume) reportHeal(s *segment, id layout.StripeID, img *stripeImage, mo
 				info.Torn++
 			case img.fixed[sh][r]:
 				info.Healed++
+			case pending:
+				info.Unsettled++
 			}
 		}
 		if info.Blocks > 0 {

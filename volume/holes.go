@@ -20,7 +20,9 @@ import (
 // (StaleSlot.Stripes) before a write that went around them is acknowledged,
 // and Repair rebuilds them once the namespace has space again. A write that
 // cannot be done within M shards fails with ErrNoSpace and leaves what was
-// acknowledged readable (writeNotDone).
+// acknowledged readable (writeNotDone). A resync after an unclean stop
+// makes holes too: the stripes it settled without a namespace it could not
+// reach (missedSettle).
 
 // StripeRange is the stripes [From, To) of a slot.
 type StripeRange struct {
@@ -200,7 +202,7 @@ func (v *Volume) recordHoles(ctx context.Context, s *segment, i int, sl *slot) e
 		err = v.stale.MarkStale(ctx, m)
 	}
 	if err != nil {
-		err = fmt.Errorf("segment %d slot %d (namespace %s) missed stripes %v for lack of space and recording that failed: %w",
+		err = fmt.Errorf("segment %d slot %d (namespace %s) missed stripes %v and recording that failed: %w",
 			s.id, i, sl.ref.NS, stripeRanges(m.Stripes), err)
 		return blockdev.Mark(err, blockdev.ErrUnavailable)
 	}
@@ -222,6 +224,9 @@ func (v *Volume) fillDataHoles(ctx context.Context, s *segment, id layout.Stripe
 			continue
 		}
 		if err := v.rebuildChunk(ctx, s, i, id); err != nil {
+			if sl.ns.down.Load() {
+				continue // found unreachable: the write plans without it
+			}
 			return fmt.Errorf("segment %d stripe %d: write not done: data shard %d (namespace %s) missed an earlier write and cannot be rebuilt: %w",
 				id.Segment, id.Stripe, sh, sl.ref.NS, err)
 		}

@@ -170,8 +170,8 @@ func LoggingListener(logf func(format string, args ...any)) EventListener {
 			logf("shard error: namespace %s segment %d slot %d: %v", s.NS, s.Segment, s.Slot, s.Err)
 		},
 		Checksum: func(c ChecksumInfo) {
-			logf("checksum mismatch: namespace %s offset %d (segment %d slot %d stripe %d): %d blocks bad, %d healed, %d kept as torn writes",
-				c.NS, c.Offset, c.Segment, c.Slot, c.Stripe, c.Blocks, c.Healed, c.Torn)
+			logf("checksum mismatch: namespace %s offset %d (segment %d slot %d stripe %d): %d blocks bad, %d healed, %d kept as torn writes, %d in a segment not yet resynced",
+				c.NS, c.Offset, c.Segment, c.Slot, c.Stripe, c.Blocks, c.Healed, c.Torn, c.Unsettled)
 		},
 	}
 }

@@ -124,6 +124,12 @@ func (v *Volume) settleStripe(ctx context.Context, s *segment, t int64, rec *log
 
 func (v *Volume) settleOnce(ctx context.Context, s *segment, id layout.StripeID, rec *logRecord, scanned []bool) error {
 	usable := v.usableShards(s, id)
+	if count(usable) < v.g.K {
+		// Nothing can be settled, so nothing is marked: a namespace this
+		// owner cannot reach may be one the next owner reaches, and a
+		// stale mark would keep it out of the stripe for good.
+		return fmt.Errorf("segment %d stripe %d: settling needs %d shards: %w", s.id, id.Stripe, v.g.K, v.stripeError(s, id, usable))
+	}
 	known := false // the log area of a parity slot that serves the stripe was read
 	for sh := v.g.K; sh < v.g.N(); sh++ {
 		known = known || (usable[sh] && scanned[v.g.SlotOf(id.Stripe, sh)])
@@ -135,7 +141,7 @@ func (v *Volume) settleOnce(ctx context.Context, s *segment, id layout.StripeID,
 		case sh < v.g.K:
 			lost = append(lost, sh)
 		case rec != nil: // its parity may be on either side of the write
-			if err := v.missed(ctx, s, v.g.SlotOf(id.Stripe, sh), id.Stripe); err != nil {
+			if err := v.missedSettle(ctx, s, v.g.SlotOf(id.Stripe, sh), id.Stripe); err != nil {
 				return err
 			}
 		}
@@ -180,7 +186,7 @@ func (v *Volume) settleLost(ctx context.Context, s *segment, id layout.StripeID,
 		}
 		img.sums[x][r] = blockSum(out)
 	}
-	if err := v.missed(ctx, s, v.g.SlotOf(id.Stripe, x), id.Stripe); err != nil {
+	if err := v.missedSettle(ctx, s, v.g.SlotOf(id.Stripe, x), id.Stripe); err != nil {
 		return err
 	}
 	with := slices.Clone(usable)
@@ -212,6 +218,29 @@ func (v *Volume) settleLost(ctx context.Context, s *segment, id layout.StripeID,
 		return err
 	}
 	return &UnsettledError{Segment: s.id, Stripe: id.Stripe, Shard: x, NS: s.slots[v.g.SlotOf(id.Stripe, x)].ref.NS, Rows: bad}
+}
+
+// missedSettle records, before the settling of stripe t is written, that
+// each copy of slot i of s misses it. A copy that is current at t and only
+// unreachable from here (its namespace is down to this owner, which may be
+// cut off from it while others reach it) misses stripe t alone: t becomes
+// a hole of the copy, recorded by stripe, and the rest of the slot stays
+// good for the next owner (Repair rebuilds the hole). Marking the whole
+// slot stale, as a write that goes around a down namespace does, would
+// take every stripe of it out: an owner cut off from two namespaces of a
+// 4+2 segment whose third is lost then leaves each segment with three
+// stale slots. Other copies are marked as missed does.
+func (v *Volume) missedSettle(ctx context.Context, s *segment, i int, t int64) error {
+	for _, c := range []*slot{s.slots[i], s.slots[i].prev.Load()} {
+		if c == nil {
+			continue
+		}
+		away := c.ns.down.Load() && c.valid.Load() > t && !c.logged.Load()
+		if err := v.missedCopy(ctx, s, i, t, c, away || c.hasHole(t)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // poisonLost defers a stripe with a record whose data shards lost are

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/volume/layout"
@@ -314,12 +315,14 @@ func (v *Volume) Recover(ctx context.Context) (int, error) {
 	for _, seg := range segs {
 		err := v.Resync(ctx, seg)
 		if ns, ok := deferredNS(err); ok {
+			v.deferred.set(seg, true)
 			v.ev.shardError(ShardInfo{NS: ns, Segment: seg, Slot: -1, Err: fmt.Errorf("resync deferred: %w", err)})
 			continue
 		}
 		if err != nil {
 			return 0, fmt.Errorf("resync segment %d: %w", seg, err)
 		}
+		v.deferred.set(seg, false)
 		done = append(done, seg)
 	}
 	if err := v.Flush(ctx); err != nil {
@@ -329,6 +332,36 @@ func (v *Volume) Recover(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("marking %d resynced segments clean: %w", len(done), err)
 	}
 	return len(done), nil
+}
+
+// deferredSet holds the segments whose resync Recover deferred. Until a
+// later Recover settles them, a block that does not match its checksum
+// there may be a write the unclean stop tore, not bad media
+// (ChecksumInfo.Unsettled).
+type deferredSet struct {
+	mu   sync.Mutex
+	segs map[int64]bool
+}
+
+func (d *deferredSet) set(seg int64, on bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !on {
+		delete(d.segs, seg)
+		return
+	}
+	if d.segs == nil {
+		d.segs = map[int64]bool{}
+	}
+	d.segs[seg] = true
+}
+
+// resyncPending reports whether Recover deferred the resync of segment seg.
+func (v *Volume) resyncPending(seg int64) bool {
+	d := &v.deferred
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.segs[seg]
 }
 
 // deferredNS reports whether err leaves a segment dirty for a later
@@ -346,7 +379,9 @@ func deferredNS(err error) (string, bool) {
 }
 
 // Clean flushes the volume and marks clean every dirty segment that had no
-// write in flight and none since the flush began. The owner calls it when the
+// write in flight and none since the flush began, but a segment whose
+// resync Recover deferred: it holds stripes the unclean stop may have left
+// torn, which only a later Recover settles. The owner calls it when the
 // volume has been idle for a while.
 func (v *Volume) Clean(ctx context.Context) error {
 	segs := v.cachedSegments()
@@ -368,7 +403,7 @@ func (v *Volume) Clean(ctx context.Context) error {
 	}()
 	for i, s := range segs {
 		s.dirtyMu.Lock()
-		if s.dirty && s.inflight == 0 && s.gen == gens[i] {
+		if s.dirty && s.inflight == 0 && s.gen == gens[i] && !v.resyncPending(s.id) {
 			ids = append(ids, s.id)
 			held = append(held, s)
 			continue

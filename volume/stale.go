@@ -122,18 +122,22 @@ func (v *Volume) missed(ctx context.Context, s *segment, i int, t int64) error {
 		if c == nil {
 			continue
 		}
-		if !c.ns.down.Load() && c.hasHole(t) {
-			if err := v.recordHoles(ctx, s, i, c); err != nil {
-				return err
-			}
-			continue
-		}
-		c.lowerValid(t)
-		if err := v.recordStale(ctx, s, i, c); err != nil {
+		if err := v.missedCopy(ctx, s, i, t, c, !c.ns.down.Load() && c.hasHole(t)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// missedCopy records that copy c of slot i of s missed stripe t: as a hole
+// when hole, else as stale from t on.
+func (v *Volume) missedCopy(ctx context.Context, s *segment, i int, t int64, c *slot, hole bool) error {
+	if hole {
+		s.addHole(c, t)
+		return v.recordHoles(ctx, s, i, c)
+	}
+	c.lowerValid(t)
+	return v.recordStale(ctx, s, i, c)
 }
 
 // loadStale reads the stale marks once, before the first segment opens.

@@ -147,6 +147,8 @@ type Volume struct {
 	logStats logCounters
 	// poisoned are blocks a recovery could not settle (ppl_recover.go).
 	poisoned poisonSet
+	// deferred are the segments Recover left dirty (repair.go).
+	deferred deferredSet
 
 	sumMu    sync.Mutex
 	sumDirty map[*sumPage]*slot // checksum pages to write at the next Flush
