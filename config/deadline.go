@@ -19,11 +19,19 @@ func Bounded(ctx context.Context, d time.Duration, who, flag string, fn func(con
 	bctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	err := fn(bctx)
+	var known diagnosed
+	if errors.As(err, &known) && known.Diagnosed() {
+		return err // it says what is there; "did not answer" would contradict it
+	}
 	if err != nil && errors.Is(bctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
 		return &TimeoutError{Who: who, Flag: flag, After: d, Err: err}
 	}
 	return err
 }
+
+// diagnosed is an error that found out what is at the peer's address (a
+// refused connection, a name that does not resolve: meta.DialError).
+type diagnosed interface{ Diagnosed() bool }
 
 // TimeoutError is a command that ran past --timeout waiting for a peer.
 type TimeoutError struct {

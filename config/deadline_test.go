@@ -33,4 +33,15 @@ func TestBounded(t *testing.T) {
 	if err != cause {
 		t.Errorf("no limit: %v, want the cause itself", err)
 	}
+	found := probed{}
+	err = Bounded(context.Background(), 10*time.Millisecond, "x", "--x", func(ctx context.Context) error { <-ctx.Done(); return found })
+	if err != error(found) {
+		t.Errorf("a diagnosed error past the deadline: %v, want it as it is", err)
+	}
 }
+
+// probed is an error that says what it found at the peer.
+type probed struct{}
+
+func (probed) Error() string   { return "nothing listens at e:1 (connection refused)" }
+func (probed) Diagnosed() bool { return true }

@@ -298,3 +298,14 @@ func (k *keyedMutex) lock(key string) func() {
 		k.mu.Unlock()
 	}
 }
+
+// required checks request fields given as name, value pairs: the first
+// empty one is InvalidArgument "a NAME is required".
+func required(fields ...string) error {
+	for i := 0; i+1 < len(fields); i += 2 {
+		if fields[i+1] == "" {
+			return status.Errorf(codes.InvalidArgument, "a %s is required", fields[i])
+		}
+	}
+	return nil
+}

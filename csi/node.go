@@ -60,13 +60,8 @@ func (d *Driver) NodeGetCapabilities(context.Context, *csipb.NodeGetCapabilities
 // its device) on the staging path.
 func (d *Driver) NodeStageVolume(ctx context.Context, r *csipb.NodeStageVolumeRequest) (*csipb.NodeStageVolumeResponse, error) {
 	vol, staging, c := r.GetVolumeId(), r.GetStagingTargetPath(), r.GetVolumeCapability()
-	switch {
-	case vol == "":
-		return nil, status.Error(codes.InvalidArgument, "a volume id is required")
-	case staging == "":
-		return nil, status.Error(codes.InvalidArgument, "a staging target path is required")
-	case c == nil:
-		return nil, status.Error(codes.InvalidArgument, "a volume capability is required")
+	if err := required("volume id", vol, "staging target path", staging); err != nil {
+		return nil, err
 	}
 	if err := checkCapability(c); err != nil {
 		return nil, err
@@ -169,11 +164,8 @@ func stageMount(ctx context.Context, dev, staging string, mc *csipb.VolumeCapabi
 // unmaps the volume through the agent.
 func (d *Driver) NodeUnstageVolume(ctx context.Context, r *csipb.NodeUnstageVolumeRequest) (*csipb.NodeUnstageVolumeResponse, error) {
 	vol, staging := r.GetVolumeId(), r.GetStagingTargetPath()
-	switch {
-	case vol == "":
-		return nil, status.Error(codes.InvalidArgument, "a volume id is required")
-	case staging == "":
-		return nil, status.Error(codes.InvalidArgument, "a staging target path is required")
+	if err := required("volume id", vol, "staging target path", staging); err != nil {
+		return nil, err
 	}
 	defer d.locks.lock(vol)()
 	file := filepath.Join(staging, blockFile)
@@ -194,15 +186,8 @@ func (d *Driver) NodeUnstageVolume(ctx context.Context, r *csipb.NodeUnstageVolu
 // NodePublishVolume bind-mounts the staged volume onto the target.
 func (d *Driver) NodePublishVolume(ctx context.Context, r *csipb.NodePublishVolumeRequest) (*csipb.NodePublishVolumeResponse, error) {
 	vol, staging, target, c := r.GetVolumeId(), r.GetStagingTargetPath(), r.GetTargetPath(), r.GetVolumeCapability()
-	switch {
-	case vol == "":
-		return nil, status.Error(codes.InvalidArgument, "a volume id is required")
-	case staging == "":
-		return nil, status.Error(codes.InvalidArgument, "a staging target path is required (the driver stages volumes)")
-	case target == "":
-		return nil, status.Error(codes.InvalidArgument, "a target path is required")
-	case c == nil:
-		return nil, status.Error(codes.InvalidArgument, "a volume capability is required")
+	if err := required("volume id", vol, "staging target path", staging, "target path", target); err != nil {
+		return nil, err
 	}
 	if err := checkCapability(c); err != nil {
 		return nil, err
@@ -245,11 +230,8 @@ func (d *Driver) NodePublishVolume(ctx context.Context, r *csipb.NodePublishVolu
 // NodeUnpublishVolume unmounts the target and removes it.
 func (d *Driver) NodeUnpublishVolume(ctx context.Context, r *csipb.NodeUnpublishVolumeRequest) (*csipb.NodeUnpublishVolumeResponse, error) {
 	vol, target := r.GetVolumeId(), r.GetTargetPath()
-	switch {
-	case vol == "":
-		return nil, status.Error(codes.InvalidArgument, "a volume id is required")
-	case target == "":
-		return nil, status.Error(codes.InvalidArgument, "a target path is required")
+	if err := required("volume id", vol, "target path", target); err != nil {
+		return nil, err
 	}
 	defer d.locks.lock(vol)()
 	if err := unmount(target); err != nil {
@@ -264,11 +246,8 @@ func (d *Driver) NodeUnpublishVolume(ctx context.Context, r *csipb.NodeUnpublish
 // NodeGetVolumeStats reports a published or staged volume's space.
 func (d *Driver) NodeGetVolumeStats(ctx context.Context, r *csipb.NodeGetVolumeStatsRequest) (*csipb.NodeGetVolumeStatsResponse, error) {
 	vol, path := r.GetVolumeId(), r.GetVolumePath()
-	switch {
-	case vol == "":
-		return nil, status.Error(codes.InvalidArgument, "a volume id is required")
-	case path == "":
-		return nil, status.Error(codes.InvalidArgument, "a volume path is required")
+	if err := required("volume id", vol, "volume path", path); err != nil {
+		return nil, err
 	}
 	m, err := d.mapping(ctx, vol)
 	if err != nil {
@@ -310,11 +289,8 @@ func (d *Driver) NodeGetVolumeStats(ctx context.Context, r *csipb.NodeGetVolumeS
 // grows a mounted filesystem on it.
 func (d *Driver) NodeExpandVolume(ctx context.Context, r *csipb.NodeExpandVolumeRequest) (*csipb.NodeExpandVolumeResponse, error) {
 	vol, path := r.GetVolumeId(), r.GetVolumePath()
-	switch {
-	case vol == "":
-		return nil, status.Error(codes.InvalidArgument, "a volume id is required")
-	case path == "":
-		return nil, status.Error(codes.InvalidArgument, "a volume path is required")
+	if err := required("volume id", vol, "volume path", path); err != nil {
+		return nil, err
 	}
 	defer d.locks.lock(vol)()
 	m, err := d.mapping(ctx, vol)

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -52,6 +53,12 @@ func (e *DialError) Error() string {
 			"or pass --etcd with your cluster's endpoints)", ErrUnreachable, at, e.Err)
 	}
 	return fmt.Sprintf("%v at %s: %s (%v)", ErrUnreachable, at, strings.Join(found, "; "), e.Err)
+}
+
+// Diagnosed reports whether the probes found something at an endpoint, so
+// the error says more than that etcd did not answer.
+func (e *DialError) Diagnosed() bool {
+	return slices.ContainsFunc(e.Problems, func(p string) bool { return p != "" })
 }
 
 func (e *DialError) Unwrap() []error { return []error{ErrUnreachable, e.Err} }

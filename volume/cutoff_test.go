@@ -3,7 +3,6 @@ package volume
 import (
 	"context"
 	"errors"
-	"math/rand"
 	"slices"
 	"sync"
 	"testing"
@@ -25,23 +24,8 @@ func TestRecoverCutOffMarksNothing(t *testing.T) {
 	ctx := context.Background()
 	g := pplLayouts[1]
 	for seed := int64(1); seed <= 3; seed++ {
-		size := 2 * g.SegmentData()
-		r := newRig(t, g, size, rigOptions{crashable: true})
-		h := &hole{r: r, old: pattern(int(size), 1), devs: DeviceMap{}, lostNS: r.names[2]}
-		if err := r.vol.WriteAt(ctx, h.old, 0); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.vol.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
-		h.may = holeWorkload(t, r, h.old)
-		rng := rand.New(rand.NewSource(seed))
-		for i, m := range r.mems {
-			h.devs[r.names[i]] = m.CrashCloneRand(rng)
-		}
-		gone := faultdev.New(h.devs[h.lostNS], seed)
-		gone.SetDown(true)
-		h.devs[h.lostNS] = gone
+		h := crashWithLost(t, g, 2, seed)
+		r := h.r
 
 		cutOff := DeviceMap{}
 		for name, d := range h.devs {
@@ -216,23 +200,8 @@ func TestRecoverCutOffFromOne(t *testing.T) {
 	ctx := context.Background()
 	g := pplLayouts[1]
 	for seed := int64(1); seed <= 3; seed++ {
-		size := 2 * g.SegmentData()
-		r := newRig(t, g, size, rigOptions{crashable: true})
-		h := &hole{r: r, old: pattern(int(size), 1), devs: DeviceMap{}, lostNS: r.names[2]}
-		if err := r.vol.WriteAt(ctx, h.old, 0); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.vol.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
-		h.may = holeWorkload(t, r, h.old)
-		rng := rand.New(rand.NewSource(seed))
-		for i, m := range r.mems {
-			h.devs[r.names[i]] = m.CrashCloneRand(rng)
-		}
-		gone := faultdev.New(h.devs[h.lostNS], seed)
-		gone.SetDown(true)
-		h.devs[h.lostNS] = gone
+		h := crashWithLost(t, g, 2, seed)
+		r := h.r
 
 		cutOff := DeviceMap{}
 		for name, d := range h.devs {

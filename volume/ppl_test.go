@@ -152,10 +152,9 @@ type hole struct {
 	lostNS string
 }
 
-// crashAndLose writes and flushes a volume of geometry g, overwrites part
-// of every stripe (holeWorkload), crashes it keeping a random half of the
-// unflushed blocks (seed), loses namespace lost and recovers.
-func crashAndLose(t *testing.T, g layout.Geometry, lost int, seed int64) *hole {
+// crashWithLost is crashAndLose up to the crash: h.devs are the devices
+// after it, namespace lost down; nothing is reopened.
+func crashWithLost(t *testing.T, g layout.Geometry, lost int, seed int64) *hole {
 	ctx := context.Background()
 	size := 2 * g.SegmentData()
 	r := newRig(t, g, size, rigOptions{crashable: true})
@@ -174,6 +173,16 @@ func crashAndLose(t *testing.T, g layout.Geometry, lost int, seed int64) *hole {
 	gone := faultdev.New(h.devs[h.lostNS], seed)
 	gone.SetDown(true)
 	h.devs[h.lostNS] = gone
+	return h
+}
+
+// crashAndLose writes and flushes a volume of geometry g, overwrites part
+// of every stripe (holeWorkload), crashes it keeping a random half of the
+// unflushed blocks (seed), loses namespace lost and recovers.
+func crashAndLose(t *testing.T, g layout.Geometry, lost int, seed int64) *hole {
+	ctx := context.Background()
+	h := crashWithLost(t, g, lost, seed)
+	r := h.r
 	r.reopen(t, h.devs)
 	if seed%2 == 0 { // known down, or found down by the recovery
 		if _, err := r.vol.namespace(ctx, h.lostNS); err != nil {

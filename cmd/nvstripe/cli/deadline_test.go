@@ -29,11 +29,13 @@ func stalledEtcd(t *testing.T) (*faultnet.Proxy, adminCLI) {
 
 // TestTimeoutNamesEtcd: with etcd not answering (the proxy holds every
 // byte, as when etcd is stopped with SIGSTOP) a command fails after
-// --timeout and says which etcd, instead of hanging.
+// --timeout and says which etcd and what its probe found there (a server
+// that accepts but sends nothing), instead of hanging or a bare "did not
+// answer".
 func TestTimeoutNamesEtcd(t *testing.T) {
 	p, a := stalledEtcd(t)
 	p.Stall()
-	want := "etcd at " + p.Addr() + " did not answer within 1s: is it running? (--etcd, --timeout)"
+	want := "etcd unreachable at " + p.Addr() + " (from flag --etcd): " + p.Addr() + " accepts connections but sent nothing back"
 	for _, args := range [][]string{{"volume", "ls"}, {"host", "ls"}, {"admin", "status"}} {
 		a.fails(want, append(args, "--timeout", "1s", "--etcd-timeout", "1s")...)
 	}
