@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // job is one fio workload.
@@ -83,9 +84,15 @@ type fioRun struct {
 	Bins map[int64]int64
 }
 
+// fioTimeout bounds one fio run, so that a stuck server fails the
+// benchmark instead of hanging it (a fill of SIZE at a few MiB/s fits).
+const fioTimeout = 30 * time.Minute
+
 // runFio runs fio and parses its JSON report; the report is kept in
 // keep when it is not "".
 func runFio(ctx context.Context, args []string, keep string) (fioRun, error) {
+	ctx, cancel := context.WithTimeout(ctx, fioTimeout)
+	defer cancel()
 	cmd := exec.CommandContext(ctx, "fio", args...)
 	out, err := cmd.Output()
 	if err != nil {

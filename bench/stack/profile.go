@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 )
 
 // startProfiles takes a CPU profile of each of s's --pprof listeners
@@ -34,7 +35,8 @@ const profileSlack = 3
 // fetchProfile saves the CPU profile of seconds from the pprof listener
 // at addr.
 func fetchProfile(addr string, seconds int, path string) error {
-	resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, seconds))
+	client := http.Client{Timeout: time.Duration(seconds)*time.Second + time.Minute}
+	resp, err := client.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, seconds))
 	if err != nil {
 		return err
 	}
