@@ -8,6 +8,7 @@
 #   SIZE     volume and nbdkit export size (default 1GiB)
 #   RUNTIME  seconds per fio job (default 5)
 #   ROUNDS   rounds of every job, interleaved between the servers (default 3)
+#   JOBS     only the jobs whose names match this regular expression (e.g. QD1)
 #   PROFILE  1: CPU profiles of the map and one target per job (first round)
 #   NOISY    1: the noisy-neighbour table instead (victim 4KiB QD1 reads,
 #            neighbour 1MiB QD64 writes on the same targets)
@@ -26,6 +27,7 @@ trap 'rm -rf "$bin"' EXIT
 "$GO" build -o "$bin/bench-stack" ./bench/stack
 args=(-nvstripe "$bin/nvstripe" -size "${SIZE:-1GiB}" -runtime "${RUNTIME:-5}" -rounds "${ROUNDS:-3}" -o "${OUTPUT:-text}")
 [ -n "${OUT:-}" ] && args+=(-out "$OUT")
+[ -n "${JOBS:-}" ] && args+=(-jobs "$JOBS")
 [ "${PROFILE:-0}" = 1 ] && args+=(-profile)
 [ "${NOISY:-0}" = 1 ] && args+=(-noisy -neighbour-flags "${NEIGHBOUR_FLAGS:-}")
 "$bin/bench-stack" "${args[@]}" "$@"

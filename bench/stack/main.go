@@ -39,6 +39,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"sync"
 	"syscall"
 	"time"
@@ -54,6 +55,9 @@ type options struct {
 	runtime, rounds        int
 	profile, noisy         bool
 	neighbourFlags         string
+	// jobs are the table's jobs that -jobs selects.
+	jobs   []job
+	stdout io.Writer
 }
 
 func main() {
@@ -61,7 +65,7 @@ func main() {
 	o.size = 1 << 30
 	flag.StringVar(&o.bin, "nvstripe", "./nvstripe", "the nvstripe binary")
 	flag.Var(units.NewFlag(&o.size), "size", "size of each volume and of the nbdkit export")
-	flag.StringVar(&o.nsSize, "ns-size", "16GiB", "size of each target's namespace file (sparse, on tmpfs)")
+	flag.StringVar(&o.nsSize, "ns-size", "16GiB", "size of each target's namespace file (sparse, on tmpfs; the cluster's 4 GiB slots: a label slot and one per volume)")
 	flag.IntVar(&o.runtime, "runtime", 5, "seconds per fio job")
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds of every job on every server, interleaved")
 	flag.StringVar(&o.out, "out", "", "output folder: the table, the JSON, fio's reports, the processes' log and profiles (default bench/out/stack-TIME)")
@@ -70,7 +74,14 @@ func main() {
 	flag.BoolVar(&o.profile, "profile", false, "collect a CPU profile of the map and of one target per job (first round)")
 	flag.BoolVar(&o.noisy, "noisy", false, "the noisy-neighbour benchmark instead of the table")
 	flag.StringVar(&o.neighbourFlags, "neighbour-flags", "", "with -noisy: `volume create` flags of a third, limited neighbour (e.g. \"--qos-iops 500\")")
+	jobs := flag.String("jobs", "", "run only the table's jobs whose names match this regular expression (e.g. QD1)")
 	flag.Parse()
+	var err error
+	if o.jobs, err = selectJobs(*jobs); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-stack:", err)
+		os.Exit(2)
+	}
+	o.stdout = os.Stdout
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-stack:", err)
 		os.Exit(1)
@@ -118,6 +129,24 @@ func run(o options) error {
 	return runTable(ctx, o, c)
 }
 
+// selectJobs returns the table's jobs whose names match expr (all for "").
+func selectJobs(expr string) ([]job, error) {
+	re, err := regexp.Compile(expr)
+	if err != nil {
+		return nil, fmt.Errorf("-jobs: %w", err)
+	}
+	var jobs []job
+	for _, j := range stackJobs {
+		if re.MatchString(j.Name) {
+			jobs = append(jobs, j)
+		}
+	}
+	if len(jobs) == 0 {
+		return nil, fmt.Errorf("-jobs %q matches none of the jobs", expr)
+	}
+	return jobs, nil
+}
+
 // lockedWriter serialises the writes of the processes' log.
 type lockedWriter struct {
 	mu sync.Mutex
@@ -145,9 +174,9 @@ func save(o options, v any, text string) error {
 		return err
 	}
 	if o.output == "json" {
-		_, err = os.Stdout.Write(b)
+		_, err = o.stdout.Write(b)
 	} else {
-		_, err = io.WriteString(os.Stdout, text)
+		_, err = io.WriteString(o.stdout, text)
 	}
 	fmt.Fprintf(os.Stderr, "bench-stack: results in %s\n", o.out)
 	return err

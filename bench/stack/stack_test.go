@@ -81,7 +81,7 @@ func TestRenderTable(t *testing.T) {
 			totals[j.Name][s.Name] = tt
 		}
 	}
-	res := tableResult{Config: runConfig{Size: 1 << 30}, Jobs: results(servers, totals)}
+	res := tableResult{Config: runConfig{Size: 1 << 30}, Jobs: results(stackJobs, servers, totals)}
 	if r := res.Jobs[0]; r.Ratio != 2 || r.Results["nvstripe"].CPUmsPerGiB["map"] != 1000 || r.Results["nbdkit"].MiBps != 512 {
 		t.Fatalf("first job: %+v", r)
 	}

@@ -80,7 +80,7 @@ func runTable(ctx context.Context, o options, c *cluster) error {
 	if err != nil {
 		return err
 	}
-	res := tableResult{Config: describe(o), Jobs: results(servers, totals)}
+	res := tableResult{Config: describe(o), Jobs: results(o.jobs, servers, totals)}
 	for _, s := range servers {
 		res.Servers = append(res.Servers, s.Name)
 	}
@@ -133,7 +133,7 @@ func measureAll(ctx context.Context, o options, servers []server) (map[string]ma
 	}
 	totals := map[string]map[string]*total{}
 	for round := range o.rounds {
-		for _, j := range stackJobs {
+		for _, j := range o.jobs {
 			for _, s := range servers {
 				fmt.Fprintf(os.Stderr, "bench-stack: round %d/%d: %s on %s\n", round+1, o.rounds, j.Name, s.Name)
 				keep := filepath.Join(o.out, "fio", fmt.Sprintf("%s-%s-%d.json", slug(j.Name), slug(s.Name), round+1))
@@ -250,9 +250,9 @@ func describe(o options) runConfig {
 }
 
 // results turns the totals into the table's figures.
-func results(servers []server, totals map[string]map[string]*total) []jobResult {
+func results(jobs []job, servers []server, totals map[string]map[string]*total) []jobResult {
 	var out []jobResult
-	for _, j := range stackJobs {
+	for _, j := range jobs {
 		jr := jobResult{job: j, Results: map[string]serverResult{}}
 		for _, s := range servers {
 			jr.Results[s.Name] = figures(j, totals[j.Name][s.Name])
