@@ -114,6 +114,12 @@ demo:
 build:
 	$(GO) build -o nvstripe ./cmd/nvstripe
 
+## bench-stack: the full stack as users run it (etcd, six targets, a mapped 4+2 volume) under fio,
+## beside nbdkit memory, in one table (docs/performance.md; ~5 min). SIZE, RUNTIME, ROUNDS,
+## PROFILE=1, OUTPUT=json; NOISY=1 [NEIGHBOUR_FLAGS=...] for the noisy-neighbour table.
+bench-stack:
+	GO='$(GO)' scripts/bench-stack.sh
+
 ## bench: every benchmark (or BENCH=regexp BENCHPKG=./pkg/...), saved under bench/out/.
 bench:
 	@mkdir -p bench/out

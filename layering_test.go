@@ -141,6 +141,7 @@ func importRules() map[string]rule {
 		"buildinfo":       pureRule("buildinfo reads the binary's build information"),
 		"jsonout":         {third: []string{"google.golang.org/protobuf/..."}, why: "jsonout writes results as JSON"},
 		"logging":         pureRule("logging builds slog loggers and adapts Logf hooks to them"),
+		"pprofhttp":       {third: []string{pflag}, why: "pprofhttp serves the daemons' runtime profiles (--pprof) on a loopback listener"},
 		"config":          {third: []string{"sigs.k8s.io/yaml", pflag}, why: "config layers flags, environment, file and defaults"},
 		"rpctest":         {third: []string{"google.golang.org/grpc/..."}, why: "rpctest checks any gRPC server's reflection and health services"},
 		"agent/...":       {ours: []string{"*"}, third: wiring, why: "agent is node-side wiring"},

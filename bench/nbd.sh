@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # bench/nbd.sh: nvstripe's NBD server against nbdkit's memory plugin, same
 # clients (fio's nbd engine and nbdcopy), side by side, one table.
+# It measures the NBD server over one process's volume; the whole stack as
+# users run it (etcd, six `target serve` processes, `map`), with CPU time per
+# process and latency percentiles, is `make bench-stack` (bench/stack).
 #
 # Usage: bench/nbd.sh [SERVE_CMD...]
 #   SERVE_CMD is a command that serves an export over NBD on 127.0.0.1:$PORT

@@ -52,5 +52,5 @@ func newAgentCmd(g *globals) *cobra.Command {
 	c.Flags().StringVar(&o.Namespaces.HostTraddr, "host-traddr", "", volclient.HostTraddrUsage)
 	nf.AddFlags(c.Flags())
 	anyCluster(c) // a daemon may start before `cluster init`
-	return c
+	return withPprof(g, c, "agent")
 }

@@ -55,7 +55,7 @@ func newControllerCmd(g *globals) *cobra.Command {
 	f.AddFlags(c.Flags())
 	c.Flags().StringVar(&hostNQN, "host-nqn", "", hostNQNUsage)
 	anyCluster(c) // a daemon may start before `cluster init`
-	return c
+	return withPprof(g, c, "controller")
 }
 
 // printListeners says where the controller gossips and serves metrics and

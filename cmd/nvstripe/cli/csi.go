@@ -65,5 +65,5 @@ func newCSICmd(g *globals) *cobra.Command {
 	fl.StringVar(&mode, "mode", "all", "services to serve: all, controller or node")
 	fl.StringVar(&o.Frontend, "frontend", csi.FrontendAuto, "how volumes are mapped: \"\" (ublk, else nbd, else FUSE + loop) or fuse")
 	metadataOnly(c)
-	return c
+	return withPprof(g, c, "csi")
 }

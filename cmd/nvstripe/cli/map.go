@@ -57,7 +57,7 @@ func newMapCmd(g *globals) *cobra.Command {
 	fl.StringVar(&sock, "agent", "", "ask the agent on this unix socket to map it (default: serve in the foreground)")
 	fl.StringVar(&f.Foreground.Agent.Namespaces.HostNQN, "host-nqn", "", hostNQNUsage+"; with --agent the agent's")
 	fl.StringVar(&f.Foreground.Agent.Namespaces.HostTraddr, "host-traddr", "", volclient.HostTraddrUsage)
-	return c
+	return withPprof(g, c, "map")
 }
 
 // mapViaAgent asks the agent to map req; chose is the kernel device

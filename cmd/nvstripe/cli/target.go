@@ -47,7 +47,7 @@ func newTargetServeCmd(g *globals) *cobra.Command {
 	}
 	auth.AddFlags(c.PersistentFlags())
 	f.AddFlags(c.Flags())
-	return c
+	return withPprof(g, c, "target")
 }
 
 // runTargetServe serves the namespaces until the command's context ends.
