@@ -291,34 +291,6 @@ func (v *Volume) each(n int, f func(i int) error) error {
 	return parallel(n, f)
 }
 
-// parallel runs f(0..n-1) concurrently (f(0) on the calling goroutine) and
-// returns the first error.
-func parallel(n int, f func(i int) error) error {
-	if n == 0 {
-		return nil
-	}
-	if n == 1 {
-		return f(0)
-	}
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := 1; i < n; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = f(i)
-		}()
-	}
-	errs[0] = f(0)
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // eachLimited runs f(0..n-1), the stripes of one request, with at most
 // v.par calls in flight; one after the other when the volume completes IO
 // synchronously (the caller's own concurrency, e.g. NBD's requests in
