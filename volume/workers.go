@@ -9,12 +9,14 @@ import (
 // it exits.
 const workerIdle = 2 * time.Second
 
-// workerPool runs the tasks that parallel hands out on goroutines that
-// outlive one task. A fresh goroutine starts with a small stack and grows
-// it, copying it each time, on the way down a shard IO (volume, fence,
+// workerPool runs the calls of its parallel on goroutines that outlive
+// one call. A fresh goroutine starts with a small stack and grows it,
+// copying it each time, on the way down a shard IO (volume, fence,
 // initiator, socket); a worker that ran a task before has its stack grown
 // already. Workers that find no task for workerIdle exit, so an idle
-// process keeps none.
+// process keeps none. Each Volume has its own pool, so that the workers
+// of a volume opened inside a testing/synctest bubble wait on a channel of
+// that bubble.
 type workerPool struct {
 	tasks chan func() // unbuffered: a send succeeds only to an idle worker
 	// started and idle, when set, are called when a worker goroutine
@@ -22,8 +24,7 @@ type workerPool struct {
 	started, idle func()
 }
 
-// workers is the pool parallel uses.
-var workers = &workerPool{tasks: make(chan func())}
+func newWorkerPool() *workerPool { return &workerPool{tasks: make(chan func())} }
 
 // run runs f on an idle worker, or on a new one when none is idle. It never
 // waits for a worker to become free.
@@ -59,8 +60,6 @@ func (p *workerPool) work(f func()) {
 
 // parallel runs f(0..n-1) concurrently (f(0) on the calling goroutine, the
 // others on workers) and returns the first error.
-func parallel(n int, f func(i int) error) error { return workers.parallel(n, f) }
-
 func (p *workerPool) parallel(n int, f func(i int) error) error {
 	if n == 0 {
 		return nil
