@@ -19,6 +19,9 @@ type gate struct {
 	entered chan struct{} // closed by the first read that blocks
 	open    chan struct{}
 	once    sync.Once
+	// left is set once a read that blocked has read the device (before
+	// the volume's IO that issued it can end).
+	left atomic.Bool
 }
 
 func newGate(d blockdev.Device) *gate {
@@ -26,10 +29,12 @@ func newGate(d blockdev.Device) *gate {
 }
 
 func (g *gate) ReadAt(ctx context.Context, p []byte, off int64) error {
-	if g.armed.Load() {
-		g.once.Do(func() { close(g.entered) })
-		<-g.open
+	if !g.armed.Load() {
+		return g.Device.ReadAt(ctx, p, off)
 	}
+	g.once.Do(func() { close(g.entered) })
+	<-g.open
+	defer g.left.Store(true)
 	return g.Device.ReadAt(ctx, p, off)
 }
 
@@ -103,14 +108,9 @@ func TestFollowSwitchesBetweenReads(t *testing.T) {
 	}
 
 	gt.armed.Store(true)
-	var readDone atomic.Bool
 	readErr := make(chan error, 1)
 	got := make([]byte, g.Chunk) // one stripe's shard 0: on slot 0
-	go func() {
-		err := rd.ReadAt(ctx, got, 0)
-		readDone.Store(true)
-		readErr <- err
-	}()
+	go func() { readErr <- rd.ReadAt(ctx, got, 0) }()
 	<-gt.entered // the read is in flight on the old slot
 	followed := make(chan bool, 1)
 	go func() {
@@ -118,7 +118,9 @@ func TestFollowSwitchesBetweenReads(t *testing.T) {
 		if err != nil || n != 1 {
 			t.Errorf("Follow: %d slots switched, %v; want 1", n, err)
 		}
-		followed <- readDone.Load()
+		// The read's device IO ended before the read let go of the
+		// segment (its return to the caller may come later).
+		followed <- gt.left.Load()
 	}()
 	<-resolving
 	close(gt.open)

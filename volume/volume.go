@@ -156,6 +156,8 @@ type Volume struct {
 	locks [lockCount]sync.Mutex
 	bufs  sync.Pool // *[]byte of Chunk bytes
 
+	workers *workerPool // run the calls of each and eachLimited
+
 	allocMu sync.Mutex // serialises Lookup/Allocate on cache misses
 	// staleMarks are the StaleLog's marks not yet applied to an opened
 	// segment (nil: not read yet). REQUIRES: allocMu held.
@@ -192,6 +194,7 @@ func New(opts Options) (*Volume, error) {
 		g: g, codec: codec, devs: opts.Devices, alloc: opts.Alloc,
 		dirty: opts.Dirty, stale: opts.Stale, ev: opts.Events, par: opts.Parallel, readOnly: opts.ReadOnly,
 		segs: map[int64]*segment{}, opening: map[int64]chan struct{}{}, ns: map[string]*nsState{},
+		workers: newWorkerPool(),
 	}
 	v.size.Store(opts.Size)
 	v.bufs.New = func() any { b := make([]byte, g.Chunk); return &b }
@@ -288,35 +291,7 @@ func (v *Volume) each(n int, f func(i int) error) error {
 		}
 		return nil
 	}
-	return parallel(n, f)
-}
-
-// parallel runs f(0..n-1) concurrently (f(0) on the calling goroutine) and
-// returns the first error.
-func parallel(n int, f func(i int) error) error {
-	if n == 0 {
-		return nil
-	}
-	if n == 1 {
-		return f(0)
-	}
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := 1; i < n; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = f(i)
-		}()
-	}
-	errs[0] = f(0)
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return v.workers.parallel(n, f)
 }
 
 // eachLimited runs f(0..n-1), the stripes of one request, with at most
@@ -328,11 +303,11 @@ func (v *Volume) eachLimited(n int, f func(i int) error) error {
 		return v.each(n, f)
 	}
 	if n <= v.par {
-		return parallel(n, f)
+		return v.workers.parallel(n, f)
 	}
 	for lo := 0; lo < n; lo += v.par {
 		hi := min(lo+v.par, n)
-		if err := parallel(hi-lo, func(i int) error { return f(lo + i) }); err != nil {
+		if err := v.workers.parallel(hi-lo, func(i int) error { return f(lo + i) }); err != nil {
 			return err
 		}
 	}

@@ -127,6 +127,9 @@ type queue struct {
 	hdr []byte
 	// onDead, set before start, is called once when the queue fails.
 	onDead func(error)
+	// beforeHandOff, when set, runs after the reader queued PDUs and took
+	// the writing role, before it hands the role on (tests).
+	beforeHandOff func()
 }
 
 type iovMark struct {
@@ -336,23 +339,49 @@ func (q *queue) enqueueLocked(it outItem, inline bool) error {
 	q.mu.Unlock()
 	if inline {
 		q.flush()
-	} else {
-		select {
-		case q.kick <- struct{}{}:
-		default:
-		}
+		return nil
 	}
+	if q.beforeHandOff != nil {
+		q.beforeHandOff()
+	}
+	q.handOff()
 	return nil
 }
 
-// writeLoop flushes the send queue when kicked by the reader (which must
-// never block on the socket).
+// handOff passes the writing role to the writer goroutine; on a dead queue,
+// whose writer may have exited already, it gives the role up (nothing is
+// sent on a dead queue), so that sweep does not wait for it forever.
+// REQUIRES: the caller holds the writing role.
+func (q *queue) handOff() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.dead {
+		q.pending = q.pending[:0]
+		q.writing = false
+		q.idle.Broadcast()
+		return
+	}
+	// Kicked under q.mu while the queue lives: once the writer has seen
+	// the queue dead, every hand-off it must take is in the channel.
+	select {
+	case q.kick <- struct{}{}:
+	default:
+	}
+}
+
+// writeLoop flushes the send queue when handed the writing role by the
+// reader (which must never block on the socket).
 func (q *queue) writeLoop() {
 	for {
 		select {
 		case <-q.kick:
 			q.flush()
 		case <-q.deadCh:
+			select {
+			case <-q.kick: // handed the role before the queue died
+				q.flush() // gives it up: nothing is sent on a dead queue
+			default:
+			}
 			q.mu.Lock()
 			for q.writing {
 				q.idle.Wait()
