@@ -166,8 +166,25 @@ func (sl *slot) hasHole(t int64) bool {
 func (s *segment) addHole(sl *slot, t int64) {
 	s.staleMu.Lock()
 	defer s.staleMu.Unlock()
-	if t < sl.valid.Load() {
+	if t < sl.valid.Load() && !sl.hasHole(t) {
 		sl.setHoles(sl.holesOf().with(t))
+	}
+}
+
+// addHoles makes the stripes rs of copy sl that are below its valid mark
+// holes (in memory; recordHoles records them).
+func (s *segment) addHoles(sl *slot, rs stripeRanges) {
+	s.staleMu.Lock()
+	defer s.staleMu.Unlock()
+	valid := sl.valid.Load()
+	var below stripeRanges
+	for _, r := range rs {
+		if r.From < valid {
+			below = append(below, StripeRange{From: r.From, To: min(r.To, valid)})
+		}
+	}
+	if len(below) > 0 {
+		sl.setHoles(unionRanges(sl.holesOf(), below))
 	}
 }
 
@@ -252,7 +269,7 @@ func (v *Volume) writeNotDone(ctx context.Context, s *segment, id layout.StripeI
 	noSpace := false
 	for sh := range usable {
 		i := v.g.SlotOf(id.Stripe, sh)
-		if before[sh] && !usable[sh] && s.slots[i].hasHole(id.Stripe) {
+		if before[sh] && !usable[sh] && s.slots[i].hasHole(id.Stripe) && !s.slots[i].ns.down.Load() {
 			noSpace = true
 			if sh < v.g.K {
 				made = append(made, sh)

@@ -69,9 +69,9 @@ func (v *Volume) fillHoles(ctx context.Context, s *segment, i int) (int64, error
 	var n int64
 	var err error
 	for _, r := range sl.holesOf() {
-		for t := r.From; t < r.To && err == nil; t++ {
+		for t := r.From; t < r.To && err == nil && !sl.ns.down.Load(); t++ {
 			if err = ctx.Err(); err == nil {
-				err = v.fillHole(ctx, s, i, t)
+				err = v.fillHoleRetry(ctx, s, i, t)
 			}
 			if err == nil {
 				n++
@@ -85,6 +85,21 @@ func (v *Volume) fillHoles(ctx context.Context, s *segment, i int) (int64, error
 		return n, errors.Join(err, v.shardFailed(s, sl, i, 0, ferr))
 	}
 	return n, errors.Join(err, v.recordHoles(ctx, s, i, sl))
+}
+
+// fillHoleRetry fills hole t of slot i of s, planning again without a
+// shard that fails meanwhile (the fault marks it), as fill does. It gives
+// up without error when the slot's own namespace goes down.
+func (v *Volume) fillHoleRetry(ctx context.Context, s *segment, i int, t int64) error {
+	for faults := 0; ; faults++ {
+		err := v.fillHole(ctx, s, i, t)
+		if s.slots[i].ns.down.Load() {
+			return nil
+		}
+		if !isShardFault(err) || faults >= v.g.N() {
+			return err
+		}
+	}
 }
 
 // fillHole rebuilds hole t of slot i of s, when it is still one.

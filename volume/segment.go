@@ -16,6 +16,9 @@ type nsState struct {
 	dev       blockdev.Device
 	down      atomic.Bool // IO failed with ErrUnavailable; cleared by SetNamespaceUp
 	unflushed atomic.Bool // a write succeeded since the last flush
+
+	writtenMu sync.Mutex
+	written   []*slot // copies on it that took writes since its last flush began (noteWritten)
 }
 
 // slot is one shard slot of a segment.
@@ -46,6 +49,12 @@ type slot struct {
 	// (holes.go); nil when none. recorded: the holes its StaleLog mark
 	// lists (nil: no mark by stripe). Both change under staleMu.
 	holes, recorded atomic.Pointer[stripeRanges]
+
+	// written: the stripes of this copy that took writes since its
+	// namespace's last flush began (nil until the first); listed: the copy
+	// is in its namespace's written list. See noteWritten.
+	written atomic.Pointer[stripeBits]
+	listed  atomic.Bool
 }
 
 func (sl *slot) serves(t int64) bool {
@@ -380,7 +389,7 @@ func (v *Volume) Reinstate(ctx context.Context, id string) (bool, error) {
 	}
 	if ns.unflushed.Load() {
 		err := fmt.Errorf("namespace %s went down holding unflushed writes: %w", id, blockdev.ErrUnavailable)
-		if err := v.namespaceLost(ctx, ns, err); err != nil {
+		if err := v.namespaceLost(ctx, ns, nil, err); err != nil {
 			return false, err
 		}
 		ns.unflushed.Store(false) // nothing on it is trusted now
