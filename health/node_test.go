@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -142,5 +143,65 @@ func TestConfigValidate(t *testing.T) {
 	c.EnsureDefaults()
 	if c.Name != "h/agent" || c.BindAddr != "127.0.0.1" || c.BindPort != 0 {
 		t.Errorf("defaults: %+v", c)
+	}
+}
+
+// logLines collects log lines, safe for memberlist's goroutines after the
+// test (it never touches t).
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) logf(format string, args ...any) {
+	l.mu.Lock()
+	l.lines = append(l.lines, fmt.Sprintf(format, args...))
+	l.mu.Unlock()
+}
+
+func (l *logLines) has(sub string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.ContainsFunc(l.lines, func(s string) bool { return strings.Contains(s, sub) })
+}
+
+// TestRestartedMemberRejoinsAtNewAddress: a member that dies and comes
+// back under its name on another port is taken back as soon as its old
+// incarnation is dead, not refused as a conflicting address until the dead
+// entry is reaped (meanwhile the pool would judge a serving target down).
+func TestRestartedMemberRejoinsAtNewAddress(t *testing.T) {
+	var seen logLines
+	watcher := &eventLog{}
+	start := func(host string, log func(string, ...any), ev func(Member)) *Node {
+		node, err := Start(Config{Meta: Meta{Role: RoleTarget, Host: host}, Profile: ProfileTest, OnEvent: ev, Logf: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = node.Shutdown() })
+		return node
+	}
+	h1 := start("h1", seen.logf, watcher.add)
+	old := start("h2", testLogf(t), nil)
+	if _, err := old.Join([]string{h1.Addr()}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "h1 to see h2", func() bool { return len(h1.Members()) == 2 })
+	oldAddr := old.Addr()
+	if err := old.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "h1 to see h2 dead", func() bool { return watcher.saw(old.Name(), StatusDead) && len(h1.Members()) == 1 })
+	restarted := start("h2", testLogf(t), nil)
+	if restarted.Addr() == oldAddr {
+		t.Fatalf("the restarted member got its old address %s again; the test needs another", oldAddr)
+	}
+	if _, err := restarted.Join([]string{h1.Addr()}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "h1 to see h2 alive at its new address", func() bool {
+		return slices.ContainsFunc(h1.Members(), func(m Member) bool { return m.Name == restarted.Name() && m.Addr == restarted.Addr() })
+	})
+	if seen.has("onflicting address") {
+		t.Errorf("h1 refused the restarted h2 as a conflicting address before taking it back")
 	}
 }
