@@ -29,6 +29,13 @@ func (l *eventLog) saw(name string, st Status) bool {
 	return slices.ContainsFunc(l.events, func(m Member) bool { return m.Name == name && m.Status == st })
 }
 
+// sawAt reports whether some event named name at address addr had status st.
+func (l *eventLog) sawAt(name string, st Status, addr string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.ContainsFunc(l.events, func(m Member) bool { return m.Name == name && m.Status == st && m.Addr == addr })
+}
+
 // waitFor polls cond until it holds or a generous deadline passes. The
 // deadline only bounds a broken test; no timing is asserted.
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -203,5 +210,24 @@ func TestRestartedMemberRejoinsAtNewAddress(t *testing.T) {
 	})
 	if seen.has("onflicting address") {
 		t.Errorf("h1 refused the restarted h2 as a conflicting address before taking it back")
+	}
+
+	// A late alive message for h2 from another address (an old incarnation
+	// still gossiped, or a stray process under its name) must not take the
+	// name from the member alive at its new address: memberlist lets a new
+	// address replace a dead or left member only, whatever the message's
+	// incarnation. (While h2 is dead a stale message could still move it,
+	// as memberlist always allowed once a dead member is reaped: probes of
+	// that address fail and the member is dead again.)
+	stray := start("h2", testLogf(t), nil)
+	if _, err := stray.Join([]string{h1.Addr()}); err == nil {
+		t.Log("the stray h2 reached h1")
+	}
+	waitFor(t, "h1 to refuse the stray h2", func() bool { return seen.has("onflicting address") })
+	if !slices.ContainsFunc(h1.Members(), func(m Member) bool { return m.Name == restarted.Name() && m.Addr == restarted.Addr() }) {
+		t.Errorf("h1 moved h2 away from its live address %s after a stray alive message: %+v", restarted.Addr(), h1.Members())
+	}
+	if watcher.sawAt(restarted.Name(), StatusDead, restarted.Addr()) {
+		t.Errorf("h1 judged the live h2 dead after a stray alive message")
 	}
 }
