@@ -125,14 +125,27 @@ func (rs stripeRanges) String() string {
 // HasHoles reports whether some slot has stripes it missed for lack of
 // space: Repair rebuilds them once their namespace has space again.
 func (v *Volume) HasHoles() bool {
+	return v.anySlot(func(sl *slot) bool { return sl.holes.Load() != nil })
+}
+
+// NeedsRepair reports whether some slot whose namespace is up misses
+// stripes: holes (a write went around it, or it ran out of space), or
+// stripes it is distrusted from (a read error, a stale mark); Repair
+// rebuilds them. A slot being moved is left to the move.
+func (v *Volume) NeedsRepair() bool {
+	n := v.g.StripesPerSegment()
+	return v.anySlot(func(sl *slot) bool {
+		return !sl.ns.down.Load() && sl.prev.Load() == nil && (sl.holes.Load() != nil || sl.valid.Load() < n)
+	})
+}
+
+// anySlot reports whether f holds for some slot of a cached segment.
+func (v *Volume) anySlot(f func(*slot) bool) bool {
 	for _, s := range v.cachedSegments() {
 		s.io.RLock() // a move swaps slots under io held exclusively
-		holes := false
-		for _, sl := range s.slots {
-			holes = holes || sl.holes.Load() != nil
-		}
+		found := !s.freed && slices.ContainsFunc(s.slots, f)
 		s.io.RUnlock()
-		if holes {
+		if found {
 			return true
 		}
 	}

@@ -39,6 +39,22 @@ func (v *Volume) Repair(ctx context.Context) (int64, error) {
 	return total, noSpace
 }
 
+// repairSegment does what Repair does for segment seg alone (nothing when
+// it is not allocated); a slot still short of space is left as it is.
+func (v *Volume) repairSegment(ctx context.Context, seg int64) error {
+	s, err := v.acquire(ctx, seg, false)
+	if err != nil || s == nil {
+		return err
+	}
+	s.io.RUnlock() // repairSlot takes it per slot, as Repair does
+	for i := range s.slots {
+		if _, err := v.repairSlot(ctx, s, i); err != nil && blockdev.Class(err) != blockdev.ErrNoSpace {
+			return err
+		}
+	}
+	return nil
+}
+
 func (v *Volume) repairSlot(ctx context.Context, s *segment, i int) (int64, error) {
 	s.io.RLock()
 	defer s.io.RUnlock()

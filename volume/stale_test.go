@@ -5,6 +5,10 @@ import (
 	"context"
 	"math/rand"
 	"testing"
+
+	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/blockdev/faultdev"
+	"github.com/nvstripe/nvstripe/volume/layout"
 )
 
 // deviceMap is the rig's namespaces by name.
@@ -241,5 +245,44 @@ func TestShortOutagesMarkByStripe(t *testing.T) {
 	r.reopen(t, r.deviceMap())
 	if err := readStripes(t, r, want, 0, 4); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestReadErrorDistrustRepaired: a read error makes the volume distrust a
+// slot from that stripe on; the mapping's upkeep (NeedsRepair) and a scrub
+// must rebuild it while the volume stays open, so that two other
+// namespaces may then go. Before, only a remap (a new open) trusted the
+// slot again, and neither upkeep nor scrub touched it.
+func TestReadErrorDistrustRepaired(t *testing.T) {
+	ctx := context.Background()
+	g := layout.Geometry{K: 4, M: 2, Chunk: 16 << 10, SlotSize: 64 << 10, Checksums: true, Seed: 0x5eed}
+	size := g.SegmentData()
+	r := newRig(t, g, size, rigOptions{})
+	want := make([]byte, size)
+	rand.New(rand.NewSource(1)).Read(want)
+	if err := r.vol.WriteAt(ctx, want, 0); err != nil {
+		t.Fatal(err)
+	}
+	if r.vol.NeedsRepair() {
+		t.Fatal("a healthy volume needs repair")
+	}
+	r.devs[1].Add(faultdev.Rule{Action: faultdev.Fail, Ops: faultdev.OpRead, Times: 1, Err: blockdev.ErrCorrupt})
+	got := make([]byte, size)
+	if err := r.vol.ReadAt(ctx, got, 0); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("read around the read error: %v, equal %v", err, bytes.Equal(got, want))
+	}
+	if !r.vol.NeedsRepair() {
+		t.Error("a slot distrusted after a read error does not make the volume need repair: upkeep leaves it")
+	}
+	if _, err := r.vol.Scrub(ctx, 0, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if r.vol.NeedsRepair() {
+		t.Error("the slot is still distrusted after a scrub")
+	}
+	r.devs[0].SetDown(true)
+	r.devs[2].SetDown(true)
+	if err := r.vol.ReadAt(ctx, got, 0); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("after the scrub, two other namespaces down: %v, equal %v", err, bytes.Equal(got, want))
 	}
 }
