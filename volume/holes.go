@@ -16,7 +16,9 @@ import (
 // behind the namespace is full) leaves the namespace up and its slot
 // readable. Only the one stripe the write missed is stale in that slot
 // copy: it becomes a hole, a stripe below the copy's valid mark that the
-// copy does not serve. Holes are recorded in the StaleLog by stripe
+// copy does not serve. A write that goes around a namespace that is down
+// makes a hole too (missed), and so does a lost flush for each stripe
+// written since the namespace's last one (namespaceLost). Holes are recorded in the StaleLog by stripe
 // (StaleSlot.Stripes) before a write that went around them is acknowledged,
 // and Repair rebuilds them once the namespace has space again. A write that
 // cannot be done within M shards fails with ErrNoSpace and leaves what was

@@ -24,7 +24,7 @@ type nsState struct {
 // slot is one shard slot of a segment.
 //
 // Invariant: stripes [0, valid) of the slot hold current data, except its
-// holes (stripes a write missed for lack of space, see holes.go); stripes
+// holes (stripes a write missed, see holes.go); stripes
 // at or above valid are stale (missed a write, or not filled yet) and are
 // not read.
 // valid is StripesPerSegment for a healthy slot. It grows only by fill, which
@@ -45,8 +45,8 @@ type slot struct {
 	sums   sumTable // the checksums of the copy's blocks (Geometry.Checksums)
 	ring   logRing  // the copy's write-log area (Geometry.Log)
 
-	// holes: stripes below valid that this copy missed for lack of space
-	// (holes.go); nil when none. recorded: the holes its StaleLog mark
+	// holes: stripes below valid that this copy missed (holes.go); nil
+	// when none. recorded: the holes its StaleLog mark
 	// lists (nil: no mark by stripe). Both change under staleMu.
 	holes, recorded atomic.Pointer[stripeRanges]
 
