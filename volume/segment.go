@@ -376,10 +376,11 @@ func (v *Volume) DownNamespaces() []string {
 // checked that it answers again (and is the same namespace). What it held
 // before is trusted only where it was flushed: when it went down holding
 // unflushed writes, its target may have lost them (a restart loses a
-// volatile write cache), so every slot on it is marked stale first, and
-// recorded in the StaleLog, as a failed Flush does. Slots that missed writes
-// while it was down stay stale either way, until Repair rebuilds them. It
-// reports whether the namespace was down.
+// volatile write cache), so the stripes of its slots written since its last
+// flush become holes first, recorded in the StaleLog, as a failed Flush
+// does (namespaceLost). Stripes that missed writes while it was down stay
+// stale either way, until Repair rebuilds them. It reports whether the
+// namespace was down.
 func (v *Volume) Reinstate(ctx context.Context, id string) (bool, error) {
 	v.mu.Lock()
 	ns := v.ns[id]
