@@ -350,10 +350,12 @@ func (v *Volume) slotWrite(ctx context.Context, sl *slot, t, off int64, b []byte
 	} else {
 		err = sl.dev.WriteAt(ctx, b, at)
 	}
+	// Noted when it failed too: a write cut off may have landed in part,
+	// and the namespace's return must not trust the stripe.
+	v.noteWritten(sl, t, t)
 	if err != nil {
 		return err
 	}
-	v.noteWritten(sl, t, t)
 	if v.g.Checksums {
 		return v.writeSums(ctx, sl, t, off, sums, fua)
 	}
