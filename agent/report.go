@@ -59,16 +59,27 @@ type reporter struct {
 	logf func(string, ...any)
 	ch   chan string // namespace ids with a new media error
 
+	// recheck: how long after reading a reported namespace's state the
+	// reporter reads it again on its next errors (it may have been put
+	// back in service since).
+	recheck time.Duration
+
 	mu       sync.Mutex
-	counts   map[string]int
-	reported map[string]bool
+	counts   map[string]int       // media errors since the namespace was last reported
+	reported map[string]bool      // reported failed by this agent at some point
+	checked  map[string]time.Time // when a reported namespace's state was last read
 	dropped  atomic.Int64
 }
 
+// recheckReported is reporter.recheck: a namespace that keeps failing
+// costs one etcd read per interval, and one put back in service by an
+// operator is reported again within it.
+const recheckReported = 10 * time.Second
+
 func newReporter(st namespaceStates, o ReportOptions, m *Metrics, logf func(string, ...any)) *reporter {
 	o.ensureDefaults()
-	return &reporter{st: st, o: o, m: m, logf: logf, ch: make(chan string, 256),
-		counts: map[string]int{}, reported: map[string]bool{}}
+	return &reporter{st: st, o: o, m: m, logf: logf, ch: make(chan string, 256), recheck: recheckReported,
+		counts: map[string]int{}, reported: map[string]bool{}, checked: map[string]time.Time{}}
 }
 
 // mediaError records a media error of namespace ns without blocking.
@@ -94,12 +105,18 @@ func (r *reporter) run(ctx context.Context) {
 	}
 }
 
-// due counts an error of ns and says whether ns should be reported now.
+// due counts an error of ns and says whether ns should be reported now: it
+// has had FailNamespaceAfter errors since it was last reported and, if it
+// was reported before, its state was not read within recheck (an operator
+// may have put it back in service; it is then reported again).
 func (r *reporter) due(ns string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.counts[ns]++
-	return r.o.FailNamespaceAfter > 0 && !r.reported[ns] && r.counts[ns] >= r.o.FailNamespaceAfter
+	if r.o.FailNamespaceAfter <= 0 || r.counts[ns] < r.o.FailNamespaceAfter {
+		return false
+	}
+	return !r.reported[ns] || time.Since(r.checked[ns]) >= r.recheck
 }
 
 // report marks ns failed unless it is already out of service. A failed
@@ -107,33 +124,40 @@ func (r *reporter) due(ns string) bool {
 func (r *reporter) report(ctx context.Context, ns string) {
 	ctx, cancel := context.WithTimeout(ctx, r.o.Timeout)
 	defer cancel()
-	err := r.markFailed(ctx, ns)
+	marked, err := r.markFailed(ctx, ns)
 	result := "ok"
 	if err != nil {
 		result = "error"
 		r.logf("reporting namespace %s failed: %v", ns, err)
 	} else {
 		r.mu.Lock()
+		n := r.counts[ns]
 		r.reported[ns] = true
+		r.checked[ns] = time.Now()
+		r.counts[ns] = 0
 		r.mu.Unlock()
-		r.logf("namespace %s reported failed after %d media errors", ns, r.o.FailNamespaceAfter)
+		if marked {
+			r.logf("namespace %s reported failed after %d media errors", ns, n)
+		}
 	}
 	r.m.reports.WithLabelValues(ns, result).Inc()
 }
 
-func (r *reporter) markFailed(ctx context.Context, ns string) error {
+// markFailed marks ns failed in etcd and reports whether it did (not when
+// it is out of service already).
+func (r *reporter) markFailed(ctx context.Context, ns string) (bool, error) {
 	rec, err := r.st.Namespace(ctx, ns)
 	if err != nil {
-		return err
+		return false, err
 	}
 	st, err := placement.ParseState(rec.State)
 	if err != nil {
-		return fmt.Errorf("namespace %s: %w", ns, err)
+		return false, fmt.Errorf("namespace %s: %w", ns, err)
 	}
 	if st == placement.StateOut || st == placement.StateFailed {
-		return nil // already being rebuilt elsewhere
+		return false, nil // already being rebuilt elsewhere
 	}
-	return r.st.SetNamespaceState(ctx, ns, placement.StateFailed)
+	return true, r.st.SetNamespaceState(ctx, ns, placement.StateFailed)
 }
 
 // wasReported says whether ns was reported failed by this agent.

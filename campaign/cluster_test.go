@@ -330,18 +330,22 @@ func (c *cluster) killAll() {
 }
 
 // returnOut puts every namespace marked out or failed back in service
-// (`ns set-state NS in`, the operator's step once its target is back).
+// (`ns set-state NS in`, the operator's step once its target is back), and
+// those a drain fault left draining or drained.
 func (c *cluster) returnOut(ctx context.Context, s *meta.Store) error {
 	nss, err := s.Namespaces(ctx)
 	if err != nil {
 		return err
 	}
 	for _, n := range nss {
-		if n.State == "out" || n.State == "failed" {
+		switch n.State {
+		case "out", "failed", "draining", "drained":
 			if out, err := c.tryAdmin("ns", "set-state", n.ID, "in"); err != nil {
 				return fmt.Errorf("ns set-state %s in: %v: %s", n.ID, err, out)
 			}
-			c.returned++
+			if n.State == "out" || n.State == "failed" {
+				c.returned++
+			}
 		}
 	}
 	return nil

@@ -28,6 +28,25 @@ var compoundPairs = [][2]string{
 	{"restart target", "kill -9 owner"},
 	{"partition controller from targets, lose another", "kill -9 owner"},
 	{"partition controller from targets, lose another", "SIGSTOP etcd"},
+	{"drain target", "SIGSTOP reader"}, // a reader paused while a drain moves its shards
+}
+
+// compoundOnly are kinds of fault only compoundPairs name: in faults they
+// would change the kind every single-fault seed replays, and the draws of
+// the other compound rounds.
+var compoundOnly = []fault{
+	// An operator drains a target (`admin drain`): the controller moves
+	// its shards away, one per segment at a time, as for a rebuild; the
+	// round's checks put it back in service (returnOut).
+	{"drain target", func(c *cluster, rng *rand.Rand) {
+		h := fmt.Sprintf("h%d", rng.IntN(len(c.targets)))
+		if out, err := c.tryAdmin("admin", "drain", h); err != nil {
+			fmt.Fprintf(c.logw, "campaign: admin drain %s: %v: %s\n", h, err, out)
+			return
+		}
+		fmt.Fprintf(c.logw, "campaign: draining %s\n", h)
+		time.Sleep(pause(rng))
+	}, 1},
 }
 
 // pickFaults returns the faults of round seed sd: faults[sd mod
@@ -51,7 +70,7 @@ func pickFaults(sd uint64, compound bool, rng *rand.Rand) []fault {
 }
 
 func faultNamed(name string) fault {
-	for _, f := range faults {
+	for _, f := range append(faults[:len(faults):len(faults)], compoundOnly...) {
 		if f.name == name {
 			return f
 		}

@@ -11,7 +11,8 @@ import (
 // len(faults)] and draws nothing from the round's rng.
 func TestCompoundPicks(t *testing.T) {
 	for _, p := range compoundPairs {
-		if !hasFault(faults, p[0]) || !hasFault(faults, p[1]) || p[0] == p[1] {
+		known := func(name string) bool { return hasFault(faults, name) || hasFault(compoundOnly, name) }
+		if !known(p[0]) || !known(p[1]) || p[0] == p[1] {
 			t.Errorf("pair %q: not two kinds of fault", p)
 		}
 	}

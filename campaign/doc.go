@@ -33,8 +33,11 @@
 // COMPOUND=1`) overlap two or three faults instead, started 0 to 2 s
 // apart: half of them one of compoundPairs (an owner killed while a lost
 // target's shards rebuild, etcd stopped past the lease TTL during a move,
-// the reader stopped while its shards move, a partition during a rebuild,
-// the owner killed while cut off from targets, ...), the others drawn by
+// the reader stopped while its shards move, the reader stopped while
+// `admin drain` moves a target's shards away (a kind only this pair uses:
+// compoundOnly, so single-fault seeds keep their kinds; the checks put the
+// drained namespace back in service), a partition during a rebuild, the
+// owner killed while cut off from targets, ...), the others drawn by
 // weight (fault.weight: more for the kinds that touch the write log,
 // moves and leases), a third kind in one round of three; all from the
 // round's seed, so the replay command reproduces the schedule.

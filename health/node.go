@@ -158,6 +158,11 @@ func Start(cfg Config) (*Node, error) {
 	del := &delegate{meta: cfg.Meta.clone(), members: map[string]Member{}, onEvent: cfg.OnEvent, logf: cfg.Logf}
 	mc := profileConfig(cfg.Profile)
 	mc.Name, mc.BindAddr, mc.BindPort, mc.AdvertisePort = cfg.Name, cfg.BindAddr, cfg.BindPort, cfg.BindPort
+	// A member restarted on another address (a new port, a new IP) takes its
+	// name back as soon as its old incarnation is declared dead. Without
+	// this memberlist refuses it ("conflicting address") until the dead
+	// entry is reaped, and the pool judges a serving target down meanwhile.
+	mc.DeadNodeReclaimTime = time.Nanosecond
 	mc.Delegate, mc.Events = del, del
 	mc.SecretKey, mc.Label = cfg.Key, cfg.Label
 	mc.Logger = log.New(logWriter{del.logfOrDiscard()}, "", 0)

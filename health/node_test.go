@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -26,6 +27,13 @@ func (l *eventLog) saw(name string, st Status) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.ContainsFunc(l.events, func(m Member) bool { return m.Name == name && m.Status == st })
+}
+
+// sawAt reports whether some event named name at address addr had status st.
+func (l *eventLog) sawAt(name string, st Status, addr string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.ContainsFunc(l.events, func(m Member) bool { return m.Name == name && m.Status == st && m.Addr == addr })
 }
 
 // waitFor polls cond until it holds or a generous deadline passes. The
@@ -142,5 +150,84 @@ func TestConfigValidate(t *testing.T) {
 	c.EnsureDefaults()
 	if c.Name != "h/agent" || c.BindAddr != "127.0.0.1" || c.BindPort != 0 {
 		t.Errorf("defaults: %+v", c)
+	}
+}
+
+// logLines collects log lines, safe for memberlist's goroutines after the
+// test (it never touches t).
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) logf(format string, args ...any) {
+	l.mu.Lock()
+	l.lines = append(l.lines, fmt.Sprintf(format, args...))
+	l.mu.Unlock()
+}
+
+func (l *logLines) has(sub string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.ContainsFunc(l.lines, func(s string) bool { return strings.Contains(s, sub) })
+}
+
+// TestRestartedMemberRejoinsAtNewAddress: a member that dies and comes
+// back under its name on another port is taken back as soon as its old
+// incarnation is dead, not refused as a conflicting address until the dead
+// entry is reaped (meanwhile the pool would judge a serving target down).
+func TestRestartedMemberRejoinsAtNewAddress(t *testing.T) {
+	var seen logLines
+	watcher := &eventLog{}
+	start := func(host string, log func(string, ...any), ev func(Member)) *Node {
+		node, err := Start(Config{Meta: Meta{Role: RoleTarget, Host: host}, Profile: ProfileTest, OnEvent: ev, Logf: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = node.Shutdown() })
+		return node
+	}
+	h1 := start("h1", seen.logf, watcher.add)
+	old := start("h2", testLogf(t), nil)
+	if _, err := old.Join([]string{h1.Addr()}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "h1 to see h2", func() bool { return len(h1.Members()) == 2 })
+	oldAddr := old.Addr()
+	if err := old.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "h1 to see h2 dead", func() bool { return watcher.saw(old.Name(), StatusDead) && len(h1.Members()) == 1 })
+	restarted := start("h2", testLogf(t), nil)
+	if restarted.Addr() == oldAddr {
+		t.Fatalf("the restarted member got its old address %s again; the test needs another", oldAddr)
+	}
+	if _, err := restarted.Join([]string{h1.Addr()}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "h1 to see h2 alive at its new address", func() bool {
+		return slices.ContainsFunc(h1.Members(), func(m Member) bool { return m.Name == restarted.Name() && m.Addr == restarted.Addr() })
+	})
+	if seen.has("onflicting address") {
+		t.Errorf("h1 refused the restarted h2 as a conflicting address before taking it back")
+	}
+
+	// A late alive message for h2 from another address (an old incarnation
+	// still gossiped, or a stray process under its name) must not take the
+	// name from the member alive at its new address: memberlist lets a new
+	// address replace a dead or left member only, whatever the message's
+	// incarnation. (While h2 is dead a stale message could still move it,
+	// as memberlist always allowed once a dead member is reaped: probes of
+	// that address fail and the member is dead again.)
+	stray := start("h2", testLogf(t), nil)
+	if _, err := stray.Join([]string{h1.Addr()}); err == nil {
+		t.Log("the stray h2 reached h1")
+	}
+	waitFor(t, "h1 to refuse the stray h2", func() bool { return seen.has("onflicting address") })
+	if !slices.ContainsFunc(h1.Members(), func(m Member) bool { return m.Name == restarted.Name() && m.Addr == restarted.Addr() }) {
+		t.Errorf("h1 moved h2 away from its live address %s after a stray alive message: %+v", restarted.Addr(), h1.Members())
+	}
+	if watcher.sawAt(restarted.Name(), StatusDead, restarted.Addr()) {
+		t.Errorf("h1 judged the live h2 dead after a stray alive message")
 	}
 }

@@ -216,8 +216,10 @@ func (m *Mapped) claimAll(ctx context.Context) error {
 // back namespaces that answer again. A read-write owner (repair) also
 // rebuilds the slots marked stale under an earlier owner, at once, those a
 // returning namespace missed, and, every interval while there are any, the
-// stripes writes missed for lack of space (once space is back). A read-only mapping repairs nothing
-// (the marks are the writers'; the controller repairs once it is unmapped).
+// stripes of slots whose namespace is up that writes missed (for lack of
+// space, once space is back) or that a read error made it distrust. A
+// read-only mapping repairs nothing (the marks are the writers'; the
+// controller repairs once it is unmapped).
 // A namespace that stays down is left to the controller, which moves its
 // slots elsewhere once it marks it out.
 func (m *Mapped) maintain(ctx context.Context, every time.Duration, repair bool, logf func(string, ...any)) {
@@ -233,7 +235,7 @@ func (m *Mapped) maintain(ctx context.Context, every time.Duration, repair bool,
 		case <-t.C:
 		}
 		back := m.reinstate(ctx, min(every, 5*time.Second), logf)
-		if repair && (back > 0 || m.Volume.HasHoles()) {
+		if repair && (back > 0 || m.Volume.NeedsRepair()) {
 			m.repairStale(ctx, logf)
 		}
 	}

@@ -407,9 +407,11 @@ func isChecksumFault(err error) bool {
 
 // Scrub checks every stripe of every allocated segment in [first, last]
 // against its checksums and parity and heals what it can, one stripe at a
-// time under its lock (foreground IO to other stripes goes on). pace, when
-// set, is called before each stripe with the bytes it reads. It returns
-// the number of stripes checked; ChecksumStats says what it found.
+// time under its lock (foreground IO to other stripes goes on), then
+// rebuilds the segment's slots that miss stripes (a read error made this
+// volume distrust them; see Repair). pace, when set, is called before each
+// stripe with the bytes it reads. It returns the number of stripes
+// checked; ChecksumStats says what it found.
 func (v *Volume) Scrub(ctx context.Context, first, last int64, pace func(ctx context.Context, n int64) error) (int64, error) {
 	if !v.g.Checksums {
 		return 0, fmt.Errorf("scrub: volume has no checksums (made before format 2): %w", errNoChecksums)
@@ -418,6 +420,9 @@ func (v *Volume) Scrub(ctx context.Context, first, last int64, pace func(ctx con
 	for seg := first; seg <= last; seg++ {
 		n, err := v.scrubSegment(ctx, seg, pace)
 		done += n
+		if err == nil {
+			err = v.repairSegment(ctx, seg)
+		}
 		if err != nil {
 			return done, err
 		}

@@ -16,7 +16,9 @@ import (
 // behind the namespace is full) leaves the namespace up and its slot
 // readable. Only the one stripe the write missed is stale in that slot
 // copy: it becomes a hole, a stripe below the copy's valid mark that the
-// copy does not serve. Holes are recorded in the StaleLog by stripe
+// copy does not serve. A write that goes around a namespace that is down
+// makes a hole too (missed), and so does a lost flush for each stripe
+// written since the namespace's last one (namespaceLost). Holes are recorded in the StaleLog by stripe
 // (StaleSlot.Stripes) before a write that went around them is acknowledged,
 // and Repair rebuilds them once the namespace has space again. A write that
 // cannot be done within M shards fails with ErrNoSpace and leaves what was
@@ -125,14 +127,27 @@ func (rs stripeRanges) String() string {
 // HasHoles reports whether some slot has stripes it missed for lack of
 // space: Repair rebuilds them once their namespace has space again.
 func (v *Volume) HasHoles() bool {
+	return v.anySlot(func(sl *slot) bool { return sl.holes.Load() != nil })
+}
+
+// NeedsRepair reports whether some slot whose namespace is up misses
+// stripes: holes (a write went around it, or it ran out of space), or
+// stripes it is distrusted from (a read error, a stale mark); Repair
+// rebuilds them. A slot being moved is left to the move.
+func (v *Volume) NeedsRepair() bool {
+	n := v.g.StripesPerSegment()
+	return v.anySlot(func(sl *slot) bool {
+		return !sl.ns.down.Load() && sl.prev.Load() == nil && (sl.holes.Load() != nil || sl.valid.Load() < n)
+	})
+}
+
+// anySlot reports whether f holds for some slot of a cached segment.
+func (v *Volume) anySlot(f func(*slot) bool) bool {
 	for _, s := range v.cachedSegments() {
 		s.io.RLock() // a move swaps slots under io held exclusively
-		holes := false
-		for _, sl := range s.slots {
-			holes = holes || sl.holes.Load() != nil
-		}
+		found := !s.freed && slices.ContainsFunc(s.slots, f)
 		s.io.RUnlock()
-		if holes {
+		if found {
 			return true
 		}
 	}
@@ -166,8 +181,25 @@ func (sl *slot) hasHole(t int64) bool {
 func (s *segment) addHole(sl *slot, t int64) {
 	s.staleMu.Lock()
 	defer s.staleMu.Unlock()
-	if t < sl.valid.Load() {
+	if t < sl.valid.Load() && !sl.hasHole(t) {
 		sl.setHoles(sl.holesOf().with(t))
+	}
+}
+
+// addHoles makes the stripes rs of copy sl that are below its valid mark
+// holes (in memory; recordHoles records them).
+func (s *segment) addHoles(sl *slot, rs stripeRanges) {
+	s.staleMu.Lock()
+	defer s.staleMu.Unlock()
+	valid := sl.valid.Load()
+	var below stripeRanges
+	for _, r := range rs {
+		if r.From < valid {
+			below = append(below, StripeRange{From: r.From, To: min(r.To, valid)})
+		}
+	}
+	if len(below) > 0 {
+		sl.setHoles(unionRanges(sl.holesOf(), below))
 	}
 }
 
@@ -252,7 +284,7 @@ func (v *Volume) writeNotDone(ctx context.Context, s *segment, id layout.StripeI
 	noSpace := false
 	for sh := range usable {
 		i := v.g.SlotOf(id.Stripe, sh)
-		if before[sh] && !usable[sh] && s.slots[i].hasHole(id.Stripe) {
+		if before[sh] && !usable[sh] && s.slots[i].hasHole(id.Stripe) && !s.slots[i].ns.down.Load() {
 			noSpace = true
 			if sh < v.g.K {
 				made = append(made, sh)

@@ -39,6 +39,22 @@ func (v *Volume) Repair(ctx context.Context) (int64, error) {
 	return total, noSpace
 }
 
+// repairSegment does what Repair does for segment seg alone (nothing when
+// it is not allocated); a slot still short of space is left as it is.
+func (v *Volume) repairSegment(ctx context.Context, seg int64) error {
+	s, err := v.acquire(ctx, seg, false)
+	if err != nil || s == nil {
+		return err
+	}
+	s.io.RUnlock() // repairSlot takes it per slot, as Repair does
+	for i := range s.slots {
+		if _, err := v.repairSlot(ctx, s, i); err != nil && blockdev.Class(err) != blockdev.ErrNoSpace {
+			return err
+		}
+	}
+	return nil
+}
+
 func (v *Volume) repairSlot(ctx context.Context, s *segment, i int) (int64, error) {
 	s.io.RLock()
 	defer s.io.RUnlock()
@@ -69,9 +85,9 @@ func (v *Volume) fillHoles(ctx context.Context, s *segment, i int) (int64, error
 	var n int64
 	var err error
 	for _, r := range sl.holesOf() {
-		for t := r.From; t < r.To && err == nil; t++ {
+		for t := r.From; t < r.To && err == nil && !sl.ns.down.Load(); t++ {
 			if err = ctx.Err(); err == nil {
-				err = v.fillHole(ctx, s, i, t)
+				err = v.fillHoleRetry(ctx, s, i, t)
 			}
 			if err == nil {
 				n++
@@ -85,6 +101,21 @@ func (v *Volume) fillHoles(ctx context.Context, s *segment, i int) (int64, error
 		return n, errors.Join(err, v.shardFailed(s, sl, i, 0, ferr))
 	}
 	return n, errors.Join(err, v.recordHoles(ctx, s, i, sl))
+}
+
+// fillHoleRetry fills hole t of slot i of s, planning again without a
+// shard that fails meanwhile (the fault marks it), as fill does. It gives
+// up without error when the slot's own namespace goes down.
+func (v *Volume) fillHoleRetry(ctx context.Context, s *segment, i int, t int64) error {
+	for faults := 0; ; faults++ {
+		err := v.fillHole(ctx, s, i, t)
+		if s.slots[i].ns.down.Load() {
+			return nil
+		}
+		if !isShardFault(err) || faults >= v.g.N() {
+			return err
+		}
+	}
 }
 
 // fillHole rebuilds hole t of slot i of s, when it is still one.

@@ -16,12 +16,15 @@ type nsState struct {
 	dev       blockdev.Device
 	down      atomic.Bool // IO failed with ErrUnavailable; cleared by SetNamespaceUp
 	unflushed atomic.Bool // a write succeeded since the last flush
+
+	writtenMu sync.Mutex
+	written   []*slot // copies on it that took writes since its last flush began (noteWritten)
 }
 
 // slot is one shard slot of a segment.
 //
 // Invariant: stripes [0, valid) of the slot hold current data, except its
-// holes (stripes a write missed for lack of space, see holes.go); stripes
+// holes (stripes a write missed, see holes.go); stripes
 // at or above valid are stale (missed a write, or not filled yet) and are
 // not read.
 // valid is StripesPerSegment for a healthy slot. It grows only by fill, which
@@ -42,10 +45,16 @@ type slot struct {
 	sums   sumTable // the checksums of the copy's blocks (Geometry.Checksums)
 	ring   logRing  // the copy's write-log area (Geometry.Log)
 
-	// holes: stripes below valid that this copy missed for lack of space
-	// (holes.go); nil when none. recorded: the holes its StaleLog mark
+	// holes: stripes below valid that this copy missed (holes.go); nil
+	// when none. recorded: the holes its StaleLog mark
 	// lists (nil: no mark by stripe). Both change under staleMu.
 	holes, recorded atomic.Pointer[stripeRanges]
+
+	// written: the stripes of this copy that took writes since its
+	// namespace's last flush began (nil until the first); listed: the copy
+	// is in its namespace's written list. See noteWritten.
+	written atomic.Pointer[stripeBits]
+	listed  atomic.Bool
 }
 
 func (sl *slot) serves(t int64) bool {
@@ -367,10 +376,11 @@ func (v *Volume) DownNamespaces() []string {
 // checked that it answers again (and is the same namespace). What it held
 // before is trusted only where it was flushed: when it went down holding
 // unflushed writes, its target may have lost them (a restart loses a
-// volatile write cache), so every slot on it is marked stale first, and
-// recorded in the StaleLog, as a failed Flush does. Slots that missed writes
-// while it was down stay stale either way, until Repair rebuilds them. It
-// reports whether the namespace was down.
+// volatile write cache), so the stripes of its slots written since its last
+// flush become holes first, recorded in the StaleLog, as a failed Flush
+// does (namespaceLost). Stripes that missed writes while it was down stay
+// stale either way, until Repair rebuilds them. It reports whether the
+// namespace was down.
 func (v *Volume) Reinstate(ctx context.Context, id string) (bool, error) {
 	v.mu.Lock()
 	ns := v.ns[id]
@@ -380,7 +390,7 @@ func (v *Volume) Reinstate(ctx context.Context, id string) (bool, error) {
 	}
 	if ns.unflushed.Load() {
 		err := fmt.Errorf("namespace %s went down holding unflushed writes: %w", id, blockdev.ErrUnavailable)
-		if err := v.namespaceLost(ctx, ns, err); err != nil {
+		if err := v.namespaceLost(ctx, ns, nil, err); err != nil {
 			return false, err
 		}
 		ns.unflushed.Store(false) // nothing on it is trusted now

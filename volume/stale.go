@@ -1,10 +1,12 @@
 package volume
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/nvstripe/nvstripe/blockdev"
 )
@@ -113,16 +115,18 @@ func (v *Volume) recordStale(ctx context.Context, s *segment, i int, sl *slot) e
 }
 
 // missed records, before a write that went around slot i of s at stripe t
-// is acknowledged, that each copy of the slot missed it: a copy with a hole
-// at t (it ran out of space) missed that stripe only, and its holes are
-// recorded; any other copy (its namespace is down) is marked stale from
-// stripe t on.
+// is acknowledged, that each copy of the slot missed that stripe: as a hole
+// (the copy's namespace is down or out of space), recorded by stripe, so
+// that a short outage of one namespace, or of two in turn, leaves only the
+// stripes written meanwhile to rebuild, and the other stripes of the slot
+// readable should a third namespace fail too. A copy already stale from
+// stripe t on (or as a whole) is recorded so.
 func (v *Volume) missed(ctx context.Context, s *segment, i int, t int64) error {
 	for _, c := range []*slot{s.slots[i], s.slots[i].prev.Load()} {
 		if c == nil {
 			continue
 		}
-		if err := v.missedCopy(ctx, s, i, t, c, !c.ns.down.Load() && c.hasHole(t)); err != nil {
+		if err := v.missedCopy(ctx, s, i, t, c, c.valid.Load() > t && !c.logged.Load()); err != nil {
 			return err
 		}
 	}
@@ -130,14 +134,121 @@ func (v *Volume) missed(ctx context.Context, s *segment, i int, t int64) error {
 }
 
 // missedCopy records that copy c of slot i of s missed stripe t: as a hole
-// when hole, else as stale from t on.
+// when hole, else as stale from t on. A hole that could not be made (a
+// concurrent fault lowered the valid mark to t or below) falls back to the
+// mark from t on.
 func (v *Volume) missedCopy(ctx context.Context, s *segment, i int, t int64, c *slot, hole bool) error {
 	if hole {
 		s.addHole(c, t)
-		return v.recordHoles(ctx, s, i, c)
+		if err := v.recordHoles(ctx, s, i, c); err != nil {
+			return err
+		}
+		if c.valid.Load() > t {
+			return nil
+		}
 	}
 	c.lowerValid(t)
 	return v.recordStale(ctx, s, i, c)
+}
+
+// stripeBits is a set of stripes of one slot copy, safe for concurrent use.
+type stripeBits struct {
+	words []atomic.Uint64
+}
+
+func newStripeBits(n int64) *stripeBits {
+	return &stripeBits{words: make([]atomic.Uint64, (n+63)/64)}
+}
+
+func (b *stripeBits) add(t int64) {
+	w, m := &b.words[t/64], uint64(1)<<(t%64)
+	if w.Load()&m == 0 {
+		w.Or(m)
+	}
+}
+
+// take empties b and returns what it held.
+func (b *stripeBits) take() stripeRanges {
+	var out stripeRanges
+	for i := range b.words {
+		if b.words[i].Load() == 0 {
+			continue
+		}
+		x := b.words[i].Swap(0)
+		for j := int64(0); x != 0; j, x = j+1, x>>1 {
+			if x&1 == 0 {
+				continue
+			}
+			t := int64(i)*64 + j
+			if k := len(out) - 1; k >= 0 && out[k].To == t {
+				out[k].To++
+				continue
+			}
+			out = append(out, StripeRange{From: t, To: t + 1})
+		}
+	}
+	return out
+}
+
+// noteWritten records that stripes [first, last] of copy sl took a write
+// that its namespace has not flushed yet: if the namespace goes down before
+// a flush, those stripes (and only those) may have lost it (namespaceLost).
+// It is called once the write has succeeded.
+func (v *Volume) noteWritten(sl *slot, first, last int64) {
+	b := sl.written.Load()
+	if b == nil {
+		b = newStripeBits(v.g.StripesPerSegment())
+		if !sl.written.CompareAndSwap(nil, b) {
+			b = sl.written.Load()
+		}
+	}
+	for t := first; t <= last; t++ {
+		b.add(t)
+	}
+	// The stripes are added before listed is read, and takeWritten clears
+	// listed before it takes them: a stripe it misses lists the copy again.
+	if !sl.listed.Load() && sl.listed.CompareAndSwap(false, true) {
+		sl.ns.writtenMu.Lock()
+		sl.ns.written = append(sl.ns.written, sl)
+		sl.ns.writtenMu.Unlock()
+	}
+	sl.ns.unflushed.Store(true)
+}
+
+// writtenStripes maps slot copies to stripes of theirs that took writes.
+type writtenStripes map[*slot]stripeRanges
+
+// takeWritten returns the stripes of each copy on ns that took writes since
+// the last takeWritten, and forgets them: a flush of ns that began after
+// those writes ended makes them durable.
+func (ns *nsState) takeWritten() writtenStripes {
+	ns.writtenMu.Lock()
+	list := ns.written
+	ns.written = nil
+	ns.writtenMu.Unlock()
+	out := make(writtenStripes, len(list))
+	for _, sl := range list {
+		sl.listed.Store(false)
+		if rs := sl.written.Load().take(); len(rs) > 0 {
+			out[sl] = rs
+		}
+	}
+	return out
+}
+
+// merge adds the stripes of o to w.
+func (w writtenStripes) merge(o writtenStripes) {
+	for sl, rs := range o {
+		w[sl] = unionRanges(w[sl], rs)
+	}
+}
+
+// unionRanges returns the stripes of a and of b, merged.
+func unionRanges(a, b stripeRanges) stripeRanges {
+	out := make(stripeRanges, 0, len(a)+len(b))
+	out = append(append(out, a...), b...)
+	slices.SortFunc(out, func(x, y StripeRange) int { return cmp.Compare(x.From, y.From) })
+	return mergeRanges(out, maxHoleRanges)
 }
 
 // loadStale reads the stale marks once, before the first segment opens.

@@ -139,7 +139,7 @@ func (v *Volume) zeroSlot(ctx context.Context, s *segment, sl *slot, i int, firs
 		err = sl.dev.WriteZeroes(ctx, off, n)
 	}
 	if err == nil {
-		sl.ns.unflushed.Store(true)
+		v.noteWritten(sl, first, first+n/v.g.Chunk-1)
 		if v.g.Checksums {
 			err = v.zeroSums(ctx, sl, first, first+n/v.g.Chunk-1)
 		}

@@ -342,7 +342,21 @@ func (v *Volume) flush(ctx context.Context) error {
 		}
 	}
 	v.mu.Unlock()
+	// The stripes written before the flush began: what a flush that
+	// succeeds makes durable, and what a namespace lost may have dropped.
+	taken := make([]writtenStripes, len(todo))
+	for i, ns := range todo {
+		taken[i] = ns.takeWritten()
+	}
 	lost := make([]bool, len(todo))
+	flushed := make([]bool, len(todo))
+	defer func() {
+		for i := range todo {
+			if !flushed[i] && !lost[i] {
+				v.putBackWritten(taken[i]) // not flushed: the next flush covers them
+			}
+		}
+	}()
 	err := v.each(len(todo), func(i int) error {
 		if todo[i].down.Load() {
 			// Not flushed: a flush that reaches it again would not say
@@ -363,6 +377,7 @@ func (v *Volume) flush(ctx context.Context) error {
 				return nil
 			}
 		}
+		flushed[i] = err == nil
 		return err
 	})
 	if err != nil {
@@ -370,7 +385,7 @@ func (v *Volume) flush(ctx context.Context) error {
 	}
 	for i, ns := range todo {
 		if lost[i] {
-			if err := v.namespaceLost(ctx, ns, fmt.Errorf("flush failed: %w", blockdev.ErrUnavailable)); err != nil {
+			if err := v.namespaceLost(ctx, ns, taken[i], fmt.Errorf("flush failed: %w", blockdev.ErrUnavailable)); err != nil {
 				return fmt.Errorf("flush: %w", err)
 			}
 		}
@@ -378,27 +393,44 @@ func (v *Volume) flush(ctx context.Context) error {
 	return v.checkRedundancy()
 }
 
-// namespaceLost marks a namespace down after a failed flush: its unflushed
-// writes may be gone, so every slot on it is stale until repaired, and is
-// recorded so before the flush returns.
-func (v *Volume) namespaceLost(ctx context.Context, ns *nsState, err error) error {
+// namespaceLost marks a namespace down after a failed flush (or one that
+// came back after going down holding unflushed writes): the writes it took
+// since its last flush may be gone, so the stripes of each of its slots
+// that took them (taken, which the failed flush took, and those written
+// since) become holes until repaired, recorded so before the flush
+// returns. The other stripes were flushed before and stay current: a
+// namespace that restarts or is cut off for a moment loses no more than
+// what it did not flush.
+func (v *Volume) namespaceLost(ctx context.Context, ns *nsState, taken writtenStripes, err error) error {
 	ns.down.Store(true)
+	lost := ns.takeWritten()
+	lost.merge(taken)
 	var errs []error
 	for _, s := range v.cachedSegments() {
 		s.io.RLock() // a move swaps slots under io held exclusively
 		for i, sl := range s.slots {
 			for _, c := range []*slot{sl, sl.prev.Load()} {
-				if c == nil || c.ns != ns {
+				if c == nil || c.ns != ns || lost[c] == nil {
 					continue
 				}
-				c.lowerValid(0)
+				s.addHoles(c, lost[c])
 				v.ev.shardError(ShardInfo{NS: ns.id, Segment: s.id, Slot: i, Err: err})
-				errs = append(errs, v.recordStale(ctx, s, i, c))
+				errs = append(errs, v.recordHoles(ctx, s, i, c))
 			}
 		}
 		s.io.RUnlock()
 	}
 	return errors.Join(errs...)
+}
+
+// putBackWritten returns stripes a flush took to their copies' sets, when
+// the flush did not make them durable.
+func (v *Volume) putBackWritten(w writtenStripes) {
+	for sl, rs := range w {
+		for _, r := range rs {
+			v.noteWritten(sl, r.From, r.To-1)
+		}
+	}
 }
 
 // checkRedundancy fails when some cached segment has more than M slots that

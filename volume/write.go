@@ -324,14 +324,8 @@ func (v *Volume) shardWrite(ctx context.Context, s *segment, id layout.StripeID,
 		// Another copy took the write (a move is running): the failed
 		// copy missed it (the stripe only, when it ran out of space).
 		for _, sl := range failed {
-			if sl.hasHole(id.Stripe) {
-				if err := v.recordHoles(ctx, s, i, sl); err != nil {
-					return err
-				}
-				continue
-			}
-			sl.lowerValid(id.Stripe)
-			if err := v.recordStale(ctx, s, i, sl); err != nil {
+			hole := sl.valid.Load() > id.Stripe && !sl.logged.Load()
+			if err := v.missedCopy(ctx, s, i, id.Stripe, sl, hole); err != nil {
 				return err
 			}
 		}
@@ -356,10 +350,12 @@ func (v *Volume) slotWrite(ctx context.Context, sl *slot, t, off int64, b []byte
 	} else {
 		err = sl.dev.WriteAt(ctx, b, at)
 	}
+	// Noted when it failed too: a write cut off may have landed in part,
+	// and the namespace's return must not trust the stripe.
+	v.noteWritten(sl, t, t)
 	if err != nil {
 		return err
 	}
-	sl.ns.unflushed.Store(true)
 	if v.g.Checksums {
 		return v.writeSums(ctx, sl, t, off, sums, fua)
 	}
