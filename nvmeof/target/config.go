@@ -46,6 +46,12 @@ type Config struct {
 	// MaxTransferSize bounds one command's data (Identify MDTS: 4 KiB <<
 	// MDTS). Default 1 MiB; a power of two from 16 KiB to 16 MiB.
 	MaxTransferSize int
+	// DeviceQueueDepth is the most I/O commands of one namespace that run
+	// on its device at once. The others wait in a queue per controller,
+	// and the queues take turns by bytes (deficit round robin), so that
+	// one host's deep queue cannot starve another's lone command. Default
+	// 32; at most 1024.
+	DeviceQueueDepth int
 	// DisableSuccessFlag stops the C2HData SUCCESS optimisation. By default
 	// it is used only on queues whose Connect disabled SQ flow control
 	// (CATTR bit 2), as nvmet and SPDK do.
@@ -234,6 +240,7 @@ func (c *Config) EnsureDefaults() {
 	setDefault(&c.MaxH2CData, 256<<10)
 	setDefault(&c.MaxR2TLength, 1<<20)
 	setDefault(&c.MaxTransferSize, 1<<20)
+	setDefault(&c.DeviceQueueDepth, 32)
 	if c.DiscoveryKATO == 0 {
 		c.DiscoveryKATO = 120 * time.Second
 	}
@@ -326,6 +333,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxIOQueues < 1 || c.MaxIOQueues > 1024 {
 		bad("max io queues %d not in [1,1024]", c.MaxIOQueues)
+	}
+	if c.DeviceQueueDepth < 1 || c.DeviceQueueDepth > 1024 {
+		bad("device queue depth %d not in [1,1024]", c.DeviceQueueDepth)
 	}
 	if c.InCapsuleDataSize < 1024 || c.InCapsuleDataSize%16 != 0 || c.InCapsuleDataSize > 1<<20 {
 		bad("in-capsule data size %d: want a multiple of 16 in [1024, 1 MiB]", c.InCapsuleDataSize)

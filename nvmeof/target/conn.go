@@ -154,6 +154,7 @@ func (c *conn) finish(err error) {
 	if c.queued {
 		c.t.queues.Add(-1)
 	}
+	c.dropQueued()
 	c.inflight.Wait()
 	c.snd.shutdown()
 	c.mu.Lock()

@@ -87,6 +87,7 @@ type namespace struct {
 	resv reservations
 
 	counters nsCounters
+	sched    *ioSched // shares the device between controllers
 }
 
 // New validates cfg (after filling defaults on a copy) and builds a target.
@@ -108,7 +109,7 @@ func New(cfg Config) (*Target, error) {
 	}
 	t.groups = cfg.groups()
 	for i := range t.cfg.Subsystems {
-		s, err := newSubsystem(&t.cfg.Subsystems[i])
+		s, err := newSubsystem(&t.cfg.Subsystems[i], cfg.DeviceQueueDepth)
 		if err != nil {
 			return nil, err
 		}
@@ -129,7 +130,7 @@ func New(cfg Config) (*Target, error) {
 	return t, nil
 }
 
-func newSubsystem(c *SubsystemConfig) (*subsystem, error) {
+func newSubsystem(c *SubsystemConfig, depth int) (*subsystem, error) {
 	s := &subsystem{cfg: c, ns: map[uint32]*namespace{}, allowed: map[string]bool{}, live: map[*controller]struct{}{}}
 	for _, h := range c.AllowedHosts {
 		s.allowed[h] = true
@@ -148,7 +149,7 @@ func newSubsystem(c *SubsystemConfig) (*subsystem, error) {
 			return nil, fmt.Errorf("subsystem %s nsid %d: block size %d / size %d unusable: %w",
 				c.NQN, nc.NSID, bs, nc.Device.Size(), blockdev.ErrInvalid)
 		}
-		ns := &namespace{cfg: nc, dev: nc.Device, bs: bs, nlb: uint64(nc.Device.Size() / int64(bs))}
+		ns := &namespace{cfg: nc, dev: nc.Device, bs: bs, nlb: uint64(nc.Device.Size() / int64(bs)), sched: newIOSched(depth)}
 		if err := ns.loadReservations(); err != nil {
 			return nil, fmt.Errorf("subsystem %s nsid %d: %w", c.NQN, nc.NSID, err)
 		}
