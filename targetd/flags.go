@@ -19,6 +19,7 @@ type Flags struct {
 	Namespaces, ANAGroups, AllowHosts []string
 	BlockSize                         int64
 	MaxConnections                    int
+	DeviceQueueDepth                  int           // --device-queue-depth
 	AuthTimeout                       time.Duration // --auth-timeout
 	Metrics                           string        // --metrics-listen
 	Control, ControlTokenFile         string
@@ -39,6 +40,8 @@ func (f *Flags) AddFlags(fl *pflag.FlagSet) {
 	fl.Var(units.NewFlag(&f.BlockSize), "block-size", "logical block size of new namespaces")
 	fl.IntVar(&f.MaxConnections, "max-connections", target.DefaultMaxConnections,
 		"connections each listener serves at once; one beyond is closed at once (negative: no cap)")
+	fl.IntVar(&f.DeviceQueueDepth, "device-queue-depth", 32,
+		"I/O commands each namespace runs on its file at once; the rest wait, hosts taking turns by bytes")
 	fl.DurationVar(&f.AuthTimeout, "auth-timeout", 5*time.Second,
 		"time a queue of a --host-keys host has from Connect to finish authenticating before it is closed")
 	fl.StringVar(&f.Metrics, "metrics-listen", "", "serve Prometheus metrics (per-namespace IO, connections, refusals) on HOST:PORT/metrics")
@@ -63,5 +66,5 @@ func (f *Flags) Options() (Options, error) {
 	}
 	return Options{Files: target.FileSpec{Dir: f.Dir, NQN: f.NQN, Listen: strings.Split(f.Listen, ","), Namespaces: f.Namespaces,
 		ANAGroups: f.ANAGroups, AllowHosts: f.AllowHosts, BlockSize: int(f.BlockSize)}, HostKeysFile: f.HostKeys,
-		MaxConnections: f.MaxConnections, AuthTimeout: f.AuthTimeout, Control: f.Control, ControlToken: token, Metrics: f.Metrics, Gossip: f.Gossip, Host: f.Host}, nil
+		MaxConnections: f.MaxConnections, DeviceQueueDepth: f.DeviceQueueDepth, AuthTimeout: f.AuthTimeout, Control: f.Control, ControlToken: token, Metrics: f.Metrics, Gossip: f.Gossip, Host: f.Host}, nil
 }
