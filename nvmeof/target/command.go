@@ -209,8 +209,7 @@ func (c *conn) execute(cmd *command) {
 			return // started in turn by a goroutine that finishes one
 		}
 		if inline {
-			cmd.runScheduled()
-			if next := ns.sched.next(); next != nil {
+			if next := ns.sched.runOne(cmd, true); next != nil {
 				go ns.sched.work(next)
 			}
 			return

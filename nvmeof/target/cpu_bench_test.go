@@ -225,15 +225,16 @@ func TestNeighbourFloodHelper(t *testing.T) {
 	if addr == "" {
 		t.Skip("the flooding host of BenchmarkTargetNeighbour, run by it")
 	}
-	stop := floodReads(t, addr, 2, 128, 32)
+	stop := floodReads(t, addr, 2, 128, 32, benchNSSize)
 	fmt.Println("flooding")
 	io.Copy(io.Discard, os.Stdin)
 	stop()
 }
 
 // floodReads connects a controller with queues I/O queues and keeps depth
-// reads of nlb blocks in flight on each until the returned stop is called.
-func floodReads(b testing.TB, addr string, queues, depth int, nlb uint32) (stop func()) {
+// reads of nlb blocks in flight on each, in the first half of a namespace
+// of size bytes, until the returned stop is called.
+func floodReads(b testing.TB, addr string, queues, depth int, nlb uint32, size int) (stop func()) {
 	a := dial(b, addr, pdu.Digests{})
 	cntlid := a.adminUp(0)
 	var wg sync.WaitGroup
@@ -248,7 +249,7 @@ func floodReads(b testing.TB, addr string, queues, depth int, nlb uint32) (stop 
 		go func() {
 			defer wg.Done()
 			submit := func(cid int) bool {
-				s := rwSQE(pdu.IORead, 1, uint64(cid%(benchNSSize/2/nsBS/int(nlb)))*uint64(nlb), nlb, false)
+				s := rwSQE(pdu.IORead, 1, uint64(cid%(size/2/nsBS/int(nlb)))*uint64(nlb), nlb, false)
 				s.CID, s.Flags = uint16(cid), pdu.PSDTSGL
 				_, err := h.nc.Write(pdu.AppendCapsuleCmd(nil, &s, nil, h.dg))
 				return err == nil

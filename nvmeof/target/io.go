@@ -98,18 +98,29 @@ func (cmd *command) runIO() {
 		cmd.complete(cmd.flushAll(), 0, 0)
 		return
 	}
+	cmd.reply(cmd.nsIO(ns))
+}
+
+// nsIO runs a read, write or other namespace command on the device under
+// its gate and counts it.
+func (cmd *command) nsIO(ns *namespace) ioResult {
 	g := cmd.ioGate()
 	g.RLock()
 	r := cmd.guardedIO(ns)
 	g.RUnlock()
 	if !r.drop {
-		ns.counters.count(s.Opcode, uint64(s.SGL.Length), r.st)
+		ns.counters.count(cmd.sqe.Opcode, uint64(cmd.sqe.SGL.Length), r.st)
 	}
+	return r
+}
+
+// reply answers a command with the outcome of nsIO.
+func (cmd *command) reply(r ioResult) {
 	switch {
 	case r.drop:
 		cmd.release()
 	case r.buf != nil:
-		pool := &c.t.pool
+		pool := &cmd.c.t.pool
 		cmd.completeData(r.buf, func() { pool.put(r.buf) })
 	default:
 		cmd.complete(r.st, 0, 0)

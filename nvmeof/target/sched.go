@@ -16,6 +16,7 @@ import "sync"
 // depth): one that finishes its device IO takes the next command in turn
 // itself, so a busy namespace starts no goroutine per command.
 type ioSched struct {
+	ns      *namespace
 	depth   int
 	quantum int
 
@@ -38,8 +39,8 @@ const (
 	minCost      = 4096
 )
 
-func newIOSched(depth int) *ioSched {
-	return &ioSched{depth: depth, quantum: schedQuantum, flows: map[*controller]*flow{}}
+func newIOSched(ns *namespace, depth int) *ioSched {
+	return &ioSched{ns: ns, depth: depth, quantum: schedQuantum, flows: map[*controller]*flow{}}
 }
 
 func cost(cmd *command) int { return max(int(cmd.sqe.SGL.Length), minCost) }
@@ -145,10 +146,26 @@ func (s *ioSched) waiting() int {
 	return s.queued
 }
 
-// work runs cmd and then, while commands wait, the next one in turn.
+// work runs cmd and then, while commands wait, the next one in turn. The
+// slot passes to the next command before the reply is sent: with one
+// waiting the reply goes through its connection's writer (it never
+// blocks); otherwise this goroutine, holding no slot, writes it itself.
 func (s *ioSched) work(cmd *command) {
 	for cmd != nil {
-		cmd.runScheduled()
-		cmd = s.next()
+		cmd = s.runOne(cmd, false)
 	}
+}
+
+// runOne runs cmd's device IO, hands its slot on (returning the command
+// that now holds it) and replies; inline says the caller is the
+// connection's reader, which must never block on the network.
+func (s *ioSched) runOne(cmd *command, inline bool) *command {
+	c := cmd.c
+	r := cmd.nsIO(s.ns)
+	next := s.next()
+	cmd.direct = next == nil && !inline
+	cmd.reply(r)
+	c.ninfl.Add(-1)
+	c.inflight.Done()
+	return next
 }

@@ -3,6 +3,7 @@ package target
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -33,7 +34,7 @@ func TestSchedTurns(t *testing.T) {
 		{"4KiB backlog, 1MiB lone", 4096, 1 << 20, (1<<20)/4096 + schedQuantum/4096 + 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newIOSched(1)
+			s := newIOSched(nil, 1)
 			ca, cb := &controller{}, &controller{}
 			qa, qb := &conn{ctrl: ca}, &conn{ctrl: cb}
 			if !s.admit(schedCmd(ca, qa, tc.bigN)) {
@@ -66,7 +67,7 @@ func TestSchedTurns(t *testing.T) {
 // TestSchedSharesBytes checks that two backlogged controllers move about
 // the same bytes whatever their command sizes.
 func TestSchedSharesBytes(t *testing.T) {
-	s := newIOSched(1)
+	s := newIOSched(nil, 1)
 	ca, cb := &controller{}, &controller{}
 	qa, qb := &conn{ctrl: ca}, &conn{ctrl: cb}
 	s.admit(schedCmd(ca, qa, 4096))
@@ -88,7 +89,7 @@ func TestSchedSharesBytes(t *testing.T) {
 // TestSchedCancel checks that a closing connection's queued commands leave
 // the queue and the others keep their turn.
 func TestSchedCancel(t *testing.T) {
-	s := newIOSched(1)
+	s := newIOSched(nil, 1)
 	ct := &controller{}
 	q1, q2 := &conn{ctrl: ct}, &conn{ctrl: ct}
 	s.admit(schedCmd(ct, q1, 4096))
@@ -258,4 +259,65 @@ func fairTargetServesLoneHost(t *testing.T, depth int) {
 		}
 	}
 	t.Logf("device queue depth %d: B's read served %dth of %d", depth, served, backlog+1)
+}
+
+// serialDev serves one IO at a time, each taking at least svc: a device
+// with a single head, so that the order the target sends IO decides
+// latency.
+type serialDev struct {
+	blockdev.Device
+	svc time.Duration
+	mu  sync.Mutex
+}
+
+func (d *serialDev) ReadAt(ctx context.Context, p []byte, off int64) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	time.Sleep(d.svc)
+	return d.Device.ReadAt(ctx, p, off)
+}
+
+// BenchmarkFairSerialDevice measures a victim's 4 KiB QD1 read latency on
+// an in-process target whose device serves one IO per 500 µs, alone and
+// beside a controller with 256 reads of 128 KiB in flight, for several
+// device queue depths (1024: every command goes to the device as it
+// arrives, first come first served).
+func BenchmarkFairSerialDevice(b *testing.B) {
+	for _, depth := range []int{1024, 32, 4} {
+		for _, flood := range []bool{false, true} {
+			name := fmt.Sprintf("depth-%d/alone", depth)
+			if flood {
+				name = fmt.Sprintf("depth-%d/neighbour-qd256", depth)
+			}
+			b.Run(name, func(b *testing.B) {
+				mem, err := blockdev.NewMem(nsSize, nsBS)
+				if err != nil {
+					b.Fatal(err)
+				}
+				f := newFixture(b, 1, func(c *Config) {
+					c.Subsystems[0].Namespaces[0].Device = &serialDev{Device: mem, svc: 500 * time.Microsecond}
+					c.DeviceQueueDepth = depth
+				})
+				if flood {
+					stop := floodReads(b, f.t.Addr(0), 2, 128, 32, nsSize)
+					defer stop()
+				}
+				a := dial(b, f.t.Addr(0), pdu.Digests{})
+				v := ioUp(b, f.t.Addr(0), pdu.Digests{}, 1, a.adminUp(0), 0)
+				lat := make([]time.Duration, 0, b.N)
+				in := make([]byte, nsBS)
+				b.ResetTimer()
+				for i := range b.N {
+					s := rwSQE(pdu.IORead, 1, uint64(nsSize/nsBS-1-i%64), 1, false)
+					t0 := time.Now()
+					mustOK(b, "victim read", v.do(s, nil, in))
+					lat = append(lat, time.Since(t0))
+				}
+				b.StopTimer()
+				slices.Sort(lat)
+				b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+				b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+			})
+		}
+	}
 }

@@ -149,7 +149,8 @@ func newSubsystem(c *SubsystemConfig, depth int) (*subsystem, error) {
 			return nil, fmt.Errorf("subsystem %s nsid %d: block size %d / size %d unusable: %w",
 				c.NQN, nc.NSID, bs, nc.Device.Size(), blockdev.ErrInvalid)
 		}
-		ns := &namespace{cfg: nc, dev: nc.Device, bs: bs, nlb: uint64(nc.Device.Size() / int64(bs)), sched: newIOSched(depth)}
+		ns := &namespace{cfg: nc, dev: nc.Device, bs: bs, nlb: uint64(nc.Device.Size() / int64(bs))}
+		ns.sched = newIOSched(ns, depth)
 		if err := ns.loadReservations(); err != nil {
 			return nil, fmt.Errorf("subsystem %s nsid %d: %w", c.NQN, nc.NSID, err)
 		}
