@@ -3,6 +3,7 @@ package target
 import (
 	"math/bits"
 	"sync"
+	"time"
 
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
 )
@@ -16,7 +17,8 @@ type command struct {
 	buf       []byte
 	data      []byte
 	inCapsule bool
-	direct    bool // runs on its own goroutine: may write to the socket itself
+	direct    bool      // runs on its own goroutine: may write to the socket itself
+	start     time.Time // I/O commands: when their data was complete
 }
 
 // send queues a PDU for the command's connection.
@@ -205,6 +207,7 @@ func (c *conn) execute(cmd *command) {
 			go cmd.runScheduled()
 			return
 		}
+		cmd.start = time.Now()
 		if !ns.sched.admit(cmd) {
 			return // started in turn by a goroutine that finishes one
 		}

@@ -3,6 +3,7 @@ package target
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
@@ -109,7 +110,13 @@ func (cmd *command) nsIO(ns *namespace) ioResult {
 	r := cmd.guardedIO(ns)
 	g.RUnlock()
 	if !r.drop {
-		ns.counters.count(cmd.sqe.Opcode, uint64(cmd.sqe.SGL.Length), r.st)
+		s := &cmd.sqe
+		d := time.Since(cmd.start)
+		ns.counters.count(s.Opcode, uint64(s.SGL.Length), r.st)
+		ns.times.observe(s.Opcode, uint64(s.SGL.Length), r.st, d)
+		if h := cmd.c.ctrl.hostIO[s.NSID]; h != nil {
+			h.observe(s.Opcode, uint64(s.SGL.Length), r.st, d)
+		}
 	}
 	return r
 }

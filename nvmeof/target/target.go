@@ -87,6 +87,8 @@ type namespace struct {
 	resv reservations
 
 	counters nsCounters
+	times    ioTimes  // counts and latency by op
+	hosts    hostIO   // the same per host NQN
 	sched    *ioSched // shares the device between controllers
 }
 
