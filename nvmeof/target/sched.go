@@ -1,6 +1,10 @@
 package target
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/nvstripe/nvstripe/nvmeof/pdu"
+)
 
 // ioSched shares one namespace's device between the controllers that use
 // it. At most depth commands run on the device at once; the others wait in
@@ -37,6 +41,7 @@ type flow struct {
 const (
 	schedQuantum = 128 << 10
 	minCost      = 4096
+	smallReply   = 16 << 10 // read data the reader goroutine may write itself
 )
 
 func newIOSched(ns *namespace, depth int) *ioSched {
@@ -158,12 +163,17 @@ func (s *ioSched) work(cmd *command) {
 
 // runOne runs cmd's device IO, hands its slot on (returning the command
 // that now holds it) and replies; inline says the caller is the
-// connection's reader, which must never block on the network.
+// connection's reader, running the queue's only command. The reader
+// writes a small reply itself (saving the writer goroutine's wakeup at
+// queue depth 1): with nothing else in flight on the queue it can block
+// only when the host has left a socket buffer of replies unread, which
+// stops that host's own queue and nothing else, until its keep-alive
+// timeout or its close.
 func (s *ioSched) runOne(cmd *command, inline bool) *command {
 	c := cmd.c
 	r := cmd.nsIO(s.ns)
 	next := s.next()
-	cmd.direct = next == nil && !inline
+	cmd.direct = next == nil && (!inline || cmd.sqe.Opcode != pdu.IORead || cmd.sqe.SGL.Length <= smallReply)
 	cmd.reply(r)
 	c.ninfl.Add(-1)
 	c.inflight.Done()
