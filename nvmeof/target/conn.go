@@ -19,8 +19,11 @@ import (
 
 // readBufSize is the size of a connection's read buffer once it has a
 // queue; strangerBufSize before (an ICReq and a Connect capsule fit).
+// Data that arrives in the buffer with a PDU header is copied once more
+// on its way to the command's buffer (the rest is read straight into it),
+// so the buffer holds about a hundred command capsules but little data.
 const (
-	readBufSize     = 64 << 10
+	readBufSize     = 8 << 10
 	strangerBufSize = 2 << 10
 )
 
