@@ -194,9 +194,11 @@ func (c *conn) execute(cmd *command) {
 			return
 		}
 		// The queue is idle: run here and save a goroutine hand-off (QD1
-		// latency). The reply still goes through the writer.
+		// latency). A large reply still goes through the writer
+		// (ioSched.runOne).
 		inline := c.ninfl.Load() == 1 && c.br.Buffered() == 0 && !c.t.cfg.DisableInlineIO
 		c.inflight.Add(1)
+		cmd.start = time.Now()
 		ns := c.namespace(cmd.sqe.NSID)
 		if ns == nil || isResvOp(cmd.sqe.Opcode) {
 			if inline {
@@ -207,7 +209,6 @@ func (c *conn) execute(cmd *command) {
 			go cmd.runScheduled()
 			return
 		}
-		cmd.start = time.Now()
 		if !ns.sched.admit(cmd) {
 			return // started in turn by a goroutine that finishes one
 		}
