@@ -56,11 +56,11 @@ type Config struct {
 	// it is used only on queues whose Connect disabled SQ flow control
 	// (CATTR bit 2), as nvmet and SPDK do.
 	DisableSuccessFlag bool
-	// DisableInlineIO makes every I/O command run on its own goroutine. By
-	// default a command that arrives on an idle queue (nothing in flight,
-	// nothing more received) runs on the queue's reader goroutine, which
-	// saves a hand-off at queue depth 1; a command arriving meanwhile waits
-	// for it.
+	// DisableInlineIO makes every I/O command run on a goroutine other
+	// than the reader. By default a command that arrives on an idle queue
+	// (nothing in flight, nothing more received) and finds its device free
+	// runs on the queue's reader goroutine, which saves a hand-off at queue
+	// depth 1; a command arriving meanwhile waits for it.
 	DisableInlineIO bool
 	// DiscoveryKATO is the keep-alive timeout given to discovery
 	// controllers that connect with KATO 0. Default 120 s.

@@ -30,8 +30,8 @@ const (
 // conn is one NVMe/TCP connection: one queue (admin or I/O).
 //
 // The reader goroutine (serve) owns the read side and the queue state set
-// at Connect; admin commands run on it in order, I/O commands each in
-// their own goroutine; every PDU goes out through snd.
+// at Connect; admin commands run on it in order, I/O commands through
+// their namespace's scheduler (sched.go); every PDU goes out through snd.
 type conn struct {
 	t      *Target
 	l      *listener
