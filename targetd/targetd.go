@@ -32,6 +32,8 @@ type Options struct {
 	AuthTimeout time.Duration
 	// DeviceQueueDepth is target.Config.DeviceQueueDepth (0: its default).
 	DeviceQueueDepth int
+	// HostWeights is target.Config.HostWeights.
+	HostWeights map[string]int
 	// Control, when set, is the address of the HTTP control API;
 	// ControlToken is the bearer token its requests must carry, on
 	// loopback too. Without one the daemon reads or creates the token
@@ -165,7 +167,7 @@ func (o Options) config() (target.Config, error) {
 		return cfg, err
 	}
 	cfg.MaxConnections, cfg.AuthTimeout, cfg.Logf = o.MaxConnections, o.AuthTimeout, o.Logf
-	cfg.DeviceQueueDepth = o.DeviceQueueDepth
+	cfg.DeviceQueueDepth, cfg.HostWeights = o.DeviceQueueDepth, o.HostWeights
 	return cfg, nil
 }
 

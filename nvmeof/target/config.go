@@ -52,6 +52,11 @@ type Config struct {
 	// one host's deep queue cannot starve another's lone command. Default
 	// 32; at most 1024.
 	DeviceQueueDepth int
+	// HostWeights gives host NQNs a larger share of each namespace's
+	// device than the others: each turn of a controller of a host with
+	// weight W may start W times as many bytes. Unlisted hosts weigh 1;
+	// weights run from 1 to 100.
+	HostWeights map[string]int
 	// DisableSuccessFlag stops the C2HData SUCCESS optimisation. By default
 	// it is used only on queues whose Connect disabled SQ flow control
 	// (CATTR bit 2), as nvmet and SPDK do.
@@ -336,6 +341,11 @@ func (c *Config) Validate() error {
 	}
 	if c.DeviceQueueDepth < 1 || c.DeviceQueueDepth > 1024 {
 		bad("device queue depth %d not in [1,1024]", c.DeviceQueueDepth)
+	}
+	for h, w := range c.HostWeights {
+		if w < 1 || w > 100 {
+			bad("host %s: weight %d not in [1,100]", h, w)
+		}
 	}
 	if c.InCapsuleDataSize < 1024 || c.InCapsuleDataSize%16 != 0 || c.InCapsuleDataSize > 1<<20 {
 		bad("in-capsule data size %d: want a multiple of 16 in [1024, 1 MiB]", c.InCapsuleDataSize)

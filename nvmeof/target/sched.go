@@ -10,8 +10,8 @@ import (
 // it. At most depth commands run on the device at once; the others wait in
 // a queue per controller (one host's volume session: all its I/O queues
 // together), and the queues take turns in deficit round robin by bytes:
-// each turn a controller may start commands worth quantum bytes (a command
-// counts at least minCost). A host with hundreds of commands queued then
+// each turn a controller may start commands worth quantum bytes times its
+// host's weight (Config.HostWeights; a command counts at least minCost). A host with hundreds of commands queued then
 // delays another host's lone command by about one quantum of its own
 // data, not by its whole backlog, whatever the mix of sizes; first come
 // first served would make the lone command wait for all of them.
@@ -23,6 +23,7 @@ type ioSched struct {
 	ns      *namespace
 	depth   int
 	quantum int
+	weights map[string]int // Config.HostWeights (read only)
 
 	mu      sync.Mutex
 	running int                   // commands holding a slot
@@ -36,6 +37,7 @@ type flow struct {
 	key     *controller
 	q       []*command
 	deficit int // bytes the flow may still start in its current turn
+	turn    int // bytes a turn adds: the quantum times its host's weight
 }
 
 const (
@@ -44,8 +46,8 @@ const (
 	smallReply   = 16 << 10 // read data the reader goroutine may write itself
 )
 
-func newIOSched(ns *namespace, depth int) *ioSched {
-	return &ioSched{ns: ns, depth: depth, quantum: schedQuantum, flows: map[*controller]*flow{}}
+func newIOSched(ns *namespace, depth int, weights map[string]int) *ioSched {
+	return &ioSched{ns: ns, depth: depth, quantum: schedQuantum, weights: weights, flows: map[*controller]*flow{}}
 }
 
 func cost(cmd *command) int { return max(int(cmd.sqe.SGL.Length), minCost) }
@@ -62,10 +64,10 @@ func (s *ioSched) admit(cmd *command) bool {
 	}
 	f := s.flows[cmd.c.ctrl]
 	if f == nil {
-		f = &flow{key: cmd.c.ctrl}
+		f = &flow{key: cmd.c.ctrl, turn: s.quantum * max(1, s.weights[cmd.c.ctrl.hostNQN])}
 		s.flows[f.key] = f
 		if len(s.ring) == 0 {
-			f.deficit = s.quantum
+			f.deficit = f.turn
 		}
 		s.ring = append(s.ring, f)
 	}
@@ -85,7 +87,7 @@ func (s *ioSched) next() *command {
 		if c := cost(cmd); f.deficit < c {
 			// The turn is over: the next flow's begins.
 			s.ring = append(s.ring[1:], f)
-			s.ring[0].deficit += s.quantum
+			s.ring[0].deficit += s.ring[0].turn
 			continue
 		} else {
 			f.deficit -= c

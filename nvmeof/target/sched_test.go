@@ -34,7 +34,7 @@ func TestSchedTurns(t *testing.T) {
 		{"4KiB backlog, 1MiB lone", 4096, 1 << 20, (1<<20)/4096 + schedQuantum/4096 + 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newIOSched(nil, 1)
+			s := newIOSched(nil, 1, nil)
 			ca, cb := &controller{}, &controller{}
 			qa, qb := &conn{ctrl: ca}, &conn{ctrl: cb}
 			if !s.admit(schedCmd(ca, qa, tc.bigN)) {
@@ -67,7 +67,7 @@ func TestSchedTurns(t *testing.T) {
 // TestSchedSharesBytes checks that two backlogged controllers move about
 // the same bytes whatever their command sizes.
 func TestSchedSharesBytes(t *testing.T) {
-	s := newIOSched(nil, 1)
+	s := newIOSched(nil, 1, nil)
 	ca, cb := &controller{}, &controller{}
 	qa, qb := &conn{ctrl: ca}, &conn{ctrl: cb}
 	s.admit(schedCmd(ca, qa, 4096))
@@ -86,10 +86,31 @@ func TestSchedSharesBytes(t *testing.T) {
 	}
 }
 
+// TestSchedWeights checks that a host weighing 3 starts about three times
+// the bytes of a host weighing 1 when both have a backlog.
+func TestSchedWeights(t *testing.T) {
+	s := newIOSched(nil, 1, map[string]int{"heavy": 3})
+	ca, cb := &controller{hostNQN: "heavy"}, &controller{hostNQN: "light"}
+	qa, qb := &conn{ctrl: ca}, &conn{ctrl: cb}
+	s.admit(schedCmd(ca, qa, 4096))
+	for range 1024 {
+		s.admit(schedCmd(ca, qa, 64<<10))
+		s.admit(schedCmd(cb, qb, 64<<10))
+	}
+	got := map[*controller]int{}
+	for range 800 {
+		cmd := s.next()
+		got[cmd.c.ctrl] += int(cmd.sqe.SGL.Length)
+	}
+	if r := float64(got[ca]) / float64(got[cb]); r < 2.5 || r > 3.5 {
+		t.Fatalf("bytes started: weight 3 %d, weight 1 %d (ratio %.2f); want about 3", got[ca], got[cb], r)
+	}
+}
+
 // TestSchedCancel checks that a closing connection's queued commands leave
 // the queue and the others keep their turn.
 func TestSchedCancel(t *testing.T) {
-	s := newIOSched(nil, 1)
+	s := newIOSched(nil, 1, nil)
 	ct := &controller{}
 	q1, q2 := &conn{ctrl: ct}, &conn{ctrl: ct}
 	s.admit(schedCmd(ct, q1, 4096))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"sort"
 	"sync"
@@ -96,6 +97,7 @@ type namespace struct {
 // Nothing listens until Start.
 func New(cfg Config) (*Target, error) {
 	cfg.Subsystems = append([]SubsystemConfig(nil), cfg.Subsystems...)
+	cfg.HostWeights = maps.Clone(cfg.HostWeights)
 	for i := range cfg.Subsystems {
 		cfg.Subsystems[i].Namespaces = append([]NamespaceConfig(nil), cfg.Subsystems[i].Namespaces...)
 	}
@@ -111,7 +113,7 @@ func New(cfg Config) (*Target, error) {
 	}
 	t.groups = cfg.groups()
 	for i := range t.cfg.Subsystems {
-		s, err := newSubsystem(&t.cfg.Subsystems[i], cfg.DeviceQueueDepth)
+		s, err := newSubsystem(&t.cfg.Subsystems[i], &cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -132,7 +134,7 @@ func New(cfg Config) (*Target, error) {
 	return t, nil
 }
 
-func newSubsystem(c *SubsystemConfig, depth int) (*subsystem, error) {
+func newSubsystem(c *SubsystemConfig, tc *Config) (*subsystem, error) {
 	s := &subsystem{cfg: c, ns: map[uint32]*namespace{}, allowed: map[string]bool{}, live: map[*controller]struct{}{}}
 	for _, h := range c.AllowedHosts {
 		s.allowed[h] = true
@@ -152,7 +154,7 @@ func newSubsystem(c *SubsystemConfig, depth int) (*subsystem, error) {
 				c.NQN, nc.NSID, bs, nc.Device.Size(), blockdev.ErrInvalid)
 		}
 		ns := &namespace{cfg: nc, dev: nc.Device, bs: bs, nlb: uint64(nc.Device.Size() / int64(bs))}
-		ns.sched = newIOSched(ns, depth)
+		ns.sched = newIOSched(ns, tc.DeviceQueueDepth, tc.HostWeights)
 		if err := ns.loadReservations(); err != nil {
 			return nil, fmt.Errorf("subsystem %s nsid %d: %w", c.NQN, nc.NSID, err)
 		}
