@@ -1,6 +1,8 @@
 package targetd
 
 import (
+	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,6 +21,8 @@ type Flags struct {
 	Namespaces, ANAGroups, AllowHosts []string
 	BlockSize                         int64
 	MaxConnections                    int
+	DeviceQueueDepth                  int           // --device-queue-depth
+	HostWeights                       []string      // --host-weight NQN=W
 	AuthTimeout                       time.Duration // --auth-timeout
 	Metrics                           string        // --metrics-listen
 	Control, ControlTokenFile         string
@@ -39,6 +43,10 @@ func (f *Flags) AddFlags(fl *pflag.FlagSet) {
 	fl.Var(units.NewFlag(&f.BlockSize), "block-size", "logical block size of new namespaces")
 	fl.IntVar(&f.MaxConnections, "max-connections", target.DefaultMaxConnections,
 		"connections each listener serves at once; one beyond is closed at once (negative: no cap)")
+	fl.IntVar(&f.DeviceQueueDepth, "device-queue-depth", 32,
+		"I/O commands each namespace runs on its file at once; the rest wait, hosts taking turns by bytes")
+	fl.StringArrayVar(&f.HostWeights, "host-weight", nil,
+		"HOSTNQN=W: that host's controllers get W times the others' share of each namespace's device (1-100; others 1), repeatable")
 	fl.DurationVar(&f.AuthTimeout, "auth-timeout", 5*time.Second,
 		"time a queue of a --host-keys host has from Connect to finish authenticating before it is closed")
 	fl.StringVar(&f.Metrics, "metrics-listen", "", "serve Prometheus metrics (per-namespace IO, connections, refusals) on HOST:PORT/metrics")
@@ -61,7 +69,28 @@ func (f *Flags) Options() (Options, error) {
 			return Options{}, err
 		}
 	}
-	return Options{Files: target.FileSpec{Dir: f.Dir, NQN: f.NQN, Listen: strings.Split(f.Listen, ","), Namespaces: f.Namespaces,
+	weights, err := hostWeights(f.HostWeights)
+	if err != nil {
+		return Options{}, err
+	}
+	return Options{HostWeights: weights, Files: target.FileSpec{Dir: f.Dir, NQN: f.NQN, Listen: strings.Split(f.Listen, ","), Namespaces: f.Namespaces,
 		ANAGroups: f.ANAGroups, AllowHosts: f.AllowHosts, BlockSize: int(f.BlockSize)}, HostKeysFile: f.HostKeys,
-		MaxConnections: f.MaxConnections, AuthTimeout: f.AuthTimeout, Control: f.Control, ControlToken: token, Metrics: f.Metrics, Gossip: f.Gossip, Host: f.Host}, nil
+		MaxConnections: f.MaxConnections, DeviceQueueDepth: f.DeviceQueueDepth, AuthTimeout: f.AuthTimeout, Control: f.Control, ControlToken: token, Metrics: f.Metrics, Gossip: f.Gossip, Host: f.Host}, nil
+}
+
+// hostWeights parses --host-weight values (HOSTNQN=W).
+func hostWeights(vals []string) (map[string]int, error) {
+	if len(vals) == 0 {
+		return nil, nil
+	}
+	m := map[string]int{}
+	for _, v := range vals {
+		nqn, w, ok := strings.Cut(v, "=")
+		n, err := strconv.Atoi(w)
+		if !ok || nqn == "" || err != nil || n < 1 || n > 100 {
+			return nil, config.Usage(fmt.Errorf("--host-weight %q: want HOSTNQN=W with W from 1 to 100", v))
+		}
+		m[nqn] = n
+	}
+	return m, nil
 }

@@ -30,6 +30,10 @@ type Options struct {
 	// AuthTimeout bounds a keyed host's queue from Connect to a finished
 	// authentication (target.Config.AuthTimeout; 0: its default).
 	AuthTimeout time.Duration
+	// DeviceQueueDepth is target.Config.DeviceQueueDepth (0: its default).
+	DeviceQueueDepth int
+	// HostWeights is target.Config.HostWeights.
+	HostWeights map[string]int
 	// Control, when set, is the address of the HTTP control API;
 	// ControlToken is the bearer token its requests must carry, on
 	// loopback too. Without one the daemon reads or creates the token
@@ -163,6 +167,7 @@ func (o Options) config() (target.Config, error) {
 		return cfg, err
 	}
 	cfg.MaxConnections, cfg.AuthTimeout, cfg.Logf = o.MaxConnections, o.AuthTimeout, o.Logf
+	cfg.DeviceQueueDepth, cfg.HostWeights = o.DeviceQueueDepth, o.HostWeights
 	return cfg, nil
 }
 

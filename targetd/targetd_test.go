@@ -138,6 +138,29 @@ func TestFlagsOptions(t *testing.T) {
 	}
 }
 
+// TestFlagsHostWeights: --host-weight HOSTNQN=W reaches the options; a
+// weight out of range or without a host is a usage mistake.
+func TestFlagsHostWeights(t *testing.T) {
+	parse := func(args ...string) (Options, error) {
+		var f Flags
+		fl := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+		f.AddFlags(fl)
+		if err := fl.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		return f.Options()
+	}
+	o, err := parse("--host-weight", "nqn.a=3", "--host-weight", "nqn.b=1", "--device-queue-depth", "8")
+	if err != nil || o.HostWeights["nqn.a"] != 3 || o.HostWeights["nqn.b"] != 1 || len(o.HostWeights) != 2 || o.DeviceQueueDepth != 8 {
+		t.Errorf("weights %v depth %d, err %v", o.HostWeights, o.DeviceQueueDepth, err)
+	}
+	for _, bad := range []string{"nqn.a=0", "nqn.a=101", "=2", "nqn.a", "nqn.a=x"} {
+		if _, err := parse("--host-weight", bad); !config.IsUsage(err) {
+			t.Errorf("--host-weight %s: %v, want a usage mistake", bad, err)
+		}
+	}
+}
+
 // TestControlToken: without a token in the options, the daemon creates
 // DIR/control.token (mode 0600) and serves its token; a restart keeps it;
 // a token file others may read is a usage mistake and nothing is served.

@@ -36,19 +36,49 @@ func BenchmarkTarget(b *testing.B) {
 }
 
 func benchLoop(b *testing.B, h *host, op uint8, nlb uint32, depth int) {
+	benchLoopSized(b, h, op, nlb, depth, nsSize, 16384, b.N)
+}
+
+// benchLoopSized runs n commands of nlb blocks on namespace 1 (size bytes)
+// with depth in flight, walking the namespace in order; writes of up to
+// inCap bytes go in the capsule, as the initiator sends them. Like the
+// initiator it writes from one goroutine (writev, data not copied) and
+// reads from another.
+func benchLoopSized(b *testing.B, h *host, op uint8, nlb uint32, depth, size, inCap, n int) {
 	data := make([]byte, nlb*nsBS)
-	inCapsule := op == pdu.IOWrite && len(data) <= 16384
+	inCapsule := op == pdu.IOWrite && len(data) <= inCap && !h.dg.Data
+	out := make(chan net.Buffers, 2*depth)
+	werr := make(chan error, 1)
+	go func() {
+		var err error
+		for bufs := range out {
+			if err == nil {
+				_, err = bufs.WriteTo(h.nc)
+			}
+		}
+		werr <- err
+	}()
 	submit := func(i int) {
-		s := rwSQE(op, 1, uint64(i%(nsSize/nsBS/int(nlb)))*uint64(nlb), nlb, inCapsule)
+		s := rwSQE(op, 1, uint64(i%(size/nsBS/int(nlb)))*uint64(nlb), nlb, inCapsule)
 		s.CID, s.Flags = uint16(i%depth), pdu.PSDTSGL
-		h.submit(&s, data)
+		if inCapsule {
+			out <- net.Buffers{pdu.AppendCapsuleCmdHdr(nil, &s, len(data), h.dg), data}
+		} else {
+			out <- net.Buffers{pdu.AppendCapsuleCmd(nil, &s, nil, h.dg)}
+		}
 	}
+	defer func() {
+		close(out)
+		if err := <-werr; err != nil {
+			b.Fatal(err)
+		}
+	}()
 	sent, done := 0, 0
-	for ; sent < depth && sent < b.N; sent++ {
+	for ; sent < depth && sent < n; sent++ {
 		submit(sent)
 	}
 	var buf []byte
-	for done < b.N {
+	for done < n {
 		p, nb, err := pdu.ReadPDU(h.br, buf, -1, h.dg)
 		buf = nb
 		if err != nil {
@@ -59,10 +89,7 @@ func benchLoop(b *testing.B, h *host, op uint8, nlb uint32, depth int) {
 			r := pdu.ParseR2T(p.Hdr)
 			hdr := pdu.AppendDataHdr(nil, pdu.TypeH2CData, pdu.FlagLastPDU,
 				pdu.DataHdr{CCCID: r.CCCID, TTAG: r.TTAG, DataO: r.R2TO, DataL: r.R2TL}, h.dg)
-			bufs := net.Buffers{hdr, data[r.R2TO : r.R2TO+r.R2TL]}
-			if _, err := bufs.WriteTo(h.nc); err != nil {
-				b.Fatal(err)
-			}
+			out <- net.Buffers{hdr, data[r.R2TO : r.R2TO+r.R2TL]}
 			continue
 		case pdu.TypeC2HData:
 			if p.Header.Flags&pdu.FlagSuccess == 0 {
@@ -74,7 +101,7 @@ func benchLoop(b *testing.B, h *host, op uint8, nlb uint32, depth int) {
 			}
 		}
 		done++
-		if sent < b.N {
+		if sent < n {
 			submit(sent)
 			sent++
 		}

@@ -3,6 +3,7 @@ package target
 import (
 	"math/bits"
 	"sync"
+	"time"
 
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
 )
@@ -16,7 +17,8 @@ type command struct {
 	buf       []byte
 	data      []byte
 	inCapsule bool
-	direct    bool // runs on its own goroutine: may write to the socket itself
+	direct    bool      // runs on its own goroutine: may write to the socket itself
+	start     time.Time // I/O commands: when their data was complete
 }
 
 // send queues a PDU for the command's connection.
@@ -176,6 +178,9 @@ func (c *conn) dispatch(cmd *command) {
 
 // execute runs a command whose data is complete: fabrics and admin
 // commands in order on the reader goroutine, I/O commands concurrently.
+// Reads, writes and the other commands of one namespace go through its
+// scheduler (sched.go); reservation commands and a flush of every
+// namespace run at once.
 func (c *conn) execute(cmd *command) {
 	switch {
 	case cmd.sqe.Opcode == pdu.OpFabrics:
@@ -188,20 +193,56 @@ func (c *conn) execute(cmd *command) {
 			cmd.fail(pdu.SCTransientTransport, false)
 			return
 		}
-		if c.ninfl.Load() == 1 && c.br.Buffered() == 0 && !c.t.cfg.DisableInlineIO {
-			// The queue is idle: run here and save a goroutine hand-off
-			// (QD1 latency). The reply still goes through the writer.
-			defer c.ninfl.Add(-1)
-			cmd.runIO()
+		// The queue is idle: run here and save a goroutine hand-off (QD1
+		// latency). A large reply still goes through the writer
+		// (ioSched.runOne).
+		inline := c.ninfl.Load() == 1 && c.br.Buffered() == 0 && !c.t.cfg.DisableInlineIO
+		c.inflight.Add(1)
+		cmd.start = time.Now()
+		ns := c.namespace(cmd.sqe.NSID)
+		if ns == nil || isResvOp(cmd.sqe.Opcode) {
+			if inline {
+				cmd.runScheduled()
+				return
+			}
+			cmd.direct = true
+			go cmd.runScheduled()
 			return
 		}
-		c.inflight.Add(1)
-		cmd.direct = true
-		go func() {
-			defer c.inflight.Done()
-			defer c.ninfl.Add(-1)
-			cmd.runIO()
-		}()
+		if !ns.sched.admit(cmd) {
+			return // started in turn by a goroutine that finishes one
+		}
+		if inline {
+			if next := ns.sched.runOne(cmd, true); next != nil {
+				go ns.sched.work(next)
+			}
+			return
+		}
+		go ns.sched.work(cmd)
+	}
+}
+
+// runScheduled runs an I/O command counted in its queue's ninfl and
+// inflight.
+func (cmd *command) runScheduled() {
+	c := cmd.c
+	defer c.inflight.Done()
+	defer c.ninfl.Add(-1)
+	cmd.runIO()
+}
+
+// dropQueued ends the I/O commands of c still waiting for their
+// namespace's device, without a reply (the connection is closing).
+func (c *conn) dropQueued() {
+	if c.ctrl == nil || c.ctrl.sub == nil || c.qid == 0 {
+		return
+	}
+	for _, ns := range c.ctrl.sub.ns {
+		for _, cmd := range ns.sched.cancel(c) {
+			cmd.release()
+			c.ninfl.Add(-1)
+			c.inflight.Done()
+		}
 	}
 }
 

@@ -46,15 +46,26 @@ type Config struct {
 	// MaxTransferSize bounds one command's data (Identify MDTS: 4 KiB <<
 	// MDTS). Default 1 MiB; a power of two from 16 KiB to 16 MiB.
 	MaxTransferSize int
+	// DeviceQueueDepth is the most I/O commands of one namespace that run
+	// on its device at once. The others wait in a queue per controller,
+	// and the queues take turns by bytes (deficit round robin), so that
+	// one host's deep queue cannot starve another's lone command. Default
+	// 32; at most 1024.
+	DeviceQueueDepth int
+	// HostWeights gives host NQNs a larger share of each namespace's
+	// device than the others: each turn of a controller of a host with
+	// weight W may start W times as many bytes. Unlisted hosts weigh 1;
+	// weights run from 1 to 100.
+	HostWeights map[string]int
 	// DisableSuccessFlag stops the C2HData SUCCESS optimisation. By default
 	// it is used only on queues whose Connect disabled SQ flow control
 	// (CATTR bit 2), as nvmet and SPDK do.
 	DisableSuccessFlag bool
-	// DisableInlineIO makes every I/O command run on its own goroutine. By
-	// default a command that arrives on an idle queue (nothing in flight,
-	// nothing more received) runs on the queue's reader goroutine, which
-	// saves a hand-off at queue depth 1; a command arriving meanwhile waits
-	// for it.
+	// DisableInlineIO makes every I/O command run on a goroutine other
+	// than the reader. By default a command that arrives on an idle queue
+	// (nothing in flight, nothing more received) and finds its device free
+	// runs on the queue's reader goroutine, which saves a hand-off at queue
+	// depth 1; a command arriving meanwhile waits for it.
 	DisableInlineIO bool
 	// DiscoveryKATO is the keep-alive timeout given to discovery
 	// controllers that connect with KATO 0. Default 120 s.
@@ -234,6 +245,7 @@ func (c *Config) EnsureDefaults() {
 	setDefault(&c.MaxH2CData, 256<<10)
 	setDefault(&c.MaxR2TLength, 1<<20)
 	setDefault(&c.MaxTransferSize, 1<<20)
+	setDefault(&c.DeviceQueueDepth, 32)
 	if c.DiscoveryKATO == 0 {
 		c.DiscoveryKATO = 120 * time.Second
 	}
@@ -326,6 +338,14 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxIOQueues < 1 || c.MaxIOQueues > 1024 {
 		bad("max io queues %d not in [1,1024]", c.MaxIOQueues)
+	}
+	if c.DeviceQueueDepth < 1 || c.DeviceQueueDepth > 1024 {
+		bad("device queue depth %d not in [1,1024]", c.DeviceQueueDepth)
+	}
+	for h, w := range c.HostWeights {
+		if w < 1 || w > 100 {
+			bad("host %s: weight %d not in [1,100]", h, w)
+		}
 	}
 	if c.InCapsuleDataSize < 1024 || c.InCapsuleDataSize%16 != 0 || c.InCapsuleDataSize > 1<<20 {
 		bad("in-capsule data size %d: want a multiple of 16 in [1024, 1 MiB]", c.InCapsuleDataSize)

@@ -36,6 +36,8 @@ func TestConfigValidate(t *testing.T) {
 		"ana group":        func(c *Config) { c.Subsystems[0].Namespaces[0].ANAGroup = MaxANAGroups + 1 },
 		"queue size":       func(c *Config) { c.QueueSize = 4096 },
 		"in-capsule":       func(c *Config) { c.InCapsuleDataSize = 1000 },
+		"host weight":      func(c *Config) { c.HostWeights = map[string]int{"nqn.h": 0} },
+		"device depth":     func(c *Config) { c.DeviceQueueDepth = 2000 },
 		"maxh2cdata":       func(c *Config) { c.MaxH2CData = 4098 },
 		"transfer size":    func(c *Config) { c.MaxTransferSize = 3 << 20 },
 		"long serial":      func(c *Config) { c.Subsystems[0].Serial = strings.Repeat("x", 21) },

@@ -19,16 +19,19 @@ import (
 
 // readBufSize is the size of a connection's read buffer once it has a
 // queue; strangerBufSize before (an ICReq and a Connect capsule fit).
+// Data that arrives in the buffer with a PDU header is copied once more
+// on its way to the command's buffer (the rest is read straight into it),
+// so the buffer holds about a hundred command capsules but little data.
 const (
-	readBufSize     = 64 << 10
+	readBufSize     = 8 << 10
 	strangerBufSize = 2 << 10
 )
 
 // conn is one NVMe/TCP connection: one queue (admin or I/O).
 //
 // The reader goroutine (serve) owns the read side and the queue state set
-// at Connect; admin commands run on it in order, I/O commands each in
-// their own goroutine; every PDU goes out through snd.
+// at Connect; admin commands run on it in order, I/O commands through
+// their namespace's scheduler (sched.go); every PDU goes out through snd.
 type conn struct {
 	t      *Target
 	l      *listener
@@ -154,6 +157,7 @@ func (c *conn) finish(err error) {
 	if c.queued {
 		c.t.queues.Add(-1)
 	}
+	c.dropQueued()
 	c.inflight.Wait()
 	c.snd.shutdown()
 	c.mu.Lock()

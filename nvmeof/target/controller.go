@@ -32,6 +32,10 @@ type controller struct {
 	kato    time.Duration
 	traffic atomic.Bool // a command arrived since the keep-alive timer was armed
 
+	// hostIO holds, per namespace, the counters of this controller's host
+	// NQN there. Fixed at Connect.
+	hostIO map[uint32]*ioTimes
+
 	mu        sync.Mutex
 	cc, csts  uint32
 	aec       uint32 // asynchronous event configuration

@@ -17,10 +17,13 @@
 // # Connections
 //
 // Each TCP connection is one queue. A reader goroutine parses PDUs (package
-// pdu), runs fabrics and admin commands in order and starts one goroutine
-// per I/O command, so many commands run at once and complete in any order.
-// One writer goroutine per connection sends everything queued so far in a
-// single writev. Writes larger than the in-capsule size are fetched with
+// pdu), runs fabrics and admin commands in order and hands I/O commands to
+// their namespace's scheduler, so many commands run at once and complete
+// in any order: at most Config.DeviceQueueDepth per namespace on its
+// device, the rest waiting in a queue per controller, the queues taking
+// turns by bytes (deficit round robin), so that one host's deep queue
+// cannot starve another's lone command. One writer goroutine per
+// connection sends everything queued so far in a single writev. Writes larger than the in-capsule size are fetched with
 // R2Ts of at most MaxR2TLength bytes, one outstanding per command. Reads
 // answer with one C2HData PDU; SUCCESS replaces the CapsuleResp only when
 // the queue's Connect disabled SQ flow control. A malformed or oversized

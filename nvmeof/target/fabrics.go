@@ -126,8 +126,10 @@ func (c *conn) connectAdmin(cmd *command, cc pdu.ConnectCmd, d pdu.ConnectData) 
 		}
 		ct.kato = time.Duration(cc.KATO) * time.Millisecond
 		ct.gates = make(map[uint32]*sync.RWMutex, len(ct.sub.ns))
-		for nsid := range ct.sub.ns {
+		ct.hostIO = make(map[uint32]*ioTimes, len(ct.sub.ns))
+		for nsid, ns := range ct.sub.ns {
 			ct.gates[nsid] = new(sync.RWMutex)
+			ct.hostIO[nsid] = ns.hosts.of(d.HostNQN)
 		}
 	}
 	if d.CNTLID != pdu.CNTLIDDynamic {

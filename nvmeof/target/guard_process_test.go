@@ -39,8 +39,14 @@ func buildNvstripe(t *testing.T) string {
 // common ones and returns its listener's address once it is ready.
 func startTargetProcess(t *testing.T, bin string, args ...string) string {
 	t.Helper()
-	args = append([]string{"target", "serve", "--dir", t.TempDir(), "--listen", "127.0.0.1:0", "--nqn", testNQN,
-		"--ns", "d0:1MiB"}, args...)
+	return startTargetProcessIn(t, bin, t.TempDir(), nil, append([]string{"--ns", "d0:1MiB"}, args...)...)
+}
+
+// startTargetProcessIn is startTargetProcess with its files in dir; it
+// sets *pid, when pid is not nil, to the process's ID.
+func startTargetProcessIn(t testing.TB, bin, dir string, pid *int, args ...string) string {
+	t.Helper()
+	args = append([]string{"target", "serve", "--dir", dir, "--listen", "127.0.0.1:0", "--nqn", testNQN}, args...)
 	cmd := exec.Command(bin, args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -48,6 +54,9 @@ func startTargetProcess(t *testing.T, bin string, args ...string) string {
 	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
+	}
+	if pid != nil {
+		*pid = cmd.Process.Pid
 	}
 	done := make(chan struct{})
 	t.Cleanup(func() {

@@ -3,6 +3,7 @@ package target
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
@@ -98,18 +99,35 @@ func (cmd *command) runIO() {
 		cmd.complete(cmd.flushAll(), 0, 0)
 		return
 	}
+	cmd.reply(cmd.nsIO(ns))
+}
+
+// nsIO runs a read, write or other namespace command on the device under
+// its gate and counts it.
+func (cmd *command) nsIO(ns *namespace) ioResult {
 	g := cmd.ioGate()
 	g.RLock()
 	r := cmd.guardedIO(ns)
 	g.RUnlock()
 	if !r.drop {
+		s := &cmd.sqe
+		d := time.Since(cmd.start)
 		ns.counters.count(s.Opcode, uint64(s.SGL.Length), r.st)
+		ns.times.observe(s.Opcode, uint64(s.SGL.Length), r.st, d)
+		if h := cmd.c.ctrl.hostIO[s.NSID]; h != nil {
+			h.observe(s.Opcode, uint64(s.SGL.Length), r.st, d)
+		}
 	}
+	return r
+}
+
+// reply answers a command with the outcome of nsIO.
+func (cmd *command) reply(r ioResult) {
 	switch {
 	case r.drop:
 		cmd.release()
 	case r.buf != nil:
-		pool := &c.t.pool
+		pool := &cmd.c.t.pool
 		cmd.completeData(r.buf, func() { pool.put(r.buf) })
 	default:
 		cmd.complete(r.st, 0, 0)

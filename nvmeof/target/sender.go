@@ -39,6 +39,8 @@ type sender struct {
 	flushEnd  bool // close the connection once the queue is empty
 	writing   bool // a goroutine is in drain
 	dead      bool
+
+	bufs net.Buffers // the batch being written (the writer's; a field, so that a write allocates nothing)
 }
 
 func newSender(nc net.Conn, gate func() error, onErr func(error)) *sender {
@@ -125,9 +127,13 @@ func (s *sender) cutLocked() {
 	s.mark = len(s.arena)
 }
 
-// takeLocked hands the queued batch to the writer.
+// takeLocked hands the queued batch to the writer; with nothing queued it
+// returns no segments and keeps the arena.
 func (s *sender) takeLocked() (segs [][]byte, rel []func(), arena []byte) {
 	s.cutLocked()
+	if len(s.segs) == 0 {
+		return nil, nil, nil
+	}
 	segs, rel, arena = s.segs, s.rel, s.arena
 	s.segs, s.rel = s.spareSegs[:0], nil
 	s.mark, s.spareSegs = 0, nil
@@ -200,8 +206,9 @@ func (s *sender) write(segs [][]byte, rel []func(), arena []byte) error {
 	if err := s.gate(); err != nil {
 		return err
 	}
-	bufs := net.Buffers(segs)
-	_, err := bufs.WriteTo(s.nc)
+	s.bufs = net.Buffers(segs)
+	_, err := s.bufs.WriteTo(s.nc)
+	s.bufs = nil
 	clear(segs)
 	s.mu.Lock()
 	if cap(arena) <= 1<<20 && len(s.spares) < 4 {

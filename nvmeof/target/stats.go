@@ -79,6 +79,13 @@ type NamespaceStats struct {
 	// NoSpace are commands that failed because the namespace's backing
 	// store is full (answered Capacity Exceeded; counted in Errors too).
 	NoSpace uint64 `json:"no_space"`
+	// Queued are the commands waiting for the namespace's device now
+	// (Config.DeviceQueueDepth run at once).
+	Queued int `json:"queued"`
+	// IO are the same commands by op with their latency; Hosts the same
+	// per host NQN, by NQN.
+	IO    IOStats     `json:"io"`
+	Hosts []HostStats `json:"hosts"`
 }
 
 // Stats are a target's counters and gauges at one moment.
@@ -124,7 +131,8 @@ func (t *Target) Stats() Stats {
 			st.Namespaces = append(st.Namespaces, NamespaceStats{NQN: n, NSID: id, Name: ns.cfg.Name,
 				ReadOps: c.readOps.Load(), ReadBytes: c.readBytes.Load(), WriteOps: c.writeOps.Load(),
 				WriteBytes: c.writeBytes.Load(), OtherOps: c.otherOps.Load(), Errors: c.errors.Load(),
-				ReservationConflicts: c.conflicts.Load(), NoSpace: c.noSpace.Load()})
+				ReservationConflicts: c.conflicts.Load(), NoSpace: c.noSpace.Load(),
+				Queued: ns.sched.waiting(), IO: ns.times.stats(), Hosts: ns.hosts.stats()})
 		}
 	}
 	t.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"sort"
 	"sync"
@@ -87,12 +88,16 @@ type namespace struct {
 	resv reservations
 
 	counters nsCounters
+	times    ioTimes  // counts and latency by op
+	hosts    hostIO   // the same per host NQN
+	sched    *ioSched // shares the device between controllers
 }
 
 // New validates cfg (after filling defaults on a copy) and builds a target.
 // Nothing listens until Start.
 func New(cfg Config) (*Target, error) {
 	cfg.Subsystems = append([]SubsystemConfig(nil), cfg.Subsystems...)
+	cfg.HostWeights = maps.Clone(cfg.HostWeights)
 	for i := range cfg.Subsystems {
 		cfg.Subsystems[i].Namespaces = append([]NamespaceConfig(nil), cfg.Subsystems[i].Namespaces...)
 	}
@@ -108,7 +113,7 @@ func New(cfg Config) (*Target, error) {
 	}
 	t.groups = cfg.groups()
 	for i := range t.cfg.Subsystems {
-		s, err := newSubsystem(&t.cfg.Subsystems[i])
+		s, err := newSubsystem(&t.cfg.Subsystems[i], &cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -129,7 +134,7 @@ func New(cfg Config) (*Target, error) {
 	return t, nil
 }
 
-func newSubsystem(c *SubsystemConfig) (*subsystem, error) {
+func newSubsystem(c *SubsystemConfig, tc *Config) (*subsystem, error) {
 	s := &subsystem{cfg: c, ns: map[uint32]*namespace{}, allowed: map[string]bool{}, live: map[*controller]struct{}{}}
 	for _, h := range c.AllowedHosts {
 		s.allowed[h] = true
@@ -149,6 +154,7 @@ func newSubsystem(c *SubsystemConfig) (*subsystem, error) {
 				c.NQN, nc.NSID, bs, nc.Device.Size(), blockdev.ErrInvalid)
 		}
 		ns := &namespace{cfg: nc, dev: nc.Device, bs: bs, nlb: uint64(nc.Device.Size() / int64(bs))}
+		ns.sched = newIOSched(ns, tc.DeviceQueueDepth, tc.HostWeights)
 		if err := ns.loadReservations(); err != nil {
 			return nil, fmt.Errorf("subsystem %s nsid %d: %w", c.NQN, nc.NSID, err)
 		}

@@ -59,6 +59,11 @@ func nsMetric(name, op string) string {
 	return "nvstripe_target_" + name + "{" + l + "}"
 }
 
+// hostMetric names a per-host sample of namespace 1.
+func hostMetric(name, host, op string) string {
+	return "nvstripe_target_" + name + `{host="` + host + `",namespace="d0",nqn="` + testNQN + `",nsid="1",op="` + op + `"}`
+}
+
 func open(t *testing.T, addr, host string, id byte) (*initiator.Device, error) {
 	d, err := initiator.Open(context.Background(), initiator.Options{HostNQN: host, SubsysNQN: testNQN, Paths: []string{addr},
 		HostID: [16]byte{15: id}, IOQueues: 1, ConnectTimeout: 2 * time.Second, ControllerLossTimeout: time.Second, IOTimeout: 5 * time.Second})
@@ -115,6 +120,10 @@ func TestScrapeMovesWithIO(t *testing.T) {
 	for name, want := range map[string]float64{
 		nsMetric("io_bytes_total", "write"): 8192, nsMetric("io_bytes_total", "read"): 4096,
 		nsMetric("io_ops_total", "write"): 1, nsMetric("io_ops_total", "read"): 1,
+		nsMetric("io_latency_seconds_count", "write"): 1, nsMetric("io_latency_seconds_count", "read"): 1,
+		nsMetric("io_latency_seconds_bucket", "read")[:len(nsMetric("io_latency_seconds_bucket", "read"))-1] + `,le="+Inf"}`: 1,
+		hostMetric("host_io_bytes_total", hostA, "write"):                                                                    8192, hostMetric("host_io_bytes_total", hostA, "read"): 4096,
+		hostMetric("host_io_ops_total", hostA, "write"): 1, hostMetric("host_io_latency_seconds_count", hostA, "read"): 1,
 	} {
 		if got := mid[name] - before[name]; got != want {
 			t.Errorf("%s moved by %v, want %v", name, got, want)
@@ -145,6 +154,15 @@ func TestScrapeMovesWithIO(t *testing.T) {
 	}
 	if got := after[nsMetric("reservation_conflicts_total", "")] - mid[nsMetric("reservation_conflicts_total", "")]; got < 1 {
 		t.Errorf("reservation conflicts moved by %v, want at least 1", got)
+	}
+	if got := after[hostMetric("host_io_ops_total", hostB, "write")]; got < 1 {
+		t.Errorf("host B's write ops %v, want at least 1 (its refused write)", got)
+	}
+	if got := after[hostMetric("host_io_bytes_total", hostB, "write")]; got != 0 {
+		t.Errorf("host B's bytes written %v, want 0 (refused)", got)
+	}
+	if got, ok := after[nsMetric("io_queued", "")]; !ok || got != 0 {
+		t.Errorf("io_queued %v (present %v), want 0", got, ok)
 	}
 	if after[nsMetric("io_errors_total", "")] != 0 {
 		t.Errorf("io errors %v, want 0 (a conflict is not an error)", after[nsMetric("io_errors_total", "")])
