@@ -546,3 +546,12 @@ func TestDSMRanges(t *testing.T) {
 		t.Fatalf("short: %v", err)
 	}
 }
+
+// TestSkipNothingAllocatesNothing: a PDU without padding reads its data
+// without allocating the scratch buffer that skipping padding needs.
+func TestSkipNothingAllocatesNothing(t *testing.T) {
+	r := bytes.NewReader(nil)
+	if allocs := testing.AllocsPerRun(100, func() { _ = skip(r, 0) }); allocs != 0 {
+		t.Fatalf("skip(0) allocated %v times per call, want 0", allocs)
+	}
+}
