@@ -115,6 +115,7 @@ func importRules() map[string]rule {
 			why: "ublk serves any blockdev.Device as /dev/ublkbN"},
 		"fuse": {ours: []string{"blockdev"}, third: []string{"github.com/hanwen/go-fuse/v2/..."},
 			why: "fuse serves any blockdev.Device"},
+		"qos": {ours: []string{"blockdev"}, why: "qos limits any blockdev.Device's IO with token buckets"},
 		"meta/...": {ours: []string{"meta/...", "volume/layout", "placement", "units"},
 			third: []string{"go.etcd.io/...", "google.golang.org/grpc/...", "go.uber.org/zap/..."},
 			why:   "meta is the only home of etcd (it may use plain value types of volume/layout and placement, and units to print sizes)"},
