@@ -22,7 +22,7 @@ type QoSFlags struct {
 
 // AddFlags defines the flags on fl.
 func (f *QoSFlags) AddFlags(fl *pflag.FlagSet) {
-	fl.Var(qosCount{&f.c.IOPS}, "qos-iops", "limit of read and write requests a second, whatever their size (0: none)")
+	fl.Var(qosCount{&f.c.IOPS}, "qos-iops", "limit of read and write requests a second, large or small alike (0: none)")
 	fl.Var(qosCount{&f.c.ReadIOPS}, "qos-read-iops", "limit of read requests a second (0: none)")
 	fl.Var(qosCount{&f.c.WriteIOPS}, "qos-write-iops", "limit of write requests a second, trims and zeroing included (0: none)")
 	fl.Var(qosRate{&f.c.BPS}, "qos-bps", "limit of bytes read and written a second, e.g. 200MiB/s (0: none)")
