@@ -60,7 +60,7 @@ func (q QoS) Check() error {
 			return fmt.Errorf("qos %s %d: a limit is 0 (none) or positive: %w", f.name, f.v, ErrInvalid)
 		}
 	}
-	if q.BurstMS < 0 || time.Duration(q.BurstMS)*time.Millisecond > MaxQoSBurst {
+	if q.BurstMS < 0 || q.BurstMS > MaxQoSBurst.Milliseconds() {
 		return fmt.Errorf("qos burst %dms: must be from 0 (the default, %v) to %v: %w", q.BurstMS, DefaultQoSBurst, MaxQoSBurst, ErrInvalid)
 	}
 	return nil

@@ -59,6 +59,11 @@ func TestVolumeQoSRecord(t *testing.T) {
 	if b, _ = encode(v); !strings.Contains(string(b), `"qos":{"read_iops":10}`) {
 		t.Fatalf("record with a limit: %s", b)
 	}
+	for _, bad := range []QoS{{BurstMS: 1 << 62}, {BurstMS: -1}, {IOPS: 1, BurstMS: MaxQoSBurst.Milliseconds() + 1}} {
+		if err := bad.Check(); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%+v: %v, want ErrInvalid", bad, err)
+		}
+	}
 	var m map[string]any
 	_ = json.Unmarshal(b, &m)
 	m["qos"] = map[string]any{"iops": -5}
