@@ -2,6 +2,7 @@ package top
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,3 +83,19 @@ func TestRates(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestWriteRows: the table shows a volume's rates, latencies, QoS delays
+// and limits in the units people read.
+func TestWriteRows(t *testing.T) {
+	var b strings.Builder
+	err := WriteRows(&b, []Row{{Volume: "ckpt", ReadIOPS: 2000, WriteIOPS: 10, ReadBytes: 8 << 20, WriteBytes: 1 << 30,
+		P50: 0.000123, P99: 0.0021, P9999: 0.35, QoSDelayed: 1990, QoSWait: 0.016, Limits: map[string]float64{"iops": 2000, "write_bps": 500 << 20}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"ckpt", "2000", "8 MiB", "1 GiB", "123µs", "2.1ms", "350ms", "1990", "16ms", "iops=2000 write_bps=500 MiB/s"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+}
