@@ -16,7 +16,8 @@
 // clean every CleanInterval. Mappings are recorded in a badger database in
 // StateDir; a restarted agent restores them, retrying in the background (state
 // "retrying") while a volume cannot be opened — for instance while the lease
-// of the crashed previous agent has not expired yet.
+// of the crashed previous agent has not expired yet. Each mapping applies
+// its volume's QoS limits (qos.go) and follows changes of them.
 //
 // # Kernel devices across restarts, resize, detach
 //

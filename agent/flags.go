@@ -63,6 +63,7 @@ func (f *MapFlags) AddFlags(fl *pflag.FlagSet) {
 	fl.BoolVar(&req.ReadOnly, "read-only", false, "map read-only (shared read-only lease)")
 	fl.StringVar(&fg.Agent.Holder, "holder", "", "owner name in etcd when serving in the foreground (default map.HOSTNAME, or map.node-ID on hosts without a valid one)")
 	fl.StringVar(&fg.ListDir, "map-sockets", DefaultMapSocketDir, "directory where a foreground map serves its state to nvstripe ls (\"\": none)")
+	fl.StringVar(&fg.MetricsAddr, "metrics", "", "HOST:PORT of a Prometheus metrics listener when serving in the foreground (\"\": none)")
 	fl.BoolVar(&fg.WaitSize, "wait", true, "print a kernel device only once the kernel reports its capacity")
 	fl.DurationVar(&fg.Agent.LeaseTTL, "lease-ttl", 0, "ownership lease TTL when serving in the foreground: how long the volume stays owned after this process stops renewing (default 10s, at least 2s)")
 	f.Node.AddFlags(fl)

@@ -24,6 +24,10 @@ type ForegroundOptions struct {
 	// API's List, Status and Unmap on MapSocket(ListDir, volume), which
 	// `nvstripe ls` and `nvstripe unmap` use. Default "": not registered.
 	ListDir string
+	// MetricsAddr is the HOST:PORT of a Prometheus listener (GET /metrics)
+	// with the mapping's metrics, as the agent has; Status names it (so
+	// `nvstripe top` finds it). Default "": none.
+	MetricsAddr string
 }
 
 // ServeForeground maps spec with an agent of its own, serves it until ctx
@@ -38,6 +42,14 @@ func ServeForeground(ctx context.Context, spec Spec, o ForegroundOptions) error 
 	ag, err := New(ctx, o.Agent)
 	if err != nil {
 		return err
+	}
+	hs, _, err := serveMetrics(ag, o.MetricsAddr)
+	if err != nil {
+		ag.Close(context.WithoutCancel(ctx))
+		return err
+	}
+	if hs != nil {
+		defer hs.Close()
 	}
 	m, err := ag.Map(ctx, spec)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/agent/api"
 	"github.com/nvstripe/nvstripe/controller"
+	"github.com/nvstripe/nvstripe/qos"
 	"github.com/nvstripe/nvstripe/volclient"
 	"github.com/nvstripe/nvstripe/volume"
 )
@@ -24,6 +25,8 @@ type mapping struct {
 	a    *Agent
 	name string // the volume; never changes
 	ev   *volEvents
+	// limiter applies the volume's QoS to what the frontend serves (qos.go).
+	limiter *qos.Limiter
 
 	// openCtx ends when the mapping is stopped: it aborts open attempts and
 	// the retry loop.
@@ -60,7 +63,7 @@ type mapping struct {
 func newMapping(a *Agent, spec Spec) *mapping {
 	ctx, cancel := context.WithCancel(context.Background())
 	mp := &mapping{a: a, name: spec.Volume, spec: spec, openCtx: ctx, cancelOpen: cancel,
-		ev: newVolEvents(spec.Volume, a.metrics, a.rep, a.warnDeg)}
+		ev: newVolEvents(spec.Volume, a.metrics, a.rep, a.warnDeg), limiter: qos.NewLimiter(qos.Limits{})}
 	mp.setState(api.StateStarting, nil)
 	return mp
 }
@@ -106,7 +109,8 @@ func (mp *mapping) openLocked(ctx context.Context) error {
 		return errors.Join(err, m.Close(context.WithoutCancel(ctx)))
 	}
 	dev := newServed(m.Volume, a.metrics, spec.Volume, pacer.Observe)
-	front, err := startFrontend(ctx, spec, dev, &a.o)
+	mp.setQoS(m.Record.QoS)
+	front, err := startFrontend(ctx, spec, mp.limitedDev(dev), &a.o)
 	if err == nil && mp.openCtx.Err() != nil {
 		err = errors.Join(fmt.Errorf("map %s: unmapped while mapping: %w", spec.Volume, api.ErrBusy), front.close())
 	}

@@ -9,7 +9,8 @@ import (
 	"github.com/nvstripe/nvstripe/volclient"
 )
 
-// How a mapping learns that its volume was grown (nvstripe volume resize).
+// How a mapping learns that its volume was grown (nvstripe volume resize),
+// or given other QoS limits (nvstripe volume set).
 //
 // followSize reads the volume's record and then watches it from the
 // revision of that read (meta.Store.WatchVolume), so that a resize reaches
@@ -75,7 +76,7 @@ func (mp *mapping) readSize(ctx context.Context, m *volclient.Mapped) (int64, er
 	if err != nil {
 		return 0, err
 	}
-	mp.grow(m, rec.Size)
+	mp.follow(m, rec)
 	return rev, nil
 }
 
@@ -98,12 +99,19 @@ func (mp *mapping) watchSize(ctx context.Context, m *volclient.Mapped, rev int64
 				return ev.Err
 			}
 			if ev.Record != nil { // deleted: not while it is mapped (ErrBusy)
-				mp.grow(m, ev.Record.Size)
+				mp.follow(m, ev.Record)
 			}
 		case <-poll:
 			_, _ = mp.readSize(ctx, m) // unreachable etcd: the watch says so
 		}
 	}
+}
+
+// follow applies what the mapping takes from its volume's record: the
+// size and the QoS limits.
+func (mp *mapping) follow(m *volclient.Mapped, rec *meta.VolumeRecord) {
+	mp.grow(m, rec.Size)
+	mp.setQoS(rec.QoS)
 }
 
 // grow grows the served volume to size bytes when that is larger, and

@@ -18,6 +18,7 @@ type VolumeFlags struct {
 	Checksum, WriteLog string // "none" turns either off
 	SharedDomains      bool
 	BindChecksums      bool // checksums bound to their place (format 4); off without checksums
+	QoS                QoSFlags
 }
 
 // AddFlags defines the flags on fl.
@@ -31,6 +32,7 @@ func (f *VolumeFlags) AddFlags(fl *pflag.FlagSet) {
 	fl.StringVar(&f.WriteLog, "write-log", f.WriteLog, "partial-parity write log (needs checksums): ppl or none")
 	fl.BoolVar(&f.BindChecksums, "bind-checksums", true, "bind each block's checksum to its place (volume, segment, slot, block) so blank, holed or swapped regions are found and rebuilt (format 4); false makes a format 2/3 volume that older builds open")
 	fl.BoolVar(&f.SharedDomains, "allow-shared-domains", false, "allow shards of a segment to share a failure domain when there are too few")
+	f.QoS.AddFlags(fl)
 }
 
 // Spec is the volume name to create; writeLogGiven says whether the
@@ -47,6 +49,10 @@ func (f *VolumeFlags) Spec(name string, writeLogGiven bool) (meta.VolumeSpec, er
 	if writeLog == "none" || (checksum == "" && !writeLogGiven) {
 		writeLog = ""
 	}
+	qos, err := f.QoS.Change()
+	if err != nil {
+		return meta.VolumeSpec{}, err
+	}
 	return meta.VolumeSpec{Name: name, Size: f.Size, Layout: meta.Layout{K: f.K, M: f.M, Chunk: f.Chunk, Checksum: checksum, WriteLog: writeLog},
-		AllowSharedDomains: f.SharedDomains, BindChecksums: f.BindChecksums && checksum != ""}, nil
+		AllowSharedDomains: f.SharedDomains, BindChecksums: f.BindChecksums && checksum != "", QoS: qos.Apply(meta.QoS{})}, nil
 }

@@ -4,5 +4,6 @@
 // mount that needs the agent; the example config must parse; and every
 // Kubernetes manifest (deploy/kubernetes) must decode strictly into the
 // Kubernetes API types, with the names, sockets and driver name that one
-// manifest gives another agreeing.
+// manifest gives another agreeing. The Grafana dashboard (deploy/grafana)
+// must parse and query only metrics package agent registers.
 package deploy

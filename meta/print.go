@@ -34,10 +34,10 @@ func WriteNamespaceUses(w io.Writer, views []NamespaceUse) error {
 // WriteVolumes prints `nvstripe volume ls`: one row per volume.
 func WriteVolumes(w io.Writer, vols []*VolumeRecord) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tSIZE\tLAYOUT\tCHUNK\tSTATE")
+	fmt.Fprintln(tw, "NAME\tSIZE\tLAYOUT\tCHUNK\tSTATE\tQOS")
 	for _, v := range vols {
-		fmt.Fprintf(tw, "%s\t%s\t%d+%d\t%s\t%s\n", v.Name, units.FormatSize(v.Size), v.Layout.K, v.Layout.M,
-			units.FormatSize(v.Layout.Chunk), v.State)
+		fmt.Fprintf(tw, "%s\t%s\t%d+%d\t%s\t%s\t%s\n", v.Name, units.FormatSize(v.Size), v.Layout.K, v.Layout.M,
+			units.FormatSize(v.Layout.Chunk), v.State, v.QoS)
 	}
 	return tw.Flush()
 }
@@ -45,9 +45,9 @@ func WriteVolumes(w io.Writer, vols []*VolumeRecord) error {
 // WriteVolumeInfo prints `nvstripe volume info`: the layout, the
 // allocation and the owners.
 func WriteVolumeInfo(w io.Writer, info *VolumeInfo) error {
-	fmt.Fprintf(w, "volume %s\nsize %s\nlayout %d+%d chunk %s\nchecksums %s\nstate %s\nsegments %d allocated of %d (%d dirty, %d moving)\n",
+	fmt.Fprintf(w, "volume %s\nsize %s\nlayout %d+%d chunk %s\nchecksums %s\nstate %s\nqos %s\nsegments %d allocated of %d (%d dirty, %d moving)\n",
 		info.Name, units.FormatSize(info.Size), info.Layout.K, info.Layout.M, units.FormatSize(info.Layout.Chunk), info.Layout.Format(),
-		info.State, info.Allocated, info.Segments, info.Dirty, info.Moving)
+		info.State, info.QoS, info.Allocated, info.Segments, info.Dirty, info.Moving)
 	for _, o := range info.Owners {
 		fmt.Fprintf(w, "owner %s (%s, epoch %d)\n", o.Holder, o.Mode, o.Epoch)
 	}

@@ -468,6 +468,8 @@ type VolumeRecord struct {
 	Layout             Layout `json:"layout"`
 	AllowSharedDomains bool   `json:"allow_shared_domains,omitempty"`
 	State              string `json:"state"`
+	// QoS limits the volume's IO wherever it is mapped (absent: none).
+	QoS QoS `json:"qos,omitzero"`
 }
 
 // BlockSize is the logical block size of volumes; sizes are multiples of it.
@@ -487,6 +489,9 @@ func (v *VolumeRecord) check() error {
 	}
 	if v.State != VolumeReady && v.State != VolumeDeleting {
 		return fmt.Errorf("unknown volume state %q", v.State)
+	}
+	if err := v.QoS.Check(); err != nil {
+		return err
 	}
 	return v.Layout.Check(0)
 }

@@ -23,6 +23,8 @@ type VolumeSpec struct {
 	// BindChecksums gives the volume a random Layout.ChecksumSeed (format
 	// 4: checksums bound to their place). It needs Layout.Checksum.
 	BindChecksums bool
+	// QoS limits the volume's IO wherever it is mapped (zero: none).
+	QoS QoS
 }
 
 // CreateVolume records a new volume. It fails with ErrExists for a taken
@@ -43,7 +45,7 @@ func (s *Store) CreateVolume(ctx context.Context, spec VolumeSpec) (*VolumeRecor
 	if err := spec.Layout.Check(c.SlotSize); err != nil {
 		return nil, err
 	}
-	rec := &VolumeRecord{Name: spec.Name, Size: spec.Size, Layout: spec.Layout, AllowSharedDomains: spec.AllowSharedDomains, State: VolumeReady}
+	rec := &VolumeRecord{Name: spec.Name, Size: spec.Size, Layout: spec.Layout, AllowSharedDomains: spec.AllowSharedDomains, State: VolumeReady, QoS: spec.QoS}
 	if err := rec.check(); err != nil {
 		return nil, fmt.Errorf("volume %s: %w: %w", spec.Name, ErrInvalid, err)
 	}

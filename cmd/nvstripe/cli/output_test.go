@@ -93,6 +93,7 @@ func TestEveryCommandPrintsJSON(t *testing.T) {
 		{args: []string{"df"}},
 		{args: []string{"volume", "info", "v"}},
 		{args: []string{"volume", "resize", "v", "--size", "16MiB"}},
+		{args: []string{"volume", "set", "v", "--qos-iops", "2000", "--qos-write-bps", "100MiB/s"}},
 		{args: []string{"admin", "status"}},
 		{args: []string{"admin", "rebalance"}},
 		{args: []string{"admin", "drain", "h0-n1", "--wait"}},
@@ -114,16 +115,20 @@ func TestEveryCommandPrintsJSON(t *testing.T) {
 			"--allow-host", "any", "--control", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, daemon: true},
 	}
 	ran := map[string]bool{}
-	var control string
+	var control, metrics string
 	for _, r := range runs {
 		v := runJSON(t, r)
 		checkJSON(t, strings.Join(r.args, " "), v)
 		ran[commandPath(t, r.args)] = true
 		if r.args[0] == "target" {
 			control, _ = v.(map[string]any)["control"].(string)
+			metrics, _ = v.(map[string]any)["metrics"].(string)
 			checkTargetMetrics(t, v.(map[string]any)["metrics"])
 		}
 	}
+	top := []string{"top", "--metrics", metrics, "--interval", "100ms"} // a target's endpoint: no volume rows
+	checkJSON(t, strings.Join(top, " "), runJSON(t, jsonRun{args: top}))
+	ran[commandPath(t, top)] = true
 	if control == "" {
 		t.Fatal("target serve -o json named no control address")
 	}

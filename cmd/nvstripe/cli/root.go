@@ -49,6 +49,7 @@ func verbGroups() []func(*globals) *cobra.Command {
 		newCSICmd,
 		newUnmapCmd,
 		newLsCmd,
+		newTopCmd,
 		newConfigCmd,
 		newHostIdentityCmd,
 		newGenDHCHAPKeyCmd,

@@ -40,7 +40,16 @@ var compositeSizeFlags = map[string]func(size string) (int64, error){
 		}
 		return nss[0].Size, nil
 	},
+	"nvstripe volume create --qos-bps":       qosRate,
+	"nvstripe volume create --qos-read-bps":  qosRate,
+	"nvstripe volume create --qos-write-bps": qosRate,
+	"nvstripe volume set --qos-bps":          qosRate,
+	"nvstripe volume set --qos-read-bps":     qosRate,
+	"nvstripe volume set --qos-write-bps":    qosRate,
 }
+
+// qosRate reads a size back out of a rate flag's SIZE/s.
+func qosRate(size string) (int64, error) { return units.ParseRate(size + "/s") }
 
 // looksLikeSize matches flags that take a size by name or by usage text.
 var looksLikeSize = regexp.MustCompile(`(?i)size|chunk|bandwidth|bytes|SIZE`)

@@ -15,7 +15,7 @@ import (
 func newVolumeCmd(g *globals) *cobra.Command {
 	a := &config.EtcdFlags{}
 	c := groupCmd("volume", "Create, list, inspect, resize and remove volumes",
-		newVolumeCreateCmd(g, a), newVolumeLsCmd(g, a), newVolumeInfoCmd(g, a), newVolumeResizeCmd(g, a), newVolumeRmCmd(g, a))
+		newVolumeCreateCmd(g, a), newVolumeLsCmd(g, a), newVolumeInfoCmd(g, a), newVolumeResizeCmd(g, a), newVolumeSetCmd(g, a), newVolumeRmCmd(g, a))
 	addEtcdFlags(g, c, a)
 	metadataOnly(c.Commands()...)
 	return c
@@ -24,7 +24,7 @@ func newVolumeCmd(g *globals) *cobra.Command {
 func newVolumeCreateCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 	var f capacity.VolumeFlags
 	c := &cobra.Command{
-		Use:   "create NAME --size S [--k 4 --m 2 --chunk 128KiB] [--checksum crc32c|none] [--write-log ppl|none] [--allow-shared-domains]",
+		Use:   "create NAME --size S [--k 4 --m 2 --chunk 128KiB] [--checksum crc32c|none] [--write-log ppl|none] [--allow-shared-domains] [--qos-iops N] [--qos-bps SIZE/s] ...",
 		Short: "Create a thin volume (space is placed on first write)",
 		Long: "create records a volume of --size bytes (a multiple of 4KiB) striped as k data + m parity\n" +
 			"chunks. Every segment puts its k+m shards in distinct failure domains, so k+m may not exceed\n" +
@@ -33,7 +33,8 @@ func newVolumeCreateCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 			"It warns when thin volumes would promise more than the usable space ('nvstripe df') and refuses\n" +
 			"past the cluster's limit ('cluster set --max-overcommit', default 2).\n" +
 			"With --write-log ppl (the default with checksums) every stripe write first logs partial parity,\n" +
-			"so a crash mid-write plus a lost shard loses no acknowledged byte (about 0.4% of the space).",
+			"so a crash mid-write plus a lost shard loses no acknowledged byte (about 0.4% of the space).\n" +
+			"The --qos-* flags limit the volume's IO wherever it is mapped (see volume set).",
 		Args: cobra.ExactArgs(1),
 		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
 			spec, err := f.Spec(args[0], cmd.Flags().Changed("write-log"))
@@ -107,6 +108,39 @@ func newVolumeResizeCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 		}),
 	}
 	c.Flags().Var(units.NewFlag(&size), "size", "new size (required)")
+	return c
+}
+
+func newVolumeSetCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
+	var f capacity.QoSFlags
+	c := &cobra.Command{
+		Use:   "set NAME [--qos-iops N] [--qos-bps SIZE/s] [--qos-read-iops N] [--qos-write-iops N] [--qos-read-bps SIZE/s] [--qos-write-bps SIZE/s] [--qos-burst DURATION]",
+		Short: "Change a volume's QoS limits (applied by its mappings within a second)",
+		Long: "set changes the limits given and keeps the others; 0 removes a limit. Limits are token buckets\n" +
+			"applied where the volume is mapped (agent, foreground map, FUSE), to requests (IOPS, whatever\n" +
+			"their size) and bytes (BPS); a total and a per-direction limit both apply. Each bucket holds\n" +
+			"--qos-burst of its limit (default 1s): after a pause the volume may go that far above it.\n" +
+			"Mappings follow the volume's record and apply a change within a second; IO that waits for its\n" +
+			"turn shows as QoS wait in the metrics and in `nvstripe top`. Rebuild, drain, rebalance and scrub\n" +
+			"traffic is not counted: the controller's pacer governs it.",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeArgs(g, a, volumeNames),
+		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
+			change, err := f.Change()
+			if err != nil {
+				return err
+			}
+			if !f.Given() {
+				return usageError{errors.New("volume set needs at least one --qos-* flag")}
+			}
+			v, err := s.SetVolumeQoS(cmd.Context(), args[0], change)
+			if err != nil {
+				return err
+			}
+			return report(cmd, v, "volume %s qos: %s", v.Name, v.QoS)
+		}),
+	}
+	f.AddFlags(c.Flags())
 	return c
 }
 
