@@ -144,6 +144,11 @@ func dialQueue(ctx context.Context, o *Options, addr string, qid uint16, depth i
 	if tc, ok := conn.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
+	raw := conn
+	if conn, err = startTLS(ctx, o, conn, addr); err != nil {
+		raw.Close()
+		return nil, err
+	}
 	q := newQueue(conn, addr, qid, depth, pdu.Digests{Header: o.HeaderDigest, Data: o.DataDigest})
 	if err := q.handshake(ctx); err != nil {
 		conn.Close()

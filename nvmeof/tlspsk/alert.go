@@ -63,6 +63,8 @@ func remoteHint(a uint8) string {
 	switch a {
 	case alertDecryptError, alertBadRecordMAC:
 		return ": the peer holds a different key for this identity"
+	case alertIllegalParameter:
+		return ": the peer may hold a different key for this identity (OpenSSL answers a binder that does not verify so)"
 	case alertUnknownPSKIdentity, alertHandshakeFailure:
 		return ": the peer has no key for this identity (host or subsystem NQN) or no common cipher suite"
 	}
