@@ -106,11 +106,12 @@ func (t *Target) secure(l *listener, nc net.Conn) (net.Conn, bool) {
 	}
 	nc.SetReadDeadline(time.Now().Add(t.cfg.HandshakeTimeout))
 	isTLS, rc, err := tlspsk.Sniff(nc)
+	reason := RefusedTLS
 	switch {
 	case err != nil:
 		err = fmt.Errorf("no first byte within %v: %w", t.cfg.HandshakeTimeout, err)
 	case !isTLS && t.cfg.TLS == TLSRequire:
-		t.refuse(RefusedTLSRequired)
+		reason = RefusedTLSRequired
 		err = errors.New("plaintext connection refused: this target requires TLS (target serve --tls=require); " +
 			"give the host its key with --tls-key-file")
 	case !isTLS:
@@ -123,10 +124,10 @@ func (t *Target) secure(l *listener, nc net.Conn) (net.Conn, bool) {
 		if err == nil {
 			return tc, true
 		}
-		t.refuse(RefusedTLS)
 	}
+	t.refuse(reason)
 	host, _, _ := net.SplitHostPort(nc.RemoteAddr().String())
-	if t.refused.first(host + "\x00tls") {
+	if t.refused.first(host + "\x00" + reason) {
 		t.logf("nvmeof/target: listener %d: %s: %v (logged once per address)", l.idx, nc.RemoteAddr(), err)
 	}
 	l.pending.Done(nc)

@@ -52,6 +52,7 @@ func verbGroups() []func(*globals) *cobra.Command {
 		newConfigCmd,
 		newHostIdentityCmd,
 		newGenDHCHAPKeyCmd,
+		newGenTLSKeyCmd,
 	}
 }
 
