@@ -14,6 +14,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
+	"github.com/nvstripe/nvstripe/nvmeof/tlspsk"
 )
 
 // dataDir is the direction of a command's data.
@@ -386,7 +387,7 @@ func (q *queue) flush() {
 		q.spare = batch[:0]
 		q.mu.Unlock()
 		q.wbufs = q.iov
-		if _, err := q.wbufs.WriteTo(q.conn); err != nil {
+		if _, err := tlspsk.WriteBuffers(q.conn, &q.wbufs); err != nil {
 			q.fail(fmt.Errorf("write: %w", err))
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/nvstripe/nvstripe/nvmeof/tlspsk"
 )
 
 // smallData is the size up to which PDU data is copied into the batch
@@ -201,7 +203,7 @@ func (s *sender) write(segs [][]byte, rel []func(), arena []byte) error {
 		return err
 	}
 	bufs := net.Buffers(segs)
-	_, err := bufs.WriteTo(s.nc)
+	_, err := tlspsk.WriteBuffers(s.nc, &bufs)
 	clear(segs)
 	s.mu.Lock()
 	if cap(arena) <= 1<<20 && len(s.spares) < 4 {

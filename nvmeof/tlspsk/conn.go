@@ -167,29 +167,64 @@ func (c *Conn) nextHandshakeMsg() ([]byte, error) {
 
 // Write sends p as application data records.
 func (c *Conn) Write(p []byte) (int, error) {
+	n, err := c.WriteBuffers([][]byte{p})
+	return int(n), err
+}
+
+// WriteBuffers sends the concatenation of bufs as application data,
+// packed into full records and written with one call per 64 KiB, which
+// net.Buffers.WriteTo cannot do for a connection outside package net.
+func (c *Conn) WriteBuffers(bufs [][]byte) (int64, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if c.werr != nil {
 		return 0, c.werr
 	}
-	n := 0
-	for len(p) > 0 {
+	var total, sent int64
+	for _, b := range bufs {
+		total += int64(len(b))
+	}
+	left := total
+	for left > 0 {
 		c.wbuf = c.wbuf[:0]
-		for len(p) > 0 && len(c.wbuf) < 64<<10 {
+		for left > 0 && len(c.wbuf) < 64<<10 {
 			if c.out.seq >= c.rekeyAfter {
 				c.wbuf = c.appendKeyUpdate(c.wbuf)
 			}
-			chunk := p[:min(len(p), maxPlaintext)]
-			c.wbuf = c.out.appendRecord(c.wbuf, recordAppData, chunk)
-			p = p[len(chunk):]
-			n += len(chunk)
+			n := int(min(left, maxPlaintext))
+			var start int
+			c.wbuf, start = beginRecord(c.wbuf, n)
+			for n > 0 {
+				k := min(n, len(bufs[0]))
+				c.wbuf = append(c.wbuf, bufs[0][:k]...)
+				bufs[0] = bufs[0][k:]
+				if len(bufs[0]) == 0 {
+					bufs = bufs[1:]
+				}
+				n -= k
+				left -= int64(k)
+			}
+			c.wbuf = c.out.sealRecord(c.wbuf, start, recordAppData)
 		}
 		if _, err := c.raw.Write(c.wbuf); err != nil {
 			c.werr = err
-			return n - len(p), err
+			return sent, err
 		}
+		sent = total - left
 	}
-	return n, nil
+	return total, nil
+}
+
+// WriteBuffers writes bufs to w as net.Buffers.WriteTo does (and consumes
+// them as it does), in full records when w is a *Conn.
+func WriteBuffers(w io.Writer, bufs *net.Buffers) (int64, error) {
+	c, ok := w.(*Conn)
+	if !ok {
+		return bufs.WriteTo(w)
+	}
+	n, err := c.WriteBuffers(*bufs)
+	*bufs = (*bufs)[len(*bufs):]
+	return n, err
 }
 
 // appendKeyUpdate appends a KeyUpdate (no update requested) and moves to

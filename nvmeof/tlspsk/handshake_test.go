@@ -112,7 +112,11 @@ func TestHandshakeAndData(t *testing.T) {
 		data := make([]byte, 3*maxPlaintext+123)
 		rand.Read(data)
 		for _, dir := range [][2]*Conn{{c, s}, {s, c}} {
-			go func() { dir[0].Write(data[:1000]); dir[0].Write(data[1000:]) }()
+			go func() {
+				dir[0].Write(data[:1000])
+				bufs := net.Buffers{data[1000:1024], nil, data[1024 : 2*maxPlaintext], data[2*maxPlaintext:]}
+				WriteBuffers(dir[0], &bufs)
+			}()
 			got := make([]byte, len(data))
 			if _, err := io.ReadFull(dir[1], got); err != nil || !bytes.Equal(got, data) {
 				t.Fatalf("hash %d: data differs (%v)", h, err)

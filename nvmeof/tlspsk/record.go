@@ -61,19 +61,33 @@ func (h *halfConn) nonce() []byte {
 // appendRecord appends one record carrying payload (at most maxPlaintext
 // bytes) of content type typ, protected when h has keys.
 func (h *halfConn) appendRecord(dst []byte, typ byte, payload []byte) []byte {
-	if h.aead == nil {
-		dst = append(dst, typ, 3, 3, byte(len(payload)>>8), byte(len(payload)))
-		return append(dst, payload...)
-	}
-	n := len(payload) + 1 + tagLen
-	start := len(dst)
-	dst = slices.Grow(dst, recordHeaderLen+n) // Seal then works in place
-	dst = append(dst, recordAppData, 3, 3, byte(n>>8), byte(n))
-	hdr := dst[start:]
+	dst, start := beginRecord(dst, len(payload))
 	dst = append(dst, payload...)
+	return h.sealRecord(dst, start, typ)
+}
+
+// beginRecord appends a record header to dst, with room for n bytes of
+// payload and the protection; the payload is appended next, then
+// sealRecord finishes the record that starts at start.
+func beginRecord(dst []byte, n int) ([]byte, int) {
+	start := len(dst)
+	dst = slices.Grow(dst, recordHeaderLen+n+1+tagLen) // Seal then works in place
+	return append(dst, 0, 3, 3, 0, 0), start
+}
+
+func (h *halfConn) sealRecord(dst []byte, start int, typ byte) []byte {
+	rec := dst[start:]
+	n := len(rec) - recordHeaderLen
+	if h.aead == nil {
+		rec[0], rec[3], rec[4] = typ, byte(n>>8), byte(n)
+		return dst
+	}
 	dst = append(dst, typ)
-	inner := dst[start+recordHeaderLen:]
-	h.aead.Seal(inner[:0], h.nonce(), inner, hdr[:recordHeaderLen])
+	n += 1 + tagLen
+	rec = dst[start:]
+	rec[0], rec[3], rec[4] = recordAppData, byte(n>>8), byte(n)
+	inner := rec[recordHeaderLen:]
+	h.aead.Seal(inner[:0], h.nonce(), inner, rec[:recordHeaderLen])
 	h.seq++
 	return dst[:start+recordHeaderLen+n]
 }
