@@ -2,6 +2,7 @@ package tlspsk
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -32,9 +33,23 @@ type Conn struct {
 	rekeyAfter uint64 // records sent with one key before a KeyUpdate
 }
 
+// newConn starts with small buffers: a peer that has not completed the
+// handshake (holds no key) gets little memory. grow follows the handshake.
 func newConn(raw net.Conn) *Conn {
-	return &Conn{raw: raw, br: bufio.NewReaderSize(raw, 64<<10), rekeyAfter: recordsPerKey,
-		rbuf: make([]byte, recordHeaderLen, recordHeaderLen+maxCiphertext)}
+	return &Conn{raw: raw, br: bufio.NewReaderSize(raw, 2<<10), rekeyAfter: recordsPerKey,
+		rbuf: make([]byte, recordHeaderLen, 2<<10)}
+}
+
+// grow gives an established connection its full read buffer, keeping
+// what the small one holds (the peer's first application data may have
+// come with its Finished).
+func (c *Conn) grow() {
+	var r io.Reader = c.raw
+	if n := c.br.Buffered(); n > 0 {
+		pending, _ := c.br.Peek(n)
+		r = io.MultiReader(bytes.NewReader(bytes.Clone(pending)), c.raw)
+	}
+	c.br = bufio.NewReaderSize(r, 64<<10)
 }
 
 // Identity is the PSK identity the handshake used.

@@ -41,6 +41,7 @@ func Client(ctx context.Context, raw net.Conn, cfg ClientConfig) (*Conn, error) 
 	if err != nil {
 		return nil, err
 	}
+	c.grow()
 	return c, nil
 }
 
@@ -51,6 +52,7 @@ func Server(ctx context.Context, raw net.Conn, cfg ServerConfig) (*Conn, error) 
 	if err != nil {
 		return nil, err
 	}
+	c.grow()
 	return c, nil
 }
 

@@ -225,3 +225,49 @@ func TestSniff(t *testing.T) {
 		t.Fatalf("replayed %x %v", got, err)
 	}
 }
+
+// holdConn holds back its second write (the client's Finished) and sends
+// it with the third, so the server reads its peer's first application
+// data together with the Finished.
+type holdConn struct {
+	net.Conn
+	n    int
+	held []byte
+}
+
+func (h *holdConn) Write(p []byte) (int, error) {
+	h.n++
+	if h.n == 2 {
+		h.held = bytes.Clone(p)
+		return len(p), nil
+	}
+	if h.held != nil {
+		_, err := h.Conn.Write(append(h.held, p...))
+		h.held = nil
+		return len(p), err
+	}
+	return h.Conn.Write(p)
+}
+
+func TestDataWithFinished(t *testing.T) {
+	k := testKey(t, HashSHA256)
+	cr, sr := tcpPair(t)
+	ch := make(chan result, 1)
+	go func() { s, err := Server(context.Background(), sr, ServerConfig{Lookup: keyLookup(k, testHost)}); ch <- result{s, err} }()
+	c, err := Client(context.Background(), &holdConn{Conn: cr}, clientConfig(t, k, testHost, testSub))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	s := <-ch
+	if s.err != nil {
+		t.Fatal(s.err)
+	}
+	got := make([]byte, 5)
+	s.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadFull(s.c, got); err != nil || string(got) != "hello" {
+		t.Fatalf("server read %q %v", got, err)
+	}
+}

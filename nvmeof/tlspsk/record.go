@@ -148,7 +148,7 @@ func readRecord(r io.Reader, buf []byte, first bool) ([]byte, error) {
 		return nil, alertf(alertUnexpectedMessage, "empty record of type %d", typ)
 	}
 	if cap(buf) < recordHeaderLen+n {
-		nb := make([]byte, recordHeaderLen+n, recordHeaderLen+maxCiphertext)
+		nb := make([]byte, recordHeaderLen+n, max(recordHeaderLen+n, min(2*cap(buf), recordHeaderLen+maxCiphertext)))
 		copy(nb, buf)
 		buf = nb
 	}
