@@ -200,6 +200,7 @@ func (c *Conn) clientHandshake(cfg ClientConfig) error {
 		return err
 	}
 	c.in.setSecret(s, k.sHS)
+	c.out.setSecret(s, k.cHS) // from here an alert goes out protected
 	if msg, err = c.readHandshake(typeEncryptedExtensions); err != nil {
 		return err
 	}
@@ -217,7 +218,6 @@ func (c *Conn) clientHandshake(cfg ClientConfig) error {
 	if err := c.keyChange(); err != nil {
 		return err
 	}
-	c.out.setSecret(s, k.cHS)
 	if _, err := c.raw.Write(c.out.appendRecord(nil, recordHandshake, k.finished(k.cHS))); err != nil {
 		return err
 	}

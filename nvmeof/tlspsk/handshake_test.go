@@ -3,10 +3,15 @@ package tlspsk
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"testing"
 	"time"
@@ -270,4 +275,48 @@ func TestDataWithFinished(t *testing.T) {
 	if _, err := io.ReadFull(s.c, got); err != nil || string(got) != "hello" {
 		t.Fatalf("server read %q %v", got, err)
 	}
+}
+
+// TestCertificateTLSPeers: a certificate TLS client (Go's crypto/tls) is
+// refused by the server with missing_extension; against a certificate
+// TLS server the client stops at its ServerHello, which takes no PSK.
+func TestCertificateTLSPeers(t *testing.T) {
+	k := testKey(t, HashSHA256)
+	cr, sr := tcpPair(t)
+	ch := make(chan error, 1)
+	go func() {
+		_, err := Server(context.Background(), sr, ServerConfig{Lookup: keyLookup(k, testHost)})
+		sr.Close()
+		ch <- err
+	}()
+	cerr := tls.Client(cr, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13}).Handshake()
+	serr := <-ch
+	var ae *AlertError
+	if !errors.As(serr, &ae) || ae.Alert != alertMissingExtension || cerr == nil {
+		t.Errorf("crypto/tls client: server %v, client %v; want missing_extension", serr, cerr)
+	}
+
+	cr, sr = tcpPair(t)
+	cert := selfSigned(t)
+	go func() {
+		tls.Server(sr, &tls.Config{Certificates: []tls.Certificate{cert}}).Handshake()
+		sr.Close()
+	}()
+	_, err := Client(context.Background(), cr, clientConfig(t, k, testHost, testSub))
+	if !errors.As(err, &ae) || ae.Remote || ae.Alert != alertHandshakeFailure {
+		t.Errorf("crypto/tls server: %v, want this side's handshake_failure", err)
+	}
+}
+
+func selfSigned(t *testing.T) tls.Certificate {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
