@@ -258,7 +258,10 @@ func TestDataWithFinished(t *testing.T) {
 	k := testKey(t, HashSHA256)
 	cr, sr := tcpPair(t)
 	ch := make(chan result, 1)
-	go func() { s, err := Server(context.Background(), sr, ServerConfig{Lookup: keyLookup(k, testHost)}); ch <- result{s, err} }()
+	go func() {
+		s, err := Server(context.Background(), sr, ServerConfig{Lookup: keyLookup(k, testHost)})
+		ch <- result{s, err}
+	}()
 	c, err := Client(context.Background(), &holdConn{Conn: cr}, clientConfig(t, k, testHost, testSub))
 	if err != nil {
 		t.Fatal(err)
