@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/nvmeof/pdu"
 	"github.com/nvstripe/nvstripe/nvmeof/target"
 	"github.com/nvstripe/nvstripe/nvmeof/tlspsk"
 )
@@ -126,5 +127,25 @@ func TestTLSKeyValidated(t *testing.T) {
 	o.EnsureDefaults()
 	if err := o.Validate(); !errors.Is(err, tlspsk.ErrKey) || !errors.Is(err, blockdev.ErrInvalid) {
 		t.Fatalf("Validate: %v, want ErrKey", err)
+	}
+}
+
+// TestTLSDiscovery: discovery runs over TLS too (the identity names the
+// discovery NQN), and the log says the port requires TLS 1.3.
+func TestTLSDiscovery(t *testing.T) {
+	k := tlsKey(t, tlspsk.HashSHA256)
+	f := tlsFixture(t, target.TLSRequire, k)
+	es, err := Discover(context.Background(), f.addrs[0], DiscoverOptions{HostNQN: testHost, TLSKey: k.String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range es {
+		if e.SubNQN == testNQN {
+			found = e.SecType == pdu.SecTypeTLS13 && e.TReq&3 == pdu.TReqRequired
+		}
+	}
+	if !found {
+		t.Fatalf("no entry for %s saying TLS 1.3 required: %+v", testNQN, es)
 	}
 }
