@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strings"
@@ -108,7 +109,12 @@ func (t *Target) secure(l *listener, nc net.Conn) (net.Conn, bool) {
 	isTLS, rc, err := tlspsk.Sniff(nc)
 	reason := RefusedTLS
 	switch {
+	case errors.Is(err, io.EOF):
+		l.pending.Done(nc) // closed before a byte: a probe, not a refusal
+		nc.Close()
+		return nil, false
 	case err != nil:
+		reason = RefusedHandshake
 		err = fmt.Errorf("no first byte within %v: %w", t.cfg.HandshakeTimeout, err)
 	case !isTLS && t.cfg.TLS == TLSRequire:
 		reason = RefusedTLSRequired

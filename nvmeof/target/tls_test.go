@@ -96,6 +96,8 @@ func TestTLSModes(t *testing.T) {
 	if got := req.t.Stats().Refused[RefusedTLSRequired]; got != 1 {
 		t.Errorf("refused tls_required %d, want 1", got)
 	}
+	probe := dialRaw(t, req.t.Addrs()[0]) // a port probe: closes at once, refused for nothing
+	probe.nc.Close()
 	for name, c := range map[string]struct {
 		key  tlspsk.Key
 		host string

@@ -233,6 +233,9 @@ func (c *Conn) WriteBuffers(bufs [][]byte) (int64, error) {
 // WriteBuffers writes bufs to w as net.Buffers.WriteTo does (and consumes
 // them as it does), in full records when w is a *Conn.
 func WriteBuffers(w io.Writer, bufs *net.Buffers) (int64, error) {
+	if r, ok := w.(*replayConn); ok {
+		w = r.Conn // a plaintext connection after Sniff keeps writev
+	}
 	c, ok := w.(*Conn)
 	if !ok {
 		return bufs.WriteTo(w)
