@@ -41,6 +41,9 @@ func (f *NodeFlags) Apply(o *Options) (err error) {
 	if o.Namespaces.DHCHAPSecret, o.Namespaces.DHCHAPCtrlSecret, err = f.DHCHAP.Load(); err != nil {
 		return err
 	}
+	if o.Namespaces.TLSKey, err = f.DHCHAP.TLSKey(); err != nil {
+		return err
+	}
 	o.NBDTLS, o.NBDRequireTLS, err = f.NBDTLS.Config()
 	return err
 }

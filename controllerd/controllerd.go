@@ -46,6 +46,9 @@ type Options struct {
 	// DHCHAPSecret and DHCHAPCtrlSecret authenticate the default mover's
 	// connections to targets that require it (initiator.Options).
 	DHCHAPSecret, DHCHAPCtrlSecret string
+	// TLSKey runs the default mover's connections over NVMe/TCP TLS
+	// (initiator.Options.TLSKey).
+	TLSKey string
 	// HostTraddr is the local IP address the default mover's connections
 	// to targets leave from (volclient.NamespaceOptions.HostTraddr); a
 	// bad one fails New. Default "": the kernel picks by route.
@@ -97,7 +100,7 @@ func New(ctx context.Context, o Options) (*Daemon, error) {
 		return nil, fmt.Errorf("controller: no store: %w", meta.ErrInvalid)
 	}
 	nso := volclient.NamespaceOptions{HostNQN: o.HostNQN, DHCHAPSecret: o.DHCHAPSecret, DHCHAPCtrlSecret: o.DHCHAPCtrlSecret,
-		HostTraddr: o.HostTraddr}
+		TLSKey: o.TLSKey, HostTraddr: o.HostTraddr}
 	if err := nso.Check(); err != nil {
 		return nil, fmt.Errorf("controller: %w", err)
 	}

@@ -89,6 +89,10 @@ func (f *Flags) Options(s *meta.Store, hostNQN string, log *slog.Logger) (Option
 	if err != nil {
 		return Options{}, err
 	}
-	return Options{Runner: cfg, HostNQN: hostNQN, MetricsAddr: f.Metrics, DHCHAPSecret: secret, DHCHAPCtrlSecret: ctrl,
+	tlsKey, err := f.DHCHAP.TLSKey()
+	if err != nil {
+		return Options{}, err
+	}
+	return Options{Runner: cfg, HostNQN: hostNQN, MetricsAddr: f.Metrics, DHCHAPSecret: secret, DHCHAPCtrlSecret: ctrl, TLSKey: tlsKey,
 		HostTraddr: f.HostTraddr, ScrubInterval: f.ScrubInterval, Gossip: f.Gossip, GossipHost: f.GossipHost, AdminAddr: f.API, AdminTLS: f.AdminTLS}, nil
 }

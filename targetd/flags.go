@@ -1,6 +1,7 @@
 package targetd
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -27,6 +28,7 @@ type Flags struct {
 	Metrics                           string        // --metrics-listen
 	Control, ControlTokenFile         string
 	HostKeys                          string // --host-keys
+	TLS, TLSKeys                      string // --tls, --tls-keys
 	Host                              string // this host's name in etcd, for gossip
 	Gossip                            pool.Spec
 }
@@ -52,6 +54,8 @@ func (f *Flags) AddFlags(fl *pflag.FlagSet) {
 	fl.StringVar(&f.Metrics, "metrics-listen", "", "serve Prometheus metrics (per-namespace IO, connections, refusals) on HOST:PORT/metrics")
 	fl.StringVar(&f.Control, "control", "", "serve the HTTP control API on this address (e.g. 127.0.0.1:4480); every request needs the token (--control-token-file, or DIR/"+ControlTokenName+", created mode 0600)")
 	fl.StringVar(&f.HostKeys, "host-keys", "", "file of hosts that must authenticate (DH-HMAC-CHAP): lines 'HOSTNQN DHHC-1:... [CTRL-DHHC-1:...]'")
+	fl.StringVar(&f.TLS, "tls", "off", "NVMe/TCP TLS 1.3 with a PSK: off, on (TLS for hosts that open with it, plaintext for the others) or require")
+	fl.StringVar(&f.TLSKeys, "tls-keys", "", "file of the hosts' TLS keys for --tls: lines 'HOSTNQN NVMeTLSkey-1:...' (gen-tls-key)")
 	fl.StringVar(&f.ControlTokenFile, "control-token-file", "", "file holding the bearer token every control API request must carry (default: DIR/"+ControlTokenName+", created when missing)")
 	fl.StringVar(&f.Host, "host", "", "this host's name in etcd (nvstripe host add), gossiped with --gossip")
 	fl.StringArrayVar(&f.Gossip.Labels, "label", nil, "failure-domain label KEY=VALUE gossiped with --gossip, repeatable")
@@ -69,11 +73,20 @@ func (f *Flags) Options() (Options, error) {
 			return Options{}, err
 		}
 	}
+	tls, err := target.ParseTLSMode(f.TLS)
+	if err == nil && tls != target.TLSOff && f.TLSKeys == "" {
+		err = fmt.Errorf("--tls=%v needs --tls-keys FILE (the hosts' keys)", tls)
+	} else if err == nil && tls == target.TLSOff && f.TLSKeys != "" {
+		err = errors.New("--tls-keys without --tls=on or --tls=require")
+	}
+	if err != nil {
+		return Options{}, config.Usage(err)
+	}
 	weights, err := hostWeights(f.HostWeights)
 	if err != nil {
 		return Options{}, err
 	}
-	return Options{HostWeights: weights, Files: target.FileSpec{Dir: f.Dir, NQN: f.NQN, Listen: strings.Split(f.Listen, ","), Namespaces: f.Namespaces,
+	return Options{HostWeights: weights, TLS: tls, TLSKeysFile: f.TLSKeys, Files: target.FileSpec{Dir: f.Dir, NQN: f.NQN, Listen: strings.Split(f.Listen, ","), Namespaces: f.Namespaces,
 		ANAGroups: f.ANAGroups, AllowHosts: f.AllowHosts, BlockSize: int(f.BlockSize)}, HostKeysFile: f.HostKeys,
 		MaxConnections: f.MaxConnections, DeviceQueueDepth: f.DeviceQueueDepth, AuthTimeout: f.AuthTimeout, Control: f.Control, ControlToken: token, Metrics: f.Metrics, Gossip: f.Gossip, Host: f.Host}, nil
 }

@@ -25,6 +25,10 @@ type Options struct {
 	// HostKeysFile, when set, is read with target.ReadHostKeys into
 	// Files.HostKeys.
 	HostKeysFile string
+	// TLS is the target's NVMe/TCP TLS mode; TLSKeysFile, read with
+	// target.ReadTLSKeys, holds the hosts' keys.
+	TLS         target.TLSMode
+	TLSKeysFile string
 	// MaxConnections caps each listener (target.Config.MaxConnections).
 	MaxConnections int
 	// AuthTimeout bounds a keyed host's queue from Connect to a finished
@@ -168,6 +172,11 @@ func (o Options) config() (target.Config, error) {
 	}
 	cfg.MaxConnections, cfg.AuthTimeout, cfg.Logf = o.MaxConnections, o.AuthTimeout, o.Logf
 	cfg.DeviceQueueDepth, cfg.HostWeights = o.DeviceQueueDepth, o.HostWeights
+	if cfg.TLS = o.TLS; o.TLSKeysFile != "" {
+		if cfg.TLSKeys, err = target.ReadTLSKeys(o.TLSKeysFile); err != nil {
+			return cfg, err
+		}
+	}
 	return cfg, nil
 }
 

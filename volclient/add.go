@@ -264,7 +264,7 @@ func connectSpec(ctx context.Context, spec meta.NamespaceSpec, o NamespaceOption
 		addrs = append(addrs, strings.TrimPrefix(p.Addr, "tcp://"))
 	}
 	dev, err := initiator.Open(ctx, initiator.Options{HostNQN: o.HostNQN, DHCHAPSecret: o.DHCHAPSecret, DHCHAPCtrlSecret: o.DHCHAPCtrlSecret,
-		HostTraddr: o.HostTraddr, SubsysNQN: spec.NQN, NSID: spec.NSID, Paths: addrs, IOQueues: 1})
+		TLSKey: o.TLSKey, HostTraddr: o.HostTraddr, SubsysNQN: spec.NQN, NSID: spec.NSID, Paths: addrs, IOQueues: 1})
 	if err != nil {
 		return nil, &ConnectError{fmt.Errorf("connect to %s nsid %d at %s: %w", spec.NQN, spec.NSID, strings.Join(addrs, ","), err)}
 	}

@@ -23,6 +23,9 @@ type NamespaceOptions struct {
 	// DHCHAPSecret and DHCHAPCtrlSecret authenticate to targets that
 	// require it (initiator.Options). Default none.
 	DHCHAPSecret, DHCHAPCtrlSecret string
+	// TLSKey, when set, runs the connections over NVMe/TCP TLS 1.3
+	// (initiator.Options.TLSKey). Default none.
+	TLSKey string
 	// HostTraddr is the local IP address the connections to targets leave
 	// from (initiator.Options.HostTraddr, nvme-cli's --host-traddr).
 	// Default "": the kernel picks by route.
@@ -369,7 +372,7 @@ func Connect(ctx context.Context, rec *meta.NamespaceRecord, o NamespaceOptions)
 	}
 	return initiator.Open(ctx, initiator.Options{
 		HostNQN: o.HostNQN, HostID: hostID, DHCHAPSecret: o.DHCHAPSecret, DHCHAPCtrlSecret: o.DHCHAPCtrlSecret,
-		HostTraddr: o.HostTraddr, SubsysNQN: rec.NQN, NSID: rec.NSID, Paths: paths,
+		TLSKey: o.TLSKey, HostTraddr: o.HostTraddr, SubsysNQN: rec.NQN, NSID: rec.NSID, Paths: paths,
 		IOQueues: o.IOQueues, ControllerLossTimeout: o.ControllerLossTimeout,
 		ConnectTimeout: o.ConnectTimeout, Logf: o.Logf,
 	})

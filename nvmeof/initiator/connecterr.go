@@ -114,7 +114,8 @@ type NotNVMeError struct {
 }
 
 func (e *NotNVMeError) Error() string {
-	return fmt.Sprintf("%s did not answer as an NVMe/TCP target (is this the NVMe port? the default is 4420): %v", e.Addr, e.Err)
+	return fmt.Sprintf("%s did not answer as an NVMe/TCP target (is this the NVMe port? the default is 4420; "+
+		"does the target require TLS? then give this host its key with --tls-key-file): %v", e.Addr, e.Err)
 }
 
 // Unwrap also yields the transport error class: the multipath layer may try

@@ -89,7 +89,7 @@ func TestConnectNotNVMePeer(t *testing.T) {
 				d.Close()
 				t.Fatal("Open succeeded")
 			}
-			want := addr + " did not answer as an NVMe/TCP target (is this the NVMe port? the default is 4420)"
+			want := addr + " did not answer as an NVMe/TCP target (is this the NVMe port? the default is 4420; does the target require TLS?"
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("error lacks %q: %v", want, err)
 			}

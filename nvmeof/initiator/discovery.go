@@ -27,6 +27,7 @@ type DiscoverOptions struct {
 	Dialer       Dialer
 	HeaderDigest bool
 	DataDigest   bool
+	TLSKey       string // Options.TLSKey, for a target that requires TLS
 }
 
 // Discover connects to the discovery controller at addr ("host:port"),
@@ -35,7 +36,7 @@ type DiscoverOptions struct {
 // counter moved meanwhile.
 func Discover(ctx context.Context, addr string, do DiscoverOptions) ([]DiscoveryEntry, error) {
 	o := Options{HostNQN: do.HostNQN, HostID: do.HostID, ConnectTimeout: do.Timeout, Dialer: do.Dialer,
-		HeaderDigest: do.HeaderDigest, DataDigest: do.DataDigest, SubsysNQN: pdu.DiscoveryNQN, Paths: []string{addr}}
+		HeaderDigest: do.HeaderDigest, DataDigest: do.DataDigest, TLSKey: do.TLSKey, SubsysNQN: pdu.DiscoveryNQN, Paths: []string{addr}}
 	o.EnsureDefaults()
 	if err := o.Validate(); err != nil {
 		return nil, err

@@ -29,6 +29,11 @@ type Options struct {
 	// DHCHAPCtrlSecret, with DHCHAPSecret, makes the authentication
 	// bidirectional: the target must prove it holds this secret.
 	DHCHAPCtrlSecret string
+	// TLSKey is this host's NVMe/TCP TLS key ("NVMeTLSkey-1:...", as
+	// gen-tls-key makes). When set every connection runs TLS 1.3 with the
+	// PSK derived for this host and the subsystem before ICReq. Default
+	// none: plaintext.
+	TLSKey string
 	// SubsysNQN is the subsystem to connect to. Required.
 	SubsysNQN string
 	// NSID is the namespace to use. Default 1.
@@ -156,6 +161,9 @@ func (o *Options) Validate() error {
 	}
 	if err == nil {
 		_, err = o.authKeys()
+	}
+	if err == nil {
+		_, err = o.tlsKey()
 	}
 	if err != nil {
 		return blockdev.Mark(fmt.Errorf("initiator options: %w", err), blockdev.ErrInvalid)

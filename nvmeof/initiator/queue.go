@@ -14,6 +14,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
+	"github.com/nvstripe/nvstripe/nvmeof/tlspsk"
 )
 
 // dataDir is the direction of a command's data.
@@ -146,6 +147,11 @@ func dialQueue(ctx context.Context, o *Options, addr string, qid uint16, depth i
 	}
 	if tc, ok := conn.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
+	}
+	raw := conn
+	if conn, err = startTLS(ctx, o, conn, addr); err != nil {
+		raw.Close()
+		return nil, err
 	}
 	q := newQueue(conn, addr, qid, depth, pdu.Digests{Header: o.HeaderDigest, Data: o.DataDigest})
 	if err := q.handshake(ctx); err != nil {
@@ -410,7 +416,7 @@ func (q *queue) flush() {
 		q.spare = batch[:0]
 		q.mu.Unlock()
 		q.wbufs = q.iov
-		if _, err := q.wbufs.WriteTo(q.conn); err != nil {
+		if _, err := tlspsk.WriteBuffers(q.conn, &q.wbufs); err != nil {
 			q.fail(fmt.Errorf("write: %w", err))
 		}
 	}

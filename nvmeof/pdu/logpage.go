@@ -166,6 +166,11 @@ const (
 	SubTypeCurDisc  = 3
 	// TReqNotRequired: secure channel not required (bits 0-1 = 2).
 	TReqNotRequired uint8 = 2
+	// TReqRequired: secure channel required (bits 0-1 = 1).
+	TReqRequired uint8 = 1
+	// SecTypeTLS13: TSAS security type (byte 0 for TCP) of a port that
+	// takes TLS 1.3.
+	SecTypeTLS13 uint8 = 2
 	// TReqDisableSQFlow: the port supports disabling SQ flow control.
 	TReqDisableSQFlow uint8 = 1 << 2
 	// EFlagsDuplicate / EFlagsExplicitPersist / EFlagsNoCDC: entry flags.

@@ -12,6 +12,7 @@ import (
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/nvmeof/auth"
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
+	"github.com/nvstripe/nvstripe/nvmeof/tlspsk"
 )
 
 // Config describes a target. Zero fields take the defaults named in their
@@ -115,6 +116,14 @@ type Config struct {
 	// stranger who claims a keyed host's NQN cannot use up that host's
 	// queues. Default 5 s.
 	AuthTimeout time.Duration
+	// TLS turns on NVMe/TCP TLS 1.3 with a PSK: TLSOn runs it on the
+	// connections that open with a ClientHello, TLSRequire on every
+	// connection. Default TLSOff.
+	TLS TLSMode
+	// TLSKeys are the hosts' TLS keys by host NQN (ReadTLSKeys): a host's
+	// TLS identity names its NQN and the subsystem, and its Connect must
+	// name the same two.
+	TLSKeys map[string]tlspsk.Key
 	// Logf receives diagnostic messages (connections, protocol errors).
 	// Default: none.
 	Logf func(format string, args ...any)
@@ -370,6 +379,9 @@ func (c *Config) Validate() error {
 		if g == 0 || g > MaxANAGroups {
 			bad("ana group %d not in [1,%d]", g, MaxANAGroups)
 		}
+	}
+	if c.TLS != TLSOff && len(c.TLSKeys) == 0 {
+		bad("tls %v without host keys: no host could connect over TLS", c.TLS)
 	}
 	c.validateSubsystems(bad)
 	return errors.Join(errs...)

@@ -36,6 +36,7 @@ type conn struct {
 	t      *Target
 	l      *listener
 	nc     net.Conn
+	raw    net.Conn // the accepted connection, under TLS when nc is TLS
 	br     *bufio.Reader
 	snd    *sender
 	ctx    context.Context
@@ -71,7 +72,7 @@ func (t *Target) newConn(l *listener, nc net.Conn) *conn {
 		tc.SetNoDelay(true)
 	}
 	ctx, cancel := context.WithCancel(t.ctx)
-	c := &conn{t: t, l: l, nc: nc, ctx: ctx, cancel: cancel, xfers: map[uint16]*xfer{}}
+	c := &conn{t: t, l: l, nc: nc, raw: nc, ctx: ctx, cancel: cancel, xfers: map[uint16]*xfer{}}
 	c.br = bufio.NewReaderSize(nc, strangerBufSize)
 	c.snd = newSender(nc, func() error { return t.waitThawed(ctx, l) }, func(error) { c.close() })
 	c.maxData = pdu.ConnectDataLen

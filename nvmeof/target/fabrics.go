@@ -65,6 +65,9 @@ func (c *conn) connect(cmd *command) {
 		invalidParam(cmd, pdu.ConnectOffSubNQN, true)
 		return
 	}
+	if !c.tlsAllows(cmd, d) {
+		return
+	}
 	limit := c.t.cfg.QueueSize
 	if cc.QID == 0 {
 		limit = max(limit, adminQueueSize) // Linux always asks for 32 admin entries

@@ -31,4 +31,4 @@ func (t *Target) admitPending(l *listener, nc net.Conn) bool {
 // handshakeDone uncounts c from its listener's handshakes under way: its
 // queue is open (Connect done and, for a host with keys, authenticated),
 // or it ended. Calling it again does nothing.
-func (c *conn) handshakeDone() { c.l.pending.Done(c.nc) }
+func (c *conn) handshakeDone() { c.l.pending.Done(c.raw) }

@@ -4,6 +4,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/nvstripe/nvstripe/nvmeof/tlspsk"
 )
 
 // smallData is the size up to which PDU data is copied into the batch
@@ -207,7 +209,7 @@ func (s *sender) write(segs [][]byte, rel []func(), arena []byte) error {
 		return err
 	}
 	s.bufs = net.Buffers(segs)
-	_, err := s.bufs.WriteTo(s.nc)
+	_, err := tlspsk.WriteBuffers(s.nc, &s.bufs)
 	s.bufs = nil
 	clear(segs)
 	s.mu.Lock()

@@ -21,11 +21,13 @@ const (
 	RefusedPendingPerIP   = accept.RefusedPendingPerIP   // beyond Config.MaxPendingPerIP handshakes from one address
 	RefusedPending        = accept.RefusedPending        // Config.MaxPendingConnections handshakes under way, its address among the busiest
 	RefusedPendingEvicted = accept.RefusedPendingEvicted // a handshake closed to make room for one from a quieter address
+	RefusedTLS            = "tls_failed"                 // TLS handshake failed (unknown identity, wrong key), or a Connect outside its TLS identity
+	RefusedTLSRequired    = "tls_required"               // a plaintext connection to a target with TLS required
 )
 
 // RefusalReasons lists every reason Stats.Refused counts, in a fixed order.
 func RefusalReasons() []string {
-	return []string{RefusedMaxConnections, RefusedPerIP, RefusedPendingPerIP, RefusedPending, RefusedPendingEvicted, RefusedHostNotAllowed, RefusedPerHost, RefusedNoSubsystem, RefusedAuth, RefusedAuthTimeout, RefusedHandshake}
+	return []string{RefusedMaxConnections, RefusedPerIP, RefusedPendingPerIP, RefusedPending, RefusedPendingEvicted, RefusedHostNotAllowed, RefusedPerHost, RefusedNoSubsystem, RefusedAuth, RefusedAuthTimeout, RefusedHandshake, RefusedTLS, RefusedTLSRequired}
 }
 
 // nsCounters are a namespace's IO counters since the target was built.

@@ -246,7 +246,12 @@ func (t *Target) acceptLoop(l *listener, ln net.Listener) {
 		if !t.admitPending(l, nc) {
 			return
 		}
-		c := t.newConn(l, nc)
+		sc, ok := t.secure(l, nc)
+		if !ok {
+			return
+		}
+		c := t.newConn(l, sc)
+		c.raw = nc
 		t.mu.Lock()
 		if t.closed || l.ln != ln {
 			t.mu.Unlock()
@@ -432,7 +437,7 @@ func (t *Target) discoveryLog(hostNQN string, local net.Addr) []byte {
 			if l.bound == "" {
 				continue
 			}
-			log.Entries = append(log.Entries, discEntry(n, l, local))
+			log.Entries = append(log.Entries, t.cfg.TLS.discEntry(discEntry(n, l, local)))
 		}
 	}
 	return log.Marshal()

@@ -52,6 +52,9 @@ func newNSAddCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 				if nso.DHCHAPSecret, nso.DHCHAPCtrlSecret, err = f.DHCHAP.Load(); err != nil {
 					return err
 				}
+				if nso.TLSKey, err = f.DHCHAP.TLSKey(); err != nil {
+					return err
+				}
 			}
 			rec, err := volclient.AddNamespaceAs(cmd.Context(), s, spec, nso)
 			if err != nil {
@@ -98,6 +101,9 @@ func newNSWipeLabelCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 				return err
 			}
 			if nso.DHCHAPSecret, nso.DHCHAPCtrlSecret, err = f.DHCHAP.Load(); err != nil {
+				return err
+			}
+			if nso.TLSKey, err = f.DHCHAP.TLSKey(); err != nil {
 				return err
 			}
 			w, err := volclient.WipeLabel(cmd.Context(), s, spec, nso, force)

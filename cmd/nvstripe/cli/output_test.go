@@ -104,6 +104,7 @@ func TestEveryCommandPrintsJSON(t *testing.T) {
 		{args: []string{"host", "rm", "h0"}},
 		{args: []string{"host-identity"}},
 		{args: []string{"gen-dhchap-key"}},
+		{args: []string{"gen-tls-key"}},
 		{args: []string{"config", "show"}},
 		{args: []string{"version"}},
 		{args: []string{"selftest"}},

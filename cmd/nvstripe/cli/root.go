@@ -53,6 +53,7 @@ func verbGroups() []func(*globals) *cobra.Command {
 		newConfigCmd,
 		newHostIdentityCmd,
 		newGenDHCHAPKeyCmd,
+		newGenTLSKeyCmd,
 	}
 }
 
