@@ -207,3 +207,50 @@ func droppedWritesCase(t *testing.T, g layout.Geometry, seed int64) {
 		}
 	}
 }
+
+// TestScrubAfterDroppedWrite: a scrub by the new owner after a dropped
+// write and a crash must not make parity match the stale block (the old
+// code did, and the old bytes then read back with no error): with M >= 2
+// it rebuilds the stale block, with M = 1 it leaves the row disputed.
+func TestScrubAfterDroppedWrite(t *testing.T) {
+	ctx := context.Background()
+	for _, g := range lyingLayouts {
+		at := g.Chunk + 4096
+		size := g.SegmentData()
+		r := newRig(t, g, size, rigOptions{})
+		want := pattern(int(size), 1)
+		if err := r.vol.WriteAt(ctx, want, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.vol.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		liar := r.devs[r.index(shardNS(t, r, at))]
+		liar.Add(faultdev.Rule{Action: faultdev.Drop})
+		news := pattern(4096, 77)
+		if err := r.vol.WriteAt(ctx, news, at); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.vol.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.vol.Clean(ctx); err != nil {
+			t.Fatal(err)
+		}
+		copy(want[at:], news)
+		liar.Clear()
+		r.reopen(t, r.deviceMap())
+		if _, err := r.vol.Scrub(ctx, 0, 0, nil); err != nil {
+			t.Fatalf("%v: scrub: %v", g, err)
+		}
+		st := r.vol.ChecksumStats()
+		if g.M > 1 && st.Stale != 1 || g.M == 1 && st.Unhealed == 0 {
+			t.Errorf("%v: scrub counted %+v: want one stale block rebuilt (M >= 2) or a row left unhealed (M = 1)", g, st)
+		}
+		checkNotStale(t, r, g, want, at, true)
+		if g.M > 1 {
+			r.reopen(t, r.deviceMap()) // the rebuilt block is on disk
+			mustEqual(t, g.String(), mustRead(t, r.vol, 0, int(size)), want)
+		}
+	}
+}

@@ -158,7 +158,13 @@ func (v *Volume) readSpan(ctx context.Context, s *segment, id layout.StripeID, l
 		return nil, nil
 	}
 	img := &spanImage{bufs: &stripeBufs{v: v, shards: make([][]byte, n)}, good: make([][]bool, n)}
-	marks := make([]bool, int64(n)*rows)
+	marks, sumStore := make([]bool, int64(n)*rows), make([]uint32, int64(n)*rows)
+	bufs := make([][]byte, n)
+	for sh := range n {
+		if usable[sh] {
+			bufs[sh] = img.bufs.scratch(hi - lo) // before the reads: the pool is not safe for concurrent use
+		}
+	}
 	err := v.each(n, func(sh int) error {
 		if !usable[sh] {
 			return nil
@@ -169,8 +175,7 @@ func (v *Volume) readSpan(ctx context.Context, s *segment, id layout.StripeID, l
 		if sl == nil {
 			return nil
 		}
-		b := img.bufs.scratch(hi - lo)
-		sums := make([]uint32, rows)
+		b, sums := bufs[sh], sumStore[int64(sh)*rows:int64(sh+1)*rows]
 		err := sl.dev.ReadAt(ctx, b, v.g.SlotOffset(id)+lo)
 		if err == nil {
 			err = v.storedSums(ctx, sl, id.Stripe, lo, sums)
