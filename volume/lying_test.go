@@ -254,3 +254,47 @@ func TestScrubAfterDroppedWrite(t *testing.T) {
 		}
 	}
 }
+
+// TestReadOnlyAfterDroppedWrite: a read-only owner (a read-only mapping)
+// that opens the volume after a dropped write and a crash reads the
+// acknowledged data around the stale shard (M >= 2), or fails (M = 1),
+// and writes nothing.
+func TestReadOnlyAfterDroppedWrite(t *testing.T) {
+	ctx := context.Background()
+	for _, g := range lyingLayouts {
+		at := g.StripeData() + 4096
+		size := g.SegmentData()
+		r := newRig(t, g, size, rigOptions{})
+		want := pattern(int(size), 3)
+		if err := r.vol.WriteAt(ctx, want, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.vol.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		liar := r.devs[r.index(shardNS(t, r, at))]
+		liar.Add(faultdev.Rule{Action: faultdev.Drop})
+		news := pattern(8192, 55)
+		if err := r.vol.WriteAt(ctx, news, at); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.vol.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.vol.Clean(ctx); err != nil {
+			t.Fatal(err)
+		}
+		copy(want[at:], news)
+		liar.Clear()
+		v, err := New(Options{Geometry: g, Size: size, Devices: r.deviceMap(), Alloc: r.alloc, Stale: r.stale, ReadOnly: true, LogEpoch: r.epoch + 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.vol = v
+		r.resetStats()
+		checkNotStale(t, r, g, want, at, true)
+		if w := r.stats().Writes; w != 0 {
+			t.Errorf("%v: a read-only owner wrote %d times", g, w)
+		}
+	}
+}
