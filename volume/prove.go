@@ -24,9 +24,12 @@ import (
 // the row against parity. A row that does not agree is searched for the one
 // stale shard: the shard without which the others agree. It is rebuilt
 // from the others and rewritten with its checksum (a read-only owner reads
-// around it). With no such shard, or more than one candidate (M = 1, or M
-// shards missing already), the row is refused: IO on it fails with class
-// ErrCorrupt, never returning data no other device vouches for.
+// around it). With no such shard, or more than one candidate (M = 1, or
+// only K+1 shards left), the row is refused: IO on it fails with class
+// ErrCorrupt, never returning data no other device vouches for. M devices
+// that all lost the same write can make a good shard look stale: parity
+// corrects one unknown bad shard or detects M of them, not both
+// (docs/architecture.md, "Lost writes").
 
 // rowBits is a bitmap of the rows of one segment (stripe*BlocksPerChunk +
 // block offset in the chunk). Bits are only ever set.
