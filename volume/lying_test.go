@@ -298,3 +298,64 @@ func TestReadOnlyAfterDroppedWrite(t *testing.T) {
 		}
 	}
 }
+
+// TestRebuildAfterDroppedWrite: after a dropped write and a crash, another
+// slot of the stripe goes stale and is rebuilt before anything reads the
+// stripe. The rebuild must not reconstruct it from the stale shard (the
+// old code did: the stripe then agreed with itself on bytes never
+// written, and reads returned them). With one shard stale and one lost,
+// 4+2 can tell that the other five disagree but not which is stale: the
+// rebuild fails with class ErrCorrupt, and reads of the stripe return the
+// acknowledged bytes or fail, never others.
+func TestRebuildAfterDroppedWrite(t *testing.T) {
+	ctx := context.Background()
+	g := lyingLayouts[1] // 4+2: one stale shard and one rebuilt slot are within M
+	at := g.StripeData() + 4096
+	size := g.SegmentData()
+	r := newRig(t, g, size, rigOptions{})
+	want := pattern(int(size), 5)
+	if err := r.vol.WriteAt(ctx, want, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.vol.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	liarNS := shardNS(t, r, at)
+	liar := r.devs[r.index(liarNS)]
+	liar.Add(faultdev.Rule{Action: faultdev.Drop})
+	news := pattern(4096, 66)
+	if err := r.vol.WriteAt(ctx, news, at); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.vol.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.vol.Clean(ctx); err != nil {
+		t.Fatal(err)
+	}
+	copy(want[at:], news)
+	liar.Clear()
+	r.reopen(t, r.deviceMap())
+	mustRead(t, r.vol, 0, 4096) // opens the segment; proves stripe 0 only
+	s := r.vol.cachedSegments()[0]
+	stripe := at / g.StripeData()
+	lost := g.SlotOf(stripe, 1) // data shard 1 of the stripe, on another namespace
+	if s.slots[lost].ref.NS == liarNS {
+		t.Fatal("the lost slot is the liar's")
+	}
+	s.lowerValid(lost, stripe)
+	if _, err := r.vol.Repair(ctx); !errors.Is(err, blockdev.ErrCorrupt) {
+		t.Fatalf("repair: %v, want class ErrCorrupt", err)
+	}
+	got := make([]byte, 4096)
+	for off := int64(0); off < size; off += 4096 {
+		err := r.vol.ReadAt(ctx, got, off)
+		switch {
+		case err == nil && bytes.Equal(got, want[off:off+4096]):
+		case err == nil:
+			t.Fatalf("block at %d reads bytes never written there", off)
+		case off/g.StripeData() != stripe || !errors.Is(err, blockdev.ErrCorrupt):
+			t.Fatalf("block at %d: %v", off, err)
+		}
+	}
+}

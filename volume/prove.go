@@ -121,12 +121,21 @@ func (e *StaleRowError) Unwrap() error { return blockdev.ErrCorrupt }
 // shards left, or in a segment whose resync after a crash is pending (its
 // rows may hold two versions of a write no flush acknowledged).
 func (v *Volume) proveRows(ctx context.Context, s *segment, sio layout.StripeIO) error {
-	if v.proven(s, sio) || sio.Full(v.g) || v.resyncPending(s.id) {
+	if v.proven(s, sio) || sio.Full(v.g) {
 		return nil
 	}
 	lo, hi := sio.Span()
+	return v.proveSpan(ctx, s, sio.ID, lo, hi)
+}
+
+// proveSpan is proveRows for chunk offsets [lo, hi) of stripe id: also
+// what a rebuild proves before it reconstructs a chunk from the others.
+func (v *Volume) proveSpan(ctx context.Context, s *segment, id layout.StripeID, lo, hi int64) error {
 	lo, hi = lo/layout.ChecksumBlock*layout.ChecksumBlock, (hi+layout.ChecksumBlock-1)/layout.ChecksumBlock*layout.ChecksumBlock
-	id := sio.ID
+	first, end := v.spanRows(id.Stripe, lo, hi)
+	if !v.proving() || s.proven.all(first, end) || v.resyncPending(s.id) {
+		return nil
+	}
 	img, err := v.readSpan(ctx, s, id, lo, hi)
 	if err != nil || img == nil {
 		return err
