@@ -57,8 +57,10 @@
 //     acknowledged bytes or an error, never others; after each fault the
 //     operator's `ns set-state in`, a remap and a scrub make t1's shards
 //     whole again, checked with t2's target killed. phases=drop_crash
-//     (dropped writes, then the owner killed) fails today: see the
-//     scenario's header.
+//     (dropped writes, then the owner killed) fails on 2+1: see the
+//     scenario's header; on a 1+2 volume (TestDMFlakeyLostWrite) the new
+//     owner finds t1's stale blocks against the two other shards and reads
+//     the acknowledged bytes.
 //   - dm-log-writes.sh: crash states replayed from the targets' write
 //     logs. The three namespaces sit on dm-log-writes devices; rounds of
 //     flushed writes each end with one mark in the three logs (devices

@@ -33,15 +33,19 @@ type ChecksumStats struct {
 	Unhealed   int64 // of those, left bad: more than M shards of the row were bad
 	Torn       int64 // blocks of dirty segments taken as they are after a crash
 	Parity     int64 // parity chunks a scrub or resync found out of step and rewrote
+	// Stale counts blocks that matched their checksums but not the other
+	// shards of their row, which agreed without them (a device that lost
+	// a write, prove.go): rebuilt from the others.
+	Stale int64
 }
 
-type checksumCounters struct{ mismatches, healed, unhealed, torn, parity atomic.Int64 }
+type checksumCounters struct{ mismatches, healed, unhealed, torn, parity, stale atomic.Int64 }
 
 // ChecksumStats returns the checksum counters.
 func (v *Volume) ChecksumStats() ChecksumStats {
 	c := &v.csum
 	return ChecksumStats{Mismatches: c.mismatches.Load(), Healed: c.healed.Load(),
-		Unhealed: c.unhealed.Load(), Torn: c.torn.Load(), Parity: c.parity.Load()}
+		Unhealed: c.unhealed.Load(), Torn: c.torn.Load(), Parity: c.parity.Load(), Stale: c.stale.Load()}
 }
 
 // ChecksumInfo describes the bad blocks one heal found in one shard of a
@@ -61,6 +65,10 @@ type ChecksumInfo struct {
 	// the crash is as likely there as bad media, so they say nothing of
 	// the namespace.
 	Unsettled int
+	// Stale: of those, blocks that matched their checksums but not the
+	// rest of their row (a device that lost an acknowledged write),
+	// rebuilt from the others (prove.go).
+	Stale int
 }
 
 // foundBy names a heal mode in ChecksumInfo.FoundBy.
@@ -84,6 +92,10 @@ type stripeImage struct {
 	fixed [][]bool   // by shard and block: rewrite this block
 	bad   [][]bool   // by shard and block: did not match its checksum
 	torn  [][]bool   // by shard and block: kept as it is by a resync
+	// disputed, by block: the row's blocks match their checksums but not
+	// each other, and nothing tells which is stale (proveImage): parity is
+	// left as it is, so that reads of the row keep failing.
+	disputed []bool
 }
 
 // healStripe checks every block of every usable shard of stripe id against
@@ -102,6 +114,12 @@ type stripeImage struct {
 // checksum rewritten, and parity re-encoded from it (docs/architecture.md).
 // REQUIRES: stripe lock held, s.io held shared.
 func (v *Volume) healStripe(ctx context.Context, s *segment, id layout.StripeID, mode healMode) error {
+	return v.healStripeIn(ctx, s, id, mode, nil)
+}
+
+// healStripeIn is healStripe with what a resync knows of the writes since
+// the stripe's last flush (nil: nothing).
+func (v *Volume) healStripeIn(ctx context.Context, s *segment, id layout.StripeID, mode healMode, ep *epochRows) error {
 	usable := v.usableShards(s, id)
 	if mode == healResync {
 		for sh := 0; sh < v.g.K; sh++ {
@@ -117,6 +135,9 @@ func (v *Volume) healStripe(ctx context.Context, s *segment, id layout.StripeID,
 	defer img.bufs.release()
 	for r := int64(0); r < v.g.BlocksPerChunk(); r++ {
 		v.healRow(img, usable, r, mode)
+	}
+	if mode != healRead {
+		v.proveImage(s, img, usable, mode, ep)
 	}
 	v.reportHeal(s, id, img, mode)
 	parity := mode == healResync || (mode == healScrub && count(usable) == v.g.N())
@@ -134,7 +155,8 @@ func (v *Volume) readImage(ctx context.Context, s *segment, id layout.StripeID, 
 	n, rows := v.g.N(), v.g.BlocksPerChunk()
 	img := &stripeImage{id: id, tags: make([]layout.SlotTags, n), bufs: &stripeBufs{v: v, shards: make([][]byte, n)},
 		sums: make([][]uint32, n), fixed: make([][]bool, n), bad: make([][]bool, n), torn: make([][]bool, n)}
-	sums, marks := make([]uint32, int64(n)*rows), make([]bool, 3*int64(n)*rows) // one allocation each: a scrub reads every stripe
+	sums, marks := make([]uint32, int64(n)*rows), make([]bool, 3*int64(n)*rows+rows) // one allocation each: a scrub reads every stripe
+	img.disputed = marks[3*int64(n)*rows:]
 	for sh := range n {
 		img.bufs.alloc(sh, v.g.Chunk)
 		m := marks[3*int64(sh)*rows:]
@@ -332,6 +354,9 @@ func (v *Volume) fixParity(img *stripeImage, usable []bool, mode healMode) error
 // rowUnhealed reports whether a block of row r stayed bad (not healed,
 // and not kept as a torn write by a resync).
 func (v *Volume) rowUnhealed(img *stripeImage, r int64) bool {
+	if img.disputed[r] {
+		return true
+	}
 	for sh := range img.bad {
 		if img.bad[sh][r] && !img.fixed[sh][r] && !img.torn[sh][r] {
 			return true

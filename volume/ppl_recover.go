@@ -147,6 +147,8 @@ func (v *Volume) settleOnce(ctx context.Context, s *segment, id layout.StripeID,
 		}
 	}
 	switch {
+	case len(lost) == 0 && known:
+		return v.healStripeIn(ctx, s, id, healResync, &epochRows{rec: rec})
 	case len(lost) == 0:
 		return v.healStripe(ctx, s, id, healResync)
 	case len(lost) == 1 && rec == nil && known:

@@ -36,7 +36,7 @@ func (v *Volume) readStripe(ctx context.Context, sio layout.StripeIO, p []byte, 
 	}
 	defer s.io.RUnlock()
 	var u [layout.MaxShards]bool
-	if plan, _ := planRead(v.g, sio, v.usableInto(u[:v.g.N()], s, sio.ID)); plan.Mode == readDirect {
+	if plan, _ := planRead(v.g, sio, v.usableInto(u[:v.g.N()], s, sio.ID)); plan.Mode == readDirect && v.proven(s, sio) {
 		if err := v.readPieces(ctx, s, sio, p, base); !isShardFault(err) {
 			return err
 		}
@@ -44,6 +44,9 @@ func (v *Volume) readStripe(ctx context.Context, sio layout.StripeIO, p []byte, 
 	mu := v.lock(sio.ID)
 	mu.Lock()
 	defer mu.Unlock()
+	if err := v.proveRows(ctx, s, sio); err != nil {
+		return err
+	}
 	return v.degradedRead(ctx, s, sio, p, base)
 }
 

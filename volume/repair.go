@@ -232,6 +232,9 @@ func (v *Volume) chunkFor(ctx context.Context, s *segment, i int, id layout.Stri
 		}
 		return buf, v.shardFailed(s, p, i, id.Stripe, err)
 	}
+	if err := v.proveSpan(ctx, s, id, 0, v.g.Chunk); err != nil {
+		return nil, err // never a chunk rebuilt from a stale shard
+	}
 	usable := v.usableShards(s, id)
 	usable[target] = false
 	if count(usable) < v.g.K {

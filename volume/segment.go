@@ -72,6 +72,8 @@ type segment struct {
 
 	staleMu sync.Mutex // serialises StaleLog updates of the segment's slots
 
+	proven rowBits // rows whose shards this owner saw agree (prove.go)
+
 	dirtyMu  sync.Mutex
 	dirty    bool  // marked dirty in the DirtyLog
 	inflight int   // writes in progress
@@ -260,7 +262,7 @@ func (v *Volume) openSegment(ctx context.Context, seg int64, refs []SlotRef, fre
 	if len(refs) != v.g.N() {
 		return nil, fmt.Errorf("segment %d: placement has %d slots, layout needs %d", seg, len(refs), v.g.N())
 	}
-	s := &segment{id: seg, slots: make([]*slot, len(refs))}
+	s := &segment{id: seg, slots: make([]*slot, len(refs)), proven: newRowBits(v.g.StripesPerSegment() * v.g.BlocksPerChunk())}
 	s.dirty = fresh && v.g.Seed != 0 // markAllocating
 	for i, r := range refs {
 		sl, err := v.openSlot(ctx, r, seg, i)
@@ -274,6 +276,7 @@ func (v *Volume) openSegment(ctx context.Context, seg int64, refs []SlotRef, fre
 		if err := v.each(len(s.slots), func(i int) error { return v.clearSlot(ctx, s, i) }); err != nil {
 			return nil, fmt.Errorf("segment %d: clearing new slots: %w", seg, err)
 		}
+		s.proven.set(0, v.g.StripesPerSegment()*v.g.BlocksPerChunk()) // zeros everywhere agree
 	}
 	return s, nil
 }

@@ -91,6 +91,9 @@ func (v *Volume) writeStripeOnce(ctx context.Context, sio layout.StripeIO, p []b
 	if err := v.fillDataHoles(ctx, s, sio.ID); err != nil {
 		return err
 	}
+	if err := v.proveRows(ctx, s, sio); err != nil {
+		return err // a partial write keeps the other blocks of its rows: never parity over a stale one
+	}
 	healed := false
 	var before [layout.MaxShards]bool // the shards usable when the write started
 	for attempt := 0; attempt <= v.g.N(); attempt++ {
@@ -106,6 +109,9 @@ func (v *Volume) writeStripeOnce(ctx context.Context, sio layout.StripeIO, p []b
 			return err
 		}
 		err = v.execWrite(ctx, s, sio, p, plan, fua)
+		if err == nil && sio.Full(v.g) {
+			v.setProven(s, sio.ID.Stripe, 0, v.g.Chunk) // written whole by this owner: its rows agree
+		}
 		if err, retry := v.healOnce(ctx, s, sio.ID, err, &healed); !retry {
 			return err
 		}

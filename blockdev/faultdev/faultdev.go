@@ -1,6 +1,6 @@
 // Package faultdev wraps a blockdev.Device and injects faults into its IO:
 // errors (always, with a probability, or after N good operations), latency,
-// torn writes and silently corrupted reads, chosen by operation kind and
+// torn writes, silently corrupted reads and silently dropped writes, chosen by operation kind and
 // offset range. It also counts the operations it sees, for IO-count tests.
 //
 // Rules are added and removed at run time. Every random choice comes from one
@@ -69,6 +69,10 @@ const (
 	// Delay waits Latency (or until the context is done) and then passes the
 	// call on. Delays of several triggered rules add up.
 	Delay
+	// Drop (writes, write-zeroes, trims and flushes; reads pass untouched)
+	// reports success without passing the call on: a device that loses
+	// writes it acknowledged (dm-flakey drop_writes, a firmware lost write).
+	Drop
 )
 
 // Rule selects calls and says what to do with them. The zero Rule fails
@@ -111,7 +115,8 @@ type rule struct {
 type Stats struct {
 	Reads, Writes, FUAWrites, Flushes, WriteZeroes, Trims int64
 	ReadBytes, WriteBytes                                 int64
-	// Injected counts calls a Fail, Tear or Corrupt rule (or SetDown) acted on.
+	// Injected counts calls a Fail, Tear, Corrupt or Drop rule (or SetDown)
+	// acted on.
 	Injected int64
 }
 

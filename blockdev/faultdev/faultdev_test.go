@@ -248,3 +248,49 @@ func TestDownAndStats(t *testing.T) {
 		t.Fatalf("after ResetStats: %+v", got)
 	}
 }
+
+// TestDropWrites: a Drop rule acknowledges writes, write-zeroes, trims and
+// flushes in its range without passing them on, leaves reads and calls
+// outside its range alone, and stops once removed.
+func TestDropWrites(t *testing.T) {
+	ctx := context.Background()
+	d, m := newDev(t, 4)
+	old := blk(0x11)
+	for off := int64(0); off < 4*bs; off += bs {
+		if err := m.WriteAt(ctx, old, off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id := d.Add(faultdev.Rule{Action: faultdev.Drop, Off: 0, Len: 2 * bs})
+	if err := d.WriteAt(ctx, blk(0x22), 0); err != nil {
+		t.Fatalf("dropped write must report success: %v", err)
+	}
+	if err := blockdev.WriteFUA(ctx, d, blk(0x22), bs); err != nil {
+		t.Fatalf("dropped FUA write must report success: %v", err)
+	}
+	if err := d.WriteZeroes(ctx, 0, bs); err != nil {
+		t.Fatalf("dropped write-zeroes must report success: %v", err)
+	}
+	if err := d.Trim(ctx, bs, bs); err != nil {
+		t.Fatalf("dropped trim must report success: %v", err)
+	}
+	if err := d.WriteAt(ctx, blk(0x33), 2*bs); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, bs)
+	for i, want := range [][]byte{old, old, blk(0x33), old} {
+		if err := d.ReadAt(ctx, got, int64(i)*bs); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("block %d: err %v, got %#x want %#x", i, err, got[0], want[0])
+		}
+	}
+	if n := d.Fired(id); n != 4 {
+		t.Fatalf("rule fired %d times, want 4 (the reads and the write outside its range pass)", n)
+	}
+	d.Remove(id)
+	if err := d.WriteAt(ctx, blk(0x44), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.ReadAt(ctx, got, 0); err != nil || !bytes.Equal(got, blk(0x44)) {
+		t.Fatalf("write after the rule was removed: err %v, got %#x", err, got[0])
+	}
+}

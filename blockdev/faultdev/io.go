@@ -21,6 +21,7 @@ type plan struct {
 	err     error // non-nil: fail the call (after tearing, when tear >= 0)
 	tear    int64 // blocks of a torn write to pass on; -1: none
 	flipBit int64 // bit of a read result to flip; -1: none
+	drop    bool  // report success without passing the call on
 }
 
 func (r *rule) matches(c call) bool {
@@ -28,7 +29,7 @@ func (r *rule) matches(c call) bool {
 	if ops == 0 {
 		ops = OpAll
 	}
-	if ops&c.op == 0 || (r.Action == Corrupt && c.op != OpRead) {
+	if ops&c.op == 0 || (r.Action == Corrupt && c.op != OpRead) || (r.Action == Drop && c.op == OpRead) {
 		return false
 	}
 	if r.Len == 0 {
@@ -114,6 +115,10 @@ func (d *Dev) applyLocked(r *rule, c call, pl *plan) bool {
 			pl.flipBit = d.rng.Int63n(c.n * 8)
 		}
 		return false
+	case Drop:
+		d.stats.Injected++
+		pl.drop = true
+		return true
 	}
 	d.stats.Injected++
 	cause := r.Err
@@ -152,6 +157,9 @@ func (d *Dev) run(ctx context.Context, c call, do func() error) (plan, error) {
 	}
 	if pl.err != nil {
 		return pl, pl.err
+	}
+	if pl.drop {
+		return pl, nil
 	}
 	return pl, do()
 }

@@ -19,13 +19,16 @@
 # them: drop_remap (a clean unmap; the checksum pages written at the
 # unmap, once t1 works again, catch the stale blocks) and drop_crash (the
 # owner killed -9 while t1 still drops writes, so t1's data and checksums
-# agree on the old bytes). drop_crash FAILS today, with wrong data: the
-# new owner, which never saw the newer checksums, serves t1's old block,
-# whose checksum matches, and the acknowledged write is lost (the byte at
-# 5 MiB, the first acknowledged piece). Checksums kept on the same device
-# cannot catch a device that acknowledges flushes it did not make, once
-# the owner that cached the newer checksums is gone. Reproduce with
-# run-vm.sh ... dm-flakey.sh phases=drop_crash.
+# agree on the old bytes). drop_crash FAILS today. The new owner, which
+# never saw the newer checksums, no longer serves t1's old block as data
+# without a second witness: it checks each row against parity before it
+# trusts it (volume/prove.go), but with 2+1 parity cannot tell which of
+# the three shards is the stale one, so the read fails (EIO) where the
+# scenario wants the acknowledged bytes; and a stripe written since its
+# last flush when the owner is killed is resynced as its data holds it.
+# Telling the stale shard apart with one parity shard needs an order of
+# versions (a generation beside each checksum: a new format). Reproduce
+# with run-vm.sh ... dm-flakey.sh phases=drop_crash.
 # Needs nvstripe (--file BIN:/bin/nvstripe), dmsetup and the dm modules
 # (lib/dm.sh) and lib/nvstripe.sh. Parameters: phases (the faults in
 # order, comma-separated; default
