@@ -46,6 +46,7 @@ import (
 	"sync/atomic"
 
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/ec"
 	"github.com/nvstripe/nvstripe/volume/layout"
 )
 
@@ -74,19 +75,64 @@ type logState struct {
 	flushBegun atomic.Int64 // Flush calls started
 	flushDone  atomic.Int64 // highest Flush call completed successfully
 
-	zeros  []byte // a chunk of zeros, never written: the partial parity's stand-in for written blocks
-	blocks int64  // blocks of each ring (layout.Geometry.LogArea)
-	offset int64  // slot offset of the rings (layout.Geometry.LogOffset)
+	zeros  []byte    // a chunk of zeros, never written: the partial parity's stand-in for written blocks
+	blocks int64     // blocks of each ring (layout.Geometry.LogArea)
+	offset int64     // slot offset of the rings (layout.Geometry.LogOffset)
+	row0   *ec.Codec // computes the first parity row alone (firstRowCodec)
 }
 
 // init sets up the bookkeeping of a volume of geometry g with the write
-// log, whose owner epoch is epoch.
-func (l *logState) init(g layout.Geometry, epoch int64) {
+// log, whose owner epoch is epoch and whose codec is codec (built with
+// opts).
+func (l *logState) init(g layout.Geometry, epoch int64, codec *ec.Codec, opts []ec.Option) error {
 	l.seqEpoch.Store(uint64(epoch))
-	if g.Log {
-		l.zeros = make([]byte, g.Chunk)
-		l.blocks, l.offset = g.LogArea()/layout.ChecksumBlock, g.LogOffset()
+	if !g.Log {
+		return nil
 	}
+	l.zeros = make([]byte, g.Chunk)
+	l.blocks, l.offset = g.LogArea()/layout.ChecksumBlock, g.LogOffset()
+	var err error
+	l.row0, err = firstRowCodec(codec, opts)
+	return err
+}
+
+// firstRowCodec returns a codec of K data shards and one parity shard
+// that computes the first parity row of codec, checked on a sample: the
+// partial parity is that row's share of some data shards, and computing
+// the other M-1 rows beside it only to throw them away doubled its cost
+// with M = 2. In the systematic matrix that ec's wire format names, a
+// parity row is its Vandermonde row times the inverse of the top K rows,
+// so row K is the same for every M.
+func firstRowCodec(codec *ec.Codec, opts []ec.Option) (*ec.Codec, error) {
+	if codec.M() == 1 {
+		return codec, nil
+	}
+	row0, err := ec.New(codec.K(), 1, opts...)
+	if err != nil {
+		return nil, err
+	}
+	const n = 64
+	full, one := make([][]byte, codec.K()+codec.M()), make([][]byte, codec.K()+1)
+	for i := range full {
+		full[i] = make([]byte, n)
+		if i < codec.K() {
+			for b := range full[i] {
+				full[i][b] = byte(31*i + 7*b + 1)
+			}
+			one[i] = full[i]
+		}
+	}
+	one[codec.K()] = make([]byte, n)
+	if err := codec.Encode(full); err != nil {
+		return nil, err
+	}
+	if err := row0.Encode(one); err != nil {
+		return nil, err
+	}
+	if !slices.Equal(one[codec.K()], full[codec.K()]) {
+		return nil, fmt.Errorf("write log: a %d+1 codec does not compute the first parity row of %v: %w", codec.K(), codec, ec.ErrInvalidParams)
+	}
+	return row0, nil
 }
 
 // dead reports whether work that ended when mark flushes had begun is
@@ -515,16 +561,16 @@ func (v *Volume) ppDelta(b *stripeBufs, e *stripeEpoch, rows ppRows, span []byte
 		}
 		first = append(first, rows.wt[r-rows.lo]&^e.touched[r])
 	}
-	var data [16][]byte // old and new data of up to 8 data shards, on the stack (UpdateParity keeps neither)
-	args := slices.Grow(data[:0], 2*g.K)[:2*g.K]
-	oldData, newData, parity := args[:g.K], args[g.K:], make([][]byte, g.M)
+	var data [17][]byte // old and new data of up to 8 data shards and the parity, on the stack (UpdateParity keeps none)
+	args := slices.Grow(data[:0], 2*g.K+1)[:2*g.K+1]
+	oldData, newData, parity := args[:g.K], args[g.K:2*g.K], args[2*g.K:]
 	for sh := 0; sh < g.K; sh++ {
 		if old, kept := v.maskRows(b, b.shards[sh], rows.at, first, sh); kept {
 			oldData[sh], newData[sh] = old, v.log.zeros[:len(old)]
 		}
 	}
-	v.ppParity(b, parity, span)
-	return v.codec.UpdateParity(oldData, newData, parity)
+	parity[0] = span
+	return v.log.row0.UpdateParity(oldData, newData, parity)
 }
 
 // ppEncode: partial parity = the first parity row of the data with every
@@ -536,25 +582,13 @@ func (v *Volume) ppEncode(b *stripeBufs, e *stripeEpoch, rows ppRows, span []byt
 	for r := rows.lo; r < rows.hi; r++ {
 		unwritten = append(unwritten, ^(e.touched[r] | rows.wt[r-rows.lo]))
 	}
-	shards := make([][]byte, g.N())
+	var args [9][]byte // up to 8 data shards and the parity, on the stack (Encode keeps none)
+	shards := slices.Grow(args[:0], g.K+1)[:g.K+1]
 	for sh := 0; sh < g.K; sh++ {
 		shards[sh], _ = v.maskRows(b, b.shards[sh], rows.at, unwritten, sh)
 	}
-	v.ppParity(b, shards[g.K:], span)
-	return v.codec.Encode(shards)
-}
-
-// ppParity sets the parity outputs of a partial-parity computation: span
-// for the first; the codec computes every parity row, so the others share
-// one scratch block that is thrown away.
-func (v *Volume) ppParity(b *stripeBufs, parity [][]byte, span []byte) {
-	parity[0] = span
-	if len(parity) > 1 {
-		sink := b.scratch(int64(len(span)))
-		for j := 1; j < len(parity); j++ {
-			parity[j] = sink
-		}
-	}
+	shards[g.K] = span
+	return v.log.row0.Encode(shards)
 }
 
 // maskRows returns the blocks of data shard sh over a span of rows, those

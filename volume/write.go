@@ -43,24 +43,28 @@ func (v *Volume) writeStripe(ctx context.Context, sio layout.StripeIO, p []byte,
 // on) until it does not fail for a full write log, flushing the volume
 // (holding no lock) before each retry.
 func (v *Volume) retryLogFull(ctx context.Context, seg, t int64, once func() error) error {
-	wait := time.Millisecond
+	wait := time.Duration(0)
 	for {
 		err := once()
 		if !errors.Is(err, errLogFull) {
 			return err
 		}
-		// The ring's oldest records protect writes still in flight, or
-		// writes no flush has covered yet: flush, and wait for the writes
-		// in flight to end, as long as the caller lets us.
+		// The ring's oldest records protect writes no flush has covered
+		// yet, or writes still in flight: flush and try again at once
+		// (the flush frees the first kind); when that was not enough,
+		// wait for the writes in flight to end before each further try,
+		// as long as the caller lets us.
 		if err := v.Flush(ctx); err != nil {
 			return fmt.Errorf("flushing to free write-log space: %w", err)
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("segment %d stripe %d: %w: %w", seg, t, errLogFull, ctx.Err())
-		case <-time.After(wait):
+		if wait > 0 {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("segment %d stripe %d: %w: %w", seg, t, errLogFull, ctx.Err())
+			case <-time.After(wait):
+			}
 		}
-		wait = min(2*wait, 50*time.Millisecond)
+		wait = min(max(2*wait, time.Millisecond), 50*time.Millisecond)
 	}
 }
 
