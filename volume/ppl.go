@@ -44,6 +44,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/ec"
@@ -52,6 +53,60 @@ import (
 
 // errLogFull: the ring has no dead record to overwrite; flush and retry.
 var errLogFull = errors.New("write log full")
+
+// ringBusy is errLogFull where the oldest record of the ring is of a
+// write in flight: a flush frees it only once that write ended
+// (awaitEnd).
+type ringBusy struct{ mark *writeMark }
+
+func (*ringBusy) Error() string        { return "write log full of records of writes in flight" }
+func (*ringBusy) Is(target error) bool { return target == errLogFull }
+
+// writeMark is the number of flushes begun when a logged write ended,
+// math.MaxInt64 while it runs; its records' ring entries share it.
+type writeMark struct {
+	atomic.Int64
+	waited atomic.Bool   // a writer waits for the end (wait)
+	mu     sync.Mutex    // guards ended
+	ended  chan struct{} // closed at the end once wait made it
+}
+
+func newWriteMark() *writeMark {
+	m := &writeMark{}
+	m.Store(math.MaxInt64)
+	return m
+}
+
+// end records that the write ended when flushes flushes had begun, and
+// wakes the writers waiting for it.
+func (m *writeMark) end(flushes int64) {
+	m.Store(flushes)
+	if !m.waited.Load() {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.ended != nil {
+		close(m.ended)
+		m.ended = nil
+	}
+}
+
+// wait returns a channel closed when the write ends, or nil when it has.
+// It sets waited before it reads the mark, end sets the mark before it
+// reads waited: one of the two sees the other.
+func (m *writeMark) wait() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.ended == nil {
+		m.ended = make(chan struct{})
+	}
+	m.waited.Store(true)
+	if m.Load() != math.MaxInt64 {
+		return nil
+	}
+	return m.ended
+}
 
 // stripeEpoch is the write log's view of one stripe since its writes were
 // last made durable. REQUIRES: the stripe's lock held, except mark (logMu).
@@ -79,6 +134,9 @@ type logState struct {
 	blocks int64     // blocks of each ring (layout.Geometry.LogArea)
 	offset int64     // slot offset of the rings (layout.Geometry.LogOffset)
 	row0   *ec.Codec // computes the first parity row alone (firstRowCodec)
+	args   sync.Pool // *[][]byte: codecArgs
+
+	flushMu sync.Mutex // one logFlush at a time
 }
 
 // init sets up the bookkeeping of a volume of geometry g with the write
@@ -239,13 +297,13 @@ type logRing struct {
 type ringEntry struct {
 	pos, n int64
 	seq    logSeq
-	mark   *atomic.Int64 // flushes begun when the write it protects ended
+	mark   *writeMark // of the write it protects
 }
 
 // reserve finds n blocks for a record at the head of a ring of size
 // blocks, freeing the oldest records (which must be dead), and returns
 // the position, the record's sequence and tail.
-func (r *logRing) reserve(l *logState, n, size int64, mark *atomic.Int64) (int64, logSeq, logSeq, error) {
+func (r *logRing) reserve(l *logState, n, size int64, mark *writeMark) (int64, logSeq, logSeq, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.head+n > size {
@@ -275,7 +333,9 @@ func (r *logRing) free(l *logState, lo, hi int64) error {
 		if e.pos >= hi || e.pos+e.n <= lo {
 			return nil
 		}
-		if !l.dead(e.mark.Load()) {
+		if m := e.mark.Load(); m == math.MaxInt64 {
+			return &ringBusy{mark: e.mark}
+		} else if !l.dead(m) {
 			return errLogFull
 		}
 		r.entries = r.entries[1:]
@@ -287,7 +347,7 @@ func (r *logRing) free(l *logState, lo, hi int64) error {
 // the stripe's usable parity slots, before the write touches data or
 // parity. It returns the mark to set when the write ends (nil when the
 // plan needs no record). REQUIRES: stripe lock held.
-func (v *Volume) logWrite(ctx context.Context, s *segment, sio layout.StripeIO, p []byte, plan writePlan, b *stripeBufs) (*stripeEpoch, *atomic.Int64, error) {
+func (v *Volume) logWrite(ctx context.Context, s *segment, sio layout.StripeIO, p []byte, plan writePlan, b *stripeBufs) (*stripeEpoch, *writeMark, error) {
 	if !v.g.Log || plan.Mode == modeDataOnly {
 		return nil, nil, nil
 	}
@@ -303,9 +363,8 @@ func (v *Volume) logWrite(ctx context.Context, s *segment, sio layout.StripeIO, 
 // writeRecords writes rec, the record of epoch e as of a write, to every
 // copy of the parity slots plan writes. It returns the mark to set when
 // the write ends; on an error it ends the write itself.
-func (v *Volume) writeRecords(ctx context.Context, s *segment, plan writePlan, e *stripeEpoch, rec logRecord) (*stripeEpoch, *atomic.Int64, error) {
-	mark := new(atomic.Int64)
-	mark.Store(math.MaxInt64)
+func (v *Volume) writeRecords(ctx context.Context, s *segment, plan writePlan, e *stripeEpoch, rec logRecord) (*stripeEpoch, *writeMark, error) {
+	mark := newWriteMark()
 	copies := v.recordCopies(s, rec.stripe, plan, rec.size(v.g)*layout.ChecksumBlock)
 	defer v.putRecordCopies(copies)
 	for j, c := range copies {
@@ -321,7 +380,7 @@ func (v *Volume) writeRecords(ctx context.Context, s *segment, plan writePlan, e
 	})
 	if err != nil {
 		v.log.end(e)
-		mark.Store(v.log.flushBegun.Load())
+		mark.end(v.log.flushBegun.Load())
 		return nil, nil, err
 	}
 	return e, mark, nil
@@ -373,17 +432,57 @@ func (v *Volume) recordBuf(n int64) (bp *[]byte, buf []byte) {
 }
 
 // logDone ends a logged write.
-func (v *Volume) logDone(e *stripeEpoch, mark *atomic.Int64) {
+func (v *Volume) logDone(e *stripeEpoch, mark *writeMark) {
 	if e == nil {
 		return
 	}
 	v.log.end(e)
-	mark.Store(v.log.flushBegun.Load())
+	mark.end(v.log.flushBegun.Load())
+}
+
+// logFlush flushes the volume to free write-log space, unless a flush
+// that began after the call did so meanwhile: writers that find rings
+// full at once share one flush instead of running one each.
+func (v *Volume) logFlush(ctx context.Context) error {
+	seen := v.log.flushBegun.Load()
+	v.log.flushMu.Lock()
+	defer v.log.flushMu.Unlock()
+	if v.log.flushDone.Load() > seen {
+		return nil
+	}
+	return v.Flush(ctx)
+}
+
+// maxEndWait bounds a wait for a write in flight to end (awaitEnd): a
+// wakeup missed for any reason costs this, not a hang.
+const maxEndWait = 50 * time.Millisecond
+
+// awaitEnd waits, when err says a ring is full up to a record of a write
+// in flight, for that write to end, and returns ctx's error when it is
+// done first.
+func awaitEnd(ctx context.Context, err error) error {
+	var busy *ringBusy
+	if !errors.As(err, &busy) {
+		return ctx.Err()
+	}
+	ended := busy.mark.wait()
+	if ended == nil {
+		return ctx.Err()
+	}
+	t := time.NewTimer(maxEndWait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-ended:
+	case <-t.C:
+	}
+	return nil
 }
 
 // writeRecord writes the encoded record buf, stamped with its sequence in
 // the ring of copy sl of slot i, to sl with FUA.
-func (v *Volume) writeRecord(ctx context.Context, s *segment, i int, sl *slot, t int64, buf []byte, mark *atomic.Int64) error {
+func (v *Volume) writeRecord(ctx context.Context, s *segment, i int, sl *slot, t int64, buf []byte, mark *writeMark) error {
 	n := int64(len(buf)) / layout.ChecksumBlock
 	pos, seq, tail, err := sl.ring.reserve(&v.log, n, v.log.blocks, mark)
 	if err != nil {
@@ -561,8 +660,9 @@ func (v *Volume) ppDelta(b *stripeBufs, e *stripeEpoch, rows ppRows, span []byte
 		}
 		first = append(first, rows.wt[r-rows.lo]&^e.touched[r])
 	}
-	var data [17][]byte // old and new data of up to 8 data shards and the parity, on the stack (UpdateParity keeps none)
-	args := slices.Grow(data[:0], 2*g.K+1)[:2*g.K+1]
+	ap := v.log.codecArgs(2*g.K + 1)
+	defer v.log.putArgs(ap)
+	args := *ap
 	oldData, newData, parity := args[:g.K], args[g.K:2*g.K], args[2*g.K:]
 	for sh := 0; sh < g.K; sh++ {
 		if old, kept := v.maskRows(b, b.shards[sh], rows.at, first, sh); kept {
@@ -582,13 +682,33 @@ func (v *Volume) ppEncode(b *stripeBufs, e *stripeEpoch, rows ppRows, span []byt
 	for r := rows.lo; r < rows.hi; r++ {
 		unwritten = append(unwritten, ^(e.touched[r] | rows.wt[r-rows.lo]))
 	}
-	var args [9][]byte // up to 8 data shards and the parity, on the stack (Encode keeps none)
-	shards := slices.Grow(args[:0], g.K+1)[:g.K+1]
+	ap := v.log.codecArgs(g.K + 1)
+	defer v.log.putArgs(ap)
+	shards := *ap
 	for sh := 0; sh < g.K; sh++ {
 		shards[sh], _ = v.maskRows(b, b.shards[sh], rows.at, unwritten, sh)
 	}
 	shards[g.K] = span
 	return v.log.row0.Encode(shards)
+}
+
+// codecArgs returns n nil shard slices for a codec call, from a pool:
+// they escape to the heap through the codec's interface (which keeps
+// none), and allocating them cost as much as a partial parity's GF
+// arithmetic. Give them back with putArgs.
+func (l *logState) codecArgs(n int) *[][]byte {
+	ap, _ := l.args.Get().(*[][]byte)
+	if ap == nil || cap(*ap) < n {
+		ap = new([][]byte)
+		*ap = make([][]byte, n)
+	}
+	*ap = (*ap)[:n]
+	return ap
+}
+
+func (l *logState) putArgs(ap *[][]byte) {
+	clear(*ap)
+	l.args.Put(ap)
 }
 
 // maskRows returns the blocks of data shard sh over a span of rows, those
