@@ -3,6 +3,8 @@ package volume
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"math/rand"
 	"sync"
 	"testing"
@@ -86,6 +88,40 @@ func TestWriteLogFullNoWait(t *testing.T) {
 		}
 		if d := time.Since(start); d != 0 {
 			t.Fatalf("%d writes filling rings %d times took %v of the fake clock, want none", 10*records, v.log.flushBegun.Load(), d)
+		}
+	})
+}
+
+// TestAwaitEnd: a writer that finds a ring full up to a record of a
+// write in flight waits for that write to end (woken by it, not by the
+// bound on the wait: no fake time passes), goes on at once when it has
+// ended already, and gives up when its context is done.
+func TestAwaitEnd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newWriteMark()
+		busy := error(&ringBusy{mark: m})
+		if !errors.Is(busy, errLogFull) {
+			t.Fatal("a ring full of records in flight is not errLogFull")
+		}
+		start := time.Now()
+		go func() {
+			time.Sleep(time.Millisecond)
+			m.end(7)
+		}()
+		if err := awaitEnd(context.Background(), fmt.Errorf("wrapped: %w", busy)); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d != time.Millisecond {
+			t.Fatalf("woke after %v of the fake clock, want the write's end at 1ms", d)
+		}
+		if m.Load() != 7 || m.wait() != nil {
+			t.Fatalf("mark %d after the end; wait after it must not block", m.Load())
+		}
+		m.end(8) // a second end closes nothing twice
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := awaitEnd(ctx, &ringBusy{mark: newWriteMark()}); !errors.Is(err, context.Canceled) {
+			t.Fatalf("awaitEnd with a cancelled context: %v", err)
 		}
 	})
 }
