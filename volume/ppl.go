@@ -160,9 +160,13 @@ func (l *logState) init(g layout.Geometry, epoch int64, codec *ec.Codec, opts []
 // the other M-1 rows beside it only to throw them away doubled its cost
 // with M = 2. In the systematic matrix that ec's wire format names, a
 // parity row is its Vandermonde row times the inverse of the top K rows,
-// so row K is the same for every M.
+// so row K is the same for every M. Without parity (M = 0, no ring to
+// log to) it returns nil: no write computes a partial parity.
 func firstRowCodec(codec *ec.Codec, opts []ec.Option) (*ec.Codec, error) {
-	if codec.M() == 1 {
+	switch codec.M() {
+	case 0:
+		return nil, nil
+	case 1:
 		return codec, nil
 	}
 	row0, err := ec.New(codec.K(), 1, opts...)
