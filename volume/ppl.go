@@ -44,13 +44,69 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/ec"
 	"github.com/nvstripe/nvstripe/volume/layout"
 )
 
 // errLogFull: the ring has no dead record to overwrite; flush and retry.
 var errLogFull = errors.New("write log full")
+
+// ringBusy is errLogFull where the oldest record of the ring is of a
+// write in flight: a flush frees it only once that write ended
+// (awaitEnd).
+type ringBusy struct{ mark *writeMark }
+
+func (*ringBusy) Error() string        { return "write log full of records of writes in flight" }
+func (*ringBusy) Is(target error) bool { return target == errLogFull }
+
+// writeMark is the number of flushes begun when a logged write ended,
+// math.MaxInt64 while it runs; its records' ring entries share it.
+type writeMark struct {
+	atomic.Int64
+	waited atomic.Bool   // a writer waits for the end (wait)
+	mu     sync.Mutex    // guards ended
+	ended  chan struct{} // closed at the end once wait made it
+}
+
+func newWriteMark() *writeMark {
+	m := &writeMark{}
+	m.Store(math.MaxInt64)
+	return m
+}
+
+// end records that the write ended when flushes flushes had begun, and
+// wakes the writers waiting for it.
+func (m *writeMark) end(flushes int64) {
+	m.Store(flushes)
+	if !m.waited.Load() {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.ended != nil {
+		close(m.ended)
+		m.ended = nil
+	}
+}
+
+// wait returns a channel closed when the write ends, or nil when it has.
+// It sets waited before it reads the mark, end sets the mark before it
+// reads waited: one of the two sees the other.
+func (m *writeMark) wait() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.ended == nil {
+		m.ended = make(chan struct{})
+	}
+	m.waited.Store(true)
+	if m.Load() != math.MaxInt64 {
+		return nil
+	}
+	return m.ended
+}
 
 // stripeEpoch is the write log's view of one stripe since its writes were
 // last made durable. REQUIRES: the stripe's lock held, except mark (logMu).
@@ -74,19 +130,71 @@ type logState struct {
 	flushBegun atomic.Int64 // Flush calls started
 	flushDone  atomic.Int64 // highest Flush call completed successfully
 
-	zeros  []byte // a chunk of zeros, never written: the partial parity's stand-in for written blocks
-	blocks int64  // blocks of each ring (layout.Geometry.LogArea)
-	offset int64  // slot offset of the rings (layout.Geometry.LogOffset)
+	zeros  []byte    // a chunk of zeros, never written: the partial parity's stand-in for written blocks
+	blocks int64     // blocks of each ring (layout.Geometry.LogArea)
+	offset int64     // slot offset of the rings (layout.Geometry.LogOffset)
+	row0   *ec.Codec // computes the first parity row alone (firstRowCodec)
+	args   sync.Pool // *[][]byte: codecArgs
+
+	flushMu sync.Mutex // one logFlush at a time
 }
 
 // init sets up the bookkeeping of a volume of geometry g with the write
-// log, whose owner epoch is epoch.
-func (l *logState) init(g layout.Geometry, epoch int64) {
+// log, whose owner epoch is epoch and whose codec is codec (built with
+// opts).
+func (l *logState) init(g layout.Geometry, epoch int64, codec *ec.Codec, opts []ec.Option) error {
 	l.seqEpoch.Store(uint64(epoch))
-	if g.Log {
-		l.zeros = make([]byte, g.Chunk)
-		l.blocks, l.offset = g.LogArea()/layout.ChecksumBlock, g.LogOffset()
+	if !g.Log {
+		return nil
 	}
+	l.zeros = make([]byte, g.Chunk)
+	l.blocks, l.offset = g.LogArea()/layout.ChecksumBlock, g.LogOffset()
+	var err error
+	l.row0, err = firstRowCodec(codec, opts)
+	return err
+}
+
+// firstRowCodec returns a codec of K data shards and one parity shard
+// that computes the first parity row of codec, checked on a sample: the
+// partial parity is that row's share of some data shards, and computing
+// the other M-1 rows beside it only to throw them away doubled its cost
+// with M = 2. In the systematic matrix that ec's wire format names, a
+// parity row is its Vandermonde row times the inverse of the top K rows,
+// so row K is the same for every M. Without parity (M = 0, no ring to
+// log to) it returns nil: no write computes a partial parity.
+func firstRowCodec(codec *ec.Codec, opts []ec.Option) (*ec.Codec, error) {
+	switch codec.M() {
+	case 0:
+		return nil, nil
+	case 1:
+		return codec, nil
+	}
+	row0, err := ec.New(codec.K(), 1, opts...)
+	if err != nil {
+		return nil, err
+	}
+	const n = 64
+	full, one := make([][]byte, codec.K()+codec.M()), make([][]byte, codec.K()+1)
+	for i := range full {
+		full[i] = make([]byte, n)
+		if i < codec.K() {
+			for b := range full[i] {
+				full[i][b] = byte(31*i + 7*b + 1)
+			}
+			one[i] = full[i]
+		}
+	}
+	one[codec.K()] = make([]byte, n)
+	if err := codec.Encode(full); err != nil {
+		return nil, err
+	}
+	if err := row0.Encode(one); err != nil {
+		return nil, err
+	}
+	if !slices.Equal(one[codec.K()], full[codec.K()]) {
+		return nil, fmt.Errorf("write log: a %d+1 codec does not compute the first parity row of %v: %w", codec.K(), codec, ec.ErrInvalidParams)
+	}
+	return row0, nil
 }
 
 // dead reports whether work that ended when mark flushes had begun is
@@ -193,13 +301,13 @@ type logRing struct {
 type ringEntry struct {
 	pos, n int64
 	seq    logSeq
-	mark   *atomic.Int64 // flushes begun when the write it protects ended
+	mark   *writeMark // of the write it protects
 }
 
 // reserve finds n blocks for a record at the head of a ring of size
 // blocks, freeing the oldest records (which must be dead), and returns
 // the position, the record's sequence and tail.
-func (r *logRing) reserve(l *logState, n, size int64, mark *atomic.Int64) (int64, logSeq, logSeq, error) {
+func (r *logRing) reserve(l *logState, n, size int64, mark *writeMark) (int64, logSeq, logSeq, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.head+n > size {
@@ -229,7 +337,9 @@ func (r *logRing) free(l *logState, lo, hi int64) error {
 		if e.pos >= hi || e.pos+e.n <= lo {
 			return nil
 		}
-		if !l.dead(e.mark.Load()) {
+		if m := e.mark.Load(); m == math.MaxInt64 {
+			return &ringBusy{mark: e.mark}
+		} else if !l.dead(m) {
 			return errLogFull
 		}
 		r.entries = r.entries[1:]
@@ -241,7 +351,7 @@ func (r *logRing) free(l *logState, lo, hi int64) error {
 // the stripe's usable parity slots, before the write touches data or
 // parity. It returns the mark to set when the write ends (nil when the
 // plan needs no record). REQUIRES: stripe lock held.
-func (v *Volume) logWrite(ctx context.Context, s *segment, sio layout.StripeIO, p []byte, plan writePlan, b *stripeBufs) (*stripeEpoch, *atomic.Int64, error) {
+func (v *Volume) logWrite(ctx context.Context, s *segment, sio layout.StripeIO, p []byte, plan writePlan, b *stripeBufs) (*stripeEpoch, *writeMark, error) {
 	if !v.g.Log || plan.Mode == modeDataOnly {
 		return nil, nil, nil
 	}
@@ -257,9 +367,8 @@ func (v *Volume) logWrite(ctx context.Context, s *segment, sio layout.StripeIO, 
 // writeRecords writes rec, the record of epoch e as of a write, to every
 // copy of the parity slots plan writes. It returns the mark to set when
 // the write ends; on an error it ends the write itself.
-func (v *Volume) writeRecords(ctx context.Context, s *segment, plan writePlan, e *stripeEpoch, rec logRecord) (*stripeEpoch, *atomic.Int64, error) {
-	mark := new(atomic.Int64)
-	mark.Store(math.MaxInt64)
+func (v *Volume) writeRecords(ctx context.Context, s *segment, plan writePlan, e *stripeEpoch, rec logRecord) (*stripeEpoch, *writeMark, error) {
+	mark := newWriteMark()
 	copies := v.recordCopies(s, rec.stripe, plan, rec.size(v.g)*layout.ChecksumBlock)
 	defer v.putRecordCopies(copies)
 	for j, c := range copies {
@@ -275,7 +384,7 @@ func (v *Volume) writeRecords(ctx context.Context, s *segment, plan writePlan, e
 	})
 	if err != nil {
 		v.log.end(e)
-		mark.Store(v.log.flushBegun.Load())
+		mark.end(v.log.flushBegun.Load())
 		return nil, nil, err
 	}
 	return e, mark, nil
@@ -327,17 +436,57 @@ func (v *Volume) recordBuf(n int64) (bp *[]byte, buf []byte) {
 }
 
 // logDone ends a logged write.
-func (v *Volume) logDone(e *stripeEpoch, mark *atomic.Int64) {
+func (v *Volume) logDone(e *stripeEpoch, mark *writeMark) {
 	if e == nil {
 		return
 	}
 	v.log.end(e)
-	mark.Store(v.log.flushBegun.Load())
+	mark.end(v.log.flushBegun.Load())
+}
+
+// logFlush flushes the volume to free write-log space, unless a flush
+// that began after the call did so meanwhile: writers that find rings
+// full at once share one flush instead of running one each.
+func (v *Volume) logFlush(ctx context.Context) error {
+	seen := v.log.flushBegun.Load()
+	v.log.flushMu.Lock()
+	defer v.log.flushMu.Unlock()
+	if v.log.flushDone.Load() > seen {
+		return nil
+	}
+	return v.Flush(ctx)
+}
+
+// maxEndWait bounds a wait for a write in flight to end (awaitEnd): a
+// wakeup missed for any reason costs this, not a hang.
+const maxEndWait = 50 * time.Millisecond
+
+// awaitEnd waits, when err says a ring is full up to a record of a write
+// in flight, for that write to end, and returns ctx's error when it is
+// done first.
+func awaitEnd(ctx context.Context, err error) error {
+	var busy *ringBusy
+	if !errors.As(err, &busy) {
+		return ctx.Err()
+	}
+	ended := busy.mark.wait()
+	if ended == nil {
+		return ctx.Err()
+	}
+	t := time.NewTimer(maxEndWait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-ended:
+	case <-t.C:
+	}
+	return nil
 }
 
 // writeRecord writes the encoded record buf, stamped with its sequence in
 // the ring of copy sl of slot i, to sl with FUA.
-func (v *Volume) writeRecord(ctx context.Context, s *segment, i int, sl *slot, t int64, buf []byte, mark *atomic.Int64) error {
+func (v *Volume) writeRecord(ctx context.Context, s *segment, i int, sl *slot, t int64, buf []byte, mark *writeMark) error {
 	n := int64(len(buf)) / layout.ChecksumBlock
 	pos, seq, tail, err := sl.ring.reserve(&v.log, n, v.log.blocks, mark)
 	if err != nil {
@@ -515,16 +664,17 @@ func (v *Volume) ppDelta(b *stripeBufs, e *stripeEpoch, rows ppRows, span []byte
 		}
 		first = append(first, rows.wt[r-rows.lo]&^e.touched[r])
 	}
-	var data [16][]byte // old and new data of up to 8 data shards, on the stack (UpdateParity keeps neither)
-	args := slices.Grow(data[:0], 2*g.K)[:2*g.K]
-	oldData, newData, parity := args[:g.K], args[g.K:], make([][]byte, g.M)
+	ap := v.log.codecArgs(2*g.K + 1)
+	defer v.log.putArgs(ap)
+	args := *ap
+	oldData, newData, parity := args[:g.K], args[g.K:2*g.K], args[2*g.K:]
 	for sh := 0; sh < g.K; sh++ {
 		if old, kept := v.maskRows(b, b.shards[sh], rows.at, first, sh); kept {
 			oldData[sh], newData[sh] = old, v.log.zeros[:len(old)]
 		}
 	}
-	v.ppParity(b, parity, span)
-	return v.codec.UpdateParity(oldData, newData, parity)
+	parity[0] = span
+	return v.log.row0.UpdateParity(oldData, newData, parity)
 }
 
 // ppEncode: partial parity = the first parity row of the data with every
@@ -536,25 +686,33 @@ func (v *Volume) ppEncode(b *stripeBufs, e *stripeEpoch, rows ppRows, span []byt
 	for r := rows.lo; r < rows.hi; r++ {
 		unwritten = append(unwritten, ^(e.touched[r] | rows.wt[r-rows.lo]))
 	}
-	shards := make([][]byte, g.N())
+	ap := v.log.codecArgs(g.K + 1)
+	defer v.log.putArgs(ap)
+	shards := *ap
 	for sh := 0; sh < g.K; sh++ {
 		shards[sh], _ = v.maskRows(b, b.shards[sh], rows.at, unwritten, sh)
 	}
-	v.ppParity(b, shards[g.K:], span)
-	return v.codec.Encode(shards)
+	shards[g.K] = span
+	return v.log.row0.Encode(shards)
 }
 
-// ppParity sets the parity outputs of a partial-parity computation: span
-// for the first; the codec computes every parity row, so the others share
-// one scratch block that is thrown away.
-func (v *Volume) ppParity(b *stripeBufs, parity [][]byte, span []byte) {
-	parity[0] = span
-	if len(parity) > 1 {
-		sink := b.scratch(int64(len(span)))
-		for j := 1; j < len(parity); j++ {
-			parity[j] = sink
-		}
+// codecArgs returns n nil shard slices for a codec call, from a pool:
+// they escape to the heap through the codec's interface (which keeps
+// none), and allocating them cost as much as a partial parity's GF
+// arithmetic. Give them back with putArgs.
+func (l *logState) codecArgs(n int) *[][]byte {
+	ap, _ := l.args.Get().(*[][]byte)
+	if ap == nil || cap(*ap) < n {
+		ap = new([][]byte)
+		*ap = make([][]byte, n)
 	}
+	*ap = (*ap)[:n]
+	return ap
+}
+
+func (l *logState) putArgs(ap *[][]byte) {
+	clear(*ap)
+	l.args.Put(ap)
 }
 
 // maskRows returns the blocks of data shard sh over a span of rows, those

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/blockdev/faultdev"
+	"github.com/nvstripe/nvstripe/ec"
 	"github.com/nvstripe/nvstripe/volume/layout"
 )
 
@@ -589,5 +590,58 @@ func TestFreshSlotTrimDurable(t *testing.T) {
 		if !bytes.Equal(blk, make([]byte, 4096)) && (b != 0 || !bytes.Equal(blk, one)) {
 			t.Fatalf("segment 1 block %d reads bytes never written to the segment", b)
 		}
+	}
+}
+
+// TestFirstRowCodec: the codec the write log computes partial parity
+// with gives the first parity row of the volume's codec, for every
+// K+M (pure Go and SIMD); without parity there is none, and a volume with
+// a write log but no parity opens and writes (its log has no ring).
+func TestFirstRowCodec(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	for _, simd := range []bool{true, false} {
+		for k := 1; k <= 8; k++ {
+			for m := 0; m <= 4; m++ {
+				opts := []ec.Option{ec.WithSIMD(simd)}
+				codec, err := ec.New(k, m, opts...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				row0, err := firstRowCodec(codec, opts)
+				if err != nil || (m == 0) != (row0 == nil) {
+					t.Fatalf("%d+%d simd=%v: %v, %v", k, m, simd, row0, err)
+				}
+				if m == 0 {
+					continue
+				}
+				full, one := make([][]byte, k+m), make([][]byte, k+1)
+				for i := range full {
+					full[i] = make([]byte, 4096)
+					if i < k {
+						rng.Read(full[i])
+						one[i] = full[i]
+					}
+				}
+				one[k] = make([]byte, 4096)
+				if err := codec.Encode(full); err != nil {
+					t.Fatal(err)
+				}
+				if err := row0.Encode(one); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(one[k], full[k]) {
+					t.Fatalf("%d+%d simd=%v: the first-row codec's parity differs from the first parity row", k, m, simd)
+				}
+			}
+		}
+	}
+	g := layout.Geometry{K: 2, M: 0, Chunk: 8 << 10, SlotSize: 256 << 10, Checksums: true, Log: true}
+	v := newRig(t, g, 256<<10, rigOptions{}).vol
+	p := pattern(4096, 1)
+	if err := v.WriteAt(context.Background(), p, 4096); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustRead(t, v, 4096, 4096); !bytes.Equal(got, p) {
+		t.Fatal("a write to a volume with a write log and no parity reads other bytes")
 	}
 }

@@ -2,7 +2,6 @@ package volume
 
 import (
 	"context"
-	"sync/atomic"
 
 	"github.com/nvstripe/nvstripe/volume/layout"
 )
@@ -39,7 +38,7 @@ func (v *Volume) zeroStripesLogged(ctx context.Context, s *segment, first, last 
 func (v *Volume) logZero(ctx context.Context, s *segment, first, last int64) (func(), error) {
 	type logged struct {
 		e    *stripeEpoch
-		mark *atomic.Int64
+		mark *writeMark
 	}
 	var open []logged
 	done := func() {
@@ -71,7 +70,7 @@ func (v *Volume) logZero(ctx context.Context, s *segment, first, last int64) (fu
 // record, unless the stripe is all zeros already or has no usable parity
 // (then it returns a nil epoch; without parity, a write logs nothing
 // either, and the epoch is dropped). REQUIRES: the stripe's lock held.
-func (v *Volume) logZeroStripe(ctx context.Context, s *segment, id layout.StripeID) (*stripeEpoch, *atomic.Int64, error) {
+func (v *Volume) logZeroStripe(ctx context.Context, s *segment, id layout.StripeID) (*stripeEpoch, *writeMark, error) {
 	usable := v.usableShards(s, id)
 	var plan writePlan
 	for sh := v.g.K; sh < v.g.N(); sh++ {

@@ -198,7 +198,9 @@ func New(opts Options) (*Volume, error) {
 	}
 	v.size.Store(opts.Size)
 	v.bufs.New = func() any { b := make([]byte, g.Chunk); return &b }
-	v.log.init(g, opts.LogEpoch)
+	if err := v.log.init(g, opts.LogEpoch, codec, opts.CodecOptions); err != nil {
+		return nil, err
+	}
 	return v, nil
 }
 

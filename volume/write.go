@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/volume/layout"
@@ -41,26 +40,21 @@ func (v *Volume) writeStripe(ctx context.Context, sio layout.StripeIO, p []byte,
 
 // retryLogFull runs once (a write to stripe t of segment seg, or from it
 // on) until it does not fail for a full write log, flushing the volume
-// (holding no lock) before each retry.
+// (holding no lock) before each retry: at once when the ring is full of
+// records no flush has covered yet, once the write in flight that holds
+// it ended otherwise (awaitEnd).
 func (v *Volume) retryLogFull(ctx context.Context, seg, t int64, once func() error) error {
-	wait := time.Millisecond
 	for {
 		err := once()
 		if !errors.Is(err, errLogFull) {
 			return err
 		}
-		// The ring's oldest records protect writes still in flight, or
-		// writes no flush has covered yet: flush, and wait for the writes
-		// in flight to end, as long as the caller lets us.
-		if err := v.Flush(ctx); err != nil {
+		if err := awaitEnd(ctx, err); err != nil {
+			return fmt.Errorf("segment %d stripe %d: %w: %w", seg, t, errLogFull, err)
+		}
+		if err := v.logFlush(ctx); err != nil {
 			return fmt.Errorf("flushing to free write-log space: %w", err)
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("segment %d stripe %d: %w: %w", seg, t, errLogFull, ctx.Err())
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 50*time.Millisecond)
 	}
 }
 
