@@ -48,11 +48,11 @@ func BenchmarkPlan100kSegments(b *testing.B) {
 func BenchmarkRebalance100kSegments(b *testing.B) {
 	c := build(b, benchHosts+10, benchPerHost, benchSlots, 0)
 	for i := benchHosts * benchPerHost; i < len(c.ns); i++ {
-		c.ns[i].State = StateDown // hidden while placing
+		setStateAt(c, i, StateDown) // hidden while placing
 	}
 	segs := place(b, c, "bench", benchSegments, benchShards)
 	for i := range c.ns {
-		c.ns[i].State = StateIn
+		setStateAt(c, i, StateIn)
 	}
 	b.ReportAllocs()
 	var p RebalancePlan

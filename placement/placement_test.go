@@ -43,8 +43,10 @@ func domainsOf(c *Cluster, ids []string) map[string]int {
 	return m
 }
 
-func setState(c *Cluster, id string, s State) { c.ns[c.index[id]].State = s }
-func setUsed(c *Cluster, id string, u int64)  { c.ns[c.index[id]].Used = u }
+func setState(c *Cluster, id string, s State) { setStateAt(c, c.index[id], s) }
+func setUsed(c *Cluster, id string, u int64)  { c.ns[c.index[id]].Used = u; c.refresh(c.index[id]) }
+
+func setStateAt(c *Cluster, i int, s State) { c.ns[i].State = s; c.refresh(i) }
 
 func TestNewClusterRejectsBadInput(t *testing.T) {
 	h := []Host{{Name: "a"}}
