@@ -38,11 +38,12 @@ var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 // chooseBounded returns what chooseScan returns when at least n domains
 // outside used have a namespace that may receive the shard, and false
 // otherwise (then the caller scans). One pass hashes every eligible
-// namespace and keeps, per domain, the smallest upper bound of a score; a
-// namespace whose lower bound exceeds it cannot be its domain's best and is
-// dropped. The n-th smallest of the domains' bounds bounds the score of the
-// last namespace picked, so only contenders whose lower bound is under it get
-// their exact score, computed as chooseScan computes it.
+// namespace. Per domain it keeps the smallest upper bound of a score seen,
+// and over the domains the n smallest of those (the largest of them, limit,
+// bounds the score of the last namespace the plan picks). A namespace whose
+// lower bound exceeds limit, or its domain's bound, cannot be picked and is
+// dropped; the rest get their exact score, computed as chooseScan computes
+// it, and the best n domains are taken as chooseScan takes them.
 func (c *Cluster) chooseBounded(n int, seed uint64, exclude map[int]bool, used map[int]int) ([]int, bool) {
 	if n > maxBounded {
 		return nil, false
@@ -54,27 +55,33 @@ func (c *Cluster) chooseBounded(n int, seed uint64, exclude map[int]bool, used m
 		s.best[d] = math.Inf(1)
 	}
 	s.contended = s.contended[:0]
+	var top smallest
+	top.n = n
+	limit := math.Inf(1)
 	filter := len(exclude) > 0 || len(used) > 0
+	hash, domain := c.hash[:len(c.inv)], c.domain[:len(c.inv)]
 	for i, inv := range c.inv {
 		if inv == 0 {
 			continue
 		}
-		d := c.domain[i]
-		if filter && (exclude[i] || used[d] > 0) {
+		// With u = unit(h), 1-u is (g+0.5)/2^53 for g the complement of
+		// h's top 53 bits; the bounds are kept in units of 2^-53.
+		h := mix64(hash[i] ^ seed)
+		low := (float64(int64(^h>>11)) + 0.5) * inv * lowMargin
+		if low > limit {
 			continue
 		}
-		u := unit(mix64(c.hash[i] ^ seed))
-		low := (1 - u) * inv * lowMargin
-		if low > s.best[d] {
+		d := domain[i]
+		if low > s.best[d] || (filter && (exclude[i] || used[d] > 0)) {
 			continue
 		}
-		if high := (1 - u) / u * inv * highMargin; high < s.best[d] {
+		if high := low / lowMargin / unit(h) * highMargin; high < s.best[d] {
 			s.best[d] = high
+			limit = top.add(d, high)
 		}
 		s.contended = append(s.contended, contender{ns: i, dom: d, low: low})
 	}
-	limit, ok := nthSmallest(s.best, n)
-	if !ok {
+	if top.k < n {
 		return nil, false
 	}
 	s.finalists = s.finalists[:0]
@@ -102,24 +109,32 @@ func (c *Cluster) bestOfDomains(sorted []candidate, n int) ([]int, bool) {
 	return out, len(out) == n
 }
 
-// nthSmallest returns the n-th smallest finite value of vs (1 <= n <=
-// maxBounded), or false when fewer than n are finite.
-func nthSmallest(vs []float64, n int) (float64, bool) {
-	var buf [maxBounded]float64
-	top := buf[:0] // the smallest so far, ascending
-	for _, v := range vs {
-		if math.IsInf(v, 1) || (len(top) == n && v >= top[n-1]) {
-			continue
-		}
-		k, _ := slices.BinarySearch(top, v)
-		if len(top) < n {
-			top = append(top, 0)
-		}
-		copy(top[k+1:], top[k:])
-		top[k] = v
+// smallest holds the n smallest bounds of distinct domains, ascending.
+type smallest struct {
+	n, k int
+	v    [maxBounded]float64
+	dom  [maxBounded]int
+}
+
+// add records that domain d's bound fell to v and returns the n-th
+// smallest bound (+Inf while fewer than n domains have one).
+func (t *smallest) add(d int, v float64) float64 {
+	j := slices.Index(t.dom[:t.k], d)
+	switch {
+	case j >= 0:
+	case t.k < t.n:
+		j, t.k = t.k, t.k+1
+	case v < t.v[t.n-1]:
+		j = t.n - 1
+	default:
+		return t.v[t.n-1]
 	}
-	if len(top) < n {
-		return 0, false
+	for ; j > 0 && t.v[j-1] > v; j-- {
+		t.v[j], t.dom[j] = t.v[j-1], t.dom[j-1]
 	}
-	return top[n-1], true
+	t.v[j], t.dom[j] = v, d
+	if t.k < t.n {
+		return math.Inf(1)
+	}
+	return t.v[t.n-1]
 }

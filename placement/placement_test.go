@@ -206,9 +206,15 @@ func TestPlanRebuild(t *testing.T) {
 // place plans and reserves count segments of n shards on c.
 func place(t testing.TB, c *Cluster, vol string, count, n int) []Segment {
 	t.Helper()
+	return placeWith(t, c, PlanSegment, vol, count, n)
+}
+
+// placeWith is place with the given planner.
+func placeWith(t testing.TB, c *Cluster, plan func(*Cluster, int, Options) ([]string, error), vol string, count, n int) []Segment {
+	t.Helper()
 	segs := make([]Segment, 0, count)
 	for i := range count {
-		ids, err := PlanSegment(c, n, Options{Seed: SegmentSeed(vol, int64(i))})
+		ids, err := plan(c, n, Options{Seed: SegmentSeed(vol, int64(i))})
 		if err != nil {
 			t.Fatal(err)
 		}
