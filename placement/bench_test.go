@@ -89,7 +89,7 @@ func BenchmarkRebalance100kSegments(b *testing.B) {
 // scan it replaced takes minutes here and is left out.
 func BenchmarkRebalance1000Hosts(b *testing.B) {
 	c, segs := joined(b, 1000, 16, 512, 100)
-	benchRebalance(b, c, segs, PlanRebalance)
+	b.Run("new", func(b *testing.B) { benchRebalance(b, c, segs, PlanRebalance) })
 }
 
 // joined places benchSegments segments on hosts x per namespaces of slots

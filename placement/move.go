@@ -3,6 +3,7 @@ package placement
 import (
 	"fmt"
 	"slices"
+	"sort"
 )
 
 // Segment is the placement of one existing segment.
@@ -145,17 +146,24 @@ func (b *balancer) fuller(x, y int) bool {
 // replace moves namespace i to its place in order after its use changed.
 func (b *balancer) replace(i int) {
 	p := b.pos[i]
-	for p > 0 && b.fuller(i, b.order[p-1]) {
-		b.order[p] = b.order[p-1]
-		b.pos[b.order[p]] = p
-		p--
+	var lo, hi int // the range of order that shifts by one
+	switch {
+	case p > 0 && b.fuller(i, b.order[p-1]):
+		q := sort.Search(p, func(q int) bool { return b.fuller(i, b.order[q]) })
+		copy(b.order[q+1:p+1], b.order[q:p])
+		b.order[q] = i
+		lo, hi = q, p
+	case p < len(b.order)-1 && b.fuller(b.order[p+1], i):
+		q := p + sort.Search(len(b.order)-p-1, func(k int) bool { return !b.fuller(b.order[p+1+k], i) })
+		copy(b.order[p:q], b.order[p+1:q+1])
+		b.order[q] = i
+		lo, hi = p, q
+	default:
+		return
 	}
-	for p < len(b.order)-1 && b.fuller(b.order[p+1], i) {
-		b.order[p] = b.order[p+1]
-		b.pos[b.order[p]] = p
-		p++
+	for q := lo; q <= hi; q++ {
+		b.pos[b.order[q]] = q
 	}
-	b.order[p], b.pos[i] = i, p
 }
 
 func (b *balancer) spread() float64 {
