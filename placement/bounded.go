@@ -57,7 +57,7 @@ func (c *Cluster) chooseBounded(n int, seed uint64, exclude map[int]bool, used m
 	s.contended = s.contended[:0]
 	var top smallest
 	top.n = n
-	limit := math.Inf(1)
+	limit, rawLimit := math.Inf(1), math.Inf(1)
 	filter := len(exclude) > 0 || len(used) > 0
 	hash, domain := c.hash[:len(c.inv)], c.domain[:len(c.inv)]
 	for i, inv := range c.inv {
@@ -65,19 +65,21 @@ func (c *Cluster) chooseBounded(n int, seed uint64, exclude map[int]bool, used m
 			continue
 		}
 		// With u = unit(h), 1-u is (g+0.5)/2^53 for g the complement of
-		// h's top 53 bits; the bounds are kept in units of 2^-53.
+		// h's top 53 bits; the bounds are kept in units of 2^-53, and g
+		// alone, a little lower, is the first test.
 		h := mix64(hash[i] ^ seed)
-		low := (float64(int64(^h>>11)) + 0.5) * inv * lowMargin
-		if low > limit {
+		if float64(int64(^h>>11))*inv > rawLimit {
 			continue
 		}
 		d := domain[i]
+		low := (float64(int64(^h>>11)) + 0.5) * inv * lowMargin
 		if low > s.best[d] || (filter && (exclude[i] || used[d] > 0)) {
 			continue
 		}
 		if high := low / lowMargin / unit(h) * highMargin; high < s.best[d] {
 			s.best[d] = high
 			limit = top.add(d, high)
+			rawLimit = limit / lowMargin
 		}
 		s.contended = append(s.contended, contender{ns: i, dom: d, low: low})
 	}
