@@ -144,3 +144,21 @@ func TestPlanMatchesScanAtScale(t *testing.T) {
 			len(got.Moves), got.SpreadBefore, got.SpreadAfter, len(want.Moves), want.SpreadBefore, want.SpreadAfter)
 	}
 }
+
+// TestChooseBoundedDecides: with enough free domains the bounded choice
+// answers itself (the scan is only its fallback), for segments and rebuilds.
+func TestChooseBoundedDecides(t *testing.T) {
+	c := build(t, 20, 4, 100, 0)
+	for seed := range uint64(50) {
+		if _, ok := c.chooseBounded(6, seed, nil, nil); !ok {
+			t.Fatalf("seed %d: a 6-shard plan on 20 free hosts fell back to the scan", seed)
+		}
+		exclude, used := map[int]bool{0: true, 4: true}, map[int]int{c.domain[4]: 1}
+		if _, ok := c.chooseBounded(1, seed, exclude, used); !ok {
+			t.Fatalf("seed %d: a rebuild on 20 free hosts fell back to the scan", seed)
+		}
+	}
+	if _, ok := c.chooseBounded(21, 1, nil, nil); ok {
+		t.Fatal("21 shards on 20 domains: want the scan's answer (shared or an error)")
+	}
+}
