@@ -109,6 +109,10 @@ type Cluster struct {
 	domain  []int    // per namespace: index into domains
 	domains []string // domain names, sorted
 	hash    []uint64 // per namespace: hash of its ID
+	// inv per namespace: 1/free slots while it may receive a shard, else 0.
+	// Kept current by Reserve and Release; the planners read it instead of
+	// checking state and space namespace by namespace.
+	inv []float64
 }
 
 // NewCluster validates hosts and namespaces and builds a Cluster. The failure
@@ -146,10 +150,20 @@ func NewCluster(hosts []Host, namespaces []Namespace, domainLabel string) (*Clus
 	for i, d := range c.domains {
 		names[d] = i
 	}
-	for _, n := range c.ns {
+	c.inv = make([]float64, len(c.ns))
+	for i, n := range c.ns {
 		c.domain = append(c.domain, names[hostDomain[n.Host]])
+		c.refresh(i)
 	}
 	return c, nil
+}
+
+// refresh recomputes inv[i] after namespace i's state or use changed.
+func (c *Cluster) refresh(i int) {
+	c.inv[i] = 0
+	if c.eligible(i) {
+		c.inv[i] = 1 / float64(c.ns[i].Free())
+	}
 }
 
 func (c *Cluster) checkNamespace(n Namespace, hostDomain map[string]string) error {
@@ -171,6 +185,7 @@ func (c *Cluster) checkNamespace(n Namespace, hostDomain map[string]string) erro
 func (c *Cluster) Clone() *Cluster {
 	d := *c
 	d.ns = append([]Namespace(nil), c.ns...)
+	d.inv = append([]float64(nil), c.inv...)
 	return &d
 }
 
@@ -229,6 +244,7 @@ func (c *Cluster) adjust(ids []string, delta int64) error {
 			return fmt.Errorf("adjust namespace %q by %d: unknown or out of capacity: %w", id, delta, ErrInvalid)
 		}
 		c.ns[i].Used += delta
+		c.refresh(i)
 	}
 	return nil
 }

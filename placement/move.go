@@ -3,6 +3,7 @@ package placement
 import (
 	"fmt"
 	"slices"
+	"sort"
 )
 
 // Segment is the placement of one existing segment.
@@ -85,26 +86,48 @@ type shardRef struct {
 // balancer is PlanRebalance's working state.
 type balancer struct {
 	w      *Cluster
-	segs   []Segment    // working copies of the shards
+	segs   []Segment    // the segments as given (names, settings)
+	shards [][]int      // per segment: the working namespace of each shard, -1 if unknown
 	on     [][]shardRef // per namespace: the shards it holds
-	active []int        // namespaces in state In with capacity
+	// order holds the namespaces in state In with capacity, fullest first
+	// (ties by index); pos is each one's place in it (-1 if absent). A move
+	// changes two utilisations, so it re-places two entries instead of
+	// sorting again.
+	order []int
+	pos   []int
 }
 
 func newBalancer(c *Cluster, segs []Segment) *balancer {
-	b := &balancer{w: c.Clone(), segs: make([]Segment, len(segs)), on: make([][]shardRef, len(c.ns))}
+	b := &balancer{w: c.Clone(), segs: segs, shards: make([][]int, len(segs)), on: make([][]shardRef, len(c.ns))}
+	flat := make([]int, 0, len(segs)*maxShards(segs))
 	for si, s := range segs {
-		s.Shards = slices.Clone(s.Shards)
-		b.segs[si] = s
+		start := len(flat)
 		for j, id := range s.Shards {
-			if i, ok := c.index[id]; ok {
+			i, ok := c.index[id]
+			if !ok {
+				i = -1
+			} else {
 				b.on[i] = append(b.on[i], shardRef{si, j})
 			}
+			flat = append(flat, i)
+		}
+		b.shards[si] = flat[start:len(flat):len(flat)]
+	}
+	b.pos = make([]int, len(c.ns))
+	for i, n := range c.ns {
+		b.pos[i] = -1
+		if n.State == StateIn && n.Capacity > 0 {
+			b.order = append(b.order, i)
 		}
 	}
-	for i, n := range c.ns {
-		if n.State == StateIn && n.Capacity > 0 {
-			b.active = append(b.active, i)
+	slices.SortFunc(b.order, func(x, y int) int {
+		if b.fuller(x, y) {
+			return -1
 		}
+		return 1
+	})
+	for p, i := range b.order {
+		b.pos[i] = p
 	}
 	return b
 }
@@ -113,43 +136,62 @@ func (b *balancer) util(i int) float64 {
 	return float64(b.w.ns[i].Used) / float64(b.w.ns[i].Capacity)
 }
 
+// fuller reports whether x comes before y in order: fuller, or as full
+// with a smaller index.
+func (b *balancer) fuller(x, y int) bool {
+	ux, uy := b.util(x), b.util(y)
+	return ux > uy || (ux == uy && x < y)
+}
+
+// replace moves namespace i to its place in order after its use changed.
+func (b *balancer) replace(i int) {
+	p := b.pos[i]
+	var lo, hi int // the range of order that shifts by one
+	switch {
+	case p > 0 && b.fuller(i, b.order[p-1]):
+		q := sort.Search(p, func(q int) bool { return b.fuller(i, b.order[q]) })
+		copy(b.order[q+1:p+1], b.order[q:p])
+		b.order[q] = i
+		lo, hi = q, p
+	case p < len(b.order)-1 && b.fuller(b.order[p+1], i):
+		q := p + sort.Search(len(b.order)-p-1, func(k int) bool { return !b.fuller(b.order[p+1+k], i) })
+		copy(b.order[p:q], b.order[p+1:q+1])
+		b.order[q] = i
+		lo, hi = p, q
+	default:
+		return
+	}
+	for q := lo; q <= hi; q++ {
+		b.pos[b.order[q]] = q
+	}
+}
+
 func (b *balancer) spread() float64 {
-	if len(b.active) == 0 {
+	if len(b.order) == 0 {
 		return 0
 	}
-	lo, hi := b.util(b.active[0]), b.util(b.active[0])
-	for _, i := range b.active[1:] {
-		lo, hi = min(lo, b.util(i)), max(hi, b.util(i))
-	}
-	return hi - lo
+	return b.util(b.order[0]) - b.util(b.order[len(b.order)-1])
 }
 
 // step finds and applies one move that lowers the maximum or raises the
-// minimum utilisation, trying sources fullest first and targets emptiest
-// first. It reports false when no such move exists.
+// minimum utilisation: from the fullest namespace to each other, emptiest
+// first, then from each other, fullest first, to the emptiest. It reports
+// false when no such move exists.
 func (b *balancer) step() (Move, bool) {
-	order := slices.Clone(b.active)
-	slices.SortStableFunc(order, func(x, y int) int {
-		ux, uy := b.util(x), b.util(y)
-		switch {
-		case ux > uy:
-			return -1
-		case ux < uy:
-			return 1
-		}
-		return x - y
-	})
-	hi, lo := order[0], order[len(order)-1]
+	last := len(b.order) - 1
+	if last < 1 {
+		return Move{}, false
+	}
+	hi, lo := b.order[0], b.order[last]
 	bounds := [2]float64{b.util(lo), b.util(hi)}
-	for _, src := range order {
-		for k := len(order) - 1; k >= 0 && order[k] != src; k-- {
-			dst := order[k]
-			if src != hi && dst != lo {
-				continue
-			}
-			if m, ok := b.tryMove(src, dst, bounds); ok {
-				return m, true
-			}
+	for k := last; k >= 1; k-- {
+		if m, ok := b.tryMove(hi, b.order[k], bounds); ok {
+			return m, true
+		}
+	}
+	for k := 1; k < last; k++ {
+		if m, ok := b.tryMove(b.order[k], lo, bounds); ok {
+			return m, true
 		}
 	}
 	return Move{}, false
@@ -180,18 +222,19 @@ func (b *balancer) tryMove(src, dst int, bounds [2]float64) (Move, bool) {
 	if !b.improves(src, dst, bounds) {
 		return Move{}, false
 	}
-	d := b.w.ns[dst]
 	for k, r := range b.on[src] {
 		if !b.allowed(r, src, dst) {
 			continue
 		}
-		s := &b.segs[r.seg]
-		m := Move{Volume: s.Volume, Segment: s.Index, Shard: r.shard, From: s.Shards[r.shard], To: d.ID}
-		s.Shards[r.shard] = d.ID
+		s := b.segs[r.seg]
+		m := Move{Volume: s.Volume, Segment: s.Index, Shard: r.shard, From: b.w.ns[src].ID, To: b.w.ns[dst].ID}
+		b.shards[r.seg][r.shard] = dst
 		b.on[src] = slices.Delete(b.on[src], k, k+1)
 		b.on[dst] = append(b.on[dst], r)
 		b.w.ns[src].Used--
 		b.w.ns[dst].Used++
+		b.replace(src)
+		b.replace(dst)
 		return m, true
 	}
 	return Move{}, false
@@ -202,12 +245,10 @@ func (b *balancer) tryMove(src, dst int, bounds [2]float64) (Move, bool) {
 // shard of the segment (for volumes allowing shared domains: by no more
 // other shards than src's domain is).
 func (b *balancer) allowed(r shardRef, src, dst int) bool {
-	s := b.segs[r.seg]
 	srcDom, dstDom := b.w.domain[src], b.w.domain[dst]
 	inSrc, inDst := 0, 0
-	for j, id := range s.Shards {
-		i, ok := b.w.index[id]
-		if !ok || j == r.shard {
+	for j, i := range b.shards[r.seg] {
+		if i < 0 || j == r.shard {
 			continue
 		}
 		if i == dst {
@@ -223,5 +264,5 @@ func (b *balancer) allowed(r shardRef, src, dst int) bool {
 	if srcDom == dstDom || inDst == 0 {
 		return true
 	}
-	return s.AllowSharedDomains && inDst < inSrc
+	return b.segs[r.seg].AllowSharedDomains && inDst < inSrc
 }

@@ -43,8 +43,10 @@ func domainsOf(c *Cluster, ids []string) map[string]int {
 	return m
 }
 
-func setState(c *Cluster, id string, s State) { c.ns[c.index[id]].State = s }
-func setUsed(c *Cluster, id string, u int64)  { c.ns[c.index[id]].Used = u }
+func setState(c *Cluster, id string, s State) { setStateAt(c, c.index[id], s) }
+func setUsed(c *Cluster, id string, u int64)  { c.ns[c.index[id]].Used = u; c.refresh(c.index[id]) }
+
+func setStateAt(c *Cluster, i int, s State) { c.ns[i].State = s; c.refresh(i) }
 
 func TestNewClusterRejectsBadInput(t *testing.T) {
 	h := []Host{{Name: "a"}}
@@ -204,9 +206,15 @@ func TestPlanRebuild(t *testing.T) {
 // place plans and reserves count segments of n shards on c.
 func place(t testing.TB, c *Cluster, vol string, count, n int) []Segment {
 	t.Helper()
+	return placeWith(t, c, PlanSegment, vol, count, n)
+}
+
+// placeWith is place with the given planner.
+func placeWith(t testing.TB, c *Cluster, plan func(*Cluster, int, Options) ([]string, error), vol string, count, n int) []Segment {
+	t.Helper()
 	segs := make([]Segment, 0, count)
 	for i := range count {
-		ids, err := PlanSegment(c, n, Options{Seed: SegmentSeed(vol, int64(i))})
+		ids, err := plan(c, n, Options{Seed: SegmentSeed(vol, int64(i))})
 		if err != nil {
 			t.Fatal(err)
 		}

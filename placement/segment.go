@@ -113,15 +113,26 @@ func (c *Cluster) eligible(i int) bool {
 // uniform hash of (seed, namespace). The smallest key wins, which picks each
 // namespace with probability proportional to its free slots.
 func (c *Cluster) score(i int, seed uint64) float64 {
-	h := mix64(c.hash[i] ^ seed)
-	u := (float64(h>>11) + 0.5) / (1 << 53)
-	return -math.Log(u) / float64(c.ns[i].Free())
+	return -math.Log(unit(mix64(c.hash[i]^seed))) / float64(c.ns[i].Free())
 }
+
+// unit maps a hash to a uniform float in (0, 1).
+func unit(h uint64) float64 { return (float64(h>>11) + 0.5) / (1 << 53) }
 
 // choose picks n eligible namespaces outside exclude. Domains counted in used
 // (already holding shards of the segment) are avoided while possible. The
-// result is in pick order.
+// result is in pick order. It is chooseScan's result; chooseBounded finds it
+// without computing every namespace's score when enough domains are free.
 func (c *Cluster) choose(n int, opts Options, exclude map[int]bool, used map[int]int) ([]int, error) {
+	if picked, ok := c.chooseBounded(n, opts.Seed, exclude, used); ok {
+		return picked, nil
+	}
+	return c.chooseScan(n, opts, exclude, used)
+}
+
+// chooseScan is choose by scoring every eligible namespace: the best of each
+// domain, then the best n domains, or fillShared when too few are free.
+func (c *Cluster) chooseScan(n int, opts Options, exclude map[int]bool, used map[int]int) ([]int, error) {
 	best := make([]candidate, len(c.domains)) // best candidate per domain
 	for d := range best {
 		best[d].ns = -1
