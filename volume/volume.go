@@ -247,6 +247,7 @@ func (v *Volume) Synchronous() bool { return v.sync.Load() }
 // close the namespace devices and does not flush.
 func (v *Volume) Close() error {
 	v.closed.Store(true)
+	v.workers.stop()
 	return nil
 }
 

@@ -18,13 +18,23 @@ const workerIdle = 2 * time.Second
 // of a volume opened inside a testing/synctest bubble wait on a channel of
 // that bubble.
 type workerPool struct {
-	tasks chan func() // unbuffered: a send succeeds only to an idle worker
+	tasks    chan func() // unbuffered: a send succeeds only to an idle worker
+	quit     chan struct{}
+	stopOnce sync.Once
 	// started and idle, when set, are called when a worker goroutine
 	// starts and each time one waits for a task (tests).
 	started, idle func()
 }
 
-func newWorkerPool() *workerPool { return &workerPool{tasks: make(chan func())} }
+func newWorkerPool() *workerPool {
+	return &workerPool{tasks: make(chan func()), quit: make(chan struct{})}
+}
+
+// stop makes idle workers exit now and busy ones once their task ends,
+// instead of after workerIdle (a closed volume keeps no goroutines; a
+// testing/synctest bubble, whose clock stops with its main goroutine,
+// can end). run still works after stop: its worker exits after one task.
+func (p *workerPool) stop() { p.stopOnce.Do(func() { close(p.quit) }) }
 
 // run runs f on an idle worker, or on a new one when none is idle. It never
 // waits for a worker to become free.
@@ -53,6 +63,8 @@ func (p *workerPool) work(f func()) {
 		select {
 		case f = <-p.tasks:
 		case <-idle.C:
+			return
+		case <-p.quit:
 			return
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 )
 
 // TestParallelReusesWorkers checks that parallel runs its calls
@@ -106,4 +107,22 @@ func goroutineEach(n int, f func(i int) error) error {
 	errs[0] = f(0)
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// TestStopEndsWorkers: after stop, idle workers exit at once. Inside a
+// synctest bubble, whose clock stops when its main goroutine returns, a
+// worker still waiting out workerIdle makes synctest.Test fail with a
+// deadlock.
+func TestStopEndsWorkers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newWorkerPool()
+		if err := p.parallel(4, func(int) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		p.stop()
+		p.stop() // twice is fine
+		if err := p.parallel(2, func(int) error { return nil }); err != nil {
+			t.Fatal("a stopped pool still runs calls:", err)
+		}
+	})
 }
