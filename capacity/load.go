@@ -78,12 +78,19 @@ func CheckResize(ctx context.Context, s *meta.Store, name string, size int64) (w
 	return judgeResize(in, limit, name, size)
 }
 
-// judgeNew judges creating v in the cluster in.
+// judgeNew judges creating v in the cluster in. Nothing is said of a
+// volume whose name is taken: creating says so (and a repeated create, as
+// CSI sends, is not refused for the space the volume already promises).
 func judgeNew(in Input, limit float64, v Volume) (string, error) {
 	if v.K < 1 || v.M < 0 || v.Size <= 0 {
 		return "", nil // not a layout: creating the volume says why
 	}
-	return judge(in, limit, func(vols []Volume) ([]Volume, Volume, bool) { return append(vols, v), v, true })
+	return judge(in, limit, func(vols []Volume) ([]Volume, Volume, bool) {
+		if slices.ContainsFunc(vols, func(o Volume) bool { return o.Name == v.Name }) {
+			return vols, Volume{}, false
+		}
+		return append(vols, v), v, true
+	})
 }
 
 // judgeResize judges growing volume name to size bytes in the cluster in.
