@@ -25,17 +25,16 @@ func Load(ctx context.Context, s *meta.Store) (Input, float64, error) {
 	for _, h := range hosts {
 		in.Hosts = append(in.Hosts, placement.Host{Name: h.Name, Labels: h.Labels})
 	}
-	uses, err := s.NamespaceUses(ctx)
+	nss, err := s.Namespaces(ctx)
 	if err != nil {
 		return Input{}, 0, err
 	}
-	for _, u := range uses {
-		st, err := placement.ParseState(u.State)
+	for _, n := range nss {
+		a, err := s.Allocation(ctx, n.ID)
 		if err != nil {
 			return Input{}, 0, err
 		}
-		in.Namespaces = append(in.Namespaces, Namespace{ID: u.ID, Host: u.Host, State: st,
-			Capacity: u.Capacity(), Used: u.UsedBytes / cl.SlotSize})
+		in.Namespaces = append(in.Namespaces, meta.PlacementNamespace(n, a))
 	}
 	vols, err := s.Volumes(ctx)
 	if err != nil {
