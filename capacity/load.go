@@ -55,28 +55,6 @@ func Of(ctx context.Context, s *meta.Store) (*Report, error) {
 	return Compute(in)
 }
 
-// CheckNewVolume judges a volume about to be created in the cluster of s
-// (see Check): a warning to print, or an ErrOvercommitted refusal.
-// CreateVolume judges and creates in one transaction; this only judges.
-func CheckNewVolume(ctx context.Context, s *meta.Store, v Volume) (warning string, err error) {
-	in, limit, err := Load(ctx, s)
-	if err != nil {
-		return "", err
-	}
-	return judgeNew(in, limit, v)
-}
-
-// CheckResize judges growing volume name to size bytes like CheckNewVolume.
-// Nothing is said when there is no such volume or it does not grow:
-// resizing says why.
-func CheckResize(ctx context.Context, s *meta.Store, name string, size int64) (warning string, err error) {
-	in, limit, err := Load(ctx, s)
-	if err != nil {
-		return "", err
-	}
-	return judgeResize(in, limit, name, size)
-}
-
 // judgeNew judges creating v in the cluster in. Nothing is said of a
 // volume whose name is taken: creating says so (and a repeated create, as
 // CSI sends, is not refused for the space the volume already promises).
@@ -167,8 +145,9 @@ func counted(in Input) []string {
 	return ids
 }
 
-// CreateVolume creates the volume of spec in the cluster of s if
-// CheckNewVolume allows it, judging and creating in one transaction, and
+// CreateVolume creates the volume of spec in the cluster of s if the
+// cluster's space allows it (Check: a warning past 1, an ErrOvercommitted
+// refusal past the limit), judging and creating in one transaction, and
 // returns its record with the judgement's warning (returned even when
 // creating fails, as it was said first).
 func CreateVolume(ctx context.Context, s *meta.Store, spec meta.VolumeSpec) (*meta.VolumeRecord, string, error) {
@@ -178,9 +157,9 @@ func CreateVolume(ctx context.Context, s *meta.Store, spec meta.VolumeSpec) (*me
 		func(u meta.Unchanged) (*meta.VolumeRecord, error) { return s.CreateVolumeIf(ctx, spec, u) })
 }
 
-// ResizeVolume grows volume name to size bytes if CheckResize allows it,
-// judging and resizing in one transaction, and returns its record with the
-// judgement's warning.
+// ResizeVolume grows volume name to size bytes if the cluster's space
+// allows it, like CreateVolume. Nothing is judged when there is no such
+// volume or it does not grow: resizing says why.
 func ResizeVolume(ctx context.Context, s *meta.Store, name string, size int64) (*meta.VolumeRecord, string, error) {
 	return guarded(ctx, s, "resize volume "+name,
 		func(in Input, limit float64) (string, error) { return judgeResize(in, limit, name, size) },
