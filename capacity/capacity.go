@@ -38,12 +38,9 @@ import (
 // the cluster's limit.
 var ErrOvercommitted = errors.New("over the cluster's overcommit limit")
 
-// Namespace is one namespace as capacity sees it.
-type Namespace struct {
-	ID, Host       string
-	State          placement.State
-	Capacity, Used int64 // slots for shards, and those in use
-}
+// Namespace is one namespace as capacity sees it: placement's view of it
+// (meta.PlacementNamespace).
+type Namespace = placement.Namespace
 
 // Volume is one volume's size and layout.
 type Volume struct {
@@ -158,11 +155,7 @@ type domainSlots struct {
 // group sums the namespaces per failure domain and returns, per domain,
 // its slots for shards (the units a segment needs k+m distinct ones of).
 func group(in Input) (map[string]*domainSlots, []int64, error) {
-	var pns []placement.Namespace
-	for _, n := range in.Namespaces {
-		pns = append(pns, placement.Namespace{ID: n.ID, Host: n.Host, State: n.State, Capacity: n.Capacity, Used: min(n.Used, n.Capacity)})
-	}
-	c, err := placement.NewCluster(in.Hosts, pns, in.DomainLabel)
+	c, err := placement.NewCluster(in.Hosts, in.Namespaces, in.DomainLabel)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -14,7 +14,7 @@ import (
 // TestCreateAndResizeVolume: 3 namespaces of 10 shard slots of 1 MiB
 // (30 MiB usable for 2+1): a volume within is created quietly, one past the
 // usable space with a warning, one past the limit of 2 is refused and not
-// recorded; growing past the limit is refused and leaves the size.
+// recorded, a taken name is ErrExists whatever its size; growing past the limit is refused and leaves the size.
 func TestCreateAndResizeVolume(t *testing.T) {
 	ctx := context.Background()
 	s, err := meta.Open(ctx, meta.Config{Endpoints: metatest.Start(t), Cluster: "cap"})
@@ -49,6 +49,9 @@ func TestCreateAndResizeVolume(t *testing.T) {
 	}
 	if _, err := s.Volume(ctx, "c"); err == nil {
 		t.Fatal("refused volume c was recorded")
+	}
+	if _, _, err := CreateVolume(ctx, s, spec("b", 12<<20)); !errors.Is(err, meta.ErrExists) {
+		t.Fatalf("b again, past the limit if it were new: %v, want ErrExists", err)
 	}
 	if _, _, err := ResizeVolume(ctx, s, "b", 40<<20); !errors.Is(err, ErrOvercommitted) {
 		t.Fatalf("growing b past the limit: %v, want ErrOvercommitted", err)

@@ -98,8 +98,7 @@ func newDecider(st State, now time.Time, cfg Config) (*decider, error) {
 	}
 	slices.SortFunc(d.hosts, func(a, b placement.Host) int { return cmp.Compare(a.Name, b.Name) })
 	for _, n := range st.Namespaces {
-		d.ns = append(d.ns, placement.Namespace{ID: n.ID, Host: n.Host, State: n.State, Capacity: n.Capacity, Used: n.Used,
-			Unfenced: n.Unfenced})
+		d.ns = append(d.ns, n.placement())
 	}
 	slices.SortFunc(d.ns, func(a, b placement.Namespace) int { return cmp.Compare(a.ID, b.ID) })
 	for i, n := range d.ns {

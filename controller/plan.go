@@ -15,8 +15,7 @@ func (s *Snapshot) PlanRebalance(threshold float64, domainLabel string) (placeme
 	}
 	var nss []placement.Namespace
 	for _, n := range s.State.Namespaces {
-		nss = append(nss, placement.Namespace{ID: n.ID, Host: n.Host, State: n.State, Capacity: n.Capacity, Used: min(n.Used, n.Capacity),
-			Unfenced: n.Unfenced})
+		nss = append(nss, n.placement())
 	}
 	c, err := placement.NewCluster(hosts, nss, domainLabel)
 	if err != nil {

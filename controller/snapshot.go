@@ -112,17 +112,14 @@ func (s *Snapshot) loadHosts(ctx context.Context, store *meta.Store) error {
 		return err
 	}
 	for _, n := range nss {
-		st, err := placement.ParseState(n.State)
-		if err != nil {
-			return fmt.Errorf("namespace %s: %w", n.ID, err)
-		}
 		a, err := store.Allocation(ctx, n.ID)
 		if err != nil {
 			return err
 		}
 		s.Namespaces[n.ID] = n
-		s.State.Namespaces = append(s.State.Namespaces, Namespace{ID: n.ID, Host: n.Host, State: st,
-			Capacity: n.Capacity(), Used: a.Used, Unfenced: !n.Placeable()})
+		p := meta.PlacementNamespace(n, a)
+		s.State.Namespaces = append(s.State.Namespaces, Namespace{ID: p.ID, Host: p.Host, State: p.State,
+			Capacity: p.Capacity, Used: p.Used, Unfenced: p.Unfenced})
 	}
 	return nil
 }

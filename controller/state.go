@@ -38,6 +38,12 @@ type Namespace struct {
 	Unfenced bool
 }
 
+// placement returns n as placement sees it, the same for deciding and
+// planning.
+func (n Namespace) placement() placement.Namespace {
+	return placement.Namespace{ID: n.ID, Host: n.Host, State: n.State, Capacity: n.Capacity, Used: n.Used, Unfenced: n.Unfenced}
+}
+
 // Volume is what Decide needs of a volume.
 type Volume struct {
 	ID   string

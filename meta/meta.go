@@ -10,7 +10,8 @@
 // value.
 //
 // Atomicity: every change that must be atomic is one etcd transaction that
-// compares the mod revisions of what it read: creating a volume; allocating
+// compares the mod revisions of what it read: creating a volume (under an
+// overcommit judgement, with all it judged: Unchanged); allocating
 // a segment (its k+m slots in the namespaces' allocation bitmaps plus the
 // segment record); freeing one; beginning, committing and finishing a move.
 // A transaction that loses a race is retried from fresh reads, so two

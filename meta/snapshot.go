@@ -121,15 +121,24 @@ func (sn *snapshot) cluster() (*placement.Cluster, error) {
 		if e.alloc == nil || !known[e.rec.Host] {
 			continue
 		}
-		st, _ := placement.ParseState(e.rec.State) // checked when decoded
-		nss = append(nss, placement.Namespace{ID: id, Host: e.rec.Host, State: st, Capacity: e.alloc.Slots - 1, Used: e.alloc.Used,
-			Unfenced: !e.rec.Placeable()})
+		nss = append(nss, PlacementNamespace(e.rec, e.alloc))
 	}
 	c, err := placement.NewCluster(hosts, nss, sn.domain)
 	if err != nil {
 		return nil, fmt.Errorf("cluster state: %w: %w", ErrCorruptRecord, err)
 	}
 	return c, nil
+}
+
+// PlacementNamespace is namespace n with allocation a as placement sees
+// it: the one conversion of the records that every view of the cluster
+// (allocation, the controller's state, the capacity report) makes. Its
+// capacity is the slots of a's bitmap but the label's and its use the
+// slots set there (decoding checks that they fit); it is unfenced when it
+// takes no new shards (NamespaceRecord.Placeable).
+func PlacementNamespace(n *NamespaceRecord, a *AllocRecord) placement.Namespace {
+	st, _ := placement.ParseState(n.State) // checked when decoded
+	return placement.Namespace{ID: n.ID, Host: n.Host, State: st, Capacity: a.Slots - 1, Used: a.Used, Unfenced: !n.Placeable()}
 }
 
 // errRetry asks an optimistic loop to run again.

@@ -59,18 +59,22 @@ func putOp(key string, r record, opts ...clientv3.OpOption) (clientv3.Op, error)
 	return clientv3.OpPut(key, string(b), opts...), nil
 }
 
-// create writes r at key only if the key does not exist (ErrExists).
+// create writes r at key only if the key does not exist (ErrExists) and
+// the compares more hold (ErrConflict when only they fail).
 func (s *Store) create(ctx context.Context, key string, r record, more ...clientv3.Cmp) error {
 	op, err := putOp(key, r)
 	if err != nil {
 		return err
 	}
 	cmps := append([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)}, more...)
-	resp, err := s.kv.Txn(ctx).If(cmps...).Then(op).Commit()
+	resp, err := s.kv.Txn(ctx).If(cmps...).Then(op).Else(clientv3.OpGet(key, clientv3.WithCountOnly())).Commit()
 	if err != nil {
 		return s.wrap("create "+s.keys.describe(key), err)
 	}
 	if !resp.Succeeded {
+		if resp.Responses[0].GetResponseRange().Count == 0 {
+			return classErrorf(ErrConflict, "create %s: what it depends on changed", s.keys.describe(key))
+		}
 		return classErrorf(ErrExists, "%s already exists", s.keys.describe(key))
 	}
 	return nil

@@ -33,6 +33,11 @@ type VolumeSpec struct {
 // (unless AllowSharedDomains). No space is allocated: segments are placed
 // on first write (thin provisioning).
 func (s *Store) CreateVolume(ctx context.Context, spec VolumeSpec) (*VolumeRecord, error) {
+	return s.createVolume(ctx, spec, nil)
+}
+
+// createVolume is CreateVolume whose transaction also compares cmps.
+func (s *Store) createVolume(ctx context.Context, spec VolumeSpec, cmps []clientv3.Cmp) (*VolumeRecord, error) {
 	c, err := s.Cluster(ctx)
 	if err != nil {
 		return nil, err
@@ -52,9 +57,12 @@ func (s *Store) CreateVolume(ctx context.Context, spec VolumeSpec) (*VolumeRecor
 	if err := s.checkPlaceable(ctx, spec); err != nil {
 		return nil, err
 	}
-	if err := s.create(ctx, s.keys.volume(spec.Name), rec); err != nil {
-		if errors.Is(err, ErrExists) {
+	if err := s.create(ctx, s.keys.volume(spec.Name), rec, cmps...); err != nil {
+		switch {
+		case errors.Is(err, ErrExists):
 			return nil, classErrorf(ErrExists, "volume %q already exists", spec.Name)
+		case errors.Is(err, ErrConflict):
+			return nil, classErrorf(ErrConflict, "create volume %s: the cluster's volumes, namespaces or settings changed since they were read", spec.Name)
 		}
 		return nil, err
 	}
@@ -148,18 +156,27 @@ func (s *Store) ResizeVolume(ctx context.Context, name string, size int64) (*Vol
 	}
 	var out *VolumeRecord
 	err := update(ctx, s, s.keys.volume(name), func() *VolumeRecord { return &VolumeRecord{} }, func(v *VolumeRecord) error {
-		switch {
-		case v.State != VolumeReady:
-			return fmt.Errorf("volume %s is %s: %w", name, v.State, ErrInvalid)
-		case size < v.Size:
-			return fmt.Errorf("volume %s: shrinking from %d to %d bytes is not supported: %w", name, v.Size, size, ErrInvalid)
-		case size%BlockSize != 0:
-			return fmt.Errorf("volume %s: size %d is not a multiple of %d bytes: %w", name, size, BlockSize, ErrInvalid)
+		if err := v.checkResize(name, size); err != nil {
+			return err
 		}
 		v.Size, out = size, v
 		return nil
 	})
 	return out, err
+}
+
+// checkResize says why volume v (named name) cannot be resized to size
+// bytes, or nothing.
+func (v *VolumeRecord) checkResize(name string, size int64) error {
+	switch {
+	case v.State != VolumeReady:
+		return fmt.Errorf("volume %s is %s: %w", name, v.State, ErrInvalid)
+	case size < v.Size:
+		return fmt.Errorf("volume %s: shrinking from %d to %d bytes is not supported: %w", name, v.Size, size, ErrInvalid)
+	case size%BlockSize != 0:
+		return fmt.Errorf("volume %s: size %d is not a multiple of %d bytes: %w", name, size, BlockSize, ErrInvalid)
+	}
+	return nil
 }
 
 // DeleteVolume removes a volume and frees its slots. A volume with an owner

@@ -1,0 +1,145 @@
+package capacity
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/meta/metatest"
+)
+
+// raceCluster initializes cluster name on etcd at eps as
+// TestCreateAndResizeVolume does: 3 namespaces of 10 slots of 1 MiB, 30 MiB
+// usable by 2+1, 40 MiB of 2+1 volumes within the default limit of 2.
+func raceCluster(t *testing.T, eps []string, name string) {
+	t.Helper()
+	ctx := context.Background()
+	s := openStore(t, eps, name)
+	if _, err := s.InitCluster(ctx, meta.InitOptions{SlotSize: 1 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		h := fmt.Sprintf("h%d", i)
+		if _, err := s.AddHost(ctx, h, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.AddNamespace(ctx, meta.NamespaceSpec{Host: h, NQN: "nqn.test:" + h, NSID: 1, Size: 11 << 20,
+			Paths: []meta.PathRecord{{Addr: "tcp://127.0.0.1:4420"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// openStore opens a Store of its own (a process of its own: nothing
+// cached is shared) on cluster name.
+func openStore(t *testing.T, eps []string, name string) *meta.Store {
+	t.Helper()
+	s, err := meta.Open(context.Background(), meta.Config{Endpoints: eps, Cluster: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func spec21(name string, size int64) meta.VolumeSpec {
+	return meta.VolumeSpec{Name: name, Size: size, Layout: meta.Layout{K: 2, M: 1, Chunk: 64 << 10}}
+}
+
+// together runs the fns at once, each on a store of its own, and returns
+// their errors.
+func together(t *testing.T, eps []string, name string, fns ...func(*meta.Store) error) []error {
+	stores := make([]*meta.Store, len(fns))
+	for i := range fns {
+		stores[i] = openStore(t, eps, name)
+		if _, err := stores[i].Cluster(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	errs := make([]error, len(fns))
+	var start, wg sync.WaitGroup
+	start.Add(1)
+	for i, fn := range fns {
+		wg.Go(func() {
+			start.Wait()
+			errs[i] = fn(stores[i])
+		})
+	}
+	start.Done()
+	wg.Wait()
+	return errs
+}
+
+// TestConcurrentCreatesHoldTheLimit: 8 creates of 8 MiB at once, each
+// within the limit alone; 5 fit together (5*12 MiB promised after parity is
+// 2 times the 30 MiB usable). Exactly 5 are created, the other 3 are
+// refused as overcommitted, and what is recorded is within the limit.
+func TestConcurrentCreatesHoldTheLimit(t *testing.T) {
+	ctx := context.Background()
+	eps := metatest.Start(t)
+	raceCluster(t, eps, "race")
+	var fns []func(*meta.Store) error
+	for i := range 8 {
+		fns = append(fns, func(s *meta.Store) error {
+			_, _, err := CreateVolume(ctx, s, spec21(fmt.Sprintf("v%d", i), 8<<20))
+			return err
+		})
+	}
+	created := 0
+	for i, err := range together(t, eps, "race", fns...) {
+		switch {
+		case err == nil:
+			created++
+		case !errors.Is(err, ErrOvercommitted):
+			t.Errorf("create v%d: %v, want success or ErrOvercommitted", i, err)
+		}
+	}
+	r, err := Of(ctx, openStore(t, eps, "race"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if created != 5 || r.Overcommit > 2 {
+		t.Fatalf("%d of 8 volumes created, overcommit %.2f: want 5 and at most the limit of 2", created, r.Overcommit)
+	}
+}
+
+// TestConcurrentCreateAndResizeHoldTheLimit: with volume a of 16 MiB (24
+// MiB promised), growing a to 32 MiB and creating b of 16 MiB each fit
+// alone (48 of 60 MiB) but not together (72). In each of several rounds
+// exactly one succeeds and the other is refused as overcommitted, leaving
+// nothing of it behind.
+func TestConcurrentCreateAndResizeHoldTheLimit(t *testing.T) {
+	ctx := context.Background()
+	eps := metatest.Start(t)
+	for round := range 4 {
+		name := fmt.Sprintf("race%d", round)
+		raceCluster(t, eps, name)
+		if _, _, err := CreateVolume(ctx, openStore(t, eps, name), spec21("a", 16<<20)); err != nil {
+			t.Fatal(err)
+		}
+		errs := together(t, eps, name,
+			func(s *meta.Store) error { _, _, err := ResizeVolume(ctx, s, "a", 32<<20); return err },
+			func(s *meta.Store) error { _, _, err := CreateVolume(ctx, s, spec21("b", 16<<20)); return err })
+		resized, created := errs[0] == nil, errs[1] == nil
+		for _, err := range errs {
+			if err != nil && !errors.Is(err, ErrOvercommitted) {
+				t.Fatalf("round %d: %v, want success or ErrOvercommitted", round, err)
+			}
+		}
+		if resized == created {
+			t.Fatalf("round %d: resize %v, create %v: want exactly one to succeed", round, errs[0], errs[1])
+		}
+		s := openStore(t, eps, name)
+		a, err := s.Volume(ctx, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.Volume(ctx, "b")
+		if (a.Size == 32<<20) != resized || (err == nil) != created {
+			t.Fatalf("round %d: a is %d bytes, b: %v; resized %v, created %v", round, a.Size, err, resized, created)
+		}
+	}
+}
