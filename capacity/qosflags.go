@@ -40,6 +40,15 @@ func (f *QoSFlags) Change() (meta.QoSChange, error) {
 	return f.c, nil
 }
 
+// Set sets the flag name ("qos-iops", ...) to value as the command line
+// would: other front ends (the CSI driver's StorageClass parameters) parse
+// limits exactly as the flags do.
+func (f *QoSFlags) Set(name, value string) error {
+	fl := pflag.NewFlagSet("qos", pflag.ContinueOnError)
+	f.AddFlags(fl)
+	return fl.Set(name, value)
+}
+
 // Given reports whether any QoS flag was given.
 func (f *QoSFlags) Given() bool { return f.c != meta.QoSChange{} }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,6 +32,61 @@ const (
 	paramFailureDomain = "failureDomain"
 	sidecarPrefix      = "csi.storage.k8s.io/"
 )
+
+// qosParams are the QoS parameters of StorageClasses and
+// VolumeAttributesClasses, each the `volume create|set` flag it stands for:
+// values are parsed by the same code as the flags.
+var qosParams = map[string]string{
+	"qosIOPS": "qos-iops", "qosReadIOPS": "qos-read-iops", "qosWriteIOPS": "qos-write-iops",
+	"qosBPS": "qos-bps", "qosReadBPS": "qos-read-bps", "qosWriteBPS": "qos-write-bps",
+	"qosBurst": "qos-burst",
+}
+
+// parseQoS reads the QoS parameters of params into f; it reports whether
+// key is one. A bad value is InvalidArgument naming what.
+func parseQoS(f *capacity.QoSFlags, what, key, v string) (bool, error) {
+	flag, ok := qosParams[key]
+	if !ok {
+		return false, nil
+	}
+	if err := f.Set(flag, v); err != nil {
+		return true, status.Errorf(codes.InvalidArgument, "%s: %s=%q: %v", what, key, v, err)
+	}
+	return true, nil
+}
+
+// qosChange is the change f asks for; limits that are wrong together are
+// InvalidArgument naming what.
+func qosChange(f *capacity.QoSFlags, what string) (meta.QoSChange, error) {
+	c, err := f.Change()
+	if err != nil {
+		return meta.QoSChange{}, status.Errorf(codes.InvalidArgument, "%s: %v", what, err)
+	}
+	return c, nil
+}
+
+// parseMutable reads mutable_parameters (a VolumeAttributesClass's): QoS
+// parameters only. Only the limits given change; 0 removes one.
+func parseMutable(params map[string]string) (meta.QoSChange, error) {
+	const what = "mutable parameters"
+	var f capacity.QoSFlags
+	for key, v := range params {
+		ok, err := parseQoS(&f, what, key, v)
+		if err != nil {
+			return meta.QoSChange{}, err
+		}
+		if !ok {
+			return meta.QoSChange{}, status.Errorf(codes.InvalidArgument, "%s: %q cannot change on a volume (only %s can)", what, key, qosNames())
+		}
+	}
+	return qosChange(&f, what)
+}
+
+// qosNames lists the QoS parameter names.
+func qosNames() string {
+	names := slices.Sorted(maps.Keys(qosParams))
+	return strings.Join(names, ", ")
+}
 
 // volumeID is the volume of CSI name: the name itself when it is a valid
 // volume name, else "csi-" and 40 hex digits of its SHA-256 (CSI names may
@@ -62,6 +118,7 @@ type classParams struct {
 	Checksum      string // "" or crc32c
 	WriteLog      string // "" or ppl
 	FailureDomain string
+	QoS           meta.QoSChange
 }
 
 // parseParams reads params; an unknown key or bad value is InvalidArgument.
@@ -70,8 +127,16 @@ func parseParams(params map[string]string) (classParams, error) {
 	bad := func(format string, args ...any) (classParams, error) {
 		return classParams{}, status.Errorf(codes.InvalidArgument, "StorageClass parameters: "+format, args...)
 	}
+	const what = "StorageClass parameters"
 	writeLog := ""
+	var qos capacity.QoSFlags
 	for key, v := range params {
+		if ok, err := parseQoS(&qos, what, key, v); ok {
+			if err != nil {
+				return classParams{}, err
+			}
+			continue
+		}
 		var err error
 		switch key {
 		case paramK:
@@ -91,7 +156,7 @@ func parseParams(params map[string]string) (classParams, error) {
 			p.FailureDomain = v
 		default:
 			if !strings.HasPrefix(key, sidecarPrefix) {
-				return bad("unknown parameter %q (known: k, m, checksums, writeLog, failureDomain)", key)
+				return bad("unknown parameter %q (known: k, m, checksums, writeLog, failureDomain, %s)", key, qosNames())
 			}
 		}
 		if err != nil {
@@ -108,7 +173,9 @@ func parseParams(params map[string]string) (classParams, error) {
 	case on:
 		return bad("writeLog=true needs checksums=true")
 	}
-	return p, nil
+	var err error
+	p.QoS, err = qosChange(&qos, what)
+	return p, err
 }
 
 // checkDomain refuses a failureDomain that is not the cluster's.
@@ -166,6 +233,14 @@ func (d *Driver) CreateVolume(ctx context.Context, r *csipb.CreateVolumeRequest)
 	if err != nil {
 		return nil, err
 	}
+	mutable, err := parseMutable(r.GetMutableParameters())
+	if err != nil {
+		return nil, err
+	}
+	qos := mutable.Apply(p.QoS.Apply(meta.QoS{}))
+	if err := qos.Check(); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "StorageClass and mutable parameters together: %v", err)
+	}
 	if err := d.checkDomain(ctx, p.FailureDomain); err != nil {
 		return nil, err
 	}
@@ -176,7 +251,7 @@ func (d *Driver) CreateVolume(ctx context.Context, r *csipb.CreateVolumeRequest)
 	id := volumeID(r.GetName())
 	defer d.locks.lock(id)()
 	spec := meta.VolumeSpec{Name: id, Size: size, Layout: meta.Layout{K: p.K, M: p.M, Chunk: 128 << 10,
-		Checksum: p.Checksum, WriteLog: p.WriteLog}, BindChecksums: p.Checksum != ""}
+		Checksum: p.Checksum, WriteLog: p.WriteLog}, BindChecksums: p.Checksum != "", QoS: qos}
 	rec, warn, err := capacity.CreateVolume(ctx, d.o.Store, spec)
 	if errors.Is(err, meta.ErrExists) {
 		if rec, err = d.o.Store.Volume(ctx, id); err == nil {
@@ -199,7 +274,8 @@ func (d *Driver) CreateVolume(ctx context.Context, r *csipb.CreateVolumeRequest)
 }
 
 // sameVolume checks that an existing volume is the one a repeated
-// CreateVolume asks for; otherwise AlreadyExists.
+// CreateVolume asks for; otherwise AlreadyExists. Its QoS is not compared:
+// ControllerModifyVolume may have changed it since.
 func sameVolume(rec *meta.VolumeRecord, p classParams, r *csipb.CapacityRange) error {
 	l := rec.Layout
 	switch {
@@ -235,6 +311,7 @@ func (d *Driver) ControllerGetCapabilities(context.Context, *csipb.ControllerGet
 		csipb.ControllerServiceCapability_RPC_EXPAND_VOLUME,
 		csipb.ControllerServiceCapability_RPC_LIST_VOLUMES,
 		csipb.ControllerServiceCapability_RPC_GET_CAPACITY,
+		csipb.ControllerServiceCapability_RPC_MODIFY_VOLUME,
 	} {
 		caps = append(caps, &csipb.ControllerServiceCapability{Type: &csipb.ControllerServiceCapability_Rpc{
 			Rpc: &csipb.ControllerServiceCapability_RPC{Type: t}}})
@@ -257,6 +334,9 @@ func (d *Driver) ValidateVolumeCapabilities(ctx context.Context, r *csipb.Valida
 		return &csipb.ValidateVolumeCapabilitiesResponse{Message: status.Convert(err).Message()}, nil
 	}
 	if _, err := parseParams(r.GetParameters()); err != nil {
+		return &csipb.ValidateVolumeCapabilitiesResponse{Message: status.Convert(err).Message()}, nil
+	}
+	if _, err := parseMutable(r.GetMutableParameters()); err != nil {
 		return &csipb.ValidateVolumeCapabilitiesResponse{Message: status.Convert(err).Message()}, nil
 	}
 	return &csipb.ValidateVolumeCapabilitiesResponse{Confirmed: &csipb.ValidateVolumeCapabilitiesResponse_Confirmed{
@@ -343,6 +423,26 @@ func (d *Driver) ControllerExpandVolume(ctx context.Context, r *csipb.Controller
 	}
 	block := r.GetVolumeCapability().GetBlock() != nil
 	return &csipb.ControllerExpandVolumeResponse{CapacityBytes: rec.Size, NodeExpansionRequired: !block}, nil
+}
+
+// ControllerModifyVolume changes a live volume's QoS limits to those of
+// its VolumeAttributesClass (`volume set --qos-*`): every mapping applies
+// them within about a second, without a remap. Only the limits given
+// change; a bad one changes nothing.
+func (d *Driver) ControllerModifyVolume(ctx context.Context, r *csipb.ControllerModifyVolumeRequest) (*csipb.ControllerModifyVolumeResponse, error) {
+	id := r.GetVolumeId()
+	if id == "" {
+		return nil, status.Error(codes.InvalidArgument, "a volume id is required")
+	}
+	c, err := parseMutable(r.GetMutableParameters())
+	if err != nil {
+		return nil, err
+	}
+	defer d.locks.lock(id)()
+	if _, err := d.o.Store.SetVolumeQoS(ctx, id, c); err != nil {
+		return nil, grpcError(err)
+	}
+	return &csipb.ControllerModifyVolumeResponse{}, nil
 }
 
 // checkCapabilities refuses what the driver cannot serve.

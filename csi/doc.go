@@ -29,6 +29,25 @@
 //	               cluster agree.
 //	csi.storage.k8s.io/fstype  (read by the sidecars; the node sees it as
 //	               the capability's fs type) ext4 (default) or xfs
+//	qosIOPS, qosReadIOPS, qosWriteIOPS  request limits a second
+//	qosBPS, qosReadBPS, qosWriteBPS     byte limits a second, e.g. 200MiB/s
+//	qosBurst       how long a limit may be used at once after a pause
+//	               (default 1s, at most 1m)
+//
+// The qos* values are parsed by the code of `nvstripe volume create|set
+// --qos-*` (capacity.QoSFlags; "0" or absent: no limit). A bad one is
+// InvalidArgument and creates nothing. The same qos* keys, and only they,
+// are the mutable parameters of a VolumeAttributesClass: given at
+// CreateVolume they override the StorageClass's, and ControllerModifyVolume
+// applies them to a live volume (`volume set`; every mapping follows within
+// about a second). Only the limits given change; a bad value changes
+// nothing. A repeated CreateVolume does not compare QoS, which may have
+// been modified since.
+//
+// NVMe/TCP TLS: the driver opens no NVMe/TCP connection (the controller
+// works on etcd, the node maps through the agent), so the key goes to the
+// agent (`nvstripe agent --tls-key-file`); `nvstripe csi --tls-key-file` is
+// a usage error saying so.
 //
 // Topology key: topology.nvstripe.io/cluster, value the cluster's name. A
 // volume's shards are spread over the cluster's failure domains and any node
@@ -36,7 +55,7 @@
 // segment.
 //
 // The controller advertises CREATE_DELETE_VOLUME, EXPAND_VOLUME,
-// LIST_VOLUMES and GET_CAPACITY, and not PUBLISH_UNPUBLISH_VOLUME: the
+// LIST_VOLUMES, GET_CAPACITY and MODIFY_VOLUME, and not PUBLISH_UNPUBLISH_VOLUME: the
 // CSIDriver object sets attachRequired: false. Exclusive access does not
 // depend on an attacher: a read-write stage takes the volume's ownership
 // lease in etcd through the node's agent, and a second node's read-write

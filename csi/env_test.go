@@ -81,6 +81,7 @@ func startCluster(t *testing.T) *cluster {
 type nodeAgent struct {
 	t      *testing.T
 	o      agent.ServeOptions
+	agent  *agent.Agent // the running agent, set by start
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -104,7 +105,7 @@ func (a *nodeAgent) start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan struct{})
 	o := a.o
-	o.Ready = func(*agent.Agent, string) { close(ready) }
+	o.Ready = func(ag *agent.Agent, _ string) { a.agent = ag; close(ready) }
 	a.cancel, a.done = cancel, make(chan error, 1)
 	go func() { a.done <- agent.Serve(ctx, o) }()
 	select {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
@@ -382,4 +383,76 @@ func hasCapability(c int) bool {
 func haveTool(name string) bool {
 	_, err := exec.LookPath(name)
 	return err == nil
+}
+
+// TestModifyVolumeLive: a volume staged with the StorageClass's QoS limits
+// gets the VolumeAttributesClass's new ones from ControllerModifyVolume
+// while it stays staged: the agent's mapping applies them without a remap.
+func TestModifyVolumeLive(t *testing.T) {
+	needNode(t)
+	c := startCluster(t)
+	a := c.startAgent(t, "node-qos")
+	p := c.startPlugin(t, "node-qos", a.o.Socket, t.TempDir())
+	ctx := context.Background()
+	capab := capability(true, rwo)
+	rep, err := p.ctrl.CreateVolume(ctx, &csipb.CreateVolumeRequest{Name: "qos-live",
+		CapacityRange:      &csipb.CapacityRange{RequiredBytes: 16 << 20},
+		VolumeCapabilities: []*csipb.VolumeCapability{capab},
+		Parameters:         map[string]string{"k": "2", "m": "1", "qosIOPS": "1000", "qosWriteBPS": "64MiB/s"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vol, at := rep.GetVolume().GetVolumeId(), newPaths(t)
+	if err := p.stage(vol, at, capab); err != nil {
+		t.Fatal(err)
+	}
+	defer p.node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: vol, StagingTargetPath: at.staging})
+	waitLimits(t, a, vol, map[string]float64{"iops": 1000, "write_bps": 64 << 20, "read_iops": 0})
+
+	if _, err := p.ctrl.ControllerModifyVolume(ctx, &csipb.ControllerModifyVolumeRequest{VolumeId: vol,
+		MutableParameters: map[string]string{"qosIOPS": "250", "qosReadIOPS": "100"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitLimits(t, a, vol, map[string]float64{"iops": 250, "write_bps": 64 << 20, "read_iops": 100})
+	if m, err := p.d.mapping(ctx, vol); err != nil || m == nil {
+		t.Errorf("the volume is no longer mapped after the modify: %v %v", m, err)
+	}
+}
+
+// waitLimits waits until the agent's qos_limit gauges of vol show want
+// (the agent follows the volume record about once a second), failing the
+// test after a minute.
+func waitLimits(t *testing.T, a *nodeAgent, vol string, want map[string]float64) {
+	t.Helper()
+	var have map[string]float64
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		fams, err := a.agent.Metrics().Registry().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		have = map[string]float64{}
+		for _, f := range fams {
+			if f.GetName() != "nvstripe_agent_qos_limit" {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				labels := map[string]string{}
+				for _, l := range m.GetLabel() {
+					labels[l.GetName()] = l.GetValue()
+				}
+				if labels["volume"] == vol {
+					have[labels["limit"]] = m.GetGauge().GetValue()
+				}
+			}
+		}
+		if ok := len(have) > 0; ok {
+			for k, v := range want {
+				ok = ok && have[k] == v
+			}
+			if ok {
+				return
+			}
+		}
+	}
+	t.Fatalf("volume %s: QoS limits %v, want %v", vol, have, want)
 }

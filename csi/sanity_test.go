@@ -26,6 +26,7 @@ func TestSanity(t *testing.T) {
 	cfg.TestVolumeSize = 64 << 20
 	cfg.TestVolumeExpandSize = 96 << 20
 	cfg.TestVolumeParameters = map[string]string{"k": "2", "m": "1"}
+	cfg.TestVolumeMutableParameters = map[string]string{"qosIOPS": "5000", "qosWriteBPS": "100MiB/s"}
 	cfg.TestInvalidListVolumesStartingToken = "invalid-token"
 	cfg.IdempotentCount = 3
 	sanity.Test(t, cfg)

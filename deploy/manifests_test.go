@@ -48,10 +48,11 @@ var kinds = map[string]func() metav1.Object{
 	"rbac.authorization.k8s.io/v1/RoleBinding":        func() metav1.Object { return &rbacv1.RoleBinding{} },
 	"storage.k8s.io/v1/CSIDriver":                     func() metav1.Object { return &storagev1.CSIDriver{} },
 	"storage.k8s.io/v1/StorageClass":                  func() metav1.Object { return &storagev1.StorageClass{} },
+	"storage.k8s.io/v1/VolumeAttributesClass":         func() metav1.Object { return &storagev1.VolumeAttributesClass{} },
 }
 
 // clusterScoped are the kinds without a namespace.
-var clusterScoped = []string{"Namespace", "PersistentVolume", "ClusterRole", "ClusterRoleBinding", "CSIDriver", "StorageClass"}
+var clusterScoped = []string{"Namespace", "PersistentVolume", "ClusterRole", "ClusterRoleBinding", "CSIDriver", "StorageClass", "VolumeAttributesClass"}
 
 // manifest is one decoded YAML document.
 type manifest struct {
@@ -237,6 +238,16 @@ func TestManifestsCrossReferences(t *testing.T) {
 		}
 		checkParameters(t, sc)
 	}
+	for _, vac := range of[*storagev1.VolumeAttributesClass](ms) {
+		if vac.DriverName != driverName {
+			t.Errorf("VolumeAttributesClass %s: driver %q, want %q", vac.Name, vac.DriverName, driverName)
+		}
+		for k, v := range vac.Parameters {
+			if !qosParameter(k) || v == "" {
+				t.Errorf("VolumeAttributesClass %s: parameter %s=%q cannot change on a volume (only qos* ones can)", vac.Name, k, v)
+			}
+		}
+	}
 	for _, pv := range of[*corev1.PersistentVolume](ms) {
 		if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != driverName {
 			t.Errorf("PersistentVolume %s: not a volume of %s", pv.Name, driverName)
@@ -282,11 +293,19 @@ func checkParameters(t *testing.T, sc *storagev1.StorageClass) {
 			ok = true
 		case "csi.storage.k8s.io/fstype":
 			ok = v == "ext4" || v == "xfs"
+		default:
+			ok = qosParameter(k) && v != ""
 		}
 		if !ok {
 			t.Errorf("StorageClass %s: parameter %s=%q is not one the driver takes", sc.Name, k, v)
 		}
 	}
+}
+
+// qosParameter says whether k is one of the driver's QoS parameters (the
+// csi package's tests check their values).
+func qosParameter(k string) bool {
+	return slices.Contains([]string{"qosIOPS", "qosReadIOPS", "qosWriteIOPS", "qosBPS", "qosReadBPS", "qosWriteBPS", "qosBurst"}, k)
 }
 
 // checkPodRefs checks what a pod template names: its service account,
@@ -619,4 +638,52 @@ func hasCommand(t *testing.T, bin, name string) bool {
 		t.Fatalf("nvstripe --help: %v", err)
 	}
 	return regexp.MustCompile(`(?m)^\s+` + regexp.QuoteMeta(name) + `\s`).Match(out)
+}
+
+// TestManifestsTLSKey: the agent DaemonSet mounts the Secret nvstripe-tls
+// (optional, owner-read only), the --tls-key-file its comment tells to add
+// names a file in that mount, and the agent takes that flag.
+func TestManifestsTLSKey(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the nvstripe binary")
+	}
+	b, err := os.ReadFile(filepath.Join(manifestDir, "10-agent.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^\s*#\s*- (--tls-key-file=(\S+))$`).FindSubmatch(b)
+	if m == nil {
+		t.Fatal("10-agent.yaml does not say which --tls-key-file to add")
+	}
+	arg, file := string(m[1]), string(m[2])
+	var agent *podSpec
+	for _, ps := range podSpecs(loadManifests(t)) {
+		if ps.where == "DaemonSet nvstripe-agent" {
+			agent = &ps
+		}
+	}
+	if agent == nil {
+		t.Fatal("no DaemonSet nvstripe-agent")
+	}
+	var vol string
+	for _, v := range agent.spec.Volumes {
+		if s := v.Secret; s != nil && s.SecretName == "nvstripe-tls" {
+			if !ptrTrue(s.Optional) || s.DefaultMode == nil || *s.DefaultMode != 0o400 {
+				t.Errorf("Secret nvstripe-tls: optional %v, mode %v; want optional and 0400", s.Optional, s.DefaultMode)
+			}
+			vol = v.Name
+		}
+	}
+	var mounted bool
+	for _, c := range agent.spec.Containers {
+		for _, vm := range c.VolumeMounts {
+			mounted = mounted || vm.Name == vol && vol != "" && path.Dir(file) == vm.MountPath && vm.ReadOnly
+		}
+	}
+	if !mounted {
+		t.Errorf("%s: no read-only mount of the Secret nvstripe-tls at %s", arg, path.Dir(file))
+	}
+	if out, err := exec.Command(binary(t), "agent", arg, "--help").CombinedOutput(); err != nil {
+		t.Errorf("nvstripe agent %s: %v\n%s", arg, err, out)
+	}
 }

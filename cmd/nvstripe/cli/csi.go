@@ -16,7 +16,7 @@ import (
 // foreground.
 func newCSICmd(g *globals) *cobra.Command {
 	a := &config.EtcdFlags{}
-	var endpoint, mode string
+	var endpoint, mode, tlsKeyFile string
 	o := csi.Options{}
 	c := &cobra.Command{
 		Use:   "csi --endpoint unix://PATH --node-id ID [--agent SOCKET] [--mode all|controller|node]",
@@ -27,8 +27,18 @@ func newCSICmd(g *globals) *cobra.Command {
 			"through this node's agent (--agent): ublk where loaded, else nbd, else the agent's FUSE file\n" +
 			"with a loop device over it; it makes a filesystem only on a blank device. --mode controller\n" +
 			"for the controller Deployment, --mode node for the node DaemonSet. StorageClass parameters:\n" +
-			"k, m, checksums, writeLog, failureDomain (see the csi package documentation).",
+			"k, m, checksums, writeLog, failureDomain and the QoS limits qosIOPS, qosReadIOPS, qosWriteIOPS,\n" +
+			"qosBPS, qosReadBPS, qosWriteBPS, qosBurst (values as 'volume create --qos-*' takes them); a\n" +
+			"VolumeAttributesClass's qos* parameters change a live volume's limits (ControllerModifyVolume).\n" +
+			"The NVMe/TCP TLS key goes to the agent (nvstripe agent --tls-key-file), which maps the volumes.",
 		Args: cobra.NoArgs,
+		PreRunE: func(*cobra.Command, []string) error {
+			if tlsKeyFile != "" {
+				return usageError{errors.New("--tls-key-file belongs to the agent (nvstripe agent --tls-key-file): " +
+					"the node service maps volumes through it and the driver opens no NVMe/TCP connection itself")}
+			}
+			return nil
+		},
 		RunE: serveWithStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
 			if endpoint == "" {
 				return usageError{errors.New("nvstripe csi needs --endpoint unix://PATH")}
@@ -64,6 +74,9 @@ func newCSICmd(g *globals) *cobra.Command {
 	fl.StringVar(&o.StateDir, "state-dir", csi.DefaultStateDir, "directory of the FUSE mounts of the loop-device way of mapping")
 	fl.StringVar(&mode, "mode", "all", "services to serve: all, controller or node")
 	fl.StringVar(&o.Frontend, "frontend", csi.FrontendAuto, "how volumes are mapped: \"\" (ublk, else nbd, else FUSE + loop) or fuse")
+	// Taken only to say where the key goes instead of "unknown flag".
+	fl.StringVar(&tlsKeyFile, "tls-key-file", "", "not taken: give the NVMe/TCP TLS key to the agent")
+	fl.MarkHidden("tls-key-file")
 	metadataOnly(c)
 	return withPprof(g, c, "csi")
 }
