@@ -175,6 +175,8 @@ type simPool struct {
 	mu      sync.Mutex
 	victim  string
 	seenAt  map[string]time.Time // observer -> when it saw victim dead
+	backAt  map[string]time.Time // observer -> when it saw victim alive again
+	revived bool                 // the victim speaks again
 	falseDe int                  // deaths of members that were not killed
 }
 
@@ -187,7 +189,7 @@ func startSimPool(t *testing.T, n int) *simPool {
 		key[i] = byte(i)
 	}
 	sn := &simNet{byAddr: map[string]*simTransport{}}
-	p := &simPool{seenAt: map[string]time.Time{}}
+	p := &simPool{seenAt: map[string]time.Time{}, backAt: map[string]time.Time{}}
 	for i := range n {
 		name := fmt.Sprintf("host-%04d", i)
 		meta := Meta{Role: RoleTarget, Host: name, Labels: map[string]string{"rack": fmt.Sprintf("r%02d", i%40)}}
@@ -216,14 +218,18 @@ func startSimPool(t *testing.T, n int) *simPool {
 }
 
 // observer returns the OnEvent of member name: it records when that member
-// first sees the victim dead and counts deaths of anyone else.
+// first sees the victim dead (and alive again once revived) and counts
+// deaths of anyone else.
 func (p *simPool) observer(name string) func(Member) {
 	return func(m Member) {
-		if m.Status != StatusDead {
-			return
-		}
 		p.mu.Lock()
 		defer p.mu.Unlock()
+		if m.Status != StatusDead {
+			if _, ok := p.backAt[name]; !ok && p.revived && m.Name == p.victim {
+				p.backAt[name] = time.Now()
+			}
+			return
+		}
 		if m.Name != p.victim {
 			p.falseDe++
 			return
@@ -298,6 +304,34 @@ func (p *simPool) kill(i int, limit time.Duration) []time.Duration {
 	return ds
 }
 
+// revive lets member i (killed) speak again, as after a network cut, and
+// waits until every other member has seen it alive, or limit. It returns
+// the times, sorted.
+func (p *simPool) revive(i int, limit time.Duration) []time.Duration {
+	p.mu.Lock()
+	p.revived = true
+	p.mu.Unlock()
+	start := time.Now()
+	p.tr[i].silent.Store(false)
+	for time.Since(start) < limit {
+		time.Sleep(100 * time.Millisecond)
+		p.mu.Lock()
+		done := len(p.backAt) == len(p.ml)-1
+		p.mu.Unlock()
+		if done {
+			break
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var ds []time.Duration
+	for _, at := range p.backAt {
+		ds = append(ds, at.Sub(start))
+	}
+	slices.Sort(ds)
+	return ds
+}
+
 func (p *simPool) shutdown(t *testing.T) {
 	for _, ml := range p.ml {
 		if err := ml.Shutdown(); err != nil {
@@ -338,7 +372,9 @@ type simResult struct {
 	steady, failure       traffic
 	steadyFor, failureFor time.Duration
 	falseDeaths           int
-	suspicion             time.Duration
+	suspicion             time.Duration // memberlist's shortest suspicion timeout at n
+	back                  int           // members that saw the victim alive again
+	back99                time.Duration // when 99 % did
 }
 
 // runSim measures one pool size: steady-state traffic over steadyFor after
@@ -368,6 +404,11 @@ func runSim(t *testing.T, n int) (r simResult) {
 			r.p50, r.p99 = quantile(ds, n-1, 0.50), quantile(ds, n-1, 0.99)
 		}
 		r.suspicion = suspicionTimeoutFor(n)
+		back := p.revive(n/2, 3*pushPullPeriod(n))
+		r.back = len(back)
+		if len(back) > 0 {
+			r.back99 = quantile(back, n-1, 0.99)
+		}
 	})
 	return r
 }
@@ -425,8 +466,8 @@ func printSimTable(w io.Writer, rows []simResult) {
 	c := profileConfig(ProfileLAN)
 	fmt.Fprintf(w, "\nmemberlist %s profile: probe %v/%v, suspicion mult %d (max x%d), gossip %d nodes every %v, retransmit mult %d, push/pull %v, dead reclaim %v\n",
 		"LAN", c.ProbeInterval, c.ProbeTimeout, c.SuspicionMult, c.SuspicionMaxTimeoutMult, c.GossipNodes, c.GossipInterval, c.RetransmitMult, c.PushPullInterval, c.DeadNodeReclaimTime)
-	fmt.Fprintf(w, "| members | converge | first dead | 50%% dead | 99%% dead | all | saw/others | false deaths | steady B/s | steady pkt/s | failure B/s | failure pkt/s | dropped |\n")
-	fmt.Fprintf(w, "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	fmt.Fprintf(w, "| members | min suspicion | converge | first dead | 50%% dead | 99%% dead | all | saw/others | false deaths | steady B/s | steady pkt/s | failure B/s | failure pkt/s | dropped | back 99%% | back |\n")
+	fmt.Fprintf(w, "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, r := range rows {
 		per := func(tr traffic, d time.Duration) (float64, float64) {
 			s := float64(r.n) * d.Seconds()
@@ -434,9 +475,9 @@ func printSimTable(w io.Writer, rows []simResult) {
 		}
 		sb, sp := per(r.steady, r.steadyFor)
 		fb, fp := per(r.failure, r.failureFor)
-		fmt.Fprintf(w, "| %d | %v | %v | %v | %v | %v | %d/%d | %d | %.0f | %.1f | %.0f | %.1f | %d |\n",
-			r.n, r.join.Round(time.Second), r.first.Round(10*time.Millisecond), r.p50.Round(10*time.Millisecond),
+		fmt.Fprintf(w, "| %d | %v | %v | %v | %v | %v | %v | %d/%d | %d | %.0f | %.1f | %.0f | %.1f | %d | %v | %d/%d |\n",
+			r.n, r.suspicion.Round(100*time.Millisecond), r.join.Round(time.Second), r.first.Round(10*time.Millisecond), r.p50.Round(10*time.Millisecond),
 			r.p99.Round(10*time.Millisecond), r.last.Round(10*time.Millisecond), r.seen, r.n-1, r.falseDeaths,
-			sb, sp, fb, fp, r.steady.dropped+r.failure.dropped)
+			sb, sp, fb, fp, r.steady.dropped+r.failure.dropped, r.back99.Round(10*time.Millisecond), r.back, r.n-1)
 	}
 }
