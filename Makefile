@@ -96,6 +96,16 @@ FUZZTIME ?= 10m
 fuzz:
 	GO='$(GO)' FUZZTIME='$(FUZZTIME)' scripts/fuzz.sh
 
+## gossip-sim: the memberlist simulation (health/gossipsim_test.go): pools of
+## GOSSIP_SIZES members at the shipped gossip settings, one member killed in
+## each; prints a table of detection times and gossip traffic per member
+## (docs/scale.md, "Failure detection"). About 10 minutes on 2 cores; 1000
+## members need more than 8 GiB of memory and half an hour.
+GOSSIP_SIZES ?= 100,250,500
+.PHONY: gossip-sim
+gossip-sim:
+	$(GO) test -count=1 -timeout 0 -run TestGossipSimTable -v ./health -gossipsim.sizes=$(GOSSIP_SIZES)
+
 ## proto: regenerate the committed *.pb.go files from the .proto files.
 proto:
 	PATH="$(GOBIN_DIR):$$PATH" protoc -I . -I $(PROTO_INCLUDE) \
