@@ -46,7 +46,7 @@ func (f *Flags) AddFlags(fl *pflag.FlagSet) {
 	fl.IntVar(&f.MaxConnections, "max-connections", target.DefaultMaxConnections,
 		"connections each listener serves at once; one beyond is closed at once (negative: no cap)")
 	fl.IntVar(&f.DeviceQueueDepth, "device-queue-depth", 32,
-		"I/O commands each namespace runs on its file at once; the rest wait, hosts taking turns by bytes")
+		"I/O commands each namespace runs on its file at once; the rest wait in one queue per controller, served in weighted turns")
 	fl.StringArrayVar(&f.HostWeights, "host-weight", nil,
 		"HOSTNQN=W: that host's controllers get W times the others' share of each namespace's device (1-100; others 1), repeatable")
 	fl.DurationVar(&f.AuthTimeout, "auth-timeout", 5*time.Second,
