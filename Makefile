@@ -83,7 +83,7 @@ soak:
 ## under volume/testdata/rapid.
 SOAK_CHECKS ?= 10000
 SOAK_COUNT  ?= 1
-SOAK_RUN    ?= TestPropertyWriteHole|TestPropertyAgainstModel|TestPropertyCrash|TestPropertyBitFlips
+SOAK_RUN    ?= TestPropertyWriteHole|TestPropertyAgainstModel|TestPropertyCrash|TestPropertyBitFlips|TestDroppedWritesProperty
 soak-props:
 	$(GO) test -count=$(SOAK_COUNT) -timeout 0 -run '$(SOAK_RUN)' ./volume \
 		-volume.soak=$(SOAK_CHECKS) -rapid.checks=1000

@@ -117,6 +117,7 @@ func TestDroppedWritesProperty(t *testing.T) {
 	if testing.Short() {
 		cases = 15
 	}
+	cases = max(cases, *soakChecks) // make soak-props: -volume.soak
 	for _, g := range lyingLayouts {
 		for seed := int64(1); seed <= int64(cases); seed++ {
 			droppedWritesCase(t, g, seed)
