@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/nvstripe/nvstripe/internal/retry"
 )
 
 // Backoff bounds: the wait after a first temporary accept error, doubled
@@ -23,6 +25,8 @@ const (
 	MinBackoff = 5 * time.Millisecond
 	MaxBackoff = time.Second
 )
+
+var acceptBackoff = retry.Options{Initial: MinBackoff, Max: MaxBackoff}
 
 // Reasons a server refuses a connection, as the servers' stats count them
 // (one name each for every server). Serve refuses for the first two; the
@@ -76,9 +80,9 @@ func Serve(ctx context.Context, ln net.Listener, o Options, handle func(net.Conn
 			if !Temporary(err) {
 				return err
 			}
-			wait = min(max(2*wait, MinBackoff), MaxBackoff)
+			wait = acceptBackoff.Grow(wait)
 			o.logf("%s: accept: %v; retrying in %v", o.Name, err, wait)
-			if !sleep(ctx, wait) {
+			if retry.Sleep(ctx, wait) != nil {
 				return nil
 			}
 			continue
@@ -202,17 +206,5 @@ func (o *Options) refused(reason string) {
 func (o *Options) logf(format string, args ...any) {
 	if o.Logf != nil {
 		o.Logf(format, args...)
-	}
-}
-
-// sleep waits d; false when ctx ended first.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/agent/api"
 	"github.com/nvstripe/nvstripe/controller"
+	"github.com/nvstripe/nvstripe/internal/retry"
 	"github.com/nvstripe/nvstripe/qos"
 	"github.com/nvstripe/nvstripe/volclient"
 	"github.com/nvstripe/nvstripe/volume"
@@ -216,8 +217,8 @@ func (mp *mapping) clean(m *volclient.Mapped) bool {
 // the mapping is stopped. first is called after the first attempt.
 func (mp *mapping) restore(first func()) {
 	defer close(mp.retryDone)
-	delay := mp.a.o.RetryInterval
-	for {
+	waits := retry.NewBackoff(retry.Options{Initial: mp.a.o.RetryInterval, Max: 30 * time.Second})
+	for delay := waits.Next(); ; delay = waits.Next() {
 		mp.opMu.Lock()
 		err := mp.openCtx.Err()
 		if err == nil {
@@ -236,14 +237,9 @@ func (mp *mapping) restore(first func()) {
 		if err == nil || stopped {
 			return
 		}
-		t := time.NewTimer(delay)
-		select {
-		case <-mp.openCtx.Done():
-			t.Stop()
+		if retry.Sleep(mp.openCtx, delay) != nil {
 			return
-		case <-t.C:
 		}
-		delay = min(2*delay, 30*time.Second)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/agent/api"
+	"github.com/nvstripe/nvstripe/internal/retry"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/volclient"
 )
@@ -22,14 +23,10 @@ const reacquireTimeout = 30 * time.Second
 // fenced, saying why. It ends when the mapping is stopped.
 func (mp *mapping) reacquire(old *volclient.Mapped, cause error, done chan<- struct{}) {
 	defer close(done)
-	delay := mp.a.o.RetryInterval
-	for {
-		t := time.NewTimer(delay)
-		select {
-		case <-mp.openCtx.Done():
-			t.Stop()
+	waits := retry.NewBackoff(retry.Options{Initial: mp.a.o.RetryInterval, Max: 10 * time.Second})
+	for delay := waits.Next(); ; {
+		if retry.Sleep(mp.openCtx, delay) != nil {
 			return
-		case <-t.C:
 		}
 		mp.opMu.Lock()
 		err := mp.openCtx.Err()
@@ -50,8 +47,8 @@ func (mp *mapping) reacquire(old *volclient.Mapped, cause error, done chan<- str
 			return
 		}
 		mp.setState(api.StateFenced, fmt.Errorf("%w; taking it again: %w", cause, err))
+		delay = waits.Next()
 		mp.a.logf("agent: %s: taking it again: %v (retrying in %v)", mp.name, err, delay)
-		delay = min(2*delay, 10*time.Second)
 	}
 }
 

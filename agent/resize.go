@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nvstripe/nvstripe/internal/retry"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/volclient"
 )
@@ -45,25 +46,21 @@ type volumeRecords interface {
 func (mp *mapping) followSize(ctx context.Context, m *volclient.Mapped) {
 	poll := time.NewTicker(mp.a.o.sizePoll)
 	defer poll.Stop()
-	wait := sizeRetry
+	waits := retry.NewBackoff(retry.Options{Initial: sizeRetry, Max: sizeRetryMax})
 	for {
 		rev, err := mp.readSize(ctx, m)
 		if err == nil {
-			wait = sizeRetry
+			waits.Reset()
 			err = mp.watchSize(ctx, m, rev, poll.C)
 		}
 		if ctx.Err() != nil {
 			return
 		}
+		wait := waits.Next()
 		mp.a.logf("%s: following the volume record for resizes: %v; reading it again in %v", mp.name, err, wait)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if retry.Sleep(ctx, wait) != nil {
 			return
-		case <-t.C:
 		}
-		wait = min(2*wait, sizeRetryMax)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/nvstripe/nvstripe/internal/retry"
 	"github.com/nvstripe/nvstripe/meta"
 )
 
@@ -70,8 +71,13 @@ func (r *Runner) busyLocked(vol string, err error, now time.Time) {
 	if !errors.Is(err, meta.ErrBusy) {
 		return
 	}
-	b := r.backoff[vol]
-	b.wait = min(max(2*b.wait, r.cfg.Interval), maxBackoff)
+	r.backoff[vol] = r.backoff[vol].grow(now, r.cfg.Interval)
+}
+
+// grow returns b after one more wait, counted from now: from interval,
+// doubling, to maxBackoff.
+func (b volBackoff) grow(now time.Time, interval time.Duration) volBackoff {
+	b.wait = retry.Options{Initial: interval, Max: maxBackoff}.Grow(b.wait)
 	b.until = now.Add(b.wait)
-	r.backoff[vol] = b
+	return b
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/health"
+	"github.com/nvstripe/nvstripe/internal/retry"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/placement"
 )
@@ -183,7 +184,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		if err != nil {
 			if ctx.Err() == nil {
 				r.cfg.Logf("campaign: %v", err)
-				sleep(ctx, r.cfg.Interval)
+				_ = retry.Sleep(ctx, r.cfg.Interval)
 			}
 			continue
 		}
@@ -208,7 +209,7 @@ func (r *Runner) lead(ctx, leadCtx context.Context) {
 		if err := r.Tick(lctx); err != nil && lctx.Err() == nil {
 			r.cfg.Logf("tick: %v", err)
 		}
-		sleep(lctx, r.cfg.Interval)
+		_ = retry.Sleep(lctx, r.cfg.Interval)
 	}
 	cancel()
 	r.wg.Wait()
@@ -227,15 +228,6 @@ func (r *Runner) begin() {
 	r.backoff, r.heldNoted = map[string]volBackoff{}, map[string]string{}
 	r.repairing, r.repairWait = map[string]bool{}, map[string]volBackoff{}
 	r.running, r.nsSeen, r.mvSeen = map[SegmentID]*running{}, map[string]nsSeen{}, map[SegmentID]mvSeen{}
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
 }
 
 // Tick runs one round: read, judge liveness (gossip, probes), clean up,

@@ -58,10 +58,7 @@ func (r *Runner) runStaleRepair(ctx context.Context, sr StaleRepairer, v string)
 	n, err := sr.RepairStale(ctx, v)
 	r.mu.Lock()
 	delete(r.repairing, v)
-	b := r.repairWait[v]
-	b.wait = min(max(2*b.wait, r.cfg.Interval), maxBackoff)
-	b.until = r.cfg.Now().Add(b.wait)
-	r.repairWait[v] = b
+	r.repairWait[v] = r.repairWait[v].grow(r.cfg.Now(), r.cfg.Interval)
 	r.mu.Unlock()
 	if err != nil {
 		r.cfg.Logf("volume %s: repair of slots that missed writes stopped after %d stripes: %v", v, n, err)

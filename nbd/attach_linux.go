@@ -6,6 +6,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/mdlayher/genetlink"
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
 	"net"
 	"os"
 	"path/filepath"
@@ -16,9 +19,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/mdlayher/genetlink"
-	"github.com/mdlayher/netlink"
-	"golang.org/x/sys/unix"
+	"github.com/nvstripe/nvstripe/internal/retry"
 )
 
 // Attachment is an export attached to a kernel nbd device.
@@ -380,14 +381,11 @@ func (a *Attachment) stillOurs() bool {
 // our end, or nil when the kernel never takes one (it has no dead
 // connection left, or the device went away).
 func (a *Attachment) replace(i int) net.Conn {
-	wait := replaceFirstWait
+	waits := retry.NewBackoff(retry.Options{Initial: replaceFirstWait, Max: replaceFirstWait << (replaceTries - 1)})
 	for range replaceTries {
-		select {
-		case <-a.ctx.Done():
+		if retry.Sleep(a.ctx, waits.Next()) != nil {
 			return nil
-		case <-time.After(wait):
 		}
-		wait *= 2
 		kfd, nc, err := newPair()
 		if err == nil {
 			err = reconfigure(a.index, []int{kfd}, a.opts)

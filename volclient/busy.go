@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nvstripe/nvstripe/internal/retry"
 	"github.com/nvstripe/nvstripe/meta"
 )
 
@@ -30,7 +31,7 @@ func acquire(ctx context.Context, store *meta.Store, name string, o OpenOptions,
 			return nil, err
 		}
 		logf("volume %s: %s; waiting %v for etcd to drop its lease", name, why, wait.Round(time.Second))
-		if err := sleepCtx(ctx, wait); err != nil {
+		if err := retry.Sleep(ctx, wait); err != nil {
 			return nil, fmt.Errorf("volume %s: gave up waiting for the lease of a dead holder: %w", name, err)
 		}
 		waited += wait
@@ -77,16 +78,4 @@ func maxDeadHolderWait(busy *meta.BusyError) time.Duration {
 func processRuns(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
-}
-
-// sleepCtx waits for d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/internal/retry"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/volume"
 )
@@ -80,7 +81,7 @@ func (f *follower) Free(context.Context, int64) error {
 
 // run follows the segment map from revision rev until ctx ends.
 func (f *follower) run(ctx context.Context, rev int64) {
-	wait := followRetry
+	waits := retry.NewBackoff(retry.Options{Initial: followRetry, Max: followRetryMax})
 	for {
 		err := f.follow(ctx, rev)
 		if ctx.Err() != nil {
@@ -88,14 +89,11 @@ func (f *follower) run(ctx context.Context, rev int64) {
 		}
 		f.logf("volume %s: following the segment map: %v; listing it again", f.owner.Volume(), err)
 		for {
-			select {
-			case <-ctx.Done():
+			if retry.Sleep(ctx, waits.Next()) != nil {
 				return
-			case <-time.After(wait):
 			}
-			wait = min(2*wait, followRetryMax)
 			if rev, err = f.relist(ctx); err == nil {
-				wait = followRetry
+				waits.Reset()
 				break
 			}
 			if ctx.Err() != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/internal/retry"
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
 )
 
@@ -187,7 +188,8 @@ func (c *controller) enable(ctx context.Context, capv uint64) error {
 	}
 	timeout := time.Duration(max(uint8(capv>>24), 1)) * 500 * time.Millisecond
 	deadline := time.Now().Add(timeout)
-	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+	waits := retry.NewBackoff(retry.Options{Initial: time.Millisecond, Max: 100 * time.Millisecond})
+	for {
 		csts, err := c.propGet(ctx, pdu.PropCSTS, false)
 		if err != nil {
 			return err
@@ -200,7 +202,7 @@ func (c *controller) enable(ctx context.Context, capv uint64) error {
 		case time.Now().After(deadline):
 			return fmt.Errorf("controller not ready after %v", timeout)
 		}
-		if err := sleepCtx(ctx, wait); err != nil {
+		if err := retry.Sleep(ctx, waits.Next()); err != nil {
 			return err
 		}
 	}
@@ -414,13 +416,4 @@ func (c *controller) shutdown(limit time.Duration) {
 	c.wait()
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func sleepCtx(ctx context.Context, d time.Duration) error { return retry.Sleep(ctx, d) }

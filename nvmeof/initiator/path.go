@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nvstripe/nvstripe/internal/retry"
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
 )
 
@@ -64,16 +65,16 @@ func (p *path) supervise(first *controller) {
 	defer p.d.wg.Done()
 	o := &p.d.opts
 	c := first
-	backoff := o.ReconnectBackoff
+	backoff := retry.NewBackoff(retry.Options{Initial: o.ReconnectBackoff, Max: o.MaxReconnectBackoff})
 	for {
 		if c != nil {
 			p.run(c)
 			if p.d.isClosed() {
 				return
 			}
-			backoff = o.ReconnectBackoff
+			backoff.Reset()
 		}
-		if !p.d.sleep(backoff) {
+		if !p.d.sleep(backoff.Next()) {
 			return
 		}
 		var err error
@@ -81,7 +82,6 @@ func (p *path) supervise(first *controller) {
 		if err != nil {
 			p.noteErr(err)
 			o.Logf("nvme/tcp %s: reconnect failed: %v", p.addr, err)
-			backoff = min(2*backoff, o.MaxReconnectBackoff)
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/accept"
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/internal/retry"
 	"github.com/nvstripe/nvstripe/nvmeof/auth"
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
 )
@@ -504,19 +505,7 @@ func (t *Target) removeConn(c *conn) {
 }
 
 // sleepCtx waits d or until ctx is done.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-tm.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func sleepCtx(ctx context.Context, d time.Duration) error { return retry.Sleep(ctx, d) }
 
 // NamespaceChanged reports that namespace nsid of subsystem nqn changed
 // (for example its size or state): every controller of that subsystem gets
