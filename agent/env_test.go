@@ -13,6 +13,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/blockdev/faultdev"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/metatest"
 	"github.com/nvstripe/nvstripe/volclient"
@@ -178,18 +179,8 @@ func (e *agentEnv) newAgent(t *testing.T, o Options) *Agent {
 	return a
 }
 
-// waitFor polls cond until it holds, failing the test after a generous
-// deadline (the deadline only bounds a hang, it is not what is tested).
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+// waitFor is testutil.WaitFor under this package's old name.
+var waitFor = testutil.WaitFor
 
 // needTool skips t when an NBD client tool is missing.
 func needTool(t *testing.T, tool string) {

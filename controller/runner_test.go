@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/health"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/metatest"
 	"github.com/nvstripe/nvstripe/placement"
@@ -380,16 +381,8 @@ func TestRunnerFailover(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
+// waitFor is testutil.WaitFor under this package's old name.
+var waitFor = testutil.WaitFor
 
 // TestRunnerRebalanceAndDrain fills six namespaces, adds three, applies a
 // rebalance task (the runner carries it out and removes it: the spread falls

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/controller"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta"
 )
 
@@ -171,14 +172,5 @@ func TestScrubScheduleTwoControllers(t *testing.T) {
 	waitUntil(t, "the other controller to start the scrub", func() bool { return other.started.Load() > before })
 }
 
-// waitUntil polls cond until it holds; the deadline only bounds a hang.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
+// waitUntil is testutil.WaitFor under this package's old name.
+var waitUntil = testutil.WaitFor

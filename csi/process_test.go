@@ -13,6 +13,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/agent"
 	"github.com/nvstripe/nvstripe/agent/api"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/volclient"
 )
@@ -110,15 +111,5 @@ func (a *agentProcess) stop(sig syscall.Signal) {
 	a.cmd = nil
 }
 
-// waitFor polls cond until it holds, failing the test after a generous
-// deadline (the deadline only bounds a hang, it is not what is tested).
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
+// waitFor is testutil.WaitFor under this package's old name.
+var waitFor = testutil.WaitFor

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nvstripe/nvstripe/internal/testutil"
 )
 
 // eventLog collects the events one node reports.
@@ -36,18 +38,8 @@ func (l *eventLog) sawAt(name string, st Status, addr string) bool {
 	return slices.ContainsFunc(l.events, func(m Member) bool { return m.Name == name && m.Status == st && m.Addr == addr })
 }
 
-// waitFor polls cond until it holds or a generous deadline passes. The
-// deadline only bounds a broken test; no timing is asserted.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+// waitFor is testutil.WaitFor under this package's old name.
+var waitFor = testutil.WaitFor
 
 // testLogf returns a Logf that writes to t until the test's cleanup, when
 // memberlist goroutines winding down must no longer touch t.

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/nvstripe/nvstripe/internal/testutil"
 )
 
 // heldRenewals renews leases for real but, while paused, holds back every
@@ -105,13 +107,13 @@ func TestOwnerValidCountsFromSentRenewal(t *testing.T) {
 
 	// Answers held back for a second (less than the deadline).
 	h.pause()
-	waitUntil(t, "an answer held for a second", func() bool {
+	testutil.WaitFor(t, "an answer held for a second", func() bool {
 		held := h.held()
 		return len(held) > 0 && time.Since(held[0]) > time.Second
 	})
 	before := o.until.Load()
 	last := h.letHeld()
-	waitUntil(t, "the held answers applied", func() bool { return o.until.Load() != before })
+	testutil.WaitFor(t, "the held answers applied", func() bool { return o.until.Load() != before })
 	if limit := int64(last.Add(ttl - renewMargin(ttl)).Sub(o.base)); o.until.Load() > limit {
 		t.Fatalf("renewals sent until %v, answered late, count until %v after the owner started, past %v (their sending + TTL - margin)",
 			last.Sub(o.base), time.Duration(o.until.Load()), time.Duration(limit))
@@ -121,7 +123,7 @@ func TestOwnerValidCountsFromSentRenewal(t *testing.T) {
 	}
 
 	// Answers held back past the deadline.
-	waitUntil(t, "Valid failing with every answer held", func() bool { return o.Valid() != nil })
+	testutil.WaitFor(t, "Valid failing with every answer held", func() bool { return o.Valid() != nil })
 	if err := o.Valid(); !errors.Is(err, ErrLeaseLost) {
 		t.Fatalf("Valid past the deadline: %v, want ErrLeaseLost", err)
 	}
@@ -134,16 +136,5 @@ func TestOwnerValidCountsFromSentRenewal(t *testing.T) {
 	}
 	if cause := context.Cause(o.Context()); !errors.Is(cause, ErrLeaseLost) {
 		t.Fatalf("cause %v, want ErrLeaseLost", cause)
-	}
-}
-
-// waitUntil polls cond until it holds, failing t after a minute (a hang
-// guard, not a timing assertion).
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for end := time.Now().Add(time.Minute); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
 	}
 }

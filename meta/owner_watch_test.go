@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/nvstripe/nvstripe/faultnet"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta/metatest"
 )
 
@@ -118,17 +119,8 @@ func (k *switchKV) Get(ctx context.Context, key string, opts ...clientv3.OpOptio
 	return k.KV.Get(ctx, key, opts...)
 }
 
-// waitFor polls cond, failing after a generous bound (a hang guard).
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+// waitFor is testutil.WaitFor under this package's old name.
+var waitFor = testutil.WaitFor
 
 // TestOwnerSurvivesCompactedWatch: an owner cut off etcd briefly (its
 // lease outlives the cut) while etcd compacts past its watch's revision

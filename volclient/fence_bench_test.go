@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"net"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/internal/cputime"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/metatest"
 	"github.com/nvstripe/nvstripe/nbd"
@@ -46,11 +46,7 @@ func benchTargets(b *testing.B, nsSize, slotSize int64) (*meta.Store, *meta.Clus
 }
 
 // cpuTime is the process's user plus system CPU time so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
+var cpuTime = cputime.Self
 
 // BenchmarkSessionDataPath is the A/B of the ownership protocol on the data
 // path: a 4+2 volume over six NVMe/TCP targets (in process), driven through

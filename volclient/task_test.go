@@ -12,6 +12,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/controller"
 	"github.com/nvstripe/nvstripe/health"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/placement"
 )
@@ -367,16 +368,8 @@ func TestControllerFailoverMidRebuild(t *testing.T) {
 	verifyVolume(t, m, model)
 }
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
+// waitUntil is testutil.WaitFor under this package's old name.
+var waitUntil = testutil.WaitFor
 
 // usedSlots lists used/capacity per namespace, for failure messages.
 func usedSlots(snap *controller.Snapshot) string {

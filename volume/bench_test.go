@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/internal/cputime"
 	"github.com/nvstripe/nvstripe/volume/layout"
 )
 
@@ -137,13 +138,7 @@ func BenchmarkVolume(b *testing.B) {
 }
 
 // cpuTime is the process's CPU time so far (user and system).
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
+func cpuTime(*testing.B) time.Duration { return cputime.Self() }
 
 // reportCPU reports the CPU time since start per GiB of perOp bytes.
 func reportCPU(b *testing.B, start time.Duration, perOp int64) {

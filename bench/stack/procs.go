@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/nvstripe/nvstripe/internal/cputime"
 )
 
 // proc is one long-running process of the stack (etcd, a target, a map,
@@ -78,45 +78,20 @@ func (p *proc) stop() {
 	}
 }
 
-// cpuTicks is the user+system CPU time of process pid and all its
-// threads, in clock ticks, from /proc/PID/stat (fields 14 and 15).
-func cpuTicks(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// The command name (field 2) may hold spaces: count from its ")".
-	i := strings.LastIndexByte(string(b), ')')
-	f := strings.Fields(string(b[i+1:]))
-	if i < 0 || len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: cannot parse %q", pid, b)
-	}
-	u, err1 := strconv.ParseInt(f[11], 10, 64)
-	s, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: cannot parse %q", pid, b)
-	}
-	return u + s, nil
-}
-
-// ticksPerSecond is Linux's USER_HZ, the unit of /proc/PID/stat's times
-// (100 on every architecture Go supports on Linux).
-const ticksPerSecond = 100
-
 // group is a set of processes whose CPU time is summed (the targets).
 type group []*proc
 
 // cpu is the group's CPU time so far, in seconds.
 func (g group) cpu() (float64, error) {
-	var sum int64
+	var sum time.Duration
 	for _, p := range g {
-		t, err := cpuTicks(p.pid())
+		t, err := cputime.Process(p.pid())
 		if err != nil {
 			return 0, err
 		}
 		sum += t
 	}
-	return float64(sum) / ticksPerSecond, nil
+	return sum.Seconds(), nil
 }
 
 // freeAddr returns a loopback address nobody listens on right now.

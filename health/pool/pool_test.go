@@ -5,25 +5,15 @@ import (
 	"slices"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/nvstripe/nvstripe/health"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/metatest"
 )
 
-// waitFor polls cond until it holds or a generous deadline passes. The
-// deadline only bounds a broken test; no timing is asserted.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+// waitFor is testutil.WaitFor under this package's old name.
+var waitFor = testutil.WaitFor
 
 // testLogf writes to t until the test's cleanup (memberlist goroutines
 // winding down must no longer touch t).

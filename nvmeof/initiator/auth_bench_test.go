@@ -2,10 +2,10 @@ package initiator
 
 import (
 	"context"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/nvstripe/nvstripe/internal/cputime"
 	"github.com/nvstripe/nvstripe/nvmeof/target"
 )
 
@@ -73,8 +73,4 @@ func benchConnect(b *testing.B, hash, group string, bidi bool) {
 }
 
 // cpuTime is the CPU time (user and system) this process has used.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
+var cpuTime = cputime.Self

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/nvmeof/target"
 )
 
@@ -174,17 +175,7 @@ func runWorkers(d blockdev.Device, n, ops, maxBlocks int, stop <-chan struct{}) 
 	return nil
 }
 
-// waitFor polls cond until it holds or a generous deadline passes (a
-// condition wait, not a timing assertion).
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
+// waitFor is testutil.WaitFor under this package's old name.
+var waitFor = testutil.WaitFor
 
 func ioCount(s PathStats) uint64 { return s.Reads + s.Writes }

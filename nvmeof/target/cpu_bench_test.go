@@ -2,7 +2,6 @@ package target
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nvstripe/nvstripe/internal/cputime"
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
 )
 
@@ -130,20 +130,12 @@ func startBenchTarget(b *testing.B, bin string) (string, int) {
 // procCPU is the user+system CPU of process pid in milliseconds.
 func procCPU(b *testing.B, pid int) float64 {
 	b.Helper()
-	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	cpu, err := cputime.Process(pid)
 	if err != nil {
 		b.Skipf("needs /proc to measure the target's CPU: %v", err)
 	}
-	// Fields after the command name (which may hold spaces) start at
-	// field 3; utime and stime are fields 14 and 15, in clock ticks.
-	f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+2:]))
-	ut, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return (ut + st) * 1000 / clockTicks
+	return float64(cpu) / float64(time.Millisecond)
 }
-
-// clockTicks is USER_HZ, 100 on every Linux architecture Go supports.
-const clockTicks = 100
 
 // BenchmarkTargetNeighbour measures a victim's 4 KiB QD1 read latency on a
 // `target serve` process (tmpfs file namespace), alone and while another

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/controller"
 	"github.com/nvstripe/nvstripe/controller/admin"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/metatest"
 	"github.com/nvstripe/nvstripe/placement"
@@ -210,16 +211,8 @@ func startController(t *testing.T, a adminCLI, holder string, extra ...string) (
 	return out, stop
 }
 
-func waitCLI(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
+// waitCLI is testutil.WaitFor under this package's old name.
+var waitCLI = testutil.WaitFor
 
 // TestControllerCommand runs two controllers: one leads (admin status names
 // it), its TCP probes find every namespace unreachable (the fixture's paths
