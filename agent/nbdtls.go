@@ -2,14 +2,12 @@ package agent
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/spf13/pflag"
 
 	"github.com/nvstripe/nvstripe/config"
+	"github.com/nvstripe/nvstripe/internal/tlsfiles"
 )
 
 // NBDTLSFlags are the NBD listener's TLS flags, named and laid out as
@@ -41,21 +39,9 @@ func (f *NBDTLSFlags) Config() (*tls.Config, bool, error) {
 	if f.Dir == "" {
 		return nil, false, config.Usage(fmt.Errorf("--tls %s needs --tls-certificates DIR", f.Mode))
 	}
-	cert, err := tls.LoadX509KeyPair(filepath.Join(f.Dir, "server-cert.pem"), filepath.Join(f.Dir, "server-key.pem"))
+	cfg, err := tlsfiles.NBDKitDir(f.Dir, f.VerifyPeer).Server()
 	if err != nil {
 		return nil, false, fmt.Errorf("--tls-certificates: %w", err)
-	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	if f.VerifyPeer {
-		pem, err := os.ReadFile(filepath.Join(f.Dir, "ca-cert.pem"))
-		if err != nil {
-			return nil, false, fmt.Errorf("--tls-verify-peer: %w", err)
-		}
-		cfg.ClientCAs = x509.NewCertPool()
-		if !cfg.ClientCAs.AppendCertsFromPEM(pem) {
-			return nil, false, fmt.Errorf("--tls-verify-peer: no certificate in %s/ca-cert.pem", f.Dir)
-		}
-		cfg.ClientAuth = tls.RequireAndVerifyClientCert
 	}
 	return cfg, f.Mode == "require", nil
 }

@@ -10,7 +10,6 @@ package config
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -19,6 +18,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/nvstripe/nvstripe/internal/tlsfiles"
 )
 
 // DefaultPath is the config file read when neither --config nor
@@ -239,27 +240,14 @@ func (t TLSFiles) TLS() (*tls.Config, error) {
 	if t.CACert == "" && t.Cert == "" && t.Key == "" && !t.InsecureSkipVerify {
 		return nil, nil
 	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: t.InsecureSkipVerify}
-	if t.CACert != "" {
-		pem, err := os.ReadFile(t.CACert)
-		if err != nil {
-			return nil, fmt.Errorf("etcd CA certificate: %w", err)
-		}
-		cfg.RootCAs = x509.NewCertPool()
-		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("etcd CA certificate %s: no PEM certificate found", t.CACert)
-		}
-	}
 	if (t.Cert == "") != (t.Key == "") {
 		return nil, ErrTLSPair
 	}
-	if t.Cert != "" {
-		pair, err := tls.LoadX509KeyPair(t.Cert, t.Key)
-		if err != nil {
-			return nil, fmt.Errorf("etcd client certificate: %w", err)
-		}
-		cfg.Certificates = []tls.Certificate{pair}
+	cfg, err := tlsfiles.Files{Cert: t.Cert, Key: t.Key, CA: t.CACert}.Client()
+	if err != nil {
+		return nil, fmt.Errorf("etcd client TLS: %w", err)
 	}
+	cfg.InsecureSkipVerify = t.InsecureSkipVerify
 	return cfg, nil
 }
 

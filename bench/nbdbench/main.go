@@ -7,19 +7,18 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"flag"
 	"fmt"
 	"log"
 	"net"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime/pprof"
 	"strings"
 	"syscall"
 
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/internal/tlsfiles"
 	"github.com/nvstripe/nvstripe/nbd"
 	"github.com/nvstripe/nvstripe/units"
 	"github.com/nvstripe/nvstripe/volume"
@@ -52,11 +51,11 @@ func main() {
 	}
 	tune := nbd.Options{LoopbackSendBuffer: *sndbuf, ReplyBacklog: *backlog, MaxInFlightBytes: *inflight, PipelineSynchronous: *pipeline}
 	if *certs != "" {
-		cert, err := tls.LoadX509KeyPair(filepath.Join(*certs, "server-cert.pem"), filepath.Join(*certs, "server-key.pem"))
+		cfg, err := tlsfiles.NBDKitDir(*certs, false).Server()
 		if err != nil {
 			log.Fatal(err)
 		}
-		tune.TLS, tune.RequireTLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, true
+		tune.TLS, tune.RequireTLS = cfg, true
 	}
 	if err := run(*listen, size, int(bs), *export, shape{*k, *m, chunk}, tune); err != nil {
 		log.Print("nbdbench: ", err)

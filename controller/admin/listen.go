@@ -2,7 +2,6 @@ package admin
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -18,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/nvstripe/nvstripe/internal/tlsfiles"
 	"github.com/nvstripe/nvstripe/meta"
 )
 
@@ -40,44 +40,28 @@ type TLSFiles struct{ Cert, Key, CA string }
 // IsZero says whether no file is named.
 func (f TLSFiles) IsZero() bool { return f == TLSFiles{} }
 
-// config loads the files into a TLS 1.3 configuration; every file is
-// required.
-func (f TLSFiles) config() (*tls.Config, *x509.CertPool, error) {
-	if f.Cert == "" || f.Key == "" || f.CA == "" {
-		return nil, nil, ErrTLSRequired
-	}
-	pair, err := tls.LoadX509KeyPair(f.Cert, f.Key)
-	if err != nil {
-		return nil, nil, fmt.Errorf("admin API certificate: %w", err)
-	}
-	pem, err := os.ReadFile(f.CA)
-	if err != nil {
-		return nil, nil, fmt.Errorf("admin API CA: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, nil, fmt.Errorf("admin API CA %s: no PEM certificate found", f.CA)
-	}
-	return &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS13}, pool, nil
-}
-
-// serverTLS requires and verifies a client certificate signed by CA.
+// serverTLS requires and verifies a client certificate signed by CA (TLS
+// 1.3; every file is required).
 func (f TLSFiles) serverTLS() (*tls.Config, error) {
-	cfg, pool, err := f.config()
-	if err != nil {
-		return nil, err
-	}
-	cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
-	return cfg, nil
+	return f.load(tlsfiles.Files.Server)
 }
 
-// clientTLS presents Cert and verifies the server against CA.
+// clientTLS presents Cert and verifies the server against CA (TLS 1.3;
+// every file is required).
 func (f TLSFiles) clientTLS() (*tls.Config, error) {
-	cfg, pool, err := f.config()
-	if err != nil {
-		return nil, err
+	return f.load(tlsfiles.Files.Client)
+}
+
+// load checks that every file is named and loads them with side.
+func (f TLSFiles) load(side func(tlsfiles.Files) (*tls.Config, error)) (*tls.Config, error) {
+	if f.Cert == "" || f.Key == "" || f.CA == "" {
+		return nil, ErrTLSRequired
 	}
-	cfg.RootCAs = pool
+	cfg, err := side(tlsfiles.Files{Cert: f.Cert, Key: f.Key, CA: f.CA})
+	if err != nil {
+		return nil, fmt.Errorf("admin API TLS: %w", err)
+	}
+	cfg.MinVersion = tls.VersionTLS13
 	return cfg, nil
 }
 
