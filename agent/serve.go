@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/nvstripe/nvstripe/agent/api"
+	"github.com/nvstripe/nvstripe/internal/metricshttp"
 )
 
 // Defaults of `nvstripe agent`.
@@ -94,22 +94,18 @@ func listenSocket(path string) (net.Listener, error) {
 
 // serveMetrics serves GET /metrics on addr ("" for none) and records the
 // bound address in a's status.
-func serveMetrics(a *Agent, addr string) (*http.Server, string, error) {
+func serveMetrics(a *Agent, addr string) (*metricshttp.Server, string, error) {
 	if addr == "" {
 		return nil, "", nil
 	}
-	l, err := net.Listen("tcp", addr)
+	hs, err := metricshttp.Serve(addr, a.metrics.Registry())
 	if err != nil {
-		return nil, "", fmt.Errorf("metrics listener: %w", err)
+		return nil, "", err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", a.metrics.Handler())
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go hs.Serve(l)
 	a.mu.Lock()
-	a.metricsAddr = l.Addr().String()
+	a.metricsAddr = hs.Addr()
 	a.mu.Unlock()
-	return hs, l.Addr().String(), nil
+	return hs, hs.Addr(), nil
 }
 
 // stopGRPC lets calls in progress finish until ctx ends, then cuts them.

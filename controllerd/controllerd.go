@@ -14,7 +14,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"sync"
@@ -22,12 +21,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/nvstripe/nvstripe/controller"
 	"github.com/nvstripe/nvstripe/controller/admin"
 	"github.com/nvstripe/nvstripe/health"
 	"github.com/nvstripe/nvstripe/health/pool"
+	"github.com/nvstripe/nvstripe/internal/metricshttp"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/volclient"
 )
@@ -84,12 +83,11 @@ type Daemon struct {
 	scrubCheck  time.Duration
 	scrubPasses atomic.Int64
 	logf        func(string, ...any)
-	metrics     net.Listener // nil without one
-	http        *http.Server
 	gossip      *pool.Member // nil without one
 	admin       string       // admin API address, "" without one
 	stopAPI     func()       // stops the admin API; nil without one
 
+	metrics   *metricshttp.Server // nil without one
 	closeOnce sync.Once
 }
 
@@ -196,14 +194,11 @@ func (d *Daemon) serveMetrics(s *meta.Store, addr string) error {
 	if err := reg.Register(newCollector(s, d.runner, d.holder)); err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", addr)
+	srv, err := metricshttp.Serve(addr, reg)
 	if err != nil {
-		return fmt.Errorf("metrics listener: %w", err)
+		return err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	d.metrics, d.http = ln, &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go d.http.Serve(ln)
+	d.metrics = srv
 	return nil
 }
 
@@ -218,7 +213,7 @@ func (d *Daemon) MetricsURL() string {
 	if d.metrics == nil {
 		return ""
 	}
-	return "http://" + d.metrics.Addr().String() + "/metrics"
+	return d.metrics.URL()
 }
 
 // GossipAddr is the daemon's gossip address, or "" without gossip.
@@ -260,8 +255,8 @@ func (d *Daemon) Close() error {
 		if d.gossip != nil {
 			d.gossip.Leave()
 		}
-		if d.http != nil {
-			err = d.http.Close()
+		if d.metrics != nil {
+			err = d.metrics.Close()
 			if errors.Is(err, http.ErrServerClosed) {
 				err = nil
 			}

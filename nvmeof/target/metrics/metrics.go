@@ -9,17 +9,12 @@
 package metrics
 
 import (
-	"errors"
-	"fmt"
-	"net"
-	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/nvstripe/nvstripe/internal/metricshttp"
 	"github.com/nvstripe/nvstripe/nvmeof/target"
 )
 
@@ -128,17 +123,9 @@ func Registry(t *target.Target) *prometheus.Registry {
 // Serve serves GET /metrics for t on addr until stop is called; it returns
 // the bound address.
 func Serve(addr string, t *target.Target) (bound string, stop func(), err error) {
-	if addr == "" {
-		return "", nil, errors.New("metrics: empty listen address")
-	}
-	ln, err := net.Listen("tcp", addr)
+	s, err := metricshttp.Serve(addr, Registry(t))
 	if err != nil {
-		return "", nil, fmt.Errorf("metrics listener: %w", err)
+		return "", nil, err
 	}
-	reg := Registry(t)
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go hs.Serve(ln)
-	return ln.Addr().String(), func() { hs.Close() }, nil
+	return s.Addr(), func() { s.Close() }, nil
 }
