@@ -2,11 +2,11 @@ package meta
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"math/bits"
 
+	"github.com/google/uuid"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/nvstripe/nvstripe/placement"
@@ -46,7 +46,7 @@ func (s *Store) InitCluster(ctx context.Context, o InitOptions) (*ClusterRecord,
 	if err := CheckSlotSize(o.SlotSize); err != nil {
 		return nil, err
 	}
-	rec := &ClusterRecord{ID: newUUID(), Name: s.cfg.Cluster, SlotSize: o.SlotSize, Schema: SchemaVersion, DomainLabel: o.DomainLabel}
+	rec := &ClusterRecord{ID: uuid.NewString(), Name: s.cfg.Cluster, SlotSize: o.SlotSize, Schema: SchemaVersion, DomainLabel: o.DomainLabel}
 	if err := s.create(ctx, s.keys.cluster(), rec); err != nil {
 		if errors.Is(err, ErrExists) {
 			return nil, classErrorf(ErrExists, "cluster %q is already initialized", s.cfg.Cluster)
@@ -96,14 +96,6 @@ func (s *Store) SetMaxOvercommit(ctx context.Context, r float64) (*ClusterRecord
 	s.cluster = out
 	s.mu.Unlock()
 	return out, nil
-}
-
-func newUUID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
 }
 
 // AddHost records a host. Duplicate names fail with ErrExists.

@@ -8,13 +8,13 @@
 package identity
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/google/uuid"
 )
 
 // UUIDPrefix starts a host NQN made from a UUID (NVMe base spec 4.7).
@@ -66,8 +66,7 @@ func Load(d Dirs) (Host, error) {
 		}
 	}
 	if id == nil {
-		u := newUUID()
-		if id, err = store(d.Store, IDFile, FormatUUID(u), parseID); err != nil {
+		if id, err = store(d.Store, IDFile, uuid.NewString(), parseID); err != nil {
 			return h, err
 		}
 	}
@@ -186,30 +185,18 @@ func uuidOfNQN(nqn *string) ([16]byte, bool) {
 	return u, err == nil
 }
 
-// ParseUUID parses the 8-4-4-4-12 hex form.
+// ParseUUID parses the 8-4-4-4-12 hex form (only that one of the forms
+// github.com/google/uuid reads).
 func ParseUUID(s string) ([16]byte, error) {
-	var u [16]byte
-	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
-		return u, fmt.Errorf("%q is not a UUID (8-4-4-4-12 hex digits)", s)
+	if len(s) != 36 {
+		return [16]byte{}, fmt.Errorf("%q is not a UUID (8-4-4-4-12 hex digits)", s)
 	}
-	h := s[0:8] + s[9:13] + s[14:18] + s[19:23] + s[24:]
-	if _, err := hex.Decode(u[:], []byte(h)); err != nil {
-		return u, fmt.Errorf("%q is not a UUID: %w", s, err)
+	u, err := uuid.Parse(s)
+	if err != nil {
+		return [16]byte{}, fmt.Errorf("%q is not a UUID: %w", s, err)
 	}
 	return u, nil
 }
 
 // FormatUUID writes u in the lower-case 8-4-4-4-12 form.
-func FormatUUID(u [16]byte) string {
-	h := hex.EncodeToString(u[:])
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
-}
-
-// newUUID is a random (version 4) UUID.
-func newUUID() [16]byte {
-	var u [16]byte
-	rand.Read(u[:])
-	u[6] = u[6]&0x0F | 0x40
-	u[8] = u[8]&0x3F | 0x80
-	return u
-}
+func FormatUUID(u [16]byte) string { return uuid.UUID(u).String() }
