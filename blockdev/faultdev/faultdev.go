@@ -15,6 +15,7 @@ package faultdev
 
 import (
 	"fmt"
+	"math/bits"
 	"math/rand"
 	"sync"
 	"sync/atomic"
@@ -23,32 +24,26 @@ import (
 	"github.com/nvstripe/nvstripe/blockdev"
 )
 
-// Op is a set of operation kinds, used to select which calls a Rule matches.
+// Op is a set of operation kinds, used to select which calls a Rule
+// matches: one bit per blockdev.Op.
 type Op uint8
 
 // Operation kinds. OpWrite covers plain and FUA writes.
 const (
-	OpRead Op = 1 << iota
-	OpWrite
-	OpFlush
-	OpWriteZeroes
-	OpTrim
+	OpRead        = Op(1) << blockdev.OpRead
+	OpWrite       = Op(1) << blockdev.OpWrite
+	OpFlush       = Op(1) << blockdev.OpFlush
+	OpWriteZeroes = Op(1) << blockdev.OpWriteZeroes
+	OpTrim        = Op(1) << blockdev.OpTrim
 	// OpAll matches every kind; a Rule with Ops == 0 means the same.
 	OpAll = OpRead | OpWrite | OpFlush | OpWriteZeroes | OpTrim
 )
 
+// String names a single kind as blockdev.Op does (read, write, flush,
+// write_zeroes, trim), and a set by its bits.
 func (o Op) String() string {
-	switch o {
-	case OpRead:
-		return "read"
-	case OpWrite:
-		return "write"
-	case OpFlush:
-		return "flush"
-	case OpWriteZeroes:
-		return "write-zeroes"
-	case OpTrim:
-		return "trim"
+	if o != 0 && o&(o-1) == 0 && o <= OpAll {
+		return blockdev.Op(bits.TrailingZeros8(uint8(o))).String()
 	}
 	return fmt.Sprintf("ops(%#x)", uint8(o))
 }

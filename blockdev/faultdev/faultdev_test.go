@@ -294,3 +294,16 @@ func TestDropWrites(t *testing.T) {
 		t.Fatalf("write after the rule was removed: err %v, got %#x", err, got[0])
 	}
 }
+
+// TestOpNamesMatchBlockdev: a kind prints as blockdev.Op prints it (the
+// name metrics label it with), so a fault message and a metric agree.
+func TestOpNamesMatchBlockdev(t *testing.T) {
+	for o := blockdev.OpRead; o < blockdev.NumOps; o++ {
+		if got := (faultdev.Op(1) << o).String(); got != o.String() {
+			t.Errorf("faultdev kind of %v prints %q", o, got)
+		}
+	}
+	if got := (faultdev.OpRead | faultdev.OpTrim).String(); got != "ops(0x11)" {
+		t.Errorf("a set prints %q, want ops(0x11)", got)
+	}
+}
