@@ -11,10 +11,10 @@ import (
 	"slices"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/nvstripe/nvstripe/agent/api"
+	"github.com/nvstripe/nvstripe/internal/table"
 	"github.com/nvstripe/nvstripe/units"
 )
 
@@ -131,7 +131,7 @@ func listed(m *api.Mapping, server string) Listed {
 
 // WriteListed prints rows as a table for people.
 func WriteListed(out io.Writer, rows []Listed) error {
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	w := table.New(out)
 	fmt.Fprintln(w, "DEVICE\tVOLUME\tMODE\tEPOCH\tHEALTH\tSIZE\tSERVER\tNOTE")
 	for _, r := range rows {
 		note := r.Error

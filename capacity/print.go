@@ -3,15 +3,15 @@ package capacity
 import (
 	"fmt"
 	"io"
-	"text/tabwriter"
 
+	"github.com/nvstripe/nvstripe/internal/table"
 	"github.com/nvstripe/nvstripe/units"
 )
 
 // WriteTable prints r for people: one row per failure domain and a total,
 // sizes in binary units, then the data bytes and the overcommit.
 func WriteTable(w io.Writer, r *Report, limit float64) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	tw := table.NewRight(w)
 	fmt.Fprintln(tw, "DOMAIN\tNAMESPACES\tRAW\tUSABLE\tALLOCATED\tPROMISED\t")
 	row := func(name string, n int, raw, usable, alloc, promised int64) {
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t\n", name, n, units.FormatSize(raw), units.FormatSize(usable),

@@ -3,13 +3,14 @@ package config
 import (
 	"fmt"
 	"io"
-	"text/tabwriter"
+
+	"github.com/nvstripe/nvstripe/internal/table"
 )
 
 // WriteSettings prints resolved settings for people (`nvstripe config
 // show`): key, value ("-" when empty) and where it came from.
 func WriteSettings(w io.Writer, vs []Value) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := table.New(w)
 	fmt.Fprintln(tw, "KEY\tVALUE\tSOURCE")
 	for _, v := range vs {
 		value := v.Value

@@ -6,8 +6,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"text/tabwriter"
 
+	"github.com/nvstripe/nvstripe/internal/table"
 	"github.com/nvstripe/nvstripe/units"
 )
 
@@ -18,7 +18,7 @@ import (
 // WriteNamespaceUses prints `nvstripe ns ls`: one row per namespace, its
 // paths with their ANA states.
 func WriteNamespaceUses(w io.Writer, views []NamespaceUse) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := table.New(w)
 	fmt.Fprintln(tw, "ID\tHOST\tSTATE\tFENCING\tSIZE\tUSED\tNQN\tNSID\tPATHS")
 	for _, v := range views {
 		var ps []string
@@ -33,7 +33,7 @@ func WriteNamespaceUses(w io.Writer, views []NamespaceUse) error {
 
 // WriteVolumes prints `nvstripe volume ls`: one row per volume.
 func WriteVolumes(w io.Writer, vols []*VolumeRecord) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := table.New(w)
 	fmt.Fprintln(tw, "NAME\tSIZE\tLAYOUT\tCHUNK\tSTATE\tQOS")
 	for _, v := range vols {
 		fmt.Fprintf(tw, "%s\t%s\t%d+%d\t%s\t%s\t%s\n", v.Name, units.FormatSize(v.Size), v.Layout.K, v.Layout.M,
@@ -61,7 +61,7 @@ func WriteVolumeInfo(w io.Writer, info *VolumeInfo) error {
 // WriteHosts prints `nvstripe host ls`: one row per host, its labels
 // sorted by key.
 func WriteHosts(w io.Writer, hosts []*HostRecord) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := table.New(w)
 	fmt.Fprintln(tw, "NAME\tLABELS")
 	for _, h := range hosts {
 		var ls []string

@@ -3,15 +3,15 @@ package api
 import (
 	"fmt"
 	"io"
-	"text/tabwriter"
 
+	"github.com/nvstripe/nvstripe/internal/table"
 	"github.com/nvstripe/nvstripe/units"
 )
 
 // WriteMappings prints mappings as a table for people (sizes in binary
 // units).
 func WriteMappings(out io.Writer, ms []*Mapping) error {
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	w := table.New(out)
 	fmt.Fprintln(w, "VOLUME\tSTATE\tURL\tEPOCH\tREAD\tWRITTEN\tERRORS\tDEGRADED\tNOTE")
 	for _, m := range ms {
 		url := m.Url

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"text/tabwriter"
 	"time"
 
+	"github.com/nvstripe/nvstripe/internal/table"
 	"github.com/nvstripe/nvstripe/units"
 )
 
@@ -54,7 +54,7 @@ func read(ctx context.Context, client *http.Client, endpoints []string, warn fun
 // WriteRows prints rows as a table for people: requests and MiB a
 // second, latency percentiles, and the QoS delays.
 func WriteRows(out io.Writer, rows []Row) error {
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
+	w := table.NewRight(out)
 	fmt.Fprintln(w, "VOLUME\tR/S\tW/S\tRBYTES/S\tWBYTES/S\tP50\tP99\tP99.99\tQOS DELAYED/S\tQOS WAIT\tQOS LIMITS\t")
 	for _, r := range rows {
 		fmt.Fprintf(w, "%s\t%.0f\t%.0f\t%s\t%s\t%s\t%s\t%s\t%.0f\t%s\t%s\t\n", r.Volume, r.ReadIOPS, r.WriteIOPS,

@@ -6,7 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
+
+	"github.com/nvstripe/nvstripe/internal/table"
 )
 
 // The noisy-neighbour jobs: the victim reads 4 KiB at QD1 while the
@@ -125,7 +126,7 @@ func renderNoisy(res noisyResult) string {
 	fmt.Fprintf(&b, "bench-stack noisy neighbour %s, code %s, %d CPUs, load %s; volumes %s; size %s, fio %ds per phase, %d rounds interleaved (sums)\n",
 		cfg.Time, cfg.Code, cfg.CPUs, cfg.Load, cfg.Volume, fmtSize(cfg.Size), cfg.Runtime, cfg.Rounds)
 	fmt.Fprintf(&b, "victim: %s; neighbour: %s; latency in µs\n\n", victimJob.Name[len("victim "):], neighbourJob.Name[len("neighbour "):])
-	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	w := table.NewRight(&b)
 	head := []string{"phase", "victim IOPS"}
 	for _, p := range percentiles {
 		head = append(head, pctName(p))

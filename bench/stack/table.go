@@ -9,8 +9,9 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"text/tabwriter"
 	"time"
+
+	"github.com/nvstripe/nvstripe/internal/table"
 )
 
 // server is one thing fio measures: the stack's NBD export, its kernel
@@ -305,7 +306,7 @@ func renderTable(res tableResult, servers []server) string {
 		cfg.Time, cfg.Code, cfg.CPUs, cfg.Load, cfg.Volume, fmtSize(cfg.Size), cfg.Runtime, cfg.Rounds)
 	fmt.Fprintf(&b, "CPU: ms per GiB moved (1 MiB jobs) or µs per IO (4 KiB jobs), per process group; ratio: %s over %s (latency: the same)\n\n",
 		servers[0].Name, servers[len(servers)-1].Name)
-	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	w := table.NewRight(&b)
 	head := []string{"job", "unit"}
 	for _, s := range servers {
 		head = append(head, s.Name)

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
+	"github.com/nvstripe/nvstripe/internal/table"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/units"
 )
@@ -20,7 +20,7 @@ func WriteStatus(w io.Writer, st *StatusReply) error {
 		leader = "none (no controller running)"
 	}
 	fmt.Fprintf(w, "controller leader: %s\n\n", leader)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := table.New(w)
 	fmt.Fprintln(tw, "VOLUME\tLAYOUT\tSEGMENTS\tHEALTH\tSTALE\tMOVING\tOWNER")
 	for _, v := range st.Volumes {
 		fmt.Fprintf(tw, "%s\t%d+%d\t%d\t%s\t%d\t%d\t%s\n", v.Volume, v.K, v.M, v.Segments, v.Health, v.Stale, v.Moving, dash(v.Owner))
@@ -42,7 +42,7 @@ func WriteStatus(w io.Writer, st *StatusReply) error {
 		_, err := fmt.Fprintln(w, "\nno tasks")
 		return err
 	}
-	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw = table.New(w)
 	fmt.Fprintln(tw, "\nTASK\tKIND\tSEGMENT\tMOVE\tHOLDER\tSTATE\tPROGRESS\tETA")
 	for _, t := range st.Tasks {
 		move := "-"
@@ -98,7 +98,7 @@ func RebalanceText(req *RebalanceRequest, rep *RebalanceReply) string {
 	fmt.Fprintf(&b, "spread before %.1f%%, after %.1f%% (threshold %.1f%%): %d moves, %s of shard data",
 		rep.SpreadBefore*100, rep.SpreadAfter*100, req.Threshold*100, len(rep.Moves), units.FormatSize(rep.Bytes))
 	if len(rep.Moves) > 0 {
-		tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+		tw := table.New(&b)
 		fmt.Fprint(tw, "\nSEGMENT\tSHARD\tFROM\tTO")
 		for _, m := range rep.Moves {
 			fmt.Fprintf(tw, "\n%s/%d\t%d\t%s\t%s", m.Volume, m.Segment, m.Shard, m.From, m.To)
