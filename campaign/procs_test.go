@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,34 +12,15 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nvstripe/nvstripe/internal/testutil"
 )
 
-// buildBinary builds the nvstripe binary into dir, with the build tags
-// given (a mutant).
-func buildBinary(t *testing.T, dir string, tags ...string) string {
-	t.Helper()
-	bin := filepath.Join(dir, "nvstripe")
-	args := []string{"build", "-o", bin}
-	if len(tags) > 0 {
-		args = append(args, "-tags", strings.Join(tags, ","))
-	}
-	out, err := exec.Command("go", append(args, "github.com/nvstripe/nvstripe/cmd/nvstripe")...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
+// buildBinary is testutil.BuildNvstripe under this package's old name.
+var buildBinary = testutil.BuildNvstripe
 
-// freePort returns a loopback address nobody listens on right now.
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+// freePort is testutil.FreeAddr under this package's old name.
+var freePort = testutil.FreeAddr
 
 // proc is one long-running nvstripe process that can be killed, stopped
 // and started again with the same arguments.

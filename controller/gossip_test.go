@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/health"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta"
 )
 
@@ -123,20 +124,8 @@ func (p *gossipPool) sees(h string) bool {
 	return false
 }
 
-// quietAfterCleanup returns a Logf writing to t until the test's cleanup
-// (memberlist goroutines winding down must no longer touch t).
-func quietAfterCleanup(t *testing.T) func(string, ...any) {
-	var mu sync.Mutex
-	done := false
-	t.Cleanup(func() { mu.Lock(); done = true; mu.Unlock() })
-	return func(format string, args ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		if !done {
-			t.Logf(format, args...)
-		}
-	}
-}
+// quietAfterCleanup is testutil.Logf under this package's old name.
+var quietAfterCleanup = testutil.Logf
 
 // probeLog is a Probe that answers alive and records the hosts it probed.
 type probeLog struct {

@@ -41,20 +41,8 @@ func (l *eventLog) sawAt(name string, st Status, addr string) bool {
 // waitFor is testutil.WaitFor under this package's old name.
 var waitFor = testutil.WaitFor
 
-// testLogf returns a Logf that writes to t until the test's cleanup, when
-// memberlist goroutines winding down must no longer touch t.
-func testLogf(t *testing.T) func(string, ...any) {
-	var mu sync.Mutex
-	done := false
-	t.Cleanup(func() { mu.Lock(); done = true; mu.Unlock() }) // runs after the nodes' Shutdown
-	return func(format string, args ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		if !done {
-			t.Logf(format, args...)
-		}
-	}
-}
+// testLogf is testutil.Logf under this package's old name.
+var testLogf = testutil.Logf
 
 func startNodes(t *testing.T, n int) ([]*Node, []*eventLog) {
 	t.Helper()

@@ -13,6 +13,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta/embed"
 	"github.com/nvstripe/nvstripe/meta/metatest"
 	"github.com/nvstripe/nvstripe/nbd/nbdtest"
@@ -40,25 +41,8 @@ func openErr(t *testing.T, tc *tls.Config, endpoints ...string) string {
 	return err.Error()
 }
 
-// listen starts a TCP listener on 127.0.0.1:0 that hands connections to fn.
-func listen(t *testing.T, fn func(net.Conn)) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go fn(c)
-		}
-	}()
-	return l.Addr().String()
-}
+// listen is testutil.Serve under this package's old name.
+var listen = testutil.Serve
 
 // TestDialErrorsTellCausesApart points Open at wrong endpoints that used
 // to give the same "context deadline exceeded": each now says what is

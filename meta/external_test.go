@@ -3,10 +3,11 @@ package meta
 import (
 	"bytes"
 	"fmt"
-	"net"
 	"os/exec"
 	"testing"
 	"time"
+
+	"github.com/nvstripe/nvstripe/internal/testutil"
 )
 
 // TestExternalEtcd runs the core flows against Debian's etcd-server (3.4), a
@@ -83,12 +84,5 @@ func TestExternalEtcd(t *testing.T) {
 	}
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+// freeAddr is testutil.FreeAddr under this package's old name.
+var freeAddr = testutil.FreeAddr

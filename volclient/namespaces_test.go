@@ -13,6 +13,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/faultnet"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/metatest"
 	"github.com/nvstripe/nvstripe/placement"
@@ -23,21 +24,7 @@ import (
 // hangs in the handshake.
 func silentListener(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			t.Cleanup(func() { c.Close() })
-		}
-	}()
-	return l.Addr().String()
+	return testutil.Serve(t, func(c net.Conn) { t.Cleanup(func() { c.Close() }) })
 }
 
 // TestDeviceDialsWithCallersContext: while namespace "hang" is being dialled

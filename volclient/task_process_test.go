@@ -8,13 +8,13 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/metatest"
 	"github.com/nvstripe/nvstripe/nbd"
@@ -75,23 +75,11 @@ type procTarget struct {
 // buildNvstripe builds the nvstripe binary into a temporary directory.
 func buildNvstripe(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "nvstripe")
-	cmd := exec.Command("go", "build", "-o", bin, "../cmd/nvstripe")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return testutil.BuildNvstripe(t, "")
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
+// freeAddr is testutil.FreeAddr under this package's old name.
+var freeAddr = testutil.FreeAddr
 
 // startProcTargetIn starts target i as a process serving one file-backed
 // namespace in dir, waits until it listens, and records host hI with it.

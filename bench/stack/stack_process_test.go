@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/nvstripe/nvstripe/internal/testutil"
 )
 
 // smoke runs TestStackSmoke: it takes about a minute on 2 cores (building
@@ -30,10 +32,7 @@ func TestStackSmoke(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "nvstripe")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/nvstripe/nvstripe/cmd/nvstripe").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := testutil.BuildNvstripe(t, dir)
 	jobs, err := selectJobs("QD1$")
 	if err != nil {
 		t.Fatal(err)

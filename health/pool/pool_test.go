@@ -3,7 +3,6 @@ package pool
 import (
 	"context"
 	"slices"
-	"sync"
 	"testing"
 
 	"github.com/nvstripe/nvstripe/health"
@@ -15,20 +14,8 @@ import (
 // waitFor is testutil.WaitFor under this package's old name.
 var waitFor = testutil.WaitFor
 
-// testLogf writes to t until the test's cleanup (memberlist goroutines
-// winding down must no longer touch t).
-func testLogf(t *testing.T) func(string, ...any) {
-	var mu sync.Mutex
-	done := false
-	t.Cleanup(func() { mu.Lock(); done = true; mu.Unlock() })
-	return func(format string, args ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		if !done {
-			t.Logf(format, args...)
-		}
-	}
-}
+// testLogf is testutil.Logf under this package's old name.
+var testLogf = testutil.Logf
 
 func store(t *testing.T) *meta.Store {
 	t.Helper()

@@ -1,9 +1,16 @@
 // Package testutil holds the helpers that tests across the repository
-// share: WaitFor, the one polling wait for a condition. It is imported by
-// _test.go files only.
+// share: WaitFor (the one polling wait for a condition), Logf (a log
+// function that outlives its test quietly), Serve and FreeAddr (loopback
+// listeners), BuildNvstripe (the binary, for process tests). It is
+// imported by _test.go files only.
 package testutil
 
 import (
+	"net"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,4 +40,77 @@ func waitFor(t testing.TB, limit time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(waits.Next())
 	}
+}
+
+// Logf returns a log function that writes to t until t's cleanup and is
+// silent after it, for goroutines (gossip, servers) that may still log
+// while they wind down, when touching t would panic.
+func Logf(t testing.TB) func(format string, args ...any) {
+	var mu sync.Mutex
+	done := false
+	t.Cleanup(func() { mu.Lock(); done = true; mu.Unlock() })
+	return func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !done {
+			t.Logf(format, args...)
+		}
+	}
+}
+
+// Serve listens on 127.0.0.1 (an ephemeral port), runs handle on its own
+// goroutine for each connection until t's cleanup closes the listener, and
+// returns the address.
+func Serve(t testing.TB, handle func(net.Conn)) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go handle(c)
+		}
+	}()
+	return l.Addr().String()
+}
+
+// FreeAddr returns a loopback address that nobody listened on a moment
+// ago, for a process that must be told its address before it starts.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// BuildNvstripe builds the nvstripe binary (with the build tags given, if
+// any) into dir, or into a directory of t's when dir is "", and returns its
+// path. It skips t when the go tool is missing.
+func BuildNvstripe(t testing.TB, dir string, tags ...string) string {
+	t.Helper()
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("needs the go tool to build the nvstripe binary")
+	}
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	bin := filepath.Join(dir, "nvstripe")
+	args := []string{"build", "-o", bin}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	out, err := exec.Command("go", append(args, "github.com/nvstripe/nvstripe/cmd/nvstripe")...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
 }

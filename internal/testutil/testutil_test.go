@@ -2,6 +2,8 @@ package testutil
 
 import (
 	"fmt"
+	"io"
+	"net"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -40,4 +42,40 @@ func TestWaitForFailsAtTheLimit(t *testing.T) {
 	if want := "timed out waiting for a condition that never holds"; f.failed != want {
 		t.Fatalf("failure %q, want %q", f.failed, want)
 	}
+}
+
+// TestServeAndFreeAddr: Serve hands each connection to its handler; the
+// address FreeAddr returns can be listened on.
+func TestServeAndFreeAddr(t *testing.T) {
+	addr := Serve(t, func(c net.Conn) {
+		defer c.Close()
+		c.Write([]byte("hi"))
+	})
+	for range 2 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(c)
+		c.Close()
+		if err != nil || string(b) != "hi" {
+			t.Fatalf("read %q, %v: want the handler's greeting", b, err)
+		}
+	}
+	l, err := net.Listen("tcp", FreeAddr(t))
+	if err != nil {
+		t.Fatalf("listening on FreeAddr's address: %v", err)
+	}
+	l.Close()
+}
+
+// TestLogfQuietAfterCleanup: the log function writes while the test runs
+// and is a no-op after its cleanup (a real t would panic).
+func TestLogfQuietAfterCleanup(t *testing.T) {
+	var logf func(string, ...any)
+	t.Run("sub", func(t *testing.T) {
+		logf = Logf(t)
+		logf("while the test runs: %d", 1)
+	})
+	logf("after the subtest's cleanup: %d", 2) // must not panic
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
 )
 
@@ -105,25 +106,8 @@ func TestConnectNotNVMePeer(t *testing.T) {
 	}
 }
 
-// listenServe accepts connections on 127.0.0.1:0 and hands each to fn.
-func listenServe(t *testing.T, fn func(net.Conn)) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go fn(c)
-		}
-	}()
-	return l.Addr().String()
-}
+// listenServe is testutil.Serve under this package's old name.
+var listenServe = testutil.Serve
 
 // TestConnectAdvice decodes every Connect status a user can cause into a
 // sentence naming what was tried and what to do.

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/nvmeof/auth"
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
 )
@@ -24,15 +25,7 @@ func buildNvstripe(t *testing.T) string {
 	if testing.Short() {
 		t.Skip("builds and runs the nvstripe binary")
 	}
-	if _, err := exec.LookPath("go"); err != nil {
-		t.Skip("needs the go tool to build nvstripe")
-	}
-	bin := filepath.Join(t.TempDir(), "nvstripe")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/nvstripe/nvstripe/cmd/nvstripe").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return testutil.BuildNvstripe(t, "")
 }
 
 // startTargetProcess runs `nvstripe target serve` with args after the

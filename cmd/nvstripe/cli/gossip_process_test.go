@@ -7,24 +7,19 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta"
 )
 
 // buildGossipBinary builds the nvstripe binary into a temporary directory.
 func buildGossipBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "nvstripe")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/nvstripe/nvstripe/cmd/nvstripe").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return testutil.BuildNvstripe(t, "")
 }
 
 // gossipTarget is a `nvstripe target serve --gossip` process.
