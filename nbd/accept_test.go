@@ -6,33 +6,19 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nvstripe/nvstripe/accept"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/nbd/nbdtest"
 	"github.com/nvstripe/nvstripe/nbd/proto"
 )
 
-// emfileListener fails its first n Accept calls with EMFILE.
-type emfileListener struct {
-	net.Listener
-	n     atomic.Int32
-	calls atomic.Int32
-}
-
-func (l *emfileListener) Accept() (net.Conn, error) {
-	l.calls.Add(1)
-	if l.n.Add(-1) >= 0 {
-		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
-	}
-	return l.Listener.Accept()
-}
+// emfileListener fails its first N Accept calls with EMFILE.
+type emfileListener = testutil.EMFILEListener
 
 // TestServeSurvivesEMFILE: a listener out of descriptors keeps serving once
 // they are back, where Serve used to return and leave the port dead.
@@ -48,14 +34,14 @@ func TestServeSurvivesEMFILE(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := &emfileListener{Listener: inner}
-	l.n.Store(5)
+	l.N.Store(5)
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(context.Background(), l) }()
 	rc := dialRaw(t, "tcp", inner.Addr().String(), fixedNoZeroes)
 	if size, _ := rc.goExport("mem", false); size != 1<<20 {
 		t.Fatalf("export size %d", size)
 	}
-	if c := l.calls.Load(); c < 6 {
+	if c := l.Calls.Load(); c < 6 {
 		t.Fatalf("Accept called %d times, want 5 failures then a success", c)
 	}
 	rc.c.Close()

@@ -1,16 +1,20 @@
 // Package testutil holds the helpers that tests across the repository
 // share: WaitFor (the one polling wait for a condition), Logf (a log
 // function that outlives its test quietly), Serve and FreeAddr (loopback
-// listeners), BuildNvstripe (the binary, for process tests). It is
-// imported by _test.go files only.
+// listeners), EMFILEListener (a listener out of file descriptors),
+// BuildNvstripe (the binary, for process tests). It is imported by _test.go
+// files only.
 package testutil
 
 import (
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -113,4 +117,21 @@ func BuildNvstripe(t testing.TB, dir string, tags ...string) string {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	return bin
+}
+
+// EMFILEListener fails its first N Accept calls with EMFILE (a process out
+// of file descriptors), then accepts from Listener. Calls counts Accept
+// calls.
+type EMFILEListener struct {
+	net.Listener
+	N, Calls atomic.Int32
+}
+
+// Accept fails while N lasts, then accepts.
+func (l *EMFILEListener) Accept() (net.Conn, error) {
+	l.Calls.Add(1)
+	if l.N.Add(-1) >= 0 {
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
 }

@@ -2,29 +2,15 @@ package target
 
 import (
 	"net"
-	"os"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
 )
 
-// emfileListener fails its first n Accept calls with EMFILE.
-type emfileListener struct {
-	net.Listener
-	n     atomic.Int32
-	calls atomic.Int32
-}
-
-func (l *emfileListener) Accept() (net.Conn, error) {
-	l.calls.Add(1)
-	if l.n.Add(-1) >= 0 {
-		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
-	}
-	return l.Listener.Accept()
-}
+// emfileListener fails its first N Accept calls with EMFILE.
+type emfileListener = testutil.EMFILEListener
 
 // TestAcceptSurvivesEMFILE: a listener out of descriptors keeps accepting
 // once they are back, instead of ending its loop while the target runs on.
@@ -32,11 +18,11 @@ func TestAcceptSurvivesEMFILE(t *testing.T) {
 	var ln *emfileListener
 	f := newFixtureWrapped(t, 1, nil, func(inner net.Listener) net.Listener {
 		ln = &emfileListener{Listener: inner}
-		ln.n.Store(5)
+		ln.N.Store(5)
 		return ln
 	})
 	dial(t, f.t.Addr(0), pdu.Digests{}).adminUp(0)
-	if c := ln.calls.Load(); c < 6 {
+	if c := ln.Calls.Load(); c < 6 {
 		t.Fatalf("Accept called %d times, want 5 failures then a success", c)
 	}
 }
