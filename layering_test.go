@@ -87,6 +87,8 @@ func importRules() map[string]rule {
 		"": {why: "the module root holds only repository-wide tests"},
 		"blockdev/...": {ours: []string{"blockdev"},
 			why: "blockdev is the IO seam at the bottom: it knows no layer above it"},
+		"blockdev/faultdev": {ours: []string{"blockdev", "internal/retry"},
+			why: "blockdev/faultdev injects faults into any blockdev.Device (its delays sleep with internal/retry)"},
 		"ec":            pureRule("ec is the erasure codec", "github.com/klauspost/reedsolomon"),
 		"volume/layout": {std: layoutStd, why: "volume/layout is pure offset maths"},
 		"placement":     pureRule("placement is pure planning over a Cluster value"),

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/internal/retry"
 )
 
 // call describes one request reaching the wrapper.
@@ -136,17 +137,10 @@ func (d *Dev) applyLocked(r *rule, c call, pl *plan) bool {
 
 // wait sleeps for d, or until ctx is done.
 func wait(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
+	if err := retry.Sleep(ctx, d); err != nil {
+		return fmt.Errorf("faultdev: delayed call: %w", err)
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("faultdev: delayed call: %w", ctx.Err())
-	}
+	return nil
 }
 
 // run decides c and performs it with do, unless the plan fails it first.
