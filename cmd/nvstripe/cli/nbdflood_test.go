@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nvstripe/nvstripe/meta/metatest"
 	"github.com/nvstripe/nvstripe/nbd/nbdtest"
 	"github.com/nvstripe/nvstripe/nbd/proto"
 )
@@ -34,16 +33,8 @@ func dialFrom(t *testing.T, from, addr string) net.Conn {
 // 127.0.0.6 now completes its handshake and writes and reads the volume
 // during the flood.
 func TestMapHandshakeFlood(t *testing.T) {
-	ep := metatest.Start(t)[0]
-	cl := adminCLI{t: t, etcd: ep, cluster: "default"}
-	addr := startMapTarget(t)
-	cl.ok("initialized", "cluster", "init", "--slot-size", "1MiB")
-	for i := range 3 {
-		h := fmt.Sprintf("h%d", i)
-		cl.ok("added", "host", "add", h)
-		cl.ok("added", "ns", "add", "--host", h, "--nqn", fmt.Sprintf("nqn.2024-01.io.test:map-%d", i), "--nsid", "1", "--path", "tcp://"+addr)
-	}
-	cl.ok("created", "volume", "create", "v", "--size", "8MiB", "--k", "2", "--m", "1", "--chunk", "64KiB")
+	cl := startMapCluster(t)
+	ep := cl.etcd
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errb syncBuffer
 	done := make(chan error, 1)

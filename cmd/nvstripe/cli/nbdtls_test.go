@@ -2,12 +2,10 @@ package cli
 
 import (
 	"context"
-	"fmt"
 	"os/exec"
 	"regexp"
 	"testing"
 
-	"github.com/nvstripe/nvstripe/meta/metatest"
 	"github.com/nvstripe/nvstripe/nbd/nbdtest"
 )
 
@@ -21,16 +19,8 @@ func TestMapTLS(t *testing.T) {
 	if err != nil {
 		t.Skip("nbdinfo (libnbd-bin) not installed")
 	}
-	ep := metatest.Start(t)[0]
-	cl := adminCLI{t: t, etcd: ep, cluster: "default"}
-	addr := startMapTarget(t)
-	cl.ok("initialized", "cluster", "init", "--slot-size", "1MiB")
-	for i := range 3 {
-		h := fmt.Sprintf("h%d", i)
-		cl.ok("added", "host", "add", h)
-		cl.ok("added", "ns", "add", "--host", h, "--nqn", fmt.Sprintf("nqn.2024-01.io.test:map-%d", i), "--nsid", "1", "--path", "tcp://"+addr)
-	}
-	cl.ok("created", "volume", "create", "v", "--size", "8MiB", "--k", "2", "--m", "1", "--chunk", "64KiB")
+	cl := startMapCluster(t)
+	ep := cl.etcd
 	p := nbdtest.NewPKIOf(t, nbdtest.RSA)
 	if _, _, err := run(t, "map", "v", "--nbd-listen", "127.0.0.1:0", "--etcd", ep, "--tls", "require"); ExitCode(err) != 2 {
 		t.Errorf("--tls require without certificates: %v, want a usage error", err)
