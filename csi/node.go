@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/nvstripe/nvstripe/agent/api"
+	"github.com/nvstripe/nvstripe/internal/retry"
 	"github.com/nvstripe/nvstripe/nbd"
 	"github.com/nvstripe/nvstripe/ublk"
 )
@@ -345,10 +346,8 @@ func (d *Driver) waitSize(ctx context.Context, m *api.Mapping, dev string, want 
 		if time.Now().After(deadline) {
 			return 0, status.Errorf(codes.Unavailable, "%s still shows %d bytes, not %d: the agent has not seen the new size yet (ublk devices before Linux 6.16 keep theirs until mapped again)", dev, size, want)
 		}
-		select {
-		case <-ctx.Done():
-			return 0, grpcError(ctx.Err())
-		case <-time.After(200 * time.Millisecond):
+		if err := retry.Sleep(ctx, 200*time.Millisecond); err != nil {
+			return 0, grpcError(err)
 		}
 	}
 }
@@ -435,10 +434,8 @@ func (d *Driver) device(ctx context.Context, m *api.Mapping) (string, error) {
 		if m.GetState() == api.StateFenced || time.Now().After(deadline) {
 			return "", status.Errorf(codes.Unavailable, "volume %s is %s on this node: %s", vol, m.GetState(), m.GetError())
 		}
-		select {
-		case <-ctx.Done():
-			return "", grpcError(ctx.Err())
-		case <-time.After(200 * time.Millisecond):
+		if err := retry.Sleep(ctx, 200*time.Millisecond); err != nil {
+			return "", grpcError(err)
 		}
 		var err error
 		if m, err = d.mapping(ctx, vol); err != nil {
@@ -489,10 +486,8 @@ func (d *Driver) detach(ctx context.Context, vol string) error {
 		if !errors.Is(err, api.ErrBusy) || time.Now().After(deadline) {
 			return grpcError(fmt.Errorf("unmapping %s: %w", vol, err))
 		}
-		select {
-		case <-ctx.Done():
-			return grpcError(ctx.Err())
-		case <-time.After(100 * time.Millisecond):
+		if err := retry.Sleep(ctx, 100*time.Millisecond); err != nil {
+			return grpcError(err)
 		}
 	}
 }

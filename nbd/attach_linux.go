@@ -581,10 +581,8 @@ func waitDisconnected(ctx context.Context, index int) error {
 		if err != nil || !d.Connected() && d.Size == 0 {
 			return err
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("nbd: %s still connected (size %d, process %d): %w", d.Path, d.Size, d.PID, ctx.Err())
-		case <-time.After(pollInterval):
+		if err := retry.Sleep(ctx, pollInterval); err != nil {
+			return fmt.Errorf("nbd: %s still connected (size %d, process %d): %w", d.Path, d.Size, d.PID, err)
 		}
 	}
 }
@@ -600,10 +598,8 @@ func WaitSize(ctx context.Context, path string) (DeviceInfo, error) {
 		if _, err := os.Stat(path); err == nil && d.Size > 0 {
 			return d, nil
 		}
-		select {
-		case <-ctx.Done():
-			return d, fmt.Errorf("nbd: %s has no size yet: %w", path, ctx.Err())
-		case <-time.After(pollInterval):
+		if err := retry.Sleep(ctx, pollInterval); err != nil {
+			return d, fmt.Errorf("nbd: %s has no size yet: %w", path, err)
 		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/nvstripe/nvstripe/internal/retry"
 )
 
 // Watch calls fn with the cluster status now and then every interval until
@@ -22,10 +24,8 @@ func Watch(ctx context.Context, ops Ops, interval time.Duration, fn func(*Status
 		if err := fn(st); err != nil || interval <= 0 {
 			return err
 		}
-		select {
-		case <-ctx.Done():
+		if retry.Sleep(ctx, interval) != nil {
 			return nil
-		case <-time.After(interval):
 		}
 	}
 }
