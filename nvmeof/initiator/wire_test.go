@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/nvmeof/target"
 )
 
@@ -71,21 +72,8 @@ func TestWireCheck(t *testing.T) {
 // listener is captured too: capture waits until a probe connection shows
 // up in the file, and stop waits for one made after the test's traffic.
 func capture(t *testing.T, port, file string) func() {
-	probe, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { probe.Close() })
-	go func() {
-		for {
-			c, err := probe.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	_, pport, _ := net.SplitHostPort(probe.Addr().String())
+	probe := testutil.Serve(t, func(c net.Conn) { c.Close() })
+	_, pport, _ := net.SplitHostPort(probe)
 	cmd := exec.Command("dumpcap", "-q", "-i", "lo", "-f", "tcp port "+port+" or tcp port "+pport, "-w", file)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -101,7 +89,7 @@ func capture(t *testing.T, port, file string) func() {
 	probed := func(after int) int {
 		var n int
 		waitFor(t, "probe traffic in the capture", func() bool {
-			if c, err := net.Dial("tcp", probe.Addr().String()); err == nil {
+			if c, err := net.Dial("tcp", probe); err == nil {
 				c.Close()
 			}
 			out, _ := exec.Command("tshark", "-r", file, "-Y", "tcp.port=="+pport).Output()
