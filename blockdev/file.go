@@ -50,6 +50,9 @@ type FileOptions struct {
 	NoCreate bool
 	// Direct selects O_DIRECT. Default DirectAuto.
 	Direct DirectMode
+	// NoMap turns off writing through a memory mapping (see File).
+	// Default false: a regular file on tmpfs is written through one.
+	NoMap bool
 }
 
 // File is a Device over a regular file or a block device.
@@ -63,6 +66,17 @@ type FileOptions struct {
 //
 // With O_DIRECT, callers' buffers that are not aligned to the block size go
 // through aligned bounce buffers; aligned ones are used as they are.
+//
+// A regular file on tmpfs (Linux), whose memory is its page cache, is
+// written through a shared memory mapping: a write is one copy into the
+// file's pages, without pwrite's per-page lookup, locking and the inode
+// lock that makes concurrent writes to one file wait for each other.
+// Reads stay pread, which reads holes as zeros without allocating them
+// (a read through the mapping would allocate every page it touches). A
+// write that faults (tmpfs has no page to give, or the file was shrunk
+// behind the File's back) is done again with pwrite, which reports why.
+// Mapped returns whether the File has a mapping; FileOptions.NoMap turns
+// it off.
 //
 // Errors of the system map to classes as follows:
 //   - EIO on a read: ErrCorrupt (a media error; rewriting the range usually
@@ -88,6 +102,9 @@ type File struct {
 	reason   string // why direct is false
 	closed   atomic.Bool
 	bounce   sync.Pool // *[]byte of bounceSize bytes, aligned to dioAlign
+
+	memMu sync.RWMutex // held shared while writing through mem; Close unmaps under it
+	mem   []byte       // the file mapped for writes (tmpfs), or nil
 }
 
 var (
@@ -205,6 +222,10 @@ func openExisting(path string, o *FileOptions) (*File, error) {
 			return nil, err
 		}
 	}
+	if !fl.blockDev && !o.NoMap && fl.size > 0 {
+		// Not mapped (not tmpfs, or mmap refused): pwrite does it all.
+		fl.mem, _ = mapTmpfs(fl.f, fl.size)
+	}
 	return fl, nil
 }
 
@@ -318,6 +339,9 @@ func (fl *File) DirectReason() string {
 	return fl.reason
 }
 
+// Mapped reports whether the File writes through a memory mapping.
+func (fl *File) Mapped() bool { return fl.mem != nil }
+
 // IsBlockDevice reports whether the File is a block device.
 func (fl *File) IsBlockDevice() bool { return fl.blockDev }
 
@@ -329,6 +353,12 @@ func (fl *File) Close() error {
 	if fl.closed.Swap(true) {
 		return nil
 	}
+	fl.memMu.Lock()
+	if fl.mem != nil {
+		unmap(fl.mem)
+		fl.mem = nil
+	}
+	fl.memMu.Unlock()
 	if err := fl.f.Close(); err != nil {
 		return fmt.Errorf("file %s: close: %w", fl.path, Mark(err, ErrUnavailable))
 	}

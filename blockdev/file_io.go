@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 )
 
 // errUnsupported is returned by the system helpers when the system or file
@@ -64,10 +65,35 @@ func (fl *File) WriteAt(ctx context.Context, p []byte, off int64) error {
 	if err := fl.check(ctx, off, int64(len(p))); err != nil {
 		return err
 	}
+	if fl.writeMapped(p, off) {
+		return nil
+	}
 	if err := fl.transfer(p, off, true); err != nil {
 		return fl.fail("write", off, int64(len(p)), err)
 	}
 	return nil
+}
+
+// writeMapped copies p into the mapping at off and reports whether it did.
+// A fault (no page to give, or the file shrank) is left to pwrite, which
+// writes all of p again and says what went wrong.
+func (fl *File) writeMapped(p []byte, off int64) (done bool) {
+	fl.memMu.RLock()
+	defer fl.memMu.RUnlock()
+	if fl.mem == nil {
+		return false
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			if _, fault := r.(interface{ Addr() uintptr }); !fault {
+				panic(r)
+			}
+			done = false
+		}
+	}()
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	copy(fl.mem[off:off+int64(len(p))], p)
+	return true
 }
 
 // transfer reads or writes p at off, through bounce buffers when O_DIRECT

@@ -1,0 +1,78 @@
+package blockdev_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/blockdev/devtest"
+)
+
+// tmpfsDir returns a temporary directory on tmpfs (/dev/shm), where a File
+// writes through a memory mapping, or skips.
+func tmpfsDir(t *testing.T) string {
+	t.Helper()
+	var st syscall.Statfs_t
+	if err := syscall.Statfs("/dev/shm", &st); err != nil || st.Type != 0x01021994 {
+		t.Skip("needs /dev/shm on tmpfs")
+	}
+	dir, err := os.MkdirTemp("/dev/shm", "blockdev-map-")
+	if err != nil {
+		t.Skipf("needs a writable /dev/shm: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+func TestConformanceFileMapped(t *testing.T) {
+	for _, direct := range []blockdev.DirectMode{blockdev.DirectOff, blockdev.DirectAuto} {
+		devtest.Run(t, func(t *testing.T, size int64) blockdev.Device {
+			f := openFile(t, filepath.Join(tmpfsDir(t), "dev"), &blockdev.FileOptions{Size: size, Direct: direct, Sparse: true})
+			if !f.Mapped() {
+				t.Fatal("a file on tmpfs is not mapped")
+			}
+			return f
+		})
+	}
+}
+
+func TestFileNoMap(t *testing.T) {
+	f := openFile(t, filepath.Join(tmpfsDir(t), "dev"), &blockdev.FileOptions{Size: 1 << 20, NoMap: true})
+	if f.Mapped() {
+		t.Fatal("NoMap: the file is mapped")
+	}
+	g := openFile(t, filepath.Join(t.TempDir(), "dev"), &blockdev.FileOptions{Size: 1 << 20})
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(g.Path(), &st); err == nil && st.Type != 0x01021994 && g.Mapped() {
+		t.Fatal("a file off tmpfs is mapped")
+	}
+}
+
+// A write through the mapping that faults (here: the file was shrunk
+// behind the File's back, so the mapped pages past the end are gone) is
+// done again with pwrite instead of crashing the process.
+func TestFileMappedWriteFault(t *testing.T) {
+	ctx := context.Background()
+	f := openFile(t, filepath.Join(tmpfsDir(t), "dev"), &blockdev.FileOptions{Size: 1 << 20, Sparse: true})
+	if !f.Mapped() {
+		t.Fatal("a file on tmpfs is not mapped")
+	}
+	if err := os.Truncate(f.Path(), 4096); err != nil {
+		t.Fatal(err)
+	}
+	want := bytes.Repeat([]byte{0xA5}, 8192)
+	if err := f.WriteAt(ctx, want, 512<<10); err != nil {
+		t.Fatalf("write past the shrunk end: %v", err)
+	}
+	got := make([]byte, len(want))
+	if err := f.ReadAt(ctx, got, 512<<10); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("data written after the fault reads back wrong")
+	}
+}
