@@ -50,8 +50,8 @@ type FileOptions struct {
 	NoCreate bool
 	// Direct selects O_DIRECT. Default DirectAuto.
 	Direct DirectMode
-	// NoMap turns off writing through a memory mapping (see File).
-	// Default false: a regular file on tmpfs is written through one.
+	// NoMap turns off IO through a memory mapping (see File). Default
+	// false: a regular file on tmpfs is read and written through one.
 	NoMap bool
 }
 
@@ -68,13 +68,14 @@ type FileOptions struct {
 // through aligned bounce buffers; aligned ones are used as they are.
 //
 // A regular file on tmpfs (Linux), whose memory is its page cache, is
-// written through a shared memory mapping: a write is one copy into the
-// file's pages, without pwrite's per-page lookup, locking and the inode
-// lock that makes concurrent writes to one file wait for each other.
-// Reads stay pread, which reads holes as zeros without allocating them
-// (a read through the mapping would allocate every page it touches). A
-// write that faults (tmpfs has no page to give, or the file was shrunk
-// behind the File's back) is done again with pwrite, which reports why.
+// read and written through a shared memory mapping: an IO is one copy to
+// or from the file's pages, without pread's and pwrite's per-page lookup
+// and locking, or the inode lock that makes concurrent writes to one file
+// wait for each other. A read of a range with a page not in memory (a
+// hole, or swapped out; mincore says) goes to pread, which reads holes as
+// zeros without allocating them, so a sparse file stays sparse. An IO
+// that faults (tmpfs has no page to give, or the file was shrunk behind
+// the File's back) is done again with pread or pwrite, which report why.
 // Mapped returns whether the File has a mapping; FileOptions.NoMap turns
 // it off.
 //
@@ -104,7 +105,7 @@ type File struct {
 	bounce   sync.Pool // *[]byte of bounceSize bytes, aligned to dioAlign
 
 	memMu sync.RWMutex // held shared while writing through mem; Close unmaps under it
-	mem   []byte       // the file mapped for writes (tmpfs), or nil
+	mem   []byte       // the file mapped (tmpfs), or nil
 }
 
 var (
@@ -339,7 +340,7 @@ func (fl *File) DirectReason() string {
 	return fl.reason
 }
 
-// Mapped reports whether the File writes through a memory mapping.
+// Mapped reports whether the File does its IO through a memory mapping.
 func (fl *File) Mapped() bool { return fl.mem != nil }
 
 // IsBlockDevice reports whether the File is a block device.

@@ -55,6 +55,9 @@ func (fl *File) ReadAt(ctx context.Context, p []byte, off int64) error {
 	if err := fl.check(ctx, off, int64(len(p))); err != nil {
 		return err
 	}
+	if fl.readMapped(p, off) {
+		return nil
+	}
 	if err := fl.transfer(p, off, false); err != nil {
 		return fl.fail("read", off, int64(len(p)), err)
 	}
@@ -77,12 +80,28 @@ func (fl *File) WriteAt(ctx context.Context, p []byte, off int64) error {
 // writeMapped copies p into the mapping at off and reports whether it did.
 // A fault (no page to give, or the file shrank) is left to pwrite, which
 // writes all of p again and says what went wrong.
-func (fl *File) writeMapped(p []byte, off int64) (done bool) {
+func (fl *File) writeMapped(p []byte, off int64) bool {
 	fl.memMu.RLock()
 	defer fl.memMu.RUnlock()
-	if fl.mem == nil {
+	return fl.mem != nil && copyGuarded(fl.mem[off:off+int64(len(p))], p)
+}
+
+// readMapped copies [off, off+len(p)) out of the mapping when every page
+// of it is in memory, and reports whether it did. A page that is not (a
+// hole, or swapped out) is left to pread: touching a hole through the
+// mapping would allocate it, and a sparse file must stay sparse.
+func (fl *File) readMapped(p []byte, off int64) bool {
+	fl.memMu.RLock()
+	defer fl.memMu.RUnlock()
+	if fl.mem == nil || !resident(fl.mem, off, int64(len(p))) {
 		return false
 	}
+	return copyGuarded(p, fl.mem[off:off+int64(len(p))])
+}
+
+// copyGuarded copies src to dst, one of them in the mapping, and reports
+// false instead of crashing when the mapping faults.
+func copyGuarded(dst, src []byte) (done bool) {
 	defer func() {
 		if r := recover(); r != nil {
 			if _, fault := r.(interface{ Addr() uintptr }); !fault {
@@ -92,7 +111,7 @@ func (fl *File) writeMapped(p []byte, off int64) (done bool) {
 		}
 	}()
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	copy(fl.mem[off:off+int64(len(p))], p)
+	copy(dst, src)
 	return true
 }
 

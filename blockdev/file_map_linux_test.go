@@ -76,3 +76,39 @@ func TestFileMappedWriteFault(t *testing.T) {
 		t.Fatal("data written after the fault reads back wrong")
 	}
 }
+
+// Reads of a sparse mapped file leave its holes unallocated (a read
+// through the mapping would allocate every page it touches) and return
+// what was written.
+func TestFileMappedReadKeepsHoles(t *testing.T) {
+	ctx := context.Background()
+	f := openFile(t, filepath.Join(tmpfsDir(t), "dev"), &blockdev.FileOptions{Size: 4 << 20, Sparse: true})
+	want := bytes.Repeat([]byte{0x5A}, 8192)
+	if err := f.WriteAt(ctx, want, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	blocks := func() int64 {
+		var st syscall.Stat_t
+		if err := syscall.Stat(f.Path(), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Blocks
+	}
+	before := blocks()
+	got := make([]byte, 256<<10)
+	for off := int64(0); off < 4<<20; off += int64(len(got)) {
+		if err := f.ReadAt(ctx, got, off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after := blocks(); after != before {
+		t.Fatalf("reading the file allocated it: %d blocks before, %d after", before, after)
+	}
+	small := make([]byte, len(want))
+	if err := f.ReadAt(ctx, small, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(small, want) {
+		t.Fatal("mapped read differs from what was written")
+	}
+}
