@@ -83,7 +83,7 @@ func (fl *File) WriteAt(ctx context.Context, p []byte, off int64) error {
 func (fl *File) writeMapped(p []byte, off int64) bool {
 	fl.memMu.RLock()
 	defer fl.memMu.RUnlock()
-	return fl.mem != nil && copyGuarded(fl.mem[off:off+int64(len(p))], p)
+	return fl.mem != nil && copyGuarded(fl.mem[off:off+int64(len(p))], p, copyCold)
 }
 
 // readMapped copies [off, off+len(p)) out of the mapping when every page
@@ -96,12 +96,16 @@ func (fl *File) readMapped(p []byte, off int64) bool {
 	if fl.mem == nil || !resident(fl.mem, off, int64(len(p))) {
 		return false
 	}
-	return copyGuarded(p, fl.mem[off:off+int64(len(p))])
+	return copyGuarded(p, fl.mem[off:off+int64(len(p))], copyPlain)
 }
 
-// copyGuarded copies src to dst, one of them in the mapping, and reports
-// false instead of crashing when the mapping faults.
-func copyGuarded(dst, src []byte) (done bool) {
+func copyPlain(dst, src []byte) int { return copy(dst, src) }
+
+// copyGuarded copies src to dst with cp, one of them in the mapping, and
+// reports false instead of crashing when the mapping faults. Writes go
+// with copyCold: the file's pages are not read again soon, and ordinary
+// stores would first read every destination line from memory.
+func copyGuarded(dst, src []byte, cp func(dst, src []byte) int) (done bool) {
 	defer func() {
 		if r := recover(); r != nil {
 			if _, fault := r.(interface{ Addr() uintptr }); !fault {
@@ -111,7 +115,7 @@ func copyGuarded(dst, src []byte) (done bool) {
 		}
 	}()
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	copy(dst, src)
+	cp(dst, src)
 	return true
 }
 

@@ -64,16 +64,20 @@ func TestFileMappedWriteFault(t *testing.T) {
 	if err := os.Truncate(f.Path(), 4096); err != nil {
 		t.Fatal(err)
 	}
-	want := bytes.Repeat([]byte{0xA5}, 8192)
-	if err := f.WriteAt(ctx, want, 512<<10); err != nil {
-		t.Fatalf("write past the shrunk end: %v", err)
-	}
-	got := make([]byte, len(want))
-	if err := f.ReadAt(ctx, got, 512<<10); err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatal("data written after the fault reads back wrong")
+	// 8 KiB goes with copy(), 128 KiB with non-temporal stores.
+	for i, n := range []int{8 << 10, 128 << 10} {
+		want := bytes.Repeat([]byte{byte(0xA5 + i)}, n)
+		off := int64(256<<10) * int64(i+1)
+		if err := f.WriteAt(ctx, want, off); err != nil {
+			t.Fatalf("write of %d bytes past the shrunk end: %v", n, err)
+		}
+		got := make([]byte, n)
+		if err := f.ReadAt(ctx, got, off); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%d bytes written after the fault read back wrong", n)
+		}
 	}
 }
 
