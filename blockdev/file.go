@@ -111,6 +111,7 @@ type File struct {
 var (
 	_ Device             = (*File)(nil)
 	_ AllocationReporter = (*File)(nil)
+	_ Lender             = (*File)(nil)
 )
 
 // dioAlign is the memory alignment of O_DIRECT buffers: the largest logical

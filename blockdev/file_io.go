@@ -101,6 +101,22 @@ func (fl *File) readMapped(p []byte, off int64) bool {
 
 func copyPlain(dst, src []byte) int { return copy(dst, src) }
 
+// Lend lends the mapping's bytes of [off, off+n) when every page of the
+// range is in memory (see Lender); a File without a mapping, a range with
+// a page not in memory, a bad range and a closed File lend nothing.
+// Close waits for the release.
+func (fl *File) Lend(off, n int64) (b []byte, release func(), ok bool) {
+	if n <= 0 || fl.closed.Load() || CheckRange(fl.size, fl.bs, off, n) != nil {
+		return nil, nil, false
+	}
+	fl.memMu.RLock()
+	if fl.mem == nil || !resident(fl.mem, off, n) {
+		fl.memMu.RUnlock()
+		return nil, nil, false
+	}
+	return fl.mem[off : off+n : off+n], fl.memMu.RUnlock, true
+}
+
 // copyGuarded copies src to dst with cp, one of them in the mapping, and
 // reports false instead of crashing when the mapping faults. Writes go
 // with copyCold: the file's pages are not read again soon, and ordinary

@@ -116,3 +116,41 @@ func TestFileMappedReadKeepsHoles(t *testing.T) {
 		t.Fatal("mapped read differs from what was written")
 	}
 }
+
+// Lend gives the mapped file's own bytes of a range that is in memory,
+// and nothing for a hole, a bad range, an unmapped or a closed File.
+func TestFileLend(t *testing.T) {
+	ctx := context.Background()
+	dir := tmpfsDir(t)
+	f, err := blockdev.OpenFile(filepath.Join(dir, "dev"), &blockdev.FileOptions{Size: 1 << 20, Sparse: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := bytes.Repeat([]byte{0x3C}, 128<<10)
+	if err := f.WriteAt(ctx, want, 256<<10); err != nil {
+		t.Fatal(err)
+	}
+	b, release, ok := f.Lend(256<<10, 128<<10)
+	if !ok || !bytes.Equal(b, want) {
+		t.Fatalf("Lend of written data: ok %v, equal %v", ok, ok && bytes.Equal(b, want))
+	}
+	release()
+	for _, c := range []struct{ off, n int64 }{{0, 4096}, {256 << 10, 132 << 10}, {1 << 20, 4096}, {-4096, 4096}, {100, 4096}, {0, 0}} {
+		if _, _, ok := f.Lend(c.off, c.n); ok {
+			t.Errorf("Lend(%d, %d) lent a hole or a bad range", c.off, c.n)
+		}
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := f.Lend(256<<10, 4096); ok {
+		t.Error("a closed File lent its bytes")
+	}
+	g := openFile(t, filepath.Join(dir, "nomap"), &blockdev.FileOptions{Size: 1 << 20, NoMap: true})
+	if err := g.WriteAt(ctx, want, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := g.Lend(0, 4096); ok {
+		t.Error("an unmapped File lent its bytes")
+	}
+}
