@@ -107,6 +107,19 @@ type FastZeroer interface {
 	ZeroIsFast(off, n int64, mayTrim bool) bool
 }
 
+// Lender is the optional capability of a device whose data lies in memory
+// the process can map (File on tmpfs): Lend returns the device's own bytes
+// of [off, off+n) for a caller that hands them straight to the kernel (a
+// socket write) instead of reading them into a buffer first, and release,
+// to call once the kernel is done with them. ok is false where ReadAt must
+// be used. The bytes are the device's, not a copy: a write to the range
+// before release shows through, as it would in a read racing that write.
+// Touch them only through system calls: a page trimmed meanwhile faults
+// in user space. Close waits for every release.
+type Lender interface {
+	Lend(off, n int64) (b []byte, release func(), ok bool)
+}
+
 // Synchronous is the optional capability of a device whose IO completes on
 // the calling goroutine without waiting for anything (an in-memory copy).
 // Callers that fan IO out to goroutines to overlap waiting may run such IO

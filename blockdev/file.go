@@ -50,6 +50,9 @@ type FileOptions struct {
 	NoCreate bool
 	// Direct selects O_DIRECT. Default DirectAuto.
 	Direct DirectMode
+	// NoMap turns off IO through a memory mapping (see File). Default
+	// false: a regular file on tmpfs is read and written through one.
+	NoMap bool
 }
 
 // File is a Device over a regular file or a block device.
@@ -63,6 +66,18 @@ type FileOptions struct {
 //
 // With O_DIRECT, callers' buffers that are not aligned to the block size go
 // through aligned bounce buffers; aligned ones are used as they are.
+//
+// A regular file on tmpfs (Linux), whose memory is its page cache, is
+// read and written through a shared memory mapping: an IO is one copy to
+// or from the file's pages, without pread's and pwrite's per-page lookup
+// and locking, or the inode lock that makes concurrent writes to one file
+// wait for each other. A read of a range with a page not in memory (a
+// hole, or swapped out; mincore says) goes to pread, which reads holes as
+// zeros without allocating them, so a sparse file stays sparse. An IO
+// that faults (tmpfs has no page to give, or the file was shrunk behind
+// the File's back) is done again with pread or pwrite, which report why.
+// Mapped returns whether the File has a mapping; FileOptions.NoMap turns
+// it off.
 //
 // Errors of the system map to classes as follows:
 //   - EIO on a read: ErrCorrupt (a media error; rewriting the range usually
@@ -88,11 +103,15 @@ type File struct {
 	reason   string // why direct is false
 	closed   atomic.Bool
 	bounce   sync.Pool // *[]byte of bounceSize bytes, aligned to dioAlign
+
+	memMu sync.RWMutex // held shared while writing through mem; Close unmaps under it
+	mem   []byte       // the file mapped (tmpfs), or nil
 }
 
 var (
 	_ Device             = (*File)(nil)
 	_ AllocationReporter = (*File)(nil)
+	_ Lender             = (*File)(nil)
 )
 
 // dioAlign is the memory alignment of O_DIRECT buffers: the largest logical
@@ -204,6 +223,10 @@ func openExisting(path string, o *FileOptions) (*File, error) {
 			f.Close()
 			return nil, err
 		}
+	}
+	if !fl.blockDev && !o.NoMap && fl.size > 0 {
+		// Not mapped (not tmpfs, or mmap refused): pwrite does it all.
+		fl.mem, _ = mapTmpfs(fl.f, fl.size)
 	}
 	return fl, nil
 }
@@ -318,6 +341,9 @@ func (fl *File) DirectReason() string {
 	return fl.reason
 }
 
+// Mapped reports whether the File does its IO through a memory mapping.
+func (fl *File) Mapped() bool { return fl.mem != nil }
+
 // IsBlockDevice reports whether the File is a block device.
 func (fl *File) IsBlockDevice() bool { return fl.blockDev }
 
@@ -329,6 +355,12 @@ func (fl *File) Close() error {
 	if fl.closed.Swap(true) {
 		return nil
 	}
+	fl.memMu.Lock()
+	if fl.mem != nil {
+		unmap(fl.mem)
+		fl.mem = nil
+	}
+	fl.memMu.Unlock()
 	if err := fl.f.Close(); err != nil {
 		return fmt.Errorf("file %s: close: %w", fl.path, Mark(err, ErrUnavailable))
 	}

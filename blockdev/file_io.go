@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 )
 
 // errUnsupported is returned by the system helpers when the system or file
@@ -54,6 +55,9 @@ func (fl *File) ReadAt(ctx context.Context, p []byte, off int64) error {
 	if err := fl.check(ctx, off, int64(len(p))); err != nil {
 		return err
 	}
+	if fl.readMapped(p, off) {
+		return nil
+	}
 	if err := fl.transfer(p, off, false); err != nil {
 		return fl.fail("read", off, int64(len(p)), err)
 	}
@@ -64,10 +68,71 @@ func (fl *File) WriteAt(ctx context.Context, p []byte, off int64) error {
 	if err := fl.check(ctx, off, int64(len(p))); err != nil {
 		return err
 	}
+	if fl.writeMapped(p, off) {
+		return nil
+	}
 	if err := fl.transfer(p, off, true); err != nil {
 		return fl.fail("write", off, int64(len(p)), err)
 	}
 	return nil
+}
+
+// writeMapped copies p into the mapping at off and reports whether it did.
+// A fault (no page to give, or the file shrank) is left to pwrite, which
+// writes all of p again and says what went wrong.
+func (fl *File) writeMapped(p []byte, off int64) bool {
+	fl.memMu.RLock()
+	defer fl.memMu.RUnlock()
+	return fl.mem != nil && copyGuarded(fl.mem[off:off+int64(len(p))], p, copyCold)
+}
+
+// readMapped copies [off, off+len(p)) out of the mapping when every page
+// of it is in memory, and reports whether it did. A page that is not (a
+// hole, or swapped out) is left to pread: touching a hole through the
+// mapping would allocate it, and a sparse file must stay sparse.
+func (fl *File) readMapped(p []byte, off int64) bool {
+	fl.memMu.RLock()
+	defer fl.memMu.RUnlock()
+	if fl.mem == nil || !resident(fl.mem, off, int64(len(p))) {
+		return false
+	}
+	return copyGuarded(p, fl.mem[off:off+int64(len(p))], copyPlain)
+}
+
+func copyPlain(dst, src []byte) int { return copy(dst, src) }
+
+// Lend lends the mapping's bytes of [off, off+n) when every page of the
+// range is in memory (see Lender); a File without a mapping, a range with
+// a page not in memory, a bad range and a closed File lend nothing.
+// Close waits for the release.
+func (fl *File) Lend(off, n int64) (b []byte, release func(), ok bool) {
+	if n <= 0 || fl.closed.Load() || CheckRange(fl.size, fl.bs, off, n) != nil {
+		return nil, nil, false
+	}
+	fl.memMu.RLock()
+	if fl.mem == nil || !resident(fl.mem, off, n) {
+		fl.memMu.RUnlock()
+		return nil, nil, false
+	}
+	return fl.mem[off : off+n : off+n], fl.memMu.RUnlock, true
+}
+
+// copyGuarded copies src to dst with cp, one of them in the mapping, and
+// reports false instead of crashing when the mapping faults. Writes go
+// with copyCold: the file's pages are not read again soon, and ordinary
+// stores would first read every destination line from memory.
+func copyGuarded(dst, src []byte, cp func(dst, src []byte) int) (done bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			if _, fault := r.(interface{ Addr() uintptr }); !fault {
+				panic(r)
+			}
+			done = false
+		}
+	}()
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	cp(dst, src)
+	return true
 }
 
 // transfer reads or writes p at off, through bounce buffers when O_DIRECT

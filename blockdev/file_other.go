@@ -26,3 +26,9 @@ func fileDataExtents(*os.File, int64, int64, int64) ([]Extent, error) {
 }
 
 func classifyErrno(error, bool) error { return nil }
+
+func mapTmpfs(*os.File, int64) ([]byte, error) { return nil, errUnsupported }
+
+func unmap([]byte) {}
+
+func resident([]byte, int64, int64) bool { return false }

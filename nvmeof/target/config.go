@@ -34,8 +34,11 @@ type Config struct {
 	// 128; at most 1024.
 	QueueSize int
 	// InCapsuleDataSize is the largest in-capsule data accepted on I/O
-	// queues (IOCCSZ = (64 + it)/16). Default 16384; a multiple of 16, at
-	// least 1024 so that the I/O Connect data fits.
+	// queues (IOCCSZ = (64 + it)/16). Default 128 KiB, a volume's chunk:
+	// a host sends such a write with its command, without the R2T round
+	// trip (a PDU each way and a wakeup on both ends). It bounds no memory
+	// that R2Ts do not: each command in flight may hold MaxTransferSize.
+	// A multiple of 16, at least 1024 so that the I/O Connect data fits.
 	InCapsuleDataSize int
 	// MaxH2CData is the largest H2CData PDU accepted (ICResp MAXH2CDATA).
 	// Default 256 KiB; a multiple of 4, at least 4096.
@@ -250,7 +253,7 @@ const (
 func (c *Config) EnsureDefaults() {
 	setDefault(&c.MaxIOQueues, 16)
 	setDefault(&c.QueueSize, 128)
-	setDefault(&c.InCapsuleDataSize, 16384)
+	setDefault(&c.InCapsuleDataSize, 128<<10)
 	setDefault(&c.MaxH2CData, 256<<10)
 	setDefault(&c.MaxR2TLength, 1<<20)
 	setDefault(&c.MaxTransferSize, 1<<20)

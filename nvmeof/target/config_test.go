@@ -21,7 +21,7 @@ func TestConfigValidate(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatalf("good config: %v", err)
 	}
-	if c.QueueSize != 128 || c.InCapsuleDataSize != 16384 || c.Subsystems[0].Model != "nvstripe" || len(c.Subsystems[0].Serial) != 20 {
+	if c.QueueSize != 128 || c.InCapsuleDataSize != 128<<10 || c.Subsystems[0].Model != "nvstripe" || len(c.Subsystems[0].Serial) != 20 {
 		t.Fatalf("defaults %+v", c)
 	}
 	bad := map[string]func(*Config){

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/nvmeof/auth"
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
+	"github.com/nvstripe/nvstripe/nvmeof/tlspsk"
 )
 
 // readBufSize is the size of a connection's read buffer once it has a
@@ -44,7 +45,8 @@ type conn struct {
 	hdr    [pdu.MaxHeaderLen]byte
 
 	dg      pdu.Digests
-	maxData int // largest data length ReadHeader accepts
+	maxData int  // largest data length ReadHeader accepts
+	tls     bool // nc is TLS: PDU data is encrypted in user space
 
 	// Set by Connect (reader goroutine only; read by command goroutines
 	// after they were started, which orders the accesses).
@@ -73,6 +75,7 @@ func (t *Target) newConn(l *listener, nc net.Conn) *conn {
 	}
 	ctx, cancel := context.WithCancel(t.ctx)
 	c := &conn{t: t, l: l, nc: nc, raw: nc, ctx: ctx, cancel: cancel, xfers: map[uint16]*xfer{}}
+	_, c.tls = nc.(*tlspsk.Conn)
 	c.br = bufio.NewReaderSize(nc, strangerBufSize)
 	c.snd = newSender(nc, func() error { return t.waitThawed(ctx, l) }, func(error) { c.close() })
 	c.maxData = pdu.ConnectDataLen

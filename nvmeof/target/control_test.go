@@ -288,8 +288,8 @@ func TestBadInput(t *testing.T) {
 	})
 	t.Run("oversized in-capsule", func(t *testing.T) {
 		io := ioUp(t, addr, pdu.Digests{}, 5, cntlid, 0)
-		s := rwSQE(pdu.IOWrite, 1, 0, 8, true) // 32 KiB > 16 KiB in-capsule
-		c := io.do(s, make([]byte, 8*nsBS), nil)
+		s := rwSQE(pdu.IOWrite, 1, 0, 33, true) // 132 KiB > 128 KiB in-capsule
+		c := io.do(s, make([]byte, 33*nsBS), nil)
 		expectStatus(t, "too big in capsule", c, pdu.SCSGLOffsetInvalid, true)
 		bad := pdu.SQE{Opcode: pdu.IORead, NSID: 1, SGL: pdu.SGL{Length: nsBS, ID: 0x20}}
 		expectStatus(t, "sgl type", io.do(bad, nil, nil), pdu.SCSGLTypeInvalid, true)

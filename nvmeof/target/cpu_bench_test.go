@@ -52,6 +52,10 @@ func BenchmarkTargetCPU(b *testing.B) {
 				cntlid := a.adminUp(0)
 				inCap := inCapsuleMax(b, a)
 				io := ioUp(b, addr, pdu.Digests{}, 1, cntlid, 0)
+				if bc.op == pdu.IORead {
+					// Reads of written data, as a volume's are, not of holes.
+					benchLoopSized(b, io, pdu.IOWrite, 32, 32, benchNSSize, inCap, benchNSSize/(32*nsBS))
+				}
 				benchLoopSized(b, io, bc.op, bc.nlb, bc.depth, benchNSSize, inCap, 64) // warm the file
 				before := procCPU(b, pid)
 				b.SetBytes(int64(bc.nlb) * nsBS)

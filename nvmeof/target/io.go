@@ -126,6 +126,11 @@ func (cmd *command) reply(r ioResult) {
 	switch {
 	case r.drop:
 		cmd.release()
+		if r.release != nil {
+			r.release()
+		}
+	case r.buf != nil && r.release != nil:
+		cmd.completeData(r.buf, r.release)
 	case r.buf != nil:
 		pool := &cmd.c.t.pool
 		cmd.completeData(r.buf, func() { pool.put(r.buf) })
@@ -136,9 +141,25 @@ func (cmd *command) reply(r ioResult) {
 
 // ioResult is the outcome of a command's device IO.
 type ioResult struct {
-	st   pdu.Status
-	buf  []byte // read data, from the pool
-	drop bool   // the connection is closing: no reply
+	st      pdu.Status
+	buf     []byte // read data: from the pool, or lent by the device
+	release func() // returns lent data (nil: buf is the pool's)
+	drop    bool   // the connection is closing: no reply
+}
+
+// lend borrows a read's data from a device that keeps it in memory
+// (blockdev.Lender): the C2HData is then written to the socket from the
+// device's own pages, one copy instead of two. Only for data the sender
+// hands to writev as it is (over smallData; no data digest to compute,
+// no TLS to encrypt): the kernel's copy then reads the pages, and a page
+// trimmed meanwhile fails that write instead of faulting in Go code.
+func (cmd *command) lend(ns *namespace, off int64) ([]byte, func(), bool) {
+	c, n := cmd.c, int64(cmd.sqe.SGL.Length)
+	l, ok := ns.dev.(blockdev.Lender)
+	if !ok || n <= smallData || c.dg.Data || c.tls {
+		return nil, nil, false
+	}
+	return l.Lend(off, n)
 }
 
 // guardedIO checks the reservation and runs the device IO. REQUIRES: the
@@ -160,6 +181,9 @@ func (cmd *command) guardedIO(ns *namespace) ioResult {
 	var err error
 	switch s.Opcode {
 	case pdu.IORead:
+		if b, release, ok := cmd.lend(ns, off); ok {
+			return ioResult{buf: b, release: release}
+		}
 		buf := c.t.pool.get(int(s.SGL.Length))
 		if err = ns.dev.ReadAt(c.ctx, buf, off); err == nil {
 			return ioResult{buf: buf}

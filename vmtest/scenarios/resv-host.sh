@@ -8,7 +8,8 @@
 # registered key $hostkey under another host ID and holds a write-exclusive
 # reservation. The guest registers, sees both registrants in the report,
 # is refused a write (reads pass), cannot acquire, preempts the host key,
-# writes, releases and unregisters, checking the report after each step.
+# writes (also 128 KiB per command, which the target takes in-capsule),
+# releases and unregisters, checking the report after each step.
 # Parameters: nqn (required), port (4420), hostkey (required).
 [ -n "${nqn:-}" ] && [ -n "${hostkey:-}" ] || fail "parameters nqn= and hostkey= are required"
 port=${port:-4420}
@@ -51,6 +52,11 @@ nvme resv-acquire "$ns" --crkey=$key --prkey="$hostkey" --rtype=1 --racqa=1 || f
 report rtype 1 regctl 1 rkey 1234 rcsts 1
 write_block || fail "holder's write refused"
 say "holder's write accepted"
+
+step "128 KiB writes, each sent with its command (in-capsule), read back"
+dd if=/tmp/pattern of="$ns" bs=128k count=8 oflag=direct 2>/dev/null || fail "128 KiB writes refused"
+dd if="$ns" of=/tmp/back bs=128k count=8 iflag=direct 2>/dev/null || fail "reading the 128 KiB writes back failed"
+cmp -s /tmp/pattern /tmp/back || fail "128 KiB writes read back different"
 
 step "release and unregister"
 nvme resv-release "$ns" --crkey=0x9999 --rtype=1 --rrela=0 && fail "release with a wrong key succeeded"
