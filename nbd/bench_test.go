@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/nvstripe/nvstripe/nbd/proto"
+	"github.com/nvstripe/nvstripe/rawsock"
 )
 
 // benchIO drives b.N requests of n bytes with qd in flight over loopback TCP
@@ -126,12 +127,12 @@ func BenchmarkPeerGone(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer c.Close()
-	s := newRawSock(c)
+	s := rawsock.New(c)
 	if s == nil {
 		b.Skip("no raw socket on this platform")
 	}
 	for b.Loop() {
-		if shut, _ := s.peerGone(); shut {
+		if shut, _ := s.PeerGone(); shut {
 			b.Fatal("live peer seen as gone")
 		}
 	}

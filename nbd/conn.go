@@ -14,6 +14,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/accept"
 	"github.com/nvstripe/nvstripe/nbd/proto"
+	"github.com/nvstripe/nvstripe/rawsock"
 )
 
 // Transmission limits.
@@ -33,9 +34,9 @@ type conn struct {
 	s   *Server
 	nc  net.Conn
 	br  *bufio.Reader
-	raw *rawSock  // nc's raw reads and writes; nil: use nc itself
-	tls *tls.Conn // over nc after STARTTLS: every read and write
-	out []byte    // handshake replies, flushed per option
+	raw *rawsock.Conn // nc's raw reads and writes; nil: use nc itself
+	tls *tls.Conn     // over nc after STARTTLS: every read and write
+	out []byte        // handshake replies, flushed per option
 
 	// Set when transmission starts, read-only afterwards.
 	exp        *export
@@ -60,7 +61,7 @@ type conn struct {
 
 func newConn(s *Server, nc net.Conn) *conn {
 	tuneSocket(nc, s.opts)
-	c := &conn{s: s, nc: nc, raw: newRawSock(nc)}
+	c := &conn{s: s, nc: nc, raw: rawsock.New(nc)}
 	c.tx.room.L = &c.tx.mu
 	var r io.Reader = nc
 	if c.raw != nil {

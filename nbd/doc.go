@@ -46,7 +46,7 @@
 // others queued meanwhile. On Linux the socket is read and written with raw
 // system calls (it is non-blocking, so they only copy): the scheduler then
 // does not hand the goroutine's P to another thread during a long copy (see
-// rawsock_linux.go).
+// package rawsock).
 //
 // Replies are kept from piling up, so that their data is still in cache when
 // it is copied into the socket: a READ starts its device IO only while fewer

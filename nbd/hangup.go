@@ -67,7 +67,7 @@ func (c *conn) clientGone(req proto.Request) bool {
 	if c.raw == nil {
 		return false
 	}
-	shutWrite, dead := c.raw.peerGone()
+	shutWrite, dead := c.raw.PeerGone()
 	if dead {
 		c.cancelIO()
 	}

@@ -174,7 +174,7 @@ func (c *conn) writeBatch(batch []*reply, failed bool, n int) error {
 			t.vec = append(t.vec, r.segs...)
 		}
 		if c.raw != nil {
-			err = c.raw.writev(t.vec)
+			err = c.raw.Writev(t.vec)
 		} else {
 			v := t.vec
 			_, err = v.WriteTo(c.writer())

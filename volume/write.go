@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/volume/layout"
@@ -132,6 +133,11 @@ func (b *stripeBufs) dataSums(sh int, data []byte) []uint32 {
 	if b.sums == nil {
 		b.sums = make([][]uint32, len(b.shards))
 		b.sumStore = b.sumSmall[:0]
+	}
+	if n := len(data) / layout.ChecksumBlock; cap(b.sumStore)-len(b.sumStore) < n {
+		// room for every data shard's piece at once: one allocation per
+		// stripe instead of one each time append doubles the array
+		b.sumStore = slices.Grow(b.sumStore, n*b.v.g.K)
 	}
 	at := len(b.sumStore)
 	b.sumStore = blockSums(b.sumStore, data)

@@ -11,7 +11,9 @@
 // PDUs; writes travel in the command capsule up to the controller's IOCCSZ
 // and through R2T/H2CData (at most MAXH2CDATA per PDU) above it. Header and
 // data digests are optional. Outgoing PDUs are batched: whoever finds a
-// connection's writer idle sends everything queued in one writev.
+// connection's writer idle sends everything queued in one writev. On plain
+// TCP the writev and the reads are raw system calls (package rawsock), and
+// a C2HData payload and the next PDU's header come in one readv.
 //
 // Path choice: IO goes to the live path in ANA state optimized with the
 // fewest commands in flight, then to non-optimized paths; inaccessible,

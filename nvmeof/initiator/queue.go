@@ -1,7 +1,6 @@
 package initiator
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -15,6 +14,7 @@ import (
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
 	"github.com/nvstripe/nvstripe/nvmeof/tlspsk"
+	"github.com/nvstripe/nvstripe/rawsock"
 )
 
 // dataDir is the direction of a command's data.
@@ -92,6 +92,7 @@ type queue struct {
 	addr     string
 	qid      uint16
 	conn     net.Conn
+	raw      *rawsock.Conn // conn's raw reads and writev; nil for TLS and wrapped connections
 	dg       pdu.Digests
 	maxH2C   int
 	tags     *tagPool
@@ -124,7 +125,7 @@ type queue struct {
 	// submitter reads for everyone, so a lone command needs no goroutine
 	// handoff). br and hdr belong to the holder.
 	tok chan struct{}
-	br  *bufio.Reader
+	br  *pduReader
 	hdr []byte
 	// onDead, set before start, is called once when the queue fails.
 	onDead func(error)
@@ -242,7 +243,8 @@ func (q *queue) connErr(what string, err error) error {
 
 // start runs the writer goroutine and readies the reader.
 func (q *queue) start() {
-	q.br = bufio.NewReaderSize(q.conn, 64<<10)
+	q.raw = rawsock.New(q.conn)
+	q.br = newPDUReader(q.conn, q.raw)
 	go q.writeLoop()
 }
 
@@ -415,11 +417,22 @@ func (q *queue) flush() {
 		q.encodeLocked(batch)
 		q.spare = batch[:0]
 		q.mu.Unlock()
-		q.wbufs = q.iov
-		if _, err := tlspsk.WriteBuffers(q.conn, &q.wbufs); err != nil {
+		if err := q.writeIOV(); err != nil {
 			q.fail(fmt.Errorf("write: %w", err))
 		}
 	}
+}
+
+// writeIOV sends q.iov: with raw writev calls on a plain TCP connection
+// (see package rawsock), through the connection otherwise (TLS records).
+// REQUIRES: q.writing owned.
+func (q *queue) writeIOV() error {
+	if q.raw != nil {
+		return q.raw.Writev(q.iov)
+	}
+	q.wbufs = q.iov
+	_, err := tlspsk.WriteBuffers(q.conn, &q.wbufs)
+	return err
 }
 
 // encodeLocked builds the headers of batch into q.hbuf and the iovecs in
@@ -529,7 +542,7 @@ func (q *queue) sweep() {
 }
 
 // readOne reads and handles one PDU.
-func (q *queue) readOne(br *bufio.Reader, hdr []byte) error {
+func (q *queue) readOne(br *pduReader, hdr []byte) error {
 	h, err := pdu.ReadHeader(br, hdr, q.dg, -1)
 	if err != nil {
 		return err
@@ -582,7 +595,7 @@ func (q *queue) complete(cid uint16, cqe pdu.CQE, err error) error {
 }
 
 // recvData reads a C2HData PDU straight into the command's buffer.
-func (q *queue) recvData(br *bufio.Reader, h pdu.Header, d pdu.DataHdr) error {
+func (q *queue) recvData(br *pduReader, h pdu.Header, d pdu.DataHdr) error {
 	q.mu.Lock()
 	s, err := q.lookupLocked(d.CCCID)
 	q.mu.Unlock()
@@ -700,24 +713,23 @@ func appendCapsuleHdr(b []byte, sqe *pdu.SQE, dataLen int, dg pdu.Digests) []byt
 }
 
 // readData reads the data of a C2HData PDU into dst like pdu.ReadData, but
-// without allocating when there is no padding (the common case).
-func readData(br *bufio.Reader, h pdu.Header, dst []byte) error {
+// without allocating when there is no padding (the common case), and
+// straight into dst.
+func readData(br *pduReader, h pdu.Header, dst []byte) error {
 	if h.PadLen() != 0 {
 		return pdu.ReadData(br, h, dst)
 	}
-	if _, err := io.ReadFull(br, dst); err != nil {
+	if err := br.readFull(dst); err != nil {
 		return err
 	}
 	if h.DDigestLen() == 0 {
 		return nil
 	}
-	d, err := br.Peek(pdu.DigestLen)
-	if err != nil {
+	var d [pdu.DigestLen]byte
+	if _, err := io.ReadFull(br, d[:]); err != nil {
 		return err
 	}
-	got := binary.LittleEndian.Uint32(d)
-	_, _ = br.Discard(pdu.DigestLen)
-	if want := pdu.Digest(dst); got != want {
+	if got, want := binary.LittleEndian.Uint32(d[:]), pdu.Digest(dst); got != want {
 		return &pdu.DataDigestError{Got: got, Want: want}
 	}
 	return nil

@@ -1,4 +1,4 @@
-package nbd
+package rawsock
 
 import (
 	"io"
@@ -10,22 +10,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// rawSock reads and writes a socket with RawSyscall. Go keeps sockets
-// non-blocking and waits for readiness in its poller, so a read or writev
-// never sleeps in the kernel: it only copies. The ordinary syscall path
-// tells the scheduler the call may block, and copying a megabyte takes long
-// enough for the scheduler's monitor to hand the goroutine's P to another
-// thread, then park a thread when the call returns: a thread wakeup and a
-// sleep per large request, visible as futex and nanosleep time in profiles
-// of the plain net.Conn version. A raw call keeps its P for the copy, as a C
-// server's thread would.
-type rawSock struct {
-	rc  syscall.RawConn
-	iov []syscall.Iovec // writev's vector, reused; only the writer uses it
+// Conn is a socket's raw reads and writes (see the package doc).
+type Conn struct {
+	rc   syscall.RawConn
+	iov  []syscall.Iovec  // Writev's vector, reused; only the writer uses it
+	riov [2]syscall.Iovec // Readv's vector; only the reader uses it
 }
 
-// newRawSock returns nil when nc is not a socket with a file descriptor.
-func newRawSock(nc net.Conn) *rawSock {
+// New returns nil when nc is not a socket with a file descriptor.
+func New(nc net.Conn) *Conn {
 	sc, ok := nc.(syscall.Conn)
 	if !ok {
 		return nil
@@ -34,11 +27,11 @@ func newRawSock(nc net.Conn) *rawSock {
 	if err != nil {
 		return nil
 	}
-	return &rawSock{rc: rc}
+	return &Conn{rc: rc}
 }
 
-// Read implements io.Reader; deadlines set on the net.Conn apply.
-func (s *rawSock) Read(p []byte) (int, error) {
+// Read implements io.Reader.
+func (s *Conn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
@@ -52,11 +45,44 @@ func (s *rawSock) Read(p []byte) (int, error) {
 			}
 		}
 	})
+	return readResult(n, errno, err, "read")
+}
+
+// Readv reads into p and, once p is full, on into spill, in one readv: it
+// returns the bytes read in all (at least one, or an error; io.EOF when
+// the peer closed). A reader that knows how much belongs in p (the rest
+// of a message's payload) gets it there without an intermediate copy, and
+// what follows it (the next message's header) in the same call.
+func (s *Conn) Readv(p, spill []byte) (int, error) {
+	if len(p) == 0 {
+		return s.Read(spill)
+	}
+	s.riov[0] = syscall.Iovec{Base: &p[0], Len: uint64(len(p))}
+	cnt := 1
+	if len(spill) > 0 {
+		s.riov[1] = syscall.Iovec{Base: &spill[0], Len: uint64(len(spill))}
+		cnt = 2
+	}
+	var n uintptr
+	var errno syscall.Errno
+	err := s.rc.Read(func(fd uintptr) bool {
+		for {
+			n, _, errno = syscall.RawSyscall(syscall.SYS_READV, fd, uintptr(unsafe.Pointer(&s.riov[0])), uintptr(cnt))
+			if errno != syscall.EINTR {
+				return errno != syscall.EAGAIN
+			}
+		}
+	})
+	s.riov = [2]syscall.Iovec{}
+	return readResult(n, errno, err, "readv")
+}
+
+func readResult(n uintptr, errno syscall.Errno, err error, call string) (int, error) {
 	switch {
 	case err != nil:
 		return 0, err
 	case errno != 0:
-		return 0, os.NewSyscallError("read", errno)
+		return 0, os.NewSyscallError(call, errno)
 	case n == 0:
 		return 0, io.EOF
 	}
@@ -66,9 +92,10 @@ func (s *rawSock) Read(p []byte) (int, error) {
 // maxIov is the kernel's limit on one writev's vector (IOV_MAX).
 const maxIov = 1024
 
-// writev writes every byte of bufs, in as few writev calls as the socket
-// buffer allows.
-func (s *rawSock) writev(bufs [][]byte) error {
+// Writev writes every byte of bufs, in as few writev calls as the socket
+// buffer allows. It consumes bufs (its slices are advanced past what was
+// written).
+func (s *Conn) Writev(bufs [][]byte) error {
 	for {
 		for len(bufs) > 0 && len(bufs[0]) == 0 {
 			bufs = bufs[1:]
@@ -93,7 +120,7 @@ func (s *rawSock) writev(bufs [][]byte) error {
 
 // writevOnce makes one writev of up to maxIov buffers (waiting for room in
 // the socket buffer first if it is full) and returns the bytes written.
-func (s *rawSock) writevOnce(bufs [][]byte) (int, error) {
+func (s *Conn) writevOnce(bufs [][]byte) (int, error) {
 	s.iov = s.iov[:0]
 	for _, b := range bufs {
 		if len(s.iov) == maxIov {
@@ -123,11 +150,12 @@ func (s *rawSock) writevOnce(bufs [][]byte) (int, error) {
 	return int(n), nil
 }
 
-// peerGone says, without waiting, whether the peer has shut its sending
+// PeerGone says, without waiting, whether the peer has shut its sending
 // side of the socket down, even while data it sent earlier waits unread,
 // and whether the socket is dead both ways (shut down, reset or closed).
-// A ppoll with a zero timeout never sleeps, so it is made raw (see above).
-func (s *rawSock) peerGone() (shutWrite, dead bool) {
+// A ppoll with a zero timeout never sleeps, so it is made raw (see the
+// package doc).
+func (s *Conn) PeerGone() (shutWrite, dead bool) {
 	var revents int16
 	var errno syscall.Errno
 	err := s.rc.Control(func(fd uintptr) {

@@ -1,4 +1,4 @@
-package nbd
+package rawsock
 
 import (
 	"bytes"
@@ -7,9 +7,6 @@ import (
 	"math/rand"
 	"net"
 	"os"
-	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -39,12 +36,12 @@ func tcpPair(t *testing.T) (a, b net.Conn) {
 	return a, b
 }
 
-// TestRawSockWritevPartial writes more than the socket buffer holds, in
+// TestWritevPartial writes more than the socket buffer holds, in
 // more pieces than one writev takes, to a slow reader: every byte arrives,
 // in order.
-func TestRawSockWritevPartial(t *testing.T) {
+func TestWritevPartial(t *testing.T) {
 	a, b := tcpPair(t)
-	raw := newRawSock(a)
+	raw := New(a)
 	if raw == nil {
 		t.Fatal("no raw socket for a TCP connection")
 	}
@@ -73,7 +70,7 @@ func TestRawSockWritevPartial(t *testing.T) {
 		}
 		got <- all
 	}()
-	if err := raw.writev(bufs); err != nil {
+	if err := raw.Writev(bufs); err != nil {
 		t.Fatal(err)
 	}
 	if g := <-got; !bytes.Equal(g, want) {
@@ -81,11 +78,11 @@ func TestRawSockWritevPartial(t *testing.T) {
 	}
 }
 
-// TestRawSockRead reads what the peer sent, then EOF when it closes; a
+// TestRead reads what the peer sent, then EOF when it closes; a
 // deadline in the past interrupts a waiting read.
-func TestRawSockRead(t *testing.T) {
+func TestRead(t *testing.T) {
 	a, b := tcpPair(t)
-	raw := newRawSock(a)
+	raw := New(a)
 	if _, err := b.Write([]byte("hello")); err != nil {
 		t.Fatal(err)
 	}
@@ -103,66 +100,34 @@ func TestRawSockRead(t *testing.T) {
 		t.Fatalf("read after the peer closed: %d, %v; want 0, EOF", n, err)
 	}
 	a.Close()
-	if err := raw.writev([][]byte{[]byte("x")}); err == nil {
+	if err := raw.Writev([][]byte{[]byte("x")}); err == nil {
 		t.Fatal("writev on a closed socket succeeded")
 	}
 }
 
-// TestLoopbackSendBuffer: a connection from a loopback client gets the
-// configured send buffer (Linux doubles it, within net.core.wmem_max); a
-// negative setting leaves the kernel's.
-func TestLoopbackSendBuffer(t *testing.T) {
-	raw, err := os.ReadFile("/proc/sys/net/core/wmem_max")
-	if err != nil {
-		t.Skipf("cannot read net.core.wmem_max: %v", err)
-	}
-	wmemMax, err := strconv.Atoi(strings.TrimSpace(string(raw)))
-	if err != nil {
+// TestReadv: the bytes fill p first, then spill; a short p takes what
+// follows into spill in the same call; the peer's close is io.EOF.
+func TestReadv(t *testing.T) {
+	a, b := tcpPair(t)
+	raw := New(a)
+	msg := []byte("0123456789abcdef")
+	if _, err := b.Write(msg); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct {
-		set, want int
-	}{
-		{256 << 10, 2 * min(256<<10, wmemMax)},
-		{-1, 0}, // unchanged: compared with an untuned socket below
-	} {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, spill := make([]byte, 10), make([]byte, 64)
+	got := 0
+	for got < len(msg) { // loopback delivers the write whole, but a read may be short
+		n, err := raw.Readv(p[min(got, len(p)):], spill[max(0, got-len(p)):])
 		if err != nil {
 			t.Fatal(err)
 		}
-		cc, err := net.Dial("tcp", l.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		sc, err := l.Accept()
-		if err != nil {
-			t.Fatal(err)
-		}
-		before := sndbuf(t, sc)
-		tuneSocket(sc, Options{LoopbackSendBuffer: c.set})
-		got := sndbuf(t, sc)
-		if c.want == 0 {
-			c.want = before
-		}
-		if got != c.want {
-			t.Errorf("LoopbackSendBuffer %d: SO_SNDBUF %d, want %d", c.set, got, c.want)
-		}
-		cc.Close()
-		sc.Close()
-		l.Close()
+		got += n
 	}
-}
-
-func sndbuf(t *testing.T, nc net.Conn) int {
-	t.Helper()
-	rc, err := nc.(*net.TCPConn).SyscallConn()
-	if err != nil {
-		t.Fatal(err)
+	if got != len(msg) || string(p) != "0123456789" || string(spill[:6]) != "abcdef" {
+		t.Fatalf("readv got %d bytes: p %q spill %q", got, p, spill[:6])
 	}
-	var v int
-	var serr error
-	if err := rc.Control(func(fd uintptr) { v, serr = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF) }); err != nil || serr != nil {
-		t.Fatal(err, serr)
+	b.Close()
+	if n, err := raw.Readv(p, spill); n != 0 || err != io.EOF {
+		t.Fatalf("readv after the peer closed: %d, %v; want 0, EOF", n, err)
 	}
-	return v
 }
