@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/nvstripe/nvstripe/controller"
@@ -91,6 +92,9 @@ func taskStatus(r *meta.TaskRecord, now time.Time) *TaskStatus {
 			t.EtaSeconds = eta.Seconds()
 		}
 	}
+	if rt, ok, err := controller.ParseTask(r); ok && err == nil {
+		t.Kind = "rebalance threshold=" + strconv.FormatFloat(rt.Threshold, 'g', -1, 64)
+	}
 	return t
 }
 
@@ -105,12 +109,18 @@ func rebalanceProgress(st *StatusReply, snap *controller.Snapshot, cl *meta.Clus
 			inFlight += cl.SlotSize - min(max(t.Done, 0), cl.SlotSize)
 		}
 	}
+	threshold := map[string]float64{}
+	for _, r := range snap.Tasks {
+		if task, ok, err := controller.ParseTask(r); ok && err == nil {
+			threshold[r.ID] = task.Threshold
+		}
+	}
 	for _, t := range st.Tasks {
-		task, ok, err := controller.ParseTask(&meta.TaskRecord{ID: t.Id, Kind: t.Kind})
-		if !ok || err != nil || t.Total <= 0 {
+		th, ok := threshold[t.Id]
+		if !ok || t.Total <= 0 {
 			continue
 		}
-		if plan, err := snap.PlanRebalance(task.Threshold, cl.DomainLabel); err == nil {
+		if plan, err := snap.PlanRebalance(th, cl.DomainLabel); err == nil {
 			t.Done = min(max(t.Total-int64(len(plan.Moves))*cl.SlotSize-inFlight, 0), t.Total)
 		}
 	}
