@@ -81,7 +81,7 @@ func TestMigrateTasks(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantMove := meta.ShardMove{Kind: "drain", Segment: 0, Shard: 1, From: "h1-n1", To: "h6-n1", Started: 1_790_000_000_123}
-	if got.Kind != meta.TaskMove || got.Move == nil || *got.Move != wantMove || got.Holder != "node1" || got.Done != mv.Done || got.Total != mv.Total {
+	if got.Kind != meta.TaskMove || got.Move != wantMove || got.Holder != "node1" || got.Done != mv.Done || got.Total != mv.Total {
 		t.Errorf("move task rewritten as %+v (move %+v), want kind move, %+v, holder and progress kept", got, got.Move, wantMove)
 	}
 	if pt, ok, err := moves.ParseTask(got); !ok || err != nil || pt != want {
@@ -91,7 +91,7 @@ func TestMigrateTasks(t *testing.T) {
 		t.Errorf("rebalance task rewritten as %+v, %v", got, err)
 	}
 	for _, r := range []*meta.TaskRecord{bad, scrub} {
-		if got, err := store.Task(ctx, r.ID); err != nil || got.Kind != r.Kind || got.Move != nil {
+		if got, err := store.Task(ctx, r.ID); err != nil || got.Kind != r.Kind || got.Move != (meta.ShardMove{}) {
 			t.Errorf("%s changed: %+v, %v", r.ID, got, err)
 		}
 	}
@@ -115,7 +115,7 @@ func TestMigrateTaskKeepsNewerRecord(t *testing.T) {
 	if done, err := migrateTask(ctx, store, want.Record().ID); done || err != nil {
 		t.Fatalf("migrated a typed record: %v %v", done, err)
 	}
-	if got, err := store.Task(ctx, want.Record().ID); err != nil || got.Done != want.Done || got.Move == nil {
+	if got, err := store.Task(ctx, want.Record().ID); err != nil || got.Done != want.Done || got.Move == (meta.ShardMove{}) {
 		t.Fatalf("owner's record now %+v, %v", got, err)
 	}
 }

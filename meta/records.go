@@ -658,8 +658,9 @@ type TaskRecord struct {
 	Total  int64  `json:"total"`
 	State  string `json:"state"`
 	Error  string `json:"error,omitempty"`
-	// Move: the parameters of a move task (Kind TaskMove).
-	Move *ShardMove `json:"move,omitempty"`
+	// Move: the parameters of a move task (Kind TaskMove); zero in other
+	// tasks.
+	Move ShardMove `json:"move,omitzero"`
 	// Threshold (Kind TaskRebalance): the largest acceptable spread of
 	// used/capacity between namespaces in service, as a fraction.
 	Threshold float64 `json:"threshold,omitempty"`
@@ -684,9 +685,9 @@ func (t *TaskRecord) check() error {
 		return fmt.Errorf("task progress %d/%d, found %d, healed %d, parity %d", t.Done, t.Total, t.Found, t.Healed, t.Parity)
 	case t.State != TaskRunning && t.State != TaskDone && t.State != TaskFailed:
 		return fmt.Errorf("unknown task state %q", t.State)
-	case t.Move != nil && t.Kind != TaskMove:
+	case t.Move != (ShardMove{}) && t.Kind != TaskMove:
 		return fmt.Errorf("move parameters in a task of kind %q", t.Kind)
-	case t.Move != nil && (t.Move.Segment < 0 || t.Move.Shard < 0):
+	case t.Move.Segment < 0 || t.Move.Shard < 0:
 		return fmt.Errorf("move of segment %d shard %d", t.Move.Segment, t.Move.Shard)
 	case t.Threshold != 0 && t.Kind != TaskRebalance:
 		return fmt.Errorf("threshold in a task of kind %q", t.Kind)

@@ -62,7 +62,7 @@ func TaskID(seg decide.SegmentID) string {
 
 // Record encodes t as a task record.
 func (t Task) Record() *meta.TaskRecord {
-	mv := &meta.ShardMove{Kind: t.Kind.String(), Segment: t.Segment.Index, Shard: t.Shard,
+	mv := meta.ShardMove{Kind: t.Kind.String(), Segment: t.Segment.Index, Shard: t.Shard,
 		From: t.From, To: t.To, Started: t.Started.UnixMilli()}
 	return &meta.TaskRecord{ID: TaskID(t.Segment), Kind: meta.TaskMove, Move: mv, Volume: t.Segment.Volume,
 		Holder: t.Holder, Done: t.Done, Total: t.Total, State: t.State, Error: t.Err}
@@ -74,8 +74,8 @@ func (t Task) Record() *meta.TaskRecord {
 func ParseTask(r *meta.TaskRecord) (Task, bool, error) {
 	var mv meta.ShardMove
 	switch {
-	case r.Kind == meta.TaskMove && r.Move != nil:
-		mv = *r.Move
+	case r.Kind == meta.TaskMove && r.Move != (meta.ShardMove{}):
+		mv = r.Move
 	case r.Kind == meta.TaskMove:
 		return Task{}, true, fmt.Errorf("task %s: move task without its move: %w", r.ID, decide.ErrInvalid)
 	case IsLegacyTask(r) && strings.HasPrefix(r.Kind, meta.TaskMove+" "):
@@ -103,7 +103,7 @@ func ParseTask(r *meta.TaskRecord) (Task, bool, error) {
 // parameters as words in Kind ("move KIND seg=...", "rebalance
 // threshold=..."), which ParseTask and controller.ParseTask still read.
 func IsLegacyTask(r *meta.TaskRecord) bool {
-	return r.Move == nil && r.Threshold == 0 && strings.Contains(r.Kind, " ") &&
+	return r.Move == (meta.ShardMove{}) && r.Threshold == 0 && strings.Contains(r.Kind, " ") &&
 		(strings.HasPrefix(r.Kind, meta.TaskMove+" ") || strings.HasPrefix(r.Kind, meta.TaskRebalance+" "))
 }
 

@@ -16,7 +16,7 @@ func TestTaskRoundTrip(t *testing.T) {
 	in := Task{Segment: decide.SegmentID{Volume: "vol-1", Index: 42}, Shard: 3, Kind: decide.MoveDrain, From: "h1-n1", To: "h2-n1",
 		Started: time.UnixMilli(1_700_000_000_123), Holder: "node1", Done: 10, Total: 20, State: meta.TaskRunning}
 	r := in.Record()
-	if r.ID != "mv-vol-1-42" || r.Kind != meta.TaskMove || r.Move == nil || r.Move.From != "h1-n1" || r.Move.Kind != "drain" {
+	if r.ID != "mv-vol-1-42" || r.Kind != meta.TaskMove || r.Move.From != "h1-n1" || r.Move.Kind != "drain" {
 		t.Fatalf("record %+v (move %+v)", r, r.Move)
 	}
 	out, ok, err := ParseTask(r)
@@ -55,7 +55,7 @@ func TestParseTaskRejectsBadInput(t *testing.T) {
 			t.Errorf("%q: ok %v err %v, want ErrInvalid", kind, ok, err)
 		}
 	}
-	bad := &meta.TaskRecord{ID: "t", Kind: meta.TaskMove, Move: &meta.ShardMove{Kind: "nope"}}
+	bad := &meta.TaskRecord{ID: "t", Kind: meta.TaskMove, Move: meta.ShardMove{Kind: "nope"}}
 	if _, ok, err := ParseTask(bad); !ok || !errors.Is(err, decide.ErrInvalid) {
 		t.Errorf("typed record of unknown move kind: ok %v err %v, want ErrInvalid", ok, err)
 	}
