@@ -19,9 +19,10 @@
 //     volume nobody maps runs here, through a Mover (volclient.TaskMover)
 //     under the volume's ownership, paced by a moves.Pacer. Moves nobody
 //     carries out any more (a crashed mover) are settled: finished when
-//     committed, rolled back otherwise. Leadership lost: every move of this runner is cancelled
-//     at once and rolls back; the next leader re-decides from etcd. What
-//     Decide emits and what the runner does is listed on decide.Action.
+//     committed, rolled back otherwise. Leadership lost: every move of this
+//     runner is cancelled at once and rolls back; the next leader
+//     re-decides from etcd. What Decide emits and what the runner does is
+//     listed on decide.Action.
 //   - Liveness: a host with a target member in the gossip pool is judged
 //     by gossip (RunnerConfig.Gossip: a Gossip is the health.Node's OnEvent
 //     and queues the events, stamped, for the runner, which feeds them to
