@@ -133,13 +133,17 @@ func importRules() map[string]rule {
 			why:   "meta is the only home of etcd (it may use plain value types of volume/layout and placement, and units to print sizes)"},
 		"health": {third: []string{"github.com/hashicorp/memberlist"},
 			why: "health turns memberlist gossip into health events"},
-		"controller/...": {ours: []string{"controller/...", "meta", "placement", "health", "internal/retry"},
+		"controller/...": {ours: []string{"controller/...", "meta", "placement", "health", "moves", "internal/retry"},
 			why: "controller decides over meta's records and health and moves shards through its Mover interface (volclient implements it); it opens no volume itself"},
+		"controller/decide": {ours: []string{"placement"}, std: pureStd(),
+			why: "controller/decide is the controller's pure decider: a State value in, Actions out"},
+		"moves": {ours: []string{"controller/decide", "meta"},
+			why: "moves is what both sides of a shard move share (task record codec, events, log lines, pacer): the node imports it without the controller"},
 		"volclient/...": {ours: []string{"*"}, not: []string{"agent/...", "nbd/...", "fuse", "demo/...", "cmd/..."}, third: append(syncPkgs, pflag),
 			why: "volclient opens a volume over its namespaces: wiring below the daemons, which serving is not part of"},
-		"controllerd": {ours: []string{"controller/...", "volclient", "meta", "health", "health/pool", "logging", "config", "units", "internal/metricshttp"}, third: []string{"github.com/prometheus/client_golang/...", pflag},
+		"controllerd": {ours: []string{"controller/...", "moves", "volclient", "meta", "health", "health/pool", "logging", "config", "units", "internal/metricshttp"}, third: []string{"github.com/prometheus/client_golang/...", pflag},
 			why: "controllerd composes the controller daemon: the runner, the volclient mover, metrics, gossip and the admin API"},
-		"controller/admin": {ours: []string{"controller", "meta", "placement", "units", "internal/tlsfiles", "internal/table", "internal/retry"}, third: []string{"google.golang.org/grpc/...", "google.golang.org/protobuf/...", pflag},
+		"controller/admin": {ours: []string{"controller", "controller/decide", "moves", "meta", "placement", "units", "internal/tlsfiles", "internal/table", "internal/retry"}, third: []string{"google.golang.org/grpc/...", "google.golang.org/protobuf/...", pflag},
 			why: "controller/admin serves the admin operations on meta over gRPC"},
 		"targetd": {ours: []string{"nvmeof/...", "health/pool", "meta", "config", "units"}, third: []string{pflag},
 			why: "targetd composes the target daemon: the target, its control API, metrics and gossip member"},
@@ -205,7 +209,7 @@ func testOnlyImports() []string {
 // purePackages are the packages whose non-test code may not read the clock
 // or global randomness.
 func purePackages() []string {
-	return []string{"volume/layout", "placement", "ec", "nvmeof/pdu", "nbd/proto", "units"}
+	return []string{"volume/layout", "placement", "ec", "nvmeof/pdu", "nbd/proto", "units", "controller/decide"}
 }
 
 // goFile is one parsed source file.

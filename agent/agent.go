@@ -14,9 +14,9 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/nvstripe/nvstripe/agent/api"
-	"github.com/nvstripe/nvstripe/controller"
 	"github.com/nvstripe/nvstripe/logging"
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/moves"
 	"github.com/nvstripe/nvstripe/volclient"
 	"github.com/nvstripe/nvstripe/volume"
 )
@@ -54,8 +54,8 @@ type Options struct {
 	RetryInterval time.Duration
 	// Pacer paces the shard moves (rebuild, drain, rebalance) the controller
 	// gives this agent for the volumes it owns; foreground read and write
-	// latency slows them down. Default: controller.PacerConfig's defaults.
-	Pacer controller.PacerConfig
+	// latency slows them down. Default: moves.PacerConfig's defaults.
+	Pacer moves.PacerConfig
 	// Metrics receive the agent's metrics. Default NewMetrics().
 	Metrics *Metrics
 	// Events also receives every volume's events. Default: none.
@@ -161,7 +161,7 @@ func New(ctx context.Context, o Options) (*Agent, error) {
 		st.close()
 		return nil, err
 	}
-	a := &Agent{o: o, warnDeg: controller.WarnEvery(o.Log, degradedWarnEvery, "volume runs degraded"), metrics: o.Metrics, state: st, started: time.Now(), restored: make(chan struct{}),
+	a := &Agent{o: o, warnDeg: logging.WarnEvery(o.Log, degradedWarnEvery, "volume runs degraded"), metrics: o.Metrics, state: st, started: time.Now(), restored: make(chan struct{}),
 		maps: map[string]*mapping{}, repDone: make(chan struct{})}
 	for _, e := range bad {
 		a.logf("%v", e)

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nvstripe/nvstripe/controller"
+	"github.com/nvstripe/nvstripe/logging"
 	"github.com/nvstripe/nvstripe/volume"
 )
 
@@ -15,7 +15,7 @@ import (
 // once, not once per IO.
 func TestDegradedWarning(t *testing.T) {
 	var b bytes.Buffer
-	warn := controller.WarnEvery(slog.New(slog.NewTextHandler(&b, nil)), time.Hour, "volume runs degraded")
+	warn := logging.WarnEvery(slog.New(slog.NewTextHandler(&b, nil)), time.Hour, "volume runs degraded")
 	ev := newVolEvents("v", NewMetrics(), nil, warn)
 	l := ev.listener()
 	for i := 0; i < 3; i++ {

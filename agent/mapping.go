@@ -10,8 +10,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/nvstripe/nvstripe/agent/api"
-	"github.com/nvstripe/nvstripe/controller"
 	"github.com/nvstripe/nvstripe/internal/retry"
+	"github.com/nvstripe/nvstripe/moves"
 	"github.com/nvstripe/nvstripe/qos"
 	"github.com/nvstripe/nvstripe/volclient"
 	"github.com/nvstripe/nvstripe/volume"
@@ -53,7 +53,7 @@ type mapping struct {
 	// when it has returned.
 	stopTasks context.CancelFunc
 	tasksDone chan struct{}
-	pacer     *controller.Pacer
+	pacer     *moves.Pacer
 	// reacquireDone is closed when the loop that takes a fenced mapping's
 	// volume again has ended; nil when none ran. gaveUp is set when it
 	// ended without the volume: the mapping stays fenced.
@@ -105,7 +105,7 @@ func (mp *mapping) openLocked(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	pacer, err := controller.NewPacer(a.o.Pacer)
+	pacer, err := moves.NewPacer(a.o.Pacer)
 	if err != nil {
 		return errors.Join(err, m.Close(context.WithoutCancel(ctx)))
 	}
@@ -145,7 +145,7 @@ func (mp *mapping) openOptions(spec Spec) volclient.OpenOptions {
 
 // serveTasks runs the shard moves the controller addresses to this owner
 // (Mapped.ServeTasks) until stop. REQUIRES: mp.opMu held.
-func (mp *mapping) serveTasks(m *volclient.Mapped, pacer *controller.Pacer) {
+func (mp *mapping) serveTasks(m *volclient.Mapped, pacer *moves.Pacer) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	mp.mu.Lock()
@@ -153,7 +153,7 @@ func (mp *mapping) serveTasks(m *volclient.Mapped, pacer *controller.Pacer) {
 	mp.mu.Unlock()
 	go func() {
 		defer close(done)
-		m.ServeTasks(ctx, mp.a.o.Store, volclient.TaskOptions{Holder: mp.a.o.Holder, Pacer: pacer, Logf: mp.a.o.Logf, OnMove: controller.LogMoves(mp.a.o.Log)})
+		m.ServeTasks(ctx, mp.a.o.Store, volclient.TaskOptions{Holder: mp.a.o.Holder, Pacer: pacer, Logf: mp.a.o.Logf, OnMove: moves.Log(mp.a.o.Log)})
 	}()
 }
 

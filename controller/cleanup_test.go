@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nvstripe/nvstripe/controller/decide"
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/moves"
 	"github.com/nvstripe/nvstripe/placement"
 )
 
@@ -22,7 +24,7 @@ func TestCleanupSparesMoveEndingMidTick(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	store := openStore(t, eps)
-	seg := SegmentID{Volume: "v", Index: 0}
+	seg := decide.SegmentID{Volume: "v", Index: 0}
 	if err := store.SetNamespaceState(ctx, segmentsOf(t, store)[0].Slots[0].NS, placement.StateDraining); err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +34,7 @@ func TestCleanupSparesMoveEndingMidTick(t *testing.T) {
 		afterCommit: func(context.Context) { once.Do(func() { close(committed); <-gate }) }}
 	var midTick atomic.Pointer[func()]
 	var settled atomic.Int32
-	r, err := NewRunner(RunnerConfig{Store: store, Holder: "ctl", Mover: mv, Decide: Config{OutAfter: time.Hour, MaxMovesPerNS: 1},
+	r, err := NewRunner(RunnerConfig{Store: store, Holder: "ctl", Mover: mv, Decide: decide.Config{OutAfter: time.Hour, MaxMovesPerNS: 1},
 		Probe: func(context.Context, *meta.NamespaceRecord) bool {
 			if f := midTick.Swap(nil); f != nil {
 				(*f)()
@@ -72,7 +74,7 @@ func TestCleanupSparesMoveEndingMidTick(t *testing.T) {
 	if ended != nil {
 		t.Fatal(ended)
 	}
-	if rec, err := store.Task(ctx, MoveTaskID(seg)); err != nil || rec.State != meta.TaskDone {
+	if rec, err := store.Task(ctx, moves.TaskID(seg)); err != nil || rec.State != meta.TaskDone {
 		t.Errorf("after the tick the move ended in: task %+v, %v; want it kept, done, for the next tick", rec, err)
 	}
 	if n := settled.Load(); n != 0 {
@@ -81,16 +83,16 @@ func TestCleanupSparesMoveEndingMidTick(t *testing.T) {
 	if err := r.Tick(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if rec, err := store.Task(ctx, MoveTaskID(seg)); err == nil {
+	if rec, err := store.Task(ctx, moves.TaskID(seg)); err == nil {
 		t.Errorf("task %+v left after the next tick", rec)
 	}
 }
 
 // waitEnded waits until the runner's move of seg has ended: its task
 // recorded done and the runner no longer running it.
-func waitEnded(ctx context.Context, r *Runner, store *meta.Store, seg SegmentID) error {
+func waitEnded(ctx context.Context, r *Runner, store *meta.Store, seg decide.SegmentID) error {
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		rec, err := store.Task(ctx, MoveTaskID(seg))
+		rec, err := store.Task(ctx, moves.TaskID(seg))
 		if err == nil && rec.State == meta.TaskDone && !r.ownMoves()[seg] {
 			return nil
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nvstripe/nvstripe/controller/decide"
 	"github.com/nvstripe/nvstripe/health"
 	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta"
@@ -191,7 +192,7 @@ func TestRunnerGossipDownBackOut(t *testing.T) {
 	probes := &probeLog{probed: map[string]int{}}
 	r, err := NewRunner(RunnerConfig{Store: store, Holder: "ctl", Interval: 50 * time.Millisecond, LeaderTTL: 2 * time.Second,
 		Mover:  &metaMover{store: store, holder: "ctl", steps: 2, step: time.Millisecond, act: act},
-		Decide: Config{OutAfter: 3 * time.Second}, Health: health.TrackerConfig{Grace: 200 * time.Millisecond},
+		Decide: decide.Config{OutAfter: 3 * time.Second}, Health: health.TrackerConfig{Grace: 200 * time.Millisecond},
 		Gossip: pool.gossip, Probe: probes.probe, Logf: pool.logf})
 	if err != nil {
 		t.Fatal(err)
@@ -252,7 +253,7 @@ func TestRunnerGossipFlapping(t *testing.T) {
 	var aborts, ups atomic.Int32
 	r, err := NewRunner(RunnerConfig{Store: store, Holder: "ctl", Interval: 50 * time.Millisecond, LeaderTTL: 2 * time.Second,
 		Mover:  &metaMover{store: store, holder: "ctl", steps: 4, step: 20 * time.Millisecond, act: act},
-		Decide: Config{OutAfter: 3 * time.Second}, Gossip: pool.gossip,
+		Decide: decide.Config{OutAfter: 3 * time.Second}, Gossip: pool.gossip,
 		Health: health.TrackerConfig{Grace: 100 * time.Millisecond, FlapLimit: 2, FlapWindow: time.Minute, StableFor: time.Minute},
 		Logf: func(f string, a ...any) {
 			if strings.HasPrefix(f, "%v") && len(a) > 0 && strings.HasPrefix(fmt.Sprint(a[0]), "abort") {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/nvstripe/nvstripe/controller/decide"
 	"github.com/nvstripe/nvstripe/internal/retry"
 	"github.com/nvstripe/nvstripe/meta"
 )
@@ -29,7 +30,7 @@ type volBackoff struct {
 // now: from Interval, doubling, to maxBackoff. A volume mapped read-only
 // only is not held back: the Mover takes it as a mover beside its readers,
 // which follow the moves (meta.OwnerOptions.Mover).
-func (r *Runner) holdBack(snap *Snapshot, now time.Time) State {
+func (r *Runner) holdBack(snap *Snapshot, now time.Time) decide.State {
 	held := map[string]bool{}
 	r.mu.Lock()
 	for v, b := range r.backoff {
@@ -48,7 +49,7 @@ func (r *Runner) holdBack(snap *Snapshot, now time.Time) State {
 		return snap.State
 	}
 	st := snap.State
-	st.Segments = slices.DeleteFunc(slices.Clone(st.Segments), func(s Segment) bool { return held[s.ID.Volume] })
+	st.Segments = slices.DeleteFunc(slices.Clone(st.Segments), func(s decide.Segment) bool { return held[s.ID.Volume] })
 	return st
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nvstripe/nvstripe/controller/decide"
 	"github.com/nvstripe/nvstripe/faultnet"
 	"github.com/nvstripe/nvstripe/placement"
 )
@@ -45,7 +46,7 @@ func TestRunnerLeadershipLostMidRebuild(t *testing.T) {
 		afterCommit: func(ctx context.Context) { once.Do(func() { close(committed); <-ctx.Done() }) }}
 	var leads, finished atomic.Int32
 	r, err := NewRunner(RunnerConfig{Store: store, Holder: "ctl", Interval: 100 * time.Millisecond, LeaderTTL: 2 * time.Second,
-		Mover: mv, Decide: Config{OutAfter: time.Second, MaxMovesPerNS: 1},
+		Mover: mv, Decide: decide.Config{OutAfter: time.Second, MaxMovesPerNS: 1},
 		Logf: func(f string, a ...any) {
 			line := fmt.Sprintf(f, a...)
 			if strings.HasSuffix(line, " leads") {

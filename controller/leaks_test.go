@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/nvstripe/nvstripe/controller/decide"
 	"github.com/nvstripe/nvstripe/meta"
 )
 
@@ -12,7 +13,7 @@ import (
 // namespaces whose allocation count differs.
 func TestLeakedSlots(t *testing.T) {
 	snap := &Snapshot{
-		State: State{Namespaces: []Namespace{{ID: "a", Used: 2}, {ID: "b", Used: 2}, {ID: "c", Used: 1}, {ID: "d", Used: 0}}},
+		State: decide.State{Namespaces: []decide.Namespace{{ID: "a", Used: 2}, {ID: "b", Used: 2}, {ID: "c", Used: 1}, {ID: "d", Used: 0}}},
 		Segments: map[string]map[int64]*meta.SegmentRecord{"v": {
 			0: {Slots: []meta.SlotRef{{NS: "a", Slot: 1}, {NS: "b", Slot: 1}}, Move: &meta.MoveRecord{Shard: 1, To: meta.SlotRef{NS: "c", Slot: 1}}},
 			1: {Slots: []meta.SlotRef{{NS: "a", Slot: 2}, {NS: "d", Slot: 1}}, Move: &meta.MoveRecord{Shard: 1, To: meta.SlotRef{NS: "d", Slot: 1}, From: &meta.SlotRef{NS: "b", Slot: 2}}},

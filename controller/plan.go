@@ -15,7 +15,7 @@ func (s *Snapshot) PlanRebalance(threshold float64, domainLabel string) (placeme
 	}
 	var nss []placement.Namespace
 	for _, n := range s.State.Namespaces {
-		nss = append(nss, n.placement())
+		nss = append(nss, n.Placement())
 	}
 	c, err := placement.NewCluster(hosts, nss, domainLabel)
 	if err != nil {

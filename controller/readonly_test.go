@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nvstripe/nvstripe/controller/decide"
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/moves"
 	"github.com/nvstripe/nvstripe/placement"
 )
 
@@ -21,7 +23,7 @@ type countingMover struct {
 	calls map[string]int
 }
 
-func (m *countingMover) MoveShard(ctx context.Context, req MoveRequest) error {
+func (m *countingMover) MoveShard(ctx context.Context, req moves.Request) error {
 	m.mu.Lock()
 	m.calls[req.Volume]++
 	m.mu.Unlock()
@@ -87,7 +89,7 @@ func TestRunnerReadOnlyMapped(t *testing.T) {
 		calls: map[string]int{}}
 	var held atomic.Int32
 	r, err := NewRunner(RunnerConfig{Store: store, Holder: "ctl", Mover: mv, Interval: 50 * time.Millisecond,
-		LeaderTTL: 2 * time.Second, Decide: Config{MaxMovesPerNS: 1},
+		LeaderTTL: 2 * time.Second, Decide: decide.Config{MaxMovesPerNS: 1},
 		Logf: func(f string, a ...any) {
 			if strings.Contains(f, "volume %s: %s") {
 				held.Add(1)
@@ -164,7 +166,7 @@ func TestHoldBackBusy(t *testing.T) {
 		backoff: map[string]volBackoff{}, heldNoted: map[string]string{}}
 	snap := &Snapshot{Volumes: map[string]*meta.VolumeRecord{"v": {}, "w": {}}, Owners: map[string]string{},
 		Readers: map[string][]string{}}
-	snap.State.Segments = []Segment{{ID: SegmentID{Volume: "v"}}, {ID: SegmentID{Volume: "w"}}}
+	snap.State.Segments = []decide.Segment{{ID: decide.SegmentID{Volume: "v"}}, {ID: decide.SegmentID{Volume: "w"}}}
 	vols := func(at time.Duration) string {
 		var out []string
 		for _, s := range r.holdBack(snap, time.Unix(0, 0).Add(at)).Segments {

@@ -8,24 +8,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nvstripe/nvstripe/controller/decide"
 	"github.com/nvstripe/nvstripe/health"
 	"github.com/nvstripe/nvstripe/internal/retry"
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/moves"
 	"github.com/nvstripe/nvstripe/placement"
 )
-
-// MoveRequest is one shard move the runner asks a Mover to carry out.
-type MoveRequest struct {
-	Volume  string
-	Segment int64
-	Shard   int
-	To      string // destination namespace
-	// Pace is called before each stripe with the bytes it will write
-	// (volume.MoveOptions.Pace); nil when unpaced.
-	Pace func(ctx context.Context, n int64) error
-	// Progress receives bytes of shard data done of total. Never nil.
-	Progress func(done, total int64)
-}
 
 // Mover carries out moves of volumes nobody has mapped. It takes the
 // volume's read-write ownership under RunnerConfig.Holder (several moves of
@@ -34,7 +23,7 @@ type MoveRequest struct {
 // CommitMove, FinishMove (AbortMove on failure). volclient.TaskMover is the
 // implementation `nvstripe controller` uses.
 type Mover interface {
-	MoveShard(ctx context.Context, req MoveRequest) error
+	MoveShard(ctx context.Context, req moves.Request) error
 }
 
 // RunnerConfig configures a Runner.
@@ -45,7 +34,7 @@ type RunnerConfig struct {
 	// Required; unique among controllers.
 	Holder string
 	// Decide tunes the decisions.
-	Decide Config
+	Decide decide.Config
 	// Interval is the time between ticks. Default 1s.
 	Interval time.Duration
 	// LeaderTTL is the leadership lease's TTL. Default 10s.
@@ -54,7 +43,7 @@ type RunnerConfig struct {
 	// moves wait until someone maps the volume.
 	Mover Mover
 	// Pacer paces this controller's own moves. Default nil: unpaced.
-	Pacer *Pacer
+	Pacer *moves.Pacer
 	// Gossip, when set, carries the membership events of this controller's
 	// health.Node (see Gossip): a host with a target member in the gossip
 	// pool is judged by gossip alone, from the first event about it on.
@@ -76,8 +65,8 @@ type RunnerConfig struct {
 	// Logf receives one line per event. Default: discarded.
 	Logf func(format string, args ...any)
 	// OnMove hears the moves the controller carries out itself start and
-	// end (LogMoves logs them). Default nil.
-	OnMove func(MoveEvent)
+	// end (moves.Log logs them). Default nil.
+	OnMove func(moves.Event)
 }
 
 // Defaults of RunnerConfig.Interval and LeaderTTL.
@@ -88,7 +77,7 @@ const (
 
 func (c *RunnerConfig) ensureDefaults() error {
 	if c.Store == nil || c.Holder == "" {
-		return fmt.Errorf("runner: Store and Holder are required: %w", ErrInvalid)
+		return fmt.Errorf("runner: Store and Holder are required: %w", decide.ErrInvalid)
 	}
 	c.Decide.EnsureDefaults()
 	if err := c.Decide.Validate(); err != nil {
@@ -124,9 +113,9 @@ type Runner struct {
 
 	mu      sync.Mutex
 	leading bool
-	running map[SegmentID]*running
+	running map[decide.SegmentID]*running
 	nsSeen  map[string]nsSeen
-	mvSeen  map[SegmentID]mvSeen
+	mvSeen  map[decide.SegmentID]mvSeen
 	wg      sync.WaitGroup
 
 	// Owned by the loop (lead and Tick), reset when leadership starts.
@@ -143,7 +132,7 @@ type Runner struct {
 
 type running struct {
 	cancel context.CancelFunc
-	task   MoveTask
+	task   moves.Task
 	wrote  time.Time
 }
 
@@ -205,6 +194,11 @@ func (r *Runner) lead(ctx, leadCtx context.Context) {
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
 	r.begin()
+	if n, err := MigrateTasks(lctx, r.cfg.Store); err != nil {
+		r.cfg.Logf("migrating task records of older builds: %v", err)
+	} else if n > 0 {
+		r.cfg.Logf("rewrote %d task records of older builds in the typed form", n)
+	}
 	for lctx.Err() == nil {
 		if err := r.Tick(lctx); err != nil && lctx.Err() == nil {
 			r.cfg.Logf("tick: %v", err)
@@ -227,7 +221,7 @@ func (r *Runner) begin() {
 	r.gossipHosts, r.gossipResume, r.observed = map[string]map[string]bool{}, true, time.Time{}
 	r.backoff, r.heldNoted = map[string]volBackoff{}, map[string]string{}
 	r.repairing, r.repairWait = map[string]bool{}, map[string]volBackoff{}
-	r.running, r.nsSeen, r.mvSeen = map[SegmentID]*running{}, map[string]nsSeen{}, map[SegmentID]mvSeen{}
+	r.running, r.nsSeen, r.mvSeen = map[decide.SegmentID]*running{}, map[string]nsSeen{}, map[decide.SegmentID]mvSeen{}
 }
 
 // Tick runs one round: read, judge liveness (gossip, probes), clean up,
@@ -245,12 +239,12 @@ func (r *Runner) Tick(ctx context.Context) error {
 	}
 	r.fill(snap, now)
 	r.cleanup(ctx, snap, mine)
-	acts, err := Decide(r.holdBack(snap, now), now, r.cfg.Decide)
+	acts, err := decide.Decide(r.holdBack(snap, now), now, r.cfg.Decide)
 	if err != nil {
 		return err
 	}
 	var errs []error
-	if !slices.ContainsFunc(acts, func(a Action) bool { _, ok := a.(HoldOut); return ok }) {
+	if !slices.ContainsFunc(acts, func(a decide.Action) bool { _, ok := a.(decide.HoldOut); return ok }) {
 		r.holdNoted = ""
 	}
 	for _, a := range acts {

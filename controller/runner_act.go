@@ -6,47 +6,49 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nvstripe/nvstripe/controller/decide"
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/moves"
 	"github.com/nvstripe/nvstripe/placement"
 )
 
 // do carries out one Action.
-func (r *Runner) do(ctx context.Context, snap *Snapshot, a Action, now time.Time) error {
+func (r *Runner) do(ctx context.Context, snap *Snapshot, a decide.Action, now time.Time) error {
 	switch a := a.(type) {
-	case MarkOut:
+	case decide.MarkOut:
 		r.cfg.Logf("%v", a)
 		return r.cfg.Store.SetNamespaceState(ctx, a.NS, placement.StateOut)
-	case MarkDrained:
+	case decide.MarkDrained:
 		r.cfg.Logf("namespace %s drained: it holds no shard; `nvstripe ns rm %s` removes it", a.NS, a.NS)
 		return r.cfg.Store.SetNamespaceState(ctx, a.NS, placement.StateDrained)
-	case AbortMove:
+	case decide.AbortMove:
 		r.cfg.Logf("%v", a)
 		return r.abort(ctx, a.Segment)
-	case FinishTask:
+	case decide.FinishTask:
 		r.cfg.Logf("%v", a)
 		return r.cfg.Store.DeleteTask(ctx, a.Task)
-	case Blocked:
+	case decide.Blocked:
 		r.cfg.Logf("%v", a)
 		return nil
-	case HoldOut:
+	case decide.HoldOut:
 		if msg := a.String(); msg != r.holdNoted {
 			r.holdNoted = msg
 			r.cfg.Logf("%s", msg)
 		}
 		return nil
-	case RebuildShard:
-		return r.start(ctx, snap, MoveTask{Segment: a.Segment, Shard: a.Shard, Kind: MoveRebuild,
+	case decide.RebuildShard:
+		return r.start(ctx, snap, moves.Task{Segment: a.Segment, Shard: a.Shard, Kind: decide.MoveRebuild,
 			From: a.From, To: a.To, Started: now, State: meta.TaskRunning})
-	case MoveShard:
-		return r.start(ctx, snap, MoveTask{Segment: a.Segment, Shard: a.Shard, Kind: a.Kind,
+	case decide.MoveShard:
+		return r.start(ctx, snap, moves.Task{Segment: a.Segment, Shard: a.Shard, Kind: a.Kind,
 			From: a.From, To: a.To, Started: now, State: meta.TaskRunning})
 	}
-	return fmt.Errorf("unknown action %T: %w", a, ErrInvalid)
+	return fmt.Errorf("unknown action %T: %w", a, decide.ErrInvalid)
 }
 
 // abort rolls back a move: this runner's own is cancelled (its mover rolls
 // it back), any other is cleared in metadata.
-func (r *Runner) abort(ctx context.Context, seg SegmentID) error {
+func (r *Runner) abort(ctx context.Context, seg decide.SegmentID) error {
 	r.mu.Lock()
 	run := r.running[seg]
 	r.mu.Unlock()
@@ -63,12 +65,12 @@ func (r *Runner) abort(ctx context.Context, seg SegmentID) error {
 	if err := vm.AbortMove(ctx, seg.Index); err != nil && !errors.Is(err, meta.ErrInvalid) {
 		return err
 	}
-	return r.cfg.Store.DeleteTask(ctx, MoveTaskID(seg))
+	return r.cfg.Store.DeleteTask(ctx, moves.TaskID(seg))
 }
 
 // start hands a new move to the volume's owner (a task record it executes)
 // or, for a volume nobody maps, runs it through the Mover.
-func (r *Runner) start(ctx context.Context, snap *Snapshot, t MoveTask) error {
+func (r *Runner) start(ctx context.Context, snap *Snapshot, t moves.Task) error {
 	r.mu.Lock()
 	busy := r.running[t.Segment] != nil
 	r.mu.Unlock()
@@ -93,7 +95,7 @@ func (r *Runner) start(ctx context.Context, snap *Snapshot, t MoveTask) error {
 	}
 	r.cfg.Logf("%s/%d shard %d: %s to %s, by the controller", t.Segment.Volume, t.Segment.Index, t.Shard, t.Kind, t.To)
 	if r.cfg.OnMove != nil {
-		r.cfg.OnMove(MoveEvent{Task: t})
+		r.cfg.OnMove(moves.Event{Task: t})
 	}
 	mctx, cancel := context.WithCancel(ctx)
 	run := &running{cancel: cancel, task: t}
@@ -110,7 +112,7 @@ func (r *Runner) runMove(ctx context.Context, run *running) {
 	defer r.wg.Done()
 	defer run.cancel()
 	t := run.task
-	req := MoveRequest{Volume: t.Segment.Volume, Segment: t.Segment.Index, Shard: t.Shard, To: t.To,
+	req := moves.Request{Volume: t.Segment.Volume, Segment: t.Segment.Index, Shard: t.Shard, To: t.To,
 		Progress: func(done, total int64) { r.progress(ctx, run, done, total) }}
 	if r.cfg.Pacer != nil {
 		req.Pace = r.cfg.Pacer.Wait
@@ -137,10 +139,10 @@ func (r *Runner) runMove(ctx context.Context, run *running) {
 		r.cfg.Logf("%s/%d shard %d: %v", t.Segment.Volume, t.Segment.Index, t.Shard, err)
 	}
 	if r.cfg.OnMove != nil {
-		r.cfg.OnMove(MoveEvent{Task: t, Ended: true, Took: time.Since(began), Err: err})
+		r.cfg.OnMove(moves.Event{Task: t, Ended: true, Took: time.Since(began), Err: err})
 	}
 	if err := r.cfg.Store.PutTask(ctx, t.Record()); err != nil {
-		r.cfg.Logf("task %s: %v", MoveTaskID(t.Segment), err)
+		r.cfg.Logf("task %s: %v", moves.TaskID(t.Segment), err)
 	}
 }
 
@@ -158,16 +160,16 @@ func (r *Runner) progress(ctx context.Context, run *running, done, total int64) 
 	r.mu.Unlock()
 	if write && ctx.Err() == nil {
 		if err := r.cfg.Store.PutTask(ctx, t.Record()); err != nil && ctx.Err() == nil {
-			r.cfg.Logf("task %s: %v", MoveTaskID(t.Segment), err)
+			r.cfg.Logf("task %s: %v", moves.TaskID(t.Segment), err)
 		}
 	}
 }
 
 // ownMoves is the set of segments this runner's own moves run on now.
-func (r *Runner) ownMoves() map[SegmentID]bool {
+func (r *Runner) ownMoves() map[decide.SegmentID]bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	mine := map[SegmentID]bool{}
+	mine := map[decide.SegmentID]bool{}
 	for id := range r.running {
 		mine[id] = true
 	}
@@ -185,15 +187,15 @@ func (r *Runner) ownMoves() map[SegmentID]bool {
 // between: only this tick's actions, after cleanup, start moves. A move
 // leaves the running set only once its final task record is written
 // (runMove), so one not in mine is in snap as it ended.
-func (r *Runner) cleanup(ctx context.Context, snap *Snapshot, mine map[SegmentID]bool) {
+func (r *Runner) cleanup(ctx context.Context, snap *Snapshot, mine map[decide.SegmentID]bool) {
 	for id, t := range snap.MoveTasks {
 		owner := snap.Owners[id.Volume]
 		stale := t.State != meta.TaskRunning || t.Holder != owner || owner == r.cfg.Holder
 		if mine[id] || !stale {
 			continue
 		}
-		if err := r.cfg.Store.DeleteTask(ctx, MoveTaskID(id)); err != nil {
-			r.cfg.Logf("task %s: %v", MoveTaskID(id), err)
+		if err := r.cfg.Store.DeleteTask(ctx, moves.TaskID(id)); err != nil {
+			r.cfg.Logf("task %s: %v", moves.TaskID(id), err)
 		}
 		delete(snap.MoveTasks, id)
 	}
@@ -212,7 +214,7 @@ func (r *Runner) cleanup(ctx context.Context, snap *Snapshot, mine map[SegmentID
 // the volume's ownership (a mover's, beside readers) when take is set. A
 // committed move whose old slot readers may still read is left for a later
 // tick.
-func (r *Runner) settle(ctx context.Context, seg SegmentID, take bool) error {
+func (r *Runner) settle(ctx context.Context, seg decide.SegmentID, take bool) error {
 	var owner *meta.Owner
 	if take {
 		o, err := r.cfg.Store.Acquire(ctx, seg.Volume, meta.OwnerOptions{Holder: r.cfg.Holder, Mover: true, TTL: r.cfg.LeaderTTL})

@@ -10,10 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nvstripe/nvstripe/controller/decide"
 	"github.com/nvstripe/nvstripe/health"
 	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/metatest"
+	"github.com/nvstripe/nvstripe/moves"
 	"github.com/nvstripe/nvstripe/placement"
 )
 
@@ -144,7 +146,7 @@ func (m *metaMover) release(ctx context.Context) {
 	}
 }
 
-func (m *metaMover) MoveShard(ctx context.Context, req MoveRequest) (err error) {
+func (m *metaMover) MoveShard(ctx context.Context, req moves.Request) (err error) {
 	m.act.enter(m.holder)
 	defer func() { m.act.leave(m.holder, err == nil) }()
 	o, err := m.acquire(ctx, req.Volume)
@@ -178,7 +180,7 @@ func (m *metaMover) MoveShard(ctx context.Context, req MoveRequest) (err error) 
 	return vm.FinishMoveFollowed(ctx, req.Segment)
 }
 
-func (m *metaMover) copy(ctx context.Context, req MoveRequest) error {
+func (m *metaMover) copy(ctx context.Context, req moves.Request) error {
 	const chunk = 64 << 10
 	for i := 1; i <= m.steps; i++ {
 		if req.Pace != nil {
@@ -199,7 +201,7 @@ func (m *metaMover) copy(ctx context.Context, req MoveRequest) error {
 func startRunner(t *testing.T, ctx context.Context, store *meta.Store, holder string, mv Mover) (*Runner, chan error) {
 	t.Helper()
 	r, err := NewRunner(RunnerConfig{Store: store, Holder: holder, Mover: mv, Interval: 100 * time.Millisecond,
-		LeaderTTL: 2 * time.Second, Decide: Config{OutAfter: time.Second, MaxMovesPerNS: 1},
+		LeaderTTL: 2 * time.Second, Decide: decide.Config{OutAfter: time.Second, MaxMovesPerNS: 1},
 		Logf: func(f string, a ...any) { t.Logf(holder+": "+f, a...) }})
 	if err != nil {
 		t.Fatal(err)
@@ -450,7 +452,7 @@ func TestRunnerProbeDownAndBack(t *testing.T) {
 	act := newActors()
 	r, err := NewRunner(RunnerConfig{Store: store, Holder: "ctl", Interval: 50 * time.Millisecond, LeaderTTL: 2 * time.Second,
 		Mover:  &metaMover{store: store, holder: "ctl", steps: 2, step: time.Millisecond, act: act},
-		Decide: Config{OutAfter: 2 * time.Second}, Health: health.TrackerConfig{Grace: 200 * time.Millisecond},
+		Decide: decide.Config{OutAfter: 2 * time.Second}, Health: health.TrackerConfig{Grace: 200 * time.Millisecond},
 		Probe: func(_ context.Context, ns *meta.NamespaceRecord) bool {
 			mu.Lock()
 			defer mu.Unlock()
@@ -530,7 +532,7 @@ func TestRunnerFlappingHost(t *testing.T) {
 	var aborts atomic.Int32
 	r, err := NewRunner(RunnerConfig{Store: store, Holder: "ctl", Interval: 50 * time.Millisecond, LeaderTTL: 2 * time.Second,
 		Mover:  &metaMover{store: store, holder: "ctl", steps: 4, step: 20 * time.Millisecond, act: act},
-		Decide: Config{OutAfter: 1500 * time.Millisecond},
+		Decide: decide.Config{OutAfter: 1500 * time.Millisecond},
 		Health: health.TrackerConfig{Grace: 150 * time.Millisecond, FlapLimit: 2, FlapWindow: time.Minute, StableFor: time.Minute},
 		Probe: func(_ context.Context, ns *meta.NamespaceRecord) bool {
 			// The victim answers only during the first 300ms of every 700ms.

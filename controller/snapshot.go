@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/nvstripe/nvstripe/controller/decide"
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/moves"
 	"github.com/nvstripe/nvstripe/placement"
 )
 
@@ -18,7 +20,7 @@ type Snapshot struct {
 	// Rev is the etcd revision every record was read at: the snapshot is
 	// the metadata as it stood at that one moment.
 	Rev        int64
-	State      State
+	State      decide.State
 	Namespaces map[string]*meta.NamespaceRecord
 	Volumes    map[string]*meta.VolumeRecord
 	// Owners maps a volume to the holder of its read-write lease ("" none).
@@ -26,18 +28,18 @@ type Snapshot struct {
 	// Readers maps a volume to the holders of its read-only leases.
 	Readers map[string][]string
 	// MoveTasks are the move task records by segment; Tasks all records.
-	MoveTasks map[SegmentID]MoveTask
+	MoveTasks map[decide.SegmentID]moves.Task
 	Tasks     []*meta.TaskRecord
 	// Segments holds each volume's segment records by index.
 	Segments map[string]map[int64]*meta.SegmentRecord
 	// Stale holds, per segment, the slot indexes whose current location
 	// is marked stale (it missed writes; meta.VolumeMap.Stale). A volume's
 	// owner rebuilds them in place once their namespace answers.
-	Stale map[SegmentID]map[int]bool
+	Stale map[decide.SegmentID]map[int]bool
 	// StaleStripes holds, for the stale slots that missed only some
 	// stripes (their namespace ran out of space), those stripes as
 	// [from, to) pairs.
-	StaleStripes map[SegmentID]map[int][][2]int64
+	StaleStripes map[decide.SegmentID]map[int][][2]int64
 }
 
 // compactRetries is how many more times LoadSnapshot pins a fresh revision
@@ -77,9 +79,9 @@ func loadPinned(ctx context.Context, store *meta.Store, load func(context.Contex
 // loadAt reads the snapshot through store, a view pinned at one revision.
 func loadAt(ctx context.Context, store *meta.Store) (*Snapshot, error) {
 	s := &Snapshot{Rev: store.Rev(), Namespaces: map[string]*meta.NamespaceRecord{}, Volumes: map[string]*meta.VolumeRecord{},
-		Owners: map[string]string{}, Readers: map[string][]string{}, MoveTasks: map[SegmentID]MoveTask{},
-		Segments: map[string]map[int64]*meta.SegmentRecord{}, Stale: map[SegmentID]map[int]bool{},
-		StaleStripes: map[SegmentID]map[int][][2]int64{}}
+		Owners: map[string]string{}, Readers: map[string][]string{}, MoveTasks: map[decide.SegmentID]moves.Task{},
+		Segments: map[string]map[int64]*meta.SegmentRecord{}, Stale: map[decide.SegmentID]map[int]bool{},
+		StaleStripes: map[decide.SegmentID]map[int][][2]int64{}}
 	if err := s.loadHosts(ctx, store); err != nil {
 		return nil, err
 	}
@@ -95,7 +97,7 @@ func loadAt(ctx context.Context, store *meta.Store) (*Snapshot, error) {
 			return nil, err
 		}
 	}
-	sort.Slice(s.State.Segments, func(i, j int) bool { return s.State.Segments[i].ID.compare(s.State.Segments[j].ID) < 0 })
+	sort.Slice(s.State.Segments, func(i, j int) bool { return s.State.Segments[i].ID.Compare(s.State.Segments[j].ID) < 0 })
 	return s, nil
 }
 
@@ -105,7 +107,7 @@ func (s *Snapshot) loadHosts(ctx context.Context, store *meta.Store) error {
 		return err
 	}
 	for _, h := range hosts {
-		s.State.Hosts = append(s.State.Hosts, Host{Name: h.Name, Labels: h.Labels})
+		s.State.Hosts = append(s.State.Hosts, decide.Host{Name: h.Name, Labels: h.Labels})
 	}
 	nss, err := store.Namespaces(ctx)
 	if err != nil {
@@ -118,7 +120,7 @@ func (s *Snapshot) loadHosts(ctx context.Context, store *meta.Store) error {
 		}
 		s.Namespaces[n.ID] = n
 		p := meta.PlacementNamespace(n, a)
-		s.State.Namespaces = append(s.State.Namespaces, Namespace{ID: p.ID, Host: p.Host, State: p.State,
+		s.State.Namespaces = append(s.State.Namespaces, decide.Namespace{ID: p.ID, Host: p.Host, State: p.State,
 			Capacity: p.Capacity, Used: p.Used, Unfenced: p.Unfenced})
 	}
 	return nil
@@ -131,7 +133,7 @@ func (s *Snapshot) loadTasks(ctx context.Context, store *meta.Store) error {
 	}
 	s.Tasks = ts
 	for _, r := range ts {
-		if mt, ok, err := ParseMoveTask(r); ok && err == nil {
+		if mt, ok, err := moves.ParseTask(r); ok && err == nil {
 			s.MoveTasks[mt.Segment] = mt
 		} else if t, ok, err := ParseTask(r); ok && err == nil && r.State == meta.TaskRunning {
 			s.State.Tasks = append(s.State.Tasks, t)
@@ -168,10 +170,10 @@ func (s *Snapshot) loadVolume(ctx context.Context, store *meta.Store, v *meta.Vo
 	}
 	s.Volumes[v.Name] = v
 	s.Segments[v.Name] = segs
-	s.State.Volumes = append(s.State.Volumes, Volume{ID: v.Name, K: v.Layout.K, M: v.Layout.M,
+	s.State.Volumes = append(s.State.Volumes, decide.Volume{ID: v.Name, K: v.Layout.K, M: v.Layout.M,
 		OwnerPresent: s.Owners[v.Name] != "", AllowSharedDomains: v.AllowSharedDomains})
 	for idx, r := range segs {
-		s.State.Segments = append(s.State.Segments, s.segment(SegmentID{Volume: v.Name, Index: idx}, r, v))
+		s.State.Segments = append(s.State.Segments, s.segment(decide.SegmentID{Volume: v.Name, Index: idx}, r, v))
 	}
 	return nil
 }
@@ -188,7 +190,7 @@ func (s *Snapshot) loadStale(ctx context.Context, vm *meta.VolumeMap, vol string
 		if r == nil || m.Index >= len(r.Slots) || r.Slots[m.Index] != m.Ref {
 			continue
 		}
-		id := SegmentID{Volume: vol, Index: m.Segment}
+		id := decide.SegmentID{Volume: vol, Index: m.Segment}
 		if s.Stale[id] == nil {
 			s.Stale[id] = map[int]bool{}
 		}
@@ -203,28 +205,28 @@ func (s *Snapshot) loadStale(ctx context.Context, vm *meta.VolumeMap, vol string
 	return nil
 }
 
-func (s *Snapshot) segment(id SegmentID, r *meta.SegmentRecord, v *meta.VolumeRecord) Segment {
-	seg := Segment{ID: id, Slots: make([]Slot, len(r.Slots))}
+func (s *Snapshot) segment(id decide.SegmentID, r *meta.SegmentRecord, v *meta.VolumeRecord) decide.Segment {
+	seg := decide.Segment{ID: id, Slots: make([]decide.Slot, len(r.Slots))}
 	for i, sl := range r.Slots {
-		seg.Slots[i] = Slot{NS: sl.NS, Slot: sl.Slot}
+		seg.Slots[i] = decide.Slot{NS: sl.NS, Slot: sl.Slot}
 	}
 	if r.Move == nil {
 		if t, ok := s.MoveTasks[id]; ok && t.State == meta.TaskRunning {
 			// Handed to the owner, which has not begun it (no move record
 			// yet): it is in flight all the same, so Decide must neither
 			// plan the segment again nor think a rebalance is over.
-			seg.Move = &Move{Shard: t.Shard, To: Slot{NS: t.To, Slot: -1}, Kind: t.Kind,
+			seg.Move = &decide.Move{Shard: t.Shard, To: decide.Slot{NS: t.To, Slot: -1}, Kind: t.Kind,
 				Started: t.Started, Done: t.Done, Total: t.Total}
 		}
 		return seg
 	}
-	mv := &Move{Shard: r.Move.Shard, To: Slot{NS: r.Move.To.NS, Slot: r.Move.To.Slot}, Kind: MoveRebalance, Committed: r.Move.Committed()}
+	mv := &decide.Move{Shard: r.Move.Shard, To: decide.Slot{NS: r.Move.To.NS, Slot: r.Move.To.Slot}, Kind: decide.MoveRebalance, Committed: r.Move.Committed()}
 	if t, ok := s.MoveTasks[id]; ok && t.Shard == r.Move.Shard {
 		mv.Kind, mv.Started, mv.Done, mv.Total = t.Kind, t.Started, t.Done, t.Total
 	} else if n := s.Namespaces[r.Slots[r.Move.Shard].NS]; n != nil && n.State == placement.StateDraining.String() {
-		mv.Kind = MoveDrain
+		mv.Kind = decide.MoveDrain
 	} else if n == nil || n.State == placement.StateOut.String() || n.State == placement.StateFailed.String() {
-		mv.Kind = MoveRebuild
+		mv.Kind = decide.MoveRebuild
 	}
 	seg.Move = mv
 	return seg
@@ -266,7 +268,7 @@ func (s *Snapshot) Health() []VolumeHealth {
 		h := VolumeHealth{Volume: v.ID, K: v.K, M: v.M}
 		for idx, r := range s.Segments[v.ID] {
 			h.Segments++
-			id := SegmentID{Volume: v.ID, Index: idx}
+			id := decide.SegmentID{Volume: v.ID, Index: idx}
 			stale, stripes := s.Stale[id], s.StaleStripes[id]
 			h.Stale += len(stale)
 			lost := 0

@@ -1,149 +1,122 @@
 package controller
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
+	"context"
+	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
-	"time"
 
+	"github.com/nvstripe/nvstripe/controller/decide"
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/moves"
 )
-
-// MoveTask is a move task as stored in a meta.TaskRecord.
-//
-// meta.TaskRecord has a free-form Kind and no fields for a move's
-// parameters, so they are encoded in Kind as space-separated words:
-//
-//	move KIND seg=INDEX shard=N from=NS to=NS start=UNIXMILLI
-//	rebalance threshold=FRACTION          (a rebalance request, see ParseTask)
-//
-// KIND is rebuild, drain or rebalance (MoveKind.String). A move task's ID is
-// MoveTaskID(segment): a segment has at most one move in flight, so it has at
-// most one move task. Done and Total count bytes of shard data; Holder names
-// who carries the move out (the volume's owner, or the controller).
-type MoveTask struct {
-	Segment  SegmentID
-	Shard    int
-	Kind     MoveKind
-	From, To string
-	Started  time.Time
-	Holder   string
-	// Done and Total are bytes of shard data; State is meta.TaskRunning,
-	// TaskDone or TaskFailed; Err says why a failed task failed.
-	Done, Total int64
-	State       string
-	Err         string
-}
-
-// MoveTaskID returns the task ID of the move of a segment: "mv-VOLUME-INDEX",
-// or "mv-" and a hash when that is too long for a meta name.
-func MoveTaskID(seg SegmentID) string {
-	id := fmt.Sprintf("mv-%s-%d", seg.Volume, seg.Index)
-	if len(id) <= 63 {
-		return id
-	}
-	h := sha256.Sum256([]byte(seg.String()))
-	return "mv-" + hex.EncodeToString(h[:16])
-}
-
-// Record encodes t as a task record.
-func (t MoveTask) Record() *meta.TaskRecord {
-	kind := fmt.Sprintf("move %s seg=%d shard=%d from=%s to=%s start=%d",
-		t.Kind, t.Segment.Index, t.Shard, t.From, t.To, t.Started.UnixMilli())
-	return &meta.TaskRecord{ID: MoveTaskID(t.Segment), Kind: kind, Volume: t.Segment.Volume,
-		Holder: t.Holder, Done: t.Done, Total: t.Total, State: t.State, Error: t.Err}
-}
-
-// ParseMoveTask decodes a move task record; ok is false for other tasks.
-func ParseMoveTask(r *meta.TaskRecord) (MoveTask, bool, error) {
-	w := strings.Fields(r.Kind)
-	if len(w) == 0 || w[0] != "move" {
-		return MoveTask{}, false, nil
-	}
-	if len(w) < 2 {
-		return MoveTask{}, true, fmt.Errorf("task %s: %q: %w", r.ID, r.Kind, ErrInvalid)
-	}
-	kv, err := taskWords(r.ID, w[2:])
-	if err != nil {
-		return MoveTask{}, true, err
-	}
-	t := MoveTask{Segment: SegmentID{Volume: r.Volume}, From: kv["from"], To: kv["to"],
-		Holder: r.Holder, Done: r.Done, Total: r.Total, State: r.State, Err: r.Error}
-	if t.Kind, err = parseMoveKind(w[1]); err != nil {
-		return t, true, fmt.Errorf("task %s: %w", r.ID, err)
-	}
-	idx, err1 := strconv.ParseInt(kv["seg"], 10, 64)
-	shard, err2 := strconv.Atoi(kv["shard"])
-	start, err3 := strconv.ParseInt(kv["start"], 10, 64)
-	if err1 != nil || err2 != nil || err3 != nil || idx < 0 || shard < 0 {
-		return t, true, fmt.Errorf("task %s: %q: %w", r.ID, r.Kind, ErrInvalid)
-	}
-	t.Segment.Index, t.Shard, t.Started = idx, shard, time.UnixMilli(start)
-	return t, true, nil
-}
 
 // RebalanceRecord returns the record of a rebalance task (`admin rebalance
 // --apply`).
 func RebalanceRecord(id string, threshold float64) *meta.TaskRecord {
-	return &meta.TaskRecord{ID: id, Kind: "rebalance threshold=" + strconv.FormatFloat(threshold, 'g', -1, 64),
-		State: meta.TaskRunning}
+	return &meta.TaskRecord{ID: id, Kind: meta.TaskRebalance, Threshold: threshold, State: meta.TaskRunning}
 }
 
-// ParseTask decodes an operator task (rebalance); ok is false for other
-// tasks.
-func ParseTask(r *meta.TaskRecord) (Task, bool, error) {
-	w := strings.Fields(r.Kind)
-	if len(w) == 0 || w[0] != "rebalance" {
-		return Task{}, false, nil
+// ParseTask decodes an operator task (rebalance), in the typed form
+// RebalanceRecord writes or in the words older builds wrote in Kind
+// ("rebalance threshold=FRACTION"); ok is false for other tasks.
+func ParseTask(r *meta.TaskRecord) (decide.Task, bool, error) {
+	th := r.Threshold
+	switch {
+	case r.Kind == meta.TaskRebalance:
+	case moves.IsLegacyTask(r) && strings.HasPrefix(r.Kind, meta.TaskRebalance+" "):
+		kv, err := moves.LegacyWords(r.ID, strings.Fields(r.Kind)[1:])
+		if err != nil {
+			return decide.Task{}, true, err
+		}
+		if th, err = strconv.ParseFloat(kv["threshold"], 64); err != nil {
+			return decide.Task{}, true, fmt.Errorf("task %s: threshold %q: %w", r.ID, kv["threshold"], decide.ErrInvalid)
+		}
+	default:
+		return decide.Task{}, false, nil
 	}
-	kv, err := taskWords(r.ID, w[1:])
+	if !(th > 0 && th < 1) {
+		return decide.Task{}, true, fmt.Errorf("task %s: threshold %g: %w", r.ID, th, decide.ErrInvalid)
+	}
+	return decide.Task{ID: r.ID, Kind: decide.TaskRebalance, Threshold: th}, true, nil
+}
+
+// migrateTries is how many times MigrateTasks reads a task again whose
+// record changed between its read and its rewrite.
+const migrateTries = 3
+
+// MigrateTasks rewrites the task records older builds wrote, with a move's
+// or a rebalance's parameters as words in Kind, in the typed form (a move
+// task's meta.ShardMove, a rebalance task's Threshold). Each is rewritten in
+// a transaction that checks the record is still the one read
+// (meta.Store.PutTaskIf): one its owner rewrote meanwhile (progress, in the
+// typed form since it runs this build) is read again, and left alone once
+// typed. Records that do not parse are left as they are (they are skipped
+// as before). The runner calls it when it starts leading; it returns how
+// many records it rewrote.
+func MigrateTasks(ctx context.Context, store *meta.Store) (int, error) {
+	ts, err := store.Tasks(ctx)
 	if err != nil {
-		return Task{}, true, err
+		return 0, err
 	}
-	th, err := strconv.ParseFloat(kv["threshold"], 64)
-	if err != nil || th <= 0 || th >= 1 {
-		return Task{}, true, fmt.Errorf("task %s: threshold %q: %w", r.ID, kv["threshold"], ErrInvalid)
-	}
-	return Task{ID: r.ID, Kind: TaskRebalance, Threshold: th}, true, nil
-}
-
-func taskWords(id string, words []string) (map[string]string, error) {
-	kv := map[string]string{}
-	for _, w := range words {
-		k, v, ok := strings.Cut(w, "=")
-		if !ok {
-			return nil, fmt.Errorf("task %s: word %q: %w", id, w, ErrInvalid)
+	n := 0
+	var errs []error
+	for _, t := range ts {
+		if !moves.IsLegacyTask(t) {
+			continue
 		}
-		kv[k] = v
-	}
-	return kv, nil
-}
-
-func parseMoveKind(s string) (MoveKind, error) {
-	for _, k := range []MoveKind{MoveRebuild, MoveDrain, MoveRebalance} {
-		if k.String() == s {
-			return k, nil
+		done, err := migrateTask(ctx, store, t.ID)
+		if done {
+			n++
+		}
+		if err != nil {
+			errs = append(errs, err)
 		}
 	}
-	return 0, fmt.Errorf("move kind %q: %w", s, ErrInvalid)
+	return n, errors.Join(errs...)
 }
 
-// ETA estimates when a task that started at start and has done of total
-// bytes will finish, at now; ok is false until some progress was made.
-func ETA(start, now time.Time, done, total int64) (time.Duration, bool) {
-	el := now.Sub(start)
-	if done <= 0 || total <= 0 || el <= 0 {
-		return 0, false
+// migrateTask rewrites task id in the typed form if it is still legacy.
+func migrateTask(ctx context.Context, store *meta.Store, id string) (bool, error) {
+	for range migrateTries {
+		old, rev, err := store.TaskRev(ctx, id)
+		if errors.Is(err, meta.ErrNotFound) {
+			return false, nil
+		} else if err != nil {
+			return false, err
+		}
+		rec := typedTask(old)
+		if rec == nil {
+			return false, nil
+		}
+		err = store.PutTaskIf(ctx, rec, rev)
+		if !errors.Is(err, meta.ErrConflict) {
+			return err == nil, err
+		}
 	}
-	if done >= total {
-		return 0, true
+	return false, fmt.Errorf("migrate task %s: %w", id, meta.ErrConflict)
+}
+
+// typedTask returns old, a legacy task record, in the typed form; nil when
+// it is not legacy or does not parse.
+func typedTask(old *meta.TaskRecord) *meta.TaskRecord {
+	if !moves.IsLegacyTask(old) {
+		return nil
 	}
-	eta := el.Seconds() * float64(total-done) / float64(done)
-	if eta > float64(math.MaxInt64/int64(time.Second)) {
-		return 0, false
+	if mt, ok, err := moves.ParseTask(old); ok {
+		if err != nil {
+			return nil
+		}
+		rec := mt.Record()
+		rec.ID = old.ID
+		return rec
 	}
-	return time.Duration(eta * float64(time.Second)), true
+	rt, ok, err := ParseTask(old)
+	if !ok || err != nil {
+		return nil
+	}
+	rec := *old
+	rec.Kind, rec.Threshold = meta.TaskRebalance, rt.Threshold
+	return &rec
 }

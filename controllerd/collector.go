@@ -9,6 +9,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/controller"
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/moves"
 )
 
 // collector reads the cluster from etcd at each scrape: whether this
@@ -82,7 +83,7 @@ func (c *collector) collectTasks(ch chan<- prometheus.Metric, snap *controller.S
 	counts := map[[2]string]int{}
 	for _, r := range snap.Tasks {
 		kind, vol := r.Kind, ""
-		if mt, ok, err := controller.ParseMoveTask(r); ok && err == nil {
+		if mt, ok, err := moves.ParseTask(r); ok && err == nil {
 			kind, vol = mt.Kind.String(), mt.Segment.Volume
 		}
 		kind = strings.Fields(kind + " -")[0]

@@ -188,6 +188,10 @@ func defaults(ctx context.Context, cfg *controller.RunnerConfig, nso volclient.N
 	return nil
 }
 
+// The controller finds out by a type assertion that its mover also repairs
+// stale slots: check here that volclient's does.
+var _ controller.StaleRepairer = (*volclient.TaskMover)(nil)
+
 // serveMetrics serves the metrics on addr.
 func (d *Daemon) serveMetrics(s *meta.Store, addr string) error {
 	reg := prometheus.NewRegistry()

@@ -11,26 +11,28 @@ import (
 	"github.com/nvstripe/nvstripe/config"
 	"github.com/nvstripe/nvstripe/controller"
 	"github.com/nvstripe/nvstripe/controller/admin"
+	"github.com/nvstripe/nvstripe/controller/decide"
 	"github.com/nvstripe/nvstripe/health"
 	"github.com/nvstripe/nvstripe/health/pool"
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/moves"
 	"github.com/nvstripe/nvstripe/units"
 	"github.com/nvstripe/nvstripe/volclient"
 )
 
 // DefaultSettings are the settings of a controller given no flags: the
-// libraries' own defaults (controller.Config, PacerConfig, RunnerConfig,
+// libraries' own defaults (decide.Config, moves.PacerConfig, controller.RunnerConfig,
 // health.TrackerConfig), with TCP probes of a second.
 func DefaultSettings() Settings {
-	var decide controller.Config
-	decide.EnsureDefaults()
-	var pacer controller.PacerConfig
+	var dc decide.Config
+	dc.EnsureDefaults()
+	var pacer moves.PacerConfig
 	pacer.EnsureDefaults()
 	var tracker health.TrackerConfig
 	tracker.EnsureDefaults()
-	return Settings{Bandwidth: pacer.Bandwidth, OutAfter: decide.OutAfter, Interval: controller.DefaultInterval, Grace: tracker.Grace,
-		ProbeTimeout: time.Second, LeaderTTL: controller.DefaultLeaderTTL, MaxMoves: decide.MaxMoves, MaxMovesPerNS: decide.MaxMovesPerNS,
-		MinUp: decide.MinUpFraction, Probe: true}
+	return Settings{Bandwidth: pacer.Bandwidth, OutAfter: dc.OutAfter, Interval: controller.DefaultInterval, Grace: tracker.Grace,
+		ProbeTimeout: time.Second, LeaderTTL: controller.DefaultLeaderTTL, MaxMoves: dc.MaxMoves, MaxMovesPerNS: dc.MaxMovesPerNS,
+		MinUp: dc.MinUpFraction, Probe: true}
 }
 
 // Flags are the flags of `nvstripe controller` but the etcd and host NQN

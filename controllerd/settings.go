@@ -7,9 +7,11 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/controller"
+	"github.com/nvstripe/nvstripe/controller/decide"
 	"github.com/nvstripe/nvstripe/health"
 	"github.com/nvstripe/nvstripe/logging"
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/moves"
 )
 
 // ErrSettings marks settings that do not fit together (an operator's
@@ -33,20 +35,20 @@ type Settings struct {
 }
 
 // RunnerConfig turns the settings into the Runner's configuration over s,
-// logging to log (moves through controller.LogMoves) (New fills in the mover, the domain label and a
+// logging to log (moves through moves.Log) (New fills in the mover, the domain label and a
 // default holder).
 func (st Settings) RunnerConfig(s *meta.Store, log *slog.Logger) (controller.RunnerConfig, error) {
 	bw := st.Bandwidth
 	if bw == 0 {
 		bw = -1
 	}
-	pacer, err := controller.NewPacer(controller.PacerConfig{Bandwidth: bw})
+	pacer, err := moves.NewPacer(moves.PacerConfig{Bandwidth: bw})
 	if err != nil {
 		return controller.RunnerConfig{}, fmt.Errorf("%w: %w", ErrSettings, err)
 	}
 	cfg := controller.RunnerConfig{Store: s, Holder: st.Holder, Interval: st.Interval, LeaderTTL: st.LeaderTTL,
-		Decide: controller.Config{OutAfter: st.OutAfter, MaxMoves: st.MaxMoves, MaxMovesPerNS: st.MaxMovesPerNS, MinUpFraction: st.MinUp},
-		Pacer:  pacer, Health: health.TrackerConfig{Grace: st.Grace}, Logf: logging.Logf(log), OnMove: controller.LogMoves(log)}
+		Decide: decide.Config{OutAfter: st.OutAfter, MaxMoves: st.MaxMoves, MaxMovesPerNS: st.MaxMovesPerNS, MinUpFraction: st.MinUp},
+		Pacer:  pacer, Health: health.TrackerConfig{Grace: st.Grace}, Logf: logging.Logf(log), OnMove: moves.Log(log)}
 	if st.Probe {
 		cfg.Probe = controller.ProbeTCPFrom(st.ProbeTimeout, st.HostTraddr)
 	}

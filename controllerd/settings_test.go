@@ -10,8 +10,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/nvstripe/nvstripe/config"
-	"github.com/nvstripe/nvstripe/controller"
+	"github.com/nvstripe/nvstripe/controller/decide"
 	"github.com/nvstripe/nvstripe/health/pool"
+	"github.com/nvstripe/nvstripe/moves"
 )
 
 // TestSettingsRunnerConfig: the settings reach the runner, its moves and
@@ -26,7 +27,7 @@ func TestSettingsRunnerConfig(t *testing.T) {
 	if cfg.Holder != "c1" || cfg.Decide.OutAfter != time.Minute || cfg.Decide.MaxMoves != 3 || cfg.Probe == nil || cfg.Gossip == nil || cfg.Pacer == nil {
 		t.Errorf("config %+v", cfg)
 	}
-	cfg.OnMove(controller.MoveEvent{Task: controller.MoveTask{Segment: controller.SegmentID{Volume: "v"}, Kind: controller.MoveDrain}})
+	cfg.OnMove(moves.Event{Task: moves.Task{Segment: decide.SegmentID{Volume: "v"}, Kind: decide.MoveDrain}})
 	cfg.Logf("[WARN] memberlist: suspect")
 	if out := b.String(); !strings.Contains(out, `msg="move started"`) || !strings.Contains(out, "kind=drain") || !strings.Contains(out, "level=WARN msg=\"memberlist: suspect\"") {
 		t.Errorf("log:\n%s", out)
@@ -46,11 +47,11 @@ func TestFlagDefaults(t *testing.T) {
 		t.Errorf("flag defaults %+v, want %+v", f.Settings, DefaultSettings())
 	}
 	d := DefaultSettings()
-	var decide controller.Config
-	decide.EnsureDefaults()
-	if d.OutAfter != decide.OutAfter || d.MaxMoves != decide.MaxMoves || d.MaxMovesPerNS != decide.MaxMovesPerNS ||
-		d.MinUp != decide.MinUpFraction || d.Bandwidth != 256<<20 || d.Grace != 5*time.Second || d.LeaderTTL != 10*time.Second {
-		t.Errorf("DefaultSettings %+v, decide defaults %+v", d, decide)
+	var dc decide.Config
+	dc.EnsureDefaults()
+	if d.OutAfter != dc.OutAfter || d.MaxMoves != dc.MaxMoves || d.MaxMovesPerNS != dc.MaxMovesPerNS ||
+		d.MinUp != dc.MinUpFraction || d.Bandwidth != 256<<20 || d.Grace != 5*time.Second || d.LeaderTTL != 10*time.Second {
+		t.Errorf("DefaultSettings %+v, decide defaults %+v", d, dc)
 	}
 }
 

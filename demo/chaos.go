@@ -11,6 +11,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/controller"
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/moves"
 	"github.com/nvstripe/nvstripe/placement"
 	"github.com/nvstripe/nvstripe/units"
 )
@@ -109,12 +110,12 @@ func (d *demo) verify(ctx context.Context, want []byte) error {
 
 // rebuildWatch is what watchRebuild has seen and printed so far.
 type rebuildWatch struct {
-	state   string                         // namespace state last printed
-	lost    int                            // shards on the namespace when it went out
-	left    int                            // shards still on it
-	tasks   map[string]controller.MoveTask // last progress printed, by task ID
-	ended   map[string]bool                // tasks whose record went away
-	started time.Time                      // when the target stopped
+	state   string                // namespace state last printed
+	lost    int                   // shards on the namespace when it went out
+	left    int                   // shards still on it
+	tasks   map[string]moves.Task // last progress printed, by task ID
+	ended   map[string]bool       // tasks whose record went away
+	started time.Time             // when the target stopped
 }
 
 // watchRebuild polls metadata (the controller's view: namespace states,
@@ -122,7 +123,7 @@ type rebuildWatch struct {
 // and each task's progress until the namespace is out, no shard is left on
 // it and no move or task remains.
 func (d *demo) watchRebuild(ctx context.Context, ns string, stopped time.Time) error {
-	w := &rebuildWatch{tasks: map[string]controller.MoveTask{}, ended: map[string]bool{}, started: stopped}
+	w := &rebuildWatch{tasks: map[string]moves.Task{}, ended: map[string]bool{}, started: stopped}
 	tick := time.NewTicker(demoInterval)
 	defer tick.Stop()
 	for {
@@ -181,7 +182,7 @@ func (d *demo) report(w *rebuildWatch, snap *controller.Snapshot, ns string) boo
 func (d *demo) reportTasks(w *rebuildWatch, snap *controller.Snapshot) {
 	seen := map[string]bool{}
 	for _, t := range snap.MoveTasks {
-		id := controller.MoveTaskID(t.Segment)
+		id := moves.TaskID(t.Segment)
 		seen[id] = true
 		last, ok := w.tasks[id]
 		if ok && last.Done == t.Done && last.State == t.State {
@@ -203,7 +204,7 @@ func (d *demo) reportTasks(w *rebuildWatch, snap *controller.Snapshot) {
 
 // progressLine prints one task's progress with a bar of the whole rebuild
 // (shards moved off the lost namespace so far).
-func (d *demo) progressLine(w *rebuildWatch, t controller.MoveTask) {
+func (d *demo) progressLine(w *rebuildWatch, t moves.Task) {
 	moved := max(w.lost-w.left, 0)
 	bar := strings.Repeat("#", 20*moved/max(w.lost, 1))
 	what := "starting"

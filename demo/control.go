@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/controller"
+	"github.com/nvstripe/nvstripe/controller/decide"
 	"github.com/nvstripe/nvstripe/health"
 	"github.com/nvstripe/nvstripe/volclient"
 )
@@ -35,7 +36,7 @@ func (d *demo) startControl(ctx context.Context) error {
 	mover := volclient.NewTaskMover(d.store, volclient.OpenOptions{Holder: holder, LeaseTTL: demoTTL})
 	r, err := controller.NewRunner(controller.RunnerConfig{Store: d.store, Holder: holder, Mover: mover,
 		Interval: demoInterval, LeaderTTL: demoTTL,
-		Decide: controller.Config{OutAfter: demoOutAfter}, Probe: controller.ProbeTCP(demoProbe),
+		Decide: decide.Config{OutAfter: demoOutAfter}, Probe: controller.ProbeTCP(demoProbe),
 		Health: health.TrackerConfig{Grace: demoGrace}, Logf: d.logf("controller")})
 	if err != nil {
 		return err

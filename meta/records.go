@@ -619,7 +619,35 @@ const TaskScrub = "scrub"
 // ScrubTaskID is the id of volume's scrub task (one at a time per volume).
 func ScrubTaskID(volume string) string { return "scrub-" + volume }
 
+// TaskMove is the kind of a shard move task (a rebuild, drain or rebalance
+// move of one segment's shard, TaskRecord.Move): the controller records it
+// and Holder, the volume's owner or the controller, carries it out; Done and
+// Total count bytes of shard data.
+const TaskMove = "move"
+
+// TaskRebalance is the kind of an operator's request to even out capacity
+// use (`admin rebalance --apply`) down to TaskRecord.Threshold.
+const TaskRebalance = "rebalance"
+
+// ShardMove is what a move task (TaskMove) moves: shard Shard of segment
+// Segment of the task's volume, from namespace From to a new slot on To,
+// for Kind (rebuild, drain or rebalance), started at Started (Unix
+// milliseconds).
+type ShardMove struct {
+	Kind    string `json:"kind"`
+	Segment int64  `json:"segment"`
+	Shard   int    `json:"shard"`
+	From    string `json:"from"`
+	To      string `json:"to"`
+	Started int64  `json:"started"`
+}
+
 // TaskRecord is the progress of a long-running job (rebuild, drain, ...).
+//
+// Builds before Move and Threshold were fields wrote a move task's
+// parameters as words in Kind ("move KIND seg=INDEX shard=N from=NS to=NS
+// start=UNIXMILLI", "rebalance threshold=FRACTION"); the controller still
+// reads those and rewrites them in this form (controller.MigrateTasks).
 type TaskRecord struct {
 	versioned
 	ID     string `json:"id"`
@@ -630,6 +658,12 @@ type TaskRecord struct {
 	Total  int64  `json:"total"`
 	State  string `json:"state"`
 	Error  string `json:"error,omitempty"`
+	// Move: the parameters of a move task (Kind TaskMove); zero in other
+	// tasks.
+	Move ShardMove `json:"move,omitzero"`
+	// Threshold (Kind TaskRebalance): the largest acceptable spread of
+	// used/capacity between namespaces in service, as a fraction.
+	Threshold float64 `json:"threshold,omitempty"`
 	// Scrub results: blocks found not matching their checksums, and of
 	// those healed; parity chunks found out of step with their stripe's
 	// data (all checksums good) and rewritten; when the task ended (RFC
@@ -651,6 +685,12 @@ func (t *TaskRecord) check() error {
 		return fmt.Errorf("task progress %d/%d, found %d, healed %d, parity %d", t.Done, t.Total, t.Found, t.Healed, t.Parity)
 	case t.State != TaskRunning && t.State != TaskDone && t.State != TaskFailed:
 		return fmt.Errorf("unknown task state %q", t.State)
+	case t.Move != (ShardMove{}) && t.Kind != TaskMove:
+		return fmt.Errorf("move parameters in a task of kind %q", t.Kind)
+	case t.Move.Segment < 0 || t.Move.Shard < 0:
+		return fmt.Errorf("move of segment %d shard %d", t.Move.Segment, t.Move.Shard)
+	case t.Threshold != 0 && t.Kind != TaskRebalance:
+		return fmt.Errorf("threshold in a task of kind %q", t.Kind)
 	}
 	return nil
 }

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
-	"github.com/nvstripe/nvstripe/controller"
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/moves"
 )
 
 // BenchmarkChecksumDataPath is volume's BenchmarkVolume checksum A/B over
@@ -61,13 +61,13 @@ func benchScrub(b *testing.B, reads bool) {
 		g := m.Volume.Geometry()
 		segs := g.Segments(m.Volume.Size())
 		data = segs * g.SegmentData()
-		var pacer *controller.Pacer
+		var pacer *moves.Pacer
 		var pace func(context.Context, int64) error
 		var before float64
 		stop := make(chan struct{})
 		fgDone := make(chan int64, 1)
 		if reads {
-			pacer, _ = controller.NewPacer(controller.PacerConfig{})
+			pacer, _ = moves.NewPacer(moves.PacerConfig{})
 			pace = pacer.Wait
 			go func() { fgDone <- foreground(m, pacer, stop) }()
 			time.Sleep(time.Second) // first second: the baseline

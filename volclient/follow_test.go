@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/controller"
+	"github.com/nvstripe/nvstripe/controller/decide"
 	"github.com/nvstripe/nvstripe/health"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/metatest"
@@ -251,7 +252,7 @@ func TestReadersFollowRebuild(t *testing.T) {
 	mover := NewTaskMover(tc.store, OpenOptions{Holder: "ctl",
 		Namespaces: NamespaceOptions{ControllerLossTimeout: time.Second, ConnectTimeout: 2 * time.Second}})
 	r, err := controller.NewRunner(controller.RunnerConfig{Store: tc.store, Holder: "ctl", Mover: mover,
-		Interval: 100 * time.Millisecond, Decide: controller.Config{OutAfter: time.Second},
+		Interval: 100 * time.Millisecond, Decide: decide.Config{OutAfter: time.Second},
 		Probe: controller.ProbeTCP(200 * time.Millisecond), Health: health.TrackerConfig{Grace: 300 * time.Millisecond},
 		Logf: func(f string, a ...any) { t.Logf("controller: "+f, a...) }})
 	if err != nil {

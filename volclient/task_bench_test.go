@@ -16,6 +16,7 @@ import (
 	"github.com/nvstripe/nvstripe/controller"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/metatest"
+	"github.com/nvstripe/nvstripe/moves"
 	"github.com/nvstripe/nvstripe/nvmeof/target"
 	"github.com/nvstripe/nvstripe/placement"
 	"github.com/nvstripe/nvstripe/units"
@@ -92,7 +93,7 @@ func fillBench(b *testing.B, m *Mapped, volSize int64) {
 
 // rebuildAll reconstructs every lost shard of m with parallel moves, paced
 // by pacer (nil: unpaced), and returns the bytes of shard data rebuilt.
-func rebuildAll(b *testing.B, store *meta.Store, m *Mapped, pacer *controller.Pacer, parallel int) int64 {
+func rebuildAll(b *testing.B, store *meta.Store, m *Mapped, pacer *moves.Pacer, parallel int) int64 {
 	ctx := context.Background()
 	lost, err := m.LostShards(ctx, store)
 	if err != nil || len(lost) == 0 {
@@ -125,7 +126,7 @@ func rebuildAll(b *testing.B, store *meta.Store, m *Mapped, pacer *controller.Pa
 
 // foreground reads 1 MiB blocks at random until stop, reporting each read's
 // latency to pacer (when set), and returns the bytes read.
-func foreground(m *Mapped, pacer *controller.Pacer, stop <-chan struct{}) int64 {
+func foreground(m *Mapped, pacer *moves.Pacer, stop <-chan struct{}) int64 {
 	ctx := context.Background()
 	rng := rand.New(rand.NewSource(2))
 	buf := make([]byte, 1<<20)
@@ -193,12 +194,12 @@ func benchRebuild(b *testing.B, reads bool) {
 			b.Fatal(err)
 		}
 		settle(b, m) // the volume notices the dead target before the clock starts
-		var pacer *controller.Pacer
+		var pacer *moves.Pacer
 		var before float64
 		stop := make(chan struct{})
 		fgDone := make(chan int64, 1)
 		if reads {
-			pacer, _ = controller.NewPacer(controller.PacerConfig{})
+			pacer, _ = moves.NewPacer(moves.PacerConfig{})
 			go func() { fgDone <- foreground(m, pacer, stop) }()
 			time.Sleep(time.Second) // first second: the baseline
 			close(stop)

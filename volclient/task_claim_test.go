@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nvstripe/nvstripe/controller"
+	"github.com/nvstripe/nvstripe/controller/decide"
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/moves"
 )
 
 // staleTaskServer is a checksummed 2+1 volume "v" on three in-memory
@@ -90,17 +91,17 @@ func TestMoveTaskNotRerunFromStaleList(t *testing.T) {
 	s, _ := staleTaskServer(t)
 	ctx := context.Background()
 	var starts atomic.Int32
-	s.o.OnMove = func(e controller.MoveEvent) {
+	s.o.OnMove = func(e moves.Event) {
 		if !e.Ended {
 			starts.Add(1)
 		}
 	}
-	task := controller.MoveTask{Segment: controller.SegmentID{Volume: "v", Index: 0}, Shard: 0, Kind: controller.MoveRebuild,
+	task := moves.Task{Segment: decide.SegmentID{Volume: "v", Index: 0}, Shard: 0, Kind: decide.MoveRebuild,
 		From: "h0-n1", To: "h1-n1", Started: time.Now(), Holder: "node1", State: meta.TaskDone}
 	if err := s.store.PutTask(ctx, task.Record()); err != nil {
 		t.Fatal(err)
 	}
-	ended, err := s.store.Task(ctx, controller.MoveTaskID(task.Segment))
+	ended, err := s.store.Task(ctx, moves.TaskID(task.Segment))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +112,7 @@ func TestMoveTaskNotRerunFromStaleList(t *testing.T) {
 	if n := starts.Load(); n != 0 {
 		t.Fatalf("the ended move was started %d times again", n)
 	}
-	if again, err := s.store.Task(ctx, controller.MoveTaskID(task.Segment)); err != nil || *again != *ended {
+	if again, err := s.store.Task(ctx, moves.TaskID(task.Segment)); err != nil || *again != *ended {
 		t.Fatalf("move task %+v, %v: want it left as it ended, %+v", again, err, ended)
 	}
 }

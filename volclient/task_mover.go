@@ -4,11 +4,12 @@ import (
 	"context"
 	"sync"
 
-	"github.com/nvstripe/nvstripe/controller"
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/moves"
 )
 
-// TaskMover is the controller's controller.Mover (and StaleRepairer): it
+// TaskMover is the controller's mover (controller.Mover and
+// controller.StaleRepairer; controllerd checks that it is both): it
 // moves shards, and rebuilds stale slots, of volumes nobody has mapped by
 // opening them itself (OpenVolume: ownership, interrupted moves settled,
 // dirty segments resynced). Concurrent moves and repairs of one volume share
@@ -37,10 +38,8 @@ func NewTaskMover(store *meta.Store, o OpenOptions) *TaskMover {
 	return &TaskMover{store: store, opts: o, open: map[string]*moverVolume{}}
 }
 
-var _ controller.StaleRepairer = (*TaskMover)(nil)
-
 // MoveShard implements controller.Mover.
-func (t *TaskMover) MoveShard(ctx context.Context, req controller.MoveRequest) error {
+func (t *TaskMover) MoveShard(ctx context.Context, req moves.Request) error {
 	m, err := t.acquire(ctx, req.Volume)
 	if err != nil {
 		return err

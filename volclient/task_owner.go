@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nvstripe/nvstripe/controller"
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/moves"
 )
 
 // TaskOptions configure ServeTasks.
@@ -23,12 +23,12 @@ type TaskOptions struct {
 	ProgressEvery time.Duration
 	// Pacer paces the moves (shared with the volume's foreground IO
 	// latency reports through Pacer.Observe). Default nil: unpaced.
-	Pacer *controller.Pacer
+	Pacer *moves.Pacer
 	// Logf receives one line per event. Default: discarded.
 	Logf func(format string, args ...any)
-	// OnMove hears each move start and end (controller.LogMoves logs
+	// OnMove hears each move start and end (moves.Log logs
 	// them). Default nil.
-	OnMove func(controller.MoveEvent)
+	OnMove func(moves.Event)
 }
 
 // ServeTasks carries out the shard moves the controller addresses to this
@@ -105,10 +105,10 @@ func (s *taskServer) poll(ctx context.Context) error {
 }
 
 // moveTask reports whether r is a move of this owner's volume to run.
-func (s *taskServer) moveTask(r *meta.TaskRecord) (controller.MoveTask, bool) {
-	t, ok, err := controller.ParseMoveTask(r)
+func (s *taskServer) moveTask(r *meta.TaskRecord) (moves.Task, bool) {
+	t, ok, err := moves.ParseTask(r)
 	if !ok || err != nil || t.Segment.Volume != s.m.Record.Name || t.Holder != s.o.Holder || t.State != meta.TaskRunning {
-		return controller.MoveTask{}, false
+		return moves.Task{}, false
 	}
 	return t, true
 }
@@ -131,7 +131,7 @@ func (s *taskServer) reread(ctx context.Context, id string) *meta.TaskRecord {
 
 // run carries out one move task, as its record says once it is claimed
 // (reread), and records how it ended.
-func (s *taskServer) run(ctx context.Context, t controller.MoveTask) {
+func (s *taskServer) run(ctx context.Context, t moves.Task) {
 	defer s.wg.Done()
 	seg := t.Segment.Index
 	defer func() {
@@ -139,7 +139,7 @@ func (s *taskServer) run(ctx context.Context, t controller.MoveTask) {
 		delete(s.busy, seg)
 		s.mu.Unlock()
 	}()
-	r := s.reread(ctx, controller.MoveTaskID(t.Segment))
+	r := s.reread(ctx, moves.TaskID(t.Segment))
 	if r == nil {
 		return
 	}
@@ -156,7 +156,7 @@ func (s *taskServer) run(ctx context.Context, t controller.MoveTask) {
 	s.o.Logf("volume %s: %s of segment %d shard %d to %s", t.Segment.Volume, t.Kind, t.Segment.Index, t.Shard, t.To)
 	began := time.Now()
 	if s.o.OnMove != nil {
-		s.o.OnMove(controller.MoveEvent{Task: t})
+		s.o.OnMove(moves.Event{Task: t})
 	}
 	err := s.m.MoveShardPaced(ctx, t.Segment.Index, t.Shard, t.To, pace, func(p MoveProgress) {
 		t.Done, t.Total = p.Done*chunk, p.Total*chunk
@@ -174,13 +174,13 @@ func (s *taskServer) run(ctx context.Context, t controller.MoveTask) {
 		s.o.Logf("volume %s: segment %d shard %d: %v", t.Segment.Volume, t.Segment.Index, t.Shard, err)
 	}
 	if s.o.OnMove != nil {
-		s.o.OnMove(controller.MoveEvent{Task: t, Ended: true, Took: time.Since(began), Err: err})
+		s.o.OnMove(moves.Event{Task: t, Ended: true, Took: time.Since(began), Err: err})
 	}
 	s.put(ctx, t)
 }
 
-func (s *taskServer) put(ctx context.Context, t controller.MoveTask) {
+func (s *taskServer) put(ctx context.Context, t moves.Task) {
 	if err := s.store.PutTask(ctx, t.Record()); err != nil && ctx.Err() == nil {
-		s.o.Logf("task %s: %v", controller.MoveTaskID(t.Segment), err)
+		s.o.Logf("task %s: %v", moves.TaskID(t.Segment), err)
 	}
 }

@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/controller"
+	"github.com/nvstripe/nvstripe/controller/decide"
 	"github.com/nvstripe/nvstripe/health"
 	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/moves"
 	"github.com/nvstripe/nvstripe/placement"
 )
 
@@ -33,13 +35,13 @@ func runControllerLog(t testing.TB, store *meta.Store, logf func(string, ...any)
 
 // startCtl starts a controller named holder whose own moves are paced by
 // pacer (nil: unpaced); it stops when the test ends.
-func startCtl(t testing.TB, store *meta.Store, holder string, pacer *controller.Pacer, logf func(string, ...any)) *controller.Runner {
+func startCtl(t testing.TB, store *meta.Store, holder string, pacer *moves.Pacer, logf func(string, ...any)) *controller.Runner {
 	t.Helper()
 	mover := NewTaskMover(store, OpenOptions{Holder: holder, LeaseTTL: 2 * time.Second,
 		Namespaces: NamespaceOptions{ControllerLossTimeout: time.Second, ConnectTimeout: 2 * time.Second}})
 	r, err := controller.NewRunner(controller.RunnerConfig{Store: store, Holder: holder, Mover: mover, Pacer: pacer,
 		Interval: 100 * time.Millisecond, LeaderTTL: 2 * time.Second,
-		Decide: controller.Config{OutAfter: time.Second}, Probe: controller.ProbeTCP(200 * time.Millisecond),
+		Decide: decide.Config{OutAfter: time.Second}, Probe: controller.ProbeTCP(200 * time.Millisecond),
 		Health: health.TrackerConfig{Grace: 300 * time.Millisecond},
 		Logf:   logf})
 	if err != nil {
@@ -314,7 +316,7 @@ func TestControllerFailoverMidRebuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer storeA.Close()
-	slow, err := controller.NewPacer(controller.PacerConfig{Bandwidth: 2 << 20, Burst: 1 << 20})
+	slow, err := moves.NewPacer(moves.PacerConfig{Bandwidth: 2 << 20, Burst: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/nvstripe/nvstripe/controller"
+	"github.com/nvstripe/nvstripe/controller/decide"
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/moves"
 	"github.com/nvstripe/nvstripe/placement"
 )
 
@@ -83,11 +86,14 @@ func BuildStatus(snap *controller.Snapshot, now time.Time, slotSize int64) *Stat
 func taskStatus(r *meta.TaskRecord, now time.Time) *TaskStatus {
 	t := &TaskStatus{Id: r.ID, Kind: r.Kind, Holder: r.Holder, State: r.State, Done: r.Done, Total: r.Total, Error: r.Error,
 		Found: r.Found, Healed: r.Healed, Ended: r.Ended}
-	if mt, ok, err := controller.ParseMoveTask(r); ok && err == nil {
+	if mt, ok, err := moves.ParseTask(r); ok && err == nil {
 		t.Kind, t.Segment, t.Shard, t.From, t.To = mt.Kind.String(), mt.Segment.String(), int32(mt.Shard), mt.From, mt.To
-		if eta, ok := controller.ETA(mt.Started, now, mt.Done, mt.Total); ok {
+		if eta, ok := moves.ETA(mt.Started, now, mt.Done, mt.Total); ok {
 			t.EtaSeconds = eta.Seconds()
 		}
+	}
+	if rt, ok, err := controller.ParseTask(r); ok && err == nil {
+		t.Kind = "rebalance threshold=" + strconv.FormatFloat(rt.Threshold, 'g', -1, 64)
 	}
 	return t
 }
@@ -99,16 +105,22 @@ func taskStatus(r *meta.TaskRecord, now time.Time) *TaskStatus {
 func rebalanceProgress(st *StatusReply, snap *controller.Snapshot, cl *meta.ClusterRecord) {
 	var inFlight int64
 	for _, t := range st.Tasks {
-		if t.Segment != "" && t.Kind == controller.MoveRebalance.String() {
+		if t.Segment != "" && t.Kind == decide.MoveRebalance.String() {
 			inFlight += cl.SlotSize - min(max(t.Done, 0), cl.SlotSize)
 		}
 	}
+	threshold := map[string]float64{}
+	for _, r := range snap.Tasks {
+		if task, ok, err := controller.ParseTask(r); ok && err == nil {
+			threshold[r.ID] = task.Threshold
+		}
+	}
 	for _, t := range st.Tasks {
-		task, ok, err := controller.ParseTask(&meta.TaskRecord{ID: t.Id, Kind: t.Kind})
-		if !ok || err != nil || t.Total <= 0 {
+		th, ok := threshold[t.Id]
+		if !ok || t.Total <= 0 {
 			continue
 		}
-		if plan, err := snap.PlanRebalance(task.Threshold, cl.DomainLabel); err == nil {
+		if plan, err := snap.PlanRebalance(th, cl.DomainLabel); err == nil {
 			t.Done = min(max(t.Total-int64(len(plan.Moves))*cl.SlotSize-inFlight, 0), t.Total)
 		}
 	}
@@ -117,13 +129,13 @@ func rebalanceProgress(st *StatusReply, snap *controller.Snapshot, cl *meta.Clus
 // blocked runs the controller's decision on snap and returns what it
 // reports as Blocked.
 func blocked(snap *controller.Snapshot, domainLabel string) []string {
-	acts, err := controller.Decide(snap.State, time.Now(), controller.Config{DomainLabel: domainLabel})
+	acts, err := decide.Decide(snap.State, time.Now(), decide.Config{DomainLabel: domainLabel})
 	if err != nil {
 		return []string{"cannot decide: " + err.Error()}
 	}
 	var out []string
 	for _, a := range acts {
-		if b, ok := a.(controller.Blocked); ok {
+		if b, ok := a.(decide.Blocked); ok {
 			out = append(out, fmt.Sprintf("%s shard %d: %v", b.Segment, b.Shard, b.Err))
 		}
 	}

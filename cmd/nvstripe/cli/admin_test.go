@@ -17,8 +17,10 @@ import (
 	"github.com/nvstripe/nvstripe/controller"
 	"github.com/nvstripe/nvstripe/controller/admin"
 	"github.com/nvstripe/nvstripe/internal/testutil"
+	"github.com/nvstripe/nvstripe/controller/decide"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/metatest"
+	"github.com/nvstripe/nvstripe/moves"
 	"github.com/nvstripe/nvstripe/placement"
 	"github.com/nvstripe/nvstripe/rpctest"
 )
@@ -91,7 +93,7 @@ func TestAdminStatusAndCommands(t *testing.T) {
 		}
 	}
 
-	mt := controller.MoveTask{Segment: controller.SegmentID{Volume: "v", Index: 0}, Shard: 0, Kind: controller.MoveRebuild,
+	mt := moves.Task{Segment: decide.SegmentID{Volume: "v", Index: 0}, Shard: 0, Kind: decide.MoveRebuild,
 		From: first, To: "hX-n1", Holder: "ctl", Done: 1 << 20, Total: 4 << 20, State: meta.TaskRunning}
 	mt.Started = time.Now().Add(-time.Minute) // 1/4 done in a minute: about 3 minutes to go
 	if err := s.PutTask(ctx, mt.Record()); err != nil {
@@ -153,7 +155,7 @@ func TestAdminRebalancePlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(snap.State.Tasks) != 1 || snap.State.Tasks[0].Kind != controller.TaskRebalance || snap.State.Tasks[0].Threshold != 0.01 {
+	if len(snap.State.Tasks) != 1 || snap.State.Tasks[0].Kind != decide.TaskRebalance || snap.State.Tasks[0].Threshold != 0.01 {
 		t.Fatalf("tasks the controller sees: %+v", snap.State.Tasks)
 	}
 }

@@ -1,4 +1,4 @@
-package controller
+package decide
 
 import (
 	"errors"
@@ -18,7 +18,7 @@ type Config struct {
 	MaxMoves int
 	// MaxMovesPerNS caps the moves in flight that write to, or copy from,
 	// one namespace. Reconstruction reads are spread over the k survivors
-	// and are not counted (the Pacer meters their bytes). Default 2.
+	// and are not counted (the movers' pacer meters their bytes). Default 2.
 	MaxMovesPerNS int
 	// StallAfter: a move with no progress report (Move.Updated, else
 	// Move.Started) for this long is aborted, so that a crashed mover's

@@ -1,4 +1,4 @@
-package controller
+package decide
 
 import (
 	"cmp"
@@ -98,7 +98,7 @@ func newDecider(st State, now time.Time, cfg Config) (*decider, error) {
 	}
 	slices.SortFunc(d.hosts, func(a, b placement.Host) int { return cmp.Compare(a.Name, b.Name) })
 	for _, n := range st.Namespaces {
-		d.ns = append(d.ns, n.placement())
+		d.ns = append(d.ns, n.Placement())
 	}
 	slices.SortFunc(d.ns, func(a, b placement.Namespace) int { return cmp.Compare(a.ID, b.ID) })
 	for i, n := range d.ns {
@@ -111,7 +111,7 @@ func newDecider(st State, now time.Time, cfg Config) (*decider, error) {
 		return nil, err
 	}
 	d.segs = slices.Clone(st.Segments)
-	slices.SortFunc(d.segs, func(a, b Segment) int { return a.ID.compare(b.ID) })
+	slices.SortFunc(d.segs, func(a, b Segment) int { return a.ID.Compare(b.ID) })
 	if err := d.checkSegments(); err != nil {
 		return nil, err
 	}

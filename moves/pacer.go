@@ -1,4 +1,4 @@
-package controller
+package moves
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/nvstripe/nvstripe/controller/decide"
 )
 
 // PacerConfig tunes a Pacer. Zero fields take their defaults.
@@ -65,7 +67,7 @@ func (c *PacerConfig) Validate() error {
 	bad := c.Burst < 0 || c.Baseline < 0 || c.Idle < 0 || !(c.Tolerance >= 0) ||
 		!(c.MinFactor > 0 && c.MinFactor <= 1) || !(c.Smoothing > 0 && c.Smoothing <= 1)
 	if bad {
-		return fmt.Errorf("pacer config %+v: %w", *c, ErrInvalid)
+		return fmt.Errorf("pacer config %+v: %w", *c, decide.ErrInvalid)
 	}
 	return nil
 }

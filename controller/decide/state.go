@@ -1,4 +1,4 @@
-package controller
+package decide
 
 import (
 	"fmt"
@@ -38,9 +38,9 @@ type Namespace struct {
 	Unfenced bool
 }
 
-// placement returns n as placement sees it, the same for deciding and
+// Placement returns n as placement sees it, the same for deciding and
 // planning.
-func (n Namespace) placement() placement.Namespace {
+func (n Namespace) Placement() placement.Namespace {
 	return placement.Namespace{ID: n.ID, Host: n.Host, State: n.State, Capacity: n.Capacity, Used: n.Used, Unfenced: n.Unfenced}
 }
 
@@ -66,7 +66,8 @@ type SegmentID struct {
 // String returns VOLUME/INDEX.
 func (s SegmentID) String() string { return fmt.Sprintf("%s/%d", s.Volume, s.Index) }
 
-func (s SegmentID) compare(o SegmentID) int {
+// Compare orders segment IDs by volume, then index (-1, 0 or +1).
+func (s SegmentID) Compare(o SegmentID) int {
 	switch {
 	case s.Volume < o.Volume:
 		return -1

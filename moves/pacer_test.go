@@ -1,4 +1,4 @@
-package controller
+package moves
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/nvstripe/nvstripe/controller/decide"
 )
 
 func at(d time.Duration) time.Time { return t0.Add(d) }
@@ -107,7 +109,7 @@ func TestThrottleUnlimited(t *testing.T) {
 
 func TestPacerConfig(t *testing.T) {
 	for _, c := range []PacerConfig{{Burst: -1}, {MinFactor: 2}, {Smoothing: -1}, {Tolerance: -1}, {Baseline: -1}, {Tolerance: math.NaN()}} {
-		if _, err := NewPacer(c); !errors.Is(err, ErrInvalid) {
+		if _, err := NewPacer(c); !errors.Is(err, decide.ErrInvalid) {
 			t.Errorf("%+v: %v, want ErrInvalid", c, err)
 		}
 	}

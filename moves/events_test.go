@@ -1,0 +1,52 @@
+package moves
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nvstripe/nvstripe/controller/decide"
+)
+
+func records(t *testing.T, b *bytes.Buffer) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(b.String()), "\n") {
+		if line == "" {
+			continue
+		}
+		var r map[string]any
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func TestLog(t *testing.T) {
+	var b bytes.Buffer
+	log := Log(slog.New(slog.NewJSONHandler(&b, nil)))
+	task := Task{Segment: decide.SegmentID{Volume: "v", Index: 3}, Shard: 2, Kind: decide.MoveRebuild, From: "a", To: "b", Done: 1 << 20, Total: 1 << 20}
+	log(Event{Task: task})
+	log(Event{Task: task, Ended: true, Took: 2 * time.Second})
+	log(Event{Task: task, Ended: true, Took: time.Second, Err: errors.New("gone")})
+	rs := records(t, &b)
+	if len(rs) != 3 {
+		t.Fatalf("%d records:\n%s", len(rs), b.String())
+	}
+	want := []struct{ msg, level string }{{"move started", "INFO"}, {"move ended", "INFO"}, {"move failed", "WARN"}}
+	for i, w := range want {
+		r := rs[i]
+		if r["msg"] != w.msg || r["level"] != w.level || r["volume"] != "v" || r["segment"] != float64(3) || r["kind"] != "rebuild" {
+			t.Errorf("record %d = %v, want %s at %s", i, r, w.msg, w.level)
+		}
+	}
+	if rs[1]["bytes"] != float64(1<<20) || rs[1]["duration"] != float64(2*time.Second) || rs[2]["err"] != "gone" {
+		t.Errorf("end records %v / %v", rs[1], rs[2])
+	}
+}
