@@ -192,8 +192,8 @@ func (v *Volume) fillStripe(ctx context.Context, s *segment, i int, t int64) err
 // REQUIRES: stripe lock held.
 func (v *Volume) rebuildChunk(ctx context.Context, s *segment, i int, id layout.StripeID) error {
 	sl, t := s.slots[i], id.Stripe
-	if err := v.unsettled(id, v.g.ShardIn(t, i), 0, v.g.Chunk); err != nil {
-		return err // rebuilding it would write garbage
+	if v.stripeUnsettled(id) {
+		return v.rebuildUnsettled(ctx, s, i, id) // never garbage rebuilt from poisoned parity
 	}
 	b := &stripeBufs{v: v, shards: make([][]byte, v.g.N())}
 	defer b.release()
