@@ -2,9 +2,11 @@ package volume
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
+	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/volume/layout"
 )
 
@@ -29,12 +31,24 @@ func (v *Volume) Unsettled() []UnsettledBlock {
 	var out []UnsettledBlock
 	for k, rows := range p.rows {
 		for _, r := range rows {
-			off := k.id.Segment*v.g.SegmentData() + k.id.Stripe*v.g.StripeData() + int64(k.shard)*v.g.Chunk + r*layout.ChecksumBlock
-			out = append(out, UnsettledBlock{Offset: off, Segment: k.id.Segment, Stripe: k.id.Stripe, Shard: k.shard})
+			out = append(out, v.unsettledBlock(k.id, k.shard, r))
 		}
 	}
 	slices.SortFunc(out, func(a, b UnsettledBlock) int { return int(min(max(a.Offset-b.Offset, -1), 1)) })
 	return out
+}
+
+func (v *Volume) unsettledBlock(id layout.StripeID, shard int, r int64) UnsettledBlock {
+	off := id.Segment*v.g.SegmentData() + id.Stripe*v.g.StripeData() + int64(shard)*v.g.Chunk + r*layout.ChecksumBlock
+	return UnsettledBlock{Offset: off, Segment: id.Segment, Stripe: id.Stripe, Shard: shard}
+}
+
+// tellUnsettled calls the Unsettled listener for rows of shard of stripe
+// id.
+func (v *Volume) tellUnsettled(id layout.StripeID, shard int, rows []int64) {
+	for _, r := range rows {
+		v.ev.unsettled(v.unsettledBlock(id, shard, r))
+	}
 }
 
 // stripeUnsettled reports whether stripe id holds unsettled blocks.
@@ -120,11 +134,72 @@ func (v *Volume) rebuildUnsettled(ctx context.Context, s *segment, i int, id lay
 func (v *Volume) poisonMore(id layout.StripeID, shard int, rows []int64) {
 	p := &v.poisoned
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.rows == nil {
 		p.rows = map[poisonKey][]int64{}
 	}
 	k := poisonKey{id, shard}
 	p.rows[k] = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(p.rows[k]), rows...))))
 	p.any.Store(true)
+	p.mu.Unlock()
+	v.tellUnsettled(id, shard, rows)
+}
+
+// Settle resets to zeros every block of segments [first, last] that
+// cannot be read back (class ErrCorrupt): the unsettled blocks, and any
+// other lost beyond what parity rebuilds. Each stripe holding one is read
+// block by block and written back whole, the lost blocks zeroed: a
+// whole-stripe write stores a good parity and checksums again, so the
+// stripe reads, rebuilds and moves as any other. It returns the volume
+// offsets of the blocks it reset, in order; the other blocks keep their
+// data. progress (nil: none) hears the stripes done of the total. Any
+// other read error stops it (the blocks reset so far are returned with
+// it): a block of a missing namespace is not lost, only away.
+// REQUIRES: no other IO on the volume (the caller holds it alone): a write
+// between the read of a stripe and its rewrite would be lost.
+func (v *Volume) Settle(ctx context.Context, first, last int64, progress func(done, total int64)) ([]int64, error) {
+	var reset []int64
+	spseg := v.g.StripesPerSegment()
+	total := (last - first + 1) * spseg
+	for seg := first; seg <= last; seg++ {
+		for t := int64(0); t < spseg; t++ {
+			off := seg*v.g.SegmentData() + t*v.g.StripeData()
+			if off >= v.Size() {
+				return reset, nil
+			}
+			lost, err := v.settleStripeAt(ctx, off)
+			reset = append(reset, lost...)
+			if err != nil {
+				return reset, err
+			}
+			if progress != nil {
+				progress((seg-first)*spseg+t+1, total)
+			}
+		}
+	}
+	return reset, nil
+}
+
+// settleStripeAt is Settle for the stripe at volume offset off.
+func (v *Volume) settleStripeAt(ctx context.Context, off int64) ([]int64, error) {
+	buf := make([]byte, min(v.g.StripeData(), v.Size()-off))
+	err := v.ReadAt(ctx, buf, off)
+	if err == nil || !errors.Is(err, blockdev.ErrCorrupt) {
+		return nil, err
+	}
+	var lost []int64
+	for at := int64(0); at < int64(len(buf)); at += layout.ChecksumBlock {
+		b := buf[at : at+layout.ChecksumBlock]
+		err := v.ReadAt(ctx, b, off+at)
+		switch {
+		case errors.Is(err, blockdev.ErrCorrupt):
+			clear(b)
+			lost = append(lost, off+at)
+		case err != nil:
+			return nil, err
+		}
+	}
+	if err := v.WriteAt(ctx, buf, off); err != nil {
+		return nil, fmt.Errorf("rewriting the stripe at %d with %d lost blocks zeroed: %w", off, len(lost), err)
+	}
+	return lost, nil
 }

@@ -111,7 +111,12 @@ func TestMoveCarriesUnsettledRows(t *testing.T) {
 	}
 	t.Logf("%d unsettled blocks after the recovery (namespace %s lost)", len(unsettled), h.lostNS)
 	checkUnsettled(t, h, unsettled, "after the recovery")
+	told := map[int64]bool{}
+	r.vol.ev.Unsettled = func(b UnsettledBlock) { told[b.Offset] = true }
 	moveLost(t, h)
+	if len(told) != len(unsettled) {
+		t.Errorf("the move told of unsettled blocks %v, want the %d carried over", told, len(unsettled))
+	}
 	if r.vol.NeedsRepair() {
 		t.Errorf("after moving every lost slot, the volume still needs repair")
 	}
@@ -145,6 +150,29 @@ func TestMoveCarriesUnsettledRows(t *testing.T) {
 	checkUnsettled(t, h, unsettled, "after the move and a new owner's recovery")
 	if _, err := r.vol.Scrub(ctx, 0, r.g.Segments(r.vol.Size())-1, nil); err == nil {
 		checkUnsettled(t, h, unsettled, "after a scrub")
+	}
+	// Settle zeroes exactly the unsettled blocks and keeps the rest.
+	last := r.g.Segments(r.vol.Size()) - 1
+	var done, total int64
+	reset, err := r.vol.Settle(ctx, 0, last, func(d, n int64) { done, total = d, n })
+	if err != nil {
+		t.Fatalf("settle: %v", err)
+	}
+	if done != total || total != (last+1)*r.g.StripesPerSegment() {
+		t.Errorf("settle progress ended at %d of %d", done, total)
+	}
+	if len(reset) != len(unsettled) {
+		t.Errorf("settle reset %d blocks %v, want the %d unsettled", len(reset), reset, len(unsettled))
+	}
+	for _, off := range reset {
+		if !unsettled[off] {
+			t.Errorf("settle reset block at %d, which was not unsettled", off)
+		}
+		h.may[off/4096] = [][]byte{make([]byte, 4096)}
+	}
+	checkUnsettled(t, h, nil, "after settling")
+	if again, err := r.vol.Settle(ctx, 0, last, nil); err != nil || len(again) != 0 {
+		t.Errorf("settling again reset %v (%v), want nothing", again, err)
 	}
 	fresh := pattern(len(h.old), 7)
 	if err := r.vol.WriteAt(ctx, fresh, 0); err != nil {
