@@ -76,15 +76,11 @@ func (v *Volume) unsettledRow(id layout.StripeID, r int64) bool {
 // reconstructing it. A data block carried over is recorded unsettled
 // (Unsettled lists it; Settle zeroes it). Format 3 has no such blank (a
 // zero block's checksum is zero there, so the blank would read as zeros):
-// its rebuild still fails with class ErrCorrupt until the stripe is
-// written whole. REQUIRES: stripe lock held, s.io held shared.
+// rebuildChunk does not call it there, and a rebuild of the unsettled
+// blocks' own slot still fails with class ErrCorrupt until the stripe is
+// written whole. REQUIRES: format 4, stripe lock held, s.io held shared.
 func (v *Volume) rebuildUnsettled(ctx context.Context, s *segment, i int, id layout.StripeID) error {
 	t, sh := id.Stripe, v.g.ShardIn(id.Stripe, i)
-	if v.g.Seed == 0 {
-		if err := v.unsettled(id, -1, 0, v.g.Chunk); err != nil {
-			return fmt.Errorf("a volume without checksum tags (format 3) cannot carry an unsettled block to a new slot; write its stripe whole: %w", err)
-		}
-	}
 	usable := v.usableShards(s, id)
 	img, err := v.readImage(ctx, s, id, usable)
 	if err != nil {

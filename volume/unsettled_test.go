@@ -17,8 +17,7 @@ var unsettledLayout = layout.Geometry{K: 4, M: 2, Chunk: 16 << 10, SlotSize: 512
 // unsettledHole returns a volume recovered after a crash mid-write and the
 // loss of a namespace that left unsettled blocks, on a rig with a spare
 // namespace (the last) to move the lost slots to.
-func unsettledHole(t *testing.T) *hole {
-	g := unsettledLayout
+func unsettledHole(t *testing.T, g layout.Geometry) *hole {
 	for seed := int64(1); seed <= 20; seed++ {
 		for lost := 0; lost < g.N(); lost++ {
 			h := crashWithLostOn(t, g, lost, seed, rigOptions{crashable: true, namespaces: g.N() + 1, slots: 8})
@@ -103,7 +102,7 @@ func moveSlotTo(t *testing.T, r *rig, seg int64, idx int) {
 // namespace loss") and was retried for ever, the volume left degraded.
 func TestMoveCarriesUnsettledRows(t *testing.T) {
 	ctx := context.Background()
-	h := unsettledHole(t)
+	h := unsettledHole(t, unsettledLayout)
 	r := h.r
 	unsettled := map[int64]bool{}
 	for _, b := range r.vol.Unsettled() {
@@ -189,4 +188,32 @@ func TestMoveCarriesUnsettledRows(t *testing.T) {
 		t.Fatalf("rewriting the volume: %v", err)
 	}
 	mustEqual(t, "volume rewritten after the move", mustRead(t, r.vol, 0, len(fresh)), fresh)
+}
+
+// TestMoveUnsettledFormat3Refuses: format 3 has no blank block that fails
+// its check (a zero block's checksum is zero), so a move of the slot of an
+// unsettled block still fails with class ErrCorrupt, and the block still
+// reads as corrupt, never as zeros.
+func TestMoveUnsettledFormat3Refuses(t *testing.T) {
+	g := unsettledLayout
+	g.Seed = 0
+	h := unsettledHole(t, g)
+	r := h.r
+	unsettled := map[int64]bool{}
+	for _, b := range r.vol.Unsettled() {
+		unsettled[b.Offset] = true
+	}
+	b := r.vol.Unsettled()[0]
+	to := SlotRef{NS: r.names[len(r.names)-1]}
+	for r.alloc.Reserve(to) != nil {
+		if to.Slot++; to.Slot >= 8 {
+			t.Fatalf("no free slot on %s", to.NS)
+		}
+	}
+	idx := r.g.SlotOf(b.Stripe, b.Shard)
+	err := r.vol.MoveSlot(context.Background(), b.Segment, idx, to, MoveOptions{Commit: func(ctx context.Context) error { return r.alloc.Replace(ctx, b.Segment, idx, to) }})
+	if !errors.Is(err, ErrMoveAborted) || !errors.Is(err, blockdev.ErrCorrupt) {
+		t.Fatalf("moving the slot of an unsettled block of format 3: %v, want an aborted move of class ErrCorrupt", err)
+	}
+	checkUnsettled(t, h, unsettled, "after the refused move")
 }
