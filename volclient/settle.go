@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/meta"
 )
 
@@ -24,6 +25,9 @@ func Settle(ctx context.Context, store *meta.Store, name string, o OpenOptions, 
 	}
 	last := m.Volume.Geometry().Segments(m.Volume.Size()) - 1
 	reset, err := m.Volume.Settle(ctx, 0, last, progress)
+	if blockdev.Class(err) == blockdev.ErrUnavailable {
+		err = fmt.Errorf("%w: blocks of a namespace that cannot be reached are away, not lost: bring it back, or let the controller rebuild its slots, then settle again", err)
+	}
 	if cerr := m.Close(context.WithoutCancel(ctx)); err == nil && cerr != nil {
 		err = fmt.Errorf("closing %s after settling %d blocks: %w", name, len(reset), cerr)
 	}
