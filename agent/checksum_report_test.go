@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/nvstripe/nvstripe/volume"
@@ -74,5 +76,23 @@ func TestBadBlockMetrics(t *testing.T) {
 		if got[k] != v {
 			t.Errorf("%s: %v, want %v", k, got[k], v)
 		}
+	}
+}
+
+// TestUnsettledLogged: a block a recovery left unsettled is logged with
+// its volume offset and the command that settles it, and is no media
+// error of any namespace.
+func TestUnsettledLogged(t *testing.T) {
+	m := NewMetrics()
+	rep := newReporter(nil, ReportOptions{}, m, t.Logf)
+	ev := newVolEvents("v", m, rep, func(string, ...any) {})
+	var lines []string
+	ev.logf = func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) }
+	ev.listener().Unsettled(volume.UnsettledBlock{Offset: 4755456, Segment: 2, Stripe: 1, Shard: 0})
+	if len(lines) != 1 || !strings.Contains(lines[0], "offset 4755456") || !strings.Contains(lines[0], "nvstripe volume settle v") {
+		t.Errorf("logged %q, want the offset and the settle command", lines)
+	}
+	if len(rep.ch) != 0 {
+		t.Errorf("an unsettled block reported %d media errors", len(rep.ch))
 	}
 }

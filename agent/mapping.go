@@ -65,6 +65,7 @@ func newMapping(a *Agent, spec Spec) *mapping {
 	ctx, cancel := context.WithCancel(context.Background())
 	mp := &mapping{a: a, name: spec.Volume, spec: spec, openCtx: ctx, cancelOpen: cancel,
 		ev: newVolEvents(spec.Volume, a.metrics, a.rep, a.warnDeg), limiter: qos.NewLimiter(qos.Limits{})}
+	mp.ev.logf = a.logf
 	mp.setState(api.StateStarting, nil)
 	return mp
 }

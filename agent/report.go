@@ -176,6 +176,7 @@ type volEvents struct {
 	degraded atomic.Int64
 	degOps   map[string]prometheus.Counter // read, write, trim
 	warn     func(volume string, attrs ...any)
+	logf     func(format string, args ...any) // nil: unsettled blocks are not logged
 
 	mu       sync.Mutex
 	nsErrs   map[string]int64
@@ -223,6 +224,12 @@ func (e *volEvents) listener() volume.EventListener {
 			e.nsError(c.NS, "checksum")
 			if e.checksumError(c.NS) >= checksumMediaError {
 				e.rep.mediaError(c.NS)
+			}
+		},
+		Unsettled: func(b volume.UnsettledBlock) {
+			if e.logf != nil {
+				e.logf("%s: block at offset %d lost in a crash mid-write and a namespace loss (segment %d stripe %d shard %d): reads of it fail until `nvstripe volume settle %s` zeroes it or its stripe is written whole",
+					e.volume, b.Offset, b.Segment, b.Stripe, b.Shard, e.volume)
 			}
 		},
 	}

@@ -146,12 +146,34 @@ func scrub(ctx context.Context, s *meta.Store, volume string) (int64, error) {
 	return n, nil
 }
 
+// taskGrace is how long the leak check waits for running tasks to end.
+// The controller may start moves after the cluster was judged healthy: a
+// target killed and restarted comes back on a new gossip port, which the
+// pool refuses while its old address is merely suspect; once that one is
+// declared dead the target is judged down until its next push-pull with
+// the pool (30 s on the LAN profile), so it is marked out and its shards
+// rebuilt, seconds after the round's wait for health. Such moves end in
+// well under a second; a task still running after taskGrace is left
+// running.
+var taskGrace = 2 * time.Minute
+
+// awaitTasks waits up to within for no task to be running.
+func awaitTasks(ctx context.Context, s *meta.Store, within time.Duration) {
+	for deadline := time.Now().Add(within); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(200 * time.Millisecond) {
+		tasks, err := s.Tasks(ctx)
+		if err == nil && !slices.ContainsFunc(tasks, func(t *meta.TaskRecord) bool { return t.State == meta.TaskRunning }) {
+			return
+		}
+	}
+}
+
 // leaks compares, at one revision, the slots every namespace's allocation
 // bitmap marks used with the slots the volumes' segment maps reference
-// (moves in flight included), and fails on any task still running. The
-// findings in known (those of earlier rounds) are not reported again; new
-// ones are added to it (known may be nil).
+// (moves in flight included), and fails on any task still running once
+// taskGrace has passed. The findings in known (those of earlier rounds)
+// are not reported again; new ones are added to it (known may be nil).
 func leaks(ctx context.Context, live *meta.Store, known map[string]bool) error {
+	awaitTasks(ctx, live, taskGrace)
 	s, err := live.At(ctx)
 	if err != nil {
 		return err

@@ -70,7 +70,9 @@
 // acknowledged version, or a later write that failed and may have landed);
 // all of the read-only volume reads back through a fresh mapping; the
 // slots the allocation bitmaps mark used are exactly those the segment
-// maps reference; no task is left running.
+// maps reference; no task is left running (a move the controller starts
+// meanwhile, such as the rebuild of a restarted target that gossip judges
+// down until its next push-pull, may end within two minutes).
 //
 // Each round prints its seed and the command that replays it (`make
 // campaign SEED=S ROUNDS=1 COMPOUND=0|1`, or CAMPAIGN_SEED / CAMPAIGN_ROUNDS

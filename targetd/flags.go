@@ -74,9 +74,11 @@ func (f *Flags) Options() (Options, error) {
 		}
 	}
 	tls, err := target.ParseTLSMode(f.TLS)
-	if err == nil && tls != target.TLSOff && f.TLSKeys == "" {
+	if err != nil {
+		err = fmt.Errorf("--tls: %w", err)
+	} else if tls != target.TLSOff && f.TLSKeys == "" {
 		err = fmt.Errorf("--tls=%v needs --tls-keys FILE (the hosts' keys)", tls)
-	} else if err == nil && tls == target.TLSOff && f.TLSKeys != "" {
+	} else if tls == target.TLSOff && f.TLSKeys != "" {
 		err = errors.New("--tls-keys without --tls=on or --tls=require")
 	}
 	if err != nil {

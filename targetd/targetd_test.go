@@ -161,6 +161,29 @@ func TestFlagsHostWeights(t *testing.T) {
 	}
 }
 
+// TestFlagsTLSMode: an unknown --tls mode is a usage mistake that names
+// the flag and the modes it takes, not a bad namespace specification.
+func TestFlagsTLSMode(t *testing.T) {
+	var f Flags
+	fl := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	f.AddFlags(fl)
+	if err := fl.Parse([]string{"--tls", "maybe"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.Options()
+	if !config.IsUsage(err) || IsSpec(err) {
+		t.Fatalf("--tls=maybe: %v, want a usage mistake that is no namespace specification's", err)
+	}
+	for _, want := range []string{"--tls", `"maybe"`, "off, on or require"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("--tls=maybe: %q does not say %s", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "namespace") {
+		t.Errorf("--tls=maybe: %q speaks of namespaces", err)
+	}
+}
+
 // TestControlToken: without a token in the options, the daemon creates
 // DIR/control.token (mode 0600) and serves its token; a restart keeps it;
 // a token file others may read is a usage mistake and nothing is served.

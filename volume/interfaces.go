@@ -121,6 +121,10 @@ type EventListener struct {
 	// read's, a write's, a scrub's or a resync's) found blocks that did
 	// not match their checksums, saying how many it healed.
 	Checksum func(ChecksumInfo)
+	// Unsettled is called for each block a recovery could not settle
+	// (UnsettledError) and each a rebuild carried over unsettled: reads of
+	// it fail with class ErrCorrupt until Settle or a write of its stripe.
+	Unsettled func(UnsettledBlock)
 }
 
 // DegradedInfo describes one degraded stripe IO.
@@ -151,6 +155,12 @@ func (e EventListener) corruption(s ShardInfo) {
 	}
 }
 
+func (e EventListener) unsettled(b UnsettledBlock) {
+	if e.Unsettled != nil {
+		e.Unsettled(b)
+	}
+}
+
 func (e EventListener) shardError(s ShardInfo) {
 	if e.ShardError != nil {
 		e.ShardError(s)
@@ -173,6 +183,10 @@ func LoggingListener(logf func(format string, args ...any)) EventListener {
 			logf("checksum mismatch: namespace %s offset %d (segment %d slot %d stripe %d): %d blocks bad, %d healed, %d kept as torn writes, %d in a segment not yet resynced",
 				c.NS, c.Offset, c.Segment, c.Slot, c.Stripe, c.Blocks, c.Healed, c.Torn, c.Unsettled)
 		},
+		Unsettled: func(b UnsettledBlock) {
+			logf("unsettled block at volume offset %d (segment %d stripe %d shard %d): lost in a crash mid-write and a namespace loss; reads of it fail as corrupt until `nvstripe volume settle` zeroes it or its stripe is written whole",
+				b.Offset, b.Segment, b.Stripe, b.Shard)
+		},
 	}
 }
 
@@ -189,5 +203,6 @@ func TeeListener(a, b EventListener) EventListener {
 				}
 			}
 		},
+		Unsettled: func(u UnsettledBlock) { a.unsettled(u); b.unsettled(u) },
 	}
 }

@@ -529,12 +529,13 @@ type poisonKey struct {
 func (v *Volume) poison(id layout.StripeID, shard int, rows []int64) {
 	p := &v.poisoned
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.rows == nil {
 		p.rows = map[poisonKey][]int64{}
 	}
 	p.rows[poisonKey{id, shard}] = rows
 	p.any.Store(true)
+	p.mu.Unlock()
+	v.tellUnsettled(id, shard, rows)
 }
 
 // settled forgets the unsettled blocks of stripe id (a write of the whole

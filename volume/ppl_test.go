@@ -156,9 +156,14 @@ type hole struct {
 // crashWithLost is crashAndLose up to the crash: h.devs are the devices
 // after it, namespace lost down; nothing is reopened.
 func crashWithLost(t *testing.T, g layout.Geometry, lost int, seed int64) *hole {
+	return crashWithLostOn(t, g, lost, seed, rigOptions{crashable: true})
+}
+
+// crashWithLostOn is crashWithLost on a rig built with o (crashable).
+func crashWithLostOn(t *testing.T, g layout.Geometry, lost int, seed int64, o rigOptions) *hole {
 	ctx := context.Background()
 	size := 2 * g.SegmentData()
-	r := newRig(t, g, size, rigOptions{crashable: true})
+	r := newRig(t, g, size, o)
 	h := &hole{r: r, old: pattern(int(size), 1), devs: DeviceMap{}, lostNS: r.names[lost]}
 	if err := r.vol.WriteAt(ctx, h.old, 0); err != nil {
 		t.Fatal(err)

@@ -192,8 +192,11 @@ func (v *Volume) fillStripe(ctx context.Context, s *segment, i int, t int64) err
 // REQUIRES: stripe lock held.
 func (v *Volume) rebuildChunk(ctx context.Context, s *segment, i int, id layout.StripeID) error {
 	sl, t := s.slots[i], id.Stripe
+	if v.g.Seed != 0 && v.stripeUnsettled(id) {
+		return v.rebuildUnsettled(ctx, s, i, id) // never garbage rebuilt from poisoned parity
+	}
 	if err := v.unsettled(id, v.g.ShardIn(t, i), 0, v.g.Chunk); err != nil {
-		return err // rebuilding it would write garbage
+		return err // format 3 has no blank to carry it over with (rebuildUnsettled)
 	}
 	b := &stripeBufs{v: v, shards: make([][]byte, v.g.N())}
 	defer b.release()

@@ -37,7 +37,7 @@ func ParseTLSMode(s string) (TLSMode, error) {
 			return TLSMode(m), nil
 		}
 	}
-	return TLSOff, fmt.Errorf("%w: --tls %q: want off, on or require", ErrSpec, s)
+	return TLSOff, fmt.Errorf("unknown TLS mode %q: want off, on or require", s)
 }
 
 var tlsModeNames = []string{"off", "on", "require"}

@@ -32,6 +32,7 @@ var notRunForJSON = map[string]string{
 	"nvstripe agent":         "needs a socket and state directory of its own: TestAgentMapUnmapLs runs it",
 	"nvstripe target agent":  "needs a gossip pool: TestGossipProcesses runs it",
 	"nvstripe ns wipe-label": "needs a namespace with a stray label: TestNSWipeLabel runs it with -o json",
+	"nvstripe volume settle": "needs namespaces that answer: TestVolumeSettle runs it with -o json",
 }
 
 // snakeKey is a stable JSON key: lower case words joined by underscores.

@@ -18,6 +18,7 @@ func newVolumeCmd(g *globals) *cobra.Command {
 		newVolumeCreateCmd(g, a), newVolumeLsCmd(g, a), newVolumeInfoCmd(g, a), newVolumeResizeCmd(g, a), newVolumeSetCmd(g, a), newVolumeRmCmd(g, a))
 	addEtcdFlags(g, c, a)
 	metadataOnly(c.Commands()...)
+	c.AddCommand(newVolumeSettleCmd(g, a)) // reads and writes the volume: keeps the self-test
 	return c
 }
 

@@ -1,0 +1,201 @@
+package volume
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/volume/layout"
+)
+
+// UnsettledBlock is a 4 KiB block of the volume that a recovery could not
+// settle (UnsettledError): reads of it fail with class ErrCorrupt until a
+// write of its whole stripe, or Settle.
+type UnsettledBlock struct {
+	Offset  int64 // byte offset in the volume
+	Segment int64
+	Stripe  int64
+	Shard   int
+}
+
+// Unsettled lists the volume's unsettled blocks in offset order.
+func (v *Volume) Unsettled() []UnsettledBlock {
+	p := &v.poisoned
+	if !p.any.Load() {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []UnsettledBlock
+	for k, rows := range p.rows {
+		for _, r := range rows {
+			out = append(out, v.unsettledBlock(k.id, k.shard, r))
+		}
+	}
+	slices.SortFunc(out, func(a, b UnsettledBlock) int { return int(min(max(a.Offset-b.Offset, -1), 1)) })
+	return out
+}
+
+func (v *Volume) unsettledBlock(id layout.StripeID, shard int, r int64) UnsettledBlock {
+	off := id.Segment*v.g.SegmentData() + id.Stripe*v.g.StripeData() + int64(shard)*v.g.Chunk + r*layout.ChecksumBlock
+	return UnsettledBlock{Offset: off, Segment: id.Segment, Stripe: id.Stripe, Shard: shard}
+}
+
+// tellUnsettled calls the Unsettled listener for rows of shard of stripe
+// id.
+func (v *Volume) tellUnsettled(id layout.StripeID, shard int, rows []int64) {
+	for _, r := range rows {
+		v.ev.unsettled(v.unsettledBlock(id, shard, r))
+	}
+}
+
+// stripeUnsettled reports whether stripe id holds unsettled blocks.
+func (v *Volume) stripeUnsettled(id layout.StripeID) bool {
+	return v.unsettled(id, -1, 0, v.g.Chunk) != nil
+}
+
+// unsettledRow reports whether row r of stripe id holds an unsettled
+// block (of any data shard): its parity blocks were poisoned with it.
+func (v *Volume) unsettledRow(id layout.StripeID, r int64) bool {
+	return v.unsettled(id, -1, r*layout.ChecksumBlock, (r+1)*layout.ChecksumBlock) != nil
+}
+
+// rebuildUnsettled is rebuildChunk for a stripe with unsettled rows: the
+// rebuild carries them over instead of failing, so that a move or a
+// rebuild of any slot of the stripe finishes and the segment gets its
+// redundancy back. Each block of slot i's chunk is the slot's own (its
+// old location during a move) when that matches its checksum and is not
+// unsettled; else, in a settled row, it is rebuilt from K blocks of the
+// row that match theirs (proved first, as chunkFor does); else it is
+// carried over unsettled: written blank, zeros with a checksum-area word
+// of zero, which in format 4 no block matches and no recovery takes for a
+// torn write (misplaced), so reads of it fail with class ErrCorrupt, also
+// after a reopen, and the poisoned parity of the row keeps the rest from
+// reconstructing it. A data block carried over is recorded unsettled
+// (Unsettled lists it; Settle zeroes it). Format 3 has no such blank (a
+// zero block's checksum is zero there, so the blank would read as zeros):
+// rebuildChunk does not call it there, and a rebuild of the unsettled
+// blocks' own slot still fails with class ErrCorrupt until the stripe is
+// written whole. REQUIRES: format 4, stripe lock held, s.io held shared.
+func (v *Volume) rebuildUnsettled(ctx context.Context, s *segment, i int, id layout.StripeID) error {
+	t, sh := id.Stripe, v.g.ShardIn(id.Stripe, i)
+	usable := v.usableShards(s, id)
+	img, err := v.readImage(ctx, s, id, usable)
+	if err != nil {
+		return err
+	}
+	defer img.bufs.release()
+	rows := v.g.BlocksPerChunk()
+	chunk := make([]byte, v.g.Chunk)
+	sums := make([]uint32, rows)
+	tags := v.g.SlotTags(s.id, i)
+	var carried []int64
+	for r := int64(0); r < rows; r++ {
+		lo, hi := r*layout.ChecksumBlock, (r+1)*layout.ChecksumBlock
+		out := chunk[lo:hi]
+		own := usable[sh] && blockSum(img.bufs.shards[sh][lo:hi]) == img.sums[sh][r] && v.unsettled(id, sh, lo, hi) == nil
+		switch {
+		case own:
+			copy(out, img.bufs.shards[sh][lo:hi])
+		case !v.unsettledRow(id, r):
+			if err := v.proveSpan(ctx, s, id, lo, hi); err != nil {
+				return err
+			}
+			if !v.solveClean(img, usable, sh, r, out) {
+				return fmt.Errorf("segment %d stripe %d shard %d block %d: fewer than %d blocks of its row match their checksums: %w",
+					s.id, t, sh, r, v.g.K, v.stripeError(s, id, usable))
+			}
+		default:
+			clear(out)
+			sums[r] = tags.Of(t*rows + r) // stored as zero: blank
+			if sh < v.g.K {
+				carried = append(carried, r)
+			}
+			continue
+		}
+		sums[r] = blockSum(out)
+	}
+	if err := v.slotWrite(ctx, s.slots[i], t, 0, chunk, sums, false); err != nil {
+		return v.shardFailed(s, s.slots[i], i, t, err)
+	}
+	if len(carried) > 0 {
+		v.poisonMore(id, sh, carried)
+	}
+	return nil
+}
+
+// poisonMore adds rows to the unsettled blocks of shard of stripe id.
+func (v *Volume) poisonMore(id layout.StripeID, shard int, rows []int64) {
+	p := &v.poisoned
+	p.mu.Lock()
+	if p.rows == nil {
+		p.rows = map[poisonKey][]int64{}
+	}
+	k := poisonKey{id, shard}
+	p.rows[k] = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(p.rows[k]), rows...))))
+	p.any.Store(true)
+	p.mu.Unlock()
+	v.tellUnsettled(id, shard, rows)
+}
+
+// Settle resets to zeros every block of segments [first, last] that
+// cannot be read back (class ErrCorrupt): the unsettled blocks, and any
+// other lost beyond what parity rebuilds. Each stripe holding one is read
+// block by block and written back whole, the lost blocks zeroed: a
+// whole-stripe write stores a good parity and checksums again, so the
+// stripe reads, rebuilds and moves as any other. It returns the volume
+// offsets of the blocks it reset, in order; the other blocks keep their
+// data. progress (nil: none) hears the stripes done of the total. Any
+// other read error stops it (the blocks reset so far are returned with
+// it): a block of a missing namespace is not lost, only away.
+// REQUIRES: no other IO on the volume (the caller holds it alone): a write
+// between the read of a stripe and its rewrite would be lost.
+func (v *Volume) Settle(ctx context.Context, first, last int64, progress func(done, total int64)) ([]int64, error) {
+	var reset []int64
+	spseg := v.g.StripesPerSegment()
+	total := (last - first + 1) * spseg
+	for seg := first; seg <= last; seg++ {
+		for t := int64(0); t < spseg; t++ {
+			off := seg*v.g.SegmentData() + t*v.g.StripeData()
+			if off >= v.Size() {
+				return reset, nil
+			}
+			lost, err := v.settleStripeAt(ctx, off)
+			reset = append(reset, lost...)
+			if err != nil {
+				return reset, err
+			}
+			if progress != nil {
+				progress((seg-first)*spseg+t+1, total)
+			}
+		}
+	}
+	return reset, nil
+}
+
+// settleStripeAt is Settle for the stripe at volume offset off.
+func (v *Volume) settleStripeAt(ctx context.Context, off int64) ([]int64, error) {
+	buf := make([]byte, min(v.g.StripeData(), v.Size()-off))
+	err := v.ReadAt(ctx, buf, off)
+	if err == nil || !errors.Is(err, blockdev.ErrCorrupt) {
+		return nil, err
+	}
+	var lost []int64
+	for at := int64(0); at < int64(len(buf)); at += layout.ChecksumBlock {
+		b := buf[at : at+layout.ChecksumBlock]
+		err := v.ReadAt(ctx, b, off+at)
+		switch {
+		case errors.Is(err, blockdev.ErrCorrupt):
+			clear(b)
+			lost = append(lost, off+at)
+		case err != nil:
+			return nil, err
+		}
+	}
+	if err := v.WriteAt(ctx, buf, off); err != nil {
+		return nil, fmt.Errorf("rewriting the stripe at %d with %d lost blocks zeroed: %w", off, len(lost), err)
+	}
+	return lost, nil
+}
