@@ -316,11 +316,17 @@ func (s *Store) SetNamespaceState(ctx context.Context, id string, state placemen
 
 // SetPathState records the last-known ANA group (0: keep the recorded one)
 // and state of one path of a namespace (ErrNotFound when the namespace has
-// no such path).
+// no such path). A path already recorded so is not written again: every
+// node that uses the namespace publishes the change it sees, so when a
+// host fails hundreds of nodes record the same state of the same paths at
+// once, and only the first of them writes (docs/scale.md).
 func (s *Store) SetPathState(ctx context.Context, id, addr string, group uint32, state string) error {
 	return update(ctx, s, s.keys.namespace(id), func() *NamespaceRecord { return &NamespaceRecord{} },
 		func(n *NamespaceRecord) error {
 			for i := range n.Paths {
+				if n.Paths[i].Addr == addr && n.Paths[i].ANAState == state && (group == 0 || n.Paths[i].ANAGroup == group) {
+					return errUnchanged
+				}
 				if n.Paths[i].Addr == addr {
 					n.Paths[i].ANAState = state
 					if group != 0 {
