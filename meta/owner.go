@@ -32,6 +32,11 @@ type OwnerOptions struct {
 	// the owner stops renewing it (crash, partition). Default 10s; at
 	// least 2s.
 	TTL time.Duration
+	// OnRenewal hears the outcome of every renewal of the lease: how long
+	// etcd took to answer it, or why it failed (metrics; the scale
+	// harness's renewal percentiles). It runs on the renewal's goroutine
+	// and must not block. Default nil.
+	OnRenewal func(took time.Duration, err error)
 }
 
 // Owner is a held ownership of a volume. Its Context is cancelled, with
@@ -73,6 +78,8 @@ type Owner struct {
 	base   time.Time
 	until  atomic.Int64
 	lastRW OwnerInfo
+	// onRenewal is OwnerOptions.OnRenewal.
+	onRenewal func(took time.Duration, err error)
 	// rewatches counts the watches of the key made again after a break
 	// found the key still the owner's (run; read by tests).
 	rewatches atomic.Int64
@@ -133,7 +140,7 @@ func (s *Store) Acquire(ctx context.Context, volume string, o OwnerOptions) (*Ow
 	if err != nil {
 		return nil, err
 	}
-	ow.ttl, ow.lastRW = o.TTL, prev
+	ow.ttl, ow.lastRW, ow.onRenewal = o.TTL, prev, o.OnRenewal
 	ow.extend(granted.Add(o.TTL - renewMargin(o.TTL)))
 	go ow.run()
 	return ow, nil
@@ -351,6 +358,9 @@ func (o *Owner) renew(ctx context.Context, out chan<- renewal) {
 			resp, err := once(rctx, o.lease)
 			if r.err = err; err == nil {
 				r.ttl = time.Duration(resp.TTL) * time.Second
+			}
+			if o.onRenewal != nil {
+				o.onRenewal(time.Since(r.sent), err)
 			}
 			select {
 			case out <- r:
