@@ -106,6 +106,16 @@ GOSSIP_SIZES ?= 100,250,500
 gossip-sim:
 	$(GO) test -count=1 -timeout 0 -run TestGossipSimTable -v ./health -gossipsim.sizes=$(GOSSIP_SIZES)
 
+## scale: the scale harness (scale/doc.go, docs/scale.md "etcd at 10,000 nodes"):
+## one etcd in a child process, SCALE_SIZES runs of AGENTS/HOSTS simulated
+## nodes mapping through volclient over hosts x 16 namespaces, measured for
+## SCALE_STEADY; prints one table. About 20 minutes on 2 cores at the default sizes.
+SCALE_SIZES  ?= 1000/250,2500/500,5000/1000,10000/1000
+SCALE_STEADY ?= 1m
+.PHONY: scale
+scale:
+	$(GO) test -count=1 -timeout 0 -run 'TestScale$$' -v ./scale -scale.run -scale.sizes=$(SCALE_SIZES) -scale.steady=$(SCALE_STEADY)
+
 ## proto: regenerate the committed *.pb.go files from the .proto files.
 proto:
 	PATH="$(GOBIN_DIR):$$PATH" protoc -I . -I $(PROTO_INCLUDE) \

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -295,6 +296,35 @@ func (s *Store) Allocation(ctx context.Context, id string) (*AllocRecord, error)
 		return nil, err
 	}
 	return a, nil
+}
+
+// Allocations reads every namespace's slot allocation, by namespace id, in
+// one request: a view of the whole cluster (the controller's snapshot, a
+// capacity judgement) costs one read, not one per namespace.
+func (s *Store) Allocations(ctx context.Context) (map[string]*AllocRecord, error) {
+	prefix := s.keys.allocs()
+	resp, err := s.kv.Get(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, s.wrap("list "+s.keys.describe(prefix), err)
+	}
+	out := make(map[string]*AllocRecord, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		a := &AllocRecord{}
+		if err := decodeKV(kv, a); err != nil {
+			return nil, err
+		}
+		out[strings.TrimPrefix(string(kv.Key), prefix)] = a
+	}
+	return out, nil
+}
+
+// AllocationOf is namespace n's allocation in allocs (from Allocations),
+// or an ErrNotFound error as Allocation returns for a missing one.
+func AllocationOf(allocs map[string]*AllocRecord, n *NamespaceRecord) (*AllocRecord, error) {
+	if a := allocs[n.ID]; a != nil {
+		return a, nil
+	}
+	return nil, classErrorf(ErrNotFound, "allocation of namespace %s not found", n.ID)
 }
 
 // SetNamespaceState changes a namespace's state (in, draining, down, out,
