@@ -173,6 +173,19 @@ func (s *Store) CheckNamespace(ctx context.Context, spec NamespaceSpec) (*Namesp
 	if err != nil {
 		return nil, err
 	}
+	rec, err := newNamespaceRecord(c, spec)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkNewNamespace(ctx, rec); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// newNamespaceRecord is the record of spec in cluster c, its fields
+// checked.
+func newNamespaceRecord(c *ClusterRecord, spec NamespaceSpec) (*NamespaceRecord, error) {
 	rec := &NamespaceRecord{ID: spec.ID, Host: spec.Host, NQN: spec.NQN, NSID: spec.NSID, UUID: spec.UUID,
 		Size: spec.Size, Slots: spec.Size / c.SlotSize, State: placement.StateIn.String(), Paths: spec.Paths,
 		Unfenced: spec.Unfenced, AllowUnfenced: spec.AllowUnfenced}
@@ -191,9 +204,6 @@ func (s *Store) CheckNamespace(ctx context.Context, spec NamespaceSpec) (*Namesp
 	}
 	if err := check(); err != nil {
 		return nil, fmt.Errorf("namespace %s (slot size %d): %w: %w", rec.ID, c.SlotSize, ErrInvalid, err)
-	}
-	if err := s.checkNewNamespace(ctx, rec); err != nil {
-		return nil, err
 	}
 	return rec, nil
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/nvstripe/nvstripe/meta"
 )
@@ -96,6 +97,7 @@ func refusingPaths(t *testing.T) ([]string, []net.Listener) {
 // agents' volumes and their first segments, placed by the allocator.
 func build(t *testing.T, ctx context.Context, w *world) {
 	t.Helper()
+	start := time.Now()
 	s := w.stores[0]
 	if _, err := s.InitCluster(ctx, meta.InitOptions{DomainLabel: "rack"}); err != nil {
 		t.Fatal(err)
@@ -106,22 +108,25 @@ func build(t *testing.T, ctx context.Context, w *world) {
 		_, err := w.stores[i%len(w.stores)].AddHost(ctx, hostName(i), map[string]string{"rack": fmt.Sprintf("r%03d", i%racks)})
 		return err
 	})
+	t.Logf("%d hosts recorded after %v", sz.hosts, time.Since(start).Round(time.Second))
 	w.hostNS = make([][]string, sz.hosts)
-	parallel(t, sz.hosts*sz.nsPerHost, func(i int) error {
-		h := i / sz.nsPerHost
-		var paths []meta.PathRecord
-		for g, a := range w.paths {
-			paths = append(paths, meta.PathRecord{Addr: a, ANAGroup: uint32(g + 1), ANAState: meta.ANAOptimized})
+	parallel(t, sz.hosts, func(h int) error {
+		var specs []meta.NamespaceSpec
+		for n := range sz.nsPerHost {
+			var paths []meta.PathRecord
+			for g, a := range w.paths {
+				paths = append(paths, meta.PathRecord{Addr: a, ANAGroup: uint32(g + 1), ANAState: meta.ANAOptimized})
+			}
+			specs = append(specs, meta.NamespaceSpec{Host: hostName(h), NQN: "nqn.2026-12.io.nvstripe:scale-" + hostName(h),
+				NSID: uint32(n + 1), Size: nsBytes, Paths: paths})
 		}
-		_, err := w.stores[i%len(w.stores)].AddNamespace(ctx, meta.NamespaceSpec{Host: hostName(h),
-			NQN: "nqn.2026-12.io.nvstripe:scale-" + hostName(h), NSID: uint32(i%sz.nsPerHost + 1), Size: nsBytes, Paths: paths})
+		recs, err := w.stores[h%len(w.stores)].AddNamespaces(ctx, specs)
+		for _, r := range recs {
+			w.hostNS[h] = append(w.hostNS[h], r.ID)
+		}
 		return err
 	})
-	for h := range sz.hosts {
-		for n := range sz.nsPerHost {
-			w.hostNS[h] = append(w.hostNS[h], meta.DefaultNamespaceID(hostName(h), uint32(n+1)))
-		}
-	}
+	t.Logf("%d namespaces recorded after %v", sz.hosts*sz.nsPerHost, time.Since(start).Round(time.Second))
 	w.volNS = make([]map[string]bool, sz.agents)
 	var mu sync.Mutex
 	parallel(t, sz.agents, func(i int) error {
@@ -131,6 +136,7 @@ func build(t *testing.T, ctx context.Context, w *world) {
 		mu.Unlock()
 		return err
 	})
+	t.Logf("%d volumes created, %d segments allocated after %v", sz.agents, sz.agents*sz.segments, time.Since(start).Round(time.Second))
 }
 
 // volumeSpec is a volume as `nvstripe volume create --size S` makes it:
