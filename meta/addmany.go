@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // AddNamespaces records many namespaces, as AddNamespace does each, but
@@ -12,9 +14,11 @@ import (
 // adding a cluster's namespaces one by one reads O(n²) records (at 1,000
 // hosts × 16 namespaces, 128 million; docs/scale.md). Nothing is written
 // unless every spec passes its checks (fields, host, NQN and NSID, id,
-// among themselves too); then each is written by its own transaction,
-// which checks its host and id again. It returns the records in the order
-// of specs.
+// among themselves too); then they are written up to namespacesPerTxn in
+// a transaction, which checks their hosts and ids again (a batch that
+// races with a host's removal or the same id's addition may be recorded in
+// part: ErrConflict names the transaction that failed). It returns the
+// records in the order of specs.
 func (s *Store) AddNamespaces(ctx context.Context, specs []NamespaceSpec) ([]*NamespaceRecord, error) {
 	c, err := s.Cluster(ctx)
 	if err != nil {
@@ -29,12 +33,51 @@ func (s *Store) AddNamespaces(ctx context.Context, specs []NamespaceSpec) ([]*Na
 	if err := s.checkNewNamespaces(ctx, recs); err != nil {
 		return nil, err
 	}
-	for _, rec := range recs {
-		if err := s.putNamespace(ctx, rec); err != nil {
-			return nil, fmt.Errorf("namespace %s: %w", rec.ID, err)
+	for from := 0; from < len(recs); from += namespacesPerTxn {
+		if err := s.putNamespaces(ctx, recs[from:min(from+namespacesPerTxn, len(recs))]); err != nil {
+			return nil, err
 		}
 	}
 	return recs, nil
+}
+
+// namespacesPerTxn bounds the namespaces one transaction of AddNamespaces
+// writes: 2 puts and up to 3 compares each stay under maxTxnOps.
+const namespacesPerTxn = maxTxnOps / 3
+
+// putNamespaces writes recs and their empty allocations in one
+// transaction if their ids are free and their hosts exist.
+func (s *Store) putNamespaces(ctx context.Context, recs []*NamespaceRecord) error {
+	var cmps []clientv3.Cmp
+	var ops []clientv3.Op
+	hosts := map[string]bool{}
+	for _, rec := range recs {
+		nsOp, err := putOp(s.keys.namespace(rec.ID), rec)
+		if err != nil {
+			return err
+		}
+		allocOp, err := putOp(s.keys.alloc(rec.ID), newAlloc(rec.Slots))
+		if err != nil {
+			return err
+		}
+		ops = append(ops, nsOp, allocOp)
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(s.keys.namespace(rec.ID)), "=", 0),
+			clientv3.Compare(clientv3.CreateRevision(s.keys.alloc(rec.ID)), "=", 0))
+		if !hosts[rec.Host] {
+			hosts[rec.Host] = true
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(s.keys.host(rec.Host)), ">", 0))
+		}
+	}
+	defer s.invalidate()
+	resp, err := s.kv.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	if err != nil {
+		return s.wrap(fmt.Sprintf("add namespaces %s..%s", recs[0].ID, recs[len(recs)-1].ID), err)
+	}
+	if !resp.Succeeded {
+		return classErrorf(ErrConflict, "add namespaces %s..%s: a host was removed or an id was taken meanwhile",
+			recs[0].ID, recs[len(recs)-1].ID)
+	}
+	return nil
 }
 
 // checkNewNamespaces is checkNewNamespace for many records, with one read

@@ -37,9 +37,16 @@ func TestAddNamespaces(t *testing.T) {
 	if n, err := s.Namespaces(ctx); err != nil || len(n) != 1 {
 		t.Fatalf("after refused batches: %d namespaces (%v), want the first only", len(n), err)
 	}
-	recs, err := s.AddNamespaces(ctx, []NamespaceSpec{spec("h9", 1), spec("h9", 2)})
-	if err != nil || len(recs) != 2 || recs[1].ID != "h9-n2" {
+	var batch []NamespaceSpec
+	for n := range uint32(namespacesPerTxn + 3) { // two transactions
+		batch = append(batch, spec("h9", n+1))
+	}
+	recs, err := s.AddNamespaces(ctx, batch)
+	if err != nil || len(recs) != len(batch) || recs[1].ID != "h9-n2" {
 		t.Fatalf("batch: %v %v", recs, err)
+	}
+	if n, err := s.Namespaces(ctx); err != nil || len(n) != 1+len(batch) {
+		t.Fatalf("after the batch: %d namespaces (%v), want %d", len(n), err, 1+len(batch))
 	}
 	for _, r := range recs {
 		got, err := s.Namespace(ctx, r.ID)

@@ -84,8 +84,11 @@ func (sn *snapshot) setNamespace(kv *mvccpb.KeyValue) error {
 	if e == nil {
 		e = &nsEntry{}
 		sn.ns[n.ID] = e
-		sn.ids = append(sn.ids, n.ID)
-		slices.Sort(sn.ids)
+		// etcd returns the keys in order: the id goes at the end, in
+		// O(log n), not a sort of every id per namespace (O(n² log n)
+		// per snapshot: seconds at 16,000 namespaces).
+		i, _ := slices.BinarySearch(sn.ids, n.ID)
+		sn.ids = slices.Insert(sn.ids, i, n.ID)
 	}
 	if kv.ModRevision >= e.nsRev {
 		e.rec, e.nsRev = n, kv.ModRevision
