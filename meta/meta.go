@@ -140,6 +140,14 @@ type Store struct {
 	mu      sync.Mutex
 	cluster *ClusterRecord // cached: immutable once created but for MaxOvercommit (SetMaxOvercommit)
 	snap    *snapshot      // allocation view, see alloc.go
+	// loading is closed when the snapshot load under way ends (nil: none):
+	// callers that find the snapshot stale wait for it instead of each
+	// loading the whole cluster (snapshot.go freshSnapshot).
+	loading chan struct{}
+	// snapGen counts invalidations: a load that one overtook is not kept.
+	snapGen uint64
+	// snapLoads counts snapshot loads (read by tests).
+	snapLoads int
 }
 
 // Open connects to etcd and checks that it answers within DialTimeout. An

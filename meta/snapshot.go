@@ -36,6 +36,7 @@ type nsEntry struct {
 func (s *Store) invalidate() {
 	s.mu.Lock()
 	s.snap = nil
+	s.snapGen++
 	s.mu.Unlock()
 }
 
@@ -149,25 +150,55 @@ var errRetry = errors.New("retry")
 
 // withSnapshot runs fn on a fresh-enough snapshot under s.mu.
 func (s *Store) withSnapshot(ctx context.Context, fn func(*snapshot) error) error {
-	s.mu.Lock()
-	snap := s.snap
-	s.mu.Unlock()
-	var fresh *snapshot
-	if snap == nil || time.Since(snap.at) > s.cfg.SnapshotTTL {
-		var err error
-		if fresh, err = s.loadSnapshot(ctx); err != nil {
-			return err
-		}
+	if err := s.freshSnapshot(ctx); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if fresh != nil && (s.snap == nil || s.snap == snap) {
-		s.snap = fresh
-	}
 	if s.snap == nil {
-		return errRetry // invalidated while we were not reading
+		return errRetry // invalidated since it was loaded
 	}
 	return fn(s.snap)
+}
+
+// freshSnapshot makes sure s.snap is no older than SnapshotTTL, loading
+// it when it is not. One caller loads; the others that find it stale
+// meanwhile wait for that load (a process allocating many segments at once
+// would otherwise read the whole cluster once per caller, and at 16,000
+// namespaces each read is megabytes). A load overtaken by an invalidation
+// is not kept: the next caller loads again.
+func (s *Store) freshSnapshot(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		if s.snap != nil && time.Since(s.snap.at) <= s.cfg.SnapshotTTL {
+			s.mu.Unlock()
+			return nil
+		}
+		if wait := s.loading; wait != nil {
+			s.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		done, gen := make(chan struct{}), s.snapGen
+		s.loading = done
+		s.snapLoads++
+		s.mu.Unlock()
+		fresh, err := s.loadSnapshot(ctx)
+		s.mu.Lock()
+		s.loading = nil
+		close(done)
+		if err == nil && gen == s.snapGen {
+			s.snap = fresh
+		}
+		s.mu.Unlock()
+		if err != nil || gen == s.snapGen {
+			return err
+		}
+	}
 }
 
 // refresh applies key-values read by a failed transaction to the snapshot.
