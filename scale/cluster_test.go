@@ -26,7 +26,10 @@ type size struct {
 const (
 	nsBytes  = 7_680_000_000_000 / meta.BlockSize * meta.BlockSize // a 7.68 TB drive
 	hostRack = 20                                                  // hosts per rack (failure domain)
-	workers  = 32                                                  // concurrent setup requests
+	workers  = 64                                                  // concurrent setup requests
+	// hostsPerBatch hosts' namespaces are recorded by one AddNamespaces:
+	// each batch reads every namespace recorded before it.
+	hostsPerBatch = 32
 )
 
 // world is the cluster the harness built: a store per group of agents,
@@ -110,18 +113,22 @@ func build(t *testing.T, ctx context.Context, w *world) {
 	})
 	t.Logf("%d hosts recorded after %v", sz.hosts, time.Since(start).Round(time.Second))
 	w.hostNS = make([][]string, sz.hosts)
-	parallel(t, sz.hosts, func(h int) error {
+	batches := (sz.hosts + hostsPerBatch - 1) / hostsPerBatch
+	parallel(t, batches, func(b int) error {
 		var specs []meta.NamespaceSpec
-		for n := range sz.nsPerHost {
-			var paths []meta.PathRecord
-			for g, a := range w.paths {
-				paths = append(paths, meta.PathRecord{Addr: a, ANAGroup: uint32(g + 1), ANAState: meta.ANAOptimized})
+		for h := b * hostsPerBatch; h < min(sz.hosts, (b+1)*hostsPerBatch); h++ {
+			for n := range sz.nsPerHost {
+				var paths []meta.PathRecord
+				for g, a := range w.paths {
+					paths = append(paths, meta.PathRecord{Addr: a, ANAGroup: uint32(g + 1), ANAState: meta.ANAOptimized})
+				}
+				specs = append(specs, meta.NamespaceSpec{Host: hostName(h), NQN: "nqn.2026-12.io.nvstripe:scale-" + hostName(h),
+					NSID: uint32(n + 1), Size: nsBytes, Paths: paths})
 			}
-			specs = append(specs, meta.NamespaceSpec{Host: hostName(h), NQN: "nqn.2026-12.io.nvstripe:scale-" + hostName(h),
-				NSID: uint32(n + 1), Size: nsBytes, Paths: paths})
 		}
-		recs, err := w.stores[h%len(w.stores)].AddNamespaces(ctx, specs)
-		for _, r := range recs {
+		recs, err := w.stores[b%len(w.stores)].AddNamespaces(ctx, specs)
+		for k, r := range recs {
+			h := b*hostsPerBatch + k/sz.nsPerHost
 			w.hostNS[h] = append(w.hostNS[h], r.ID)
 		}
 		return err
