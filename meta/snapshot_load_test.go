@@ -37,3 +37,50 @@ func TestSnapshotLoadedOnceForConcurrentCallers(t *testing.T) {
 		t.Errorf("after an invalidation: %v, %d loads in all, want 2", err, s.snapLoads)
 	}
 }
+
+// TestSnapshotClusterFollowsAllocations: the placement view the snapshot
+// keeps between loads counts every slot this store allocated or freed,
+// exactly as a view built afresh from the snapshot's records.
+func TestSnapshotClusterFollowsAllocations(t *testing.T) {
+	s := setup(t, 6, 2, 8)
+	ctx := testCtx(t)
+	if _, err := s.CreateVolume(ctx, VolumeSpec{Name: "v", Size: 8 * 4 * testSlot, Layout: Layout{K: 4, M: 2, Chunk: 4096}}); err != nil {
+		t.Fatal(err)
+	}
+	vm, err := s.VolumeMap(ctx, "v", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seg := range int64(6) {
+		if _, err := vm.Allocate(ctx, seg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := vm.Free(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	err = s.withSnapshot(ctx, func(sn *snapshot) error {
+		kept, err := sn.cluster()
+		if err != nil {
+			return err
+		}
+		fresh, err := sn.build()
+		if err != nil {
+			return err
+		}
+		var used int64
+		for i, n := range kept.Namespaces() {
+			if f := fresh.Namespaces()[i]; n != f {
+				t.Errorf("kept view %+v, built afresh %+v", n, f)
+			}
+			used += n.Used
+		}
+		if used != 5*6 {
+			t.Errorf("%d slots used in the kept view, want 30 (5 segments of 4+2)", used)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -24,11 +24,11 @@ var (
 		"the runs of TestScale: AGENTS/HOSTS pairs, comma-separated")
 	runScale        = flag.Bool("scale.run", false, "run TestScale (make scale)")
 	nsPerHostFlag   = flag.Int("scale.ns-per-host", 16, "namespaces per host")
-	segmentsFlag    = flag.Int("scale.segments", 4, "segments allocated per volume")
-	volumeFlag      = flag.Int64("scale.volume-tib", 128, "size of each volume in TiB (thin)")
+	segmentsFlag    = flag.Int("scale.segments", 1, "segments allocated per volume")
+	volumeFlag      = flag.Int64("scale.volume-tib", 0, "size of each volume in TiB (thin); 0: the volumes promise half the usable space")
 	perClientFlag   = flag.Int("scale.agents-per-client", 100, "simulated nodes sharing one etcd client")
 	steadyFlag      = flag.Duration("scale.steady", time.Minute, "how long the steady state is measured")
-	openConcurrency = 16 // nodes mapping at once while the harness starts them
+	openConcurrency = 32 // nodes mapping at once while the harness starts them
 )
 
 // result is one row of the table.
@@ -72,11 +72,22 @@ func TestScale(t *testing.T) {
 		}
 		sz := size{agents: agents, hosts: hosts, nsPerHost: *nsPerHostFlag, segments: *segmentsFlag,
 			volumeSize: *volumeFlag << 40, agentsPerClient: *perClientFlag}
+		if sz.volumeSize == 0 {
+			sz.volumeSize = halfUsable(sz)
+		}
 		t.Run(fmt.Sprintf("%d-agents-%d-hosts", agents, hosts), func(t *testing.T) {
 			rows = append(rows, run(t, sz, *steadyFlag))
 		})
 		fmt.Print(table(rows))
 	}
+}
+
+// halfUsable is a volume size (whole TiB) at which sz's volumes promise
+// half the space 4+2 leaves of the namespaces: under the overcommit limit
+// that capacity-judged creates enforce.
+func halfUsable(sz size) int64 {
+	raw := int64(sz.hosts*sz.nsPerHost) * nsBytes
+	return max(1, raw/6*4/2/int64(sz.agents)>>40) << 40
 }
 
 // TestScaleSmoke runs the harness at a tiny size and checks the costs that
