@@ -136,6 +136,9 @@ type Store struct {
 	// renewLease renews an owner's lease once (clientv3.Lease.KeepAliveOnce
 	// when nil; a test pauses renewals with it).
 	renewLease func(context.Context, clientv3.LeaseID) (*clientv3.LeaseKeepAliveResponse, error)
+	// grantLease grants an owner's lease (clientv3.Lease.Grant when nil; a
+	// test lets one expire before it is used).
+	grantLease func(context.Context, int64) (*clientv3.LeaseGrantResponse, error)
 
 	mu      sync.Mutex
 	cluster *ClusterRecord // cached: immutable once created but for MaxOvercommit (SetMaxOvercommit)

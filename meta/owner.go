@@ -126,17 +126,11 @@ func (s *Store) Acquire(ctx context.Context, volume string, o OwnerOptions) (*Ow
 	if err := rec.check(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	granted := time.Now() // the lease cannot expire before granted + TTL
-	lease, err := s.cli.Grant(ctx, int64((o.TTL+time.Second-1)/time.Second))
+	granted, lease, epoch, prev, err := s.grantAndClaim(ctx, volume, key, &rec, o.TTL)
 	if err != nil {
-		return nil, s.wrap("grant lease", err)
-	}
-	epoch, prev, err := s.claim(ctx, volume, key, &rec, lease.ID)
-	if err != nil {
-		_, _ = s.cli.Revoke(context.WithoutCancel(ctx), lease.ID)
 		return nil, err
 	}
-	ow, err := s.startOwner(ctx, volume, key, rec, lease.ID, epoch)
+	ow, err := s.startOwner(ctx, volume, key, rec, lease, epoch)
 	if err != nil {
 		return nil, err
 	}
@@ -144,6 +138,37 @@ func (s *Store) Acquire(ctx context.Context, volume string, o OwnerOptions) (*Ow
 	ow.extend(granted.Add(o.TTL - renewMargin(o.TTL)))
 	go ow.run()
 	return ow, nil
+}
+
+// grantTries bounds the leases Acquire is granted for one claim.
+const grantTries = 3
+
+// grantAndClaim grants a lease of ttl and claims the volume under it,
+// returning when the lease was asked for (it cannot expire before that
+// plus ttl), the lease, the epoch and the last read-write owner. A lease
+// that expired before the claim reached etcd (a process or an etcd too
+// loaded to send or serve the claim within the TTL) is not an answer
+// about the volume: a fresh lease is granted, up to grantTries in all.
+func (s *Store) grantAndClaim(ctx context.Context, volume, key string, rec *OwnerRecord, ttl time.Duration) (time.Time, clientv3.LeaseID, int64, OwnerInfo, error) {
+	grant := s.grantLease
+	if grant == nil {
+		grant = s.cli.Grant
+	}
+	for try := 1; ; try++ {
+		granted := time.Now()
+		lease, err := grant(ctx, int64((ttl+time.Second-1)/time.Second))
+		if err != nil {
+			return time.Time{}, 0, 0, OwnerInfo{}, s.wrap("grant lease", err)
+		}
+		epoch, prev, err := s.claim(ctx, volume, key, rec, lease.ID)
+		if err == nil {
+			return granted, lease.ID, epoch, prev, nil
+		}
+		_, _ = s.cli.Revoke(context.WithoutCancel(ctx), lease.ID)
+		if !errors.Is(err, rpctypes.ErrLeaseNotFound) || try == grantTries {
+			return time.Time{}, 0, 0, OwnerInfo{}, err
+		}
+	}
 }
 
 // claim writes the owner key under the lease if the volume is ready and no

@@ -30,6 +30,9 @@ const (
 	// hostsPerBatch hosts' namespaces are recorded by one AddNamespaces:
 	// each batch reads every namespace recorded before it.
 	hostsPerBatch = 32
+	// setupStores create the volumes: each store reloads its view of the
+	// whole cluster every SnapshotTTL, megabytes at 1,000 hosts.
+	setupStores = 4
 )
 
 // world is the cluster the harness built: a store per group of agents,
@@ -137,7 +140,7 @@ func build(t *testing.T, ctx context.Context, w *world) {
 	w.volNS = make([]map[string]bool, sz.agents)
 	var mu sync.Mutex
 	parallel(t, sz.agents, func(i int) error {
-		used, err := createVolume(ctx, w.store(i), volume(i), sz)
+		used, err := createVolume(ctx, w.stores[i%min(setupStores, len(w.stores))], volume(i), sz)
 		mu.Lock()
 		w.volNS[i] = used
 		mu.Unlock()

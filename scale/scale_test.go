@@ -28,7 +28,7 @@ var (
 	volumeFlag      = flag.Int64("scale.volume-tib", 0, "size of each volume in TiB (thin); 0: the volumes promise half the usable space")
 	perClientFlag   = flag.Int("scale.agents-per-client", 100, "simulated nodes sharing one etcd client")
 	steadyFlag      = flag.Duration("scale.steady", time.Minute, "how long the steady state is measured")
-	openConcurrency = 32 // nodes mapping at once while the harness starts them
+	openConcurrency = 16 // nodes mapping at once while the harness starts them
 )
 
 // result is one row of the table.
