@@ -122,6 +122,7 @@ func importRules() map[string]rule {
 
 		"campaign": {ours: []string{"*"}, third: []string{"github.com/anishathalye/porcupine"},
 			why: "campaign runs the fault campaign over the nvstripe binary's processes and checks its histories (tests only)"},
+		"scale": {ours: []string{"*"}, why: "scale is the scale harness over one etcd, simulated nodes and the controller (tests only)"},
 		"uring": {third: []string{"golang.org/x/sys/..."}, why: "uring is the io_uring binding under ublk"},
 		"ublk": {ours: []string{"blockdev", "uring"}, third: []string{"golang.org/x/sys/..."},
 			why: "ublk serves any blockdev.Device as /dev/ublkbN"},

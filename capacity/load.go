@@ -29,8 +29,12 @@ func Load(ctx context.Context, s *meta.Store) (Input, float64, error) {
 	if err != nil {
 		return Input{}, 0, err
 	}
+	allocs, err := s.Allocations(ctx)
+	if err != nil {
+		return Input{}, 0, err
+	}
 	for _, n := range nss {
-		a, err := s.Allocation(ctx, n.ID)
+		a, err := meta.AllocationOf(allocs, n)
 		if err != nil {
 			return Input{}, 0, err
 		}

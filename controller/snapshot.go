@@ -113,8 +113,12 @@ func (s *Snapshot) loadHosts(ctx context.Context, store *meta.Store) error {
 	if err != nil {
 		return err
 	}
+	allocs, err := store.Allocations(ctx)
+	if err != nil {
+		return err
+	}
 	for _, n := range nss {
-		a, err := store.Allocation(ctx, n.ID)
+		a, err := meta.AllocationOf(allocs, n)
 		if err != nil {
 			return err
 		}

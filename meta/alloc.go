@@ -282,7 +282,33 @@ func (s *Store) applyAllocs(changed map[string]*AllocRecord, rev int64) {
 	}
 	for id, a := range changed {
 		if e := s.snap.ns[id]; e != nil && e.allocRev < rev {
+			s.snap.recount(id, e.alloc, a)
 			e.alloc, e.allocRev = a.clone(), rev
 		}
+	}
+}
+
+// recount carries namespace id's allocation count from old to now into
+// the built placement view (dropped when that fails).
+// REQUIRES: s.mu held.
+func (sn *snapshot) recount(id string, old, now *AllocRecord) {
+	if sn.built == nil {
+		return
+	}
+	var err error
+	switch {
+	case old == nil:
+		sn.built = nil
+	case now.Used > old.Used:
+		for range now.Used - old.Used {
+			err = errors.Join(err, sn.built.Reserve(id))
+		}
+	case now.Used < old.Used:
+		for range old.Used - now.Used {
+			err = errors.Join(err, sn.built.Release(id))
+		}
+	}
+	if err != nil {
+		sn.built = nil
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"strings"
 
 	"github.com/google/uuid"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -164,6 +165,19 @@ func (s *Store) CheckNamespace(ctx context.Context, spec NamespaceSpec) (*Namesp
 	if err != nil {
 		return nil, err
 	}
+	rec, err := newNamespaceRecord(c, spec)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkNewNamespace(ctx, rec); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// newNamespaceRecord is the record of spec in cluster c, its fields
+// checked.
+func newNamespaceRecord(c *ClusterRecord, spec NamespaceSpec) (*NamespaceRecord, error) {
 	rec := &NamespaceRecord{ID: spec.ID, Host: spec.Host, NQN: spec.NQN, NSID: spec.NSID, UUID: spec.UUID,
 		Size: spec.Size, Slots: spec.Size / c.SlotSize, State: placement.StateIn.String(), Paths: spec.Paths,
 		Unfenced: spec.Unfenced, AllowUnfenced: spec.AllowUnfenced}
@@ -182,9 +196,6 @@ func (s *Store) CheckNamespace(ctx context.Context, spec NamespaceSpec) (*Namesp
 	}
 	if err := check(); err != nil {
 		return nil, fmt.Errorf("namespace %s (slot size %d): %w: %w", rec.ID, c.SlotSize, ErrInvalid, err)
-	}
-	if err := s.checkNewNamespace(ctx, rec); err != nil {
-		return nil, err
 	}
 	return rec, nil
 }
@@ -289,6 +300,35 @@ func (s *Store) Allocation(ctx context.Context, id string) (*AllocRecord, error)
 	return a, nil
 }
 
+// Allocations reads every namespace's slot allocation, by namespace id, in
+// one request: a view of the whole cluster (the controller's snapshot, a
+// capacity judgement) costs one read, not one per namespace.
+func (s *Store) Allocations(ctx context.Context) (map[string]*AllocRecord, error) {
+	prefix := s.keys.allocs()
+	resp, err := s.kv.Get(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, s.wrap("list "+s.keys.describe(prefix), err)
+	}
+	out := make(map[string]*AllocRecord, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		a := &AllocRecord{}
+		if err := decodeKV(kv, a); err != nil {
+			return nil, err
+		}
+		out[strings.TrimPrefix(string(kv.Key), prefix)] = a
+	}
+	return out, nil
+}
+
+// AllocationOf is namespace n's allocation in allocs (from Allocations),
+// or an ErrNotFound error as Allocation returns for a missing one.
+func AllocationOf(allocs map[string]*AllocRecord, n *NamespaceRecord) (*AllocRecord, error) {
+	if a := allocs[n.ID]; a != nil {
+		return a, nil
+	}
+	return nil, classErrorf(ErrNotFound, "allocation of namespace %s not found", n.ID)
+}
+
 // SetNamespaceState changes a namespace's state (in, draining, down, out,
 // failed). Only namespaces "in" receive new segments.
 func (s *Store) SetNamespaceState(ctx context.Context, id string, state placement.State) error {
@@ -308,11 +348,17 @@ func (s *Store) SetNamespaceState(ctx context.Context, id string, state placemen
 
 // SetPathState records the last-known ANA group (0: keep the recorded one)
 // and state of one path of a namespace (ErrNotFound when the namespace has
-// no such path).
+// no such path). A path already recorded so is not written again: every
+// node that uses the namespace publishes the change it sees, so when a
+// host fails hundreds of nodes record the same state of the same paths at
+// once, and only the first of them writes (docs/scale.md).
 func (s *Store) SetPathState(ctx context.Context, id, addr string, group uint32, state string) error {
 	return update(ctx, s, s.keys.namespace(id), func() *NamespaceRecord { return &NamespaceRecord{} },
 		func(n *NamespaceRecord) error {
 			for i := range n.Paths {
+				if n.Paths[i].Addr == addr && n.Paths[i].ANAState == state && (group == 0 || n.Paths[i].ANAGroup == group) {
+					return errUnchanged
+				}
 				if n.Paths[i].Addr == addr {
 					n.Paths[i].ANAState = state
 					if group != 0 {

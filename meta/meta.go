@@ -136,10 +136,21 @@ type Store struct {
 	// renewLease renews an owner's lease once (clientv3.Lease.KeepAliveOnce
 	// when nil; a test pauses renewals with it).
 	renewLease func(context.Context, clientv3.LeaseID) (*clientv3.LeaseKeepAliveResponse, error)
+	// grantLease grants an owner's lease (clientv3.Lease.Grant when nil; a
+	// test lets one expire before it is used).
+	grantLease func(context.Context, int64) (*clientv3.LeaseGrantResponse, error)
 
 	mu      sync.Mutex
 	cluster *ClusterRecord // cached: immutable once created but for MaxOvercommit (SetMaxOvercommit)
 	snap    *snapshot      // allocation view, see alloc.go
+	// loading is closed when the snapshot load under way ends (nil: none):
+	// callers that find the snapshot stale wait for it instead of each
+	// loading the whole cluster (snapshot.go freshSnapshot).
+	loading chan struct{}
+	// snapGen counts invalidations: a load that one overtook is not kept.
+	snapGen uint64
+	// snapLoads counts snapshot loads (read by tests).
+	snapLoads int
 }
 
 // Open connects to etcd and checks that it answers within DialTimeout. An

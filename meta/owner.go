@@ -32,6 +32,11 @@ type OwnerOptions struct {
 	// the owner stops renewing it (crash, partition). Default 10s; at
 	// least 2s.
 	TTL time.Duration
+	// OnRenewal hears the outcome of every renewal of the lease: how long
+	// etcd took to answer it, or why it failed (metrics; the scale
+	// harness's renewal percentiles). It runs on the renewal's goroutine
+	// and must not block. Default nil.
+	OnRenewal func(took time.Duration, err error)
 }
 
 // Owner is a held ownership of a volume. Its Context is cancelled, with
@@ -73,6 +78,8 @@ type Owner struct {
 	base   time.Time
 	until  atomic.Int64
 	lastRW OwnerInfo
+	// onRenewal is OwnerOptions.OnRenewal.
+	onRenewal func(took time.Duration, err error)
 	// rewatches counts the watches of the key made again after a break
 	// found the key still the owner's (run; read by tests).
 	rewatches atomic.Int64
@@ -119,24 +126,49 @@ func (s *Store) Acquire(ctx context.Context, volume string, o OwnerOptions) (*Ow
 	if err := rec.check(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	granted := time.Now() // the lease cannot expire before granted + TTL
-	lease, err := s.cli.Grant(ctx, int64((o.TTL+time.Second-1)/time.Second))
-	if err != nil {
-		return nil, s.wrap("grant lease", err)
-	}
-	epoch, prev, err := s.claim(ctx, volume, key, &rec, lease.ID)
-	if err != nil {
-		_, _ = s.cli.Revoke(context.WithoutCancel(ctx), lease.ID)
-		return nil, err
-	}
-	ow, err := s.startOwner(ctx, volume, key, rec, lease.ID, epoch)
+	granted, lease, epoch, prev, err := s.grantAndClaim(ctx, volume, key, &rec, o.TTL)
 	if err != nil {
 		return nil, err
 	}
-	ow.ttl, ow.lastRW = o.TTL, prev
+	ow, err := s.startOwner(ctx, volume, key, rec, lease, epoch)
+	if err != nil {
+		return nil, err
+	}
+	ow.ttl, ow.lastRW, ow.onRenewal = o.TTL, prev, o.OnRenewal
 	ow.extend(granted.Add(o.TTL - renewMargin(o.TTL)))
 	go ow.run()
 	return ow, nil
+}
+
+// grantTries bounds the leases Acquire is granted for one claim.
+const grantTries = 3
+
+// grantAndClaim grants a lease of ttl and claims the volume under it,
+// returning when the lease was asked for (it cannot expire before that
+// plus ttl), the lease, the epoch and the last read-write owner. A lease
+// that expired before the claim reached etcd (a process or an etcd too
+// loaded to send or serve the claim within the TTL) is not an answer
+// about the volume: a fresh lease is granted, up to grantTries in all.
+func (s *Store) grantAndClaim(ctx context.Context, volume, key string, rec *OwnerRecord, ttl time.Duration) (time.Time, clientv3.LeaseID, int64, OwnerInfo, error) {
+	grant := s.grantLease
+	if grant == nil {
+		grant = s.cli.Grant
+	}
+	for try := 1; ; try++ {
+		granted := time.Now()
+		lease, err := grant(ctx, int64((ttl+time.Second-1)/time.Second))
+		if err != nil {
+			return time.Time{}, 0, 0, OwnerInfo{}, s.wrap("grant lease", err)
+		}
+		epoch, prev, err := s.claim(ctx, volume, key, rec, lease.ID)
+		if err == nil {
+			return granted, lease.ID, epoch, prev, nil
+		}
+		_, _ = s.cli.Revoke(context.WithoutCancel(ctx), lease.ID)
+		if !errors.Is(err, rpctypes.ErrLeaseNotFound) || try == grantTries {
+			return time.Time{}, 0, 0, OwnerInfo{}, err
+		}
+	}
 }
 
 // claim writes the owner key under the lease if the volume is ready and no
@@ -351,6 +383,9 @@ func (o *Owner) renew(ctx context.Context, out chan<- renewal) {
 			resp, err := once(rctx, o.lease)
 			if r.err = err; err == nil {
 				r.ttl = time.Duration(resp.TTL) * time.Second
+			}
+			if o.onRenewal != nil {
+				o.onRenewal(time.Since(r.sent), err)
 			}
 			select {
 			case out <- r:

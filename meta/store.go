@@ -2,6 +2,7 @@ package meta
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -80,8 +81,13 @@ func (s *Store) create(ctx context.Context, key string, r record, more ...client
 	return nil
 }
 
+// errUnchanged, returned by an update's fn, says the record already holds
+// what it would write: update writes nothing and returns nil.
+var errUnchanged = errors.New("unchanged")
+
 // update rewrites the record at key with fn, comparing the mod revision it
-// read, retrying on conflict. fn may return an error to stop.
+// read, retrying on conflict. fn may return an error to stop (errUnchanged:
+// stop without an error).
 func update[R record](ctx context.Context, s *Store, key string, fresh func() R, fn func(R) error) error {
 	for range maxRetries {
 		r := fresh()
@@ -89,7 +95,9 @@ func update[R record](ctx context.Context, s *Store, key string, fresh func() R,
 		if err != nil {
 			return err
 		}
-		if err := fn(r); err != nil {
+		if err := fn(r); errors.Is(err, errUnchanged) {
+			return nil
+		} else if err != nil {
 			return err
 		}
 		op, err := putOp(key, r)

@@ -21,7 +21,7 @@ func acquire(ctx context.Context, store *meta.Store, name string, o OpenOptions,
 	host, _ := os.Hostname()
 	var waited time.Duration
 	for {
-		owner, err := store.Acquire(ctx, name, meta.OwnerOptions{Holder: o.Holder, ReadOnly: o.ReadOnly, Mover: o.Mover && !o.ReadOnly, TTL: o.LeaseTTL})
+		owner, err := store.Acquire(ctx, name, meta.OwnerOptions{Holder: o.Holder, ReadOnly: o.ReadOnly, Mover: o.Mover && !o.ReadOnly, TTL: o.LeaseTTL, OnRenewal: o.OnRenewal})
 		var busy *meta.BusyError
 		if err == nil || !errors.As(err, &busy) {
 			return owner, err

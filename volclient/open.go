@@ -30,6 +30,9 @@ type OpenOptions struct {
 	// how long the volume stays owned, and this process keeps writing, when
 	// etcd cannot be reached. Default meta's (10s).
 	LeaseTTL time.Duration
+	// OnRenewal hears every renewal of the ownership lease
+	// (meta.OwnerOptions.OnRenewal). Default nil.
+	OnRenewal func(took time.Duration, err error)
 	// Namespaces say how to reach the namespaces.
 	Namespaces NamespaceOptions
 	// Events receives the volume's events.
