@@ -16,6 +16,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/capacity"
 	"github.com/nvstripe/nvstripe/controller"
+	"github.com/nvstripe/nvstripe/controller/decide"
 	"github.com/nvstripe/nvstripe/meta"
 )
 
@@ -263,7 +264,7 @@ func measureStorm(t *testing.T, ctx context.Context, etcd *etcdProc, w *world, r
 
 // measureController times the controller's read of the cluster
 // (controller.LoadSnapshot, each tick) and its decision over it
-// (controller.Decide), the best of three.
+// (decide.Decide), the best of three.
 func measureController(t *testing.T, ctx context.Context, etcd *etcdProc, w *world, r *result) {
 	for range 3 {
 		before, err := etcd.read(ctx)
@@ -281,7 +282,7 @@ func measureController(t *testing.T, ctx context.Context, etcd *etcdProc, w *wor
 			t.Fatal(err)
 		}
 		start = time.Now()
-		if _, err := controller.Decide(snap.State, time.Now(), controller.Config{}); err != nil {
+		if _, err := decide.Decide(snap.State, time.Now(), decide.Config{}); err != nil {
 			t.Fatal(err)
 		}
 		decide := time.Since(start)
