@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nvstripe/nvstripe/meta/embed"
+	"github.com/nvstripe/nvstripe/meta/memetcd"
 )
 
 // Start starts an etcd server for t and returns its client endpoints. The
@@ -77,4 +78,12 @@ func EnableAuth(t testing.TB, endpoints []string, password string) {
 			t.Fatalf("metatest: enable auth: %v", err)
 		}
 	}
+}
+
+// Mem returns an in-memory etcd for t whose leases expire only when the
+// test moves its clock (Clock().Advance). It is closed when t ends.
+func Mem(t testing.TB) *memetcd.Server {
+	s := memetcd.New(memetcd.Options{Clock: memetcd.NewClock(time.Unix(1_700_000_000, 0))})
+	t.Cleanup(s.Close)
+	return s
 }
