@@ -44,6 +44,12 @@ func Compact(t testing.TB, endpoints []string) int64 {
 		t.Fatalf("metatest: %v", err)
 	}
 	defer cli.Close()
+	return CompactClient(t, cli)
+}
+
+// CompactClient is Compact through a client (of an in-memory etcd, say).
+func CompactClient(t testing.TB, cli *clientv3.Client) int64 {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	resp, err := cli.Put(ctx, "/metatest/compact", "")
