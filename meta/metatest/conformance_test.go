@@ -10,7 +10,7 @@ import (
 
 func TestConformanceMem(t *testing.T) {
 	RunConformance(t, func(t *testing.T) Backend {
-		srv := Mem(t)
+		srv := MemClock(t)
 		return Backend{
 			Client: func(testing.TB) *clientv3.Client { return srv.Client() },
 			Pass:   func(_ testing.TB, d time.Duration) { srv.Clock().Advance(d) },

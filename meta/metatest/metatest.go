@@ -86,9 +86,17 @@ func EnableAuth(t testing.TB, endpoints []string, password string) {
 	}
 }
 
-// Mem returns an in-memory etcd for t whose leases expire only when the
-// test moves its clock (Clock().Advance). It is closed when t ends.
+// Mem returns an in-memory etcd for t on the real clock (leases expire in
+// real time, as an embedded etcd's). It is closed when t ends.
 func Mem(t testing.TB) *memetcd.Server {
+	s := memetcd.New(memetcd.Options{})
+	t.Cleanup(s.Close)
+	return s
+}
+
+// MemClock returns an in-memory etcd for t whose leases expire only when
+// the test moves its clock (Clock().Advance). It is closed when t ends.
+func MemClock(t testing.TB) *memetcd.Server {
 	s := memetcd.New(memetcd.Options{Clock: memetcd.NewClock(time.Unix(1_700_000_000, 0))})
 	t.Cleanup(s.Close)
 	return s
