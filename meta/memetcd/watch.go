@@ -48,6 +48,14 @@ func (w *watcher) Watch(ctx context.Context, key string, opts ...clientv3.OpOpti
 	op := clientv3.OpGet(key, opts...)
 	wa := &watch{key: []byte(key), end: op.RangeBytes(), op: op, next: op.Rev(),
 		progress: make(chan struct{}, 1), out: make(chan clientv3.WatchResponse)}
+	// The watch starts now, as etcd's Watch returns once the server has
+	// created it: a write after Watch returns is in it.
+	w.s.mu.Lock()
+	cur := w.s.rev
+	w.s.mu.Unlock()
+	if wa.next <= 0 {
+		wa.next = cur + 1
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.ctx.Err() != nil {
@@ -62,20 +70,15 @@ func (w *watcher) Watch(ctx context.Context, key string, opts ...clientv3.OpOpti
 			w.mu.Unlock()
 			close(wa.out)
 		}()
-		w.run(ctx, wa)
+		w.run(ctx, wa, cur)
 	})
 	return wa.out
 }
 
-// run delivers wa's events until it ends.
-func (w *watcher) run(ctx context.Context, wa *watch) {
+// run delivers wa's events until it ends; cur was the revision when it
+// was created.
+func (w *watcher) run(ctx context.Context, wa *watch, cur int64) {
 	s := w.s
-	s.mu.Lock()
-	if wa.next <= 0 {
-		wa.next = s.rev + 1
-	}
-	cur := s.rev
-	s.mu.Unlock()
 	if wa.op.IsCreatedNotify() && !w.send(ctx, wa, clientv3.WatchResponse{Header: s.headerAt(cur), Created: true}) {
 		return
 	}

@@ -400,12 +400,18 @@ func writeSome(t testing.TB, c *clientv3.Client) (first int64, want string) {
 	return r1, fmt.Sprintf("PUT /w/a@%d;PUT /w/b@%d;DELETE /w/a@%d;PUT /w/b@%d;", r1, r3, r3, r4)
 }
 
+// testWatchOrder: a watch delivers its range's events in revision order,
+// from a given revision or, without one, from when Watch returned.
 func testWatchOrder(t *testing.T, b Backend) {
 	c, ctx := client(t, b), ctxOf(t)
 	w := c.Watch(ctx, "/w/", clientv3.WithPrefix(), clientv3.WithRev(must(c.Get(ctx, "/"))(t).Header.Revision+1))
+	now := c.Watch(ctx, "/w/", clientv3.WithPrefix())
 	_, want := writeSome(t, c)
 	if got := describe(collect(t, w, 4)); got != want {
 		t.Fatalf("watch events:\n got %s\nwant %s", got, want)
+	}
+	if got := describe(collect(t, now, 4)); got != want {
+		t.Fatalf("watch from now, written to right after it returned:\n got %s\nwant %s", got, want)
 	}
 }
 
