@@ -194,7 +194,7 @@ func (t *txn) header() *pb.ResponseHeader {
 	if t.wrote {
 		rev = t.rev
 	}
-	return &pb.ResponseHeader{ClusterId: 0x6d656d, MemberId: 0x6d656d, Revision: rev, RaftTerm: 1}
+	return t.s.headerAt(rev)
 }
 
 func (t *txn) commit() {

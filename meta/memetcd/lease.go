@@ -83,9 +83,9 @@ func (s *Server) revokeLocked(l *lease) {
 	t.commit()
 }
 
-func (s *Server) header() *pb.ResponseHeader {
-	return &pb.ResponseHeader{ClusterId: 0x6d656d, MemberId: 0x6d656d, Revision: s.rev, RaftTerm: 1}
-}
+// header is a response header at the current revision.
+// REQUIRES: mu held.
+func (s *Server) header() *pb.ResponseHeader { return s.headerAt(s.rev) }
 
 // lookup runs f on the live lease id under the lock, or fails with
 // ErrLeaseNotFound.

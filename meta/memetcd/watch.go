@@ -156,10 +156,10 @@ func (e event) pb(prevKV bool) *clientv3.Event {
 	return ev
 }
 
+// headerAt is a response header at rev; it reads nothing of the server's
+// state (the caller need not hold mu).
 func (s *Server) headerAt(rev int64) *pb.ResponseHeader {
-	h := s.header()
-	h.Revision = rev
-	return h
+	return &pb.ResponseHeader{ClusterId: 0x6d656d, MemberId: 0x6d656d, Revision: rev, RaftTerm: 1}
 }
 
 // send hands resp to the watch's reader unless the watch ends first.
