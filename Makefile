@@ -43,6 +43,7 @@ layering:
 
 unit:
 	$(GO) test -race -timeout 40m ./...
+	$(GO) test -race -count=1 ./meta/ -args -meta.mem # meta's tests again, on the in-memory etcd
 
 ## campaign: the fault campaign over real processes (campaign/doc.go), 50 rounds;
 ## `make test` runs 3 and 1 compound. `make campaign SEED=S ROUNDS=1` replays a

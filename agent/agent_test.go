@@ -69,7 +69,7 @@ func owners(t *testing.T, s *meta.Store, volume string) []string {
 // then take the volume.
 func TestServeMapOverGRPC(t *testing.T) {
 	needTool(t, "nbdcopy")
-	e := newAgentEnv(t)
+	e := newAgentEnvEtcd(t) // Status names etcd's endpoints
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "run", "agent.sock")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -458,7 +458,7 @@ func TestLeaseLossFencesMapping(t *testing.T) {
 // fenced; once etcd answers again it takes the volume again with a new
 // epoch, through the same frontend, and the data written before reads back.
 func TestEtcdStallReacquires(t *testing.T) {
-	e := newAgentEnv(t)
+	e := newAgentEnvEtcd(t)
 	ctx := context.Background()
 	p, err := faultnet.New(strings.TrimPrefix(e.store.Endpoints()[0], "http://"))
 	if err != nil {

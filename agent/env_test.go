@@ -15,17 +15,19 @@ import (
 	"github.com/nvstripe/nvstripe/blockdev/faultdev"
 	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/meta/memetcd"
 	"github.com/nvstripe/nvstripe/meta/metatest"
 	"github.com/nvstripe/nvstripe/volclient"
 	"github.com/nvstripe/nvstripe/volclient/volclienttest"
 )
 
-// agentEnv is an etcd, three userspace NVMe/TCP targets on 127.0.0.1 (one
+// agentEnv is an etcd (in memory unless a test needs a real one), three userspace NVMe/TCP targets on 127.0.0.1 (one
 // host each, one in-memory namespace each behind a fault injector),
 // registered and labelled, and a 2+1 volume "v" of envVolSize bytes.
 type agentEnv struct {
 	store  *meta.Store
-	eps    []string // etcd's endpoints
+	eps    []string        // a real etcd's endpoints
+	mem    *memetcd.Server // or the in-memory etcd
 	faults []*faultdev.Dev
 	nsIDs  []string
 	// proxy and proxied are set by newAgentEnvProxied.
@@ -41,9 +43,31 @@ const (
 
 func newAgentEnv(t *testing.T) *agentEnv {
 	t.Helper()
-	e := &agentEnv{}
-	e.setUp(t, metatest.Start(t))
+	e := &agentEnv{mem: metatest.Mem(t)}
+	store, err := meta.OpenClient(e.mem.Client(), meta.Config{})
+	e.setUp(t, store, err)
 	return e
+}
+
+// newAgentEnvEtcd is newAgentEnv on a real (embedded) etcd, for a test of
+// the etcd connection itself.
+func newAgentEnvEtcd(t *testing.T) *agentEnv {
+	t.Helper()
+	e := &agentEnv{eps: metatest.Start(t)}
+	store, err := meta.Open(context.Background(), meta.Config{Endpoints: e.eps})
+	e.setUp(t, store, err)
+	return e
+}
+
+// compact compacts the etcd's history up to a new revision.
+func (e *agentEnv) compact(t *testing.T) {
+	if e.mem == nil {
+		metatest.Compact(t, e.eps)
+		return
+	}
+	cli := e.mem.Client()
+	defer cli.Close()
+	metatest.CompactClient(t, cli)
 }
 
 // newAgentEnvProxied also puts a TCP proxy between the agent's store
@@ -51,10 +75,8 @@ func newAgentEnv(t *testing.T) *agentEnv {
 // partition: etcd and its lease timers keep running) and let it back.
 func newAgentEnvProxied(t *testing.T) *agentEnv {
 	t.Helper()
-	eps := metatest.Start(t)
-	e := &agentEnv{}
-	e.setUp(t, eps)
-	e.proxy = startProxy(t, strings.TrimPrefix(eps[0], "http://"))
+	e := newAgentEnvEtcd(t)
+	e.proxy = startProxy(t, strings.TrimPrefix(e.eps[0], "http://"))
 	s, err := meta.Open(context.Background(), meta.Config{Endpoints: []string{e.proxy.addr}})
 	if err != nil {
 		t.Fatal(err)
@@ -124,15 +146,16 @@ func (p *tcpProxy) cut() {
 	p.conns = nil
 }
 
-func (e *agentEnv) setUp(t *testing.T, endpoints []string) {
+// setUp records the targets and the volume through store (err: its
+// opening failed).
+func (e *agentEnv) setUp(t *testing.T, store *meta.Store, err error) {
 	t.Helper()
 	ctx := context.Background()
-	store, err := meta.Open(ctx, meta.Config{Endpoints: endpoints})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	e.store, e.eps = store, endpoints
+	e.store = store
 	c, err := store.InitCluster(ctx, meta.InitOptions{SlotSize: envSlotSize})
 	if err != nil {
 		t.Fatal(err)
@@ -167,6 +190,10 @@ func (e *agentEnv) options(t *testing.T, stateDir string) Options {
 // newAgent starts an agent closed at the end of the test.
 func (e *agentEnv) newAgent(t *testing.T, o Options) *Agent {
 	t.Helper()
+	// The test's temporary directories are removed by a cleanup registered
+	// at the first t.TempDir: registered before the agent's, it runs after
+	// the agent is closed and has unmounted what it mounted there.
+	_ = t.TempDir()
 	a, err := New(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)

@@ -15,7 +15,6 @@ import (
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/meta"
-	"github.com/nvstripe/nvstripe/meta/metatest"
 	"github.com/nvstripe/nvstripe/nbd/nbdtest"
 )
 
@@ -128,7 +127,7 @@ func TestResizeAfterBrokenWatch(t *testing.T) {
 	logs := &logLines{t: t}
 	o := noPoll(e.options(t, ""))
 	o.Logf = logs.logf
-	o.records = &compactingRecords{Store: e.store, t: t, eps: e.eps, size: 2 * envVolSize}
+	o.records = &compactingRecords{Store: e.store, t: t, env: e, size: 2 * envVolSize}
 	a := e.newAgent(t, o)
 	if _, err := a.Map(ctx, Spec{Volume: "v", Via: ViaNBDListen, Where: "127.0.0.1:0"}); err != nil {
 		t.Fatal(err)
@@ -151,7 +150,7 @@ func TestResizeAfterBrokenWatch(t *testing.T) {
 type compactingRecords struct {
 	*meta.Store
 	t    *testing.T
-	eps  []string
+	env  *agentEnv
 	size int64
 	once sync.Once
 }
@@ -162,7 +161,7 @@ func (c *compactingRecords) VolumeRev(ctx context.Context, name string) (*meta.V
 		if _, err := c.Store.ResizeVolume(ctx, name, c.size); err != nil {
 			c.t.Error(err)
 		}
-		metatest.Compact(c.t, c.eps)
+		c.env.compact(c.t)
 	})
 	return rec, rev, err
 }
@@ -190,7 +189,7 @@ func TestResizeAfterOutageWithCompaction(t *testing.T) {
 	if _, err := e.store.ResizeVolume(ctx, "v", 2*envVolSize); err != nil {
 		t.Fatal(err)
 	}
-	metatest.Compact(t, e.eps)
+	e.compact(t)
 	e.proxy.listen()
 	waitFor(t, "the resize made while cut off", func() bool { return dev.Size() == 2*envVolSize })
 	if _, err := e.store.ResizeVolume(ctx, "v", 3*envVolSize); err != nil {

@@ -7,7 +7,6 @@ import (
 
 	"github.com/nvstripe/nvstripe/controller"
 	"github.com/nvstripe/nvstripe/meta"
-	"github.com/nvstripe/nvstripe/meta/metatest"
 	"github.com/nvstripe/nvstripe/placement"
 )
 
@@ -17,11 +16,7 @@ import (
 // labels, an unfenced namespace, a draining one and allocated segments.
 func TestViewsAgree(t *testing.T) {
 	ctx := context.Background()
-	s, err := meta.Open(ctx, meta.Config{Endpoints: metatest.Start(t), Cluster: "agree"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := memStore(t, "agree")
 	if _, err := s.InitCluster(ctx, meta.InitOptions{SlotSize: 1 << 20, DomainLabel: "rack"}); err != nil {
 		t.Fatal(err)
 	}

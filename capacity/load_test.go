@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/nvstripe/nvstripe/meta"
-	"github.com/nvstripe/nvstripe/meta/metatest"
 )
 
 // TestCreateAndResizeVolume: 3 namespaces of 10 shard slots of 1 MiB
@@ -17,11 +16,7 @@ import (
 // recorded, a taken name is ErrExists whatever its size; growing past the limit is refused and leaves the size.
 func TestCreateAndResizeVolume(t *testing.T) {
 	ctx := context.Background()
-	s, err := meta.Open(ctx, meta.Config{Endpoints: metatest.Start(t), Cluster: "cap"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := memStore(t, "cap")
 	if _, err := s.InitCluster(ctx, meta.InitOptions{SlotSize: 1 << 20}); err != nil {
 		t.Fatal(err)
 	}

@@ -11,13 +11,13 @@ import (
 	"github.com/nvstripe/nvstripe/meta/metatest"
 )
 
-// raceCluster initializes cluster name on etcd at eps as
+// raceCluster initializes cluster name on etcd as
 // TestCreateAndResizeVolume does: 3 namespaces of 10 slots of 1 MiB, 30 MiB
 // usable by 2+1, 40 MiB of 2+1 volumes within the default limit of 2.
-func raceCluster(t *testing.T, eps []string, name string) {
+func raceCluster(t *testing.T, etcd opener, name string) {
 	t.Helper()
 	ctx := context.Background()
-	s := openStore(t, eps, name)
+	s := etcd(t, name)
 	if _, err := s.InitCluster(ctx, meta.InitOptions{SlotSize: 1 << 20}); err != nil {
 		t.Fatal(err)
 	}
@@ -33,11 +33,42 @@ func raceCluster(t *testing.T, eps []string, name string) {
 	}
 }
 
-// openStore opens a Store of its own (a process of its own: nothing
-// cached is shared) on cluster name.
-func openStore(t *testing.T, eps []string, name string) *meta.Store {
+// opener opens a Store of its own (a process of its own: nothing cached
+// is shared) on cluster name of one etcd.
+type opener func(t *testing.T, name string) *meta.Store
+
+// etcds are the stores the race tests run on: an embedded etcd and the
+// in-memory one, which must hold the limit alike.
+var etcds = []struct {
+	name  string
+	start func(t *testing.T) opener
+}{
+	{"etcd", func(t *testing.T) opener {
+		eps := metatest.Start(t)
+		return func(t *testing.T, name string) *meta.Store {
+			s, err := meta.Open(context.Background(), meta.Config{Endpoints: eps, Cluster: name})
+			return closed(t, s, err)
+		}
+	}},
+	{"mem", func(t *testing.T) opener {
+		srv := metatest.Mem(t)
+		return func(t *testing.T, name string) *meta.Store {
+			s, err := meta.OpenClient(srv.Client(), meta.Config{Cluster: name})
+			return closed(t, s, err)
+		}
+	}},
+}
+
+// memStore opens cluster name on an in-memory etcd of its own.
+func memStore(t *testing.T, name string) *meta.Store {
 	t.Helper()
-	s, err := meta.Open(context.Background(), meta.Config{Endpoints: eps, Cluster: name})
+	s, err := meta.OpenClient(metatest.Mem(t).Client(), meta.Config{Cluster: name})
+	return closed(t, s, err)
+}
+
+// closed fails t on err, else closes s when t ends.
+func closed(t *testing.T, s *meta.Store, err error) *meta.Store {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,10 +82,10 @@ func spec21(name string, size int64) meta.VolumeSpec {
 
 // together runs the fns at once, each on a store of its own, and returns
 // their errors.
-func together(t *testing.T, eps []string, name string, fns ...func(*meta.Store) error) []error {
+func together(t *testing.T, etcd opener, name string, fns ...func(*meta.Store) error) []error {
 	stores := make([]*meta.Store, len(fns))
 	for i := range fns {
-		stores[i] = openStore(t, eps, name)
+		stores[i] = etcd(t, name)
 		if _, err := stores[i].Cluster(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -78,9 +109,14 @@ func together(t *testing.T, eps []string, name string, fns ...func(*meta.Store) 
 // 2 times the 30 MiB usable). Exactly 5 are created, the other 3 are
 // refused as overcommitted, and what is recorded is within the limit.
 func TestConcurrentCreatesHoldTheLimit(t *testing.T) {
+	for _, e := range etcds {
+		t.Run(e.name, func(t *testing.T) { concurrentCreates(t, e.start(t)) })
+	}
+}
+
+func concurrentCreates(t *testing.T, etcd opener) {
 	ctx := context.Background()
-	eps := metatest.Start(t)
-	raceCluster(t, eps, "race")
+	raceCluster(t, etcd, "race")
 	var fns []func(*meta.Store) error
 	for i := range 8 {
 		fns = append(fns, func(s *meta.Store) error {
@@ -89,7 +125,7 @@ func TestConcurrentCreatesHoldTheLimit(t *testing.T) {
 		})
 	}
 	created := 0
-	for i, err := range together(t, eps, "race", fns...) {
+	for i, err := range together(t, etcd, "race", fns...) {
 		switch {
 		case err == nil:
 			created++
@@ -97,7 +133,7 @@ func TestConcurrentCreatesHoldTheLimit(t *testing.T) {
 			t.Errorf("create v%d: %v, want success or ErrOvercommitted", i, err)
 		}
 	}
-	r, err := Of(ctx, openStore(t, eps, "race"))
+	r, err := Of(ctx, etcd(t, "race"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,15 +148,20 @@ func TestConcurrentCreatesHoldTheLimit(t *testing.T) {
 // exactly one succeeds and the other is refused as overcommitted, leaving
 // nothing of it behind.
 func TestConcurrentCreateAndResizeHoldTheLimit(t *testing.T) {
+	for _, e := range etcds {
+		t.Run(e.name, func(t *testing.T) { concurrentCreateAndResize(t, e.start(t)) })
+	}
+}
+
+func concurrentCreateAndResize(t *testing.T, etcd opener) {
 	ctx := context.Background()
-	eps := metatest.Start(t)
 	for round := range 4 {
 		name := fmt.Sprintf("race%d", round)
-		raceCluster(t, eps, name)
-		if _, _, err := CreateVolume(ctx, openStore(t, eps, name), spec21("a", 16<<20)); err != nil {
+		raceCluster(t, etcd, name)
+		if _, _, err := CreateVolume(ctx, etcd(t, name), spec21("a", 16<<20)); err != nil {
 			t.Fatal(err)
 		}
-		errs := together(t, eps, name,
+		errs := together(t, etcd, name,
 			func(s *meta.Store) error { _, _, err := ResizeVolume(ctx, s, "a", 32<<20); return err },
 			func(s *meta.Store) error { _, _, err := CreateVolume(ctx, s, spec21("b", 16<<20)); return err })
 		resized, created := errs[0] == nil, errs[1] == nil
@@ -132,7 +173,7 @@ func TestConcurrentCreateAndResizeHoldTheLimit(t *testing.T) {
 		if resized == created {
 			t.Fatalf("round %d: resize %v, create %v: want exactly one to succeed", round, errs[0], errs[1])
 		}
-		s := openStore(t, eps, name)
+		s := etcd(t, name)
 		a, err := s.Volume(ctx, "a")
 		if err != nil {
 			t.Fatal(err)

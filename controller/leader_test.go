@@ -11,6 +11,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/controller/decide"
 	"github.com/nvstripe/nvstripe/faultnet"
+	"github.com/nvstripe/nvstripe/meta/metatest"
 	"github.com/nvstripe/nvstripe/placement"
 )
 
@@ -24,7 +25,7 @@ import (
 // no such count: the committed move's call failed, though the move was
 // done.
 func TestRunnerLeadershipLostMidRebuild(t *testing.T) {
-	eps := metaCluster(t, 8, 8)
+	eps := metaClusterOn(t, testEtcd{eps: metatest.Start(t)}, 8, 8) // a real etcd: the test cuts its connection
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	admin := openStore(t, eps)
@@ -33,12 +34,12 @@ func TestRunnerLeadershipLostMidRebuild(t *testing.T) {
 	if err := admin.SetNamespaceState(ctx, "h0-n1", placement.StateFailed); err != nil {
 		t.Fatal(err)
 	}
-	proxy, err := faultnet.New(strings.TrimPrefix(eps[0], "http://"))
+	proxy, err := faultnet.New(strings.TrimPrefix(eps.eps[0], "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { proxy.Close() })
-	store := openStore(t, []string{proxy.Addr()})
+	store := openStore(t, testEtcd{eps: []string{proxy.Addr()}})
 	act := newActors()
 	committed := make(chan struct{})
 	var once sync.Once

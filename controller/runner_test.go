@@ -14,17 +14,42 @@ import (
 	"github.com/nvstripe/nvstripe/health"
 	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/meta/memetcd"
 	"github.com/nvstripe/nvstripe/meta/metatest"
 	"github.com/nvstripe/nvstripe/moves"
 	"github.com/nvstripe/nvstripe/placement"
 )
 
-// metaCluster is an etcd with n hosts of one namespace each (no data path:
-// the paths lead nowhere) and a 4+2 volume "v" with segs allocated segments.
-func metaCluster(t *testing.T, n, segs int) []string {
+// testEtcd is where a test's stores live: an in-memory etcd, or an
+// embedded one (eps) for a test that cuts the connection to it.
+type testEtcd struct {
+	mem *memetcd.Server
+	eps []string
+}
+
+// compact compacts the etcd's history up to a new revision.
+func (e testEtcd) compact(t *testing.T) {
+	if e.mem == nil {
+		metatest.Compact(t, e.eps)
+		return
+	}
+	cli := e.mem.Client()
+	defer cli.Close()
+	metatest.CompactClient(t, cli)
+}
+
+// metaCluster is an in-memory etcd with n hosts of one namespace each (no
+// data path: the paths lead nowhere) and a 4+2 volume "v" with segs
+// allocated segments.
+func metaCluster(t *testing.T, n, segs int) testEtcd {
+	t.Helper()
+	return metaClusterOn(t, testEtcd{mem: metatest.Mem(t)}, n, segs)
+}
+
+// metaClusterOn is metaCluster on a given etcd.
+func metaClusterOn(t *testing.T, eps testEtcd, n, segs int) testEtcd {
 	t.Helper()
 	ctx := context.Background()
-	eps := metatest.Start(t)
 	store := openStore(t, eps)
 	if _, err := store.InitCluster(ctx, meta.InitOptions{SlotSize: 1 << 20}); err != nil {
 		t.Fatal(err)
@@ -62,9 +87,15 @@ func addMetaHost(t *testing.T, store *meta.Store, i int) {
 	}
 }
 
-func openStore(t *testing.T, eps []string) *meta.Store {
+func openStore(t *testing.T, e testEtcd) *meta.Store {
 	t.Helper()
-	s, err := meta.Open(context.Background(), meta.Config{Endpoints: eps})
+	var s *meta.Store
+	var err error
+	if e.mem != nil {
+		s, err = meta.OpenClient(e.mem.Client(), meta.Config{})
+	} else {
+		s, err = meta.Open(context.Background(), meta.Config{Endpoints: e.eps})
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/meta"
-	"github.com/nvstripe/nvstripe/meta/metatest"
 	"github.com/nvstripe/nvstripe/placement"
 )
 
@@ -264,7 +263,7 @@ func TestLoadSnapshotCompacted(t *testing.T) {
 	compactOnce := func(ctx context.Context, view *meta.Store) (*Snapshot, error) {
 		revs = append(revs, view.Rev())
 		if len(revs) == 1 {
-			metatest.Compact(t, eps)
+			eps.compact(t)
 		}
 		return loadAt(ctx, view)
 	}
@@ -275,7 +274,7 @@ func TestLoadSnapshotCompacted(t *testing.T) {
 	revs = nil
 	compactAlways := func(ctx context.Context, view *meta.Store) (*Snapshot, error) {
 		revs = append(revs, view.Rev())
-		metatest.Compact(t, eps)
+		eps.compact(t)
 		return loadAt(ctx, view)
 	}
 	if _, err := loadPinned(ctx, store, compactAlways); !errors.Is(err, meta.ErrCompacted) || len(revs) != compactRetries+1 {
@@ -285,7 +284,7 @@ func TestLoadSnapshotCompacted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	metatest.Compact(t, eps)
+	eps.compact(t)
 	if _, err := LoadSnapshot(ctx, view); !errors.Is(err, meta.ErrCompacted) {
 		t.Fatalf("load through a compacted view: %v, want meta.ErrCompacted", err)
 	}

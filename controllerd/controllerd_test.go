@@ -15,6 +15,7 @@ import (
 	"github.com/nvstripe/nvstripe/controller/admin"
 	"github.com/nvstripe/nvstripe/health/pool"
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/meta/memetcd"
 	"github.com/nvstripe/nvstripe/meta/metatest"
 )
 
@@ -32,12 +33,12 @@ func newStore(t *testing.T) *meta.Store {
 	return s
 }
 
-// newStoreEps is newStore that also returns etcd's endpoints.
-func newStoreEps(t *testing.T) (*meta.Store, []string) {
+// newStoreEps is newStore that also returns its (in-memory) etcd.
+func newStoreEps(t *testing.T) (*meta.Store, *memetcd.Server) {
 	t.Helper()
 	ctx := context.Background()
-	eps := metatest.Start(t)
-	s, err := meta.Open(ctx, meta.Config{Endpoints: eps})
+	eps := metatest.Mem(t)
+	s, err := meta.OpenClient(eps.Client(), meta.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/nvstripe/nvstripe/controller"
 	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/meta/memetcd"
 )
 
 // scrubVolume creates the checksummed volume "c" and maps it read-write as
@@ -88,9 +89,9 @@ type scrubDaemon struct {
 	done    chan struct{}
 }
 
-func startScrubDaemon(t *testing.T, eps []string, holder string) *scrubDaemon {
+func startScrubDaemon(t *testing.T, eps *memetcd.Server, holder string) *scrubDaemon {
 	t.Helper()
-	s, err := meta.Open(context.Background(), meta.Config{Endpoints: eps})
+	s, err := meta.OpenClient(eps.Client(), meta.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ import (
 // the volume records they make, repeated creates, and GetCapacity against
 // df's numbers. Controller only: no agent, no mounts.
 func TestCreateVolumeParameters(t *testing.T) {
-	c := startCluster(t)
+	c := startMemCluster(t)
 	d, err := New(Options{Store: c.store, Controller: true})
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +112,7 @@ func TestCreateVolumeParameters(t *testing.T) {
 // values are InvalidArgument and create nothing, and
 // ControllerModifyVolume changes only the limits it is given.
 func TestQoSParameters(t *testing.T) {
-	c := startCluster(t)
+	c := startMemCluster(t)
 	d, err := New(Options{Store: c.store, Controller: true})
 	if err != nil {
 		t.Fatal(err)

@@ -56,9 +56,22 @@ func needNode(t *testing.T) {
 
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
-	ctx := context.Background()
 	eps := metatest.Start(t)
-	store, err := meta.Open(ctx, meta.Config{Endpoints: eps})
+	store, err := meta.Open(context.Background(), meta.Config{Endpoints: eps})
+	return startClusterOn(t, store, err, eps)
+}
+
+// startMemCluster is startCluster on an in-memory etcd, for the
+// controller alone (an agent process needs etcd's endpoints).
+func startMemCluster(t *testing.T) *cluster {
+	t.Helper()
+	store, err := meta.OpenClient(metatest.Mem(t).Client(), meta.Config{})
+	return startClusterOn(t, store, err, nil)
+}
+
+func startClusterOn(t *testing.T, store *meta.Store, err error, eps []string) *cluster {
+	t.Helper()
+	ctx := context.Background()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -202,11 +202,7 @@ func TestAllocateSkipsNamespacesOutOfService(t *testing.T) {
 	if _, err := vm.Allocate(ctx, 0); err != nil { // loads the snapshot
 		t.Fatal(err)
 	}
-	other, err := Open(ctx, Config{Endpoints: testEndpoints, Cluster: s.cfg.Cluster})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	other := shared.open(t, s.cfg.Cluster)
 	if err := other.SetNamespaceState(ctx, "h2-n1", placement.StateOut); err != nil {
 		t.Fatal(err)
 	}

@@ -9,17 +9,13 @@ import (
 // not those whose keys exist without a cluster record, and finds clusters
 // whose names sort around each other's keys.
 func TestClusterNames(t *testing.T) {
-	s, eps := privateStore(t)
+	s, etcd := privateStore(t)
 	ctx := testCtx(t)
 	if names, err := s.ClusterNames(ctx); err != nil || len(names) != 0 {
 		t.Fatalf("empty etcd: %q, %v", names, err)
 	}
 	for _, name := range []string{"b", "a.x", "a", "a0"} {
-		o, err := Open(ctx, Config{Endpoints: eps, Cluster: name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer o.Close()
+		o := etcd.open(t, name)
 		if _, err := o.InitCluster(ctx, InitOptions{SlotSize: testSlot}); err != nil {
 			t.Fatal(err)
 		}

@@ -48,6 +48,7 @@ var listen = testutil.Serve
 // to give the same "context deadline exceeded": each now says what is
 // there.
 func TestDialErrorsTellCausesApart(t *testing.T) {
+	needEtcd(t)
 	closed := func() string {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -166,6 +167,7 @@ func TestDialErrorDefaultEndpoints(t *testing.T) {
 // the error says what it refused and which settings to fix, not "is etcd
 // running there?".
 func TestOpenAuthRefused(t *testing.T) {
+	needEtcd(t)
 	eps := metatest.Start(t)
 	metatest.EnableAuth(t, eps, "pw")
 	root, err := clientv3.New(clientv3.Config{Endpoints: eps, Username: "root", Password: "pw", DialTimeout: 30 * time.Second})
@@ -201,6 +203,7 @@ func TestOpenAuthRefused(t *testing.T) {
 // says so, so that a request that timed out is blamed on a slow etcd, not
 // on a missing one.
 func TestProbeHealthyEtcd(t *testing.T) {
+	needEtcd(t)
 	addr := strings.TrimPrefix(testEndpoints[0], "http://")
 	got := probeEndpoint(testCtx(t), testEndpoints[0], nil, probeTimeout)
 	want := "etcd at " + addr + " answers its health check but not this request in time"

@@ -2,6 +2,7 @@ package meta
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -12,17 +13,35 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/nvstripe/nvstripe/meta/embed"
+	"github.com/nvstripe/nvstripe/meta/memetcd"
 	"github.com/nvstripe/nvstripe/meta/metatest"
 )
 
-// One embedded etcd serves every test of the package; each test works in a
-// cluster (key prefix) of its own.
+// One etcd serves every test of the package; each test works in a
+// cluster (key prefix) of its own. It is an embedded etcd, or with
+// -meta.mem an in-memory one (meta/memetcd, on the real clock): the
+// package's tests then check that the Store works alike over both. Tests
+// of what only a real etcd does (dialling, TLS, authentication, a cut
+// connection) skip there.
 var (
-	testEndpoints []string
-	testClusterN  atomic.Int64
+	memFlag      = flag.Bool("meta.mem", false, "run the tests on an in-memory etcd (meta/memetcd) instead of an embedded one")
+	shared       *testEtcd
+	testClusterN atomic.Int64
 )
 
+// testEndpoints are the shared embedded etcd's endpoints (none with
+// -meta.mem).
+var testEndpoints []string
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if *memFlag {
+		srv := memetcd.New(memetcd.Options{})
+		shared = &testEtcd{mem: srv}
+		code := m.Run()
+		srv.Close()
+		os.Exit(code)
+	}
 	dir, err := os.MkdirTemp("", "meta-test-etcd-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -34,11 +53,66 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	testEndpoints = srv.Endpoints()
+	shared = &testEtcd{eps: testEndpoints}
 	code := m.Run()
 	_ = srv.Close()
 	_ = srv.Close() // Close is idempotent
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// testEtcd is an etcd the tests use: embedded (eps) or in memory (mem).
+type testEtcd struct {
+	eps []string
+	mem *memetcd.Server
+}
+
+// needEtcd skips a test of what only a real etcd does.
+func needEtcd(t testing.TB) {
+	t.Helper()
+	if *memFlag {
+		t.Skip("needs a real etcd (runs without -meta.mem)")
+	}
+}
+
+// open opens a Store on cluster of e, closed when t ends.
+func (e *testEtcd) open(t testing.TB, cluster string) *Store {
+	t.Helper()
+	var s *Store
+	var err error
+	if e.mem != nil {
+		s, err = OpenClient(e.mem.Client(), Config{Cluster: cluster})
+	} else {
+		s, err = Open(testCtx(t), Config{Endpoints: e.eps, Cluster: cluster})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// client returns a plain etcd client of e, closed when t ends.
+func (e *testEtcd) client(t testing.TB) *clientv3.Client {
+	t.Helper()
+	var cli *clientv3.Client
+	if e.mem != nil {
+		cli = e.mem.Client()
+	} else {
+		var err error
+		cli, err = clientv3.New(clientv3.Config{Endpoints: e.eps, DialTimeout: 5 * time.Second, Logger: nopLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
+
+// compact compacts e's history up to a new revision, which it returns.
+func (e *testEtcd) compact(t testing.TB) int64 {
+	t.Helper()
+	return metatest.CompactClient(t, e.client(t))
 }
 
 // testCtx is a context bounded well above anything a test needs, so that a
@@ -56,37 +130,27 @@ func newStore(t testing.TB) *Store {
 	if len(name) > 63 {
 		name = name[:63]
 	}
-	s, err := Open(testCtx(t), Config{Endpoints: testEndpoints, Cluster: name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
+	return shared.open(t, name)
 }
 
-// privateStore opens a Store on an etcd server of its own, whose
-// endpoints it returns, for tests that compact (compaction is etcd-wide:
-// not on the shared server).
-func privateStore(t testing.TB) (*Store, []string) {
+// privateStore opens a Store on an etcd of its own, which it returns, for
+// tests that compact (compaction is etcd-wide: not on the shared one).
+func privateStore(t testing.TB) (*Store, *testEtcd) {
 	t.Helper()
-	eps := metatest.Start(t)
-	s, err := Open(testCtx(t), Config{Endpoints: eps, Cluster: "c"})
-	if err != nil {
-		t.Fatal(err)
+	e := &testEtcd{}
+	if *memFlag {
+		e.mem = memetcd.New(memetcd.Options{})
+		t.Cleanup(e.mem.Close)
+	} else {
+		e.eps = metatest.Start(t)
 	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s, eps
+	return e.open(t, "c"), e
 }
 
 // rawClient is a plain etcd client for tampering with keys.
 func rawClient(t testing.TB) *clientv3.Client {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: testEndpoints, DialTimeout: 5 * time.Second, Logger: nopLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cli.Close() })
-	return cli
+	return shared.client(t)
 }
 
 const testSlot = 64 << 10 // MinSlotSize keeps the test clusters tiny

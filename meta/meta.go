@@ -132,6 +132,9 @@ type Store struct {
 	cfg    Config
 	keys   keys
 	closer sync.Once
+	// given: cli came from OpenClient (a client without a connection of
+	// its own, whose Close reports its cancelled context).
+	given bool
 
 	// renewLease renews an owner's lease once (clientv3.Lease.KeepAliveOnce
 	// when nil; a test pauses renewals with it).
@@ -190,6 +193,18 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	return s, nil
 }
 
+// OpenClient returns a Store over an etcd client the caller built: an
+// in-memory etcd's (meta/memetcd's Server.Client) in tests, or any other
+// clientv3 client. The Store owns cli: Close closes it. Of cfg, only
+// Cluster, SnapshotTTL and Logger are used; nothing is dialled or probed.
+func OpenClient(cli *clientv3.Client, cfg Config) (*Store, error) {
+	cfg.EnsureDefaults()
+	if err := checkName("cluster", cfg.Cluster); err != nil {
+		return nil, err
+	}
+	return &Store{cli: cli, kv: cli.KV, cfg: cfg, keys: newKeys(cfg.Cluster), given: true}, nil
+}
+
 func unreachable(endpoints []string, err error) error {
 	return fmt.Errorf("%w at %s: %w (is etcd running there? start one with `nvstripe etcd --dir DIR`, or pass --etcd with your cluster's endpoints)",
 		ErrUnreachable, strings.Join(endpoints, ","), err)
@@ -202,7 +217,12 @@ func (s *Store) Close() error {
 		return nil
 	}
 	var err error
-	s.closer.Do(func() { err = s.cli.Close() })
+	s.closer.Do(func() {
+		err = s.cli.Close()
+		if s.given && errors.Is(err, context.Canceled) {
+			err = nil
+		}
+	})
 	return err
 }
 

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"testing"
-
-	"github.com/nvstripe/nvstripe/meta/metatest"
 )
 
 // TestOwnersSince: the owners that acquired a volume after an epoch are
@@ -61,7 +59,7 @@ func TestOwnersSince(t *testing.T) {
 // away, OwnersSince cannot tell and says so.
 func TestOwnersSinceCompacted(t *testing.T) {
 	ctx := testCtx(t)
-	s, eps := privateStore(t)
+	s, etcd := privateStore(t)
 	if _, err := s.InitCluster(ctx, InitOptions{SlotSize: testSlot}); err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +81,7 @@ func TestOwnersSinceCompacted(t *testing.T) {
 	if err := o.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	metatest.Compact(t, eps)
+	etcd.compact(t)
 	if _, err := s.OwnersSince(ctx, "vol", o.Epoch()); !errors.Is(err, ErrCompacted) {
 		t.Fatalf("owners since a compacted revision: %v, want ErrCompacted", err)
 	}

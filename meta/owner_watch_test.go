@@ -31,6 +31,7 @@ type cutOwner struct {
 
 func newCutOwner(t *testing.T, ttl time.Duration) *cutOwner {
 	t.Helper()
+	needEtcd(t) // cuts the connection to a real etcd
 	ctx := testCtx(t)
 	c := &cutOwner{eps: metatest.Start(t)}
 	var err error

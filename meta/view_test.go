@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nvstripe/nvstripe/meta/metatest"
 	"github.com/nvstripe/nvstripe/placement"
 )
 
@@ -182,7 +181,7 @@ func checkNothingWritten(t *testing.T, s *Store) {
 // read on.
 func TestViewCompacted(t *testing.T) {
 	ctx := testCtx(t)
-	s, eps := privateStore(t)
+	s, etcd := privateStore(t)
 	if _, err := s.InitCluster(ctx, InitOptions{SlotSize: testSlot}); err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +195,7 @@ func TestViewCompacted(t *testing.T) {
 	if hs, err := view.Hosts(ctx); err != nil || len(hs) != 0 {
 		t.Fatalf("view before compaction: %d hosts, %v; want 0", len(hs), err)
 	}
-	metatest.Compact(t, eps)
+	etcd.compact(t)
 	_, err = view.Hosts(ctx)
 	if !errors.Is(err, ErrCompacted) || errors.Is(err, ErrReadOnly) {
 		t.Fatalf("view after compaction: %v, want ErrCompacted", err)

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-
-	"github.com/nvstripe/nvstripe/meta/metatest"
 )
 
 // TestWatchVolume: a watch from VolumeRev's revision delivers a resize
@@ -82,7 +80,7 @@ func TestPutTaskIf(t *testing.T) {
 // the one etcd compacted up to (not "revision 0").
 func TestWatchCompactedNamesRevisions(t *testing.T) {
 	ctx := testCtx(t)
-	s, eps := privateStore(t)
+	s, etcd := privateStore(t)
 	populate(t, s, 3, 1, 4)
 	addVolume(t, s, "v", 2, 1, 1)
 	_, rev, err := s.VolumeRev(ctx, "v")
@@ -92,7 +90,7 @@ func TestWatchCompactedNamesRevisions(t *testing.T) {
 	if _, err := s.ResizeVolume(ctx, "v", 4*testSlot); err != nil {
 		t.Fatal(err)
 	}
-	compacted := metatest.Compact(t, eps)
+	compacted := etcd.compact(t)
 	ev := <-s.WatchVolume(ctx, "v", rev)
 	want := fmt.Sprintf("after revision %d: etcd compacted its history up to revision %d", rev, compacted)
 	if !errors.Is(ev.Err, ErrCompacted) || !strings.Contains(ev.Err.Error(), want) || strings.Contains(ev.Err.Error(), "revision 0") {

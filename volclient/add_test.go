@@ -20,11 +20,7 @@ import (
 func newClusterStore(t *testing.T) *meta.Store {
 	t.Helper()
 	ctx := context.Background()
-	s, err := meta.Open(ctx, meta.Config{Endpoints: metatest.Start(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := memStore(t, metatest.Mem(t))
 	if _, err := s.InitCluster(ctx, meta.InitOptions{SlotSize: 1 << 20}); err != nil {
 		t.Fatal(err)
 	}

@@ -387,7 +387,9 @@ func TestFollowerRelistsAfterBrokenWatch(t *testing.T) {
 		}
 		return false
 	})
-	metatest.Compact(t, tc.eps)
+	cli := tc.etcd.Client()
+	metatest.CompactClient(t, cli)
+	_ = cli.Close()
 	fctx, stopFollowing := context.WithCancel(ctx)
 	defer stopFollowing()
 	go f.run(fctx, rev)

@@ -153,11 +153,7 @@ func TestBadLabelIsMissingShard(t *testing.T) {
 
 func testBadLabel(t *testing.T, label func(c *meta.ClusterRecord) []byte) {
 	ctx := context.Background()
-	s, err := meta.Open(ctx, meta.Config{Endpoints: metatest.Start(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := memStore(t, metatest.Mem(t))
 	c, err := s.InitCluster(ctx, meta.InitOptions{SlotSize: 1 << 20})
 	if err != nil {
 		t.Fatal(err)

@@ -311,11 +311,7 @@ func TestControllerFailoverMidRebuild(t *testing.T) {
 	if err := m.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	storeA, err := meta.Open(ctx, meta.Config{Endpoints: tc.store.Endpoints()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer storeA.Close()
+	storeA := memStore(t, tc.etcd)
 	slow, err := moves.NewPacer(moves.PacerConfig{Bandwidth: 2 << 20, Burst: 1 << 20})
 	if err != nil {
 		t.Fatal(err)

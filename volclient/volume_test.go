@@ -13,6 +13,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/meta/memetcd"
 	"github.com/nvstripe/nvstripe/meta/metatest"
 	"github.com/nvstripe/nvstripe/nvmeof/target"
 	"github.com/nvstripe/nvstripe/placement"
@@ -20,32 +21,40 @@ import (
 	"github.com/nvstripe/nvstripe/volume"
 )
 
-// testCluster is an etcd, n userspace NVMe/TCP targets (one host each, one
+// testCluster is an etcd (in memory), n userspace NVMe/TCP targets (one host each, one
 // in-memory namespace each) registered and labelled, and a volume.
 type testCluster struct {
 	store   *meta.Store
 	targets []*target.Target
-	eps     []string // etcd
+	etcd    *memetcd.Server
 }
 
 func newTestCluster(t *testing.T, n int, nsSize, slotSize int64) *testCluster {
 	t.Helper()
 	ctx := context.Background()
-	eps := metatest.Start(t)
-	store, err := meta.Open(ctx, meta.Config{Endpoints: eps})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	etcd := metatest.Mem(t)
+	store := memStore(t, etcd)
 	c, err := store.InitCluster(ctx, meta.InitOptions{SlotSize: slotSize})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tc := &testCluster{store: store, eps: eps}
+	tc := &testCluster{store: store, etcd: etcd}
 	for i := 0; i < n; i++ {
 		tc.addTarget(t, c, i, nsSize)
 	}
 	return tc
+}
+
+// memStore opens a Store (a process of its own) on etcd, closed when t
+// ends.
+func memStore(t testing.TB, etcd *memetcd.Server) *meta.Store {
+	t.Helper()
+	s, err := meta.OpenClient(etcd.Client(), meta.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
 
 func (tc *testCluster) addTarget(t *testing.T, c *meta.ClusterRecord, i int, nsSize int64) {

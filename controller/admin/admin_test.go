@@ -11,23 +11,24 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/meta/memetcd"
 	"github.com/nvstripe/nvstripe/meta/metatest"
 	"github.com/nvstripe/nvstripe/placement"
 	"github.com/nvstripe/nvstripe/rpctest"
 )
 
 // fixture records hosts h0..h(hosts-1) with one 64 MiB namespace each and
-// a 4+2 volume of 4 segments, on an embedded etcd.
+// a 4+2 volume of 4 segments, on an in-memory etcd.
 func fixture(t *testing.T, hosts int) *meta.Store {
 	t.Helper()
-	return fixtureAt(t, metatest.Start(t), "adm", hosts)
+	return fixtureAt(t, metatest.Mem(t), "adm", hosts)
 }
 
-// fixtureAt is fixture in cluster of the etcd at endpoints.
-func fixtureAt(t testing.TB, endpoints []string, cluster string, hosts int) *meta.Store {
+// fixtureAt is fixture in cluster of etcd.
+func fixtureAt(t testing.TB, etcd *memetcd.Server, cluster string, hosts int) *meta.Store {
 	t.Helper()
 	ctx := context.Background()
-	s, err := meta.Open(ctx, meta.Config{Endpoints: endpoints, Cluster: cluster})
+	s, err := meta.OpenClient(etcd.Client(), meta.Config{Cluster: cluster})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,13 +29,12 @@ func FuzzServiceRequests(f *testing.F) {
 	f.Add(byte(1), "h0-n1", 0.0, false)
 	f.Add(byte(2), "h1-n1", 0.0, false)
 	f.Add(byte(2), "nope", 0.0, false)
-	endpoints := metatest.Start(f)
+	etcd := metatest.Mem(f)
 	n := 0
 	cluster := func() string { return fmt.Sprintf("fuzz%d", n) }
-	fixtureAt(f, endpoints, cluster(), 7)
+	fixtureAt(f, etcd, cluster(), 7)
 	f.Fuzz(func(t *testing.T, op byte, name string, threshold float64, apply bool) {
-		ctx := context.Background()
-		s, err := meta.Open(ctx, meta.Config{Endpoints: endpoints, Cluster: cluster()})
+		s, err := meta.OpenClient(etcd.Client(), meta.Config{Cluster: cluster()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -47,7 +46,7 @@ func FuzzServiceRequests(f *testing.F) {
 				t.Fatalf("refused request (op %d, %q, %g, %v) changed etcd (revision %d to %d)", op, name, threshold, apply, before, after)
 			}
 			n++
-			fixtureAt(t, endpoints, cluster(), 7)
+			fixtureAt(t, etcd, cluster(), 7)
 		}
 	})
 }

@@ -19,7 +19,7 @@ var testLogf = testutil.Logf
 
 func store(t *testing.T) *meta.Store {
 	t.Helper()
-	s, err := meta.Open(context.Background(), meta.Config{Endpoints: metatest.Start(t), Cluster: "pool"})
+	s, err := meta.OpenClient(metatest.Mem(t).Client(), meta.Config{Cluster: "pool"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nvstripe/nvstripe/meta/embed"
+	"github.com/nvstripe/nvstripe/meta/memetcd"
 )
 
 // Start starts an etcd server for t and returns its client endpoints. The
@@ -43,6 +44,12 @@ func Compact(t testing.TB, endpoints []string) int64 {
 		t.Fatalf("metatest: %v", err)
 	}
 	defer cli.Close()
+	return CompactClient(t, cli)
+}
+
+// CompactClient is Compact through a client (of an in-memory etcd, say).
+func CompactClient(t testing.TB, cli *clientv3.Client) int64 {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	resp, err := cli.Put(ctx, "/metatest/compact", "")
@@ -77,4 +84,20 @@ func EnableAuth(t testing.TB, endpoints []string, password string) {
 			t.Fatalf("metatest: enable auth: %v", err)
 		}
 	}
+}
+
+// Mem returns an in-memory etcd for t on the real clock (leases expire in
+// real time, as an embedded etcd's). It is closed when t ends.
+func Mem(t testing.TB) *memetcd.Server {
+	s := memetcd.New(memetcd.Options{})
+	t.Cleanup(s.Close)
+	return s
+}
+
+// MemClock returns an in-memory etcd for t whose leases expire only when
+// the test moves its clock (Clock().Advance). It is closed when t ends.
+func MemClock(t testing.TB) *memetcd.Server {
+	s := memetcd.New(memetcd.Options{Clock: memetcd.NewClock(time.Unix(1_700_000_000, 0))})
+	t.Cleanup(s.Close)
+	return s
 }
