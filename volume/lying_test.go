@@ -360,3 +360,90 @@ func TestRebuildAfterDroppedWrite(t *testing.T) {
 		}
 	}
 }
+
+// TestTwoLiarsHealNotFromStale is the shape of two namespaces lying in
+// turn on a 4+2 volume. Namespace A loses an overwrite of both rows of a
+// chunk; a later write puts A's checksum page from the owner's cache, so
+// after a crash the new owner finds A's two blocks bad. Namespace B, in
+// turn, loses an overwrite of row 1 of another shard of the same stripe,
+// with its checksum: its block is stale yet matches. Row 1 then has one
+// bad block and one stale good one, and the five good blocks do not agree.
+// Reading row 0 (or a scrub) heals the stripe; the heal must not rebuild
+// A's row 1 block from four of those five (the old code did: the rebuilt
+// block and its four sources then agreed, the one parity block that held
+// the acknowledged data looked stale and was rewritten, and row 1 read
+// bytes never written). Row 1 must read its acknowledged bytes or fail
+// with class ErrCorrupt, for the new owner and for the one after it.
+func TestTwoLiarsHealNotFromStale(t *testing.T) {
+	for _, scrub := range []bool{false, true} {
+		twoLiarsHeal(t, scrub)
+	}
+}
+
+func twoLiarsHeal(t *testing.T, scrub bool) {
+	ctx := context.Background()
+	g := lyingLayouts[1] // 4+2
+	size := 2 * g.StripeData()
+	r := newRig(t, g, size, rigOptions{})
+	want := pattern(int(size), 9)
+	write := func(at int64, b []byte, liar string) {
+		t.Helper()
+		var d *faultdev.Dev
+		if liar != "" {
+			d = r.devs[r.index(liar)]
+			d.Add(faultdev.Rule{Action: faultdev.Drop})
+		}
+		if err := r.vol.WriteAt(ctx, b, at); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.vol.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if d != nil {
+			d.Clear()
+		}
+		copy(want[at:], b)
+	}
+	write(0, bytes.Clone(want), "")
+	a := g.StripeData() // stripe 1, shard 0: rows 0 and 1
+	nsA := shardNS(t, r, a)
+	write(a, pattern(int(g.Chunk), 21), nsA)
+	other := int64(-1) // a block of stripe 0 on A: rewrites A's checksum page
+	for sh := int64(0); sh < int64(g.K); sh++ {
+		if shardNS(t, r, sh*g.Chunk) == nsA {
+			other = sh * g.Chunk
+		}
+	}
+	if other < 0 {
+		t.Fatal("A holds no data shard of stripe 0")
+	}
+	write(other, pattern(4096, 22), "")
+	b := g.StripeData() + 2*g.Chunk + 4096 // stripe 1, shard 2, row 1
+	write(b, pattern(4096, 23), shardNS(t, r, b))
+	if err := r.vol.Clean(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, owner := range []string{"new owner", "the one after"} {
+		r.reopen(t, r.deviceMap()) // the owner crashed
+		if _, err := r.vol.Recover(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if scrub {
+			if _, err := r.vol.Scrub(ctx, 0, 0, nil); err != nil && !errors.Is(err, blockdev.ErrCorrupt) {
+				t.Fatalf("%s: scrub: %v", owner, err)
+			}
+		}
+		got := make([]byte, 4096)
+		for off := int64(0); off < size; off += 4096 {
+			row1 := off/g.StripeData() == 1 && off%g.Chunk == 4096
+			err := r.vol.ReadAt(ctx, got, off)
+			switch {
+			case err == nil && bytes.Equal(got, want[off:off+4096]):
+			case err == nil:
+				t.Fatalf("scrub %v, %s: block at %d reads bytes never acknowledged there", scrub, owner, off)
+			case !row1 || !errors.Is(err, blockdev.ErrCorrupt):
+				t.Fatalf("scrub %v, %s: block at %d: %v", scrub, owner, off, err)
+			}
+		}
+	}
+}
