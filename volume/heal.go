@@ -86,6 +86,7 @@ func (m healMode) foundBy() string {
 // stored checksums of its blocks.
 type stripeImage struct {
 	id    layout.StripeID
+	seg   *segment          // read from: its proven rows (prove.go)
 	tags  []layout.SlotTags // by shard: the tags of its slot (format 4)
 	bufs  *stripeBufs
 	sums  [][]uint32 // by shard and block; read only for usable shards
@@ -157,7 +158,7 @@ func (v *Volume) healStripeIn(ctx context.Context, s *segment, id layout.StripeI
 // verifying, and the stored checksums of its blocks.
 func (v *Volume) readImage(ctx context.Context, s *segment, id layout.StripeID, usable []bool) (*stripeImage, error) {
 	n, rows := v.g.N(), v.g.BlocksPerChunk()
-	img := &stripeImage{id: id, tags: make([]layout.SlotTags, n), bufs: &stripeBufs{v: v, shards: make([][]byte, n)},
+	img := &stripeImage{id: id, seg: s, tags: make([]layout.SlotTags, n), bufs: &stripeBufs{v: v, shards: make([][]byte, n)},
 		sums: make([][]uint32, n), fixed: make([][]bool, n), bad: make([][]bool, n), torn: make([][]bool, n)}
 	sums, marks := make([]uint32, int64(n)*rows), make([]bool, 3*int64(n)*rows+rows) // one allocation each: a scrub reads every stripe
 	img.disputed = marks[3*int64(n)*rows:]
@@ -209,7 +210,10 @@ func (v *Volume) healRow(img *stripeImage, usable []bool, r int64, mode healMode
 		return
 	}
 	v.csum.mismatches.Add(int64(len(bad)))
-	rebuilt := v.rebuildRow(img, usable, bad, lo, hi)
+	var rebuilt [][]byte
+	if v.rebuildSound(img, usable, bad, r, mode) {
+		rebuilt = v.rebuildRow(img, usable, bad, lo, hi)
+	}
 	unwritten := mode == healResync && v.blankRow(img, usable, r)
 	for _, sh := range bad {
 		got := img.bufs.shards[sh][lo:hi]

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math/rand"
 	"testing"
 
@@ -106,12 +107,14 @@ func checkNotStale(t *testing.T, r *rig, g layout.Geometry, want []byte, at int6
 // shards that agree with each other look like the truth to parity, and
 // with M = 2 they would be taken for it); now and then the owner marks its
 // segments clean; then the owner crashes and a new one recovers and reads
-// every block. A block must read its last acknowledged value (or, for a
-// write that failed, its old or new one); with one namespace lying and M >=
-// 2 every read succeeds, otherwise a read may fail with class ErrCorrupt;
-// no read returns other bytes. With M = 1 or more than one namespace
-// lying, the owner is idle (its segments clean) before it crashes: a
-// stripe written since its last flush is resynced as its data holds it.
+// every block (first scrubbing, or read-only, in the other modes; and the
+// owner after it reads again). A block must read its last acknowledged
+// value (or, for a write that failed, its old or new one); with one
+// namespace lying and M >= 2 every read succeeds, otherwise a read may
+// fail with class ErrCorrupt; no read returns other bytes. With M = 1 or
+// more than one namespace lying, the owner is idle (its segments clean)
+// before it crashes: a stripe written since its last flush is resynced as
+// its data holds it.
 func TestDroppedWritesProperty(t *testing.T) {
 	cases := 60
 	if testing.Short() {
@@ -119,13 +122,25 @@ func TestDroppedWritesProperty(t *testing.T) {
 	}
 	cases = max(cases, *soakChecks) // make soak-props: -volume.soak
 	for _, g := range lyingLayouts {
-		for seed := int64(1); seed <= int64(cases); seed++ {
-			droppedWritesCase(t, g, seed)
+		for _, then := range []string{"read", "scrub", "readonly"} {
+			// One layout, or one seed: -run 'TestDroppedWritesProperty/4\+2/read/^609$'
+			t.Run(fmt.Sprintf("%d+%d/%s", g.K, g.M, then), func(t *testing.T) {
+				for seed := int64(1); seed <= int64(cases); seed++ {
+					t.Run(fmt.Sprint(seed), func(t *testing.T) { droppedWritesCase(t, g, seed, then) })
+				}
+			})
 		}
 	}
 }
 
-func droppedWritesCase(t *testing.T, g layout.Geometry, seed int64) {
+// droppedWritesCase is one case of TestDroppedWritesProperty. What the new
+// owner does, then: "read" recovers and reads every block; "scrub"
+// recovers, scrubs and reads; "readonly" opens the volume read-only (the
+// old owner was idle) and reads, writing nothing. Then the new owner
+// crashes in turn and a third one recovers and reads every block again:
+// what the second one wrote (a block it healed or found stale) must not
+// make a later owner read other bytes either.
+func droppedWritesCase(t *testing.T, g layout.Geometry, seed int64, then string) {
 	t.Helper()
 	ctx := context.Background()
 	rng := rand.New(rand.NewSource(seed))
@@ -185,28 +200,59 @@ func droppedWritesCase(t *testing.T, g layout.Geometry, seed int64) {
 		d.Clear()
 	}
 	mayFail := g.M == 1 || len(liars) > 1
-	if mayFail {
+	if mayFail || then == "readonly" {
 		if err := r.vol.Clean(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	r.reopen(t, r.deviceMap())
-	if _, err := r.vol.Recover(ctx); err != nil {
-		t.Fatalf("%v seed %d: recover: %v", g, seed, err)
-	}
-	got := make([]byte, 4096)
-	for blk := range blocks {
-		off := blk * 4096
-		err := r.vol.ReadAt(ctx, got, off)
-		switch {
-		case err == nil && (bytes.Equal(got, want[off:off+4096]) || oneOf(got, may[blk])):
-		case err == nil:
-			t.Fatalf("%v seed %d, liars %v: block %d reads bytes never acknowledged there", g, seed, liars, blk)
-		case mayFail && errors.Is(err, blockdev.ErrCorrupt):
-		default:
-			t.Fatalf("%v seed %d, liars %v: block %d: %v", g, seed, liars, blk, err)
+	check := func(owner string, err error) {
+		t.Helper()
+		if err != nil && !(mayFail && errors.Is(err, blockdev.ErrCorrupt)) {
+			t.Fatalf("%v seed %d, liars %v: %s: %v", g, seed, liars, owner, err)
 		}
 	}
+	readAll := func(owner string) {
+		t.Helper()
+		got := make([]byte, 4096)
+		for blk := range blocks {
+			off := blk * 4096
+			err := r.vol.ReadAt(ctx, got, off)
+			switch {
+			case err == nil && (bytes.Equal(got, want[off:off+4096]) || oneOf(got, may[blk])):
+			case err == nil:
+				t.Fatalf("%v seed %d, liars %v: %s: block %d reads bytes never acknowledged there", g, seed, liars, owner, blk)
+			default:
+				check(fmt.Sprintf("%s: block %d", owner, blk), err)
+			}
+		}
+	}
+	if then == "readonly" {
+		v, err := New(Options{Geometry: g, Size: size, Devices: r.deviceMap(), Alloc: r.alloc, Stale: r.stale, ReadOnly: true, LogEpoch: r.epoch + 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.vol = v
+		r.resetStats()
+		readAll("read-only owner")
+		if w := r.stats().Writes; w != 0 {
+			t.Fatalf("%v seed %d: a read-only owner wrote %d times", g, seed, w)
+		}
+	} else {
+		r.reopen(t, r.deviceMap())
+		if _, err := r.vol.Recover(ctx); err != nil {
+			t.Fatalf("%v seed %d: recover: %v", g, seed, err)
+		}
+		if then == "scrub" {
+			_, err := r.vol.Scrub(ctx, 0, g.Segments(size)-1, nil)
+			check("scrub", err)
+		}
+		readAll("new owner")
+	}
+	r.reopen(t, r.deviceMap()) // the new owner crashed in turn
+	if _, err := r.vol.Recover(ctx); err != nil {
+		t.Fatalf("%v seed %d: second recover: %v", g, seed, err)
+	}
+	readAll("third owner")
 }
 
 // TestScrubAfterDroppedWrite: a scrub by the new owner after a dropped
@@ -357,6 +403,93 @@ func TestRebuildAfterDroppedWrite(t *testing.T) {
 			t.Fatalf("block at %d reads bytes never written there", off)
 		case off/g.StripeData() != stripe || !errors.Is(err, blockdev.ErrCorrupt):
 			t.Fatalf("block at %d: %v", off, err)
+		}
+	}
+}
+
+// TestTwoLiarsHealNotFromStale is the shape of two namespaces lying in
+// turn on a 4+2 volume. Namespace A loses an overwrite of both rows of a
+// chunk; a later write puts A's checksum page from the owner's cache, so
+// after a crash the new owner finds A's two blocks bad. Namespace B, in
+// turn, loses an overwrite of row 1 of another shard of the same stripe,
+// with its checksum: its block is stale yet matches. Row 1 then has one
+// bad block and one stale good one, and the five good blocks do not agree.
+// Reading row 0 (or a scrub) heals the stripe; the heal must not rebuild
+// A's row 1 block from four of those five (the old code did: the rebuilt
+// block and its four sources then agreed, the one parity block that held
+// the acknowledged data looked stale and was rewritten, and row 1 read
+// bytes never written). Row 1 must read its acknowledged bytes or fail
+// with class ErrCorrupt, for the new owner and for the one after it.
+func TestTwoLiarsHealNotFromStale(t *testing.T) {
+	for _, scrub := range []bool{false, true} {
+		twoLiarsHeal(t, scrub)
+	}
+}
+
+func twoLiarsHeal(t *testing.T, scrub bool) {
+	ctx := context.Background()
+	g := lyingLayouts[1] // 4+2
+	size := 2 * g.StripeData()
+	r := newRig(t, g, size, rigOptions{})
+	want := pattern(int(size), 9)
+	write := func(at int64, b []byte, liar string) {
+		t.Helper()
+		var d *faultdev.Dev
+		if liar != "" {
+			d = r.devs[r.index(liar)]
+			d.Add(faultdev.Rule{Action: faultdev.Drop})
+		}
+		if err := r.vol.WriteAt(ctx, b, at); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.vol.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if d != nil {
+			d.Clear()
+		}
+		copy(want[at:], b)
+	}
+	write(0, bytes.Clone(want), "")
+	a := g.StripeData() // stripe 1, shard 0: rows 0 and 1
+	nsA := shardNS(t, r, a)
+	write(a, pattern(int(g.Chunk), 21), nsA)
+	other := int64(-1) // a block of stripe 0 on A: rewrites A's checksum page
+	for sh := int64(0); sh < int64(g.K); sh++ {
+		if shardNS(t, r, sh*g.Chunk) == nsA {
+			other = sh * g.Chunk
+		}
+	}
+	if other < 0 {
+		t.Fatal("A holds no data shard of stripe 0")
+	}
+	write(other, pattern(4096, 22), "")
+	b := g.StripeData() + 2*g.Chunk + 4096 // stripe 1, shard 2, row 1
+	write(b, pattern(4096, 23), shardNS(t, r, b))
+	if err := r.vol.Clean(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, owner := range []string{"new owner", "the one after"} {
+		r.reopen(t, r.deviceMap()) // the owner crashed
+		if _, err := r.vol.Recover(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if scrub {
+			if _, err := r.vol.Scrub(ctx, 0, 0, nil); err != nil && !errors.Is(err, blockdev.ErrCorrupt) {
+				t.Fatalf("%s: scrub: %v", owner, err)
+			}
+		}
+		got := make([]byte, 4096)
+		for off := int64(0); off < size; off += 4096 {
+			row1 := off/g.StripeData() == 1 && off%g.Chunk == 4096
+			err := r.vol.ReadAt(ctx, got, off)
+			switch {
+			case err == nil && bytes.Equal(got, want[off:off+4096]):
+			case err == nil:
+				t.Fatalf("scrub %v, %s: block at %d reads bytes never acknowledged there", scrub, owner, off)
+			case !row1 || !errors.Is(err, blockdev.ErrCorrupt):
+				t.Fatalf("scrub %v, %s: block at %d: %v", scrub, owner, off, err)
+			}
 		}
 	}
 }

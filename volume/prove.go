@@ -30,6 +30,47 @@ import (
 // that all lost the same write can make a good shard look stale: parity
 // corrects one unknown bad shard or detects M of them, not both
 // (docs/architecture.md, "Lost writes").
+//
+// Only blocks as the devices hold them and matching their checksums (good
+// blocks) are evidence. A block this owner rebuilt from others is not: it
+// agrees with its sources by construction. So a heal rebuilds the blocks
+// of a row that fail their checksums (bad blocks) only from good blocks
+// that agree with each other, or of a row this owner proved
+// (rebuildSound); a row whose good blocks disagree is left bad for
+// proveRow, which settles or refuses it. A heal that took any K good
+// blocks (the old rule) went wrong with two devices lying in turn on 4+2:
+// one lost an overwrite and a later write of its checksum page from the
+// owner's cache made the loss show (a bad block), the other lost a later
+// write of another shard of the same row with its checksum (a stale good
+// block). A read of another row of the stripe healed the whole stripe and
+// rebuilt the bad block from four of the five good ones, the stale one
+// among them; written with its checksum, the rebuilt block agreed with
+// those four, so the row's proof found five agreeing blocks, took the
+// sixth, the parity block that still held the acknowledged data, for the
+// stale one, rewrote it, and the row read bytes never written.
+//
+// Why the rules hold, when at most M shards of a row are wrong (lost a
+// write or fail their checksum) and no two lost the same write: with b
+// bad blocks and every shard usable, g = N-b are good and at most M-b = g-K
+// of them are wrong. Any K blocks of a row determine a codeword, and two
+// codewords differ in at least M+1 shards, so g good blocks that agree
+// with g-K or fewer of them wrong hold none (agreeing on another codeword
+// takes g-K+1 wrong ones). With g = K nothing is compared, but then b = M
+// and no good block is wrong. A stale candidate (staleShard) is the one
+// good block without which the g-1 others agree. With one wrong good
+// block, left out it leaves the others agreeing; a right one left out
+// leaves g-1 blocks with the wrong one among them, which cannot agree when
+// g >= K+2 (and with g = K+1 no candidate is ever found). Several wrong
+// good blocks (b = 0, M >= 2): left out, one leaves too many wrong among
+// the rest to agree; a right one left out leaves them agreeing only if the
+// wrong blocks hold one older version of the row, that is if they lost
+// the same write. Blocks that lost different writes each lack bytes the
+// others hold (it would take the bytes written to collide), so no block
+// left out makes the rest agree, and the row is refused. The limit: more
+// than M wrong shards, devices that lost the same write, or a row with a
+// shard unusable (a namespace down) and a lying one, where g-K wrong good
+// blocks are no longer ruled out, can agree on an old version; and with
+// only K shards left nothing is checked and the row reads as they hold it.
 
 // rowBits is a bitmap of the rows of one segment (stripe*BlocksPerChunk +
 // block offset in the chunk). Bits are only ever set.
@@ -417,6 +458,39 @@ func (v *Volume) proveImageRow(img *stripeImage, blocks [][]byte, usable []bool,
 		return false
 	}
 	return true
+}
+
+// rebuildSound reports whether a heal (healRead, healScrub) may rebuild
+// the bad blocks of row r of img from its good ones (those that match
+// their checksums): when the volume does not prove rows, when this owner
+// proved the row (its cached checksums catch any write lost since, so the
+// good blocks are current), when the good blocks agree with each other,
+// or when no more than K are good (nothing to compare: the bad ones took
+// parity's margin; see the limit in the comment at the top of this file).
+// Good blocks that disagree hold a stale one, and K of them, whichever
+// rebuildRow takes, may include it: the block rebuilt from them would be
+// bytes never written, stored with a checksum of its own and agreeing
+// with those K, so that the next proof would take their wrong set for the
+// truth and the one shard that disagrees for stale. The row is left bad
+// instead, for proveRow to settle or refuse. A resync has its own second
+// witness (healRow).
+func (v *Volume) rebuildSound(img *stripeImage, usable []bool, bad []int, r int64, mode healMode) bool {
+	if !v.proving() || mode == healResync {
+		return true
+	}
+	row := img.id.Stripe*v.g.BlocksPerChunk() + r
+	if img.seg.proven.all(row, row+1) {
+		return true
+	}
+	n := v.g.N()
+	lo, hi := r*layout.ChecksumBlock, (r+1)*layout.ChecksumBlock
+	blocks, good := make([][]byte, n), make([]bool, n)
+	for sh := range n {
+		if usable[sh] && !slices.Contains(bad, sh) {
+			blocks[sh], good[sh] = img.bufs.shards[sh][lo:hi], true
+		}
+	}
+	return count(good) <= v.g.K || v.rowAgrees(blocks, good, -1)
 }
 
 // markStale marks block r of shard x of the image rebuilt as stale.
