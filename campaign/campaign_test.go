@@ -64,11 +64,14 @@ type totals struct {
 	Flushes       int            `json:"flushes_acked"`
 	BlocksChecked int            `json:"blocks_checked"`
 	BytesChecked  int64          `json:"bytes_checked"`
-	ReadsOK       int            `json:"ro_reads_ok"`
-	ReadsFailed   int            `json:"ro_reads_failed"`
-	Scrubbed      int64          `json:"segments_scrubbed"`
-	Fenced        int            `json:"owners_fenced_restarted"`
-	Returned      int            `json:"namespaces_returned"`
+	// Unsettled: blocks of failed writes that read EIO at a round's check
+	// (summed over rounds; workload.verify).
+	Unsettled   int   `json:"blocks_unsettled"`
+	ReadsOK     int   `json:"ro_reads_ok"`
+	ReadsFailed int   `json:"ro_reads_failed"`
+	Scrubbed    int64 `json:"segments_scrubbed"`
+	Fenced      int   `json:"owners_fenced_restarted"`
+	Returned    int   `json:"namespaces_returned"`
 	// Connections of the owner and of the controller that the per-source
 	// partitions closed.
 	OwnerCut  int `json:"owner_connections_cut"`
@@ -162,6 +165,7 @@ func TestCampaign(t *testing.T) {
 		}
 		tot.BlocksChecked += got.blocks
 		tot.BytesChecked += int64(got.blocks)*blockSize + got.roBytes
+		tot.Unsettled += got.unsettled
 		tot.Scrubbed += got.segments
 		if err == nil {
 			continue
@@ -261,6 +265,7 @@ func (tot totals) table() string {
 	row("owner's reads ok", tot.OwnerReads)
 	row("blocks read back (rw volume)", tot.BlocksChecked)
 	row("bytes read back (both volumes)", tot.BytesChecked)
+	row("blocks of failed writes unsettled (EIO)", tot.Unsettled)
 	row("read-only reads ok (failed)", fmt.Sprintf("%d (%d)", tot.ReadsOK, tot.ReadsFailed))
 	row("segments scrubbed", tot.Scrubbed)
 	row("owners fenced, restarted", tot.Fenced)
