@@ -124,6 +124,9 @@ func TestOverStaleStripe(t *testing.T) {
 			if len(marks) == 0 {
 				t.Fatal("repair cleared the marks of a stripe with a row it could not prove")
 			}
+			if n, err := r.vol.Repair(ctx); n != 0 || err != nil {
+				t.Fatalf("repair again: %d stripes rebuilt, %v; want 0, nil (the unsettled stripe is left)", n, err)
+			}
 			continue
 		}
 		if len(marks) != 0 {

@@ -89,7 +89,7 @@ func (v *Volume) fillHoles(ctx context.Context, s *segment, i int) (int64, error
 			if err = ctx.Err(); err == nil {
 				err = v.fillHoleRetry(ctx, s, i, t)
 			}
-			if err == nil {
+			if err == nil && !sl.hasHole(t) { // one left unsettled stays
 				n++
 			}
 		}
