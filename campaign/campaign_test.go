@@ -64,14 +64,12 @@ type totals struct {
 	Flushes       int            `json:"flushes_acked"`
 	BlocksChecked int            `json:"blocks_checked"`
 	BytesChecked  int64          `json:"bytes_checked"`
-	// Unsettled: blocks of failed writes that read EIO at a round's check
-	// (summed over rounds; workload.verify).
-	Unsettled   int   `json:"blocks_unsettled"`
-	ReadsOK     int   `json:"ro_reads_ok"`
-	ReadsFailed int   `json:"ro_reads_failed"`
-	Scrubbed    int64 `json:"segments_scrubbed"`
-	Fenced      int   `json:"owners_fenced_restarted"`
-	Returned    int   `json:"namespaces_returned"`
+	Unsettled     int            `json:"blocks_unsettled"` // of failed writes, read EIO at a check (workload.verify)
+	ReadsOK       int            `json:"ro_reads_ok"`
+	ReadsFailed   int            `json:"ro_reads_failed"`
+	Scrubbed      int64          `json:"segments_scrubbed"`
+	Fenced        int            `json:"owners_fenced_restarted"`
+	Returned      int            `json:"namespaces_returned"`
 	// Connections of the owner and of the controller that the per-source
 	// partitions closed.
 	OwnerCut  int `json:"owner_connections_cut"`
