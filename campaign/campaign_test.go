@@ -64,6 +64,7 @@ type totals struct {
 	Flushes       int            `json:"flushes_acked"`
 	BlocksChecked int            `json:"blocks_checked"`
 	BytesChecked  int64          `json:"bytes_checked"`
+	Unsettled     int            `json:"blocks_unsettled"` // of failed writes, read EIO at a check (workload.verify)
 	ReadsOK       int            `json:"ro_reads_ok"`
 	ReadsFailed   int            `json:"ro_reads_failed"`
 	Scrubbed      int64          `json:"segments_scrubbed"`
@@ -162,6 +163,7 @@ func TestCampaign(t *testing.T) {
 		}
 		tot.BlocksChecked += got.blocks
 		tot.BytesChecked += int64(got.blocks)*blockSize + got.roBytes
+		tot.Unsettled += got.unsettled
 		tot.Scrubbed += got.segments
 		if err == nil {
 			continue
@@ -261,6 +263,7 @@ func (tot totals) table() string {
 	row("owner's reads ok", tot.OwnerReads)
 	row("blocks read back (rw volume)", tot.BlocksChecked)
 	row("bytes read back (both volumes)", tot.BytesChecked)
+	row("blocks of failed writes unsettled (EIO)", tot.Unsettled)
 	row("read-only reads ok (failed)", fmt.Sprintf("%d (%d)", tot.ReadsOK, tot.ReadsFailed))
 	row("segments scrubbed", tot.Scrubbed)
 	row("owners fenced, restarted", tot.Fenced)

@@ -26,9 +26,12 @@ var (
 
 // checked is what one round's checks looked at.
 type checked struct {
-	blocks   int   // rwVolume blocks read back
-	roBytes  int64 // roVolume bytes read back
-	segments int64 // segments scrubbed
+	blocks  int   // rwVolume blocks read back
+	roBytes int64 // roVolume bytes read back
+	// unsettled: rwVolume blocks of failed writes that read EIO after a
+	// round whose faults went past what parity covers (workload.verify).
+	unsettled int
+	segments  int64 // segments scrubbed
 }
 
 // ensureOwner restarts the owner when it runs but no longer holds
@@ -71,6 +74,10 @@ func (c *cluster) check(ctx context.Context, s *meta.Store, w *workload, readerA
 	if err := c.withMap("verifier", rwVolume, true, func(addr string) error {
 		var err error
 		got.blocks, err = w.verify(ctx, addr)
+		got.unsettled = w.unsettledBlocks()
+		if got.unsettled > 0 {
+			fmt.Fprintf(c.logw, "campaign: %d blocks of failed writes read EIO (unsettled rows of writes past what parity covers)\n", got.unsettled)
+		}
 		return err
 	}); err != nil {
 		return got, err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sort"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/nbd/nbdtest"
+	"github.com/nvstripe/nvstripe/nbd/proto"
 )
 
 const blockSize = 4096
@@ -33,16 +35,21 @@ type workload struct {
 	acked   map[int64]uint64
 	maybe   map[int64][]uint64
 	unknown map[int64]bool // lost in an earlier round: content not known
-	busy    map[int64]bool // being written
-	next    uint64
-	writes  int // acknowledged
-	failed  int
-	flushes int
-	reads   int // successful reads of the owner's export
+	// refused: a write failed with EIO (the volume refused it: faults past
+	// what parity covers). unsettled: blocks of failed writes found
+	// unreadable (EIO) after such a round, until written again.
+	refused   bool
+	unsettled map[int64]bool
+	busy      map[int64]bool // being written
+	next      uint64
+	writes    int // acknowledged
+	failed    int
+	flushes   int
+	reads     int // successful reads of the owner's export
 }
 
 func newWorkload(addr string) *workload {
-	return &workload{addr: addr, hist: newHistory(), acked: map[int64]uint64{}, maybe: map[int64][]uint64{}, unknown: map[int64]bool{}, busy: map[int64]bool{}}
+	return &workload{addr: addr, hist: newHistory(), acked: map[int64]uint64{}, maybe: map[int64][]uint64{}, unknown: map[int64]bool{}, busy: map[int64]bool{}, unsettled: map[int64]bool{}}
 }
 
 // workers is how many connections the workload writes and reads through.
@@ -205,6 +212,11 @@ func (w *workload) write(ctx context.Context, c *nbdtest.Client, rng *rand.Rand,
 		}
 	}
 	w.record(b, v, err == nil)
+	if isEIO(err) {
+		w.mu.Lock()
+		w.refused = true
+		w.mu.Unlock()
+	}
 	return err
 }
 
@@ -238,6 +250,7 @@ func (w *workload) record(b int64, v uint64, ok bool) {
 		w.acked[b] = v
 		delete(w.maybe, b)
 		delete(w.unknown, b)
+		delete(w.unsettled, b)
 		w.writes++
 		return
 	}
@@ -251,7 +264,11 @@ func (w *workload) record(b int64, v uint64, ok bool) {
 // found holding a failed write's version takes it as acknowledged (later
 // reads must agree). Blocks found holding none are reported (errLost) and
 // forgotten, so that the rounds after a failed one check only what they
-// write.
+// write. A block of failed writes (never acknowledged) may read EIO once a
+// write was refused with EIO: a write that went past what parity covers
+// can leave its row with shards on two versions, which the volume refuses
+// to read (unsettled); such blocks are counted (unsettledBlocks), not
+// reported. An error reading any other block is.
 func (w *workload) verify(ctx context.Context, addr string) (int, error) {
 	c, err := dial(ctx, addr, rwVolume)
 	if err != nil {
@@ -273,9 +290,16 @@ func (w *workload) verify(ctx context.Context, addr string) (int, error) {
 	client := h.client()
 	for b := range blocks {
 		call := h.now()
-		if err := c.ReadAt(ctx, got, b*blockSize); err != nil {
+		err := c.ReadAt(ctx, got, b*blockSize)
+		if isEIO(err) && len(w.maybe[b]) > 0 && (w.refused || w.unsettled[b]) {
+			w.unsettled[b] = true
+			h.readFailed()
+			continue
+		}
+		if err != nil {
 			return 0, fmt.Errorf("reading block %d: %w", b, err)
 		}
+		delete(w.unsettled, b)
 		h.read(client, blockKey{rwVolume, b}, version(b, got), call, h.now())
 		allowed := append([]uint64{w.acked[b]}, w.maybe[b]...)
 		if !w.match(b, got, allowed) {
@@ -290,6 +314,20 @@ func (w *workload) verify(ctx context.Context, addr string) (int, error) {
 		return len(blocks), fmt.Errorf("%w: %d of %d blocks: %s", errLost, len(lost), len(blocks), strings.Join(lost[:min(len(lost), 5)], "; "))
 	}
 	return len(blocks), nil
+}
+
+// unsettledBlocks returns how many blocks of failed writes read EIO at
+// the last verify.
+func (w *workload) unsettledBlocks() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.unsettled)
+}
+
+// isEIO reports whether err is the export's answer EIO.
+func isEIO(err error) bool {
+	var e *nbdtest.Error
+	return errors.As(err, &e) && e.Errno == proto.EIO
 }
 
 // match says whether got is one of the allowed versions of block b, and

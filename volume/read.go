@@ -90,6 +90,8 @@ func (v *Volume) degradedRead(ctx context.Context, s *segment, sio layout.Stripe
 		switch {
 		case !ok && err != nil && isChecksumFault(err):
 			return fmt.Errorf("segment %d stripe %d: more shards bad than parity can rebuild: %w", sio.ID.Segment, sio.ID.Stripe, err)
+		case !ok && v.overStale(s, sio.ID):
+			return v.readOverStale(ctx, s, sio, p, base)
 		case !ok:
 			return v.stripeError(s, sio.ID, usable)
 		case plan.Mode == readDirect:

@@ -89,7 +89,7 @@ func (v *Volume) fillHoles(ctx context.Context, s *segment, i int) (int64, error
 			if err = ctx.Err(); err == nil {
 				err = v.fillHoleRetry(ctx, s, i, t)
 			}
-			if err == nil {
+			if err == nil && !sl.hasHole(t) { // one left unsettled stays
 				n++
 			}
 		}
@@ -128,7 +128,11 @@ func (v *Volume) fillHole(ctx context.Context, s *segment, i int, t int64) error
 	if !sl.hasHole(t) {
 		return nil
 	}
-	if err := v.rebuildChunk(ctx, s, i, id); err != nil {
+	err := v.rebuildChunk(ctx, s, i, id)
+	if ose := (*OverStaleError)(nil); errors.As(err, &ose) {
+		return nil // unsettled rows: the hole stays, reads of them fail
+	}
+	if err != nil {
 		return fmt.Errorf("segment %d slot %d stripe %d (namespace %s): rebuilding a stripe it missed: %w", s.id, i, t, sl.ref.NS, err)
 	}
 	s.removeHole(sl, t)
@@ -197,6 +201,9 @@ func (v *Volume) rebuildChunk(ctx context.Context, s *segment, i int, id layout.
 	}
 	if err := v.unsettled(id, v.g.ShardIn(t, i), 0, v.g.Chunk); err != nil {
 		return err // format 3 has no blank to carry it over with (rebuildUnsettled)
+	}
+	if v.overStale(s, id) {
+		return v.repairOverStale(ctx, s, id)
 	}
 	b := &stripeBufs{v: v, shards: make([][]byte, v.g.N())}
 	defer b.release()
