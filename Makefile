@@ -45,7 +45,7 @@ unit:
 	$(GO) test -race -timeout 40m ./...
 	$(GO) test -race -count=1 ./meta/ -args -meta.mem # meta's tests again, on the in-memory etcd
 
-## campaign: the fault campaign over real processes (campaign/doc.go), 50 rounds;
+## campaign: the fault campaign over real processes (test/campaign/doc.go), 50 rounds;
 ## `make test` runs 3 and 1 compound. `make campaign SEED=S ROUNDS=1` replays a
 ## failed round (COMPOUND=1 for a compound one, as the round's log line says).
 ## COMPOUND=1 overlaps two or three faults in every round; each round's reads
@@ -58,10 +58,10 @@ COMPOUND        ?= 0
 CAMPAIGN_ROUNDS ?= $(ROUNDS)
 CAMPAIGN_SEED   ?= $(SEED)
 CAMPAIGN_COMPOUND ?= $(COMPOUND)
-# CAMPAIGN_FLAGS: more -campaign.* flags (campaign/campaign_test.go).
+# CAMPAIGN_FLAGS: more -campaign.* flags (test/campaign/campaign_test.go).
 CAMPAIGN_FLAGS  ?=
 campaign:
-	$(GO) test -count=1 -v -timeout 0 -run TestCampaign ./campaign \
+	$(GO) test -count=1 -v -timeout 0 -run TestCampaign ./test/campaign \
 		-campaign.rounds=$(CAMPAIGN_ROUNDS) -campaign.seed=$(CAMPAIGN_SEED) \
 		-campaign.compound=$(if $(filter 1 true yes,$(CAMPAIGN_COMPOUND)),true,false) -campaign.compound-rounds=0 $(CAMPAIGN_FLAGS)
 
@@ -107,7 +107,7 @@ GOSSIP_SIZES ?= 100,250,500
 gossip-sim:
 	$(GO) test -count=1 -timeout 0 -run TestGossipSimTable -v ./health -gossipsim.sizes=$(GOSSIP_SIZES)
 
-## scale: the scale harness (scale/doc.go, docs/scale.md "etcd at 10,000 nodes"):
+## scale: the scale harness (test/scale/doc.go, docs/scale.md "etcd at 10,000 nodes"):
 ## one etcd in a child process, SCALE_SIZES runs of AGENTS/HOSTS simulated
 ## nodes mapping through volclient over hosts x 16 namespaces, measured for
 ## SCALE_STEADY; prints one table. The 10,000-node run alone takes 12 minutes on
@@ -116,7 +116,7 @@ SCALE_SIZES  ?= 1000/250,2500/500,5000/1000,10000/1000
 SCALE_STEADY ?= 1m
 .PHONY: scale
 scale:
-	$(GO) test -count=1 -timeout 0 -run 'TestScale$$' -v ./scale -scale.run -scale.sizes=$(SCALE_SIZES) -scale.steady=$(SCALE_STEADY)
+	$(GO) test -count=1 -timeout 0 -run 'TestScale$$' -v ./test/scale -scale.run -scale.sizes=$(SCALE_SIZES) -scale.steady=$(SCALE_STEADY)
 
 ## proto: regenerate the committed *.pb.go files from the .proto files.
 proto:
@@ -142,7 +142,7 @@ build:
 bench-stack:
 	GO='$(GO)' scripts/bench-stack.sh
 
-## bench: every benchmark (or BENCH=regexp BENCHPKG=./pkg/...), saved under bench/out/.
+## bench: every benchmark (or BENCH=regexp BENCHPKG=./pkg/...), saved under test/bench/out/.
 bench:
-	@mkdir -p bench/out
-	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem $(BENCHPKG) | tee bench/out/bench-$$(date +%Y%m%d-%H%M%S).txt
+	@mkdir -p test/bench/out
+	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem $(BENCHPKG) | tee test/bench/out/bench-$$(date +%Y%m%d-%H%M%S).txt

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/nvstripe/nvstripe/agent/api"
-	"github.com/nvstripe/nvstripe/logging"
+	"github.com/nvstripe/nvstripe/internal/logging"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/moves"
 	"github.com/nvstripe/nvstripe/volclient"

@@ -17,10 +17,10 @@ import (
 	"github.com/nvstripe/nvstripe/agent/api"
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/blockdev/faultdev"
-	"github.com/nvstripe/nvstripe/faultnet"
+	"github.com/nvstripe/nvstripe/internal/faultnet"
+	"github.com/nvstripe/nvstripe/internal/rpctest"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/nbd"
-	"github.com/nvstripe/nvstripe/rpctest"
 	"github.com/nvstripe/nvstripe/volclient"
 )
 

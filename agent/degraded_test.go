@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nvstripe/nvstripe/logging"
+	"github.com/nvstripe/nvstripe/internal/logging"
 	"github.com/nvstripe/nvstripe/volume"
 )
 

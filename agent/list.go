@@ -15,7 +15,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/agent/api"
 	"github.com/nvstripe/nvstripe/internal/table"
-	"github.com/nvstripe/nvstripe/units"
+	"github.com/nvstripe/nvstripe/internal/units"
 )
 
 // DefaultMapSocketDir is where a foreground `nvstripe map` registers its

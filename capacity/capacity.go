@@ -30,8 +30,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/nvstripe/nvstripe/internal/units"
 	"github.com/nvstripe/nvstripe/placement"
-	"github.com/nvstripe/nvstripe/units"
 )
 
 // ErrOvercommitted: a new volume would bring what thin volumes promise past

@@ -6,8 +6,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/nvstripe/nvstripe/config"
+	"github.com/nvstripe/nvstripe/internal/units"
 	"github.com/nvstripe/nvstripe/meta"
-	"github.com/nvstripe/nvstripe/units"
 )
 
 // VolumeFlags are the flags of `nvstripe volume create`, with their

@@ -5,7 +5,7 @@ import (
 	"io"
 
 	"github.com/nvstripe/nvstripe/internal/table"
-	"github.com/nvstripe/nvstripe/units"
+	"github.com/nvstripe/nvstripe/internal/units"
 )
 
 // WriteTable prints r for people: one row per failure domain and a total,

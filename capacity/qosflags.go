@@ -8,8 +8,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/nvstripe/nvstripe/config"
+	"github.com/nvstripe/nvstripe/internal/units"
 	"github.com/nvstripe/nvstripe/meta"
-	"github.com/nvstripe/nvstripe/units"
 )
 
 // QoSFlags are the QoS flags of `nvstripe volume create` and `volume set`:

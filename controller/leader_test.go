@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/controller/decide"
-	"github.com/nvstripe/nvstripe/faultnet"
+	"github.com/nvstripe/nvstripe/internal/faultnet"
 	"github.com/nvstripe/nvstripe/meta/metatest"
 	"github.com/nvstripe/nvstripe/placement"
 )

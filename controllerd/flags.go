@@ -14,9 +14,9 @@ import (
 	"github.com/nvstripe/nvstripe/controller/decide"
 	"github.com/nvstripe/nvstripe/health"
 	"github.com/nvstripe/nvstripe/health/pool"
+	"github.com/nvstripe/nvstripe/internal/units"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/moves"
-	"github.com/nvstripe/nvstripe/units"
 	"github.com/nvstripe/nvstripe/volclient"
 )
 

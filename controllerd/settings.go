@@ -9,7 +9,7 @@ import (
 	"github.com/nvstripe/nvstripe/controller"
 	"github.com/nvstripe/nvstripe/controller/decide"
 	"github.com/nvstripe/nvstripe/health"
-	"github.com/nvstripe/nvstripe/logging"
+	"github.com/nvstripe/nvstripe/internal/logging"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/moves"
 )

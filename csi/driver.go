@@ -17,8 +17,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/nvstripe/nvstripe/agent/api"
-	"github.com/nvstripe/nvstripe/buildinfo"
 	"github.com/nvstripe/nvstripe/capacity"
+	"github.com/nvstripe/nvstripe/internal/buildinfo"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/placement"
 )

@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/controller"
+	"github.com/nvstripe/nvstripe/internal/units"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/moves"
 	"github.com/nvstripe/nvstripe/placement"
-	"github.com/nvstripe/nvstripe/units"
 )
 
 // chaosTimeout bounds the wait for the controller to notice a stopped

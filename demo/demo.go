@@ -27,10 +27,10 @@ import (
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/fuse"
+	"github.com/nvstripe/nvstripe/internal/units"
 	"github.com/nvstripe/nvstripe/meta"
-	"github.com/nvstripe/nvstripe/meta/embed"
+	"github.com/nvstripe/nvstripe/meta/etcdembed"
 	"github.com/nvstripe/nvstripe/nbd"
-	"github.com/nvstripe/nvstripe/units"
 	"github.com/nvstripe/nvstripe/volclient"
 	"github.com/nvstripe/nvstripe/volume"
 )
@@ -183,7 +183,7 @@ func Run(ctx context.Context, o Options) error {
 // demo holds what Run started, for shutdown.
 type demo struct {
 	o       Options
-	etcd    *embed.Server
+	etcd    *etcdembed.Server
 	store   *meta.Store
 	targets []*demoTarget
 	mapped  *volclient.Mapped
@@ -225,7 +225,7 @@ func (d *demo) start(ctx context.Context) error {
 
 func (d *demo) startEtcd(ctx context.Context) error {
 	var err error
-	d.etcd, err = embed.Start(ctx, embed.Options{Dir: filepath.Join(d.o.Dir, "etcd")})
+	d.etcd, err = etcdembed.Start(ctx, etcdembed.Options{Dir: filepath.Join(d.o.Dir, "etcd")})
 	if err != nil {
 		return err
 	}

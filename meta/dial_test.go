@@ -14,7 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/nvstripe/nvstripe/internal/testutil"
-	"github.com/nvstripe/nvstripe/meta/embed"
+	"github.com/nvstripe/nvstripe/meta/etcdembed"
 	"github.com/nvstripe/nvstripe/meta/metatest"
 	"github.com/nvstripe/nvstripe/nbd/nbdtest"
 )
@@ -81,7 +81,7 @@ func TestDialErrorsTellCausesApart(t *testing.T) {
 		defer l.Close()
 		return l.Addr().String()
 	}()
-	srv, err := embed.Start(context.Background(), embed.Options{Dir: t.TempDir(), Fast: true, PeerAddr: peer})
+	srv, err := etcdembed.Start(context.Background(), etcdembed.Options{Dir: t.TempDir(), Fast: true, PeerAddr: peer})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestDialErrorsTellCausesApart(t *testing.T) {
 // embedded etcd that serves TLS and wants client certificates.
 func TestDialErrorsTLS(t *testing.T) {
 	pki := nbdtest.NewPKI(t)
-	srv, err := embed.Start(context.Background(), embed.Options{Dir: t.TempDir(), Fast: true, ClientTLS: &embed.TLSFiles{
+	srv, err := etcdembed.Start(context.Background(), etcdembed.Options{Dir: t.TempDir(), Fast: true, ClientTLS: &etcdembed.TLSFiles{
 		CertFile: filepath.Join(pki.ServerDir, "server-cert.pem"), KeyFile: filepath.Join(pki.ServerDir, "server-key.pem"),
 		ClientCAFile: filepath.Join(pki.ServerDir, "ca-cert.pem")}})
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/nvstripe/nvstripe/meta/embed"
+	"github.com/nvstripe/nvstripe/meta/etcdembed"
 	"github.com/nvstripe/nvstripe/meta/memetcd"
 	"github.com/nvstripe/nvstripe/meta/metatest"
 )
@@ -47,7 +47,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	srv, err := embed.Start(context.Background(), embed.Options{Dir: dir, Fast: true})
+	srv, err := etcdembed.Start(context.Background(), etcdembed.Options{Dir: dir, Fast: true})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

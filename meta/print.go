@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/nvstripe/nvstripe/internal/table"
-	"github.com/nvstripe/nvstripe/units"
+	"github.com/nvstripe/nvstripe/internal/units"
 )
 
 // This file renders records for people, as the list and info commands

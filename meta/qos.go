@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nvstripe/nvstripe/units"
+	"github.com/nvstripe/nvstripe/internal/units"
 )
 
 // QoS is a volume's IO limits, kept in its record so that every mapping of

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nvstripe/nvstripe/accept"
+	"github.com/nvstripe/nvstripe/internal/accept"
 	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/nbd/nbdtest"
 	"github.com/nvstripe/nvstripe/nbd/proto"

@@ -7,8 +7,8 @@ import (
 	"net"
 	"testing"
 
+	"github.com/nvstripe/nvstripe/internal/rawsock"
 	"github.com/nvstripe/nvstripe/nbd/proto"
-	"github.com/nvstripe/nvstripe/rawsock"
 )
 
 // benchIO drives b.N requests of n bytes with qd in flight over loopback TCP

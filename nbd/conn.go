@@ -12,9 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nvstripe/nvstripe/accept"
+	"github.com/nvstripe/nvstripe/internal/accept"
+	"github.com/nvstripe/nvstripe/internal/rawsock"
 	"github.com/nvstripe/nvstripe/nbd/proto"
-	"github.com/nvstripe/nvstripe/rawsock"
 )
 
 // Transmission limits.

@@ -104,7 +104,7 @@ type Options struct {
 	// with the kernel's autotuning the buffer grows to 4 MiB, 2-3 MB of
 	// replies wait in it, and both copies of that data cost more (on a
 	// 2-CPU VM, 1 MiB reads at QD16 ran at 74% of nbdkit's rate with
-	// autotuning, 84-89% with this default; see bench/nbd.sh). Default
+	// autotuning, 84-89% with this default; see test/bench/nbd.sh). Default
 	// 512 KiB; negative leaves the kernel's autotuning. Remote clients
 	// always get autotuning, which sizes the buffer to the path.
 	LoopbackSendBuffer int

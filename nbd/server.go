@@ -10,8 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/nvstripe/nvstripe/accept"
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/internal/accept"
 )
 
 // Server serves exports over NBD. Create it with NewServer; it is safe for

@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nvstripe/nvstripe/accept"
+	"github.com/nvstripe/nvstripe/internal/accept"
 )
 
 // Stats are a server's counters and gauges at one moment.

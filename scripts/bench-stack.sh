@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/bench-stack.sh: `make bench-stack`. Builds the nvstripe binary and
-# bench/stack, then runs the full-stack benchmark (docs/performance.md):
+# test/bench/stack, then runs the full-stack benchmark (docs/performance.md):
 # etcd, six `target serve` processes on tmpfs, a 4+2 volume with the
 # defaults mapped by `nvstripe map --nbd-listen`, fio beside nbdkit memory.
 #
@@ -15,8 +15,8 @@
 #   NEIGHBOUR_FLAGS  with NOISY=1: `volume create` flags of a third, limited
 #            neighbour, e.g. "--qos-iops 500"
 #   OUTPUT   text (default) or json
-#   OUT      output folder (default bench/out/stack-TIME)
-# Extra arguments go to bench/stack (see `go run ./bench/stack -h`).
+#   OUT      output folder (default test/bench/out/stack-TIME)
+# Extra arguments go to test/bench/stack (see `go run ./test/bench/stack -h`).
 # Needs fio and nbdkit. The defaults take about 5 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +24,7 @@ GO=${GO:-go}
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
 "$GO" build -o "$bin/nvstripe" ./cmd/nvstripe
-"$GO" build -o "$bin/bench-stack" ./bench/stack
+"$GO" build -o "$bin/bench-stack" ./test/bench/stack
 args=(-nvstripe "$bin/nvstripe" -size "${SIZE:-1GiB}" -runtime "${RUNTIME:-5}" -rounds "${ROUNDS:-3}" -o "${OUTPUT:-text}")
 [ -n "${OUT:-}" ] && args+=(-out "$OUT")
 [ -n "${JOBS:-}" ] && args+=(-jobs "$JOBS")

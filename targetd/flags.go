@@ -11,8 +11,8 @@ import (
 
 	"github.com/nvstripe/nvstripe/config"
 	"github.com/nvstripe/nvstripe/health/pool"
+	"github.com/nvstripe/nvstripe/internal/units"
 	"github.com/nvstripe/nvstripe/nvmeof/target"
-	"github.com/nvstripe/nvstripe/units"
 )
 
 // Flags are the flags of `nvstripe target serve`, with their defaults

@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/nvstripe/nvstripe/uring"
+	"github.com/nvstripe/nvstripe/ublk/uring"
 )
 
 // control sends control commands to /dev/ublk-control over its own

@@ -1,7 +1,7 @@
 package ublk
 
 // Tests against the kernel's ublk driver. They need /dev/ublk-control (the
-// development host and CI have none): vmtest/scenarios/ublk-*.sh run them
+// development host and CI have none): test/vmtest/scenarios/ublk-*.sh run them
 // in the QEMU guest with ublk_drv loaded.
 
 import (
@@ -26,7 +26,7 @@ import (
 func needDriver(t *testing.T) {
 	t.Helper()
 	if err := Available(); err != nil {
-		t.Skipf("no ublk driver here (%v): run through vmtest (go test ./vmtest) to test against the kernel", err)
+		t.Skipf("no ublk driver here (%v): run through vmtest (go test ./test/vmtest) to test against the kernel", err)
 	}
 }
 
@@ -155,7 +155,7 @@ func TestKernelReadOnly(t *testing.T) {
 	}
 }
 
-// TestKernelServe is the server of the vmtest/scenarios/ublk-*.sh scripts:
+// TestKernelServe is the server of the test/vmtest/scenarios/ublk-*.sh scripts:
 // with UBLK_VM_SERVE=FILE it serves a device and writes its /dev/ublkbN path
 // to FILE, and on SIGTERM stops, checks that the device nodes are gone and
 // that the device holds an ext4 superblock (the scenarios make one).
@@ -201,7 +201,7 @@ func TestKernelServe(t *testing.T) {
 }
 
 // serveNBD serves dev over NBD on addr instead (export "vm"), for the
-// comparison in vmtest/scenarios/figures-ublk-nbd.sh.
+// comparison in test/vmtest/scenarios/figures-ublk-nbd.sh.
 func serveNBD(ctx context.Context, t *testing.T, dev blockdev.Device, addr, ready string) {
 	srv, err := nbd.NewServer(nbd.Options{Exports: map[string]nbd.Export{"vm": {Device: dev}}})
 	if err != nil {

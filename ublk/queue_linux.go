@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nvstripe/nvstripe/blockdev"
-	"github.com/nvstripe/nvstripe/uring"
+	"github.com/nvstripe/nvstripe/ublk/uring"
 )
 
 // eventTag is the user data of the eventfd read through which IO goroutines

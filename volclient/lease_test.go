@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
-	"github.com/nvstripe/nvstripe/faultnet"
+	"github.com/nvstripe/nvstripe/internal/faultnet"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/metatest"
 	"github.com/nvstripe/nvstripe/volclient/volclienttest"

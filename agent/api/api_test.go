@@ -14,7 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/nvstripe/nvstripe/rpctest"
+	"github.com/nvstripe/nvstripe/internal/rpctest"
 )
 
 // fake is a Server that records requests and fails on demand.

@@ -5,7 +5,7 @@ import (
 	"io"
 
 	"github.com/nvstripe/nvstripe/internal/table"
-	"github.com/nvstripe/nvstripe/units"
+	"github.com/nvstripe/nvstripe/internal/units"
 )
 
 // WriteMappings prints mappings as a table for people (sizes in binary

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/internal/table"
-	"github.com/nvstripe/nvstripe/units"
+	"github.com/nvstripe/nvstripe/internal/units"
 )
 
 // Watch reads endpoints (URLs of /metrics) every interval and calls show

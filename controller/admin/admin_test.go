@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nvstripe/nvstripe/internal/rpctest"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/memetcd"
 	"github.com/nvstripe/nvstripe/meta/metatest"
 	"github.com/nvstripe/nvstripe/placement"
-	"github.com/nvstripe/nvstripe/rpctest"
 )
 
 // fixture records hosts h0..h(hosts-1) with one 64 MiB namespace each and

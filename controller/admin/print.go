@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/internal/table"
+	"github.com/nvstripe/nvstripe/internal/units"
 	"github.com/nvstripe/nvstripe/meta"
-	"github.com/nvstripe/nvstripe/units"
 )
 
 // WriteStatus prints st for people: the leader, a table of volumes, one

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nvstripe/nvstripe/internal/units"
 	"github.com/nvstripe/nvstripe/placement"
-	"github.com/nvstripe/nvstripe/units"
 )
 
 // Progress is one overall progress report of a long operation (a rebalance

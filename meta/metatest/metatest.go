@@ -11,7 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/nvstripe/nvstripe/meta/embed"
+	"github.com/nvstripe/nvstripe/meta/etcdembed"
 	"github.com/nvstripe/nvstripe/meta/memetcd"
 )
 
@@ -24,9 +24,9 @@ func Start(t testing.TB) []string {
 
 // StartServer is Start returning the server itself (to stop it early and
 // test what clients do when etcd goes away).
-func StartServer(t testing.TB) *embed.Server {
+func StartServer(t testing.TB) *etcdembed.Server {
 	t.Helper()
-	s, err := embed.Start(context.Background(), embed.Options{Dir: t.TempDir(), Fast: true})
+	s, err := etcdembed.Start(context.Background(), etcdembed.Options{Dir: t.TempDir(), Fast: true})
 	if err != nil {
 		t.Fatalf("metatest: %v", err)
 	}

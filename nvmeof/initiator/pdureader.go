@@ -4,7 +4,7 @@ import (
 	"io"
 	"net"
 
-	"github.com/nvstripe/nvstripe/rawsock"
+	"github.com/nvstripe/nvstripe/internal/rawsock"
 )
 
 // pduReader reads what a controller sends on a queue: headers and small

@@ -9,7 +9,7 @@ import (
 	"net"
 	"testing"
 
-	"github.com/nvstripe/nvstripe/rawsock"
+	"github.com/nvstripe/nvstripe/internal/rawsock"
 )
 
 // TestPDUReaderStream sends messages shaped like PDUs (an 8-byte header

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/internal/rawsock"
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
 	"github.com/nvstripe/nvstripe/nvmeof/tlspsk"
-	"github.com/nvstripe/nvstripe/rawsock"
 )
 
 // dataDir is the direction of a command's data.

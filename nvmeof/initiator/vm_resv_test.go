@@ -59,7 +59,7 @@ func startVMTarget(t *testing.T, nqn string, dev blockdev.Device) (*target.Targe
 	return nil, 0
 }
 
-// TestLinuxHostReservationsVM runs vmtest/scenarios/resv-host.sh: the
+// TestLinuxHostReservationsVM runs test/vmtest/scenarios/resv-host.sh: the
 // Linux 6.1 nvme-tcp host and nvme-cli register, report, get refused,
 // preempt, write, release and unregister against this target, while this
 // test holds a write-exclusive reservation under another host ID.

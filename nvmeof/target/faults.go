@@ -6,8 +6,8 @@ import (
 	"net"
 	"time"
 
-	"github.com/nvstripe/nvstripe/accept"
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/internal/accept"
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
 )
 

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/nvstripe/nvstripe/units"
+	"github.com/nvstripe/nvstripe/internal/units"
 )
 
 // ErrSpec marks a malformed NAME:SIZE or NAME:GROUP specification (a

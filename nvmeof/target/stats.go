@@ -4,7 +4,7 @@ import (
 	"sort"
 	"sync/atomic"
 
-	"github.com/nvstripe/nvstripe/accept"
+	"github.com/nvstripe/nvstripe/internal/accept"
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
 )
 

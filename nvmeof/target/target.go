@@ -11,8 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nvstripe/nvstripe/accept"
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/internal/accept"
 	"github.com/nvstripe/nvstripe/internal/retry"
 	"github.com/nvstripe/nvstripe/nvmeof/auth"
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"

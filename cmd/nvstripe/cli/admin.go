@@ -9,7 +9,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/config"
 	"github.com/nvstripe/nvstripe/controller/admin"
-	"github.com/nvstripe/nvstripe/jsonout"
+	"github.com/nvstripe/nvstripe/internal/jsonout"
 	"github.com/nvstripe/nvstripe/meta"
 )
 

@@ -16,13 +16,13 @@ import (
 
 	"github.com/nvstripe/nvstripe/controller"
 	"github.com/nvstripe/nvstripe/controller/admin"
-	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/controller/decide"
+	"github.com/nvstripe/nvstripe/internal/rpctest"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/metatest"
 	"github.com/nvstripe/nvstripe/moves"
 	"github.com/nvstripe/nvstripe/placement"
-	"github.com/nvstripe/nvstripe/rpctest"
 )
 
 // adminFixture records 8 hosts of one namespace each (no data path), a

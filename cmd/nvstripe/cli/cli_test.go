@@ -13,8 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nvstripe/nvstripe/buildinfo"
 	"github.com/nvstripe/nvstripe/config"
+	"github.com/nvstripe/nvstripe/internal/buildinfo"
 )
 
 // run calls Run in-process and returns stdout, stderr and the error.

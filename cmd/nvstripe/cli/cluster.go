@@ -12,9 +12,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nvstripe/nvstripe/config"
-	"github.com/nvstripe/nvstripe/jsonout"
+	"github.com/nvstripe/nvstripe/internal/jsonout"
+	"github.com/nvstripe/nvstripe/internal/units"
 	"github.com/nvstripe/nvstripe/meta"
-	"github.com/nvstripe/nvstripe/units"
 )
 
 // etcdPasswordEnv names the environment variable with the etcd password.

@@ -6,7 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nvstripe/nvstripe/config"
-	"github.com/nvstripe/nvstripe/jsonout"
+	"github.com/nvstripe/nvstripe/internal/jsonout"
 )
 
 // applyConfig resolves the shared settings (config.Apply) and sets every

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nvstripe/nvstripe/faultnet"
+	"github.com/nvstripe/nvstripe/internal/faultnet"
 	"github.com/nvstripe/nvstripe/meta/metatest"
 )
 

@@ -7,7 +7,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/capacity"
 	"github.com/nvstripe/nvstripe/config"
-	"github.com/nvstripe/nvstripe/jsonout"
+	"github.com/nvstripe/nvstripe/internal/jsonout"
 	"github.com/nvstripe/nvstripe/meta"
 )
 

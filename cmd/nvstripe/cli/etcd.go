@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nvstripe/nvstripe/meta/embed"
+	"github.com/nvstripe/nvstripe/meta/etcdembed"
 )
 
 func newEtcdCmd(g *globals) *cobra.Command {
@@ -21,7 +21,7 @@ func newEtcdCmd(g *globals) *cobra.Command {
 			if dir == "" {
 				return usageError{errors.New("nvstripe etcd needs --dir")}
 			}
-			srv, err := embed.Start(cmd.Context(), embed.Options{Dir: dir, ClientAddr: listen, PeerAddr: peer})
+			srv, err := etcdembed.Start(cmd.Context(), etcdembed.Options{Dir: dir, ClientAddr: listen, PeerAddr: peer})
 			if err != nil {
 				return err
 			}

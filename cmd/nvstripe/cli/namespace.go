@@ -7,9 +7,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nvstripe/nvstripe/config"
+	"github.com/nvstripe/nvstripe/internal/units"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/placement"
-	"github.com/nvstripe/nvstripe/units"
 	"github.com/nvstripe/nvstripe/volclient"
 )
 

@@ -18,11 +18,11 @@ import (
 	"github.com/nvstripe/nvstripe/agent"
 	"github.com/nvstripe/nvstripe/agent/api"
 	"github.com/nvstripe/nvstripe/controller/admin"
+	"github.com/nvstripe/nvstripe/internal/rpctest"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/metatest"
 	"github.com/nvstripe/nvstripe/nbd/nbdtest"
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
-	"github.com/nvstripe/nvstripe/rpctest"
 )
 
 // notifyWait bounds each wait for a notification or an exit, so that a

@@ -3,7 +3,7 @@ package cli
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/nvstripe/nvstripe/pprofhttp"
+	"github.com/nvstripe/nvstripe/internal/pprofhttp"
 )
 
 // withPprof gives the daemon command c --pprof ADDR and --pprof-any

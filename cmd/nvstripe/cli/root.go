@@ -26,7 +26,7 @@ import (
 	"github.com/nvstripe/nvstripe/config"
 	"github.com/nvstripe/nvstripe/controller/admin"
 	"github.com/nvstripe/nvstripe/ec"
-	"github.com/nvstripe/nvstripe/logging"
+	"github.com/nvstripe/nvstripe/internal/logging"
 )
 
 // verbGroups lists the constructors of the top-level commands, one line each.

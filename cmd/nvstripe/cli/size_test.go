@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/nvstripe/nvstripe/internal/units"
 	"github.com/nvstripe/nvstripe/nvmeof/target"
-	"github.com/nvstripe/nvstripe/units"
 )
 
 // sizeSpellings are what every size flag must accept, and the bytes each

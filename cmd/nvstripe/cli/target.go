@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nvstripe/nvstripe/config"
-	"github.com/nvstripe/nvstripe/logging"
+	"github.com/nvstripe/nvstripe/internal/logging"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/nvmeof/target"
 	"github.com/nvstripe/nvstripe/targetd"

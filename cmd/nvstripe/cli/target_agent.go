@@ -8,7 +8,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/config"
 	"github.com/nvstripe/nvstripe/health/pool"
-	"github.com/nvstripe/nvstripe/logging"
+	"github.com/nvstripe/nvstripe/internal/logging"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/targetd"
 )

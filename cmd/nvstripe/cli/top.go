@@ -11,7 +11,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/agent"
 	"github.com/nvstripe/nvstripe/agent/top"
-	"github.com/nvstripe/nvstripe/jsonout"
+	"github.com/nvstripe/nvstripe/internal/jsonout"
 )
 
 // newTopCmd is `nvstripe top`: the volumes mapped on this node, live.

@@ -3,7 +3,7 @@ package cli
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/nvstripe/nvstripe/buildinfo"
+	"github.com/nvstripe/nvstripe/internal/buildinfo"
 )
 
 func newVersionCmd(*globals) *cobra.Command {

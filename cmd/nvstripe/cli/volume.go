@@ -8,8 +8,8 @@ import (
 
 	"github.com/nvstripe/nvstripe/capacity"
 	"github.com/nvstripe/nvstripe/config"
+	"github.com/nvstripe/nvstripe/internal/units"
 	"github.com/nvstripe/nvstripe/meta"
-	"github.com/nvstripe/nvstripe/units"
 )
 
 func newVolumeCmd(g *globals) *cobra.Command {

@@ -1,0 +1,234 @@
+//go:build linux
+
+package scale
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nvstripe/nvstripe/meta/etcdembed"
+)
+
+var etcdChild = flag.String("scale.etcd-child", "", "run etcd in this directory and nothing else (the harness starts its test binary so as its etcd)")
+
+const etcdReady = "scale etcd ready "
+
+// TestEtcdChild is the harness's etcd process: `nvstripe etcd --dir DIR`
+// (meta/embed with the product's options: fsync on, compaction every 5
+// minutes, etcd's default quota) on 127.0.0.1 ports of its own. It runs
+// only when the harness starts it (-scale.etcd-child) and stops when its
+// standard input closes.
+func TestEtcdChild(t *testing.T) {
+	if *etcdChild == "" {
+		t.Skip("only as the harness's child process (-scale.etcd-child)")
+	}
+	srv, err := etcdembed.Start(context.Background(), etcdembed.Options{Dir: *etcdChild})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("%s%s\n", etcdReady, srv.Endpoints()[0])
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	srv.Close()
+}
+
+var etcdOnDisk = flag.Bool("scale.etcd-on-disk", false, "keep etcd's data in the test's temporary folder, not in /dev/shm")
+
+// etcdDir is a fresh folder for etcd's data, removed when the test ends:
+// in /dev/shm (memory) unless -scale.etcd-on-disk or there is none. etcd
+// still syncs every write as the product's does, but the sync costs
+// nothing there: this machine's disk is shared with other work, and its
+// sync latency (tens of milliseconds while others build and test) would
+// bound etcd's writes instead of etcd itself.
+func etcdDir(t *testing.T) string {
+	t.Helper()
+	if st, err := os.Stat("/dev/shm"); *etcdOnDisk || err != nil || !st.IsDir() {
+		return t.TempDir()
+	}
+	dir, err := os.MkdirTemp("/dev/shm", "nvstripe-scale-")
+	if err != nil {
+		return t.TempDir()
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// etcdProc is the child etcd.
+type etcdProc struct {
+	endpoint string
+	pid      int
+	cmd      *exec.Cmd
+	stdin    io.Closer
+}
+
+// startEtcd starts this test binary as the harness's etcd (TestEtcdChild)
+// with its data in a fresh folder; it stops when the test ends.
+func startEtcd(t *testing.T) *etcdProc {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^TestEtcdChild$", "-test.timeout=0", "-scale.etcd-child="+filepath.Join(etcdDir(t), "etcd"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &etcdProc{pid: cmd.Process.Pid, cmd: cmd, stdin: in}
+	t.Cleanup(p.stop)
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if ep, ok := strings.CutPrefix(sc.Text(), etcdReady); ok {
+			p.endpoint = ep
+			break
+		}
+	}
+	if p.endpoint == "" {
+		t.Fatalf("the etcd child exited without saying where it listens")
+	}
+	go func() { _, _ = io.Copy(io.Discard, out) }()
+	return p
+}
+
+// stop closes the child's input and waits for it; it is killed after 30s.
+func (p *etcdProc) stop() {
+	p.stdin.Close()
+	done := make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// sample is what the harness reads of etcd at one moment: its metrics and
+// its process's CPU time and resident memory.
+type sample struct {
+	at      time.Time
+	metrics map[string]float64 // "name{labels}" -> value
+	cpu     time.Duration      // user + system
+	rss     int64              // bytes
+}
+
+// read samples etcd now.
+func (p *etcdProc) read(ctx context.Context) (sample, error) {
+	s := sample{at: time.Now()}
+	var err error
+	if s.metrics, err = scrape(ctx, p.endpoint+"/metrics"); err != nil {
+		return s, err
+	}
+	if s.cpu, err = procCPU(p.pid); err != nil {
+		return s, err
+	}
+	s.rss, err = procRSS(p.pid)
+	return s, err
+}
+
+// scrape reads a Prometheus text page into name{labels} -> value.
+func scrape(ctx context.Context, url string) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("etcd metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	m := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			m[line[:i]] = v
+		}
+	}
+	return m, sc.Err()
+}
+
+// sum adds the series of metric name whose labels contain every one of
+// labels (`key="value"`).
+func (s sample) sum(name string, labels ...string) float64 {
+	var t float64
+	for k, v := range s.metrics {
+		series, rest, _ := strings.Cut(k, "{")
+		if series != name {
+			continue
+		}
+		ok := true
+		for _, l := range labels {
+			ok = ok && strings.Contains(rest, l)
+		}
+		if ok {
+			t += v
+		}
+	}
+	return t
+}
+
+// procCPU is a process's user + system time (/proc/PID/stat, in clock
+// ticks of 1/100 s, Linux's USER_HZ).
+func procCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name, which is in parentheses: state is
+	// field 3; utime and stime are fields 14 and 15.
+	_, after, ok := strings.Cut(string(b), ") ")
+	f := strings.Fields(after)
+	if !ok || len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: unexpected %q", pid, b)
+	}
+	u, err1 := strconv.ParseInt(f[11], 10, 64)
+	s, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: unexpected %q", pid, b)
+	}
+	return time.Duration(u+s) * 10 * time.Millisecond, nil
+}
+
+// procRSS is a process's resident memory (/proc/PID/status VmRSS).
+func procRSS(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
+}
