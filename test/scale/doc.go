@@ -1,6 +1,6 @@
 // Package scale is the scale harness (tests only; `make scale`,
 // docs/scale.md "etcd at 10,000 nodes"): one etcd started as the product
-// starts it (meta/embed, in a child process so that its CPU and memory
+// starts it (meta/etcdembed, in a child process so that its CPU and memory
 // are its own), a cluster record of hosts × namespaces, volumes placed by
 // the real allocation code, and simulated nodes as goroutines, each
 // mapping its volume through the real volclient.OpenVolume (ownership

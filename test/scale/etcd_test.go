@@ -26,7 +26,7 @@ var etcdChild = flag.String("scale.etcd-child", "", "run etcd in this directory 
 const etcdReady = "scale etcd ready "
 
 // TestEtcdChild is the harness's etcd process: `nvstripe etcd --dir DIR`
-// (meta/embed with the product's options: fsync on, compaction every 5
+// (meta/etcdembed with the product's options: fsync on, compaction every 5
 // minutes, etcd's default quota) on 127.0.0.1 ports of its own. It runs
 // only when the harness starts it (-scale.etcd-child) and stops when its
 // standard input closes.
