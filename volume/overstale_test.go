@@ -116,9 +116,6 @@ func TestOverStaleStripe(t *testing.T) {
 			t.Fatalf("repair: %v", err)
 		}
 		check("after repair")
-		if err := r.vol.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
 		marks, _ := r.stale.Stale(ctx)
 		if damage {
 			if len(marks) == 0 {

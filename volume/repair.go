@@ -77,7 +77,8 @@ func (v *Volume) repairSlot(ctx context.Context, s *segment, i int) (int64, erro
 }
 
 // fillHoles rebuilds the holes of slot i of s (stripes it missed for lack
-// of space) and records the ones left, once what it wrote is flushed. It
+// of space) and records the ones left, once what it wrote is durable
+// (slotDurable). It
 // stops at the first error: a namespace still out of space fails with
 // ErrNoSpace. REQUIRES: s.io held shared.
 func (v *Volume) fillHoles(ctx context.Context, s *segment, i int) (int64, error) {
@@ -97,8 +98,8 @@ func (v *Volume) fillHoles(ctx context.Context, s *segment, i int) (int64, error
 	if n == 0 {
 		return 0, err
 	}
-	if ferr := sl.ns.dev.Flush(ctx); ferr != nil {
-		return n, errors.Join(err, v.shardFailed(s, sl, i, 0, ferr))
+	if ferr := v.slotDurable(ctx, s, i); ferr != nil {
+		return n, errors.Join(err, ferr)
 	}
 	return n, errors.Join(err, v.recordHoles(ctx, s, i, sl))
 }

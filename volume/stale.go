@@ -316,7 +316,8 @@ func (v *Volume) applyStale(ctx context.Context, s *segment) {
 }
 
 // clearStale removes the mark of slot i once Repair has made it whole (no
-// hole, valid to the end) and its namespace has flushed it. A write that
+// hole, valid to the end) and what it wrote there is durable
+// (slotDurable). A write that
 // goes around the slot meanwhile either sees the mark still recorded or
 // records it again: logged is cleared before valid is checked, and a writer
 // lowers valid before it checks logged; holes change and are recorded
@@ -327,8 +328,8 @@ func (v *Volume) clearStale(ctx context.Context, s *segment, i int) error {
 	if !marked || sl.valid.Load() != v.g.StripesPerSegment() || sl.holes.Load() != nil {
 		return nil
 	}
-	if err := sl.ns.dev.Flush(ctx); err != nil {
-		return v.shardFailed(s, sl, i, 0, err)
+	if err := v.slotDurable(ctx, s, i); err != nil {
+		return err
 	}
 	s.staleMu.Lock()
 	defer s.staleMu.Unlock()
@@ -347,4 +348,22 @@ func (v *Volume) clearStale(ctx context.Context, s *segment, i int) error {
 	}
 	sl.recorded.Store(nil)
 	return nil
+}
+
+// slotDurable makes what Repair wrote to slot i of s durable, before its
+// stale mark is cleared or shrunk: the slot's queued checksum pages are
+// written, then its namespace is flushed. The data alone would not do: a
+// crash would leave the rebuilt blocks with the checksums of what the slot
+// held before, in a slot then trusted as whole, one bad shard more than
+// the mark's removal promised. A namespace found down fails it.
+func (v *Volume) slotDurable(ctx context.Context, s *segment, i int) error {
+	sl := s.slots[i]
+	err := v.storeSums(ctx, sl)
+	if err == nil && sl.ns.down.Load() { // storeSums marks it so, and drops the pages
+		err = fmt.Errorf("writing checksums: namespace %s is down: %w", sl.ref.NS, blockdev.ErrUnavailable)
+	}
+	if err == nil {
+		err = sl.ns.dev.Flush(ctx)
+	}
+	return v.shardFailed(s, sl, i, 0, err)
 }
