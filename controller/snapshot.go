@@ -78,27 +78,31 @@ func loadPinned(ctx context.Context, store *meta.Store, load func(context.Contex
 
 // loadAt reads the snapshot through store, a view pinned at one revision.
 func loadAt(ctx context.Context, store *meta.Store) (*Snapshot, error) {
-	s := &Snapshot{Rev: store.Rev(), Namespaces: map[string]*meta.NamespaceRecord{}, Volumes: map[string]*meta.VolumeRecord{},
-		Owners: map[string]string{}, Readers: map[string][]string{}, MoveTasks: map[decide.SegmentID]moves.Task{},
-		Segments: map[string]map[int64]*meta.SegmentRecord{}, Stale: map[decide.SegmentID]map[int]bool{},
-		StaleStripes: map[decide.SegmentID]map[int][][2]int64{}}
+	s := newSnapshot(store.Rev())
 	if err := s.loadHosts(ctx, store); err != nil {
 		return nil, err
 	}
 	if err := s.loadTasks(ctx, store); err != nil {
 		return nil, err
 	}
-	vols, err := store.Volumes(ctx)
-	if err != nil {
+	if err := s.loadVolumes(ctx, store); err != nil {
 		return nil, err
 	}
-	for _, v := range vols {
-		if err := s.loadVolume(ctx, store, v); err != nil {
-			return nil, err
-		}
-	}
-	sort.Slice(s.State.Segments, func(i, j int) bool { return s.State.Segments[i].ID.Compare(s.State.Segments[j].ID) < 0 })
+	s.sortSegments()
 	return s, nil
+}
+
+// newSnapshot returns an empty snapshot at revision rev.
+func newSnapshot(rev int64) *Snapshot {
+	return &Snapshot{Rev: rev, Namespaces: map[string]*meta.NamespaceRecord{}, Volumes: map[string]*meta.VolumeRecord{},
+		Owners: map[string]string{}, Readers: map[string][]string{}, MoveTasks: map[decide.SegmentID]moves.Task{},
+		Segments: map[string]map[int64]*meta.SegmentRecord{}, Stale: map[decide.SegmentID]map[int]bool{},
+		StaleStripes: map[decide.SegmentID]map[int][][2]int64{}}
+}
+
+// sortSegments puts the segments Decide works on in segment order.
+func (s *Snapshot) sortSegments() {
+	sort.Slice(s.State.Segments, func(i, j int) bool { return s.State.Segments[i].ID.Compare(s.State.Segments[j].ID) < 0 })
 }
 
 func (s *Snapshot) loadHosts(ctx context.Context, store *meta.Store) error {
@@ -146,49 +150,53 @@ func (s *Snapshot) loadTasks(ctx context.Context, store *meta.Store) error {
 	return nil
 }
 
-func (s *Snapshot) loadVolume(ctx context.Context, store *meta.Store, v *meta.VolumeRecord) error {
-	if v.State != meta.VolumeReady {
-		return nil
-	}
-	owners, err := store.Owners(ctx, v.Name)
+// loadVolumes reads the volumes and, for those ready, their owners, segments
+// and stale marks: one read of each prefix, not one a volume.
+func (s *Snapshot) loadVolumes(ctx context.Context, store *meta.Store) error {
+	vols, err := store.Volumes(ctx)
 	if err != nil {
 		return err
 	}
-	for _, o := range owners {
+	var ready []string
+	for _, v := range vols {
+		if v.State == meta.VolumeReady {
+			ready = append(ready, v.Name)
+		}
+	}
+	parts, err := store.VolumesParts(ctx, ready)
+	if err != nil {
+		return err
+	}
+	for _, v := range vols {
+		if v.State == meta.VolumeReady {
+			s.addVolume(v, parts[v.Name])
+		}
+	}
+	return nil
+}
+
+// addVolume adds ready volume v with its parts p.
+func (s *Snapshot) addVolume(v *meta.VolumeRecord, p *meta.VolumeParts) {
+	for _, o := range p.Owners {
 		if o.Mode == meta.ModeRW {
 			s.Owners[v.Name] = o.Holder
 		} else {
 			s.Readers[v.Name] = append(s.Readers[v.Name], o.Holder)
 		}
 	}
-	vm, err := store.VolumeMap(ctx, v.Name, nil)
-	if err != nil {
-		return err
-	}
-	segs, _, err := vm.Segments(ctx)
-	if err != nil {
-		return err
-	}
-	if err := s.loadStale(ctx, vm, v.Name, segs); err != nil {
-		return err
-	}
+	s.addStale(v.Name, p.Stale, p.Segments)
 	s.Volumes[v.Name] = v
-	s.Segments[v.Name] = segs
+	s.Segments[v.Name] = p.Segments
 	s.State.Volumes = append(s.State.Volumes, decide.Volume{ID: v.Name, K: v.Layout.K, M: v.Layout.M,
 		OwnerPresent: s.Owners[v.Name] != "", AllowSharedDomains: v.AllowSharedDomains})
-	for idx, r := range segs {
+	for idx, r := range p.Segments {
 		s.State.Segments = append(s.State.Segments, s.segment(decide.SegmentID{Volume: v.Name, Index: idx}, r, v))
 	}
-	return nil
 }
 
-// loadStale keeps the stale marks that name a slot's current location (a
+// addStale keeps the stale marks that name a slot's current location (a
 // mark left behind by a move names the old one).
-func (s *Snapshot) loadStale(ctx context.Context, vm *meta.VolumeMap, vol string, segs map[int64]*meta.SegmentRecord) error {
-	marks, err := vm.Stale(ctx)
-	if err != nil {
-		return err
-	}
+func (s *Snapshot) addStale(vol string, marks []meta.StaleMark, segs map[int64]*meta.SegmentRecord) {
 	for _, m := range marks {
 		r := segs[m.Segment]
 		if r == nil || m.Index >= len(r.Slots) || r.Slots[m.Index] != m.Ref {
@@ -206,7 +214,6 @@ func (s *Snapshot) loadStale(ctx context.Context, vm *meta.VolumeMap, vol string
 			s.StaleStripes[id][m.Index] = m.Stripes
 		}
 	}
-	return nil
 }
 
 func (s *Snapshot) segment(id decide.SegmentID, r *meta.SegmentRecord, v *meta.VolumeRecord) decide.Segment {

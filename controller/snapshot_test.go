@@ -289,3 +289,120 @@ func TestLoadSnapshotCompacted(t *testing.T) {
 		t.Fatalf("load through a compacted view: %v, want meta.ErrCompacted", err)
 	}
 }
+
+// TestLoadSnapshotSameAsEachVolumeRead: the snapshot read with one range
+// request per prefix (owners, segments, stale marks) is the snapshot read
+// volume by volume, on a cluster with owners, readers, stale marks (at the
+// current location and an old one, whole and by stripes), a move in flight,
+// a volume without segments and volume names that are prefixes of others.
+func TestLoadSnapshotSameAsEachVolumeRead(t *testing.T) {
+	ctx := context.Background()
+	store := openStore(t, metaCluster(t, 7, 2))
+	for _, name := range []string{"v1", "w"} {
+		if _, err := store.CreateVolume(ctx, meta.VolumeSpec{Name: name, Size: 8 << 20,
+			Layout: meta.Layout{K: 4, M: 2, Chunk: 64 << 10}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	owner, err := store.Acquire(ctx, "v", meta.OwnerOptions{Holder: "app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Release(ctx)
+	for _, h := range []string{"r1", "r2"} {
+		ro, err := store.Acquire(ctx, "v1", meta.OwnerOptions{Holder: h, ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ro.Release(ctx)
+	}
+	vm, err := store.VolumeMap(ctx, "v", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm1, err := store.VolumeMap(ctx, "v1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := vm1.Allocate(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	segs, _, err := vm.Segments(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := meta.SlotRef{NS: segs[1].Slots[3].NS, Slot: segs[1].Slots[3].Slot + 7}
+	for _, m := range []struct {
+		seg     int64
+		idx     int
+		ref     meta.SlotRef
+		stripes [][2]int64
+	}{{0, 1, segs[0].Slots[1], nil}, {0, 4, segs[0].Slots[4], [][2]int64{{2, 5}}}, {1, 3, old, nil}} {
+		if err := vm.MarkStaleStripes(ctx, m.seg, m.idx, m.ref, m.stripes); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := vm.BeginMove(ctx, 1, 2, ""); err != nil {
+		t.Fatal(err)
+	}
+	view, err := store.At(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := loadEachVolume(ctx, view)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(want.Volumes) != 3 || want.Owners["v"] != "app" || len(want.Readers["v1"]) != 2 || len(want.Stale) != 1 ||
+		len(want.StaleStripes) != 1 || len(want.State.Segments) != 3 || want.State.Segments[1].Move == nil {
+		t.Fatalf("read volume by volume: %d volumes, owners %v, readers %v, stale %v %v, segments %+v; want 3 volumes, "+
+			"owner and 2 readers, 2 marks in one segment, 3 segments, one moving", len(want.Volumes), want.Owners, want.Readers,
+			want.Stale, want.StaleStripes, want.State.Segments)
+	}
+	got, err := LoadSnapshot(ctx, view)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("snapshot read by prefix:\n%+v\nwant (read volume by volume)\n%+v", got, want)
+	}
+}
+
+// loadEachVolume reads a snapshot through view as LoadSnapshot did before
+// it read the per-volume prefixes whole: each ready volume's owners, record,
+// segments and stale marks with reads of their own.
+func loadEachVolume(ctx context.Context, view *meta.Store) (*Snapshot, error) {
+	s := newSnapshot(view.Rev())
+	if err := s.loadHosts(ctx, view); err != nil {
+		return nil, err
+	}
+	if err := s.loadTasks(ctx, view); err != nil {
+		return nil, err
+	}
+	vols, err := view.Volumes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range vols {
+		if v.State != meta.VolumeReady {
+			continue
+		}
+		p := &meta.VolumeParts{}
+		if p.Owners, err = view.Owners(ctx, v.Name); err != nil {
+			return nil, err
+		}
+		vm, err := view.VolumeMap(ctx, v.Name, nil)
+		if err != nil {
+			return nil, err
+		}
+		if p.Segments, _, err = vm.Segments(ctx); err != nil {
+			return nil, err
+		}
+		if p.Stale, err = vm.Stale(ctx); err != nil {
+			return nil, err
+		}
+		s.addVolume(v, p)
+	}
+	s.sortSegments()
+	return s, nil
+}

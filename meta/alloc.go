@@ -150,17 +150,26 @@ func (m *VolumeMap) Segments(ctx context.Context) (map[int64]*SegmentRecord, int
 	}
 	out := make(map[int64]*SegmentRecord, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		i, err := segmentIndex(string(kv.Key), prefix)
+		i, rec, err := segmentKV(kv, prefix)
 		if err != nil {
-			return nil, 0, err
-		}
-		rec := &SegmentRecord{}
-		if err := decodeKV(kv, rec); err != nil {
 			return nil, 0, err
 		}
 		out[i] = rec
 	}
 	return out, resp.Header.Revision, nil
+}
+
+// segmentKV decodes the segment record kv, a key under prefix (a volume's).
+func segmentKV(kv *mvccpb.KeyValue, prefix string) (int64, *SegmentRecord, error) {
+	i, err := segmentIndex(string(kv.Key), prefix)
+	if err != nil {
+		return 0, nil, err
+	}
+	rec := &SegmentRecord{}
+	if err := decodeKV(kv, rec); err != nil {
+		return 0, nil, err
+	}
+	return i, rec, nil
 }
 
 // Allocate places segment seg: it reserves one slot on each of K+M

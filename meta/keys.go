@@ -45,7 +45,8 @@ func (k keys) allocs() string             { return k.root + "alloc/" }
 func (k keys) alloc(id string) string     { return k.allocs() + id }
 func (k keys) volumes() string            { return k.root + "vol/" }
 func (k keys) volume(name string) string  { return k.volumes() + name }
-func (k keys) segments(vol string) string { return k.root + "seg/" + vol + "/" }
+func (k keys) allSegments() string        { return k.root + "seg/" }
+func (k keys) segments(vol string) string { return k.allSegments() + vol + "/" }
 func (k keys) segment(vol string, i int64) string {
 	return k.segments(vol) + fmt.Sprintf("%016x", i)
 }
@@ -53,7 +54,8 @@ func (k keys) dirties(vol string) string { return k.root + "dirty/" + vol + "/" 
 func (k keys) dirty(vol string, i int64) string {
 	return k.dirties(vol) + fmt.Sprintf("%016x", i)
 }
-func (k keys) owners(vol string) string          { return k.root + "owner/" + vol + "/" }
+func (k keys) allOwners() string                 { return k.root + "owner/" }
+func (k keys) owners(vol string) string          { return k.allOwners() + vol + "/" }
 func (k keys) ownerRW(vol string) string         { return k.owners(vol) + "rw" }
 func (k keys) ownersRO(vol string) string        { return k.owners(vol) + "ro/" }
 func (k keys) ownerRO(vol, holder string) string { return k.ownersRO(vol) + holder }

@@ -680,13 +680,22 @@ func (s *Store) Owners(ctx context.Context, volume string) ([]OwnerInfo, error) 
 	}
 	out := make([]OwnerInfo, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		r := &OwnerRecord{}
-		if err := decodeKV(kv, r); err != nil {
+		o, err := ownerKV(kv)
+		if err != nil {
 			return nil, err
 		}
-		out = append(out, ownerInfo(kv, r))
+		out = append(out, o)
 	}
 	return out, nil
+}
+
+// ownerKV decodes the owner key kv.
+func ownerKV(kv *mvccpb.KeyValue) (OwnerInfo, error) {
+	r := &OwnerRecord{}
+	if err := decodeKV(kv, r); err != nil {
+		return OwnerInfo{}, err
+	}
+	return ownerInfo(kv, r), nil
 }
 
 // Mapper returns the holder that maps volume read-write: its read-write

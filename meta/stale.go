@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -19,7 +20,8 @@ import (
 // those stripes; a record without them covers the whole slot (and is what
 // a reader that does not know the list sees).
 
-func (k keys) stales(vol string) string { return k.root + "stale/" + vol + "/" }
+func (k keys) allStales() string        { return k.root + "stale/" }
+func (k keys) stales(vol string) string { return k.allStales() + vol + "/" }
 func (k keys) staleSeg(vol string, seg int64) string {
 	return fmt.Sprintf("%s%016x/", k.stales(vol), seg)
 }
@@ -135,20 +137,29 @@ func (m *VolumeMap) Stale(ctx context.Context) ([]StaleMark, error) {
 	}
 	out := make([]StaleMark, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		segKey, idxStr, ok := strings.Cut(strings.TrimPrefix(string(kv.Key), prefix), "/")
-		idx, err := strconv.Atoi(idxStr)
-		if !ok || err != nil || idx < 0 {
-			return nil, fmt.Errorf("key %q: not a stale slot key: %w", kv.Key, ErrCorruptRecord)
-		}
-		seg, err := segmentIndex(prefix+segKey, prefix)
+		mark, err := staleKV(kv, prefix)
 		if err != nil {
 			return nil, err
 		}
-		var rec StaleRecord
-		if err := decodeKV(kv, &rec); err != nil {
-			return nil, err
-		}
-		out = append(out, StaleMark{Segment: seg, Index: idx, Ref: SlotRef{NS: rec.NS, Slot: rec.Slot}, Stripes: rec.Stripes})
+		out = append(out, mark)
 	}
 	return out, nil
+}
+
+// staleKV decodes the stale mark kv, a key under prefix (a volume's).
+func staleKV(kv *mvccpb.KeyValue, prefix string) (StaleMark, error) {
+	segKey, idxStr, ok := strings.Cut(strings.TrimPrefix(string(kv.Key), prefix), "/")
+	idx, err := strconv.Atoi(idxStr)
+	if !ok || err != nil || idx < 0 {
+		return StaleMark{}, fmt.Errorf("key %q: not a stale slot key: %w", kv.Key, ErrCorruptRecord)
+	}
+	seg, err := segmentIndex(prefix+segKey, prefix)
+	if err != nil {
+		return StaleMark{}, err
+	}
+	var rec StaleRecord
+	if err := decodeKV(kv, &rec); err != nil {
+		return StaleMark{}, err
+	}
+	return StaleMark{Segment: seg, Index: idx, Ref: SlotRef{NS: rec.NS, Slot: rec.Slot}, Stripes: rec.Stripes}, nil
 }
