@@ -87,7 +87,7 @@ func TestLinuxHostReservationsVM(t *testing.T) {
 	if base := os.Getenv("VM_RUN_DIR"); base != "" {
 		runDir = filepath.Join(base, fmt.Sprintf("resv-host-%d", os.Getpid()))
 	}
-	scenario, err := filepath.Abs("../../vmtest/scenarios/resv-host.sh")
+	scenario, err := filepath.Abs("../../test/vmtest/scenarios/resv-host.sh")
 	if err != nil {
 		t.Fatal(err)
 	}
