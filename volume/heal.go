@@ -135,7 +135,7 @@ func (v *Volume) healStripeIn(ctx context.Context, s *segment, id layout.StripeI
 	}
 	defer img.bufs.release()
 	for r := int64(0); r < v.g.BlocksPerChunk(); r++ {
-		if mode == healScrub && v.unsettledRow(id, r) {
+		if mode != healResync && v.unsettledRow(id, r) {
 			img.disputed[r] = true // known lost (Volume.Unsettled): nothing to heal or count, parity left alone
 			continue
 		}

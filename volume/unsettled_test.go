@@ -124,7 +124,14 @@ func TestMoveCarriesUnsettledRows(t *testing.T) {
 			t.Errorf("the move made block %d unsettled too", b.Offset)
 		}
 	}
+	// Reads of the blanks the move wrote fail, and count no bad block:
+	// each counted three before (the blank and its row's poisoned parity),
+	// into the figures of any scrub running meanwhile.
+	before := r.vol.ChecksumStats()
 	checkUnsettled(t, h, unsettled, "after the move")
+	if after := r.vol.ChecksumStats(); after.Mismatches != before.Mismatches {
+		t.Errorf("reads after the move counted %d bad blocks in the unsettled rows", after.Mismatches-before.Mismatches)
+	}
 	// Rebalance the other slots of an unsettled row: a parity slot (its
 	// poisoned blocks go over blank) and a data slot (copied as it is).
 	b := r.vol.Unsettled()[0]
@@ -133,7 +140,7 @@ func TestMoveCarriesUnsettledRows(t *testing.T) {
 	checkUnsettled(t, h, unsettled, "after rebalancing the unsettled row's other slots")
 	// A scrub leaves the known unsettled rows alone: it counts no bad
 	// block there and rewrites nothing that would make them readable.
-	before := r.vol.ChecksumStats()
+	before = r.vol.ChecksumStats()
 	if _, err := r.vol.Scrub(ctx, 0, r.g.Segments(r.vol.Size())-1, nil); err != nil {
 		t.Fatalf("scrub: %v", err)
 	}
