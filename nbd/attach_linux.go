@@ -6,9 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/mdlayher/genetlink"
-	"github.com/mdlayher/netlink"
-	"golang.org/x/sys/unix"
 	"net"
 	"os"
 	"path/filepath"
@@ -18,6 +15,10 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/mdlayher/genetlink"
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/nvstripe/nvstripe/internal/retry"
 )
