@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
 	"github.com/nvstripe/nvstripe/nvmeof/tlspsk"
 )
@@ -110,6 +111,11 @@ func TestTLSModes(t *testing.T) {
 			t.Errorf("%s: %v, want an alert from the target", name, err)
 		}
 	}
+	// The target sends its alert before it counts the refusal: wait for
+	// the count rather than read it once.
+	testutil.WaitFor(t, "2 refused TLS handshakes counted", func() bool {
+		return req.t.Stats().Refused[RefusedTLS] == 2
+	})
 	if got := req.t.Stats().Refused[RefusedTLS]; got != 2 {
 		t.Errorf("refused tls %d, want 2", got)
 	}
