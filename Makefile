@@ -110,8 +110,9 @@ gossip-sim:
 ## scale: the scale harness (test/scale/doc.go, docs/scale.md "etcd at 10,000 nodes"):
 ## one etcd in a child process, SCALE_SIZES runs of AGENTS/HOSTS simulated
 ## nodes mapping through volclient over hosts x 16 namespaces, measured for
-## SCALE_STEADY; prints one table. The 10,000-node run alone takes 12 minutes on
-## the loaded 2-core build machine, all four sizes about 25.
+## SCALE_STEADY; prints one table. On an idle 2-core machine the four sizes take
+## about 7 minutes (10,000 nodes 2.5); other work on the machine slows it many
+## times and starves lease renewals (the table's harness scheduler column).
 SCALE_SIZES  ?= 1000/250,2500/500,5000/1000,10000/1000
 SCALE_STEADY ?= 1m
 .PHONY: scale
