@@ -92,10 +92,13 @@ soak-props:
 ## fuzz: every fuzz target (found by scripts/fuzz.sh) for FUZZTIME each, one
 ## at a time, then a table (target, time, execs, new interesting, crashers).
 ## New inputs stay in Go's fuzz cache; crashers land in the package's
-## testdata/fuzz as seeds. FUZZ_RUN=regexp narrows, FUZZ_PARALLEL sets workers.
+## testdata/fuzz as seeds. FUZZ_RUN=regexp narrows, FUZZ_PARALLEL sets workers,
+## FUZZ_JOBS=N fuzzes N targets side by side (each for the whole FUZZTIME; on 2
+## cores FUZZ_JOBS=2 runs the 21 targets at 10m in under two hours, one worker each).
 FUZZTIME ?= 10m
+FUZZ_JOBS ?= 1
 fuzz:
-	GO='$(GO)' FUZZTIME='$(FUZZTIME)' scripts/fuzz.sh
+	GO='$(GO)' FUZZTIME='$(FUZZTIME)' FUZZ_JOBS='$(FUZZ_JOBS)' scripts/fuzz.sh
 
 ## gossip-sim: the memberlist simulation (health/gossipsim_test.go): pools of
 ## GOSSIP_SIZES members at the shipped gossip settings, one member killed in

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # fuzz.sh: run every Go fuzz target of the module for a time budget each, one
-# at a time, and print a table (target, time, execs, new interesting inputs,
+# at a time (or FUZZ_JOBS side by side), and print a table (target, time, execs, new interesting inputs,
 # crashers). `make fuzz` calls it; CI runs only the seed corpora (plain
 # `go test` does).
 #
@@ -19,7 +19,10 @@
 # Environment:
 #   FUZZTIME      budget per target (a duration, or Nx for N runs); default 10m
 #   FUZZ_RUN      regexp over target names (FuzzX) to narrow the run; default all
-#   FUZZ_PARALLEL fuzzing workers per target (go test -parallel); default: Go's (GOMAXPROCS)
+#   FUZZ_JOBS     targets fuzzed side by side; default 1. Each still gets the whole
+#                 FUZZTIME; the run takes about targets x FUZZTIME / FUZZ_JOBS.
+#   FUZZ_PARALLEL fuzzing workers per target (go test -parallel); default: Go's
+#                 (GOMAXPROCS), or the CPUs divided among FUZZ_JOBS (at least 1)
 #   FUZZ_MINIMIZETIME  budget to minimize each new input (go test -fuzzminimizetime);
 #                 default 10s (Go's 60s stalls targets with inputs of kilobytes: no
 #                 execs are counted while a worker minimizes)
@@ -51,12 +54,21 @@ count() {
 	if [ -d "$1" ]; then find "$1" -type f | wc -l; else echo 0; fi
 }
 
-rows=()
-total_execs=0 total_new=0 total_crash=0 failed=0 n=0
-while read -r dir target; do
-	[[ "$target" =~ $FUZZ_RUN ]] || continue
-	n=$((n + 1))
-	pkg=$($GO list "./$dir") || { rows+=("$dir.$target - - - - build-failed"); failed=$((failed + 1)); continue; }
+FUZZ_JOBS=${FUZZ_JOBS:-1}
+[[ "$FUZZ_JOBS" =~ ^[1-9][0-9]*$ ]] || { echo "fuzz: FUZZ_JOBS=$FUZZ_JOBS: want a whole number of targets at once, 1 or more" >&2; exit 2; }
+if [ -z "${FUZZ_PARALLEL:-}" ] && [ "$FUZZ_JOBS" -gt 1 ]; then
+	FUZZ_PARALLEL=$(($(nproc) / FUZZ_JOBS))
+	[ "$FUZZ_PARALLEL" -ge 1 ] || FUZZ_PARALLEL=1
+fi
+rowdir="$FUZZ_LOGS/rows"
+mkdir -p "$rowdir"
+
+# fuzz_one fuzzes one target for FUZZTIME and writes its table row
+# ("target time execs new crashers result") to $rowdir/SEQ.
+fuzz_one() {
+	local seq=$1 dir=$2 target=$3 pkg seeds corpus seeds_before corpus_before log start rc secs execs new crash result
+	local args=()
+	pkg=$($GO list "./$dir") || { echo "$dir.$target - 0 0 0 build-failed" >"$rowdir/$seq"; return; }
 	seeds="$dir/testdata/fuzz/$target"
 	corpus="$cache/$pkg/$target"
 	seeds_before=$(count "$seeds")
@@ -77,17 +89,34 @@ while read -r dir target; do
 	result=ok
 	if [ "$crash" -gt 0 ]; then
 		result=CRASHER
-		grep -E 'Failing input written to|--- FAIL' "$log" | sed 's/^/    /'
+		grep -E 'Failing input written to|--- FAIL' "$log" | sed "s|^|    $target: |"
 	elif [ "$rc" -ne 0 ]; then
 		result=FAILED
-		tail -20 "$log" | sed 's/^/    /'
+		tail -20 "$log" | sed "s|^|    $target: |"
 	fi
+	echo "$dir.$target ${secs}s $execs $new $crash $result" >"$rowdir/$seq"
+}
+
+n=0
+while read -r dir target; do
+	[[ "$target" =~ $FUZZ_RUN ]] || continue
+	n=$((n + 1))
+	while [ "$(jobs -rp | wc -l)" -ge "$FUZZ_JOBS" ]; do wait -n; done
+	fuzz_one "$(printf '%04d' "$n")" "$dir" "$target" &
+done < <(targets)
+wait
+
+rows=()
+total_execs=0 total_new=0 total_crash=0 failed=0
+for f in "$rowdir"/*; do
+	[ -e "$f" ] || continue
+	read -r name secs execs new crash result <"$f"
+	rows+=("$name $secs $execs $new $crash $result")
 	[ "$result" = ok ] || failed=$((failed + 1))
-	rows+=("$dir.$target ${secs}s $execs $new $crash $result")
 	total_execs=$((total_execs + execs))
 	total_new=$((total_new + new))
 	total_crash=$((total_crash + crash))
-done < <(targets)
+done
 
 echo
 printf '%-40s %8s %14s %16s %9s %s\n' target time execs "new interesting" crashers result
