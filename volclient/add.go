@@ -281,16 +281,18 @@ type Discovered struct {
 }
 
 // Discover reads the discovery log page at addr (tcp://ADDR:PORT) as
-// hostNQN and, for every NVMe subsystem in it, adds namespaces 1, 2, ...
-// on host, with all the subsystem's TCP paths, as AddNamespace does, until
+// o.HostNQN (over TLS with o.TLSKey, for a target that requires it) and,
+// for every NVMe subsystem in it, adds namespaces 1, 2, ... on host, with
+// all the subsystem's TCP paths, as AddNamespaceAs does with o (its
+// DH-HMAC-CHAP secrets and TLS key), until
 // one does not answer (at most maxNSID). Namespaces already recorded (the
 // same subsystem NQN and NSID, whatever their id) are skipped; a new one
 // gets the first free id of discoveredIDs. allowUnfenced is AddNamespace's
 // spec.AllowUnfenced. Each namespace gone through is passed to report;
 // Discover returns the number of subsystems. A log without one is an error
 // (meta.ErrNotFound) that says the host may not be allowed.
-func Discover(ctx context.Context, s *meta.Store, addr, host, hostNQN string, maxNSID uint32, allowUnfenced bool, report func(Discovered)) (int, error) {
-	entries, err := initiator.Discover(ctx, strings.TrimPrefix(addr, "tcp://"), initiator.DiscoverOptions{HostNQN: hostNQN})
+func Discover(ctx context.Context, s *meta.Store, addr, host string, o NamespaceOptions, maxNSID uint32, allowUnfenced bool, report func(Discovered)) (int, error) {
+	entries, err := initiator.Discover(ctx, strings.TrimPrefix(addr, "tcp://"), initiator.DiscoverOptions{HostNQN: o.HostNQN, TLSKey: o.TLSKey})
 	if err != nil {
 		return 0, fmt.Errorf("discover %s: %w", addr, err)
 	}
@@ -306,7 +308,7 @@ func Discover(ctx context.Context, s *meta.Store, addr, host, hostNQN string, ma
 		paths[e.SubNQN] = append(paths[e.SubNQN], meta.PathRecord{Addr: "tcp://" + e.TrAddr + ":" + e.TrSvcID})
 	}
 	if len(order) == 0 {
-		return 0, noSubsystem(addr, hostNQN)
+		return 0, noSubsystem(addr, o.HostNQN)
 	}
 	known, err := s.Namespaces(ctx)
 	if err != nil {
@@ -315,7 +317,7 @@ func Discover(ctx context.Context, s *meta.Store, addr, host, hostNQN string, ma
 	r := newRecorded(known)
 	for _, nqn := range order {
 		spec := meta.NamespaceSpec{Host: host, NQN: nqn, Paths: paths[nqn], AllowUnfenced: allowUnfenced}
-		if err := addSubsystem(ctx, s, spec, hostNQN, maxNSID, r, report); err != nil {
+		if err := addSubsystem(ctx, s, spec, o, maxNSID, r, report); err != nil {
 			return 0, err
 		}
 	}
@@ -357,7 +359,7 @@ func (r recorded) add(n *meta.NamespaceRecord) {
 func identity(nqn string, nsid uint32) string { return fmt.Sprintf("%s/%d", nqn, nsid) }
 
 // addSubsystem adds the namespaces of one discovered subsystem.
-func addSubsystem(ctx context.Context, s *meta.Store, spec meta.NamespaceSpec, hostNQN string, maxNSID uint32,
+func addSubsystem(ctx context.Context, s *meta.Store, spec meta.NamespaceSpec, o NamespaceOptions, maxNSID uint32,
 	r recorded, report func(Discovered)) error {
 	for nsid := uint32(1); nsid <= maxNSID; nsid++ {
 		if id, ok := r.byIdentity[identity(spec.NQN, nsid)]; ok {
@@ -369,7 +371,7 @@ func addSubsystem(ctx context.Context, s *meta.Store, spec meta.NamespaceSpec, h
 		if spec.ID, err = r.freeID(spec.Host, spec.NQN, nsid); err != nil {
 			return err
 		}
-		rec, err := AddNamespace(ctx, s, spec, hostNQN)
+		rec, err := AddNamespaceAs(ctx, s, spec, o)
 		if ce := (*ConnectError)(nil); nsid > 1 && errors.As(err, &ce) {
 			return nil // no namespace nsid: the subsystem's list ended
 		}
@@ -429,10 +431,10 @@ type DiscoverReport struct {
 
 // DiscoverAll is Discover collecting what it goes through; each (nil:
 // none) also gets every namespace as it is gone through.
-func DiscoverAll(ctx context.Context, s *meta.Store, addr, host, hostNQN string, maxNSID uint32, allowUnfenced bool, each func(Discovered)) (DiscoverReport, error) {
+func DiscoverAll(ctx context.Context, s *meta.Store, addr, host string, o NamespaceOptions, maxNSID uint32, allowUnfenced bool, each func(Discovered)) (DiscoverReport, error) {
 	rep := DiscoverReport{Added: []*meta.NamespaceRecord{}, Known: []string{}}
 	var err error
-	rep.Subsystems, err = Discover(ctx, s, addr, host, hostNQN, maxNSID, allowUnfenced, func(d Discovered) {
+	rep.Subsystems, err = Discover(ctx, s, addr, host, o, maxNSID, allowUnfenced, func(d Discovered) {
 		if d.Added != nil {
 			rep.Added = append(rep.Added, d.Added)
 		} else {

@@ -3,6 +3,7 @@ package volclient
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -12,8 +13,10 @@ import (
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/metatest"
+	"github.com/nvstripe/nvstripe/nvmeof/auth"
 	"github.com/nvstripe/nvstripe/nvmeof/initiator"
 	"github.com/nvstripe/nvstripe/nvmeof/target"
+	"github.com/nvstripe/nvstripe/nvmeof/tlspsk"
 	"github.com/nvstripe/nvstripe/volclient/volclienttest"
 )
 
@@ -79,11 +82,11 @@ func TestAddNamespaceLabels(t *testing.T) {
 		t.Errorf("nothing answering: %v, want a ConnectError", err)
 	}
 	var seen []Discovered
-	n, err := Discover(ctx, s, "tcp://"+tgt.Addr(0), "h0", "", 4, false, func(d Discovered) { seen = append(seen, d) })
+	n, err := Discover(ctx, s, "tcp://"+tgt.Addr(0), "h0", NamespaceOptions{}, 4, false, func(d Discovered) { seen = append(seen, d) })
 	if err != nil || n != 1 || len(seen) != 1 || seen[0].Known != rec.ID {
 		t.Errorf("Discover: %d subsystems, %+v, %v", n, seen, err)
 	}
-	all, err := DiscoverAll(ctx, s, "tcp://"+tgt.Addr(0), "h0", "", 4, false, nil)
+	all, err := DiscoverAll(ctx, s, "tcp://"+tgt.Addr(0), "h0", NamespaceOptions{}, 4, false, nil)
 	if err != nil || all.Subsystems != 1 || len(all.Added) != 0 || len(all.Known) != 1 || all.Known[0] != rec.ID {
 		t.Errorf("DiscoverAll: %+v, %v", all, err)
 	}
@@ -124,7 +127,7 @@ func TestDiscoverTwoSubsystems(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := DiscoverAll(ctx, s, addr, "h0", "", 4, true, nil)
+	rep, err := DiscoverAll(ctx, s, addr, "h0", NamespaceOptions{}, 4, true, nil)
 	if err != nil || rep.Subsystems != 2 || len(rep.Added) != 2 {
 		t.Fatalf("DiscoverAll: %+v, %v; want 2 subsystems, 2 added", rep, err)
 	}
@@ -137,7 +140,7 @@ func TestDiscoverTwoSubsystems(t *testing.T) {
 			t.Errorf("subsystem %d label: %v", i, err)
 		}
 	}
-	again, err := DiscoverAll(ctx, s, addr, "h0", "", 4, true, nil)
+	again, err := DiscoverAll(ctx, s, addr, "h0", NamespaceOptions{}, 4, true, nil)
 	if err != nil || len(again.Added) != 0 || strings.Join(again.Known, ",") != strings.Join(want, ",") {
 		t.Errorf("rerun: %+v, %v; want %v already recorded", again, err, want)
 	}
@@ -433,7 +436,7 @@ func TestDiscoverStrangerHost(t *testing.T) {
 	s := newClusterStore(t)
 	const stranger = "nqn.2026-11.io.nvstripe:stranger"
 	addr := "tcp://" + tgt.Addr(0)
-	rep, err := DiscoverAll(context.Background(), s, addr, "h0", stranger, 4, true, nil)
+	rep, err := DiscoverAll(context.Background(), s, addr, "h0", NamespaceOptions{HostNQN: stranger}, 4, true, nil)
 	want := "discover " + addr + ": the discovery log lists no NVMe subsystem for host " + stranger
 	if err == nil || !errors.Is(err, meta.ErrNotFound) || !strings.Contains(err.Error(), want) ||
 		!strings.Contains(err.Error(), "--allow-host "+stranger) {
@@ -441,5 +444,75 @@ func TestDiscoverStrangerHost(t *testing.T) {
 	}
 	if ns, err := s.Namespaces(context.Background()); err != nil || len(ns) != 0 {
 		t.Errorf("namespaces recorded: %v, %v", ns, err)
+	}
+}
+
+// TestDiscoverTLSAndAuth: a target that requires TLS and DH-HMAC-CHAP is
+// discovered only with the host's TLS key (discovery runs over TLS), and
+// its namespaces are added only with the host's secret as well; each
+// refusal records nothing.
+func TestDiscoverTLSAndAuth(t *testing.T) {
+	mem, err := blockdev.NewMem(8<<20, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	psk, err := tlspsk.GenerateKey(rand.Reader, tlspsk.HashSHA256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret, err := auth.GenerateSecret(rand.Reader, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := initiator.DefaultHostNQN
+	tgt, err := target.New(target.Config{
+		Subsystems: []target.SubsystemConfig{{NQN: volclienttest.NQN(0), Namespaces: []target.NamespaceConfig{{NSID: 1, Device: mem}},
+			HostKeys: []target.HostKey{{HostNQN: host, Secret: secret.String()}}}},
+		Listeners: []target.ListenerConfig{{Address: "127.0.0.1:0"}},
+		TLS:       target.TLSRequire,
+		TLSKeys:   map[string]tlspsk.Key{host: psk},
+	})
+	if err == nil {
+		err = tgt.Start(context.Background())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tgt.Close() })
+	ctx := context.Background()
+	s := newClusterStore(t)
+	addr := "tcp://" + tgt.Addr(0)
+	recorded := func() int {
+		ns, err := s.Namespaces(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ns)
+	}
+
+	if _, err := DiscoverAll(ctx, s, addr, "h0", NamespaceOptions{}, 4, true, nil); err == nil || !strings.Contains(err.Error(), "TLS") {
+		t.Errorf("discover without the TLS key: %v, want an error that names TLS", err)
+	}
+	withKey := NamespaceOptions{TLSKey: psk.String()}
+	if _, err := DiscoverAll(ctx, s, addr, "h0", withKey, 4, true, nil); err == nil {
+		t.Error("discover with the TLS key but without the DH-HMAC-CHAP secret added the namespace")
+	} else if !strings.Contains(err.Error(), "DH-HMAC-CHAP") {
+		t.Errorf("discover without the secret: %v, want an error that names DH-HMAC-CHAP", err)
+	}
+	if n := recorded(); n != 0 {
+		t.Fatalf("%d namespaces recorded by refused discoveries", n)
+	}
+	withBoth := withKey
+	withBoth.DHCHAPSecret = secret.String()
+	rep, err := DiscoverAll(ctx, s, addr, "h0", withBoth, 4, true, nil)
+	if err != nil || rep.Subsystems != 1 || len(rep.Added) != 1 {
+		t.Fatalf("discover with the TLS key and the secret: %+v, %v; want 1 namespace added", rep, err)
+	}
+	c, err := s.Cluster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckLabel(ctx, mem, c.Label(rep.Added[0].ID)); err != nil {
+		t.Errorf("label of the discovered namespace: %v", err)
 	}
 }

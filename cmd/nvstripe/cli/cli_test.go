@@ -86,6 +86,24 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
+// TestArgCountErrorsShowUsage: a wrong number of arguments names the
+// command and shows its usage line, not only cobra's count.
+func TestArgCountErrorsShowUsage(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"volume", "settle"}, "volume settle: accepts 1 arg(s), received 0; usage: nvstripe volume settle NAME"},
+		{[]string{"ns", "discover", "a", "b"}, "ns discover: accepts 1 arg(s), received 2; usage: nvstripe ns discover tcp://ADDR:PORT --host H"},
+		{[]string{"version", "extra"}, "version: unknown command \"extra\""},
+	} {
+		_, _, err := run(t, c.args...)
+		if err == nil || ExitCode(err) != 2 || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v (exit %d), want exit 2 and %q", c.args, err, ExitCode(err), c.want)
+		}
+	}
+}
+
 func TestEtcdFlag(t *testing.T) {
 	f := newRootCmd().PersistentFlags().Lookup("etcd")
 	if f == nil || f.DefValue != "127.0.0.1:2379" {

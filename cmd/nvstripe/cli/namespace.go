@@ -46,13 +46,7 @@ func newNSAddCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 			}
 			var nso volclient.NamespaceOptions
 			if f.Size == 0 { // connects
-				if nso.HostNQN, err = nodeHostNQN(hostNQN); err != nil {
-					return err
-				}
-				if nso.DHCHAPSecret, nso.DHCHAPCtrlSecret, err = f.DHCHAP.Load(); err != nil {
-					return err
-				}
-				if nso.TLSKey, err = f.DHCHAP.TLSKey(); err != nil {
+				if nso, err = connectOptions(&f.DHCHAP, hostNQN); err != nil {
 					return err
 				}
 			}
@@ -67,6 +61,22 @@ func newNSAddCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 	c.Flags().StringVar(&hostNQN, "host-nqn", "", hostNQNUsage)
 	_ = c.RegisterFlagCompletionFunc("host", completeFlag(g, a, hostNames))
 	return c
+}
+
+// connectOptions are the options of a command that connects to targets
+// as this node: its host NQN (--host-nqn, or the node's identity), the
+// DH-HMAC-CHAP secrets and the TLS key from their files.
+func connectOptions(d *volclient.DHCHAPFiles, hostNQN string) (volclient.NamespaceOptions, error) {
+	var o volclient.NamespaceOptions
+	var err error
+	if o.HostNQN, err = nodeHostNQN(hostNQN); err != nil {
+		return o, err
+	}
+	if o.DHCHAPSecret, o.DHCHAPCtrlSecret, err = d.Load(); err != nil {
+		return o, err
+	}
+	o.TLSKey, err = d.TLSKey()
+	return o, err
 }
 
 // printAdded says a namespace was added, with its fencing warning.
@@ -96,14 +106,8 @@ func newNSWipeLabelCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 				return usageError{err}
 			}
 			spec := meta.NamespaceSpec{NQN: f.NQN, NSID: f.NSID, Paths: paths}
-			var nso volclient.NamespaceOptions
-			if nso.HostNQN, err = nodeHostNQN(hostNQN); err != nil {
-				return err
-			}
-			if nso.DHCHAPSecret, nso.DHCHAPCtrlSecret, err = f.DHCHAP.Load(); err != nil {
-				return err
-			}
-			if nso.TLSKey, err = f.DHCHAP.TLSKey(); err != nil {
+			nso, err := connectOptions(&f.DHCHAP, hostNQN)
+			if err != nil {
 				return err
 			}
 			w, err := volclient.WipeLabel(cmd.Context(), s, spec, nso, force)
@@ -131,6 +135,7 @@ func newNSDiscoverCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 	var host, hostNQN string
 	var maxNSID uint32
 	var allowUnfenced bool
+	var secrets volclient.DHCHAPFiles
 	c := &cobra.Command{
 		Use:   "discover tcp://ADDR:PORT --host H",
 		Short: "Add every namespace a discovery controller lists",
@@ -138,7 +143,9 @@ func newNSDiscoverCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 			"namespaces 1, 2, ... (until one does not answer, at most --max-nsid) with all the subsystem's\n" +
 			"TCP paths, as 'ns add' does (connect, label, record). Namespaces already recorded are skipped.\n" +
 			"Ids are HOST-nNSID; where another subsystem of the host took that one, HOST-TAIL-nNSID (TAIL:\n" +
-			"the last ':' field of the NQN).",
+			"the last ':' field of the NQN). A target that requires TLS (target serve --tls=require) needs\n" +
+			"--tls-key-file for the discovery and the namespaces; one that requires DH-HMAC-CHAP needs\n" +
+			"--dhchap-secret-file for the namespaces.",
 		Args: cobra.ExactArgs(1),
 		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
 			if host == "" {
@@ -147,11 +154,11 @@ func newNSDiscoverCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 			if err := meta.CheckPathAddr(args[0]); err != nil {
 				return usageError{err}
 			}
-			nqn, err := nodeHostNQN(hostNQN)
+			nso, err := connectOptions(&secrets, hostNQN)
 			if err != nil {
 				return err
 			}
-			return discover(cmd, s, args[0], host, nqn, maxNSID, allowUnfenced)
+			return discover(cmd, s, args[0], host, nso, maxNSID, allowUnfenced)
 		}),
 	}
 	c.Flags().StringVar(&host, "host", "", "host the discovered namespaces live on (required)")
@@ -159,10 +166,11 @@ func newNSDiscoverCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 	c.Flags().StringVar(&hostNQN, "host-nqn", "", hostNQNUsage)
 	c.Flags().Uint32Var(&maxNSID, "max-nsid", 64, "highest namespace ID to probe per subsystem")
 	c.Flags().BoolVar(&allowUnfenced, "allow-unfenced", false, volclient.AllowUnfencedHelp)
+	secrets.AddFlags(c.Flags())
 	return c
 }
 
-func discover(cmd *cobra.Command, s *meta.Store, addr, host, hostNQN string, maxNSID uint32, allowUnfenced bool) error {
+func discover(cmd *cobra.Command, s *meta.Store, addr, host string, nso volclient.NamespaceOptions, maxNSID uint32, allowUnfenced bool) error {
 	each := func(d volclient.Discovered) {
 		if d.Added != nil {
 			printAdded(cmd, d.Added)
@@ -173,7 +181,7 @@ func discover(cmd *cobra.Command, s *meta.Store, addr, host, hostNQN string, max
 	if wantJSON(cmd) {
 		each = nil
 	}
-	rep, err := volclient.DiscoverAll(cmd.Context(), s, addr, host, hostNQN, maxNSID, allowUnfenced, each)
+	rep, err := volclient.DiscoverAll(cmd.Context(), s, addr, host, nso, maxNSID, allowUnfenced, each)
 	if err != nil {
 		return err
 	}

@@ -142,8 +142,9 @@ func newRootCmd() *cobra.Command {
 }
 
 // markArgErrors makes argument-validation failures of c and its
-// subcommands usage errors (exit status 2), and has every command group
-// suggest the subcommand meant by a misspelt one.
+// subcommands usage errors (exit status 2) that name the command and show
+// its usage line, and has every command group suggest the subcommand
+// meant by a misspelt one.
 func markArgErrors(c *cobra.Command) {
 	if c.HasSubCommands() {
 		c.SuggestionsMinimumDistance = suggestionDistance
@@ -151,7 +152,7 @@ func markArgErrors(c *cobra.Command) {
 	if check := c.Args; check != nil {
 		c.Args = func(cmd *cobra.Command, args []string) error {
 			if err := check(cmd, args); err != nil {
-				return usageError{err}
+				return usageError{fmt.Errorf("%s: %w; usage: %s", strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" "), err, cmd.UseLine())}
 			}
 			return nil
 		}
