@@ -65,9 +65,7 @@ func (e *agentEnv) compact(t *testing.T) {
 		metatest.Compact(t, e.eps)
 		return
 	}
-	cli := e.mem.Client()
-	defer cli.Close()
-	metatest.CompactClient(t, cli)
+	metatest.CompactMem(t, e.mem)
 }
 
 // newAgentEnvProxied also puts a TCP proxy between the agent's store
