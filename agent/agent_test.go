@@ -19,6 +19,7 @@ import (
 	"github.com/nvstripe/nvstripe/blockdev/faultdev"
 	"github.com/nvstripe/nvstripe/internal/faultnet"
 	"github.com/nvstripe/nvstripe/internal/rpctest"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/nbd"
 	"github.com/nvstripe/nvstripe/volclient"
@@ -105,8 +106,8 @@ func TestServeMapOverGRPC(t *testing.T) {
 	if err := os.WriteFile(src, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	runTool(t, "nbdcopy", src, m.Url)
-	runTool(t, "nbdcopy", m.Url, dst)
+	testutil.Exec(t, "nbdcopy", src, m.Url)
+	testutil.Exec(t, "nbdcopy", m.Url, dst)
 	got, err := os.ReadFile(dst)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/nvstripe/nvstripe/agent/api"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 )
 
 // TestForegroundUnmapRefusedWhileOpen: a foreground map registered in its
@@ -16,7 +17,7 @@ import (
 // unmap by the file's path unmaps it, ServeForeground returns nil and the
 // record is gone.
 func TestForegroundUnmapRefusedWhileOpen(t *testing.T) {
-	needFUSE(t)
+	testutil.NeedFUSE(t)
 	e := newAgentEnv(t)
 	ctx := context.Background()
 	dir, mnt := t.TempDir(), filepath.Join(t.TempDir(), "mnt")

@@ -215,18 +215,6 @@ func needTool(t *testing.T, tool string) {
 	}
 }
 
-// runTool runs a tool and fails t on error.
-func runTool(t *testing.T, name string, args ...string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
-
 // metricValue finds the value of one sample line "name{labels} value" in a
 // Prometheus text exposition; labels must match exactly as printed.
 func metricValue(t *testing.T, text, series string) float64 {

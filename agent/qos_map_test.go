@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/agent/top"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/nbd/nbdtest"
 )
@@ -80,7 +81,7 @@ func TestForegroundMetricsAndTop(t *testing.T) {
 // TestQoSLimitsFUSE: a FUSE mapping applies its volume's QoS: reads of
 // the file past the burst wait for their turn (counted as delayed).
 func TestQoSLimitsFUSE(t *testing.T) {
-	needFUSE(t)
+	testutil.NeedFUSE(t)
 	e := newAgentEnv(t)
 	setIOPS(t, e.store, 100)
 	a := e.newAgent(t, e.options(t, ""))

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/nbd/nbdtest"
 )
@@ -79,7 +80,7 @@ func TestResizeReachesMapping(t *testing.T) {
 // stat'ed before (the kernel keeps attributes a minute), and the file
 // takes writes past the old end.
 func TestResizeReachesFUSE(t *testing.T) {
-	needFUSE(t)
+	testutil.NeedFUSE(t)
 	e := newAgentEnv(t)
 	ctx := context.Background()
 	logs := &logLines{t: t}
