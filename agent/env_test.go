@@ -215,6 +215,35 @@ func needTool(t *testing.T, tool string) {
 	}
 }
 
+// counters gathers the counter family name from m's registry: each
+// series' value under the values of labels, joined by "/" (a missing
+// series reads 0).
+func counters(t *testing.T, m *Metrics, name string, labels ...string) map[string]float64 {
+	t.Helper()
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, s := range mf.GetMetric() {
+			l := map[string]string{}
+			for _, p := range s.GetLabel() {
+				l[p.GetName()] = p.GetValue()
+			}
+			var key []string
+			for _, name := range labels {
+				key = append(key, l[name])
+			}
+			out[strings.Join(key, "/")] = s.GetCounter().GetValue()
+		}
+	}
+	return out
+}
+
 // metricValue finds the value of one sample line "name{labels} value" in a
 // Prometheus text exposition; labels must match exactly as printed.
 func metricValue(t *testing.T, text, series string) float64 {
