@@ -19,6 +19,7 @@ import (
 	"github.com/nvstripe/nvstripe/blockdev/faultdev"
 	"github.com/nvstripe/nvstripe/internal/faultnet"
 	"github.com/nvstripe/nvstripe/internal/rpctest"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/nbd"
 	"github.com/nvstripe/nvstripe/volclient"
@@ -30,6 +31,33 @@ func randBytes(t *testing.T, n int) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// mapListen maps volume v on an NBD listener at a free loopback port and
+// returns the mapping and the device it serves, failing t on error.
+func mapListen(t *testing.T, a *Agent) (*api.Mapping, *servedDev) {
+	t.Helper()
+	m, err := a.Map(context.Background(), Spec{Volume: "v", Via: ViaNBDListen, Where: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, served(t, a, "v")
+}
+
+// startServing runs serve in a goroutine until it calls ready, and returns
+// what it passed to ready and a channel that yields serve's result. It fails
+// t when serve returns first.
+func startServing(t *testing.T, serve func(ready func(string)) error) (string, <-chan error) {
+	t.Helper()
+	ready, done := make(chan string, 1), make(chan error, 1)
+	go func() { done <- serve(func(s string) { ready <- s }) }()
+	select {
+	case s := <-ready:
+		return s, done
+	case err := <-done:
+		t.Fatalf("serving ended before it was ready: %v", err)
+		return "", nil
+	}
 }
 
 // served returns the device a mapping serves (what NBD and FUSE clients
@@ -74,17 +102,10 @@ func TestServeMapOverGRPC(t *testing.T) {
 	sock := filepath.Join(dir, "run", "agent.sock")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ready, done := make(chan string, 1), make(chan error, 1)
-	go func() {
-		done <- Serve(ctx, ServeOptions{Options: e.options(t, filepath.Join(dir, "state")), Socket: sock,
-			MetricsAddr: "127.0.0.1:0", Ready: func(_ *Agent, m string) { ready <- m }})
-	}()
-	var metricsAddr string
-	select {
-	case metricsAddr = <-ready:
-	case err := <-done:
-		t.Fatalf("Serve ended before ready: %v", err)
-	}
+	metricsAddr, done := startServing(t, func(ready func(string)) error {
+		return Serve(ctx, ServeOptions{Options: e.options(t, filepath.Join(dir, "state")), Socket: sock,
+			MetricsAddr: "127.0.0.1:0", Ready: func(_ *Agent, m string) { ready(m) }})
+	})
 	c, err := api.Dial(sock)
 	if err != nil {
 		t.Fatal(err)
@@ -105,8 +126,8 @@ func TestServeMapOverGRPC(t *testing.T) {
 	if err := os.WriteFile(src, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	runTool(t, "nbdcopy", src, m.Url)
-	runTool(t, "nbdcopy", m.Url, dst)
+	testutil.Exec(t, "nbdcopy", src, m.Url)
+	testutil.Exec(t, "nbdcopy", m.Url, dst)
 	got, err := os.ReadFile(dst)
 	if err != nil {
 		t.Fatal(err)
@@ -213,12 +234,9 @@ func TestRestartRestoresMappings(t *testing.T) {
 	ctx := context.Background()
 	state := t.TempDir()
 	a := e.newAgent(t, e.options(t, state))
-	m, err := a.Map(ctx, Spec{Volume: "v", Via: ViaNBDListen, Where: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, dev := mapListen(t, a)
 	data := randBytes(t, 1<<20)
-	if err := served(t, a, "v").WriteAt(ctx, data, 3<<20); err != nil {
+	if err := dev.WriteAt(ctx, data, 3<<20); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.Close(ctx); err != nil {
@@ -251,9 +269,7 @@ func TestRestoreRetriesWhileOwnedElsewhere(t *testing.T) {
 	ctx := context.Background()
 	state := t.TempDir()
 	a := e.newAgent(t, e.options(t, state))
-	if _, err := a.Map(ctx, Spec{Volume: "v", Via: ViaNBDListen, Where: "127.0.0.1:0"}); err != nil {
-		t.Fatal(err)
-	}
+	mapListen(t, a)
 	a.Close(ctx)
 	other, err := e.store.Acquire(ctx, "v", meta.OwnerOptions{Holder: "intruder"})
 	if err != nil {
@@ -329,10 +345,7 @@ func TestMediaErrorsMarkNamespaceFailed(t *testing.T) {
 	e := newAgentEnv(t)
 	ctx := context.Background()
 	a := e.newAgent(t, e.options(t, ""))
-	if _, err := a.Map(ctx, Spec{Volume: "v", Via: ViaNBDListen, Where: "127.0.0.1:0"}); err != nil {
-		t.Fatal(err)
-	}
-	dev := served(t, a, "v")
+	_, dev := mapListen(t, a)
 	data := randBytes(t, 2<<20)
 	if err := dev.WriteAt(ctx, data, 0); err != nil {
 		t.Fatal(err)
@@ -394,10 +407,7 @@ func TestLeaseLossFencesMapping(t *testing.T) {
 	o := e.options(t, "")
 	o.Store, o.LeaseTTL = e.proxied, 2*time.Second
 	a := e.newAgent(t, o)
-	if _, err := a.Map(ctx, Spec{Volume: "v", Via: ViaNBDListen, Where: "127.0.0.1:0"}); err != nil {
-		t.Fatal(err)
-	}
-	dev := served(t, a, "v")
+	_, dev := mapListen(t, a)
 	if err := dev.WriteAt(ctx, randBytes(t, 4096), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -473,11 +483,7 @@ func TestEtcdStallReacquires(t *testing.T) {
 	o := e.options(t, "")
 	o.Store, o.LeaseTTL = proxied, 2*time.Second
 	a := e.newAgent(t, o)
-	m, err := a.Map(ctx, Spec{Volume: "v", Via: ViaNBDListen, Where: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev := served(t, a, "v")
+	m, dev := mapListen(t, a)
 	data := randBytes(t, 1<<20)
 	if err := dev.WriteAt(ctx, data, 0); err != nil {
 		t.Fatal(err)
@@ -517,11 +523,7 @@ func TestBriefEtcdOutageKeepsServing(t *testing.T) {
 	o := e.options(t, "")
 	o.Store = e.proxied // default TTL, 10s
 	a := e.newAgent(t, o)
-	m, err := a.Map(ctx, Spec{Volume: "v", Via: ViaNBDListen, Where: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev := served(t, a, "v")
+	m, dev := mapListen(t, a)
 	data := randBytes(t, 1<<20)
 	if err := dev.WriteAt(ctx, data, 0); err != nil {
 		t.Fatal(err)

@@ -52,23 +52,7 @@ func TestBadBlockMetrics(t *testing.T) {
 	want := map[string]float64{
 		"a/scrub/healed": 3, "a/scrub/unhealed": 1, "b/resync/torn": 2, "b/read/healed": 1, "c/read/unsettled": 2,
 	}
-	got := map[string]float64{}
-	mfs, err := m.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "nvstripe_agent_checksum_bad_blocks_total" {
-			continue
-		}
-		for _, s := range mf.GetMetric() {
-			l := map[string]string{}
-			for _, p := range s.GetLabel() {
-				l[p.GetName()] = p.GetValue()
-			}
-			got[l["namespace"]+"/"+l["found_by"]+"/"+l["result"]] = s.GetCounter().GetValue()
-		}
-	}
+	got := counters(t, m, "nvstripe_agent_checksum_bad_blocks_total", "namespace", "found_by", "result")
 	if len(got) != len(want) {
 		t.Fatalf("series %v, want %v", got, want)
 	}

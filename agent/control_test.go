@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/nvstripe/nvstripe/agent/api"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 )
 
 // TestForegroundUnmapRefusedWhileOpen: a foreground map registered in its
@@ -16,23 +17,15 @@ import (
 // unmap by the file's path unmaps it, ServeForeground returns nil and the
 // record is gone.
 func TestForegroundUnmapRefusedWhileOpen(t *testing.T) {
-	needFUSE(t)
+	testutil.NeedFUSE(t)
 	e := newAgentEnv(t)
 	ctx := context.Background()
 	dir, mnt := t.TempDir(), filepath.Join(t.TempDir(), "mnt")
 	noAgent := filepath.Join(dir, "agent.sock")
-	serving := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- ServeForeground(ctx, Spec{Volume: "v", Via: ViaFUSE, Where: mnt}, ForegroundOptions{Agent: e.options(t, ""), ListDir: dir,
-			Serving: func(url string) { serving <- url }})
-	}()
-	var url string
-	select {
-	case url = <-serving:
-	case err := <-done:
-		t.Fatalf("ServeForeground: %v", err)
-	}
+	url, done := startServing(t, func(ready func(string)) error {
+		return ServeForeground(ctx, Spec{Volume: "v", Via: ViaFUSE, Where: mnt}, ForegroundOptions{Agent: e.options(t, ""), ListDir: dir,
+			Serving: ready})
+	})
 	f, err := os.Open(url)
 	if err != nil {
 		t.Fatal(err)

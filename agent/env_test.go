@@ -65,9 +65,7 @@ func (e *agentEnv) compact(t *testing.T) {
 		metatest.Compact(t, e.eps)
 		return
 	}
-	cli := e.mem.Client()
-	defer cli.Close()
-	metatest.CompactClient(t, cli)
+	metatest.CompactMem(t, e.mem)
 }
 
 // newAgentEnvProxied also puts a TCP proxy between the agent's store
@@ -217,16 +215,33 @@ func needTool(t *testing.T, tool string) {
 	}
 }
 
-// runTool runs a tool and fails t on error.
-func runTool(t *testing.T, name string, args ...string) string {
+// counters gathers the counter family name from m's registry: each
+// series' value under the values of labels, joined by "/" (a missing
+// series reads 0).
+func counters(t *testing.T, m *Metrics, name string, labels ...string) map[string]float64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+	mfs, err := m.Registry().Gather()
 	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+		t.Fatal(err)
 	}
-	return string(out)
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, s := range mf.GetMetric() {
+			l := map[string]string{}
+			for _, p := range s.GetLabel() {
+				l[p.GetName()] = p.GetValue()
+			}
+			var key []string
+			for _, name := range labels {
+				key = append(key, l[name])
+			}
+			out[strings.Join(key, "/")] = s.GetCounter().GetValue()
+		}
+	}
+	return out
 }
 
 // metricValue finds the value of one sample line "name{labels} value" in a

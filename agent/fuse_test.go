@@ -6,34 +6,16 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/nvstripe/nvstripe/agent/api"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 )
-
-func needFUSE(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("FUSE mounts need root")
-	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skipf("no /dev/fuse: %v", err)
-	}
-}
-
-func mounted(t *testing.T, dir string) bool {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.Contains(string(b), " "+dir+" ")
-}
 
 // TestMapFUSE maps a volume as a FUSE file, does IO through it, refuses to
 // unmap while the file is open, and unmaps once it is closed.
 func TestMapFUSE(t *testing.T) {
-	needFUSE(t)
+	testutil.NeedFUSE(t)
 	e := newAgentEnv(t)
 	ctx := context.Background()
 	a := e.newAgent(t, e.options(t, ""))
@@ -73,7 +55,7 @@ func TestMapFUSE(t *testing.T) {
 	if err := a.Unmap(ctx, "v"); err != nil {
 		t.Fatal(err)
 	}
-	if mounted(t, dir) {
+	if testutil.Mounted(t, dir) {
 		t.Error("still mounted after unmap")
 	}
 }

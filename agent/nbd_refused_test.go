@@ -60,23 +60,5 @@ func TestNBDRefusalsCounted(t *testing.T) {
 // reason from m's registry (0 when the series does not exist).
 func refusedCount(t *testing.T, m *Metrics, volume, reason string) float64 {
 	t.Helper()
-	mfs, err := m.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "nvstripe_agent_nbd_refused_total" {
-			continue
-		}
-		for _, s := range mf.GetMetric() {
-			l := map[string]string{}
-			for _, p := range s.GetLabel() {
-				l[p.GetName()] = p.GetValue()
-			}
-			if l["volume"] == volume && l["reason"] == reason {
-				return s.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
+	return counters(t, m, "nvstripe_agent_nbd_refused_total", "volume", "reason")[volume+"/"+reason]
 }

@@ -1,12 +1,10 @@
 package agent
 
 import (
-	"context"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/qos"
 )
 
@@ -18,31 +16,14 @@ import (
 // volume without limits), "native+qos-limited" behind limits it never
 // reaches. Run with -count to interleave them.
 func BenchmarkServedQoS(b *testing.B) {
-	mem, err := blockdev.NewMem(64<<20, 4096)
-	if err != nil {
-		b.Fatal(err)
-	}
+	mem := benchMem(b)
 	classic := NewMetrics()
 	classic.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "io_latency_seconds",
 		Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18)}, []string{"volume", "op"})
-	for _, c := range []struct {
-		name string
-		dev  blockdev.Device
-	}{
+	benchReads(b, []benchDev{
 		{"classic", newServed(mem, classic, "bench", nil)},
 		{"native", newServed(mem, NewMetrics(), "bench", nil)},
 		{"native+qos", qos.NewDevice(newServed(mem, NewMetrics(), "bench", nil), qos.NewLimiter(qos.Limits{}), nil)},
 		{"native+qos-limited", qos.NewDevice(newServed(mem, NewMetrics(), "bench", nil), qos.NewLimiter(qos.Limits{IOPS: 1 << 40, BPS: 1 << 50}), nil)},
-	} {
-		b.Run(c.name, func(b *testing.B) {
-			ctx := context.Background()
-			buf := make([]byte, 4096)
-			b.SetBytes(int64(len(buf)))
-			for i := 0; b.Loop(); i++ {
-				if err := c.dev.ReadAt(ctx, buf, int64(i%16384)*4096); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/agent/top"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/nbd/nbdtest"
 )
@@ -32,20 +33,13 @@ func TestForegroundMetricsAndTop(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	noAgent := filepath.Join(dir, "agent.sock")
-	serving := make(chan string, 1)
-	done := make(chan error, 1)
 	fctx, stop := context.WithCancel(ctx)
+	defer stop()
+	url, done := startServing(t, func(ready func(string)) error {
+		return ServeForeground(fctx, Spec{Volume: "v", Via: ViaNBDListen, Where: "127.0.0.1:0"}, ForegroundOptions{Agent: e.options(t, ""),
+			ListDir: dir, MetricsAddr: "127.0.0.1:0", Serving: ready})
+	})
 	defer func() { stop(); <-done }()
-	go func() {
-		done <- ServeForeground(fctx, Spec{Volume: "v", Via: ViaNBDListen, Where: "127.0.0.1:0"}, ForegroundOptions{Agent: e.options(t, ""),
-			ListDir: dir, MetricsAddr: "127.0.0.1:0", Serving: func(url string) { serving <- url }})
-	}()
-	var url string
-	select {
-	case url = <-serving:
-	case err := <-done:
-		t.Fatalf("ServeForeground: %v", err)
-	}
 	urls := MetricsEndpoints(ctx, noAgent, dir, func(w string) { t.Errorf("endpoints: %s", w) })
 	if len(urls) != 1 || !strings.HasPrefix(urls[0], "http://127.0.0.1:") {
 		t.Fatalf("metrics endpoints found: %q, want the map's", urls)
@@ -80,7 +74,7 @@ func TestForegroundMetricsAndTop(t *testing.T) {
 // TestQoSLimitsFUSE: a FUSE mapping applies its volume's QoS: reads of
 // the file past the burst wait for their turn (counted as delayed).
 func TestQoSLimitsFUSE(t *testing.T) {
-	needFUSE(t)
+	testutil.NeedFUSE(t)
 	e := newAgentEnv(t)
 	setIOPS(t, e.store, 100)
 	a := e.newAgent(t, e.options(t, ""))

@@ -109,10 +109,7 @@ func TestQoSLimitsMapping(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := e.newAgent(t, noPoll(e.options(t, "")))
-	m, err := a.Map(ctx, Spec{Volume: "v", Via: ViaNBDListen, Where: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, _ := mapListen(t, a)
 	addr := strings.TrimSuffix(strings.TrimPrefix(m.Url, "nbd://"), "/v")
 	c, err := nbdtest.Dial(ctx, "tcp", addr, "v")
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/nbd/nbdtest"
 )
@@ -33,12 +34,8 @@ func TestResizeReachesMapping(t *testing.T) {
 	e := newAgentEnv(t)
 	ctx := context.Background()
 	a := e.newAgent(t, noPoll(e.options(t, "")))
-	m, err := a.Map(ctx, Spec{Volume: "v", Via: ViaNBDListen, Where: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, dev := mapListen(t, a)
 	addr := strings.TrimSuffix(strings.TrimPrefix(m.Url, "nbd://"), "/v")
-	dev := served(t, a, "v")
 	tail := randBytes(t, 4096)
 	if err := dev.WriteAt(ctx, tail, envVolSize); !errors.Is(err, blockdev.ErrOutOfRange) {
 		t.Fatalf("write past the end before the resize: %v, want ErrOutOfRange", err)
@@ -79,7 +76,7 @@ func TestResizeReachesMapping(t *testing.T) {
 // stat'ed before (the kernel keeps attributes a minute), and the file
 // takes writes past the old end.
 func TestResizeReachesFUSE(t *testing.T) {
-	needFUSE(t)
+	testutil.NeedFUSE(t)
 	e := newAgentEnv(t)
 	ctx := context.Background()
 	logs := &logLines{t: t}
@@ -129,10 +126,7 @@ func TestResizeAfterBrokenWatch(t *testing.T) {
 	o.Logf = logs.logf
 	o.records = &compactingRecords{Store: e.store, t: t, env: e, size: 2 * envVolSize}
 	a := e.newAgent(t, o)
-	if _, err := a.Map(ctx, Spec{Volume: "v", Via: ViaNBDListen, Where: "127.0.0.1:0"}); err != nil {
-		t.Fatal(err)
-	}
-	dev := served(t, a, "v")
+	_, dev := mapListen(t, a)
 	waitFor(t, "the resize the broken watch missed", func() bool { return dev.Size() == 2*envVolSize })
 	if !logs.has("following the volume record for resizes") {
 		t.Fatalf("the watch did not break, nothing was tested; log:\n%s", logs)
@@ -179,10 +173,7 @@ func TestResizeAfterOutageWithCompaction(t *testing.T) {
 	o.Store = e.proxied // default lease TTL, 10s: outlives the cut
 	o.Logf = logs.logf
 	a := e.newAgent(t, o)
-	if _, err := a.Map(ctx, Spec{Volume: "v", Via: ViaNBDListen, Where: "127.0.0.1:0"}); err != nil {
-		t.Fatal(err)
-	}
-	dev := served(t, a, "v")
+	_, dev := mapListen(t, a)
 	before := rwEpoch(t, e.store, "v")
 	waitWatching(t)
 	e.proxy.cut()

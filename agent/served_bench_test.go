@@ -13,17 +13,33 @@ import (
 // (meter, fence, volume), on 4 KiB reads from memory so that the per-call
 // cost shows. Run with -count to interleave them.
 func BenchmarkServedDev(b *testing.B) {
+	mem := benchMem(b)
+	benchReads(b, []benchDev{
+		{"before", servedBefore(mem, NewMetrics(), "bench")},
+		{"swappable", newServed(mem, NewMetrics(), "bench", nil)},
+	})
+}
+
+// benchMem is the memory device under the served-device benchmarks: 64
+// MiB of 4 KiB blocks.
+func benchMem(b *testing.B) *blockdev.Mem {
 	mem, err := blockdev.NewMem(64<<20, 4096)
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, c := range []struct {
-		name string
-		dev  blockdev.Device
-	}{
-		{"before", servedBefore(mem, NewMetrics(), "bench")},
-		{"swappable", newServed(mem, NewMetrics(), "bench", nil)},
-	} {
+	return mem
+}
+
+// benchDev is one device a benchmark compares, named.
+type benchDev struct {
+	name string
+	dev  blockdev.Device
+}
+
+// benchReads runs a sub-benchmark for each device of 4 KiB reads over the
+// first 64 MiB in turn.
+func benchReads(b *testing.B, devs []benchDev) {
+	for _, c := range devs {
 		b.Run(c.name, func(b *testing.B) {
 			ctx := context.Background()
 			buf := make([]byte, 4096)

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/nvstripe/nvstripe/controller"
-	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/placement"
 )
 
@@ -17,19 +16,11 @@ import (
 func TestViewsAgree(t *testing.T) {
 	ctx := context.Background()
 	s := memStore(t, "agree")
-	if _, err := s.InitCluster(ctx, meta.InitOptions{SlotSize: 1 << 20, DomainLabel: "rack"}); err != nil {
-		t.Fatal(err)
-	}
+	var racked []host
 	for i := range 5 {
-		h := fmt.Sprintf("h%d", i)
-		if _, err := s.AddHost(ctx, h, map[string]string{"rack": fmt.Sprintf("r%d", i%4)}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.AddNamespace(ctx, meta.NamespaceSpec{Host: h, NQN: "nqn.test:" + h, NSID: 1, Size: int64(11+i) << 20,
-			Unfenced: i == 4, Paths: []meta.PathRecord{{Addr: "tcp://127.0.0.1:4420"}}}); err != nil {
-			t.Fatal(err)
-		}
+		racked = append(racked, host{labels: map[string]string{"rack": fmt.Sprintf("r%d", i%4)}, size: int64(11+i) << 20, unfenced: i == 4})
 	}
+	initCluster(t, s, "rack", racked...)
 	if _, err := s.CreateVolume(ctx, spec21("a", 16<<20)); err != nil {
 		t.Fatal(err)
 	}

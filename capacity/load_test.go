@@ -3,7 +3,6 @@ package capacity
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -17,35 +16,20 @@ import (
 func TestCreateAndResizeVolume(t *testing.T) {
 	ctx := context.Background()
 	s := memStore(t, "cap")
-	if _, err := s.InitCluster(ctx, meta.InitOptions{SlotSize: 1 << 20}); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		h := fmt.Sprintf("h%d", i)
-		if _, err := s.AddHost(ctx, h, nil); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.AddNamespace(ctx, meta.NamespaceSpec{Host: h, NQN: "nqn.test:" + h, NSID: 1, Size: 11 << 20,
-			Paths: []meta.PathRecord{{Addr: "tcp://127.0.0.1:4420"}}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	spec := func(name string, size int64) meta.VolumeSpec {
-		return meta.VolumeSpec{Name: name, Size: size, Layout: meta.Layout{K: 2, M: 1, Chunk: 64 << 10}}
-	}
-	if rec, warn, err := CreateVolume(ctx, s, spec("a", 20<<20)); err != nil || warn != "" || rec.Name != "a" {
+	smallCluster(t, s)
+	if rec, warn, err := CreateVolume(ctx, s, spec21("a", 20<<20)); err != nil || warn != "" || rec.Name != "a" {
 		t.Fatalf("a within the usable space: %v %q %v", rec, warn, err)
 	}
-	if _, warn, err := CreateVolume(ctx, s, spec("b", 10<<20)); err != nil || !strings.Contains(warn, "1.50 times") {
+	if _, warn, err := CreateVolume(ctx, s, spec21("b", 10<<20)); err != nil || !strings.Contains(warn, "1.50 times") {
 		t.Fatalf("b past the usable space: warning %q, %v", warn, err)
 	}
-	if _, _, err := CreateVolume(ctx, s, spec("c", 12<<20)); !errors.Is(err, ErrOvercommitted) {
+	if _, _, err := CreateVolume(ctx, s, spec21("c", 12<<20)); !errors.Is(err, ErrOvercommitted) {
 		t.Fatalf("c past the limit: %v, want ErrOvercommitted", err)
 	}
 	if _, err := s.Volume(ctx, "c"); err == nil {
 		t.Fatal("refused volume c was recorded")
 	}
-	if _, _, err := CreateVolume(ctx, s, spec("b", 12<<20)); !errors.Is(err, meta.ErrExists) {
+	if _, _, err := CreateVolume(ctx, s, spec21("b", 12<<20)); !errors.Is(err, meta.ErrExists) {
 		t.Fatalf("b again, past the limit if it were new: %v, want ErrExists", err)
 	}
 	if _, _, err := ResizeVolume(ctx, s, "b", 40<<20); !errors.Is(err, ErrOvercommitted) {

@@ -11,23 +11,37 @@ import (
 	"github.com/nvstripe/nvstripe/meta/metatest"
 )
 
-// raceCluster initializes cluster name on etcd as
-// TestCreateAndResizeVolume does: 3 namespaces of 10 slots of 1 MiB, 30 MiB
+// smallCluster initializes the cluster of s as TestCreateAndResizeVolume
+// and the race tests have it: 3 namespaces of 10 slots of 1 MiB, 30 MiB
 // usable by 2+1, 40 MiB of 2+1 volumes within the default limit of 2.
-func raceCluster(t *testing.T, etcd opener, name string) {
+func smallCluster(t *testing.T, s *meta.Store) {
+	t.Helper()
+	initCluster(t, s, "", host{size: 11 << 20}, host{size: 11 << 20}, host{size: 11 << 20})
+}
+
+// host is one host of a test cluster and its one namespace.
+type host struct {
+	labels   map[string]string
+	size     int64 // the namespace's
+	unfenced bool  // the namespace needs no fencing
+}
+
+// initCluster initializes the cluster of s with 1 MiB slots and domain
+// label domain (none when empty), and adds hosts h0, h1, ... with one
+// namespace each.
+func initCluster(t *testing.T, s *meta.Store, domain string, hosts ...host) {
 	t.Helper()
 	ctx := context.Background()
-	s := etcd(t, name)
-	if _, err := s.InitCluster(ctx, meta.InitOptions{SlotSize: 1 << 20}); err != nil {
+	if _, err := s.InitCluster(ctx, meta.InitOptions{SlotSize: 1 << 20, DomainLabel: domain}); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 3 {
+	for i, hs := range hosts {
 		h := fmt.Sprintf("h%d", i)
-		if _, err := s.AddHost(ctx, h, nil); err != nil {
+		if _, err := s.AddHost(ctx, h, hs.labels); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.AddNamespace(ctx, meta.NamespaceSpec{Host: h, NQN: "nqn.test:" + h, NSID: 1, Size: 11 << 20,
-			Paths: []meta.PathRecord{{Addr: "tcp://127.0.0.1:4420"}}}); err != nil {
+		if _, err := s.AddNamespace(ctx, meta.NamespaceSpec{Host: h, NQN: "nqn.test:" + h, NSID: 1, Size: hs.size,
+			Unfenced: hs.unfenced, Paths: []meta.PathRecord{{Addr: "tcp://127.0.0.1:4420"}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -116,7 +130,7 @@ func TestConcurrentCreatesHoldTheLimit(t *testing.T) {
 
 func concurrentCreates(t *testing.T, etcd opener) {
 	ctx := context.Background()
-	raceCluster(t, etcd, "race")
+	smallCluster(t, etcd(t, "race"))
 	var fns []func(*meta.Store) error
 	for i := range 8 {
 		fns = append(fns, func(s *meta.Store) error {
@@ -157,7 +171,7 @@ func concurrentCreateAndResize(t *testing.T, etcd opener) {
 	ctx := context.Background()
 	for round := range 4 {
 		name := fmt.Sprintf("race%d", round)
-		raceCluster(t, etcd, name)
+		smallCluster(t, etcd(t, name))
 		if _, _, err := CreateVolume(ctx, etcd(t, name), spec21("a", 16<<20)); err != nil {
 			t.Fatal(err)
 		}

@@ -33,9 +33,7 @@ func (e testEtcd) compact(t *testing.T) {
 		metatest.Compact(t, e.eps)
 		return
 	}
-	cli := e.mem.Client()
-	defer cli.Close()
-	metatest.CompactClient(t, cli)
+	metatest.CompactMem(t, e.mem)
 }
 
 // metaCluster is an in-memory etcd with n hosts of one namespace each (no

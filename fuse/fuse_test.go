@@ -15,20 +15,11 @@ import (
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/blockdev/devtest"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 )
 
 // requireFUSE skips t unless it runs as root with a usable /dev/fuse.
-func requireFUSE(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("FUSE mount tests need root (DirectMount)")
-	}
-	f, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0)
-	if err != nil {
-		t.Skipf("FUSE mount tests need /dev/fuse: %v", err)
-	}
-	f.Close()
-}
+var requireFUSE = testutil.NeedFUSE
 
 // mount mounts files under a temp dir; cleanup unmounts (lazily if it must)
 // and checks no mount is left.
@@ -52,14 +43,7 @@ func mount(t *testing.T, files map[string]blockdev.Device, opts *Options) (*FS, 
 }
 
 // mounted reports whether dir is a mount point (in /proc/self/mountinfo).
-func mounted(t *testing.T, dir string) bool {
-	t.Helper()
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bytes.Contains(b, []byte(" "+dir+" "))
-}
+var mounted = testutil.Mounted
 
 func newMem(t *testing.T, size int64, bs int) *blockdev.Mem {
 	t.Helper()

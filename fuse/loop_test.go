@@ -4,7 +4,6 @@ package fuse
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"fmt"
 	"math/rand/v2"
@@ -17,17 +16,12 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 )
 
 func sh(t *testing.T, name string, args ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out))
+	return strings.TrimSpace(testutil.Exec(t, name, args...))
 }
 
 // loopMount attaches file to a loop device with direct IO, mounts it on a

@@ -285,23 +285,7 @@ func (p *simPool) kill(i int, limit time.Duration) []time.Duration {
 	p.mu.Unlock()
 	start := time.Now()
 	p.tr[i].silent.Store(true)
-	for time.Since(start) < limit {
-		time.Sleep(100 * time.Millisecond)
-		p.mu.Lock()
-		done := len(p.seenAt) == len(p.ml)-1
-		p.mu.Unlock()
-		if done {
-			break
-		}
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var ds []time.Duration
-	for _, at := range p.seenAt {
-		ds = append(ds, at.Sub(start))
-	}
-	slices.Sort(ds)
-	return ds
+	return p.waitAll(p.seenAt, start, limit)
 }
 
 // falseDeaths returns how many times a member that was not killed was
@@ -321,10 +305,17 @@ func (p *simPool) revive(i int, limit time.Duration) []time.Duration {
 	p.mu.Unlock()
 	start := time.Now()
 	p.tr[i].silent.Store(false)
+	return p.waitAll(p.backAt, start, limit)
+}
+
+// waitAll waits until every member but the victim has a time in seen (one
+// of p's maps, written under p.mu), or limit past start. It returns the
+// times since start, sorted.
+func (p *simPool) waitAll(seen map[string]time.Time, start time.Time, limit time.Duration) []time.Duration {
 	for time.Since(start) < limit {
 		time.Sleep(100 * time.Millisecond)
 		p.mu.Lock()
-		done := len(p.backAt) == len(p.ml)-1
+		done := len(seen) == len(p.ml)-1
 		p.mu.Unlock()
 		if done {
 			break
@@ -333,7 +324,7 @@ func (p *simPool) revive(i int, limit time.Duration) []time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var ds []time.Duration
-	for _, at := range p.backAt {
+	for _, at := range seen {
 		ds = append(ds, at.Sub(start))
 	}
 	slices.Sort(ds)

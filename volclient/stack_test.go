@@ -17,6 +17,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/fuse"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/nbd"
 )
 
@@ -27,16 +28,8 @@ func stackVolume(t *testing.T, size int64) (*testCluster, *Mapped) {
 	return tc, tc.openVolume(t, size, 128<<10, testOpenOptions("test"))
 }
 
-func run(t *testing.T, name string, args ...string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
+// run is testutil.Exec under this file's old name.
+var run = testutil.Exec
 
 func needTools(t *testing.T, tools ...string) {
 	for _, tool := range tools {

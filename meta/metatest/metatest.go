@@ -63,6 +63,14 @@ func CompactClient(t testing.TB, cli *clientv3.Client) int64 {
 	return rev
 }
 
+// CompactMem is Compact on an in-memory etcd.
+func CompactMem(t testing.TB, s *memetcd.Server) int64 {
+	t.Helper()
+	cli := s.Client()
+	defer cli.Close()
+	return CompactClient(t, cli)
+}
+
 // EnableAuth turns on authentication in the etcd at endpoints with the
 // user root (role root) and password: clients need credentials after it.
 func EnableAuth(t testing.TB, endpoints []string, password string) {
