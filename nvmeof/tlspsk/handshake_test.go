@@ -66,20 +66,28 @@ func handshakePair(t testing.TB, cc ClientConfig, sc ServerConfig) (*Conn, error
 	cr, sr := testutil.TCPPair(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ch := make(chan result, 1)
-	go func() {
-		c, err := Server(ctx, sr, sc)
-		if err != nil {
-			sr.Close() // as a caller does: the client then sees the alert and EOF
-		}
-		ch <- result{c, err}
-	}()
+	ch := serve(ctx, sr, sc)
 	c, cerr := Client(ctx, cr, cc)
 	if cerr != nil {
 		cr.Close()
 	}
 	s := <-ch
 	return c, cerr, s.c, s.err
+}
+
+// serve runs Server over sr on its own goroutine and sends its result;
+// on failure it closes sr, as a caller does (the client then sees the
+// alert and EOF).
+func serve(ctx context.Context, sr net.Conn, sc ServerConfig) <-chan result {
+	ch := make(chan result, 1)
+	go func() {
+		c, err := Server(ctx, sr, sc)
+		if err != nil {
+			sr.Close()
+		}
+		ch <- result{c, err}
+	}()
+	return ch
 }
 
 func TestHandshakeAndData(t *testing.T) {
@@ -141,8 +149,7 @@ func TestRecordTamperDetected(t *testing.T) {
 	cr, sr := testutil.TCPPair(t)
 	flip := &flipConn{Conn: cr}
 	ctx := context.Background()
-	ch := make(chan result, 1)
-	go func() { s, err := Server(ctx, sr, ServerConfig{Lookup: keyLookup(k, testHost)}); ch <- result{s, err} }()
+	ch := serve(ctx, sr, ServerConfig{Lookup: keyLookup(k, testHost)})
 	c, err := Client(ctx, flip, clientConfig(t, k, testHost, testSub))
 	s := <-ch
 	if err != nil || s.err != nil {
@@ -236,11 +243,7 @@ func (h *holdConn) Write(p []byte) (int, error) {
 func TestDataWithFinished(t *testing.T) {
 	k := testKey(t, HashSHA256)
 	cr, sr := testutil.TCPPair(t)
-	ch := make(chan result, 1)
-	go func() {
-		s, err := Server(context.Background(), sr, ServerConfig{Lookup: keyLookup(k, testHost)})
-		ch <- result{s, err}
-	}()
+	ch := serve(context.Background(), sr, ServerConfig{Lookup: keyLookup(k, testHost)})
 	c, err := Client(context.Background(), &holdConn{Conn: cr}, clientConfig(t, k, testHost, testSub))
 	if err != nil {
 		t.Fatal(err)
