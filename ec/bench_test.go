@@ -54,10 +54,7 @@ func BenchmarkReconstruct(b *testing.B) {
 
 func benchReconstruct(b *testing.B, k, m, size, missing int) {
 	c := mustNew(b, k, m)
-	shards := randomStripe(newRNG(2), k, m, size)
-	if err := c.Encode(shards); err != nil {
-		b.Fatal(err)
-	}
+	shards := encodedStripe(b, c, newRNG(2), size)
 	want := make([]bool, k+m)
 	for i := range missing {
 		want[i] = true

@@ -60,6 +60,16 @@ func randomStripe(rng *rand.ChaCha8, k, m, size int) [][]byte {
 	return shards
 }
 
+// encodedStripe is randomStripe with its parity encoded by c.
+func encodedStripe(t fataler, c *Codec, rng *rand.ChaCha8, size int) [][]byte {
+	t.Helper()
+	shards := randomStripe(rng, c.K(), c.M(), size)
+	if err := c.Encode(shards); err != nil {
+		t.Fatalf("Encode: %v", err)
+	}
+	return shards
+}
+
 // fill fills b with pseudo-random bytes from rng.
 func fill(rng *rand.ChaCha8, b []byte) {
 	_, _ = rng.Read(b)
@@ -155,11 +165,7 @@ func TestEncodeErrors(t *testing.T) {
 func TestReconstructErrors(t *testing.T) {
 	forEachConfig(t, func(t *testing.T, opts []Option) {
 		c := mustNew(t, 4, 2, opts...)
-		rng := newRNG(1)
-		shards := randomStripe(rng, 4, 2, 64)
-		if err := c.Encode(shards); err != nil {
-			t.Fatal(err)
-		}
+		shards := encodedStripe(t, c, newRNG(1), 64)
 		want := []bool{true, true, true, false, false, false}
 		if err := c.ReconstructRange(shards[:5], want); !errors.Is(err, ErrShardCount) {
 			t.Errorf("5 shards: err = %v, want ErrShardCount", err)
@@ -264,11 +270,7 @@ func TestUpdateParityErrors(t *testing.T) {
 func TestReconstructInPlace(t *testing.T) {
 	forEachConfig(t, func(t *testing.T, opts []Option) {
 		c := mustNew(t, 4, 2, opts...)
-		rng := newRNG(3)
-		shards := randomStripe(rng, 4, 2, 4096)
-		if err := c.Encode(shards); err != nil {
-			t.Fatal(err)
-		}
+		shards := encodedStripe(t, c, newRNG(3), 4096)
 		work := cloneShards(shards)
 		buf := make([]byte, 0, 8192)
 		work[1], work[5] = buf, nil

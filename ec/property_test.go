@@ -31,10 +31,7 @@ func drawStripe(t *rapid.T, opts []Option) stripeCase {
 	}
 	rng := newRNG(rapid.Uint64().Draw(t, "seed"))
 	c := mustNew(t, k, m, opts...)
-	shards := randomStripe(rng, k, m, size)
-	if err := c.Encode(shards); err != nil {
-		t.Fatalf("Encode: %v", err)
-	}
+	shards := encodedStripe(t, c, rng, size)
 	return stripeCase{c: c, shards: shards, rng: rng}
 }
 

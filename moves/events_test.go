@@ -2,31 +2,14 @@ package moves
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"log/slog"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/nvstripe/nvstripe/controller/decide"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 )
-
-func records(t *testing.T, b *bytes.Buffer) []map[string]any {
-	t.Helper()
-	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(b.String()), "\n") {
-		if line == "" {
-			continue
-		}
-		var r map[string]any
-		if err := json.Unmarshal([]byte(line), &r); err != nil {
-			t.Fatalf("%q: %v", line, err)
-		}
-		out = append(out, r)
-	}
-	return out
-}
 
 func TestLog(t *testing.T) {
 	var b bytes.Buffer
@@ -35,7 +18,7 @@ func TestLog(t *testing.T) {
 	log(Event{Task: task})
 	log(Event{Task: task, Ended: true, Took: 2 * time.Second})
 	log(Event{Task: task, Ended: true, Took: time.Second, Err: errors.New("gone")})
-	rs := records(t, &b)
+	rs := testutil.JSONRecords(t, b.String())
 	if len(rs) != 3 {
 		t.Fatalf("%d records:\n%s", len(rs), b.String())
 	}

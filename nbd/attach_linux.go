@@ -13,13 +13,13 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/mdlayher/genetlink"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/nvstripe/nvstripe/internal/rawsock"
 	"github.com/nvstripe/nvstripe/internal/retry"
 )
 
@@ -412,21 +412,12 @@ func (a *Attachment) replace(i int) net.Conn {
 // peerClosed says whether the other end of nc is gone: after we close our
 // copy of the kernel's end, it is gone at once unless the kernel holds it.
 func peerClosed(nc net.Conn) bool {
-	sc, ok := nc.(syscall.Conn)
-	if !ok {
+	s := rawsock.New(nc)
+	if s == nil {
 		return true
 	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return true
-	}
-	closed := true
-	rc.Control(func(fd uintptr) {
-		p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
-		n, err := unix.Poll(p, 0)
-		closed = err != nil || n > 0 && p[0].Revents&(unix.POLLHUP|unix.POLLRDHUP) != 0
-	})
-	return closed
+	shutWrite, _ := s.PeerGone()
+	return shutWrite
 }
 
 // Done is closed when every connection has ended: after Close, or once

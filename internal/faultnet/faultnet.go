@@ -68,9 +68,9 @@ func (p *Proxy) Stall() {
 	p.mu.Unlock()
 }
 
-// StallAfter stalls the proxy right after it has forwarded client bytes
-// that contain b (within one read), so the server gets the request that
-// holds b but the client never hears back.
+// StallAfter stalls the proxy as it forwards client bytes that contain b
+// (within one read): the server gets the request that holds b, but the
+// client never hears back.
 func (p *Proxy) StallAfter(b []byte) {
 	p.mu.Lock()
 	p.trigger = bytes.Clone(b)
@@ -300,11 +300,14 @@ func (p *Proxy) pipe(dst, src net.Conn, from netip.Addr, fromClient bool) {
 			if !p.waitMoving(from) {
 				return
 			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
+			// A chunk that holds the trigger stalls the proxy before it
+			// goes on (it has passed waitMoving already), so the reply it
+			// asks for cannot overtake the stall.
 			if fromClient {
 				p.checkTrigger(buf[:n])
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
 			}
 		}
 		if err != nil {

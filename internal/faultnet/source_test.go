@@ -25,30 +25,11 @@ func dialFrom(t *testing.T, src netip.Addr, addr string) net.Conn {
 	return c
 }
 
-func newSourceProxy(t *testing.T) *Proxy {
-	t.Helper()
-	e := startEcho(t)
-	p, err := New(e.ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	return p
-}
-
-// mustPass checks that c round-trips s.
-func mustPass(t *testing.T, c net.Conn, s, when string) {
-	t.Helper()
-	if got, err := roundTrip(t, c, s, 10*time.Second); got != s || err != nil {
-		t.Fatalf("%s: %q, %v", when, got, err)
-	}
-}
-
 // TestPartitionFrom partitions client A only: its open connection is
 // closed and a new one from it is closed at once, while B's open
 // connection and a new one from B go on; after Heal A connects again.
 func TestPartitionFrom(t *testing.T) {
-	p := newSourceProxy(t)
+	_, p := newProxy(t)
 	a, b := dialFrom(t, srcA, p.Addr()), dialFrom(t, srcB, p.Addr())
 	mustPass(t, a, "a1", "A before the partition")
 	mustPass(t, b, "b1", "B before the partition")
@@ -72,7 +53,7 @@ func TestPartitionFrom(t *testing.T) {
 // TestStallFromResetFrom stalls client A only (B's bytes move; A's move
 // again on Resume), then resets A's connections only.
 func TestStallFromResetFrom(t *testing.T) {
-	p := newSourceProxy(t)
+	_, p := newProxy(t)
 	a, b := dialFrom(t, srcA, p.Addr()), dialFrom(t, srcB, p.Addr())
 	mustPass(t, a, "a1", "A before the stall")
 	p.StallFrom(srcA)
@@ -81,14 +62,12 @@ func TestStallFromResetFrom(t *testing.T) {
 	}
 	mustPass(t, b, "b1", "B while A is stalled")
 	p.Resume()
-	a.SetReadDeadline(time.Now().Add(10 * time.Second))
-	got := make([]byte, 2)
-	if _, err := a.Read(got); string(got) != "a2" {
+	if got, err := readBack(a, 2, 10*time.Second); got != "a2" {
 		t.Fatalf("A after Resume: %q, %v", got, err)
 	}
 	p.ResetFrom(srcA)
 	a.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if n, err := a.Read(got); err == nil {
+	if n, err := a.Read(make([]byte, 2)); err == nil {
 		t.Fatalf("A read %d bytes after ResetFrom", n)
 	}
 	mustPass(t, b, "b2", "B after A's reset")

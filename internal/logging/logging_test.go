@@ -2,9 +2,10 @@ package logging
 
 import (
 	"bytes"
-	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/nvstripe/nvstripe/internal/testutil"
 )
 
 func TestNewAndLogf(t *testing.T) {
@@ -17,14 +18,7 @@ func TestNewAndLogf(t *testing.T) {
 	logf("[DEBUG] memberlist: %s", "hidden")
 	logf("[WARN] memberlist: suspect %s", "n1")
 	logf("volume %s mapped", "v")
-	var recs []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(b.String()), "\n") {
-		var r map[string]any
-		if err := json.Unmarshal([]byte(line), &r); err != nil {
-			t.Fatalf("line %q: %v", line, err)
-		}
-		recs = append(recs, r)
-	}
+	recs := testutil.JSONRecords(t, b.String())
 	if len(recs) != 2 {
 		t.Fatalf("%d records, want 2 (debug filtered):\n%s", len(recs), b.String())
 	}

@@ -2,28 +2,12 @@ package logging
 
 import (
 	"bytes"
-	"encoding/json"
 	"log/slog"
-	"strings"
 	"testing"
 	"time"
-)
 
-func warnRecords(t *testing.T, b *bytes.Buffer) []map[string]any {
-	t.Helper()
-	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(b.String()), "\n") {
-		if line == "" {
-			continue
-		}
-		var r map[string]any
-		if err := json.Unmarshal([]byte(line), &r); err != nil {
-			t.Fatalf("%q: %v", line, err)
-		}
-		out = append(out, r)
-	}
-	return out
-}
+	"github.com/nvstripe/nvstripe/internal/testutil"
+)
 
 func TestWarnEvery(t *testing.T) {
 	var b bytes.Buffer
@@ -36,7 +20,7 @@ func TestWarnEvery(t *testing.T) {
 	warn("v", "volume", "v") // suppressed
 	now = now.Add(31 * time.Second)
 	warn("v", "volume", "v")
-	rs := warnRecords(t, &b)
+	rs := testutil.JSONRecords(t, b.String())
 	if len(rs) != 3 {
 		t.Fatalf("%d warnings, want 3:\n%s", len(rs), b.String())
 	}

@@ -5,42 +5,18 @@ import (
 	"errors"
 	"io"
 	"math/rand"
-	"net"
 	"os"
 	"testing"
 	"time"
-)
 
-// tcpPair returns both ends of a loopback TCP connection.
-func tcpPair(t *testing.T) (a, b net.Conn) {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	acc := make(chan net.Conn, 1)
-	go func() {
-		c, _ := l.Accept()
-		acc <- c
-	}()
-	a, err = net.Dial("tcp", l.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b = <-acc
-	if b == nil {
-		t.Fatal("accept failed")
-	}
-	t.Cleanup(func() { a.Close(); b.Close() })
-	return a, b
-}
+	"github.com/nvstripe/nvstripe/internal/testutil"
+)
 
 // TestWritevPartial writes more than the socket buffer holds, in
 // more pieces than one writev takes, to a slow reader: every byte arrives,
 // in order.
 func TestWritevPartial(t *testing.T) {
-	a, b := tcpPair(t)
+	a, b := testutil.TCPPair(t)
 	raw := New(a)
 	if raw == nil {
 		t.Fatal("no raw socket for a TCP connection")
@@ -81,7 +57,7 @@ func TestWritevPartial(t *testing.T) {
 // TestRead reads what the peer sent, then EOF when it closes; a
 // deadline in the past interrupts a waiting read.
 func TestRead(t *testing.T) {
-	a, b := tcpPair(t)
+	a, b := testutil.TCPPair(t)
 	raw := New(a)
 	if _, err := b.Write([]byte("hello")); err != nil {
 		t.Fatal(err)
@@ -108,7 +84,7 @@ func TestRead(t *testing.T) {
 // TestReadv: the bytes fill p first, then spill; a short p takes what
 // follows into spill in the same call; the peer's close is io.EOF.
 func TestReadv(t *testing.T) {
-	a, b := tcpPair(t)
+	a, b := testutil.TCPPair(t)
 	raw := New(a)
 	msg := []byte("0123456789abcdef")
 	if _, err := b.Write(msg); err != nil {

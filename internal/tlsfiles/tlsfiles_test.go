@@ -3,12 +3,12 @@ package tlsfiles
 import (
 	"crypto/tls"
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/nbd/nbdtest"
 )
 
@@ -21,21 +21,12 @@ func clientFiles(p *nbdtest.PKI) Files {
 // returns the server's and the client's errors.
 func handshake(t *testing.T, srv, cli *tls.Config) (error, error) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	cn, sn := testutil.TCPPair(t)
 	srvErr := make(chan error, 1)
 	go func() {
-		nc, err := ln.Accept()
-		if err != nil {
-			srvErr <- err
-			return
-		}
-		defer nc.Close()
-		c := tls.Server(nc, srv)
-		err = c.Handshake()
+		defer sn.Close()
+		c := tls.Server(sn, srv)
+		err := c.Handshake()
 		if err == nil {
 			_, err = c.Read(make([]byte, 1)) // TLS 1.3 reports a refused client certificate here
 		}
@@ -43,11 +34,12 @@ func handshake(t *testing.T, srv, cli *tls.Config) (error, error) {
 	}()
 	cli = cli.Clone()
 	cli.ServerName = "localhost"
-	c, err := tls.Dial("tcp", ln.Addr().String(), cli)
+	c := tls.Client(cn, cli)
+	err := c.Handshake()
 	if err == nil {
 		_, err = c.Write([]byte{1})
-		c.Close()
 	}
+	c.Close()
 	return <-srvErr, err
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/nvstripe/nvstripe/internal/rawsock"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 )
 
 // TestPDUReaderStream sends messages shaped like PDUs (an 8-byte header
@@ -23,8 +24,8 @@ import (
 func TestPDUReaderStream(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		pair func(t *testing.T) (net.Conn, net.Conn)
-	}{{"tcp", tcpConnPair}, {"pipe", func(*testing.T) (net.Conn, net.Conn) { return net.Pipe() }}} {
+		pair func(testing.TB) (net.Conn, net.Conn)
+	}{{"tcp", testutil.TCPPair}, {"pipe", func(testing.TB) (net.Conn, net.Conn) { return net.Pipe() }}} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b := tc.pair(t)
 			defer a.Close()
@@ -78,28 +79,4 @@ func TestPDUReaderStream(t *testing.T) {
 			}
 		})
 	}
-}
-
-// tcpConnPair returns both ends of a loopback TCP connection.
-func tcpConnPair(t *testing.T) (net.Conn, net.Conn) {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	acc := make(chan net.Conn, 1)
-	go func() {
-		c, _ := l.Accept()
-		acc <- c
-	}()
-	a, err := net.Dial("tcp", l.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := <-acc
-	if b == nil {
-		t.Fatal("accept failed")
-	}
-	return a, b
 }

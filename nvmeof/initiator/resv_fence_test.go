@@ -40,6 +40,48 @@ func (h *holdDev) WriteAt(ctx context.Context, p []byte, off int64) error {
 // open lets every held and later write through.
 func (h *holdDev) open() { h.once.Do(func() { close(h.release) }) }
 
+// holdWrites starts n writes of a's, to blocks 0 to n-1, and returns once
+// every one sits in hold; wait waits for them to end and returns their
+// errors.
+func holdWrites(ctx context.Context, a *Device, hold *holdDev, n int) (wait func() []error) {
+	hold.holding.Store(true)
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() { errs[i] = a.WriteAt(ctx, bytes.Repeat([]byte{0xAA}, 4096), int64(i)*4096) })
+	}
+	for range n {
+		<-hold.entered
+	}
+	return func() []error {
+		wg.Wait()
+		return errs
+	}
+}
+
+// preemptHeld has b preempt and abort A's key (0xA) while A's writes sit
+// in hold: once watcher no longer sees A's key (the preempt has
+// published), it lets the held writes finish, then waits for the preempt
+// to return ("preempt returned" in hold's log).
+func preemptHeld(t *testing.T, b, watcher *Device, hold *holdDev) {
+	t.Helper()
+	ctx := context.Background()
+	done := make(chan error, 1)
+	go func() {
+		err := b.TakeOver(ctx, 0xB, 0xA)
+		hold.log.add("preempt returned")
+		done <- err
+	}()
+	waitFor(t, "A's key to be preempted", func() bool {
+		st, err := watcher.Report(ctx)
+		return err == nil && !hasKey(st, 0xA)
+	})
+	hold.open()
+	if err := <-done; err != nil {
+		t.Fatalf("take over: %v", err)
+	}
+}
+
 type eventLog struct {
 	mu sync.Mutex
 	ev []string
@@ -75,37 +117,9 @@ func TestPreemptAndAbortWaitsForInflightWrites(t *testing.T) {
 	if err := a.TakeOver(ctx, 0xA, 0); err != nil {
 		t.Fatal(err)
 	}
-	hold.holding.Store(true)
-	var wg sync.WaitGroup
-	errs := make([]error, inflight)
-	for i := range inflight {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = a.WriteAt(ctx, bytes.Repeat([]byte{0xAA}, 4096), int64(i)*4096)
-		}()
-	}
-	for range inflight {
-		<-hold.entered
-	}
-	done := make(chan error, 1)
-	go func() {
-		err := b.TakeOver(ctx, 0xB, 0xA)
-		hold.log.add("preempt returned")
-		done <- err
-	}()
-	// Wait until the preempt has published (A's key is gone from the
-	// report), then let the held writes finish.
-	waitFor(t, "A's key to be preempted", func() bool {
-		st, err := watcher.Report(ctx)
-		return err == nil && !hasKey(st, 0xA)
-	})
-	hold.open()
-	if err := <-done; err != nil {
-		t.Fatalf("take over: %v", err)
-	}
-	wg.Wait()
-	for i, err := range errs {
+	wait := holdWrites(ctx, a, hold, inflight)
+	preemptHeld(t, b, watcher, hold)
+	for i, err := range wait() {
 		if err != nil {
 			t.Errorf("A's admitted write %d: %v (it passed the check before the preempt)", i, err)
 		}
@@ -283,32 +297,12 @@ func TestPreemptAndAbortWaitsForDisconnectedHost(t *testing.T) {
 	if err := a.TakeOver(ctx, 0xA, 0); err != nil {
 		t.Fatal(err)
 	}
-	hold.holding.Store(true)
-	var wg sync.WaitGroup
-	for i := range inflight {
-		wg.Go(func() { _ = a.WriteAt(ctx, bytes.Repeat([]byte{0xAA}, 4096), int64(i)*4096) })
-	}
-	for range inflight {
-		<-hold.entered
-	}
+	wait := holdWrites(ctx, a, hold, inflight)
 	if _, err := f.tgt.Faults().DropConnections(0); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() {
-		err := b.TakeOver(ctx, 0xB, 0xA)
-		hold.log.add("preempt returned")
-		done <- err
-	}()
-	waitFor(t, "A's key to be preempted", func() bool {
-		st, err := watcher.Report(ctx)
-		return err == nil && !hasKey(st, 0xA)
-	})
-	hold.open()
-	if err := <-done; err != nil {
-		t.Fatalf("take over: %v", err)
-	}
-	wg.Wait()
+	preemptHeld(t, b, watcher, hold)
+	wait()
 	if ev := hold.log.events(); ev[len(ev)-1] != "preempt returned" {
 		t.Fatalf("events %v: the preempt returned before the disconnected host's admitted writes landed", ev)
 	}

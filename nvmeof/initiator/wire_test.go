@@ -1,18 +1,14 @@
 package initiator
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/nvmeof/target"
@@ -24,15 +20,10 @@ import (
 // dissector check it: any malformed packet or NVMe/TCP expert warning
 // fails the test.
 func TestWireCheck(t *testing.T) {
-	for _, tool := range []string{"tshark", "dumpcap"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed (apt-get install tshark): %v", tool, err)
-		}
-	}
 	f := newFixture(t, 1, 4<<20, func(c *target.Config) { c.InCapsuleDataSize = 8192 })
 	_, port, _ := net.SplitHostPort(f.addrs[0])
 	file := filepath.Join(t.TempDir(), "nvme.pcapng")
-	stop := capture(t, port, file)
+	stop := testutil.CaptureLo(t, port, file)
 
 	for _, dg := range []bool{false, true} {
 		o := f.options(t)
@@ -64,78 +55,6 @@ func TestWireCheck(t *testing.T) {
 	}
 	stop()
 	checkCapture(t, port, file)
-}
-
-// capture starts dumpcap on the loopback interface for port and returns a
-// function that stops it once everything was written. dumpcap starts
-// capturing and writes packets some time after it says so, so a probe
-// listener is captured too: capture waits until a probe connection shows
-// up in the file, and stop waits for one made after the test's traffic.
-func capture(t *testing.T, port, file string) func() {
-	probe := testutil.Serve(t, func(c net.Conn) { c.Close() })
-	_, pport, _ := net.SplitHostPort(probe)
-	cmd := exec.Command("dumpcap", "-q", "-i", "lo", "-f", "tcp port "+port+" or tcp port "+pport, "-w", file)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if msg := waitCapturing(stderr); msg != "" {
-		cmd.Wait()
-		t.Skipf("dumpcap cannot capture on lo here: %s", msg)
-	}
-	probed := func(after int) int {
-		var n int
-		waitFor(t, "probe traffic in the capture", func() bool {
-			if c, err := net.Dial("tcp", probe); err == nil {
-				c.Close()
-			}
-			out, _ := exec.Command("tshark", "-r", file, "-Y", "tcp.port=="+pport).Output()
-			n = bytes.Count(out, []byte("\n"))
-			return n > after
-		})
-		return n
-	}
-	seen := probed(0)
-	var stopped bool
-	stopFn := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		probed(seen)
-		_ = cmd.Process.Signal(syscall.SIGINT)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-			t.Fatal("dumpcap did not stop")
-		}
-	}
-	t.Cleanup(stopFn)
-	return stopFn
-}
-
-// waitCapturing reads dumpcap's stderr until it says it is capturing
-// (returns "") or exits (returns what it said).
-func waitCapturing(stderr io.Reader) string {
-	ready := make(chan string, 2)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		var log strings.Builder
-		for sc.Scan() {
-			log.WriteString(sc.Text() + "\n")
-			if strings.Contains(sc.Text(), "Capturing on") {
-				ready <- ""
-			}
-		}
-		ready <- log.String()
-	}()
-	return <-ready
 }
 
 // checkCapture runs tshark over file, decoding port as NVMe/TCP with

@@ -3,7 +3,9 @@ package target
 import (
 	"io"
 	"net"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
 )
@@ -12,17 +14,7 @@ import (
 // host on 127.0.0.1 (in-memory namespace). The end-to-end numbers with the
 // real initiator are BenchmarkNVMeTCP in nvmeof/initiator.
 func BenchmarkTarget(b *testing.B) {
-	for _, bc := range []struct {
-		name  string
-		op    uint8
-		nlb   uint32
-		depth int
-	}{
-		{"read-128KiB-qd32", pdu.IORead, 32, 32},
-		{"write-128KiB-qd32", pdu.IOWrite, 32, 32},
-		{"read-4KiB-qd1", pdu.IORead, 1, 1},
-		{"write-4KiB-qd1", pdu.IOWrite, 1, 1},
-	} {
+	for _, bc := range benchShapes {
 		b.Run(bc.name, func(b *testing.B) {
 			f := newFixture(b, 1, nil)
 			a := dial(b, f.t.Addr(0), pdu.Digests{})
@@ -33,6 +25,41 @@ func BenchmarkTarget(b *testing.B) {
 			benchLoop(b, io, bc.op, bc.nlb, bc.depth)
 		})
 	}
+}
+
+// benchShapes are the IO shapes BenchmarkTarget and BenchmarkTargetCPU
+// run: commands of nlb blocks with depth in flight.
+var benchShapes = []struct {
+	name  string
+	op    uint8
+	nlb   uint32
+	depth int
+}{
+	{"write-128KiB-qd32", pdu.IOWrite, 32, 32},
+	{"read-128KiB-qd32", pdu.IORead, 32, 32},
+	{"write-4KiB-qd1", pdu.IOWrite, 1, 1},
+	{"read-4KiB-qd1", pdu.IORead, 1, 1},
+}
+
+// victimReads is the victim of the neighbour benchmarks: b.N reads of
+// one block at QD1 on namespace 1 (size bytes) of the target at addr,
+// through a controller of its own; it reports their p50 and p99 in µs.
+func victimReads(b *testing.B, addr string, size int) {
+	a := dial(b, addr, pdu.Digests{})
+	v := ioUp(b, addr, pdu.Digests{}, 1, a.adminUp(0), 0)
+	lat := make([]time.Duration, 0, b.N)
+	in := make([]byte, nsBS)
+	b.ResetTimer()
+	for i := range b.N {
+		s := rwSQE(pdu.IORead, 1, uint64(size/nsBS-1-i%64), 1, false)
+		t0 := time.Now()
+		mustOK(b, "victim read", v.do(s, nil, in))
+		lat = append(lat, time.Since(t0))
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 }
 
 func benchLoop(b *testing.B, h *host, op uint8, nlb uint32, depth int) {

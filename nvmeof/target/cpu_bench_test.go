@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,24 +27,9 @@ import (
 // interleaved rounds (A, B, A, B, ...; the machine is shared and noisy).
 // Without it the benchmark builds the nvstripe of this tree.
 func BenchmarkTargetCPU(b *testing.B) {
-	bins := targetBins(b)
-	rounds := 1
-	if r, err := strconv.Atoi(os.Getenv("NVSTRIPE_BENCH_ROUNDS")); err == nil && r > 0 {
-		rounds = r
-	}
-	for _, bc := range []struct {
-		name  string
-		op    uint8
-		nlb   uint32
-		depth int
-	}{
-		{"write-128KiB-qd32", pdu.IOWrite, 32, 32},
-		{"read-128KiB-qd32", pdu.IORead, 32, 32},
-		{"write-4KiB-qd1", pdu.IOWrite, 1, 1},
-		{"read-4KiB-qd1", pdu.IORead, 1, 1},
-	} {
-		for i := range rounds * len(bins) {
-			bin := bins[i%len(bins)]
+	runs := benchRuns(b)
+	for _, bc := range benchShapes {
+		for _, bin := range runs {
 			b.Run(bc.name+"/"+bin.name, func(b *testing.B) {
 				addr, pid := startBenchTarget(b, bin.path)
 				a := dial(b, addr, pdu.Digests{})
@@ -88,6 +72,21 @@ func inCapsuleMax(b *testing.B, a *host) int {
 const benchNSSize = 64 << 20
 
 type benchBin struct{ name, path string }
+
+// benchRuns is the order in which a benchmark runs the binaries of
+// targetBins: NVSTRIPE_BENCH_ROUNDS interleaved rounds (A, B, A, B, ...).
+func benchRuns(b *testing.B) []benchBin {
+	bins := targetBins(b)
+	rounds := 1
+	if r, err := strconv.Atoi(os.Getenv("NVSTRIPE_BENCH_ROUNDS")); err == nil && r > 0 {
+		rounds = r
+	}
+	var runs []benchBin
+	for i := range rounds * len(bins) {
+		runs = append(runs, bins[i%len(bins)])
+	}
+	return runs
+}
 
 func targetBins(b *testing.B) []benchBin {
 	if env := os.Getenv("NVSTRIPE_TARGET_BINS"); env != "" {
@@ -148,38 +147,19 @@ func procCPU(b *testing.B, pid int) float64 {
 // NVSTRIPE_TARGET_BINS and NVSTRIPE_BENCH_ROUNDS work as for
 // BenchmarkTargetCPU.
 func BenchmarkTargetNeighbour(b *testing.B) {
-	bins := targetBins(b)
-	rounds := 1
-	if r, err := strconv.Atoi(os.Getenv("NVSTRIPE_BENCH_ROUNDS")); err == nil && r > 0 {
-		rounds = r
-	}
+	runs := benchRuns(b)
 	for _, flood := range []bool{false, true} {
 		name := "alone"
 		if flood {
 			name = "neighbour-qd256"
 		}
-		for i := range rounds * len(bins) {
-			bin := bins[i%len(bins)]
+		for _, bin := range runs {
 			b.Run(name+"/"+bin.name, func(b *testing.B) {
 				addr, _ := startBenchTarget(b, bin.path)
 				if flood {
 					floodProcess(b, addr)
 				}
-				a := dial(b, addr, pdu.Digests{})
-				v := ioUp(b, addr, pdu.Digests{}, 1, a.adminUp(0), 0)
-				lat := make([]time.Duration, 0, b.N)
-				in := make([]byte, nsBS)
-				b.ResetTimer()
-				for i := range b.N {
-					s := rwSQE(pdu.IORead, 1, uint64(benchNSSize/nsBS-1-i%64), 1, false)
-					t0 := time.Now()
-					mustOK(b, "victim read", v.do(s, nil, in))
-					lat = append(lat, time.Since(t0))
-				}
-				b.StopTimer()
-				slices.Sort(lat)
-				b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-				b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+				victimReads(b, addr, benchNSSize)
 			})
 		}
 	}

@@ -115,16 +115,17 @@ func (f *Faults) Clear() {
 // DropConnections closes every connection of listener i at once (like a
 // network failure) and returns how many it closed.
 func (f *Faults) DropConnections(i int) (int, error) {
-	l, err := f.t.listener(i)
+	var conns []*conn
+	err := f.t.withListener(i, func(l *listener) error {
+		conns = make([]*conn, 0, len(l.conns))
+		for c := range l.conns {
+			conns = append(conns, c)
+		}
+		return nil
+	})
 	if err != nil {
 		return 0, err
 	}
-	f.t.mu.Lock()
-	conns := make([]*conn, 0, len(l.conns))
-	for c := range l.conns {
-		conns = append(conns, c)
-	}
-	f.t.mu.Unlock()
 	for _, c := range conns {
 		c.close()
 	}
@@ -135,71 +136,61 @@ func (f *Faults) DropConnections(i int) (int, error) {
 // (a hung target): commands are neither read nor answered, keep-alive
 // expiry is suspended. New connections are accepted but stay silent.
 func (f *Faults) Freeze(i int) error {
-	l, err := f.t.listener(i)
-	if err != nil {
-		return err
-	}
-	f.t.mu.Lock()
-	defer f.t.mu.Unlock()
-	if l.thaw == nil {
-		l.thaw = make(chan struct{})
-	}
-	return nil
+	return f.t.withListener(i, func(l *listener) error {
+		if l.thaw == nil {
+			l.thaw = make(chan struct{})
+		}
+		return nil
+	})
 }
 
 // Thaw undoes Freeze.
 func (f *Faults) Thaw(i int) error {
-	l, err := f.t.listener(i)
-	if err != nil {
-		return err
-	}
-	f.t.mu.Lock()
-	defer f.t.mu.Unlock()
-	l.thawLocked()
-	return nil
+	return f.t.withListener(i, func(l *listener) error {
+		l.thawLocked()
+		return nil
+	})
 }
 
 // StopListener closes listener i and all its connections; connecting to
 // its port is refused until StartListener.
 func (f *Faults) StopListener(i int) error {
-	l, err := f.t.listener(i)
+	err := f.t.withListener(i, func(l *listener) error {
+		if l.ln != nil {
+			l.ln.Close()
+			l.ln = nil
+		}
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	f.t.mu.Lock()
-	if l.ln != nil {
-		l.ln.Close()
-		l.ln = nil
-	}
-	f.t.mu.Unlock()
 	_, err = f.DropConnections(i)
 	return err
 }
 
 // StartListener binds listener i again on the address it had.
 func (f *Faults) StartListener(i int) error {
-	l, err := f.t.listener(i)
-	if err != nil {
-		return err
-	}
-	f.t.mu.Lock()
-	defer f.t.mu.Unlock()
-	if f.t.closed || !f.t.started {
-		return ErrClosed
-	}
-	if l.ln != nil {
-		return nil
-	}
-	return f.t.listenLocked(l, l.bound)
+	return f.t.withListener(i, func(l *listener) error {
+		if f.t.closed || !f.t.started {
+			return ErrClosed
+		}
+		if l.ln != nil {
+			return nil
+		}
+		return f.t.listenLocked(l, l.bound)
+	})
 }
 
-func (t *Target) listener(i int) (*listener, error) {
+// withListener runs fn on listener i with t.mu held; an i that names no
+// listener is blockdev.ErrInvalid.
+func (t *Target) withListener(i int, fn func(l *listener) error) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if i < 0 || i >= len(t.listeners) {
-		return nil, fmt.Errorf("listener %d does not exist: %w", i, blockdev.ErrInvalid)
+		return fmt.Errorf("listener %d does not exist: %w", i, blockdev.ErrInvalid)
 	}
-	return t.listeners[i], nil
+	return fn(t.listeners[i])
 }
 
 // ioFault returns the injected delay and failure for a command.

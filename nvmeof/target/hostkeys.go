@@ -14,26 +14,42 @@ import (
 // lines and #-comments are ignored. Malformed lines are ErrSpec. The file
 // holds secrets: it should be readable by root only.
 func ReadHostKeys(path string) ([]HostKey, error) {
+	var keys []HostKey
+	err := readKeyLines(path, "host keys", func(fs []string) error {
+		k, err := parseHostKey(fs)
+		if err != nil {
+			return err
+		}
+		keys = append(keys, k)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return keys, nil
+}
+
+// readKeyLines reads a keys file (what names it in errors): it calls line
+// with the fields of each line that is not blank once its #-comment is
+// cut. An error line returns is ErrSpec, with the file and line number.
+func readKeyLines(path, what string, line func(fields []string) error) error {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("host keys: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	defer f.Close()
-	var keys []HostKey
 	sc := bufio.NewScanner(f)
 	for n := 1; sc.Scan(); n++ {
-		line, _, _ := strings.Cut(sc.Text(), "#")
-		fs := strings.Fields(line)
+		text, _, _ := strings.Cut(sc.Text(), "#")
+		fs := strings.Fields(text)
 		if len(fs) == 0 {
 			continue
 		}
-		k, err := parseHostKey(fs)
-		if err != nil {
-			return nil, fmt.Errorf("%w: host keys %s line %d: %w", ErrSpec, path, n, err)
+		if err := line(fs); err != nil {
+			return fmt.Errorf("%w: %s %s line %d: %w", ErrSpec, what, path, n, err)
 		}
-		keys = append(keys, k)
 	}
-	return keys, sc.Err()
+	return sc.Err()
 }
 
 // parseHostKey makes a HostKey of one line's fields.

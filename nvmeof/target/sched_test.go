@@ -3,7 +3,6 @@ package target
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -323,21 +322,7 @@ func BenchmarkFairSerialDevice(b *testing.B) {
 					stop := floodReads(b, f.t.Addr(0), 2, 128, 32, nsSize)
 					defer stop()
 				}
-				a := dial(b, f.t.Addr(0), pdu.Digests{})
-				v := ioUp(b, f.t.Addr(0), pdu.Digests{}, 1, a.adminUp(0), 0)
-				lat := make([]time.Duration, 0, b.N)
-				in := make([]byte, nsBS)
-				b.ResetTimer()
-				for i := range b.N {
-					s := rwSQE(pdu.IORead, 1, uint64(nsSize/nsBS-1-i%64), 1, false)
-					t0 := time.Now()
-					mustOK(b, "victim read", v.do(s, nil, in))
-					lat = append(lat, time.Since(t0))
-				}
-				b.StopTimer()
-				slices.Sort(lat)
-				b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-				b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+				victimReads(b, f.t.Addr(0), nsSize)
 			})
 		}
 	}

@@ -1,14 +1,11 @@
 package target
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
@@ -67,32 +64,25 @@ func (m TLSMode) discEntry(e pdu.DiscoveryEntry) pdu.DiscoveryEntry {
 // #-comments are ignored. Malformed lines are ErrSpec. The file holds
 // secrets: it should be readable by root only.
 func ReadTLSKeys(path string) (map[string]tlspsk.Key, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("tls keys: %w", err)
-	}
-	defer f.Close()
 	keys := map[string]tlspsk.Key{}
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		line, _, _ := strings.Cut(sc.Text(), "#")
-		fs := strings.Fields(line)
-		if len(fs) == 0 {
-			continue
-		}
+	err := readKeyLines(path, "tls keys", func(fs []string) error {
 		if len(fs) != 2 {
-			return nil, fmt.Errorf("%w: tls keys %s line %d: want HOSTNQN NVMeTLSkey-1:...", ErrSpec, path, n)
+			return errors.New("want HOSTNQN NVMeTLSkey-1:...")
 		}
 		k, err := tlspsk.ParseKey(fs[1])
 		if err != nil {
-			return nil, fmt.Errorf("%w: tls keys %s line %d: %w", ErrSpec, path, n, err)
+			return err
 		}
 		if _, dup := keys[fs[0]]; dup {
-			return nil, fmt.Errorf("%w: tls keys %s line %d: host %s listed twice", ErrSpec, path, n, fs[0])
+			return fmt.Errorf("host %s listed twice", fs[0])
 		}
 		keys[fs[0]] = k
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return keys, sc.Err()
+	return keys, nil
 }
 
 // secure runs the TLS handshake on an accepted connection as Config.TLS

@@ -1,20 +1,17 @@
 package target
 
 import (
-	"bufio"
-	"bytes"
 	"net"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
 )
 
-// TestWireTshark captures a session on lo with tshark and lets Wireshark's
+// TestWireTshark captures a session on lo (testutil.CaptureLo) and lets Wireshark's
 // nvme-tcp dissector (with digest checking on) judge every PDU: any
 // malformed packet or expert error fails the test.
 func TestWireTshark(t *testing.T) {
@@ -26,93 +23,10 @@ func TestWireTshark(t *testing.T) {
 	addr := f.t.Addr(0)
 	_, port, _ := net.SplitHostPort(addr)
 	pcap := filepath.Join(t.TempDir(), "nvme.pcapng")
-	stop := startCapture(t, tshark, port, pcap)
+	stop := testutil.CaptureLo(t, port, pcap)
 	wireTraffic(t, f, addr)
 	stop()
 	analyse(t, tshark, port, pcap)
-}
-
-// startCapture runs tshark until the returned function is called. It
-// returns once a probe connection shows up in the capture, and the stop
-// function waits for a last probe, so no packet of the test is missed.
-func startCapture(t *testing.T, tshark, port, pcap string) func() {
-	cmd := exec.Command(tshark, "-i", "lo", "-f", "tcp port "+port, "-w", pcap, "-P", "-l")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Skipf("cannot start tshark: %v", err)
-	}
-	lines := make(chan string, 1024)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	stop := func() {
-		cmd.Process.Signal(syscall.SIGINT)
-		go func() {
-			for range lines {
-			}
-		}()
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-	}
-	if !probe(port, lines, 60*time.Second) {
-		stop()
-		msg := stderr.String()
-		if strings.Contains(msg, "ermission") || strings.Contains(msg, "not permitted") {
-			t.Skipf("no permission to capture on lo: %s", msg)
-		}
-		t.Fatalf("tshark did not capture a probe connection: %s", msg)
-	}
-	return func() {
-		if !probe(port, lines, 30*time.Second) {
-			t.Errorf("final probe not captured")
-		}
-		stop()
-	}
-}
-
-// probe opens and closes connections to port until tshark reports one of
-// them (by its source port) or the time is up.
-func probe(port string, lines <-chan string, limit time.Duration) bool {
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
-		nc, err := net.Dial("tcp", "127.0.0.1:"+port)
-		if err != nil {
-			return false
-		}
-		_, src, _ := net.SplitHostPort(nc.LocalAddr().String())
-		nc.Close()
-		wait := time.After(time.Second)
-		for {
-			select {
-			case l, ok := <-lines:
-				if !ok {
-					return false
-				}
-				if strings.Contains(l, " "+src+" ") {
-					return true
-				}
-				continue
-			case <-wait:
-			}
-			break
-		}
-	}
-	return false
 }
 
 // wireTraffic runs the bring-up, I/O with and without digests, ANA events,

@@ -36,20 +36,19 @@ type ServerConfig struct {
 // (psk_dhe_ke, X25519) over raw, bounded by ctx. On error it has sent an
 // alert when it could; the caller closes raw.
 func Client(ctx context.Context, raw net.Conn, cfg ClientConfig) (*Conn, error) {
-	c := newConn(raw)
-	err := c.bounded(ctx, func() error { return c.clientHandshake(cfg) })
-	if err != nil {
-		return nil, err
-	}
-	c.grow()
-	return c, nil
+	return handshake(ctx, raw, func(c *Conn) error { return c.clientHandshake(cfg) })
 }
 
 // Server runs the server side of the handshake; see Client.
 func Server(ctx context.Context, raw net.Conn, cfg ServerConfig) (*Conn, error) {
+	return handshake(ctx, raw, func(c *Conn) error { return c.serverHandshake(cfg) })
+}
+
+// handshake runs one side's handshake on a new Conn over raw, bounded by
+// ctx, and returns the Conn ready for records.
+func handshake(ctx context.Context, raw net.Conn, side func(c *Conn) error) (*Conn, error) {
 	c := newConn(raw)
-	err := c.bounded(ctx, func() error { return c.serverHandshake(cfg) })
-	if err != nil {
+	if err := c.bounded(ctx, func() error { return side(c) }); err != nil {
 		return nil, err
 	}
 	c.grow()
@@ -58,12 +57,12 @@ func Server(ctx context.Context, raw net.Conn, cfg ServerConfig) (*Conn, error) 
 
 // bounded runs a handshake under ctx's deadline and cancellation and sends
 // the alert of a failure this side found.
-func (c *Conn) bounded(ctx context.Context, handshake func() error) error {
+func (c *Conn) bounded(ctx context.Context, run func() error) error {
 	if dl, ok := ctx.Deadline(); ok {
 		_ = c.raw.SetDeadline(dl)
 	}
 	stop := context.AfterFunc(ctx, func() { _ = c.raw.SetDeadline(time.Now()) })
-	err := handshake()
+	err := run()
 	if !stop() {
 		err = fmt.Errorf("tls handshake: %w", context.Cause(ctx))
 	}

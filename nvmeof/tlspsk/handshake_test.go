@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nvstripe/nvstripe/internal/testutil"
 )
 
 const (
@@ -54,30 +56,6 @@ func clientConfig(t testing.TB, k Key, host, sub string) ClientConfig {
 	return ClientConfig{Identity: id, PSK: psk, Suite: s}
 }
 
-// tcpPair returns the two ends of a loopback TCP connection.
-func tcpPair(t testing.TB) (client, server net.Conn) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	acc := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		acc <- c
-	}()
-	client, err = net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	server = <-acc
-	if server == nil {
-		t.Fatal("accept failed")
-	}
-	t.Cleanup(func() { client.Close(); server.Close() })
-	return client, server
-}
-
 type result struct {
 	c   *Conn
 	err error
@@ -85,23 +63,31 @@ type result struct {
 
 // handshakePair runs Client and Server against each other.
 func handshakePair(t testing.TB, cc ClientConfig, sc ServerConfig) (*Conn, error, *Conn, error) {
-	cr, sr := tcpPair(t)
+	cr, sr := testutil.TCPPair(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ch := make(chan result, 1)
-	go func() {
-		c, err := Server(ctx, sr, sc)
-		if err != nil {
-			sr.Close() // as a caller does: the client then sees the alert and EOF
-		}
-		ch <- result{c, err}
-	}()
+	ch := serve(ctx, sr, sc)
 	c, cerr := Client(ctx, cr, cc)
 	if cerr != nil {
 		cr.Close()
 	}
 	s := <-ch
 	return c, cerr, s.c, s.err
+}
+
+// serve runs Server over sr on its own goroutine and sends its result;
+// on failure it closes sr, as a caller does (the client then sees the
+// alert and EOF).
+func serve(ctx context.Context, sr net.Conn, sc ServerConfig) <-chan result {
+	ch := make(chan result, 1)
+	go func() {
+		c, err := Server(ctx, sr, sc)
+		if err != nil {
+			sr.Close()
+		}
+		ch <- result{c, err}
+	}()
+	return ch
 }
 
 func TestHandshakeAndData(t *testing.T) {
@@ -160,11 +146,10 @@ func TestHandshakeRefusesWrongKeyOrIdentity(t *testing.T) {
 
 func TestRecordTamperDetected(t *testing.T) {
 	k := testKey(t, HashSHA256)
-	cr, sr := tcpPair(t)
+	cr, sr := testutil.TCPPair(t)
 	flip := &flipConn{Conn: cr}
 	ctx := context.Background()
-	ch := make(chan result, 1)
-	go func() { s, err := Server(ctx, sr, ServerConfig{Lookup: keyLookup(k, testHost)}); ch <- result{s, err} }()
+	ch := serve(ctx, sr, ServerConfig{Lookup: keyLookup(k, testHost)})
 	c, err := Client(ctx, flip, clientConfig(t, k, testHost, testSub))
 	s := <-ch
 	if err != nil || s.err != nil {
@@ -220,7 +205,7 @@ func TestKeyUpdateBothWays(t *testing.T) {
 }
 
 func TestSniff(t *testing.T) {
-	cr, sr := tcpPair(t)
+	cr, sr := testutil.TCPPair(t)
 	cr.Write([]byte{recordHandshake, 3, 1})
 	isTLS, conn, err := Sniff(sr)
 	got := make([]byte, 3)
@@ -257,12 +242,8 @@ func (h *holdConn) Write(p []byte) (int, error) {
 
 func TestDataWithFinished(t *testing.T) {
 	k := testKey(t, HashSHA256)
-	cr, sr := tcpPair(t)
-	ch := make(chan result, 1)
-	go func() {
-		s, err := Server(context.Background(), sr, ServerConfig{Lookup: keyLookup(k, testHost)})
-		ch <- result{s, err}
-	}()
+	cr, sr := testutil.TCPPair(t)
+	ch := serve(context.Background(), sr, ServerConfig{Lookup: keyLookup(k, testHost)})
 	c, err := Client(context.Background(), &holdConn{Conn: cr}, clientConfig(t, k, testHost, testSub))
 	if err != nil {
 		t.Fatal(err)
@@ -286,7 +267,7 @@ func TestDataWithFinished(t *testing.T) {
 // TLS server the client stops at its ServerHello, which takes no PSK.
 func TestCertificateTLSPeers(t *testing.T) {
 	k := testKey(t, HashSHA256)
-	cr, sr := tcpPair(t)
+	cr, sr := testutil.TCPPair(t)
 	ch := make(chan error, 1)
 	go func() {
 		_, err := Server(context.Background(), sr, ServerConfig{Lookup: keyLookup(k, testHost)})
@@ -300,7 +281,7 @@ func TestCertificateTLSPeers(t *testing.T) {
 		t.Errorf("crypto/tls client: server %v, client %v; want missing_extension", serr, cerr)
 	}
 
-	cr, sr = tcpPair(t)
+	cr, sr = testutil.TCPPair(t)
 	cert := selfSigned(t)
 	go func() {
 		tls.Server(sr, &tls.Config{Certificates: []tls.Certificate{cert}}).Handshake()

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nvstripe/nvstripe/internal/testutil"
 )
 
 // OpenSSL 3 is the independent peer: its s_server and s_client take an
@@ -110,37 +112,6 @@ func TestClientRefusedByOpenSSLServer(t *testing.T) {
 	}
 }
 
-// runSClient runs openssl s_client against addr, writes send, and returns
-// its output after want appeared (or it ended).
-func runSClient(t *testing.T, addr string, psk []byte, identity, send, want string) (string, error) {
-	openssl := needOpenSSL(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, openssl, "s_client", "-connect", addr, "-tls1_3", "-psk", hex.EncodeToString(psk),
-		"-psk_identity", identity, "-ciphersuites", "TLS_AES_128_GCM_SHA256", "-quiet", "-no_ign_eof")
-	stdin, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stdin.Write([]byte(send))
-	var got []byte
-	buf := make([]byte, 4096)
-	for !bytes.Contains(got, []byte(want)) {
-		n, err := out.Read(buf)
-		got = append(got, buf[:n]...)
-		if err != nil {
-			break
-		}
-	}
-	stdin.Close()
-	err := cmd.Wait()
-	t.Logf("s_client stderr: %s", stderr.String())
-	return string(got), err
-}
-
 func TestOpenSSLClientAgainstServer(t *testing.T) {
 	k := testKey(t, HashSHA256)
 	cc := clientConfig(t, k, testHost, testSub)
@@ -178,10 +149,11 @@ func TestOpenSSLClientAgainstServer(t *testing.T) {
 			done <- err
 			io.Copy(io.Discard, c)
 		}()
-		out, cerr := runSClient(t, ln.Addr().String(), tc.psk, cc.Identity, "ping\n", "pong\n")
+		out, cerr := testutil.SClient(t, ln.Addr().String(), tc.psk, cc.Identity, []byte("ping\n"),
+			func(out []byte) bool { return bytes.Contains(out, []byte("pong\n")) })
 		serr := <-done
 		ln.Close()
-		if tc.ok && (serr != nil || !strings.Contains(out, "pong\n")) {
+		if tc.ok && (serr != nil || !bytes.Contains(out, []byte("pong\n"))) {
 			t.Fatalf("%s: server %v; s_client printed %q (%v)", tc.name, serr, out, cerr)
 		}
 		var ae *AlertError

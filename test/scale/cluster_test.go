@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta"
 )
 
@@ -38,12 +39,11 @@ const (
 // world is the cluster the harness built: a store per group of agents,
 // the namespaces of each host and the namespaces each volume uses.
 type world struct {
-	size    size
-	stores  []*meta.Store
-	hostNS  [][]string        // namespace ids by host
-	volNS   []map[string]bool // namespace ids by volume (agent)
-	paths   []string          // every namespace's path addresses
-	refused []net.Listener
+	size   size
+	stores []*meta.Store
+	hostNS [][]string        // namespace ids by host
+	volNS  []map[string]bool // namespace ids by volume (agent)
+	paths  []string          // every namespace's path addresses
 }
 
 // volume is agent i's volume.
@@ -75,28 +75,10 @@ func openStores(t *testing.T, endpoint string, sz size) []*meta.Store {
 // and close every connection: the hosts are records only, so a node's
 // connection to a namespace fails at once and the volume opens degraded,
 // as it would with its targets down.
-func refusingPaths(t *testing.T) ([]string, []net.Listener) {
+func refusingPaths(t *testing.T) []string {
 	t.Helper()
-	var addrs []string
-	var ls []net.Listener
-	for range 2 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { l.Close() })
-		go func() {
-			for {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
-				c.Close()
-			}
-		}()
-		addrs, ls = append(addrs, "tcp://"+l.Addr().String()), append(ls, l)
-	}
-	return addrs, ls
+	refuse := func(c net.Conn) { c.Close() }
+	return []string{"tcp://" + testutil.Serve(t, refuse), "tcp://" + testutil.Serve(t, refuse)}
 }
 
 // build records the cluster: hosts in racks, their namespaces, the

@@ -148,7 +148,7 @@ func run(t *testing.T, sz size, steady time.Duration) result {
 	start := time.Now()
 	etcd := startEtcd(t)
 	w := &world{size: sz, stores: openStores(t, etcd.endpoint, sz)}
-	w.paths, w.refused = refusingPaths(t)
+	w.paths = refusingPaths(t)
 	build(t, ctx, w)
 	r := result{sz: sz, namespaces: sz.hosts * sz.nsPerHost, segments: sz.agents * sz.segments}
 	var opens, renewals latencies
