@@ -2,7 +2,6 @@ package meta
 
 import (
 	"errors"
-	"fmt"
 	"testing"
 )
 
@@ -60,19 +59,7 @@ func TestOwnersSince(t *testing.T) {
 func TestOwnersSinceCompacted(t *testing.T) {
 	ctx := testCtx(t)
 	s, etcd := privateStore(t)
-	if _, err := s.InitCluster(ctx, InitOptions{SlotSize: testSlot}); err != nil {
-		t.Fatal(err)
-	}
-	for h := range 3 {
-		host := fmt.Sprintf("h%d", h)
-		if _, err := s.AddHost(ctx, host, nil); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.AddNamespace(ctx, NamespaceSpec{Host: host, NQN: "nqn.2024-01.io.nvstripe:" + host, NSID: 1,
-			Size: 5 * testSlot, Paths: []PathRecord{{Addr: "tcp://127.0.0.1:4420"}}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	populate(t, s, 3, 1, 4)
 	addVolume(t, s, "vol", 2, 1, 2)
 	o, err := s.Acquire(ctx, "vol", OwnerOptions{Holder: "node-a"})
 	if err != nil {
