@@ -88,7 +88,7 @@ func TestRunnerReadOnlyMapped(t *testing.T) {
 	mv := &countingMover{Mover: &metaMover{store: store, holder: "ctl", steps: 2, step: time.Millisecond, act: newActors()},
 		calls: map[string]int{}}
 	var held atomic.Int32
-	r, err := NewRunner(RunnerConfig{Store: store, Holder: "ctl", Mover: mv, Interval: 50 * time.Millisecond,
+	_, done := runRunner(t, ctx, RunnerConfig{Store: store, Holder: "ctl", Mover: mv, Interval: 50 * time.Millisecond,
 		LeaderTTL: 2 * time.Second, Decide: decide.Config{MaxMovesPerNS: 1},
 		Logf: func(f string, a ...any) {
 			if strings.Contains(f, "volume %s: %s") {
@@ -96,11 +96,6 @@ func TestRunnerReadOnlyMapped(t *testing.T) {
 			}
 			t.Logf(f, a...)
 		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
 	waitFor(t, "w rebuilt", func() bool {
 		n, m := volumeShardsOn(t, admin, "w", failed)
 		return n == 0 && m == 0
@@ -136,10 +131,7 @@ func TestRunnerReadOnlyMapped(t *testing.T) {
 		n, m := volumeShardsOn(t, admin, "v", failed)
 		return n == 0 && m == 0
 	})
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stopRunner(t, cancel, done)
 	checkNoLeaks(t, admin)
 	if used := allocated(t, admin, failed); used != 0 {
 		t.Errorf("%s: %d slots allocated at the end, want 0", failed, used)
