@@ -331,10 +331,7 @@ func TestVolumeInfo(t *testing.T) {
 	if err := vm.MarkDirty(ctx, 3); err != nil {
 		t.Fatal(err)
 	}
-	o, err := s.Acquire(ctx, "vol", OwnerOptions{Holder: "node-a"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	o := takeOwner(t, ctx, s, "vol", OwnerOptions{Holder: "node-a"})
 	defer o.Release(ctx)
 	if i := info(); i.Segments != 5 || i.Allocated != 2 || i.Dirty != 1 || i.Moving != 0 ||
 		len(i.Owners) != 1 || i.Owners[0].Holder != "node-a" {

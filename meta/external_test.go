@@ -47,10 +47,7 @@ func TestExternalEtcd(t *testing.T) {
 	defer s.Close()
 	populate(t, s, 3, 1, 8)
 	vm := addVolume(t, s, "vol", 2, 1, 4)
-	o, err := s.Acquire(ctx, "vol", OwnerOptions{Holder: "node"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	o := takeOwner(t, ctx, s, "vol", OwnerOptions{Holder: "node"})
 	fenced, _ := s.VolumeMap(ctx, "vol", o)
 	for seg := range int64(4) {
 		if _, err := fenced.Allocate(ctx, seg); err != nil {
