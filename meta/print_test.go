@@ -49,7 +49,7 @@ func want(t *testing.T, s string, subs ...string) {
 	t.Helper()
 	for _, sub := range subs {
 		if !strings.Contains(s, sub) {
-			t.Errorf("output lacks %q:\n%s", sub, s)
+			t.Errorf("lacks %q:\n%s", sub, s)
 		}
 	}
 }
