@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -63,21 +64,34 @@ func (m *VolumeMap) fencedTxn(ctx context.Context, what string, ops ...clientv3.
 // Dirty lists the dirty segments in ascending order.
 func (m *VolumeMap) Dirty(ctx context.Context) ([]int64, error) {
 	prefix := m.s.keys.dirties(m.name)
+	out, err := listUnder(ctx, m, prefix, func(kv *mvccpb.KeyValue) (int64, error) {
+		seg, err := segmentIndex(string(kv.Key), prefix)
+		if err != nil {
+			return 0, err
+		}
+		return seg, decodeKV(kv, &DirtyRecord{})
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// listUnder reads every key under prefix, one of the volume's, and
+// converts each with conv, in key order.
+func listUnder[T any](ctx context.Context, m *VolumeMap, prefix string, conv func(*mvccpb.KeyValue) (T, error)) ([]T, error) {
 	resp, err := m.s.kv.Get(ctx, prefix, clientv3.WithPrefix())
 	if err != nil {
 		return nil, m.s.wrap("list "+prefix, err)
 	}
-	out := make([]int64, 0, len(resp.Kvs))
+	out := make([]T, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		seg, err := segmentIndex(string(kv.Key), prefix)
+		v, err := conv(kv)
 		if err != nil {
 			return nil, err
 		}
-		if err := decodeKV(kv, &DirtyRecord{}); err != nil {
-			return nil, err
-		}
-		out = append(out, seg)
+		out = append(out, v)
 	}
-	slices.Sort(out)
 	return out, nil
 }
