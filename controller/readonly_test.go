@@ -50,19 +50,7 @@ func TestRunnerReadOnlyMapped(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	admin := openStore(t, eps)
-	if _, err := admin.CreateVolume(ctx, meta.VolumeSpec{Name: "w", Size: 4 * 4 << 20,
-		Layout: meta.Layout{K: 4, M: 2, Chunk: 64 << 10}}); err != nil {
-		t.Fatal(err)
-	}
-	wm, err := admin.VolumeMap(ctx, "w", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for s := range int64(4) {
-		if _, err := wm.Allocate(ctx, s); err != nil {
-			t.Fatal(err)
-		}
-	}
+	addVolume(t, admin, "w", 4)
 	failed, lost := "", 0
 	for _, h := range []string{"h0", "h1", "h2", "h3", "h4", "h5", "h6", "h7"} {
 		nv, _ := volumeShardsOn(t, admin, "v", h+"-n1")

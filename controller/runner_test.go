@@ -57,20 +57,28 @@ func metaClusterOn(t *testing.T, eps testEtcd, n, segs int) testEtcd {
 	for i := 0; i < n; i++ {
 		addMetaHost(t, store, i)
 	}
-	if _, err := store.CreateVolume(ctx, meta.VolumeSpec{Name: "v", Size: int64(segs) * 4 << 20,
+	addVolume(t, store, "v", segs)
+	return eps
+}
+
+// addVolume creates volume name, 4+2 of 1 MiB slots, with segs segments
+// allocated.
+func addVolume(t *testing.T, store *meta.Store, name string, segs int) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := store.CreateVolume(ctx, meta.VolumeSpec{Name: name, Size: int64(segs) * 4 << 20,
 		Layout: meta.Layout{K: 4, M: 2, Chunk: 64 << 10}}); err != nil {
 		t.Fatal(err)
 	}
-	vm, err := store.VolumeMap(ctx, "v", nil)
+	vm, err := store.VolumeMap(ctx, name, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for s := 0; s < segs; s++ {
-		if _, err := vm.Allocate(ctx, int64(s)); err != nil {
+	for s := range int64(segs) {
+		if _, err := vm.Allocate(ctx, s); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return eps
 }
 
 // addMetaHost records host hI with namespace hI-n1 of 31 slots.
