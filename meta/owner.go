@@ -332,9 +332,10 @@ func (o *Owner) Valid() error {
 }
 
 // end cancels the owner's context with cause; Valid fails from then on.
+// ended is set first, so that Valid fails once the context is done.
 func (o *Owner) end(cause error) {
-	o.cancel(cause)
 	o.ended.Store(true)
+	o.cancel(cause)
 }
 
 // extend moves the deadline until which the lease is certainly held to t,
