@@ -64,7 +64,7 @@ func (m *VolumeMap) fencedTxn(ctx context.Context, what string, ops ...clientv3.
 // Dirty lists the dirty segments in ascending order.
 func (m *VolumeMap) Dirty(ctx context.Context) ([]int64, error) {
 	prefix := m.s.keys.dirties(m.name)
-	out, err := listUnder(ctx, m, prefix, func(kv *mvccpb.KeyValue) (int64, error) {
+	out, _, err := listKeys(ctx, m.s, prefix, prefix, func(kv *mvccpb.KeyValue) (int64, error) {
 		seg, err := segmentIndex(string(kv.Key), prefix)
 		if err != nil {
 			return 0, err
@@ -75,23 +75,5 @@ func (m *VolumeMap) Dirty(ctx context.Context) ([]int64, error) {
 		return nil, err
 	}
 	slices.Sort(out)
-	return out, nil
-}
-
-// listUnder reads every key under prefix, one of the volume's, and
-// converts each with conv, in key order.
-func listUnder[T any](ctx context.Context, m *VolumeMap, prefix string, conv func(*mvccpb.KeyValue) (T, error)) ([]T, error) {
-	resp, err := m.s.kv.Get(ctx, prefix, clientv3.WithPrefix())
-	if err != nil {
-		return nil, m.s.wrap("list "+prefix, err)
-	}
-	out := make([]T, 0, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		v, err := conv(kv)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
 	return out, nil
 }

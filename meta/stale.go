@@ -131,7 +131,8 @@ func (m *VolumeMap) ClearStale(ctx context.Context, seg int64, idx int, ref Slot
 // Stale lists the volume's stale slot marks.
 func (m *VolumeMap) Stale(ctx context.Context) ([]StaleMark, error) {
 	prefix := m.s.keys.stales(m.name)
-	return listUnder(ctx, m, prefix, func(kv *mvccpb.KeyValue) (StaleMark, error) { return staleKV(kv, prefix) })
+	marks, _, err := listKeys(ctx, m.s, prefix, prefix, func(kv *mvccpb.KeyValue) (StaleMark, error) { return staleKV(kv, prefix) })
+	return marks, err
 }
 
 // staleKV decodes the stale mark kv, a key under prefix (a volume's).
