@@ -190,25 +190,17 @@ func TestRunnerGossipDownBackOut(t *testing.T) {
 	store := openStore(t, eps)
 	act := newActors()
 	probes := &probeLog{probed: map[string]int{}}
-	r, err := NewRunner(RunnerConfig{Store: store, Holder: "ctl", Interval: 50 * time.Millisecond, LeaderTTL: 2 * time.Second,
+	r, done := runRunner(t, ctx, RunnerConfig{Store: store, Holder: "ctl", Interval: 50 * time.Millisecond, LeaderTTL: 2 * time.Second,
 		Mover:  &metaMover{store: store, holder: "ctl", steps: 2, step: time.Millisecond, act: act},
 		Decide: decide.Config{OutAfter: 3 * time.Second}, Health: health.TrackerConfig{Grace: 200 * time.Millisecond},
 		Gossip: pool.gossip, Probe: probes.probe, Logf: pool.logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
 	waitFor(t, "leading and probing", func() bool { return r.Leading() && probes.count("h0") > 0 })
 
 	pool.crash(victim)
 	waitFor(t, victim+" down", func() bool { return nsState(t, admin, victim+"-n1") == "down" })
 	pool.start(victim)
 	waitFor(t, victim+" back in", func() bool { return nsState(t, admin, victim+"-n1") == "in" })
-	act.mu.Lock()
-	moved := act.moved["ctl"]
-	act.mu.Unlock()
-	if moved != 0 {
+	if moved := act.movedBy("ctl"); moved != 0 {
 		t.Fatalf("%d moves for a host down shorter than OutAfter", moved)
 	}
 	checkCommits(t, admin, vers, nil)
@@ -219,10 +211,7 @@ func TestRunnerGossipDownBackOut(t *testing.T) {
 		ts, err := admin.Tasks(ctx)
 		return nsState(t, admin, victim+"-n1") == "out" && n == 0 && m == 0 && err == nil && len(ts) == 0
 	})
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stopRunner(t, cancel, done)
 	checkCommits(t, admin, vers, lost)
 	for _, h := range []string{"h1", "h2", "h3"} {
 		if n := probes.count(h); n != 0 {
@@ -251,24 +240,16 @@ func TestRunnerGossipFlapping(t *testing.T) {
 	store := openStore(t, eps)
 	act := newActors()
 	var aborts, ups atomic.Int32
-	r, err := NewRunner(RunnerConfig{Store: store, Holder: "ctl", Interval: 50 * time.Millisecond, LeaderTTL: 2 * time.Second,
+	r, done := runRunner(t, ctx, RunnerConfig{Store: store, Holder: "ctl", Interval: 50 * time.Millisecond, LeaderTTL: 2 * time.Second,
 		Mover:  &metaMover{store: store, holder: "ctl", steps: 4, step: 20 * time.Millisecond, act: act},
 		Decide: decide.Config{OutAfter: 3 * time.Second}, Gossip: pool.gossip,
 		Health: health.TrackerConfig{Grace: 100 * time.Millisecond, FlapLimit: 2, FlapWindow: time.Minute, StableFor: time.Minute},
-		Logf: func(f string, a ...any) {
-			if strings.HasPrefix(f, "%v") && len(a) > 0 && strings.HasPrefix(fmt.Sprint(a[0]), "abort") {
-				aborts.Add(1)
-			}
+		Logf: countAborts(&aborts, func(f string, a ...any) {
 			if line := fmt.Sprintf(f, a...); strings.Contains(line, "-> in") {
 				ups.Add(1)
 			}
 			pool.logf(f, a...)
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
+		})})
 	waitFor(t, "leading", r.Leading)
 	flaps := 0
 	flap := func() {
@@ -295,10 +276,7 @@ func TestRunnerGossipFlapping(t *testing.T) {
 	if st := nsState(t, admin, victim+"-n1"); st != "out" {
 		t.Errorf("%s-n1 is %s after more flaps, want out", victim, st)
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stopRunner(t, cancel, done)
 	checkCommits(t, admin, vers, lost)
 	if aborts.Load() != 0 {
 		t.Errorf("%d moves aborted", aborts.Load())

@@ -46,7 +46,7 @@ func TestRunnerLeadershipLostMidRebuild(t *testing.T) {
 	mv := &metaMover{store: store, holder: "ctl", steps: 40, step: 25 * time.Millisecond, act: act,
 		afterCommit: func(ctx context.Context) { once.Do(func() { close(committed); <-ctx.Done() }) }}
 	var leads, finished atomic.Int32
-	r, err := NewRunner(RunnerConfig{Store: store, Holder: "ctl", Interval: 100 * time.Millisecond, LeaderTTL: 2 * time.Second,
+	r, done := runRunner(t, ctx, RunnerConfig{Store: store, Holder: "ctl", Interval: 100 * time.Millisecond, LeaderTTL: 2 * time.Second,
 		Mover: mv, Decide: decide.Config{OutAfter: time.Second, MaxMovesPerNS: 1},
 		Logf: func(f string, a ...any) {
 			line := fmt.Sprintf(f, a...)
@@ -58,11 +58,6 @@ func TestRunnerLeadershipLostMidRebuild(t *testing.T) {
 			}
 			t.Log(line)
 		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
 	waitFor(t, "a move committed", func() bool {
 		select {
 		case <-committed:
@@ -79,10 +74,7 @@ func TestRunnerLeadershipLostMidRebuild(t *testing.T) {
 		ts, err := admin.Tasks(ctx)
 		return n == 0 && m == 0 && err == nil && len(ts) == 0
 	})
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stopRunner(t, cancel, done)
 	if leads.Load() < 2 || finished.Load() == 0 {
 		t.Errorf("led %d times, finished %d committed moves left behind; want leading again, finishing one", leads.Load(), finished.Load())
 	}
@@ -91,7 +83,5 @@ func TestRunnerLeadershipLostMidRebuild(t *testing.T) {
 	if owners, err := admin.Owners(context.Background(), "v"); err != nil || len(owners) != 0 {
 		t.Errorf("volume v owned after the rebuild: %+v, %v", owners, err)
 	}
-	act.mu.Lock()
-	defer act.mu.Unlock()
-	t.Logf("the Mover returned success %d times for %d lost shards", act.moved["ctl"], len(lost))
+	t.Logf("the Mover returned success %d times for %d lost shards", act.movedBy("ctl"), len(lost))
 }

@@ -9,15 +9,11 @@ import (
 // `admin rebalance` prints them. Segments with a move in flight stay put.
 // domainLabel is the cluster's failure-domain label.
 func (s *Snapshot) PlanRebalance(threshold float64, domainLabel string) (placement.RebalancePlan, error) {
-	var hosts []placement.Host
-	for _, h := range s.State.Hosts {
-		hosts = append(hosts, placement.Host(h))
-	}
 	var nss []placement.Namespace
 	for _, n := range s.State.Namespaces {
 		nss = append(nss, n.Placement())
 	}
-	c, err := placement.NewCluster(hosts, nss, domainLabel)
+	c, err := placement.NewCluster(s.State.Hosts, nss, domainLabel)
 	if err != nil {
 		return placement.RebalancePlan{}, err
 	}

@@ -50,19 +50,7 @@ func TestRunnerReadOnlyMapped(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	admin := openStore(t, eps)
-	if _, err := admin.CreateVolume(ctx, meta.VolumeSpec{Name: "w", Size: 4 * 4 << 20,
-		Layout: meta.Layout{K: 4, M: 2, Chunk: 64 << 10}}); err != nil {
-		t.Fatal(err)
-	}
-	wm, err := admin.VolumeMap(ctx, "w", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for s := range int64(4) {
-		if _, err := wm.Allocate(ctx, s); err != nil {
-			t.Fatal(err)
-		}
-	}
+	addVolume(t, admin, "w", 4)
 	failed, lost := "", 0
 	for _, h := range []string{"h0", "h1", "h2", "h3", "h4", "h5", "h6", "h7"} {
 		nv, _ := volumeShardsOn(t, admin, "v", h+"-n1")
@@ -88,7 +76,7 @@ func TestRunnerReadOnlyMapped(t *testing.T) {
 	mv := &countingMover{Mover: &metaMover{store: store, holder: "ctl", steps: 2, step: time.Millisecond, act: newActors()},
 		calls: map[string]int{}}
 	var held atomic.Int32
-	r, err := NewRunner(RunnerConfig{Store: store, Holder: "ctl", Mover: mv, Interval: 50 * time.Millisecond,
+	_, done := runRunner(t, ctx, RunnerConfig{Store: store, Holder: "ctl", Mover: mv, Interval: 50 * time.Millisecond,
 		LeaderTTL: 2 * time.Second, Decide: decide.Config{MaxMovesPerNS: 1},
 		Logf: func(f string, a ...any) {
 			if strings.Contains(f, "volume %s: %s") {
@@ -96,11 +84,6 @@ func TestRunnerReadOnlyMapped(t *testing.T) {
 			}
 			t.Logf(f, a...)
 		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
 	waitFor(t, "w rebuilt", func() bool {
 		n, m := volumeShardsOn(t, admin, "w", failed)
 		return n == 0 && m == 0
@@ -136,10 +119,7 @@ func TestRunnerReadOnlyMapped(t *testing.T) {
 		n, m := volumeShardsOn(t, admin, "v", failed)
 		return n == 0 && m == 0
 	})
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stopRunner(t, cancel, done)
 	checkNoLeaks(t, admin)
 	if used := allocated(t, admin, failed); used != 0 {
 		t.Errorf("%s: %d slots allocated at the end, want 0", failed, used)

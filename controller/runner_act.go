@@ -133,13 +133,12 @@ func (r *Runner) runMove(ctx context.Context, run *running) {
 	if ctx.Err() != nil {
 		return // leadership lost or aborted: the next leader cleans up
 	}
-	t.State = meta.TaskDone
+	ended := t.End(time.Since(began), err)
 	if err != nil {
-		t.State, t.Err = meta.TaskFailed, err.Error()
 		r.cfg.Logf("%s/%d shard %d: %v", t.Segment.Volume, t.Segment.Index, t.Shard, err)
 	}
 	if r.cfg.OnMove != nil {
-		r.cfg.OnMove(moves.Event{Task: t, Ended: true, Took: time.Since(began), Err: err})
+		r.cfg.OnMove(ended)
 	}
 	if err := r.cfg.Store.PutTask(ctx, t.Record()); err != nil {
 		r.cfg.Logf("task %s: %v", moves.TaskID(t.Segment), err)

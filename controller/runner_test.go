@@ -55,20 +55,28 @@ func metaClusterOn(t *testing.T, eps testEtcd, n, segs int) testEtcd {
 	for i := 0; i < n; i++ {
 		addMetaHost(t, store, i)
 	}
-	if _, err := store.CreateVolume(ctx, meta.VolumeSpec{Name: "v", Size: int64(segs) * 4 << 20,
+	addVolume(t, store, "v", segs)
+	return eps
+}
+
+// addVolume creates volume name, 4+2 of 1 MiB slots, with segs segments
+// allocated.
+func addVolume(t *testing.T, store *meta.Store, name string, segs int) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := store.CreateVolume(ctx, meta.VolumeSpec{Name: name, Size: int64(segs) * 4 << 20,
 		Layout: meta.Layout{K: 4, M: 2, Chunk: 64 << 10}}); err != nil {
 		t.Fatal(err)
 	}
-	vm, err := store.VolumeMap(ctx, "v", nil)
+	vm, err := store.VolumeMap(ctx, name, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for s := 0; s < segs; s++ {
-		if _, err := vm.Allocate(ctx, int64(s)); err != nil {
+	for s := range int64(segs) {
+		if _, err := vm.Allocate(ctx, s); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return eps
 }
 
 // addMetaHost records host hI with namespace hI-n1 of 31 slots.
@@ -125,6 +133,13 @@ func (a *actors) enter(holder string) {
 		}
 	}
 	a.active[holder]++
+}
+
+// movedBy returns the moves holder's mover finished.
+func (a *actors) movedBy(holder string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.moved[holder]
 }
 
 func (a *actors) leave(holder string, ok bool) {
@@ -229,15 +244,42 @@ func (m *metaMover) copy(ctx context.Context, req moves.Request) error {
 
 func startRunner(t *testing.T, ctx context.Context, store *meta.Store, holder string, mv Mover) (*Runner, chan error) {
 	t.Helper()
-	r, err := NewRunner(RunnerConfig{Store: store, Holder: holder, Mover: mv, Interval: 100 * time.Millisecond,
+	return runRunner(t, ctx, RunnerConfig{Store: store, Holder: holder, Mover: mv, Interval: 100 * time.Millisecond,
 		LeaderTTL: 2 * time.Second, Decide: decide.Config{OutAfter: time.Second, MaxMovesPerNS: 1},
 		Logf: func(f string, a ...any) { t.Logf(holder+": "+f, a...) }})
+}
+
+// countAborts returns logf that also counts in n the lines that report an
+// aborted move.
+func countAborts(n *atomic.Int32, logf func(string, ...any)) func(string, ...any) {
+	return func(f string, a ...any) {
+		if strings.HasPrefix(f, "%v") && len(a) > 0 && strings.HasPrefix(fmt.Sprint(a[0]), "abort") {
+			n.Add(1)
+		}
+		logf(f, a...)
+	}
+}
+
+// runRunner starts a runner of cfg until ctx ends; what its Run returns
+// comes on the channel.
+func runRunner(t *testing.T, ctx context.Context, cfg RunnerConfig) (*Runner, chan error) {
+	t.Helper()
+	r, err := NewRunner(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
 	return r, done
+}
+
+// stopRunner cancels a runner's context and fails t if its Run failed.
+func stopRunner(t *testing.T, cancel context.CancelFunc, done <-chan error) {
+	t.Helper()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 }
 
 // shardsOn counts the shards of volume v on namespace ns, and the moves in
@@ -454,10 +496,7 @@ func TestRunnerRebalanceAndDrain(t *testing.T) {
 	if err := admin.RemoveNamespace(ctx, "h2-n1"); err != nil {
 		t.Errorf("remove the drained namespace: %v", err)
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stopRunner(t, cancel, done)
 	checkNoLeaks(t, admin)
 }
 
@@ -479,7 +518,7 @@ func TestRunnerProbeDownAndBack(t *testing.T) {
 	}
 	store := openStore(t, eps)
 	act := newActors()
-	r, err := NewRunner(RunnerConfig{Store: store, Holder: "ctl", Interval: 50 * time.Millisecond, LeaderTTL: 2 * time.Second,
+	r, done := runRunner(t, ctx, RunnerConfig{Store: store, Holder: "ctl", Interval: 50 * time.Millisecond, LeaderTTL: 2 * time.Second,
 		Mover:  &metaMover{store: store, holder: "ctl", steps: 2, step: time.Millisecond, act: act},
 		Decide: decide.Config{OutAfter: 2 * time.Second}, Health: health.TrackerConfig{Grace: 200 * time.Millisecond},
 		Probe: func(_ context.Context, ns *meta.NamespaceRecord) bool {
@@ -488,53 +527,27 @@ func TestRunnerProbeDownAndBack(t *testing.T) {
 			return !dead[ns.Host]
 		},
 		Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	state := func(ns string) string {
-		n, err := admin.Namespace(ctx, ns)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n.State
-	}
 	waitFor(t, "leading", r.Leading)
 	setDead("h1", true)
-	waitFor(t, "h1 down", func() bool { return state("h1-n1") == "down" })
+	waitFor(t, "h1 down", func() bool { return nsState(t, admin, "h1-n1") == "down" })
 	setDead("h1", false)
-	waitFor(t, "h1 back in", func() bool { return state("h1-n1") == "in" })
-	act.mu.Lock()
-	moved := act.moved["ctl"]
-	act.mu.Unlock()
-	if moved != 0 {
+	waitFor(t, "h1 back in", func() bool { return nsState(t, admin, "h1-n1") == "in" })
+	if moved := act.movedBy("ctl"); moved != 0 {
 		t.Fatalf("%d moves for a host down shorter than OutAfter", moved)
 	}
-	victim := ""
-	for i := 2; i < 8 && victim == ""; i++ {
-		if n, _ := shardsOn(t, admin, fmt.Sprintf("h%d-n1", i)); n > 0 {
-			victim = fmt.Sprintf("h%d", i)
-		}
-	}
-	if victim == "" {
-		t.Fatal("no host other than h0 and h1 holds shards")
-	}
+	victim := victimHost(t, admin, "h2", "h3", "h4", "h5", "h6", "h7")
 	setDead(victim, true)
 	waitFor(t, victim+" out and rebuilt", func() bool {
 		n, m := shardsOn(t, admin, victim+"-n1")
-		return state(victim+"-n1") == "out" && n == 0 && m == 0
+		return nsState(t, admin, victim+"-n1") == "out" && n == 0 && m == 0
 	})
 	setDead(victim, false)
-	waitFor(t, victim+" back in, empty", func() bool { return state(victim+"-n1") == "in" })
+	waitFor(t, victim+" back in, empty", func() bool { return nsState(t, admin, victim+"-n1") == "in" })
 	if rec, err := admin.Namespace(ctx, victim+"-n1"); err != nil || rec.Returned == nil || rec.Returned.Slots != 0 ||
 		!strings.Contains(rec.Returned.Note(), "rebuilt elsewhere; it holds no data now and takes new slots") {
 		t.Errorf("returned namespace: %+v, %v", rec, err)
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stopRunner(t, cancel, done)
 	checkNoLeaks(t, admin)
 }
 
@@ -547,19 +560,14 @@ func TestRunnerFlappingHost(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	admin := openStore(t, eps)
-	victim := ""
-	for i := 0; i < 8 && victim == ""; i++ {
-		if n, _ := shardsOn(t, admin, fmt.Sprintf("h%d-n1", i)); n > 0 {
-			victim = fmt.Sprintf("h%d", i)
-		}
-	}
+	victim := victimHost(t, admin, "h0", "h1", "h2", "h3", "h4", "h5", "h6", "h7")
 	lost := segmentShardsOn(t, admin, victim+"-n1")
 	vers := segmentVersions(t, admin)
 	var flapping atomic.Bool
 	store := openStore(t, eps)
 	act := newActors()
 	var aborts atomic.Int32
-	r, err := NewRunner(RunnerConfig{Store: store, Holder: "ctl", Interval: 50 * time.Millisecond, LeaderTTL: 2 * time.Second,
+	r, done := runRunner(t, ctx, RunnerConfig{Store: store, Holder: "ctl", Interval: 50 * time.Millisecond, LeaderTTL: 2 * time.Second,
 		Mover:  &metaMover{store: store, holder: "ctl", steps: 4, step: 20 * time.Millisecond, act: act},
 		Decide: decide.Config{OutAfter: 1500 * time.Millisecond},
 		Health: health.TrackerConfig{Grace: 150 * time.Millisecond, FlapLimit: 2, FlapWindow: time.Minute, StableFor: time.Minute},
@@ -567,29 +575,15 @@ func TestRunnerFlappingHost(t *testing.T) {
 			// The victim answers only during the first 300ms of every 700ms.
 			return ns.Host != victim || !flapping.Load() || time.Now().UnixMilli()%700 < 300
 		},
-		Logf: func(f string, a ...any) {
-			if strings.HasPrefix(f, "%v") && len(a) > 0 && strings.HasPrefix(fmt.Sprint(a[0]), "abort") {
-				aborts.Add(1)
-			}
-			t.Logf(f, a...)
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
+		Logf: countAborts(&aborts, t.Logf)})
 	waitFor(t, "leading", r.Leading)
 	flapping.Store(true)
 	waitFor(t, victim+" out and rebuilt", func() bool {
 		n, m := shardsOn(t, admin, victim+"-n1")
-		ns, _ := admin.Namespace(ctx, victim+"-n1")
-		return ns.State == "out" && n == 0 && m == 0
+		return nsState(t, admin, victim+"-n1") == "out" && n == 0 && m == 0
 	})
 	time.Sleep(time.Second) // it goes on flapping: nothing more may happen
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stopRunner(t, cancel, done)
 	checkCommits(t, admin, vers, lost)
 	if aborts.Load() != 0 {
 		t.Errorf("%d moves aborted", aborts.Load())

@@ -78,6 +78,20 @@ func loadPinned(ctx context.Context, store *meta.Store, load func(context.Contex
 
 // loadAt reads the snapshot through store, a view pinned at one revision.
 func loadAt(ctx context.Context, store *meta.Store) (*Snapshot, error) {
+	s, err := loadCluster(ctx, store)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.loadVolumes(ctx, store); err != nil {
+		return nil, err
+	}
+	s.sortSegments()
+	return s, nil
+}
+
+// loadCluster returns a snapshot at store's revision with its hosts,
+// namespaces and tasks read, and no volumes yet.
+func loadCluster(ctx context.Context, store *meta.Store) (*Snapshot, error) {
 	s := newSnapshot(store.Rev())
 	if err := s.loadHosts(ctx, store); err != nil {
 		return nil, err
@@ -85,10 +99,6 @@ func loadAt(ctx context.Context, store *meta.Store) (*Snapshot, error) {
 	if err := s.loadTasks(ctx, store); err != nil {
 		return nil, err
 	}
-	if err := s.loadVolumes(ctx, store); err != nil {
-		return nil, err
-	}
-	s.sortSegments()
 	return s, nil
 }
 

@@ -372,11 +372,8 @@ func TestLoadSnapshotSameAsEachVolumeRead(t *testing.T) {
 // it read the per-volume prefixes whole: each ready volume's owners, record,
 // segments and stale marks with reads of their own.
 func loadEachVolume(ctx context.Context, view *meta.Store) (*Snapshot, error) {
-	s := newSnapshot(view.Rev())
-	if err := s.loadHosts(ctx, view); err != nil {
-		return nil, err
-	}
-	if err := s.loadTasks(ctx, view); err != nil {
+	s, err := loadCluster(ctx, view)
+	if err != nil {
 		return nil, err
 	}
 	vols, err := view.Volumes(ctx)

@@ -154,8 +154,5 @@ func TestRunnerMigratesTasksWhenLeading(t *testing.T) {
 	if len(ts) != 1 || ts[0].Holder != "node1" || ts[0].State != meta.TaskRunning || ts[0].Move.From != from || ts[0].Done != mv.Done {
 		t.Errorf("tasks after the migration: %+v", ts)
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stopRunner(t, cancel, done)
 }

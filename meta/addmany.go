@@ -52,17 +52,11 @@ func (s *Store) putNamespaces(ctx context.Context, recs []*NamespaceRecord) erro
 	var ops []clientv3.Op
 	hosts := map[string]bool{}
 	for _, rec := range recs {
-		nsOp, err := putOp(s.keys.namespace(rec.ID), rec)
+		recCmps, recOps, err := s.newNamespaceTxn(rec)
 		if err != nil {
 			return err
 		}
-		allocOp, err := putOp(s.keys.alloc(rec.ID), newAlloc(rec.Slots))
-		if err != nil {
-			return err
-		}
-		ops = append(ops, nsOp, allocOp)
-		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(s.keys.namespace(rec.ID)), "=", 0),
-			clientv3.Compare(clientv3.CreateRevision(s.keys.alloc(rec.ID)), "=", 0))
+		cmps, ops = append(cmps, recCmps...), append(ops, recOps...)
 		if !hosts[rec.Host] {
 			hosts[rec.Host] = true
 			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(s.keys.host(rec.Host)), ">", 0))

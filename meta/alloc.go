@@ -31,18 +31,24 @@ type VolumeMap struct {
 // VolumeMap opens the placement of a volume. owner may be nil for tools
 // that must not be fenced (tests, admin repair); the engine passes its Owner.
 func (s *Store) VolumeMap(ctx context.Context, name string, owner *Owner) (*VolumeMap, error) {
+	m, _, err := s.volumeMap(ctx, name, owner)
+	return m, err
+}
+
+// volumeMap is VolumeMap that also returns the volume's record.
+func (s *Store) volumeMap(ctx context.Context, name string, owner *Owner) (*VolumeMap, *VolumeRecord, error) {
 	v, err := s.Volume(ctx, name)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c, err := s.Cluster(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	segData := v.Layout.Geometry(c.SlotSize).SegmentData()
 	m := &VolumeMap{s: s, name: name, n: v.Layout.K + v.Layout.M, owner: owner, segData: segData, share: v.AllowSharedDomains}
 	m.Grow(v.Size)
-	return m, nil
+	return m, v, nil
 }
 
 // Grow lets the map reach the segments of the volume grown to size bytes

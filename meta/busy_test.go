@@ -27,15 +27,6 @@ func busyMessage(t *testing.T, s *Store, o OwnerOptions) string {
 	return err.Error()
 }
 
-func wantAll(t *testing.T, msg string, want ...string) {
-	t.Helper()
-	for _, w := range want {
-		if !strings.Contains(msg, w) {
-			t.Errorf("message lacks %q:\n%s", w, msg)
-		}
-	}
-}
-
 // TestBusyErrorSaysWhoAndWhatToDo: a refused map names the holder, its
 // host and process, since when it holds the volume, when its lease lapses,
 // the rule for --read-only and how to take the volume over.
@@ -44,17 +35,14 @@ func TestBusyErrorSaysWhoAndWhatToDo(t *testing.T) {
 	addVolume(t, s, "vol", 2, 1, 2)
 	ctx := testCtx(t)
 	before := time.Now().UTC().Truncate(time.Second)
-	rw, err := s.Acquire(ctx, "vol", OwnerOptions{Holder: "map.vm", TTL: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rw := takeOwner(t, ctx, s, "vol", OwnerOptions{Holder: "map.vm", TTL: 10 * time.Second})
 	host, _ := os.Hostname()
 	who := fmt.Sprintf("volume vol is mapped rw by map.vm (host %s, pid %d, since ", host, os.Getpid())
 	takeover := []string{"to take it over: run `nvstripe unmap vol` on host " + host,
 		"if the holder died, map again once the holder's lease lapses (at most ", "There is no forced takeover"}
 	for _, ro := range []bool{false, true} {
 		msg := busyMessage(t, s, OwnerOptions{Holder: "node-b", ReadOnly: ro})
-		wantAll(t, msg, append(takeover, who, fmt.Sprintf("epoch %d, its lease (10s) lapses in ", rw.Epoch()),
+		want(t, msg, append(takeover, who, fmt.Sprintf("epoch %d, its lease (10s) lapses in ", rw.Epoch()),
 			"in use", "not mapped again anywhere, not even with --read-only")...)
 		since := msg[strings.Index(msg, "since ")+6:]
 		at, err := time.Parse(time.RFC3339, since[:strings.IndexByte(since, ',')])
@@ -65,11 +53,8 @@ func TestBusyErrorSaysWhoAndWhatToDo(t *testing.T) {
 	if err := rw.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ro, err := s.Acquire(ctx, "vol", OwnerOptions{Holder: "reader", ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantAll(t, busyMessage(t, s, OwnerOptions{Holder: "node-b"}), "mapped ro by reader (host ",
+	ro := takeOwner(t, ctx, s, "vol", OwnerOptions{Holder: "reader", ReadOnly: true})
+	want(t, busyMessage(t, s, OwnerOptions{Holder: "node-b"}), "mapped ro by reader (host ",
 		"a read-write map waits until every read-only map has unmapped; --read-only maps it beside them")
 	if err := ro.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -91,7 +76,7 @@ func TestBusyErrorOldOwnerRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	msg := busyMessage(t, s, OwnerOptions{Holder: "node-b"})
-	wantAll(t, msg, "volume vol is mapped rw by old-node (epoch ", "its lease (30s) lapses in ", "run `nvstripe unmap vol` on old-node")
+	want(t, msg, "volume vol is mapped rw by old-node (epoch ", "its lease (30s) lapses in ", "run `nvstripe unmap vol` on old-node")
 	owners, err := s.Owners(ctx, "vol")
 	if err != nil || len(owners) != 1 || owners[0].Holder != "old-node" || owners[0].PID != 0 || !owners[0].Since.IsZero() {
 		t.Errorf("owners %+v, %v", owners, err)

@@ -248,21 +248,32 @@ func hostNotFound(host string) error {
 	return classErrorf(ErrNotFound, "host %q not found (add it first with `nvstripe host add %s`)", host, host)
 }
 
-func (s *Store) putNamespace(ctx context.Context, rec *NamespaceRecord) error {
+// newNamespaceTxn returns the compares that rec's id is free (its record
+// and allocation keys) and the puts that write rec and its empty
+// allocation.
+func (s *Store) newNamespaceTxn(rec *NamespaceRecord) ([]clientv3.Cmp, []clientv3.Op, error) {
 	nsOp, err := putOp(s.keys.namespace(rec.ID), rec)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	allocOp, err := putOp(s.keys.alloc(rec.ID), newAlloc(rec.Slots))
+	if err != nil {
+		return nil, nil, err
+	}
+	return []clientv3.Cmp{
+		clientv3.Compare(clientv3.CreateRevision(s.keys.namespace(rec.ID)), "=", 0),
+		clientv3.Compare(clientv3.CreateRevision(s.keys.alloc(rec.ID)), "=", 0),
+	}, []clientv3.Op{nsOp, allocOp}, nil
+}
+
+func (s *Store) putNamespace(ctx context.Context, rec *NamespaceRecord) error {
+	cmps, ops, err := s.newNamespaceTxn(rec)
 	if err != nil {
 		return err
 	}
 	hostKey := s.keys.host(rec.Host)
-	resp, err := s.kv.Txn(ctx).If(
-		clientv3.Compare(clientv3.CreateRevision(s.keys.namespace(rec.ID)), "=", 0),
-		clientv3.Compare(clientv3.CreateRevision(s.keys.alloc(rec.ID)), "=", 0),
-		clientv3.Compare(clientv3.CreateRevision(hostKey), ">", 0),
-	).Then(nsOp, allocOp).Else(clientv3.OpGet(hostKey, clientv3.WithCountOnly())).Commit()
+	cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(hostKey), ">", 0))
+	resp, err := s.kv.Txn(ctx).If(cmps...).Then(ops...).Else(clientv3.OpGet(hostKey, clientv3.WithCountOnly())).Commit()
 	if err != nil {
 		return s.wrap("add namespace "+rec.ID, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -63,20 +64,15 @@ func (m *VolumeMap) fencedTxn(ctx context.Context, what string, ops ...clientv3.
 // Dirty lists the dirty segments in ascending order.
 func (m *VolumeMap) Dirty(ctx context.Context) ([]int64, error) {
 	prefix := m.s.keys.dirties(m.name)
-	resp, err := m.s.kv.Get(ctx, prefix, clientv3.WithPrefix())
-	if err != nil {
-		return nil, m.s.wrap("list "+prefix, err)
-	}
-	out := make([]int64, 0, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
+	out, _, err := listKeys(ctx, m.s, prefix, prefix, func(kv *mvccpb.KeyValue) (int64, error) {
 		seg, err := segmentIndex(string(kv.Key), prefix)
 		if err != nil {
-			return nil, err
+			return 0, err
 		}
-		if err := decodeKV(kv, &DirtyRecord{}); err != nil {
-			return nil, err
-		}
-		out = append(out, seg)
+		return seg, decodeKV(kv, &DirtyRecord{})
+	})
+	if err != nil {
+		return nil, err
 	}
 	slices.Sort(out)
 	return out, nil

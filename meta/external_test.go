@@ -2,7 +2,6 @@ package meta
 
 import (
 	"bytes"
-	"fmt"
 	"os/exec"
 	"testing"
 	"time"
@@ -46,23 +45,9 @@ func TestExternalEtcd(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	defer s.Close()
-	if _, err := s.InitCluster(ctx, InitOptions{SlotSize: testSlot}); err != nil {
-		t.Fatal(err)
-	}
-	for h := range 3 {
-		host := fmt.Sprintf("h%d", h)
-		if _, err := s.AddHost(ctx, host, nil); err != nil {
-			t.Fatal(err)
-		}
-		if err := addNS(ctx, s, host, 1, "tcp://127.0.0.1:4420", 9*testSlot); err != nil {
-			t.Fatal(err)
-		}
-	}
+	populate(t, s, 3, 1, 8)
 	vm := addVolume(t, s, "vol", 2, 1, 4)
-	o, err := s.Acquire(ctx, "vol", OwnerOptions{Holder: "node"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	o := takeOwner(t, ctx, s, "vol", OwnerOptions{Holder: "node"})
 	fenced, _ := s.VolumeMap(ctx, "vol", o)
 	for seg := range int64(4) {
 		if _, err := fenced.Allocate(ctx, seg); err != nil {

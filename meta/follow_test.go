@@ -148,10 +148,7 @@ func TestFinishMoveWaitsForReaders(t *testing.T) {
 	}
 	readers := map[string]*Owner{}
 	for _, h := range []string{"lag", "follow", "dies"} {
-		o, err := s.Acquire(ctx, "vol", OwnerOptions{Holder: h, ReadOnly: true})
-		if err != nil {
-			t.Fatal(err)
-		}
+		o := takeOwner(t, ctx, s, "vol", OwnerOptions{Holder: h, ReadOnly: true})
 		readers[h] = o
 	}
 	r := moveAndCommit(t, ctx, s, "vol")
@@ -168,10 +165,7 @@ func TestFinishMoveWaitsForReaders(t *testing.T) {
 	if _, err := s.cli.Revoke(ctx, readers["dies"].lease); err != nil { // its lease expires
 		t.Fatal(err)
 	}
-	late, err := s.Acquire(ctx, "vol", OwnerOptions{Holder: "late", ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	late := takeOwner(t, ctx, s, "vol", OwnerOptions{Holder: "late", ReadOnly: true})
 	defer late.Release(ctx)
 	if err := readers["lag"].SetApplied(ctx, r.commit-1); err != nil {
 		t.Fatal(err)

@@ -186,6 +186,16 @@ func populate(t testing.TB, s *Store, hosts, per int, slots int64) {
 	}
 }
 
+// takeOwner acquires volume vol as o says, or fails t.
+func takeOwner(t testing.TB, ctx context.Context, s *Store, vol string, o OwnerOptions) *Owner {
+	t.Helper()
+	owner, err := s.Acquire(ctx, vol, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return owner
+}
+
 // addVolume creates a volume of segs segments of layout k+m.
 func addVolume(t testing.TB, s *Store, name string, k, m int, segs int64) *VolumeMap {
 	t.Helper()

@@ -332,9 +332,10 @@ func (o *Owner) Valid() error {
 }
 
 // end cancels the owner's context with cause; Valid fails from then on.
+// ended is set first, so that Valid fails once the context is done.
 func (o *Owner) end(cause error) {
-	o.cancel(cause)
 	o.ended.Store(true)
+	o.cancel(cause)
 }
 
 // extend moves the deadline until which the lease is certainly held to t,
@@ -674,19 +675,8 @@ func ownerInfo(kv *mvccpb.KeyValue, r *OwnerRecord) OwnerInfo {
 
 // Owners lists a volume's current owners.
 func (s *Store) Owners(ctx context.Context, volume string) ([]OwnerInfo, error) {
-	resp, err := s.kv.Get(ctx, s.keys.owners(volume), clientv3.WithPrefix())
-	if err != nil {
-		return nil, s.wrap("list owners of "+volume, err)
-	}
-	out := make([]OwnerInfo, 0, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		o, err := ownerKV(kv)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, o)
-	}
-	return out, nil
+	owners, _, err := listKeys(ctx, s, s.keys.owners(volume), "owners of "+volume, ownerKV)
+	return owners, err
 }
 
 // ownerKV decodes the owner key kv.

@@ -27,10 +27,7 @@ func TestOwnerExpiresOnHandMovedClock(t *testing.T) {
 	populate(t, s, 3, 1, 4)
 	addVolume(t, s, "vol", 2, 1, 2)
 	const ttl = 10 * time.Second
-	a, err := s.Acquire(ctx, "vol", OwnerOptions{Holder: "node-a", TTL: ttl})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := takeOwner(t, ctx, s, "vol", OwnerOptions{Holder: "node-a", TTL: ttl})
 	srv.Clock().Advance(ttl - time.Second)
 	if _, err := s.Acquire(ctx, "vol", OwnerOptions{Holder: "node-b", TTL: ttl}); !errors.Is(err, ErrBusy) {
 		t.Fatalf("acquire while the lease lives: %v, want ErrBusy", err)
@@ -50,10 +47,7 @@ func TestOwnerExpiresOnHandMovedClock(t *testing.T) {
 	if err := a.Valid(); !errors.Is(err, ErrLeaseLost) {
 		t.Fatalf("expired owner's Valid: %v, want ErrLeaseLost", err)
 	}
-	b, err := s.Acquire(ctx, "vol", OwnerOptions{Holder: "node-b", TTL: ttl})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := takeOwner(t, ctx, s, "vol", OwnerOptions{Holder: "node-b", TTL: ttl})
 	defer b.Release(ctx)
 	if b.Epoch() <= a.Epoch() {
 		t.Fatalf("next owner's epoch %d, not after the expired one's %d", b.Epoch(), a.Epoch())

@@ -2,7 +2,6 @@ package meta
 
 import (
 	"errors"
-	"fmt"
 	"testing"
 )
 
@@ -14,10 +13,7 @@ func TestOwnersSince(t *testing.T) {
 	addVolume(t, s, "vol", 2, 1, 2)
 	addVolume(t, s, "other", 2, 1, 2)
 	ctx := testCtx(t)
-	first, err := s.Acquire(ctx, "vol", OwnerOptions{Holder: "node-a"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := takeOwner(t, ctx, s, "vol", OwnerOptions{Holder: "node-a"})
 	if err := first.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -25,25 +21,16 @@ func TestOwnersSince(t *testing.T) {
 		t.Fatalf("owners since the only one: %+v, %v", got, err)
 	}
 	// Another volume's owners are not this one's.
-	o, err := s.Acquire(ctx, "other", OwnerOptions{Holder: "node-c"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	o := takeOwner(t, ctx, s, "other", OwnerOptions{Holder: "node-c"})
 	defer o.Release(ctx)
 	if got, err := s.OwnersSince(ctx, "vol", first.Epoch()); err != nil || len(got) != 0 {
 		t.Fatalf("owners since, with another volume owned: %+v, %v", got, err)
 	}
-	second, err := s.Acquire(ctx, "vol", OwnerOptions{Holder: "node-b"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	second := takeOwner(t, ctx, s, "vol", OwnerOptions{Holder: "node-b"})
 	if err := second.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ro, err := s.Acquire(ctx, "vol", OwnerOptions{Holder: "node-r", ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ro := takeOwner(t, ctx, s, "vol", OwnerOptions{Holder: "node-r", ReadOnly: true})
 	defer ro.Release(ctx)
 	got, err := s.OwnersSince(ctx, "vol", first.Epoch())
 	if err != nil {
@@ -60,24 +47,9 @@ func TestOwnersSince(t *testing.T) {
 func TestOwnersSinceCompacted(t *testing.T) {
 	ctx := testCtx(t)
 	s, etcd := privateStore(t)
-	if _, err := s.InitCluster(ctx, InitOptions{SlotSize: testSlot}); err != nil {
-		t.Fatal(err)
-	}
-	for h := range 3 {
-		host := fmt.Sprintf("h%d", h)
-		if _, err := s.AddHost(ctx, host, nil); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.AddNamespace(ctx, NamespaceSpec{Host: host, NQN: "nqn.2024-01.io.nvstripe:" + host, NSID: 1,
-			Size: 5 * testSlot, Paths: []PathRecord{{Addr: "tcp://127.0.0.1:4420"}}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	populate(t, s, 3, 1, 4)
 	addVolume(t, s, "vol", 2, 1, 2)
-	o, err := s.Acquire(ctx, "vol", OwnerOptions{Holder: "node-a"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	o := takeOwner(t, ctx, s, "vol", OwnerOptions{Holder: "node-a"})
 	if err := o.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -97,10 +69,7 @@ func TestLastRW(t *testing.T) {
 	ctx := testCtx(t)
 	acquire := func(holder string, ro bool, wantLast string, wantEpoch int64) *Owner {
 		t.Helper()
-		o, err := s.Acquire(ctx, "vol", OwnerOptions{Holder: holder, ReadOnly: ro})
-		if err != nil {
-			t.Fatal(err)
-		}
+		o := takeOwner(t, ctx, s, "vol", OwnerOptions{Holder: holder, ReadOnly: ro})
 		if got := o.LastRW(); got.Holder != wantLast || got.Epoch != wantEpoch || (wantLast != "" && got.Mode != ModeRW) {
 			t.Errorf("%s's last read-write owner: %+v, want %q of epoch %d", holder, got, wantLast, wantEpoch)
 		}

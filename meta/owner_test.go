@@ -24,11 +24,8 @@ func TestOwnerExclusiveAndShared(t *testing.T) {
 	s := setup(t, 3, 1, 4)
 	addVolume(t, s, "vol", 2, 1, 2)
 	ctx := testCtx(t)
-	rw, err := s.Acquire(ctx, "vol", OwnerOptions{Holder: "node-a"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = s.Acquire(ctx, "vol", OwnerOptions{Holder: "node-b"})
+	rw := takeOwner(t, ctx, s, "vol", OwnerOptions{Holder: "node-a"})
+	_, err := s.Acquire(ctx, "vol", OwnerOptions{Holder: "node-b"})
 	var busy *BusyError
 	if !errors.As(err, &busy) || !errors.Is(err, ErrBusy) {
 		t.Fatalf("second read-write owner: %v", err)
@@ -51,14 +48,8 @@ func TestOwnerExclusiveAndShared(t *testing.T) {
 	if context.Cause(rw.Context()) != context.Canceled {
 		t.Fatalf("released owner's context: %v", context.Cause(rw.Context()))
 	}
-	ro1, err := s.Acquire(ctx, "vol", OwnerOptions{Holder: "node-b", ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ro2, err := s.Acquire(ctx, "vol", OwnerOptions{Holder: "node-c", ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ro1 := takeOwner(t, ctx, s, "vol", OwnerOptions{Holder: "node-b", ReadOnly: true})
+	ro2 := takeOwner(t, ctx, s, "vol", OwnerOptions{Holder: "node-c", ReadOnly: true})
 	if _, err := s.Acquire(ctx, "vol", OwnerOptions{Holder: "node-a"}); !errors.Is(err, ErrBusy) {
 		t.Fatalf("read-write owner next to read-only ones: %v", err)
 	}
@@ -80,10 +71,7 @@ func TestOwnerEpochGrows(t *testing.T) {
 	ctx := testCtx(t)
 	var last int64
 	for i := range 3 {
-		o, err := s.Acquire(ctx, "vol", OwnerOptions{Holder: "node-a"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		o := takeOwner(t, ctx, s, "vol", OwnerOptions{Holder: "node-a"})
 		if o.Epoch() <= last {
 			t.Fatalf("owner %d: epoch %d after %d", i, o.Epoch(), last)
 		}
@@ -101,10 +89,7 @@ func TestOwnerLeaseLostStopsOwner(t *testing.T) {
 	s := setup(t, 3, 1, 4)
 	addVolume(t, s, "vol", 2, 1, 4)
 	ctx := testCtx(t)
-	o, err := s.Acquire(ctx, "vol", OwnerOptions{Holder: "node-a"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	o := takeOwner(t, ctx, s, "vol", OwnerOptions{Holder: "node-a"})
 	vm, err := s.VolumeMap(ctx, "vol", o)
 	if err != nil {
 		t.Fatal(err)
@@ -127,10 +112,7 @@ func TestOwnerLeaseLostStopsOwner(t *testing.T) {
 	if cause := context.Cause(o.Context()); !errors.Is(cause, ErrLeaseLost) {
 		t.Fatalf("cause %v, want ErrLeaseLost", cause)
 	}
-	next, err := s.Acquire(ctx, "vol", OwnerOptions{Holder: "node-b"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	next := takeOwner(t, ctx, s, "vol", OwnerOptions{Holder: "node-b"})
 	defer next.Release(ctx)
 	if next.Epoch() <= o.Epoch() {
 		t.Fatalf("new epoch %d not above %d", next.Epoch(), o.Epoch())
@@ -200,10 +182,7 @@ func TestOwnerLose(t *testing.T) {
 	s := setup(t, 3, 1, 4)
 	addVolume(t, s, "vol", 2, 1, 4)
 	ctx := testCtx(t)
-	o, err := s.Acquire(ctx, "vol", OwnerOptions{Holder: "node-a"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	o := takeOwner(t, ctx, s, "vol", OwnerOptions{Holder: "node-a"})
 	defer o.Release(ctx)
 	why := errors.New("refused by the storage")
 	o.Lose(why)

@@ -95,10 +95,7 @@ func TestOwnerValidCountsFromSentRenewal(t *testing.T) {
 	s.renewLease = h.renew
 	ctx := testCtx(t)
 	const ttl = 5 * time.Second
-	o, err := s.Acquire(ctx, "vol", OwnerOptions{Holder: "reader", ReadOnly: true, TTL: ttl})
-	if err != nil {
-		t.Fatal(err)
-	}
+	o := takeOwner(t, ctx, s, "vol", OwnerOptions{Holder: "reader", ReadOnly: true, TTL: ttl})
 	defer o.Release(ctx)
 	defer h.resume()
 	if err := o.Valid(); err != nil {

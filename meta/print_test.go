@@ -49,7 +49,7 @@ func want(t *testing.T, s string, subs ...string) {
 	t.Helper()
 	for _, sub := range subs {
 		if !strings.Contains(s, sub) {
-			t.Errorf("output lacks %q:\n%s", sub, s)
+			t.Errorf("lacks %q:\n%s", sub, s)
 		}
 	}
 }
@@ -61,5 +61,41 @@ func TestPathRecords(t *testing.T) {
 	}
 	if _, err := PathRecords([]string{"tcp://10.0.0.1:4420", "10.0.0.2:4420"}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("a path without tcp://: %v, want ErrInvalid", err)
+	}
+}
+
+// TestVolumeInfo: the info of a volume counts its segments from its size,
+// and its allocated, dirty and moving segments and owners from etcd.
+func TestVolumeInfo(t *testing.T) {
+	s := setup(t, 3, 1, 8)
+	vm := addVolume(t, s, "vol", 2, 1, 5)
+	ctx := testCtx(t)
+	info := func() *VolumeInfo {
+		t.Helper()
+		info, err := s.VolumeInfo(ctx, "vol")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info
+	}
+	if i := info(); i.Name != "vol" || i.Segments != 5 || i.Allocated != 0 || i.Dirty != 0 || len(i.Owners) != 0 {
+		t.Fatalf("info of a new volume: %+v", i)
+	}
+	for _, seg := range []int64{0, 3} {
+		if _, err := vm.Allocate(ctx, seg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := vm.MarkDirty(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	o := takeOwner(t, ctx, s, "vol", OwnerOptions{Holder: "node-a"})
+	defer o.Release(ctx)
+	if i := info(); i.Segments != 5 || i.Allocated != 2 || i.Dirty != 1 || i.Moving != 0 ||
+		len(i.Owners) != 1 || i.Owners[0].Holder != "node-a" {
+		t.Fatalf("info of a used volume: %+v", i)
+	}
+	if _, err := s.VolumeInfo(ctx, "missing"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("info of a missing volume: %v", err)
 	}
 }

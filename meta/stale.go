@@ -131,19 +131,8 @@ func (m *VolumeMap) ClearStale(ctx context.Context, seg int64, idx int, ref Slot
 // Stale lists the volume's stale slot marks.
 func (m *VolumeMap) Stale(ctx context.Context) ([]StaleMark, error) {
 	prefix := m.s.keys.stales(m.name)
-	resp, err := m.s.kv.Get(ctx, prefix, clientv3.WithPrefix())
-	if err != nil {
-		return nil, m.s.wrap("list "+prefix, err)
-	}
-	out := make([]StaleMark, 0, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		mark, err := staleKV(kv, prefix)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, mark)
-	}
-	return out, nil
+	marks, _, err := listKeys(ctx, m.s, prefix, prefix, func(kv *mvccpb.KeyValue) (StaleMark, error) { return staleKV(kv, prefix) })
+	return marks, err
 }
 
 // staleKV decodes the stale mark kv, a key under prefix (a volume's).

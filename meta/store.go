@@ -31,17 +31,27 @@ func (s *Store) get(ctx context.Context, key string, r record) (int64, error) {
 // list reads every record under prefix, decoding each with fresh(), in key
 // order, and returns the revision of the read.
 func list[R record](ctx context.Context, s *Store, prefix string, fresh func() R) ([]R, int64, error) {
+	return listKeys(ctx, s, prefix, s.keys.describe(prefix), func(kv *mvccpb.KeyValue) (R, error) {
+		r := fresh()
+		return r, decodeKV(kv, r)
+	})
+}
+
+// listKeys reads every key under prefix and converts each with conv, in
+// key order, and returns the revision of the read. what names the keys in
+// the error of a failed read.
+func listKeys[T any](ctx context.Context, s *Store, prefix, what string, conv func(*mvccpb.KeyValue) (T, error)) ([]T, int64, error) {
 	resp, err := s.kv.Get(ctx, prefix, clientv3.WithPrefix())
 	if err != nil {
-		return nil, 0, s.wrap("list "+s.keys.describe(prefix), err)
+		return nil, 0, s.wrap("list "+what, err)
 	}
-	out := make([]R, 0, len(resp.Kvs))
+	out := make([]T, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		r := fresh()
-		if err := decode(string(kv.Key), kv.Value, r); err != nil {
+		v, err := conv(kv)
+		if err != nil {
 			return nil, 0, err
 		}
-		out = append(out, r)
+		out = append(out, v)
 	}
 	return out, resp.Header.Revision, nil
 }

@@ -19,15 +19,7 @@ type VolumeInfo struct {
 
 // VolumeInfo reads volume name's record, segments, dirty log and owners.
 func (s *Store) VolumeInfo(ctx context.Context, name string) (*VolumeInfo, error) {
-	v, err := s.Volume(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	c, err := s.Cluster(ctx)
-	if err != nil {
-		return nil, err
-	}
-	vm, err := s.VolumeMap(ctx, name, nil)
+	vm, v, err := s.volumeMap(ctx, name, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -43,8 +35,7 @@ func (s *Store) VolumeInfo(ctx context.Context, name string) (*VolumeInfo, error
 	if err != nil {
 		return nil, err
 	}
-	segData := v.Layout.Geometry(c.SlotSize).SegmentData()
-	info := &VolumeInfo{VolumeRecord: v, Segments: (v.Size + segData - 1) / segData, Allocated: len(segs), Dirty: len(dirty), Owners: owners}
+	info := &VolumeInfo{VolumeRecord: v, Segments: vm.seg.Load(), Allocated: len(segs), Dirty: len(dirty), Owners: owners}
 	for _, r := range segs {
 		if r.Move != nil {
 			info.Moving++

@@ -43,10 +43,7 @@ func (s *Store) WatchVolume(ctx context.Context, name string, fromRev int64) <-c
 	out := make(chan VolumeEvent, 4)
 	watchKeys(ctx, s, s.keys.volume(name), false, fromRev, out, func(ev *clientv3.Event) VolumeEvent {
 		e := VolumeEvent{Rev: ev.Kv.ModRevision}
-		if ev.Type == clientv3.EventTypePut {
-			e.Record = &VolumeRecord{}
-			e.Err = decodeKV(ev.Kv, e.Record)
-		}
+		e.Record, e.Err = eventRecord[VolumeRecord](ev)
 		return e
 	}, func(err error) VolumeEvent { return VolumeEvent{Err: err} })
 	return out
@@ -63,10 +60,7 @@ func (m *VolumeMap) WatchSegments(ctx context.Context, fromRev int64) <-chan Seg
 		if e.Segment, e.Err = segmentIndex(string(ev.Kv.Key), prefix); e.Err != nil {
 			return e
 		}
-		if ev.Type == clientv3.EventTypePut {
-			e.Record = &SegmentRecord{}
-			e.Err = decodeKV(ev.Kv, e.Record)
-		}
+		e.Record, e.Err = eventRecord[SegmentRecord](ev)
 		return e
 	}, func(err error) SegmentEvent { return SegmentEvent{Err: err} })
 	return out
@@ -79,10 +73,7 @@ func (s *Store) WatchNamespaces(ctx context.Context, fromRev int64) <-chan Names
 	out := make(chan NamespaceEvent, 16)
 	watchKeys(ctx, s, prefix, true, fromRev, out, func(ev *clientv3.Event) NamespaceEvent {
 		e := NamespaceEvent{ID: string(ev.Kv.Key[len(prefix):]), Rev: ev.Kv.ModRevision}
-		if ev.Type == clientv3.EventTypePut {
-			e.Record = &NamespaceRecord{}
-			e.Err = decodeKV(ev.Kv, e.Record)
-		}
+		e.Record, e.Err = eventRecord[NamespaceRecord](ev)
 		return e
 	}, func(err error) NamespaceEvent { return NamespaceEvent{Err: err} })
 	return out
@@ -117,6 +108,18 @@ func watchKeys[E any](ctx context.Context, s *Store, key string, prefix bool, fr
 			}
 		}
 	}()
+}
+
+// eventRecord decodes the record a put event writes; a delete's is nil.
+func eventRecord[R any, P interface {
+	*R
+	record
+}](ev *clientv3.Event) (*R, error) {
+	if ev.Type != clientv3.EventTypePut {
+		return nil, nil
+	}
+	r := new(R)
+	return r, decodeKV(ev.Kv, P(r))
 }
 
 // watchOp names a watch of key after revision fromRev in errors.

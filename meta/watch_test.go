@@ -59,10 +59,7 @@ func TestPutTaskIf(t *testing.T) {
 		t.Fatalf("write over a record that changed: %v, want ErrConflict", err)
 	}
 	addVolume(t, s, "c", 2, 1, 1)
-	o, err := s.Acquire(ctx, "c", OwnerOptions{Holder: "node-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	o := takeOwner(t, ctx, s, "c", OwnerOptions{Holder: "node-1"})
 	defer o.Release(ctx)
 	if _, err := s.StartScrubIf(ctx, "c", 0); err != nil {
 		t.Fatal(err)

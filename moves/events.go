@@ -3,6 +3,8 @@ package moves
 import (
 	"log/slog"
 	"time"
+
+	"github.com/nvstripe/nvstripe/meta"
 )
 
 // Event is a shard move (a rebuild, drain or rebalance move) starting or
@@ -13,6 +15,16 @@ type Event struct {
 	Ended bool          // false: it starts
 	Took  time.Duration // when ended
 	Err   error         // when ended: why it failed (nil: done)
+}
+
+// End marks t done, or failed with err's text (err nil: done), and returns
+// the event that reports its end after took.
+func (t *Task) End(took time.Duration, err error) Event {
+	t.State = meta.TaskDone
+	if err != nil {
+		t.State, t.Err = meta.TaskFailed, err.Error()
+	}
+	return Event{Task: *t, Ended: true, Took: took, Err: err}
 }
 
 // Log returns a move listener that logs one line when a move starts and

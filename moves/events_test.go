@@ -9,6 +9,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/controller/decide"
 	"github.com/nvstripe/nvstripe/internal/testutil"
+	"github.com/nvstripe/nvstripe/meta"
 )
 
 func TestLog(t *testing.T) {
@@ -31,5 +32,22 @@ func TestLog(t *testing.T) {
 	}
 	if rs[1]["bytes"] != float64(1<<20) || rs[1]["duration"] != float64(2*time.Second) || rs[2]["err"] != "gone" {
 		t.Errorf("end records %v / %v", rs[1], rs[2])
+	}
+}
+
+func TestTaskEnd(t *testing.T) {
+	gone := errors.New("gone")
+	for _, tc := range []struct {
+		err         error
+		state, text string
+	}{{nil, meta.TaskDone, ""}, {gone, meta.TaskFailed, "gone"}} {
+		task := Task{Segment: decide.SegmentID{Volume: "v", Index: 3}, Shard: 2, State: meta.TaskRunning}
+		e := task.End(time.Second, tc.err)
+		if task.State != tc.state || task.Err != tc.text {
+			t.Errorf("End(%v): state %q err %q, want %q %q", tc.err, task.State, task.Err, tc.state, tc.text)
+		}
+		if !e.Ended || e.Took != time.Second || e.Err != tc.err || e.Task != task {
+			t.Errorf("End(%v) = %+v, want the ended event of %+v", tc.err, e, task)
+		}
 	}
 }

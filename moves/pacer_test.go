@@ -120,6 +120,18 @@ func TestPacerConfig(t *testing.T) {
 	}
 }
 
+// waited returns how long n Waits of 1 MiB took on p.
+func waited(t *testing.T, ctx context.Context, p *Pacer, n int) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for range n {
+		if err := p.Wait(ctx, 1<<20); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return time.Since(start)
+}
+
 // The Wait loop runs in a synctest bubble: its clock is fake and advances
 // only when every goroutine is blocked, so the durations below are exact.
 
@@ -129,13 +141,7 @@ func TestPacerWait(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		start := time.Now()
-		for range 11 {
-			if err := p.Wait(t.Context(), 1<<20); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if got := time.Since(start); got != 10*time.Second {
+		if got := waited(t, t.Context(), p, 11); got != 10*time.Second {
 			t.Errorf("11 MiB at 1 MiB/s with a 1 MiB burst took %v, want 10s", got)
 		}
 	})
@@ -164,13 +170,7 @@ func TestPacerForegroundFirst(t *testing.T) {
 		if f := p.Factor(); f != 0.25 {
 			t.Fatalf("factor %v, want 0.25", f)
 		}
-		start := time.Now()
-		for range 3 {
-			if err := p.Wait(ctx, 1<<20); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if got := time.Since(start); got != 8*time.Second {
+		if got := waited(t, ctx, p, 3); got != 8*time.Second {
 			t.Errorf("3 MiB at a quarter of 1 MiB/s after a 1 MiB burst took %v, want 8s", got)
 		}
 	})

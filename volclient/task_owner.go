@@ -168,13 +168,12 @@ func (s *taskServer) run(ctx context.Context, t moves.Task) {
 	if ctx.Err() != nil {
 		return // stopped: the controller re-plans the rolled-back move
 	}
-	t.State = meta.TaskDone
+	ended := t.End(time.Since(began), err)
 	if err != nil {
-		t.State, t.Err = meta.TaskFailed, err.Error()
 		s.o.Logf("volume %s: segment %d shard %d: %v", t.Segment.Volume, t.Segment.Index, t.Shard, err)
 	}
 	if s.o.OnMove != nil {
-		s.o.OnMove(moves.Event{Task: t, Ended: true, Took: time.Since(began), Err: err})
+		s.o.OnMove(ended)
 	}
 	s.put(ctx, t)
 }

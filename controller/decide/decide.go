@@ -93,9 +93,7 @@ type decider struct {
 func newDecider(st State, now time.Time, cfg Config) (*decider, error) {
 	d := &decider{cfg: cfg, now: now, nsIdx: map[string]int{}, vols: map[string]Volume{},
 		busy: map[SegmentID]bool{}, moves: map[string]int{}}
-	for _, h := range st.Hosts {
-		d.hosts = append(d.hosts, placement.Host{Name: h.Name, Labels: h.Labels})
-	}
+	d.hosts = slices.Clone(st.Hosts)
 	slices.SortFunc(d.hosts, func(a, b placement.Host) int { return cmp.Compare(a.Name, b.Name) })
 	for _, n := range st.Namespaces {
 		d.ns = append(d.ns, n.Placement())

@@ -17,11 +17,9 @@ type State struct {
 	Tasks      []Task
 }
 
-// Host is a storage host and its failure-domain labels (rack=r1).
-type Host struct {
-	Name   string
-	Labels map[string]string
-}
+// Host is a storage host and its failure-domain labels (rack=r1), as
+// placement sees it.
+type Host = placement.Host
 
 // Namespace is one namespace and its slot accounting.
 type Namespace struct {
