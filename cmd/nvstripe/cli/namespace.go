@@ -46,13 +46,7 @@ func newNSAddCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 			}
 			var nso volclient.NamespaceOptions
 			if f.Size == 0 { // connects
-				if nso.HostNQN, err = nodeHostNQN(hostNQN); err != nil {
-					return err
-				}
-				if nso.DHCHAPSecret, nso.DHCHAPCtrlSecret, err = f.DHCHAP.Load(); err != nil {
-					return err
-				}
-				if nso.TLSKey, err = f.DHCHAP.TLSKey(); err != nil {
+				if nso, err = connectOptions(f.DHCHAP, hostNQN); err != nil {
 					return err
 				}
 			}
@@ -67,6 +61,22 @@ func newNSAddCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 	c.Flags().StringVar(&hostNQN, "host-nqn", "", hostNQNUsage)
 	_ = c.RegisterFlagCompletionFunc("host", completeFlag(g, a, hostNames))
 	return c
+}
+
+// connectOptions are the options 'ns add' and 'ns wipe-label' connect
+// to a namespace with: this node's host NQN (or --host-nqn) and the
+// secrets and TLS key the flags name.
+func connectOptions(f volclient.DHCHAPFiles, hostNQN string) (volclient.NamespaceOptions, error) {
+	var nso volclient.NamespaceOptions
+	var err error
+	if nso.HostNQN, err = nodeHostNQN(hostNQN); err != nil {
+		return nso, err
+	}
+	if nso.DHCHAPSecret, nso.DHCHAPCtrlSecret, err = f.Load(); err != nil {
+		return nso, err
+	}
+	nso.TLSKey, err = f.TLSKey()
+	return nso, err
 }
 
 // printAdded says a namespace was added, with its fencing warning.
@@ -96,14 +106,8 @@ func newNSWipeLabelCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 				return usageError{err}
 			}
 			spec := meta.NamespaceSpec{NQN: f.NQN, NSID: f.NSID, Paths: paths}
-			var nso volclient.NamespaceOptions
-			if nso.HostNQN, err = nodeHostNQN(hostNQN); err != nil {
-				return err
-			}
-			if nso.DHCHAPSecret, nso.DHCHAPCtrlSecret, err = f.DHCHAP.Load(); err != nil {
-				return err
-			}
-			if nso.TLSKey, err = f.DHCHAP.TLSKey(); err != nil {
+			nso, err := connectOptions(f.DHCHAP, hostNQN)
+			if err != nil {
 				return err
 			}
 			w, err := volclient.WipeLabel(cmd.Context(), s, spec, nso, force)
@@ -181,19 +185,7 @@ func discover(cmd *cobra.Command, s *meta.Store, addr, host, hostNQN string, max
 }
 
 func newNSLsCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
-	c := &cobra.Command{
-		Use:   "ls",
-		Short: "List namespaces with state, size and slot use",
-		Args:  cobra.NoArgs,
-		RunE: withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
-			views, err := s.NamespaceUses(cmd.Context())
-			if err != nil {
-				return err
-			}
-			return writeOut(cmd, views, meta.WriteNamespaceUses)
-		}),
-	}
-	return c
+	return readCmd(g, a, "ls", "List namespaces with state, size and slot use", (*meta.Store).NamespaceUses, meta.WriteNamespaceUses)
 }
 
 func newNSSetStateCmd(g *globals, a *config.EtcdFlags) *cobra.Command {

@@ -54,19 +54,7 @@ func newVolumeCreateCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 }
 
 func newVolumeLsCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
-	c := &cobra.Command{
-		Use:   "ls",
-		Short: "List volumes",
-		Args:  cobra.NoArgs,
-		RunE: withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
-			vols, err := s.Volumes(cmd.Context())
-			if err != nil {
-				return err
-			}
-			return writeOut(cmd, vols, meta.WriteVolumes)
-		}),
-	}
-	return c
+	return readCmd(g, a, "ls", "List volumes", (*meta.Store).Volumes, meta.WriteVolumes)
 }
 
 func newVolumeInfoCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
