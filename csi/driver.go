@@ -242,31 +242,26 @@ func grpcError(err error) error {
 	if errors.As(err, &ae) {
 		return status.Error(ae.Code, ae.Msg)
 	}
-	for _, c := range errorCodes {
-		if errors.Is(err, c.class) {
-			return status.Error(c.code, err.Error())
-		}
+	code := codes.Internal
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		code = codes.DeadlineExceeded
+	case errors.Is(err, context.Canceled):
+		code = codes.Canceled
+	case errors.Is(err, meta.ErrNotFound):
+		code = codes.NotFound
+	case errors.Is(err, meta.ErrExists):
+		code = codes.AlreadyExists
+	case errors.Is(err, meta.ErrInvalid):
+		code = codes.InvalidArgument
+	case errors.Is(err, meta.ErrBusy):
+		code = codes.FailedPrecondition
+	case errors.Is(err, meta.ErrUnreachable), errors.Is(err, meta.ErrConflict):
+		code = codes.Unavailable
+	case errors.Is(err, placement.ErrNotEnoughDomains), errors.Is(err, placement.ErrNoSpace), errors.Is(err, capacity.ErrOvercommitted):
+		code = codes.ResourceExhausted
 	}
-	return status.Error(codes.Internal, err.Error())
-}
-
-// errorCodes are the CSI codes of the error classes, the first that
-// matches wins; any other error is Internal.
-var errorCodes = []struct {
-	class error
-	code  codes.Code
-}{
-	{context.DeadlineExceeded, codes.DeadlineExceeded},
-	{context.Canceled, codes.Canceled},
-	{meta.ErrNotFound, codes.NotFound},
-	{meta.ErrExists, codes.AlreadyExists},
-	{meta.ErrInvalid, codes.InvalidArgument},
-	{meta.ErrBusy, codes.FailedPrecondition},
-	{meta.ErrUnreachable, codes.Unavailable},
-	{meta.ErrConflict, codes.Unavailable},
-	{placement.ErrNotEnoughDomains, codes.ResourceExhausted},
-	{placement.ErrNoSpace, codes.ResourceExhausted},
-	{capacity.ErrOvercommitted, codes.ResourceExhausted},
+	return status.Error(code, err.Error())
 }
 
 // keyedMutex serialises calls on one volume.
