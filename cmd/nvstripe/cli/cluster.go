@@ -147,7 +147,7 @@ func writeOut[T any](cmd *cobra.Command, v T, write func(io.Writer, T) error) er
 }
 
 // readCmd is a command without arguments that reads from etcd (read) and
-// prints what it read (writeOut): cluster info, host ls, ns ls, volume ls.
+// prints what it read (writeOut): cluster info, host ls, ns ls.
 func readCmd[T any](g *globals, a *config.EtcdFlags, use, short string, read func(*meta.Store, context.Context) (T, error), write func(io.Writer, T) error) *cobra.Command {
 	return &cobra.Command{
 		Use:   use,

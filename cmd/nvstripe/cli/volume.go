@@ -54,7 +54,19 @@ func newVolumeCreateCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 }
 
 func newVolumeLsCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
-	return readCmd(g, a, "ls", "List volumes", (*meta.Store).Volumes, meta.WriteVolumes)
+	c := &cobra.Command{
+		Use:   "ls",
+		Short: "List volumes",
+		Args:  cobra.NoArgs,
+		RunE: withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
+			vols, err := s.Volumes(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return writeOut(cmd, vols, meta.WriteVolumes)
+		}),
+	}
+	return c
 }
 
 func newVolumeInfoCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
