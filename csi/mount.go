@@ -26,25 +26,44 @@ type mountEntry struct {
 
 // mountAt returns the topmost mount on path, or nil.
 func mountAt(path string) (*mountEntry, error) {
+	ms, err := mounts()
+	var found *mountEntry
+	for i := range ms {
+		if ms[i].Point == path {
+			found = &ms[i]
+		}
+	}
+	return found, err
+}
+
+// mounts returns the mounts of /proc/self/mountinfo, in mount order.
+func mounts() ([]mountEntry, error) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	var found *mountEntry
+	var out []mountEntry
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		a, b := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(a) < 5 || len(b) < 2 {
-			continue
-		}
-		if unescapeMount(a[4]) == path {
-			found = &mountEntry{Dev: a[2], Root: unescapeMount(a[3]), Point: path, FSType: b[0], Source: unescapeMount(b[1])}
+		if m, ok := parseMountInfo(sc.Text()); ok {
+			out = append(out, m)
 		}
 	}
-	return found, sc.Err()
+	return out, sc.Err()
+}
+
+// parseMountInfo parses one line of mountinfo (proc(5)); ok is false for a
+// line too short to be one.
+func parseMountInfo(line string) (m mountEntry, ok bool) {
+	pre, post, ok := strings.Cut(line, " - ")
+	a, b := strings.Fields(pre), strings.Fields(post)
+	if !ok || len(a) < 6 || len(b) < 2 {
+		return mountEntry{}, false
+	}
+	return mountEntry{Dev: a[2], Root: unescapeMount(a[3]), Point: unescapeMount(a[4]), FSType: b[0], Source: unescapeMount(b[1]),
+		ReadOnly: slices.Contains(strings.Split(a[5], ","), "ro")}, true
 }
 
 // unescapeMount undoes mountinfo's octal escapes (\040 for a space).
@@ -309,29 +328,16 @@ func detachLoops(ctx context.Context, file string) error {
 // mountsFrom returns the mounts of dev in mount order: its filesystem
 // mounted (and bind-mounted) anywhere, and dev itself bound onto files.
 func mountsFrom(dev string) ([]mountEntry, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
+	ms, err := mounts()
 	var out []mountEntry
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		a, b := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(a) < 6 || len(b) < 2 {
-			continue
-		}
-		m := mountEntry{Dev: a[2], Root: unescapeMount(a[3]), Point: unescapeMount(a[4]), FSType: b[0], Source: unescapeMount(b[1]),
-			ReadOnly: slices.Contains(strings.Split(a[5], ","), "ro")}
+	for _, m := range ms {
 		devfs := (m.FSType == "devtmpfs" || m.FSType == "tmpfs") && m.Root == "/"+filepath.Base(dev)
 		if m.Source == dev || devfs {
 			m.Device = devfs
 			out = append(out, m)
 		}
 	}
-	return out, sc.Err()
+	return out, err
 }
 
 // refreshLoop makes a loop device take its backing file's new size.

@@ -80,12 +80,19 @@ func (p *plugin) release(t *testing.T, vol string, at paths) {
 	}
 }
 
-// writeSynced writes data to path and fsyncs it.
+// writeSynced writes data to path, a new file, and fsyncs it.
 func writeSynced(t *testing.T, path string, data []byte) {
 	t.Helper()
-	f, err := os.Create(path)
+	writeSyncedAt(t, path, os.O_CREATE|os.O_TRUNC, data, 0)
+}
+
+// writeSyncedAt writes data at off of path, opened write-only with flag,
+// and fsyncs it.
+func writeSyncedAt(t *testing.T, path string, flag int, data []byte, off int64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY|flag, 0o666)
 	if err == nil {
-		_, err = f.Write(data)
+		_, err = f.WriteAt(data, off)
 	}
 	if err == nil {
 		err = f.Sync()
@@ -319,19 +326,7 @@ func TestNeverFormatsData(t *testing.T) {
 	}
 	dev := filepath.Join(at.staging, blockFile)
 	want := randomBytes(t, 4096)
-	f, err := os.OpenFile(dev, os.O_WRONLY, 0)
-	if err == nil {
-		_, err = f.WriteAt(want, 8192)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if err == nil {
-		err = f.Close()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	writeSyncedAt(t, dev, 0, want, 8192)
 	if _, err := p.node.NodeUnstageVolume(context.Background(), &csipb.NodeUnstageVolumeRequest{VolumeId: vol, StagingTargetPath: at.staging}); err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +355,7 @@ func TestNeverFormatsData(t *testing.T) {
 		}
 	}
 	got := make([]byte, len(want))
-	f, err = os.Open(at.target) // the published device: the same bytes
+	f, err := os.Open(at.target) // the published device: the same bytes
 	if err == nil {
 		_, err = f.ReadAt(got, 8192)
 		f.Close()

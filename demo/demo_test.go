@@ -12,8 +12,31 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/nbd/nbdtest"
 )
+
+// startDemo runs the demo with o, in a directory of t's, serving NBD on a
+// free loopback port, until ctx ends. It returns the demo's output, the
+// NBD URL once the demo is ready, and the channel Run's result comes on.
+func startDemo(ctx context.Context, t *testing.T, o Options) (*testutil.Buffer, string, chan error) {
+	t.Helper()
+	out := &testutil.Buffer{}
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	o.Dir, o.NBDListen, o.Out, o.Stats = t.TempDir(), "127.0.0.1:0", out, -1
+	o.Ready = func(u string) { ready <- u }
+	go func() { done <- Run(ctx, o) }()
+	select {
+	case url := <-ready:
+		return out, url, done
+	case err := <-done:
+		t.Fatalf("demo stopped before ready: %v\n%s", err, out.String())
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("demo not ready after 2 minutes:\n%s", out.String())
+	}
+	return nil, "", nil
+}
 
 // TestDemoServesAndShutsDown starts the demo as `nvstripe demo` does, waits for
 // "ready", writes and reads data through NBD with nbdcopy, then stops it and
@@ -21,21 +44,7 @@ import (
 func TestDemoServesAndShutsDown(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out syncBuffer
-	ready := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, Options{Dir: t.TempDir(), Size: 256 << 20, SlotSize: 16 << 20,
-			NBDListen: "127.0.0.1:0", Out: &out, Stats: -1, Ready: func(u string) { ready <- u }})
-	}()
-	var url string
-	select {
-	case url = <-ready:
-	case err := <-done:
-		t.Fatalf("demo stopped before ready: %v\n%s", err, out.String())
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("demo not ready after 2 minutes:\n%s", out.String())
-	}
+	out, url, done := startDemo(ctx, t, Options{Size: 256 << 20, SlotSize: 16 << 20})
 	if !strings.Contains(out.String(), "ready: "+url) {
 		t.Errorf("output lacks the ready line:\n%s", out.String())
 	}
@@ -101,22 +110,8 @@ func TestDemoChaosThroughController(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out syncBuffer
-	ready := make(chan string, 1)
-	done := make(chan error, 1)
 	const size = 128 << 20
-	go func() {
-		done <- Run(ctx, Options{Dir: t.TempDir(), Targets: 6, Chaos: true, Size: size, SlotSize: 8 << 20,
-			NBDListen: "127.0.0.1:0", Out: &out, Stats: -1, Ready: func(u string) { ready <- u }})
-	}()
-	var url string
-	select {
-	case url = <-ready:
-	case err := <-done:
-		t.Fatalf("demo stopped before ready: %v\n%s", err, out.String())
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("demo not ready after 2 minutes:\n%s", out.String())
-	}
+	out, url, done := startDemo(ctx, t, Options{Targets: 6, Chaos: true, Size: size, SlotSize: 8 << 20})
 	for deadline := time.Now().Add(5 * time.Minute); !strings.Contains(out.String(), "chaos: redundancy restored"); time.Sleep(100 * time.Millisecond) {
 		select {
 		case err := <-done:

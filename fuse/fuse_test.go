@@ -62,6 +62,18 @@ func pattern(n int, seed byte) []byte {
 	return b
 }
 
+// openRW opens path for reading and writing; the file is closed when t
+// ends (before the unmount of a mount made earlier).
+func openRW(t *testing.T, path string) *os.File {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
 // alignedBuf returns an n-byte buffer aligned to 4096 for O_DIRECT.
 func alignedBuf(n int) []byte {
 	b := make([]byte, n+4096)
@@ -81,11 +93,7 @@ func TestFiles(t *testing.T) {
 	if err != nil || st.Size() != 8<<20 || !st.Mode().IsRegular() {
 		t.Fatalf("stat: %v %v", st, err)
 	}
-	f, err := os.OpenFile(filepath.Join(dir, "vol-a"), os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := openRW(t, filepath.Join(dir, "vol-a"))
 	// Unaligned write: read-modify-write of the blocks around it.
 	p := pattern(10000, 1)
 	if _, err := f.WriteAt(p, 4000); err != nil {
@@ -132,11 +140,7 @@ func TestFallocate(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, dir := mount(t, map[string]blockdev.Device{"v": m}, nil)
-	f, err := os.OpenFile(filepath.Join(dir, "v"), os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := openRW(t, filepath.Join(dir, "v"))
 	const punch, zero, keep = 0x02, 0x10, 0x01
 	if err := syscall.Fallocate(int(f.Fd()), punch|keep, mib-100, mib+200); err != nil {
 		t.Fatalf("punch hole: %v", err)
@@ -175,11 +179,7 @@ func TestFsyncFlushes(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, dir := mount(t, map[string]blockdev.Device{"v": m}, nil)
-	f, err := os.OpenFile(filepath.Join(dir, "v"), os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := openRW(t, filepath.Join(dir, "v"))
 	p := pattern(8192, 3)
 	if _, err := f.WriteAt(p, 8192); err != nil {
 		t.Fatal(err)

@@ -99,12 +99,7 @@ func TestStalledHandshake(t *testing.T) {
 // without a greeting).
 func greetedFrom(t *testing.T, from, addr string) (net.Conn, bool) {
 	t.Helper()
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
-	nc, err := d.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nc.Close() })
+	nc := testutil.DialFrom(t, from, addr)
 	nc.SetReadDeadline(time.Now().Add(20 * time.Second))
 	g := make([]byte, proto.GreetingSize)
 	if _, err := io.ReadFull(nc, g); err != nil {

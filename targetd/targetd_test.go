@@ -27,16 +27,23 @@ func options(dir string) Options {
 		Namespaces: []string{"data0:1MiB", "data1:2MiB"}, AllowHosts: []string{"any"}, BlockSize: 4096}}
 }
 
+// mustStart starts the daemon with o; a failure ends the test.
+func mustStart(t *testing.T, o Options) *Daemon {
+	t.Helper()
+	d, err := Start(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
 // TestStartServesEveryPart starts the daemon with control API, metrics and
 // gossip, and checks each answers.
 func TestStartServesEveryPart(t *testing.T) {
 	o := options(t.TempDir())
 	o.Control, o.Metrics = "127.0.0.1:0", "127.0.0.1:0"
 	o.Gossip, o.Host = pool.Spec{Addr: "127.0.0.1:0", Profile: "test"}, "h1"
-	d, err := Start(context.Background(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := mustStart(t, o)
 	defer d.Close()
 	r := d.Ready()
 	if !r.Ready || r.Control == "" || r.Metrics == "" || r.Gossip == "" || len(r.Target.Listeners) != 1 {
@@ -84,10 +91,7 @@ func TestStartServesEveryPart(t *testing.T) {
 func TestCloseStopsEverything(t *testing.T) {
 	o := options(t.TempDir())
 	o.Control = "127.0.0.1:0"
-	d, err := Start(context.Background(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := mustStart(t, o)
 	addr := d.Ready().Control
 	d.Close()
 	if _, err := (target.ControlClient{Addr: addr, Token: "x"}).ANAStates(context.Background()); err == nil {
@@ -191,10 +195,7 @@ func TestFlagsTLSMode(t *testing.T) {
 func TestControlToken(t *testing.T) {
 	o := options(t.TempDir())
 	o.Control = "127.0.0.1:0"
-	d, err := Start(context.Background(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := mustStart(t, o)
 	path := filepath.Join(o.Files.Dir, ControlTokenName)
 	st, err := os.Stat(path)
 	if err != nil || st.Mode().Perm() != 0o600 {
@@ -225,10 +226,7 @@ func TestControlToken(t *testing.T) {
 	}
 	d.Close()
 
-	d, err = Start(context.Background(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d = mustStart(t, o)
 	if _, err := (target.ControlClient{Addr: d.Ready().Control, Token: token}).ANAStates(ctx); err != nil {
 		t.Errorf("token after a restart: %v", err)
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/nbd/nbdtest"
 )
@@ -27,26 +28,8 @@ import (
 type procMap struct {
 	cmd    *exec.Cmd
 	client *nbdtest.Client
-	exited chan struct{} // closed when the process has exited
-	log    lockedBuffer  // its standard error, also copied to the test's
-}
-
-// lockedBuffer is a bytes.Buffer safe for one writer and many readers.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	exited chan struct{}   // closed when the process has exited
+	log    testutil.Buffer // its standard error, also copied to the test's
 }
 
 // startProcMap maps volume vol in a `nvstripe map` process holding the
@@ -59,13 +42,7 @@ func startProcMap(t *testing.T, bin, etcd, vol, holder string, ttl time.Duration
 	cmd := exec.Command(bin, args...)
 	p := &procMap{cmd: cmd, exited: make(chan struct{})}
 	cmd.Stderr = io.MultiWriter(os.Stderr, &p.log)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	out := testutil.StartStdout(t, cmd)
 	serving := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(out)
@@ -90,10 +67,11 @@ func startProcMap(t *testing.T, bin, etcd, vol, holder string, ttl time.Duration
 	case <-time.After(time.Minute): // a hang guard
 		t.Fatalf("map %s as %s never served", vol, holder)
 	}
-	p.client, err = nbdtest.Dial(t.Context(), "tcp", addr, vol)
+	client, err := nbdtest.Dial(t.Context(), "tcp", addr, vol)
 	if err != nil {
 		t.Fatal(err)
 	}
+	p.client = client
 	t.Cleanup(func() { p.client.Close() })
 	return p
 }

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nvstripe/nvstripe/internal/testutil"
 )
 
 // failing returns err from its first n Accept calls, then accepts for real.
@@ -229,11 +231,7 @@ func childServe() {
 // dialFrom dials addr from the local IP from.
 func dialFrom(t *testing.T, from, addr string) net.Conn {
 	t.Helper()
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
-	nc, err := d.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc := testutil.DialFrom(t, from, addr)
 	nc.SetReadDeadline(time.Now().Add(20 * time.Second))
 	return nc
 }

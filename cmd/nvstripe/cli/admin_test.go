@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -38,11 +37,7 @@ func adminFixtureHosts(t *testing.T, hosts int) (adminCLI, *meta.Store) {
 	ep := metatest.Start(t)[0]
 	a := adminCLI{t: t, etcd: ep, cluster: "adm"}
 	a.ok("slot size 1 MiB", "cluster", "init", "--slot-size", "1MiB")
-	for i := 0; i < hosts; i++ {
-		h := fmt.Sprintf("h%d", i)
-		a.ok("host "+h+" added", "host", "add", h)
-		a.ok("added", "ns", "add", "--host", h, "--nqn", "nqn.test:"+h, "--nsid", "1", "--path", "tcp://127.0.0.1:1", "--size", "64MiB")
-	}
+	a.addHosts(0, hosts, "64MiB")
 	s, err := meta.Open(context.Background(), meta.Config{Endpoints: []string{ep}, Cluster: "adm"})
 	if err != nil {
 		t.Fatal(err)
@@ -140,11 +135,7 @@ func TestAdminRebalancePlan(t *testing.T) {
 	if strings.Contains(out, "task") {
 		t.Fatalf("rebalance without --apply recorded a task:\n%s", out)
 	}
-	for i := 8; i < 10; i++ {
-		h := fmt.Sprintf("h%d", i)
-		a.ok("added", "host", "add", h)
-		a.ok("added", "ns", "add", "--host", h, "--nqn", "nqn.test:"+h, "--nsid", "1", "--path", "tcp://127.0.0.1:1", "--size", "64MiB")
-	}
+	a.addHosts(8, 10, "64MiB")
 	out = a.ok("SEGMENT", "admin", "rebalance", "--threshold", "0.01")
 	if !strings.Contains(out, "h8-n1") && !strings.Contains(out, "h9-n1") {
 		t.Fatalf("no move to the new namespaces:\n%s", out)
@@ -173,31 +164,12 @@ func mustSegments(t *testing.T, s *meta.Store) (map[int64]*meta.SegmentRecord, i
 	return segs, rev
 }
 
-// ctlOutput is a bytes.Buffer safe for a command writing while the test
-// reads.
-type ctlOutput struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *ctlOutput) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *ctlOutput) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // startController runs `nvstripe controller` in the background with test
 // timings and the extra flags; cancel stops it and returns Run's error.
-func startController(t *testing.T, a adminCLI, holder string, extra ...string) (out *ctlOutput, stop func() error) {
+func startController(t *testing.T, a adminCLI, holder string, extra ...string) (out *testutil.Buffer, stop func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	out = &ctlOutput{}
+	out = &testutil.Buffer{}
 	done := make(chan error, 1)
 	args := append([]string{"controller", "--holder", holder, "--interval", "100ms", "--grace", "300ms",
 		"--out-after", "1s", "--leader-ttl", "2s", "--probe-timeout", "200ms", "--metrics", "127.0.0.1:0", "--api", "unix:" + filepath.Join(t.TempDir(), "api.sock"),

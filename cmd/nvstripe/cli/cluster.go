@@ -146,6 +146,23 @@ func writeOut[T any](cmd *cobra.Command, v T, write func(io.Writer, T) error) er
 	return write(cmd.OutOrStdout(), v)
 }
 
+// readCmd is a command without arguments that reads from etcd (read) and
+// prints what it read (writeOut): cluster info, host ls, ns ls.
+func readCmd[T any](g *globals, a *config.EtcdFlags, use, short string, read func(*meta.Store, context.Context) (T, error), write func(io.Writer, T) error) *cobra.Command {
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.NoArgs,
+		RunE: withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
+			v, err := read(s, cmd.Context())
+			if err != nil {
+				return err
+			}
+			return writeOut(cmd, v, write)
+		}),
+	}
+}
+
 // dash stands in for an empty table cell.
 func dash(s string) string {
 	if s == "" {
@@ -189,19 +206,7 @@ func newClusterInitCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 }
 
 func newClusterInfoCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
-	c := &cobra.Command{
-		Use:   "info",
-		Short: "Show the cluster record",
-		Args:  cobra.NoArgs,
-		RunE: withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
-			rec, err := s.Cluster(cmd.Context())
-			if err != nil {
-				return err
-			}
-			return writeOut(cmd, rec, meta.WriteCluster)
-		}),
-	}
-	return c
+	return readCmd(g, a, "info", "Show the cluster record", (*meta.Store).Cluster, meta.WriteCluster)
 }
 
 // textOut is where a command writes its text lines: stdout, or nowhere

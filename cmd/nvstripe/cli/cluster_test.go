@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -43,6 +44,26 @@ func (a adminCLI) fails(want string, args ...string) {
 	out, err := a.run(args...)
 	if err == nil || !strings.Contains(err.Error(), want) {
 		a.t.Fatalf("%q: err %v (output %q), want an error containing %q", args, err, out, want)
+	}
+}
+
+// initCluster starts an etcd and initializes cluster name in it with 1 MiB
+// slots.
+func initCluster(t *testing.T, name string) adminCLI {
+	t.Helper()
+	a := adminCLI{t: t, etcd: metatest.Start(t)[0], cluster: name}
+	a.ok("cluster "+name+" initialized", "cluster", "init", "--slot-size", "1MiB")
+	return a
+}
+
+// addHosts records hosts h<from> to h<to-1>, each with one namespace of
+// size (given, so nothing connects to its path).
+func (a adminCLI) addHosts(from, to int, size string) {
+	a.t.Helper()
+	for i := from; i < to; i++ {
+		h := fmt.Sprintf("h%d", i)
+		a.ok("host "+h+" added", "host", "add", h)
+		a.ok("namespace "+h+"-n1 added", "ns", "add", "--host", h, "--nqn", "nqn.test:"+h, "--nsid", "1", "--path", "tcp://127.0.0.1:4420", "--size", size)
 	}
 }
 

@@ -30,10 +30,7 @@ func TestCompletion(t *testing.T) {
 	t.Setenv("NVSTRIPE_CLUSTER", "comp")
 	a := adminCLI{t: t, etcd: ep, cluster: "comp"}
 	a.ok("initialized", "cluster", "init", "--slot-size", "1MiB")
-	for _, h := range []string{"h0", "h1", "h2"} {
-		a.ok("added", "host", "add", h)
-		a.ok("added", "ns", "add", "--host", h, "--nqn", "nqn.test:"+h, "--nsid", "1", "--path", "tcp://127.0.0.1:1", "--size", "16MiB")
-	}
+	a.addHosts(0, 3, "16MiB")
 	a.ok("created", "volume", "create", "vol1", "--size", "4MiB", "--k", "2", "--m", "1")
 	a.ok("created", "volume", "create", "vol2", "--size", "4MiB", "--k", "2", "--m", "1")
 	vols, hosts, nss := []string{"vol1", "vol2"}, []string{"h0", "h1", "h2"}, []string{"h0-n1", "h1-n1", "h2-n1"}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/targetd"
 )
 
@@ -20,14 +21,7 @@ func startControlTarget(t *testing.T, bin, dir string) string {
 	t.Helper()
 	cmd := exec.Command(bin, "target", "serve", "--dir", dir, "--listen", "127.0.0.1:0",
 		"--nqn", "nqn.2026-12.io.nvstripe:control", "--ns", "d0:1MiB", "--allow-host", "any", "--control", "127.0.0.1:0")
-	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	stdout := testutil.StartStdout(t, cmd)
 	done := make(chan struct{})
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()

@@ -19,10 +19,7 @@ func stalledEtcd(t *testing.T) (*faultnet.Proxy, adminCLI) {
 	t.Cleanup(func() { p.Close() })
 	a := adminCLI{t: t, etcd: p.Addr(), cluster: "stall"}
 	a.ok("initialized", "cluster", "init", "--slot-size", "1MiB")
-	for _, h := range []string{"h0", "h1"} {
-		a.ok("added", "host", "add", h)
-		a.ok("added", "ns", "add", "--host", h, "--nqn", "nqn.test:"+h, "--nsid", "1", "--path", "tcp://127.0.0.1:4420", "--size", "64MiB")
-	}
+	a.addHosts(0, 2, "64MiB")
 	a.ok("created", "volume", "create", "v", "--size", "1MiB", "--k", "1", "--m", "1")
 	return p, a
 }

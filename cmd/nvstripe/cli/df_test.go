@@ -13,13 +13,8 @@ import (
 // volume create warns once thin volumes promise more than the usable space
 // and refuses past the limit, which cluster set raises.
 func TestCapacity(t *testing.T) {
-	a := adminCLI{t: t, etcd: metatest.Start(t)[0], cluster: "cap"}
-	a.ok("initialized", "cluster", "init", "--slot-size", "1MiB")
-	for i := range 3 {
-		h := fmt.Sprintf("h%d", i)
-		a.ok("added", "host", "add", h)
-		a.ok("added", "ns", "add", "--host", h, "--nqn", "nqn.test:"+h, "--nsid", "1", "--path", "tcp://127.0.0.1:4420", "--size", "11MiB")
-	}
+	a := initCluster(t, "cap")
+	a.addHosts(0, 3, "11MiB")
 	// 3 namespaces of 10 shard slots: 2+1 fills 10 segments, 20 MiB of data.
 	a.ok("created", "volume", "create", "a", "--size", "20MiB", "--k", "2", "--m", "1")
 	out := a.ok("host=h0", "df")
@@ -61,13 +56,8 @@ func TestCapacity(t *testing.T) {
 // TestErrorMessages: the common failure paths of the CLI name records for
 // people (no etcd keys), say their class once, and say what to do.
 func TestErrorMessages(t *testing.T) {
-	a := adminCLI{t: t, etcd: metatest.Start(t)[0], cluster: "errs"}
-	a.ok("initialized", "cluster", "init", "--slot-size", "1MiB")
-	for i := range 3 {
-		h := fmt.Sprintf("h%d", i)
-		a.ok("added", "host", "add", h)
-		a.ok("added", "ns", "add", "--host", h, "--nqn", "nqn.test:"+h, "--nsid", "1", "--path", "tcp://127.0.0.1:4420", "--size", "11MiB")
-	}
+	a := initCluster(t, "errs")
+	a.addHosts(0, 3, "11MiB")
 	a.ok("created", "volume", "create", "v", "--size", "2MiB", "--k", "2", "--m", "1")
 	for _, tc := range []struct {
 		args []string

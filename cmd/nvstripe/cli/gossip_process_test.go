@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -36,14 +35,7 @@ func startGossipTarget(t *testing.T, bin string, a adminCLI, host string) *gossi
 	cmd := exec.Command(bin, "target", "serve", "--dir", t.TempDir(), "--listen", "127.0.0.1:0",
 		"--nqn", "nqn.2026-11.io.nvstripe:gossip-"+host, "--ns", "d0:1MiB", "--allow-host", "any",
 		"--gossip", "127.0.0.1:0", "--host", host, "--gossip-profile", "test", "--etcd", a.etcd, "--cluster", a.cluster)
-	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	stdout := testutil.StartStdout(t, cmd)
 	p := &gossipTarget{cmd: cmd, done: make(chan error, 1)}
 	ready := make(chan bool, 1)
 	go func() {
@@ -84,13 +76,13 @@ func TestGossipProcesses(t *testing.T) {
 		procs[h] = startGossipTarget(t, bin, a, h)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	agentOut, agentDone := &ctlOutput{}, make(chan error, 1)
+	agentOut, agentDone := &testutil.Buffer{}, make(chan error, 1)
 	go func() { // h3's target is not ours: a target agent gossips for it
 		agentDone <- Run(ctx, []string{"target", "agent", "--host", "h3", "--ns", "d0", "--gossip", "127.0.0.1:0",
 			"--gossip-profile", "test", "--etcd", a.etcd, "--cluster", a.cluster}, agentOut, io.Discard)
 	}()
 	t.Cleanup(func() { cancel(); <-agentDone })
-	out, errOut := &ctlOutput{}, &ctlOutput{}
+	out, errOut := &testutil.Buffer{}, &testutil.Buffer{}
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, []string{"controller", "--holder", "c1", "--interval", "100ms", "--grace", "300ms",

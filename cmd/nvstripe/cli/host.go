@@ -38,17 +38,5 @@ func newHostAddCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 }
 
 func newHostLsCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
-	c := &cobra.Command{
-		Use:   "ls",
-		Short: "List hosts",
-		Args:  cobra.NoArgs,
-		RunE: withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
-			hosts, err := s.Hosts(cmd.Context())
-			if err != nil {
-				return err
-			}
-			return writeOut(cmd, hosts, meta.WriteHosts)
-		}),
-	}
-	return c
+	return readCmd(g, a, "ls", "List hosts", (*meta.Store).Hosts, meta.WriteHosts)
 }

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/nvstripe/nvstripe/blockdev"
-	"github.com/nvstripe/nvstripe/meta/metatest"
 	"github.com/nvstripe/nvstripe/nvmeof/target"
 )
 
@@ -58,8 +57,7 @@ func TestNodeIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tg.Close()
-	cl := adminCLI{t: t, etcd: metatest.Start(t)[0], cluster: "default"}
-	cl.ok("initialized", "cluster", "init", "--slot-size", "1MiB")
+	cl := initCluster(t, "default")
 	cl.ok("added", "host", "add", "h0")
 	path := "tcp://" + tg.Addrs()[0]
 	cl.fails("host", "ns", "add", "--host", "h0", "--nqn", sub, "--nsid", "1", "--path", path, "--host-nqn", "nqn.2026-01.io.example:stranger")

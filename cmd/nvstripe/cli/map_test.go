@@ -1,20 +1,19 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nvstripe/nvstripe/agent"
 	"github.com/nvstripe/nvstripe/agent/api"
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta/metatest"
 	"github.com/nvstripe/nvstripe/nbd/nbdtest"
 	"github.com/nvstripe/nvstripe/nvmeof/target"
@@ -117,25 +116,6 @@ func startMapCluster(t *testing.T) adminCLI {
 	return cl
 }
 
-// syncBuffer is a bytes.Buffer safe for a command writing while the test
-// reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestAgentMapUnmapLs runs `nvstripe agent` in-process and drives it with
 // map --agent, ls and unmap; then `nvstripe map` in the foreground.
 func TestAgentMapUnmapLs(t *testing.T) {
@@ -145,7 +125,7 @@ func TestAgentMapUnmapLs(t *testing.T) {
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "agent.sock")
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errb syncBuffer
+	var out, errb testutil.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, []string{"agent", "--etcd", ep, "--socket", sock, "--state-dir", filepath.Join(dir, "state"),
@@ -210,7 +190,7 @@ func TestAgentMapUnmapLs(t *testing.T) {
 
 	// In the foreground: serving until interrupted, then the lease is free.
 	fctx, fcancel := context.WithCancel(context.Background())
-	var fout, ferr syncBuffer
+	var fout, ferr testutil.Buffer
 	go func() {
 		done <- Run(fctx, []string{"map", "v", "--nbd-listen", "unix:" + filepath.Join(dir, "v.sock"), "--etcd", ep, "--log-format", "json",
 			"--map-sockets", maps}, &fout, &ferr)
@@ -244,7 +224,7 @@ func TestAgentMapUnmapLs(t *testing.T) {
 }
 
 // waitOutput waits until out contains want, failing if the command ends.
-func waitOutput(t *testing.T, out *syncBuffer, done chan error, want string) {
+func waitOutput(t *testing.T, out *testutil.Buffer, done chan error, want string) {
 	t.Helper()
 	deadline := time.Now().Add(90 * time.Second)
 	for !strings.Contains(out.String(), want) {

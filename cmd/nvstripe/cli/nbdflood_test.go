@@ -5,27 +5,14 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"regexp"
 	"testing"
 	"time"
 
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/nbd/nbdtest"
 	"github.com/nvstripe/nvstripe/nbd/proto"
 )
-
-// dialFrom connects to addr from the local address from (the whole of
-// 127/8 is this host).
-func dialFrom(t *testing.T, from, addr string) net.Conn {
-	t.Helper()
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
-	nc, err := d.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nc.Close() })
-	return nc
-}
 
 // TestMapHandshakeFlood: 'map --nbd-listen' under 500 connections from
 // 127.0.0.2..5 that stall after the greeting, which used to fill all 128
@@ -36,7 +23,7 @@ func TestMapHandshakeFlood(t *testing.T) {
 	cl := startMapCluster(t)
 	ep := cl.etcd
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errb syncBuffer
+	var out, errb testutil.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, []string{"map", "v", "--nbd-listen", "127.0.0.1:0", "--etcd", ep}, &out, &errb)
@@ -44,12 +31,12 @@ func TestMapHandshakeFlood(t *testing.T) {
 	waitOutput(t, &out, done, "serving: nbd://")
 	nbdAddr := regexp.MustCompile(`serving: nbd://([^/]+)/`).FindStringSubmatch(out.String())[1]
 	for i := range 500 {
-		nc := dialFrom(t, fmt.Sprintf("127.0.0.%d", 2+i%4), nbdAddr)
+		nc := testutil.DialFrom(t, fmt.Sprintf("127.0.0.%d", 2+i%4), nbdAddr)
 		nc.SetReadDeadline(time.Now().Add(20 * time.Second))
 		io.ReadFull(nc, make([]byte, proto.GreetingSize)) // greeted and stalled, or closed
 	}
 	hctx, hcancel := context.WithTimeout(ctx, 20*time.Second)
-	c, err := nbdtest.NewClient(hctx, dialFrom(t, "127.0.0.6", nbdAddr), "v")
+	c, err := nbdtest.NewClient(hctx, testutil.DialFrom(t, "127.0.0.6", nbdAddr), "v")
 	hcancel()
 	if err != nil {
 		t.Fatalf("client from 127.0.0.6 during the flood: %v", err)

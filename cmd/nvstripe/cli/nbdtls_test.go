@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"testing"
 
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/nbd/nbdtest"
 )
 
@@ -26,7 +27,7 @@ func TestMapTLS(t *testing.T) {
 		t.Errorf("--tls require without certificates: %v, want a usage error", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errb syncBuffer
+	var out, errb testutil.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, []string{"map", "v", "--nbd-listen", "127.0.0.1:0", "--etcd", ep,

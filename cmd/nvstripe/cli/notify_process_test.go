@@ -19,6 +19,7 @@ import (
 	"github.com/nvstripe/nvstripe/agent/api"
 	"github.com/nvstripe/nvstripe/controller/admin"
 	"github.com/nvstripe/nvstripe/internal/rpctest"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/metatest"
 	"github.com/nvstripe/nvstripe/nbd/nbdtest"
@@ -76,14 +77,7 @@ func startDaemon(t *testing.T, bin string, n *notifySocket, env []string, args .
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(append(os.Environ(), "NOTIFY_SOCKET="+n.path), env...)
-	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	stdout := testutil.StartStdout(t, cmd)
 	p := &daemonProc{cmd: cmd, lines: make(chan string, 1024), exited: make(chan struct{})}
 	go func() {
 		sc := bufio.NewScanner(stdout)

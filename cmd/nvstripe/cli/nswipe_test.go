@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/nvstripe/nvstripe/meta"
-	"github.com/nvstripe/nvstripe/meta/metatest"
 	"github.com/nvstripe/nvstripe/volclient"
 )
 
@@ -17,8 +16,7 @@ import (
 // prints what it wiped (-o json), and is refused once the namespace is
 // recorded.
 func TestNSWipeLabel(t *testing.T) {
-	a := adminCLI{t: t, etcd: metatest.Start(t)[0], cluster: "wipe"}
-	a.ok("initialized", "cluster", "init", "--slot-size", "1MiB")
+	a := initCluster(t, "wipe")
 	a.ok("added", "host", "add", "t2")
 	addr, devs := startTarget(t)
 	sub := func(nqn string, nsid string) []string {

@@ -1,10 +1,7 @@
 package cli
 
 import (
-	"fmt"
 	"testing"
-
-	"github.com/nvstripe/nvstripe/meta/metatest"
 )
 
 // TestVolumeQoSFlags: volume create takes the --qos-* flags, volume info
@@ -12,13 +9,8 @@ import (
 // limit); a bad value (a decimal unit, a negative count, a burst past the
 // cap) and a set with no flag are usage errors that change nothing.
 func TestVolumeQoSFlags(t *testing.T) {
-	a := adminCLI{t: t, etcd: metatest.Start(t)[0], cluster: "qos"}
-	a.ok("slot size 1 MiB", "cluster", "init", "--slot-size", "1MiB")
-	for i := range 3 {
-		h := fmt.Sprintf("h%d", i)
-		a.ok("host "+h+" added", "host", "add", h)
-		a.ok("added", "ns", "add", "--host", h, "--nqn", "nqn.test:"+h, "--nsid", "1", "--path", "tcp://127.0.0.1:1", "--size", "64MiB")
-	}
+	a := initCluster(t, "qos")
+	a.addHosts(0, 3, "64MiB")
 	a.ok("created", "volume", "create", "v", "--size", "8MiB", "--k", "2", "--m", "1", "--qos-iops", "2000", "--qos-read-bps", "10MiB/s")
 	a.ok(`"read_bps": 10485760`, "volume", "info", "v", "-o", "json")
 	a.ok("qos iops=2000 read_bps=10 MiB/s burst=1s", "volume", "info", "v")

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/nvstripe/nvstripe/agent"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 )
 
 // mapProcess is a foreground `nvstripe map` process and what it printed.
@@ -27,14 +28,7 @@ type mapProcess struct {
 func startMapProcess(t *testing.T, bin string, args ...string) *mapProcess {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
-	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	stdout := testutil.StartStdout(t, cmd)
 	p := &mapProcess{cmd: cmd, out: make(chan string, 16), done: make(chan error, 1), gone: make(chan struct{})}
 	serving := make(chan string, 1)
 	go func() {

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/nvstripe/nvstripe/meta/metatest"
 )
 
 // watchCLI runs `admin status --watch` in-process until the test ends and
@@ -34,12 +32,8 @@ func watchCLI(t *testing.T, a adminCLI, extra ...string) *bufio.Scanner {
 
 // watchCluster is a cluster of three namespaces and one 2+1 volume.
 func watchCluster(t *testing.T) adminCLI {
-	a := adminCLI{t: t, etcd: metatest.Start(t)[0], cluster: "w"}
-	a.ok("initialized", "cluster", "init", "--slot-size", "1MiB")
-	for _, h := range []string{"h0", "h1", "h2"} {
-		a.ok("added", "host", "add", h)
-		a.ok("added", "ns", "add", "--host", h, "--nqn", "nqn.test:"+h, "--nsid", "1", "--path", "tcp://127.0.0.1:1", "--size", "16MiB")
-	}
+	a := initCluster(t, "w")
+	a.addHosts(0, 3, "16MiB")
 	a.ok("created", "volume", "create", "v", "--size", "4MiB", "--k", "2", "--m", "1")
 	return a
 }

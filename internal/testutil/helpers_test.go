@@ -1,0 +1,71 @@
+package testutil
+
+import (
+	"io"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// TestBufferConcurrent: writers and a reader at once (the race detector
+// watches) lose no write.
+func TestBufferConcurrent(t *testing.T) {
+	var b Buffer
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 100 {
+				b.Write([]byte("x"))
+				_ = b.String()
+			}
+		})
+	}
+	wg.Wait()
+	if got := b.String(); got != strings.Repeat("x", 400) {
+		t.Fatalf("got %d bytes, want 400", len(got))
+	}
+}
+
+// TestStartStdout: the process runs and its standard output reaches the
+// caller; a command that cannot start fails the test.
+func TestStartStdout(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("needs sh")
+	}
+	cmd := exec.Command("sh", "-c", "echo ready")
+	out, err := io.ReadAll(StartStdout(t, cmd))
+	if err != nil || strings.TrimSpace(string(out)) != "ready" {
+		t.Fatalf("stdout %q, %v; want ready", out, err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+
+	f := &fakeTB{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		StartStdout(f, exec.Command(filepath.Join(t.TempDir(), "missing")))
+	}()
+	<-done
+	if f.failed == "" {
+		t.Fatal("a command that cannot start did not fail the test")
+	}
+}
+
+// TestDialFrom: the server sees the connection come from the asked
+// address.
+func TestDialFrom(t *testing.T) {
+	from := make(chan string, 1)
+	addr := Serve(t, func(c net.Conn) {
+		from <- c.RemoteAddr().(*net.TCPAddr).IP.String()
+		c.Close()
+	})
+	DialFrom(t, "127.0.0.2", addr)
+	if got := <-from; got != "127.0.0.2" {
+		t.Fatalf("server saw %s, want 127.0.0.2", got)
+	}
+}
