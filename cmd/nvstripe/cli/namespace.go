@@ -189,19 +189,7 @@ func discover(cmd *cobra.Command, s *meta.Store, addr, host string, nso volclien
 }
 
 func newNSLsCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
-	c := &cobra.Command{
-		Use:   "ls",
-		Short: "List namespaces with state, size and slot use",
-		Args:  cobra.NoArgs,
-		RunE: withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
-			views, err := s.NamespaceUses(cmd.Context())
-			if err != nil {
-				return err
-			}
-			return writeOut(cmd, views, meta.WriteNamespaceUses)
-		}),
-	}
-	return c
+	return readCmd(g, a, "ls", "List namespaces with state, size and slot use", (*meta.Store).NamespaceUses, meta.WriteNamespaceUses)
 }
 
 func newNSSetStateCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
