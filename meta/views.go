@@ -15,9 +15,13 @@ type VolumeInfo struct {
 	Dirty     int         `json:"dirty_segments"`
 	Moving    int         `json:"moving_segments"`
 	Owners    []OwnerInfo `json:"owners"`
+	// Unsettled counts the blocks that read as corrupt until `nvstripe
+	// volume settle` (UnsettledRecord).
+	Unsettled UnsettledCount `json:"unsettled"`
 }
 
-// VolumeInfo reads volume name's record, segments, dirty log and owners.
+// VolumeInfo reads volume name's record, segments, dirty log, owners and
+// unsettled records.
 func (s *Store) VolumeInfo(ctx context.Context, name string) (*VolumeInfo, error) {
 	v, err := s.Volume(ctx, name)
 	if err != nil {
@@ -43,8 +47,13 @@ func (s *Store) VolumeInfo(ctx context.Context, name string) (*VolumeInfo, error
 	if err != nil {
 		return nil, err
 	}
+	unsettled, err := vm.Unsettled(ctx)
+	if err != nil {
+		return nil, err
+	}
 	segData := v.Layout.Geometry(c.SlotSize).SegmentData()
-	info := &VolumeInfo{VolumeRecord: v, Segments: (v.Size + segData - 1) / segData, Allocated: len(segs), Dirty: len(dirty), Owners: owners}
+	info := &VolumeInfo{VolumeRecord: v, Segments: (v.Size + segData - 1) / segData, Allocated: len(segs), Dirty: len(dirty), Owners: owners,
+		Unsettled: countUnsettled(unsettled)}
 	for _, r := range segs {
 		if r.Move != nil {
 			info.Moving++

@@ -212,7 +212,7 @@ func (v *Volume) freeSegment(ctx context.Context, s *segment) error {
 	if err := v.dirty.MarkClean(ctx, []int64{s.id}); err != nil {
 		return fmt.Errorf("segment %d: marking clean after free: %w", s.id, err)
 	}
-	return nil
+	return v.forgetUnsettled(ctx, s.id) // freed: reads zeros, nothing left unsettled
 }
 
 // Allocated reports the allocated segments' extents inside [off, off+n).
