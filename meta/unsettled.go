@@ -10,13 +10,14 @@ import (
 
 // Unsettled blocks (the volume engine's UnsettledLog): 4 KiB data blocks
 // no recovery could settle (a crash mid-write plus the loss of a
-// namespace), which read as corrupt until their stripe is written whole or
-// `nvstripe volume settle` resets them. The owner records a segment's
-// blocks under unsettled/<volume>/<segment, 16 hex digits>, fenced by its
-// lease, rewriting the record whole at each change, and a new owner loads
-// them at open: a move carries such blocks over blank and a new owner's
-// resync marks the segment clean, after which only this record tells them
-// from bad media. Freeing the segment or deleting the volume deletes it.
+// namespace) that a move or rebuild carried over blank; they read as
+// corrupt until their stripe is written whole or `nvstripe volume settle`
+// resets them. The owner records a segment's blocks under
+// unsettled/<volume>/<segment, 16 hex digits>, fenced by its lease,
+// rewriting the record whole at each change, and a new owner loads them
+// at open: its resync marks the segment clean, after which only this
+// record tells the blanks from bad media. Freeing the segment or deleting
+// the volume deletes it.
 
 func (k keys) allUnsettled() string         { return k.root + "unsettled/" }
 func (k keys) unsettleds(vol string) string { return k.allUnsettled() + vol + "/" }
@@ -150,5 +151,5 @@ func (c UnsettledCount) Advice(vol string) string {
 	if c.More {
 		n = fmt.Sprintf("at least %d", c.Blocks+1)
 	}
-	return fmt.Sprintf("unsettled %s blocks (4 KiB) read as corrupt: after a crash mid-write and a namespace loss nothing tells their data; `nvstripe volume settle %s` (unmapped) resets them to zeros", n, vol)
+	return fmt.Sprintf("unsettled %s blocks (4 KiB each) read as corrupt (lost in a crash mid-write and a namespace loss): `nvstripe volume settle %s` (unmapped) resets them to zeros", n, vol)
 }

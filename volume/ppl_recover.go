@@ -214,9 +214,7 @@ func (v *Volume) settleLost(ctx context.Context, s *segment, id layout.StripeID,
 	if len(bad) == 0 {
 		return nil
 	}
-	if err := v.poison(ctx, id, x, bad); err != nil {
-		return err
-	}
+	v.poison(id, x, bad)
 	if err := v.poisonParity(ctx, s, id, usable, img, bad); err != nil {
 		return err
 	}
@@ -278,9 +276,7 @@ func (v *Volume) poisonLost(ctx context.Context, s *segment, id layout.StripeID,
 		return deferred
 	}
 	for _, x := range lost {
-		if err := v.poison(ctx, id, x, rows); err != nil {
-			return err
-		}
+		v.poison(id, x, rows)
 	}
 	if err := v.poisonParity(ctx, s, id, usable, img, rows); err != nil {
 		return err

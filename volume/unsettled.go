@@ -144,13 +144,21 @@ func (v *Volume) rebuildUnsettled(ctx context.Context, s *segment, i int, id lay
 }
 
 // poisonSet holds the blocks recoveries could not settle, and what of
-// them the UnsettledLog records (unsettled_log.go).
+// them the UnsettledLog records (unsettled_log.go): the blanks rebuilds
+// wrote. A block a recovery found unsettled is not recorded: its segment
+// stays dirty, and the next owner's recovery finds it again from the
+// shards as they are, or settles it when it reaches what this one could
+// not (a namespace it was cut off from). A blank is for good: nothing
+// but the record tells it from bad media after that.
 type poisonSet struct {
 	any  atomic.Bool // rows is not empty
 	mu   sync.Mutex
 	rows map[poisonKey][]int64
-	// recorded: by segment, the blocks its record lists. more: the
-	// segments whose record loaded said they have blocks past those.
+	// blank: of rows, those written blank (rebuildUnsettled) or loaded
+	// from the record. recorded: by segment, the blocks its record lists.
+	// more: the segments whose record loaded said they have blocks past
+	// those.
+	blank    map[poisonKey][]int64
 	recorded map[int64]int
 	more     map[int64]bool
 	// logMu serialises changes that rewrite a record (changeUnsettled);
@@ -170,8 +178,13 @@ type poisonKey struct {
 // init makes the maps. REQUIRES: p.mu held.
 func (p *poisonSet) init() {
 	if p.rows == nil {
-		p.rows, p.recorded, p.more = map[poisonKey][]int64{}, map[int64]int{}, map[int64]bool{}
+		p.rows, p.blank, p.recorded, p.more = map[poisonKey][]int64{}, map[poisonKey][]int64{}, map[int64]int{}, map[int64]bool{}
 	}
+}
+
+// union returns the sorted, distinct rows of a and b.
+func union(a, b []int64) []int64 {
+	return slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(a), b...))))
 }
 
 // record returns the record of segment seg: its blocks in order, as many
@@ -180,7 +193,7 @@ func (p *poisonSet) init() {
 // many it lists. REQUIRES: p.mu held.
 func (p *poisonSet) record(seg int64) UnsettledSegment {
 	rec := UnsettledSegment{Segment: seg, More: p.more[seg]}
-	for k, rows := range p.rows {
+	for k, rows := range p.blank {
 		if k.id.Segment != seg {
 			continue
 		}
@@ -205,23 +218,26 @@ func (p *poisonSet) record(seg int64) UnsettledSegment {
 	return rec
 }
 
-// poison makes rows the unsettled blocks of shard of stripe id, records
-// them in the UnsettledLog and tells them.
-func (v *Volume) poison(ctx context.Context, id layout.StripeID, shard int, rows []int64) error {
-	err := v.changeUnsettled(ctx, id.Segment, func(p *poisonSet) bool {
-		p.rows[poisonKey{id, shard}] = slices.Clone(rows)
-		return true
-	})
+// poison makes rows the unsettled blocks of shard of stripe id that a
+// recovery found (with the blanks known there) and tells them. They are
+// not recorded (poisonSet).
+func (v *Volume) poison(id layout.StripeID, shard int, rows []int64) {
+	p := &v.poisoned
+	p.mu.Lock()
+	p.init()
+	k := poisonKey{id, shard}
+	p.rows[k] = union(rows, p.blank[k])
+	p.any.Store(true)
+	p.mu.Unlock()
 	v.tellUnsettled(id, shard, rows)
-	return err
 }
 
-// poisonMore adds rows to the unsettled blocks of shard of stripe id,
-// records them in the UnsettledLog and tells them.
+// poisonMore adds rows, written blank, to the unsettled blocks of shard of
+// stripe id, records them in the UnsettledLog and tells them.
 func (v *Volume) poisonMore(ctx context.Context, id layout.StripeID, shard int, rows []int64) error {
 	err := v.changeUnsettled(ctx, id.Segment, func(p *poisonSet) bool {
 		k := poisonKey{id, shard}
-		p.rows[k] = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(p.rows[k]), rows...))))
+		p.rows[k], p.blank[k] = union(p.rows[k], rows), union(p.blank[k], rows)
 		return true
 	})
 	v.tellUnsettled(id, shard, rows)
@@ -239,8 +255,10 @@ func (v *Volume) settled(ctx context.Context, id layout.StripeID) error {
 		changed := false
 		for k := range p.rows {
 			if k.id == id {
+				_, recorded := p.blank[k]
 				delete(p.rows, k)
-				changed = true
+				delete(p.blank, k)
+				changed = changed || recorded
 			}
 		}
 		return changed

@@ -16,9 +16,13 @@ import (
 // blocks over blank, a new owner's Recover resyncs the segment and marks it
 // clean, and without the record nothing would tell the blanks from bad
 // media (a scrub counted each row as three bad blocks, at every scrub).
+// Blocks a recovery finds unsettled are not recorded until a rebuild
+// writes them blank: their segment stays dirty and the next owner's
+// recovery decides them again from the shards as they are (and settles
+// them when it reaches a namespace this owner was cut off from).
 // The owner rewrites a segment's record whole, fenced by its lease, before
-// the operation that made blocks unsettled returns, and before a write of
-// a whole stripe that settles some of them starts (a crash between the two
+// the rebuild that wrote the blanks returns, and before a write of a
+// whole stripe that settles some of them starts (a crash between the two
 // then forgets blocks still unsettled, which read as corrupt all the same,
 // rather than remembering settled ones, which a later `volume settle`
 // would reset). A record with no blocks and not More deletes it.
@@ -126,7 +130,7 @@ func (v *Volume) LoadUnsettled(ctx context.Context) error {
 	for _, s := range segs {
 		for _, b := range s.Blocks {
 			k := poisonKey{layout.StripeID{Segment: s.Segment, Stripe: b.Stripe}, b.Shard}
-			p.rows[k] = slices.Compact(slices.Sorted(slices.Values(append(p.rows[k], b.Row))))
+			p.rows[k], p.blank[k] = union(p.rows[k], []int64{b.Row}), union(p.blank[k], []int64{b.Row})
 		}
 		p.recorded[s.Segment] = len(s.Blocks)
 		if s.More {
@@ -162,7 +166,7 @@ func (v *Volume) UnsettledMore() bool {
 		return true
 	}
 	n := 0
-	for _, rows := range p.rows {
+	for _, rows := range p.blank {
 		n += len(rows)
 	}
 	return n > cmp.Or(p.limit, MaxRecordedUnsettled)
@@ -201,7 +205,7 @@ func (v *Volume) forgetUnsettled(ctx context.Context, seg int64) error {
 		for k := range p.rows {
 			if k.id.Segment == seg {
 				delete(p.rows, k)
-				changed = true
+				delete(p.blank, k)
 			}
 		}
 		return changed

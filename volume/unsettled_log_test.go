@@ -146,7 +146,7 @@ func TestUnsettledRecordCap(t *testing.T) {
 	rows := []int64{0, 1, 2, 3}
 	poison := func(seg, stripe int64, shard int) {
 		t.Helper()
-		if err := r.vol.poison(ctx, layout.StripeID{Segment: seg, Stripe: stripe}, shard, rows); err != nil {
+		if err := r.vol.poisonMore(ctx, layout.StripeID{Segment: seg, Stripe: stripe}, shard, rows); err != nil {
 			t.Fatal(err)
 		}
 	}
