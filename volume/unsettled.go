@@ -248,13 +248,19 @@ func (v *Volume) poisonMore(ctx context.Context, id layout.StripeID, shard int, 
 // UnsettledLog, before a write of the whole stripe replaces them, and its
 // parity, with good ones.
 func (v *Volume) settled(ctx context.Context, id layout.StripeID) error {
+	return v.settledStripes(ctx, id.Segment, id.Stripe, id.Stripe)
+}
+
+// settledStripes is settled for stripes [first, last] of segment seg
+// (zeroed whole: every shard, parity too).
+func (v *Volume) settledStripes(ctx context.Context, seg, first, last int64) error {
 	if !v.poisoned.any.Load() {
 		return nil
 	}
-	return v.changeUnsettled(ctx, id.Segment, func(p *poisonSet) bool {
+	return v.changeUnsettled(ctx, seg, func(p *poisonSet) bool {
 		changed := false
 		for k := range p.rows {
-			if k.id == id {
+			if k.id.Segment == seg && k.id.Stripe >= first && k.id.Stripe <= last {
 				_, recorded := p.blank[k]
 				delete(p.rows, k)
 				delete(p.blank, k)

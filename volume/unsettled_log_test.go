@@ -199,3 +199,46 @@ func TestLoadUnsettledChecksRecord(t *testing.T) {
 		}
 	}
 }
+
+// TestZeroingSettlesUnsettledStripe: trimming (or zeroing) the whole
+// stripe of a blank block writes every shard of it, parity included, as
+// a whole-stripe write does: the stripe reads zeros and takes partial
+// writes, and its blocks leave the list and the record. Before, they
+// stayed listed, for this owner and every later one, and every write of
+// part of the stripe failed as corrupt.
+func TestZeroingSettlesUnsettledStripe(t *testing.T) {
+	ctx := context.Background()
+	for _, op := range []string{"trim", "write-zeroes"} {
+		h := unsettledHole(t, unsettledLayout)
+		r := h.r
+		moveLost(t, h)
+		want := unsettledOffsets(r.vol)
+		first := r.vol.Unsettled()[0]
+		off := first.Segment*r.g.SegmentData() + first.Stripe*r.g.StripeData()
+		zero := r.vol.Trim
+		if op == "write-zeroes" {
+			zero = r.vol.WriteZeroes
+		}
+		if err := zero(ctx, off, r.g.StripeData()); err != nil {
+			t.Fatalf("%s of the stripe of an unsettled block: %v", op, err)
+		}
+		for at := int64(0); at < r.g.StripeData(); at += 4096 {
+			delete(want, off+at)
+			h.may[(off+at)/4096] = [][]byte{make([]byte, 4096)}
+		}
+		if got := unsettledOffsets(r.vol); !maps.Equal(got, want) {
+			t.Errorf("%s: lists %v after, want %v", op, slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
+		}
+		if got := recordedOffsets(t, r); !maps.Equal(got, want) {
+			t.Errorf("%s: records %v after, want %v", op, slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
+		}
+		checkUnsettled(t, h, want, op+" of an unsettled stripe")
+		block := pattern(4096, 3)
+		if err := r.vol.WriteAt(ctx, block, off); err != nil {
+			t.Errorf("%s: a write of part of the zeroed stripe: %v", op, err)
+		}
+		h.may[off/4096] = [][]byte{block}
+		newOwner(t, h)
+		checkUnsettled(t, h, want, op+" of an unsettled stripe and a new owner")
+	}
+}
