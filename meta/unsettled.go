@@ -3,8 +3,12 @@ package meta
 import (
 	"context"
 	"fmt"
+	"io"
+	"maps"
 	"slices"
+	"strings"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -152,4 +156,41 @@ func (c UnsettledCount) Advice(vol string) string {
 		n = fmt.Sprintf("at least %d", c.Blocks+1)
 	}
 	return fmt.Sprintf("unsettled %s blocks (4 KiB each) read as corrupt (lost in a crash mid-write and a namespace loss): `nvstripe volume settle %s` (unmapped) resets them to zeros", n, vol)
+}
+
+// UnsettledCounts sums the unsettled records of every volume that has
+// some, in one paged range read.
+func (s *Store) UnsettledCounts(ctx context.Context) (map[string]UnsettledCount, error) {
+	base := s.keys.allUnsettled()
+	out := map[string]UnsettledCount{}
+	_, err := s.rangePrefix(ctx, base, func(kv *mvccpb.KeyValue) error {
+		vol, _, _ := strings.Cut(strings.TrimPrefix(string(kv.Key), base), "/")
+		if _, err := segmentIndex(string(kv.Key), s.keys.unsettleds(vol)); err != nil {
+			return err
+		}
+		var rec UnsettledRecord
+		if err := decodeKV(kv, &rec); err != nil {
+			return err
+		}
+		c := out[vol]
+		c.Blocks += len(rec.Blocks)
+		c.More = c.More || rec.More
+		out[vol] = c
+		return nil
+	})
+	return out, err
+}
+
+// WriteUnsettled prints a line for each volume of counts with unsettled
+// blocks, in name order, saying what settles them (under `nvstripe volume
+// ls`).
+func WriteUnsettled(w io.Writer, counts map[string]UnsettledCount) error {
+	for _, vol := range slices.Sorted(maps.Keys(counts)) {
+		if line := counts[vol].Advice(vol); line != "" {
+			if _, err := fmt.Fprintf(w, "volume %s: %s\n", vol, line); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -43,6 +43,16 @@ func TestUnsettledRecords(t *testing.T) {
 	if info.Unsettled != (UnsettledCount{Blocks: 4, More: true}) {
 		t.Errorf("volume info counts %+v, want 4 blocks and more", info.Unsettled)
 	}
+	if err := vm.SetUnsettled(ctx, 1, [][3]int64{{0, 0, 0}}, false); err != nil {
+		t.Fatal(err)
+	}
+	counts, err := s.UnsettledCounts(ctx)
+	if want := map[string]UnsettledCount{"vol": {Blocks: 5, More: true}}; err != nil || !reflect.DeepEqual(counts, want) {
+		t.Errorf("unsettled counts %v (%v), want %v", counts, err, want)
+	}
+	if err := vm.SetUnsettled(ctx, 1, nil, false); err != nil {
+		t.Fatal(err)
+	}
 	var out strings.Builder
 	if err := WriteVolumeInfo(&out, info); err != nil || !strings.Contains(out.String(), "unsettled at least 5 blocks") ||
 		!strings.Contains(out.String(), "nvstripe volume settle vol") {

@@ -42,6 +42,7 @@ func TestVolumeSettleClearsRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl.ok("unsettled 2 blocks (4 KiB each) read as corrupt", "volume", "info", "v")
+	cl.ok("volume v: unsettled 2 blocks", "volume", "ls")
 	cl.ok("nvstripe volume settle v", "volume", "info", "v")
 	var info meta.VolumeInfo
 	out := cl.ok(`"unsettled"`, "volume", "info", "v", "-o", "json")
@@ -54,5 +55,8 @@ func TestVolumeSettleClearsRecord(t *testing.T) {
 	}
 	if out = cl.ok("volume v", "volume", "info", "v"); strings.Contains(out, "unsettled") {
 		t.Errorf("volume info after settle: %q", out)
+	}
+	if out = cl.ok("v", "volume", "ls"); strings.Contains(out, "unsettled") {
+		t.Errorf("volume ls after settle: %q", out)
 	}
 }
