@@ -151,7 +151,7 @@ func (v *Volume) rebuildUnsettled(ctx context.Context, s *segment, i int, id lay
 // not (a namespace it was cut off from). A blank is for good: nothing
 // but the record tells it from bad media after that.
 type poisonSet struct {
-	any  atomic.Bool // rows is not empty
+	any  atomic.Bool // rows or unsynced is not empty
 	mu   sync.Mutex
 	rows map[poisonKey][]int64
 	// blank: of rows, those written blank (rebuildUnsettled) or loaded
@@ -161,6 +161,9 @@ type poisonSet struct {
 	blank    map[poisonKey][]int64
 	recorded map[int64]int
 	more     map[int64]bool
+	// unsynced: the segments whose last record rewrite failed (the log
+	// may hold blocks settled since).
+	unsynced map[int64]bool
 	// logMu serialises changes that rewrite a record (changeUnsettled);
 	// loaded: LoadUnsettled ran. Both guarded by logMu.
 	logMu  sync.Mutex
@@ -179,6 +182,7 @@ type poisonKey struct {
 func (p *poisonSet) init() {
 	if p.rows == nil {
 		p.rows, p.blank, p.recorded, p.more = map[poisonKey][]int64{}, map[poisonKey][]int64{}, map[int64]int{}, map[int64]bool{}
+		p.unsynced = map[int64]bool{}
 	}
 }
 

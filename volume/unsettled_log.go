@@ -173,23 +173,33 @@ func (v *Volume) UnsettledMore() bool {
 }
 
 // changeUnsettled applies change to the unsettled blocks and, when it
-// reports a change, rewrites the record of segment seg in the
-// UnsettledLog before it returns. Updates are serialised, so that the
-// last record written is the latest state.
+// reports a change (or the last rewrite of the segment's record failed),
+// rewrites the record of segment seg in the UnsettledLog before it
+// returns. Updates are serialised, so that the last record written is the
+// latest state.
 func (v *Volume) changeUnsettled(ctx context.Context, seg int64, change func(p *poisonSet) bool) error {
 	p := &v.poisoned
 	p.logMu.Lock()
 	defer p.logMu.Unlock()
 	p.mu.Lock()
 	p.init()
-	changed := change(p)
-	p.any.Store(len(p.rows) > 0)
+	changed := change(p) || p.unsynced[seg]
+	p.any.Store(len(p.rows) > 0 || len(p.unsynced) > 0)
 	rec := p.record(seg)
 	p.mu.Unlock()
 	if !changed {
 		return nil
 	}
-	if err := v.unsettledLog.SetUnsettled(context.WithoutCancel(ctx), rec); err != nil {
+	err := v.unsettledLog.SetUnsettled(context.WithoutCancel(ctx), rec)
+	p.mu.Lock()
+	if err != nil {
+		p.unsynced[seg] = true // the next change of the segment rewrites it
+	} else {
+		delete(p.unsynced, seg)
+	}
+	p.any.Store(len(p.rows) > 0 || len(p.unsynced) > 0)
+	p.mu.Unlock()
+	if err != nil {
 		return fmt.Errorf("segment %d: recording its %d unsettled blocks: %w", seg, len(rec.Blocks), err)
 	}
 	return nil
@@ -204,8 +214,10 @@ func (v *Volume) forgetUnsettled(ctx context.Context, seg int64) error {
 		delete(p.more, seg)
 		for k := range p.rows {
 			if k.id.Segment == seg {
+				_, recorded := p.blank[k]
 				delete(p.rows, k)
 				delete(p.blank, k)
+				changed = changed || recorded
 			}
 		}
 		return changed

@@ -242,3 +242,54 @@ func TestZeroingSettlesUnsettledStripe(t *testing.T) {
 		checkUnsettled(t, h, want, op+" of an unsettled stripe and a new owner")
 	}
 }
+
+// failingLog is an UnsettledLog whose writes fail while fail is set.
+type failingLog struct {
+	*MemUnsettledLog
+	fail bool
+}
+
+func (l *failingLog) SetUnsettled(ctx context.Context, s UnsettledSegment) error {
+	if l.fail {
+		return errors.New("etcd unreachable")
+	}
+	return l.MemUnsettledLog.SetUnsettled(ctx, s)
+}
+
+// TestUnsettledRecordRewrittenAfterFailure: a whole-stripe write whose
+// clearing of the record fails is not done; once the log answers again,
+// the next write of the stripe clears the record, though the blocks were
+// already forgotten in memory. Otherwise the record would keep blocks the
+// write settled, which a new owner would read as corrupt and a settle
+// would reset to zeros.
+func TestUnsettledRecordRewrittenAfterFailure(t *testing.T) {
+	ctx := context.Background()
+	h := unsettledHole(t, unsettledLayout)
+	r := h.r
+	moveLost(t, h)
+	want := unsettledOffsets(r.vol)
+	first := r.vol.Unsettled()[0]
+	off := first.Segment*r.g.SegmentData() + first.Stripe*r.g.StripeData()
+	log := &failingLog{MemUnsettledLog: r.unsettled, fail: true}
+	r.vol.unsettledLog = log
+	data := pattern(int(r.g.StripeData()), 5)
+	if err := r.vol.WriteAt(ctx, data, off); err == nil {
+		t.Fatal("a whole-stripe write whose record could not be cleared succeeded")
+	}
+	if got := recordedOffsets(t, r); !maps.Equal(got, want) {
+		t.Fatalf("after the failed clearing the record lists %v, want %v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
+	}
+	log.fail = false
+	if err := r.vol.WriteAt(ctx, data, off); err != nil {
+		t.Fatalf("writing the stripe again: %v", err)
+	}
+	for at := int64(0); at < r.g.StripeData(); at += 4096 {
+		delete(want, off+at)
+		h.may[(off+at)/4096] = [][]byte{data[at : at+4096]}
+	}
+	if got := recordedOffsets(t, r); !maps.Equal(got, want) {
+		t.Errorf("after the second write the record lists %v, want %v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
+	}
+	newOwner(t, h)
+	checkUnsettled(t, h, want, "after the stripe was written and a new owner")
+}
