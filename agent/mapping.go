@@ -129,6 +129,7 @@ func (mp *mapping) openLocked(ctx context.Context) error {
 	a.metrics.epoch.WithLabelValues(spec.Volume).Set(float64(m.Owner.Epoch()))
 	a.logf("%s served at %s (epoch %d)", spec.Volume, front.url(), m.Owner.Epoch())
 	if !spec.ReadOnly {
+		a.metrics.setUnsettled(spec.Volume, m.Volume)
 		mp.serveTasks(m, pacer)
 	}
 	go mp.watch(m, dev, stop, done)
@@ -172,6 +173,7 @@ func (mp *mapping) watch(m *volclient.Mapped, dev *servedDev, stop <-chan struct
 	defer tick.Stop()
 	var seen int64 // writes seen at the last tick
 	pending := false
+	owner := !mp.currentSpec().ReadOnly // knows the unsettled blocks
 	for {
 		select {
 		case <-stop:
@@ -192,6 +194,9 @@ func (mp *mapping) watch(m *volclient.Mapped, dev *servedDev, stop <-chan struct
 			mp.a.logf("%s fenced: %v; taking it again once etcd answers", m.Record.Name, cause)
 			return
 		case <-tick.C:
+			if owner {
+				mp.a.metrics.setUnsettled(m.Record.Name, m.Volume)
+			}
 			if w := dev.Writes.Load(); w != seen {
 				seen, pending = w, true // written since the last tick: not idle
 				continue

@@ -11,6 +11,7 @@ import (
 	"github.com/nvstripe/nvstripe/internal/metricshttp"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/volclient"
+	"github.com/nvstripe/nvstripe/volume"
 )
 
 // Metrics are the agent's Prometheus metrics, in a private registry (never
@@ -36,6 +37,8 @@ type Metrics struct {
 	qosDelayed *prometheus.CounterVec // volume, op
 	qosWait    *prometheus.CounterVec // volume, op
 	qosLimit   *prometheus.GaugeVec   // volume, limit
+	// Blocks that read as corrupt until settled, as the owner knows them.
+	unsettled *prometheus.GaugeVec // volume
 }
 
 // latencyBucketFactor is the growth of the native latency histogram's
@@ -74,6 +77,9 @@ func NewMetrics() *Metrics {
 		badBlks: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "checksum_bad_blocks_total",
 			Help: "4 KiB blocks that did not match their checksum, per namespace (found_by: read, scrub, resync; result: healed, unhealed, torn, unsettled)."},
 			[]string{"volume", "namespace", "found_by", "result"}),
+		unsettled: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "unsettled_blocks",
+			Help: "4 KiB blocks of the volume that read as corrupt until `nvstripe volume settle` (left unsettled by a crash mid-write and a namespace loss), as its owner knows them, from its record after a restart too."},
+			[]string{"volume"}),
 		reports: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "namespace_failed_reports_total",
 			Help: "Namespaces reported failed to etcd (result: ok, error)."}, []string{"namespace", "result"}),
 		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "mapping_state",
@@ -94,7 +100,7 @@ func NewMetrics() *Metrics {
 			Help: "The volume's QoS limits applied by this mapping (limit: iops, read_iops, write_iops in requests a second; bps, read_bps, write_bps in bytes a second; 0: none)."},
 			[]string{"volume", "limit"}),
 	}
-	m.reg.MustRegister(m.bytes, m.ops, m.errs, m.latency, m.degraded, m.nsErrs, m.badBlks, m.reports, m.state, m.epoch, m.paths, m.refused,
+	m.reg.MustRegister(m.bytes, m.ops, m.errs, m.latency, m.degraded, m.nsErrs, m.badBlks, m.unsettled, m.reports, m.state, m.epoch, m.paths, m.refused,
 		m.qosDelayed, m.qosWait, m.qosLimit,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -140,9 +146,15 @@ func (m *Metrics) nbdRefused(volume string) func(reason string) {
 func (m *Metrics) forget(volume string) {
 	l := prometheus.Labels{"volume": volume}
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
-		m.bytes, m.ops, m.errs, m.latency, m.degraded, m.nsErrs, m.badBlks, m.state, m.epoch, m.refused,
+		m.bytes, m.ops, m.errs, m.latency, m.degraded, m.nsErrs, m.badBlks, m.unsettled, m.state, m.epoch, m.refused,
 		m.qosDelayed, m.qosWait, m.qosLimit,
 	} {
 		v.DeletePartialMatch(l)
 	}
+}
+
+// setUnsettled sets the unsettled_blocks of volume name to what its owner v lists
+// (Volume.Unsettled: loaded from the volume's record at open).
+func (m *Metrics) setUnsettled(name string, v *volume.Volume) {
+	m.unsettled.WithLabelValues(name).Set(float64(len(v.Unsettled())))
 }

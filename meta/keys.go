@@ -19,6 +19,7 @@ import (
 //	seg/<volume>/<%016x index>     SegmentRecord: k+m slots, version, in-flight move
 //	dirty/<volume>/<%016x index>   DirtyRecord: the segment's dirty flag (present = dirty)
 //	stale/<volume>/<%016x>/<slot>  StaleRecord: the slot missed writes at this location (stale.go)
+//	unsettled/<volume>/<%016x>     UnsettledRecord: the segment's unsettled blocks (unsettled.go)
 //	owner/<volume>/rw              OwnerRecord, bound to the owner's lease
 //	owner/<volume>/ro/<holder>     OwnerRecord, bound to a read-only owner's lease
 //	lastrw/<volume>                OwnerRecord of the last read-write owner (no lease: kept

@@ -43,11 +43,14 @@ func WriteVolumes(w io.Writer, vols []*VolumeRecord) error {
 }
 
 // WriteVolumeInfo prints `nvstripe volume info`: the layout, the
-// allocation and the owners.
+// allocation, the unsettled blocks and the owners.
 func WriteVolumeInfo(w io.Writer, info *VolumeInfo) error {
 	fmt.Fprintf(w, "volume %s\nsize %s\nlayout %d+%d chunk %s\nchecksums %s\nstate %s\nqos %s\nsegments %d allocated of %d (%d dirty, %d moving)\n",
 		info.Name, units.FormatSize(info.Size), info.Layout.K, info.Layout.M, units.FormatSize(info.Layout.Chunk), info.Layout.Format(),
 		info.State, info.QoS, info.Allocated, info.Segments, info.Dirty, info.Moving)
+	if line := info.Unsettled.Advice(info.Name); line != "" {
+		fmt.Fprintln(w, line)
+	}
 	for _, o := range info.Owners {
 		fmt.Fprintf(w, "owner %s (%s, epoch %d)\n", o.Holder, o.Mode, o.Epoch)
 	}

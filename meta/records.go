@@ -672,6 +672,9 @@ type TaskRecord struct {
 	Healed int64  `json:"healed,omitempty"`
 	Parity int64  `json:"parity,omitempty"`
 	Ended  string `json:"ended,omitempty"`
+	// Unsettled (scrub): blocks known unsettled that it passed over, not
+	// counted in Found (`nvstripe volume settle` resets them).
+	Unsettled int64 `json:"unsettled,omitempty"`
 }
 
 func (t *TaskRecord) check() error {
@@ -681,7 +684,7 @@ func (t *TaskRecord) check() error {
 	switch {
 	case t.Kind == "":
 		return errors.New("task without kind")
-	case t.Done < 0 || t.Total < 0 || t.Found < 0 || t.Healed < 0 || t.Parity < 0:
+	case t.Done < 0 || t.Total < 0 || t.Found < 0 || t.Healed < 0 || t.Parity < 0 || t.Unsettled < 0:
 		return fmt.Errorf("task progress %d/%d, found %d, healed %d, parity %d", t.Done, t.Total, t.Found, t.Healed, t.Parity)
 	case t.State != TaskRunning && t.State != TaskDone && t.State != TaskFailed:
 		return fmt.Errorf("unknown task state %q", t.State)

@@ -167,7 +167,7 @@ func (m *VolumeMap) commitChange(ctx context.Context, seg, rev int64, c *segChan
 	}
 	if c.del {
 		ops = append(ops, clientv3.OpDelete(segKey), clientv3.OpDelete(m.s.keys.dirty(m.name, seg)),
-			clientv3.OpDelete(m.s.keys.staleSeg(m.name, seg), clientv3.WithPrefix()))
+			clientv3.OpDelete(m.s.keys.staleSeg(m.name, seg), clientv3.WithPrefix()), clientv3.OpDelete(m.s.keys.unsettled(m.name, seg)))
 	} else {
 		op, err := putOp(segKey, c.rec)
 		if err != nil {

@@ -15,9 +15,13 @@ type VolumeInfo struct {
 	Dirty     int         `json:"dirty_segments"`
 	Moving    int         `json:"moving_segments"`
 	Owners    []OwnerInfo `json:"owners"`
+	// Unsettled counts the blocks that read as corrupt until `nvstripe
+	// volume settle` (UnsettledRecord).
+	Unsettled UnsettledCount `json:"unsettled"`
 }
 
-// VolumeInfo reads volume name's record, segments, dirty log and owners.
+// VolumeInfo reads volume name's record, segments, dirty log, owners and
+// unsettled records.
 func (s *Store) VolumeInfo(ctx context.Context, name string) (*VolumeInfo, error) {
 	vm, v, err := s.volumeMap(ctx, name, nil)
 	if err != nil {
@@ -35,7 +39,12 @@ func (s *Store) VolumeInfo(ctx context.Context, name string) (*VolumeInfo, error
 	if err != nil {
 		return nil, err
 	}
-	info := &VolumeInfo{VolumeRecord: v, Segments: vm.seg.Load(), Allocated: len(segs), Dirty: len(dirty), Owners: owners}
+	unsettled, err := vm.Unsettled(ctx)
+	if err != nil {
+		return nil, err
+	}
+	info := &VolumeInfo{VolumeRecord: v, Segments: vm.seg.Load(), Allocated: len(segs), Dirty: len(dirty), Owners: owners,
+		Unsettled: countUnsettled(unsettled)}
 	for _, r := range segs {
 		if r.Move != nil {
 			info.Moving++

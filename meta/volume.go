@@ -202,6 +202,7 @@ func (s *Store) DeleteVolume(ctx context.Context, name string) error {
 	_, err = s.kv.Txn(ctx).Then(
 		clientv3.OpDelete(s.keys.dirties(name), clientv3.WithPrefix()),
 		clientv3.OpDelete(s.keys.stales(name), clientv3.WithPrefix()),
+		clientv3.OpDelete(s.keys.unsettleds(name), clientv3.WithPrefix()),
 		clientv3.OpDelete(s.keys.segments(name), clientv3.WithPrefix()),
 		clientv3.OpDelete(s.keys.lastRW(name)),
 		clientv3.OpDelete(s.keys.volume(name)),

@@ -7,14 +7,17 @@ import (
 	"github.com/nvstripe/nvstripe/volume"
 )
 
-// segmentMap adapts a meta.VolumeMap to the volume engine's Allocator and
-// DirtyLog (the two packages may not import each other).
+// segmentMap adapts a meta.VolumeMap to the volume engine's Allocator,
+// DirtyLog, StaleLog and UnsettledLog (the two packages may not import
+// each other).
 type segmentMap struct{ m *meta.VolumeMap }
 
 var (
 	_ volume.Allocator = segmentMap{}
 	_ volume.DirtyLog  = segmentMap{}
 	_ volume.StaleLog  = segmentMap{}
+
+	_ volume.UnsettledLog = segmentMap{}
 )
 
 func toVolume(refs []meta.SlotRef) []volume.SlotRef {
@@ -64,6 +67,26 @@ func (p segmentMap) Stale(ctx context.Context) ([]volume.StaleSlot, error) {
 		out[i] = volume.StaleSlot{Segment: m.Segment, Slot: m.Index, Ref: volume.SlotRef{NS: m.Ref.NS, Slot: m.Ref.Slot}}
 		for _, r := range m.Stripes {
 			out[i].Stripes = append(out[i].Stripes, volume.StripeRange{From: r[0], To: r[1]})
+		}
+	}
+	return out, err
+}
+
+func (p segmentMap) SetUnsettled(ctx context.Context, s volume.UnsettledSegment) error {
+	blocks := make([][3]int64, len(s.Blocks))
+	for i, b := range s.Blocks {
+		blocks[i] = [3]int64{b.Stripe, int64(b.Shard), b.Row}
+	}
+	return p.m.SetUnsettled(ctx, s.Segment, blocks, s.More)
+}
+
+func (p segmentMap) ListUnsettled(ctx context.Context) ([]volume.UnsettledSegment, error) {
+	marks, err := p.m.Unsettled(ctx)
+	out := make([]volume.UnsettledSegment, len(marks))
+	for i, m := range marks {
+		out[i] = volume.UnsettledSegment{Segment: m.Segment, More: m.More, Blocks: make([]volume.UnsettledRow, len(m.Blocks))}
+		for j, b := range m.Blocks {
+			out[i].Blocks[j] = volume.UnsettledRow{Stripe: b[0], Shard: int(b[1]), Row: b[2]}
 		}
 	}
 	return out, err

@@ -127,7 +127,7 @@ func open(ctx context.Context, store *meta.Store, rec *meta.VolumeRecord, cluste
 	g := rec.Layout.Geometry(cluster.SlotSize)
 	vol, err := volume.New(volume.Options{
 		Geometry: g, Size: rec.Size, Devices: leased{devs, owner.Valid}, ReadOnly: o.ReadOnly,
-		Alloc: alloc, Dirty: segmentMap{vm}, Stale: segmentMap{vm}, Events: o.Events,
+		Alloc: alloc, Dirty: segmentMap{vm}, Stale: segmentMap{vm}, Unsettled: segmentMap{vm}, Events: o.Events,
 		LogEpoch: owner.Epoch(),
 	})
 	if err != nil {
@@ -136,6 +136,10 @@ func open(ctx context.Context, store *meta.Store, rec *meta.VolumeRecord, cluste
 	}
 	m := &Mapped{Volume: vol, Owner: owner, Map: vm, Record: rec, devs: devs}
 	if !o.ReadOnly {
+		if err := vol.LoadUnsettled(ctx); err != nil { // before a resumed move rebuilds a slot
+			devs.Close()
+			return nil, fmt.Errorf("volume %s: %w", rec.Name, err)
+		}
 		if err := m.claimAll(ctx); err != nil {
 			devs.Close()
 			return nil, fmt.Errorf("volume %s: %w", rec.Name, err)

@@ -33,3 +33,11 @@ func Settle(ctx context.Context, store *meta.Store, name string, o OpenOptions, 
 	}
 	return reset, err
 }
+
+// settleHint tells what to do about n unsettled blocks of volume name ("" for none).
+func settleHint(name string, n int64) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (they read as corrupt: `nvstripe volume settle %s` resets them to zeros)", name)
+}

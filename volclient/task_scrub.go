@@ -58,6 +58,7 @@ func (s *taskServer) runScrub(ctx context.Context, t *meta.TaskRecord) {
 		t.Found += after.Mismatches - before.Mismatches
 		t.Healed += after.Healed - before.Healed
 		t.Parity += after.Parity - before.Parity
+		t.Unsettled += after.Unsettled - before.Unsettled
 		if ctx.Err() != nil {
 			s.putTask(context.WithoutCancel(ctx), t)
 			return
@@ -75,7 +76,8 @@ func (s *taskServer) runScrub(ctx context.Context, t *meta.TaskRecord) {
 		}
 	}
 	t.State, t.Ended = meta.TaskDone, time.Now().UTC().Format(time.RFC3339)
-	s.o.Logf("volume %s: scrub done: %d blocks bad, %d healed, %d parity chunks out of step rewritten", t.Volume, t.Found, t.Healed, t.Parity)
+	s.o.Logf("volume %s: scrub done: %d blocks bad, %d healed, %d parity chunks out of step rewritten, %d blocks unsettled%s",
+		t.Volume, t.Found, t.Healed, t.Parity, t.Unsettled, settleHint(t.Volume, t.Unsettled))
 	s.putTask(ctx, t)
 }
 

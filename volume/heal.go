@@ -37,15 +37,18 @@ type ChecksumStats struct {
 	// shards of their row, which agreed without them (a device that lost
 	// a write, prove.go): rebuilt from the others.
 	Stale int64
+	// Unsettled counts the known unsettled blocks (Volume.Unsettled) a
+	// scrub passed over: not bad blocks, nothing to heal there.
+	Unsettled int64
 }
 
-type checksumCounters struct{ mismatches, healed, unhealed, torn, parity, stale atomic.Int64 }
+type checksumCounters struct{ mismatches, healed, unhealed, torn, parity, stale, unsettled atomic.Int64 }
 
 // ChecksumStats returns the checksum counters.
 func (v *Volume) ChecksumStats() ChecksumStats {
 	c := &v.csum
 	return ChecksumStats{Mismatches: c.mismatches.Load(), Healed: c.healed.Load(),
-		Unhealed: c.unhealed.Load(), Torn: c.torn.Load(), Parity: c.parity.Load(), Stale: c.stale.Load()}
+		Unhealed: c.unhealed.Load(), Torn: c.torn.Load(), Parity: c.parity.Load(), Stale: c.stale.Load(), Unsettled: c.unsettled.Load()}
 }
 
 // ChecksumInfo describes the bad blocks one heal found in one shard of a
@@ -137,6 +140,9 @@ func (v *Volume) healStripeIn(ctx context.Context, s *segment, id layout.StripeI
 	for r := int64(0); r < v.g.BlocksPerChunk(); r++ {
 		if mode != healResync && v.unsettledRow(id, r) {
 			img.disputed[r] = true // known lost (Volume.Unsettled): nothing to heal or count, parity left alone
+			if mode == healScrub {
+				v.csum.unsettled.Add(int64(v.unsettledInRow(id, r)))
+			}
 			continue
 		}
 		v.healRow(img, usable, r, mode)

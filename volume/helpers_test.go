@@ -29,6 +29,8 @@ type rig struct {
 	stale StaleLog
 	vol   *Volume
 	epoch int64 // Options.LogEpoch of the last open
+
+	unsettled *MemUnsettledLog // kept across reopens, as the other logs
 }
 
 type rigOptions struct {
@@ -46,7 +48,7 @@ func newRig(t tb, g layout.Geometry, size int64, o rigOptions) *rig {
 	if o.slots == 0 {
 		o.slots = g.Segments(size) + 1
 	}
-	r := &rig{g: g, dirty: NewMemDirtyLog(), stale: NewMemStaleLog()}
+	r := &rig{g: g, dirty: NewMemDirtyLog(), stale: NewMemStaleLog(), unsettled: NewMemUnsettledLog()}
 	dm := DeviceMap{}
 	slots := map[string]int64{}
 	for i := 0; i < o.namespaces; i++ {
@@ -72,7 +74,7 @@ func newRig(t tb, g layout.Geometry, size int64, o rigOptions) *rig {
 		opts = append(opts, ec.WithSIMD(false))
 	}
 	r.epoch = 1
-	v, err := New(Options{Geometry: g, Size: size, Devices: dm, Alloc: r.alloc, Dirty: r.dirty, Stale: r.stale, CodecOptions: opts, LogEpoch: r.epoch})
+	v, err := New(Options{Geometry: g, Size: size, Devices: dm, Alloc: r.alloc, Dirty: r.dirty, Stale: r.stale, Unsettled: r.unsettled, CodecOptions: opts, LogEpoch: r.epoch})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +86,7 @@ func newRig(t tb, g layout.Geometry, size int64, o rigOptions) *rig {
 func (r *rig) reopen(t tb, devs DeviceMap) {
 	t.Helper()
 	r.epoch++
-	v, err := New(Options{Geometry: r.g, Size: r.vol.Size(), Devices: devs, Alloc: r.alloc, Dirty: r.dirty, Stale: r.stale, LogEpoch: r.epoch})
+	v, err := New(Options{Geometry: r.g, Size: r.vol.Size(), Devices: devs, Alloc: r.alloc, Dirty: r.dirty, Stale: r.stale, Unsettled: r.unsettled, LogEpoch: r.epoch})
 	if err != nil {
 		t.Fatal(err)
 	}

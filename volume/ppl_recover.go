@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"sync/atomic"
 
 	"github.com/nvstripe/nvstripe/blockdev"
@@ -513,46 +512,6 @@ func (e *UnsettledError) Error() string {
 }
 
 func (e *UnsettledError) Unwrap() error { return blockdev.ErrCorrupt }
-
-// poisonSet holds the blocks recoveries could not settle.
-type poisonSet struct {
-	any  atomic.Bool
-	mu   sync.Mutex
-	rows map[poisonKey][]int64
-}
-
-type poisonKey struct {
-	id    layout.StripeID
-	shard int
-}
-
-func (v *Volume) poison(id layout.StripeID, shard int, rows []int64) {
-	p := &v.poisoned
-	p.mu.Lock()
-	if p.rows == nil {
-		p.rows = map[poisonKey][]int64{}
-	}
-	p.rows[poisonKey{id, shard}] = rows
-	p.any.Store(true)
-	p.mu.Unlock()
-	v.tellUnsettled(id, shard, rows)
-}
-
-// settled forgets the unsettled blocks of stripe id (a write of the whole
-// stripe replaces them, and its parity, with good ones).
-func (v *Volume) settled(id layout.StripeID) {
-	p := &v.poisoned
-	if !p.any.Load() {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for k := range p.rows {
-		if k.id == id {
-			delete(p.rows, k)
-		}
-	}
-}
 
 // unsettled fails with class ErrCorrupt when chunk range [lo, hi) of
 // shard of stripe id (any shard, when shard < 0) holds an unsettled block.

@@ -351,7 +351,11 @@ func (v *Volume) resyncOnce(ctx context.Context, s *segment, id layout.StripeID)
 // write log (format 3) such stripes are settled from their records
 // (ppl_recover.go); only stripes with two data shards missing, or rows the
 // records cannot settle (UnsettledError), keep their segment dirty.
+// It loads the UnsettledLog first (LoadUnsettled).
 func (v *Volume) Recover(ctx context.Context) (int, error) {
+	if err := v.LoadUnsettled(ctx); err != nil {
+		return 0, err
+	}
 	segs, err := v.dirty.Dirty(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("reading dirty segments: %w", err)

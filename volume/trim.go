@@ -77,6 +77,9 @@ func (v *Volume) zeroRun(ctx context.Context, r zeroRun, free bool) error {
 	if free && r.first == 0 && r.last == v.g.StripesPerSegment()-1 {
 		return v.freeSegment(ctx, s)
 	}
+	if err := v.settledStripes(ctx, r.seg, r.first, r.last); err != nil { // zeroed whole, as by a whole-stripe write
+		return err
+	}
 	if v.g.Log {
 		return v.zeroStripesLogged(ctx, s, r.first, r.last, free)
 	}
@@ -212,7 +215,7 @@ func (v *Volume) freeSegment(ctx context.Context, s *segment) error {
 	if err := v.dirty.MarkClean(ctx, []int64{s.id}); err != nil {
 		return fmt.Errorf("segment %d: marking clean after free: %w", s.id, err)
 	}
-	return nil
+	return v.forgetUnsettled(ctx, s.id) // freed: reads zeros, nothing left unsettled
 }
 
 // Allocated reports the allocated segments' extents inside [off, off+n).

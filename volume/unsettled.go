@@ -1,10 +1,13 @@
 package volume
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/volume/layout"
@@ -60,6 +63,20 @@ func (v *Volume) stripeUnsettled(id layout.StripeID) bool {
 // block (of any data shard): its parity blocks were poisoned with it.
 func (v *Volume) unsettledRow(id layout.StripeID, r int64) bool {
 	return v.unsettled(id, -1, r*layout.ChecksumBlock, (r+1)*layout.ChecksumBlock) != nil
+}
+
+// unsettledInRow counts the unsettled blocks of row r of stripe id.
+func (v *Volume) unsettledInRow(id layout.StripeID, r int64) int {
+	p := &v.poisoned
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for k, rows := range p.rows {
+		if _, found := slices.BinarySearch(rows, r); found && k.id == id {
+			n++
+		}
+	}
+	return n
 }
 
 // rebuildUnsettled is rebuildChunk for a stripe with unsettled rows: the
@@ -121,23 +138,141 @@ func (v *Volume) rebuildUnsettled(ctx context.Context, s *segment, i int, id lay
 		return v.shardFailed(s, s.slots[i], i, t, err)
 	}
 	if len(carried) > 0 {
-		v.poisonMore(id, sh, carried)
+		return v.poisonMore(ctx, id, sh, carried)
 	}
 	return nil
 }
 
-// poisonMore adds rows to the unsettled blocks of shard of stripe id.
-func (v *Volume) poisonMore(id layout.StripeID, shard int, rows []int64) {
+// poisonSet holds the blocks recoveries could not settle, and what of
+// them the UnsettledLog records (unsettled_log.go): the blanks rebuilds
+// wrote. A block a recovery found unsettled is not recorded: its segment
+// stays dirty, and the next owner's recovery finds it again from the
+// shards as they are, or settles it when it reaches what this one could
+// not (a namespace it was cut off from). A blank is for good: nothing
+// but the record tells it from bad media after that.
+type poisonSet struct {
+	any  atomic.Bool // rows or unsynced is not empty
+	mu   sync.Mutex
+	rows map[poisonKey][]int64
+	// blank: of rows, those written blank (rebuildUnsettled) or loaded
+	// from the record. recorded: by segment, the blocks its record lists.
+	// more: the segments whose record loaded said they have blocks past
+	// those.
+	blank    map[poisonKey][]int64
+	recorded map[int64]int
+	more     map[int64]bool
+	// unsynced: the segments whose last record rewrite failed (the log
+	// may hold blocks settled since).
+	unsynced map[int64]bool
+	// logMu serialises changes that rewrite a record (changeUnsettled);
+	// loaded: LoadUnsettled ran. Both guarded by logMu.
+	logMu  sync.Mutex
+	loaded bool
+	// limit bounds the blocks recorded (0: MaxRecordedUnsettled; tests
+	// set less).
+	limit int
+}
+
+type poisonKey struct {
+	id    layout.StripeID
+	shard int
+}
+
+// init makes the maps. REQUIRES: p.mu held.
+func (p *poisonSet) init() {
+	if p.rows == nil {
+		p.rows, p.blank, p.recorded, p.more = map[poisonKey][]int64{}, map[poisonKey][]int64{}, map[int64]int{}, map[int64]bool{}
+		p.unsynced = map[int64]bool{}
+	}
+}
+
+// union returns the sorted, distinct rows of a and b.
+func union(a, b []int64) []int64 {
+	return slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(a), b...))))
+}
+
+// record returns the record of segment seg: its blocks in order, as many
+// as MaxRecordedUnsettled leaves after the other segments' records, and
+// More when some did not fit or a record loaded said so. It notes how
+// many it lists. REQUIRES: p.mu held.
+func (p *poisonSet) record(seg int64) UnsettledSegment {
+	rec := UnsettledSegment{Segment: seg, More: p.more[seg]}
+	for k, rows := range p.blank {
+		if k.id.Segment != seg {
+			continue
+		}
+		for _, r := range rows {
+			rec.Blocks = append(rec.Blocks, UnsettledRow{Stripe: k.id.Stripe, Shard: k.shard, Row: r})
+		}
+	}
+	slices.SortFunc(rec.Blocks, compareRows)
+	room := cmp.Or(p.limit, MaxRecordedUnsettled)
+	for s, n := range p.recorded {
+		if s != seg {
+			room -= n
+		}
+	}
+	if room = max(room, 0); len(rec.Blocks) > room {
+		rec.Blocks, rec.More = rec.Blocks[:room], true
+	}
+	p.recorded[seg] = len(rec.Blocks)
+	if len(rec.Blocks) == 0 {
+		delete(p.recorded, seg)
+	}
+	return rec
+}
+
+// poison makes rows the unsettled blocks of shard of stripe id that a
+// recovery found (with the blanks known there) and tells them. They are
+// not recorded (poisonSet).
+func (v *Volume) poison(id layout.StripeID, shard int, rows []int64) {
 	p := &v.poisoned
 	p.mu.Lock()
-	if p.rows == nil {
-		p.rows = map[poisonKey][]int64{}
-	}
+	p.init()
 	k := poisonKey{id, shard}
-	p.rows[k] = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(p.rows[k]), rows...))))
+	p.rows[k] = union(rows, p.blank[k])
 	p.any.Store(true)
 	p.mu.Unlock()
 	v.tellUnsettled(id, shard, rows)
+}
+
+// poisonMore adds rows, written blank, to the unsettled blocks of shard of
+// stripe id, records them in the UnsettledLog and tells them.
+func (v *Volume) poisonMore(ctx context.Context, id layout.StripeID, shard int, rows []int64) error {
+	err := v.changeUnsettled(ctx, id.Segment, func(p *poisonSet) bool {
+		k := poisonKey{id, shard}
+		p.rows[k], p.blank[k] = union(p.rows[k], rows), union(p.blank[k], rows)
+		return true
+	})
+	v.tellUnsettled(id, shard, rows)
+	return err
+}
+
+// settled forgets the unsettled blocks of stripe id, in memory and in the
+// UnsettledLog, before a write of the whole stripe replaces them, and its
+// parity, with good ones.
+func (v *Volume) settled(ctx context.Context, id layout.StripeID) error {
+	return v.settledStripes(ctx, id.Segment, id.Stripe, id.Stripe)
+}
+
+// settledStripes is settled for stripes [first, last] of segment seg
+// (zeroed whole: every shard, parity too).
+func (v *Volume) settledStripes(ctx context.Context, seg, first, last int64) error {
+	if !v.poisoned.any.Load() {
+		return nil
+	}
+	return v.changeUnsettled(ctx, seg, func(p *poisonSet) bool {
+		changed := false
+		for k := range p.rows {
+			if k.id.Segment == seg && k.id.Stripe >= first && k.id.Stripe <= last {
+				_, recorded := p.blank[k]
+				delete(p.rows, k)
+				delete(p.blank, k)
+				changed = changed || recorded
+			}
+		}
+		return changed
+	})
 }
 
 // Settle resets to zeros every block of segments [first, last] that
@@ -156,11 +291,11 @@ func (v *Volume) Settle(ctx context.Context, first, last int64, progress func(do
 	var reset []int64
 	spseg := v.g.StripesPerSegment()
 	total := (last - first + 1) * spseg
-	for seg := first; seg <= last; seg++ {
+	for seg := first; seg <= last && seg*v.g.SegmentData() < v.Size(); seg++ {
 		for t := int64(0); t < spseg; t++ {
 			off := seg*v.g.SegmentData() + t*v.g.StripeData()
 			if off >= v.Size() {
-				return reset, nil
+				break
 			}
 			lost, err := v.settleStripeAt(ctx, off)
 			reset = append(reset, lost...)
@@ -170,6 +305,11 @@ func (v *Volume) Settle(ctx context.Context, first, last int64, progress func(do
 			if progress != nil {
 				progress((seg-first)*spseg+t+1, total)
 			}
+		}
+		// Every block of the segment reads back now: its record goes,
+		// More (blocks past those it listed) included.
+		if err := v.forgetUnsettled(ctx, seg); err != nil {
+			return reset, err
 		}
 	}
 	return reset, nil

@@ -77,6 +77,10 @@ type Options struct {
 	// read them. Default: none (a volume that is reopened after one of its
 	// namespaces missed writes may read old data: tests only).
 	Stale StaleLog
+	// Unsettled records the blocks no recovery could settle, so that a
+	// later open knows them (LoadUnsettled). Default: none (a later open
+	// reads them as corrupt all the same, but does not list them).
+	Unsettled UnsettledLog
 	// Events receives degraded-IO, corruption and shard-error events.
 	Events EventListener
 	// Parallel is the number of stripes of one request in flight at once.
@@ -104,6 +108,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.Stale == nil {
 		o.Stale = nopStaleLog{}
+	}
+	if o.Unsettled == nil {
+		o.Unsettled = nopUnsettledLog{}
 	}
 	if o.Parallel <= 0 {
 		o.Parallel = 16
@@ -145,8 +152,10 @@ type Volume struct {
 	readOnly bool
 	log      logState // the write log (format 3), ppl.go
 	logStats logCounters
-	// poisoned are blocks a recovery could not settle (ppl_recover.go).
-	poisoned poisonSet
+	// poisoned are blocks a recovery could not settle (unsettled.go),
+	// recorded in unsettledLog.
+	poisoned     poisonSet
+	unsettledLog UnsettledLog
 	// deferred are the segments Recover left dirty (repair.go).
 	deferred deferredSet
 
@@ -192,7 +201,7 @@ func New(opts Options) (*Volume, error) {
 	}
 	v := &Volume{
 		g: g, codec: codec, devs: opts.Devices, alloc: opts.Alloc,
-		dirty: opts.Dirty, stale: opts.Stale, ev: opts.Events, par: opts.Parallel, readOnly: opts.ReadOnly,
+		dirty: opts.Dirty, stale: opts.Stale, unsettledLog: opts.Unsettled, ev: opts.Events, par: opts.Parallel, readOnly: opts.ReadOnly,
 		segs: map[int64]*segment{}, opening: map[int64]chan struct{}{}, ns: map[string]*nsState{},
 		workers: newWorkerPool(),
 	}

@@ -61,7 +61,9 @@ func (v *Volume) retryLogFull(ctx context.Context, seg, t int64, once func() err
 
 func (v *Volume) writeStripeOnce(ctx context.Context, sio layout.StripeIO, p []byte, fua bool) error {
 	if sio.Full(v.g) {
-		v.settled(sio.ID) // a whole-stripe write replaces what was lost
+		if err := v.settled(ctx, sio.ID); err != nil { // a whole-stripe write replaces what was lost
+			return err
+		}
 	} else if err := v.unsettled(sio.ID, -1, 0, v.g.Chunk); err != nil {
 		return err
 	}

@@ -175,7 +175,11 @@ type VolumeStatus struct {
 	// "healthy", "degraded by N", "at risk" or "unreadable".
 	Health string `protobuf:"bytes,9,opt,name=health,proto3" json:"health,omitempty"`
 	// The holder of the volume's ownership lease ("" when unmapped).
-	Owner         string `protobuf:"bytes,10,opt,name=owner,proto3" json:"owner,omitempty"`
+	Owner string `protobuf:"bytes,10,opt,name=owner,proto3" json:"owner,omitempty"`
+	// 4 KiB blocks recorded unsettled (they read as corrupt until `nvstripe
+	// volume settle`), and whether it has more than those recorded.
+	Unsettled     int32 `protobuf:"varint,11,opt,name=unsettled,proto3" json:"unsettled,omitempty"`
+	UnsettledMore bool  `protobuf:"varint,12,opt,name=unsettled_more,json=unsettledMore,proto3" json:"unsettled_more,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -278,6 +282,20 @@ func (x *VolumeStatus) GetOwner() string {
 		return x.Owner
 	}
 	return ""
+}
+
+func (x *VolumeStatus) GetUnsettled() int32 {
+	if x != nil {
+		return x.Unsettled
+	}
+	return 0
+}
+
+func (x *VolumeStatus) GetUnsettledMore() bool {
+	if x != nil {
+		return x.UnsettledMore
+	}
+	return false
 }
 
 // NamespaceStatus is one namespace's state and use.
@@ -944,7 +962,7 @@ const file_controller_admin_admin_proto_rawDesc = "" +
 	"namespaces\x18\x04 \x03(\v2'.nvstripe.controller.v1.NamespaceStatusR\n" +
 	"namespaces\x128\n" +
 	"\x05tasks\x18\x05 \x03(\v2\".nvstripe.controller.v1.TaskStatusR\x05tasks\x12\x18\n" +
-	"\ablocked\x18\x06 \x03(\tR\ablocked\"\xea\x01\n" +
+	"\ablocked\x18\x06 \x03(\tR\ablocked\"\xaf\x02\n" +
 	"\fVolumeStatus\x12\x16\n" +
 	"\x06volume\x18\x01 \x01(\tR\x06volume\x12\f\n" +
 	"\x01k\x18\x02 \x01(\x05R\x01k\x12\f\n" +
@@ -956,7 +974,9 @@ const file_controller_admin_admin_proto_rawDesc = "" +
 	"\x06moving\x18\b \x01(\x05R\x06moving\x12\x16\n" +
 	"\x06health\x18\t \x01(\tR\x06health\x12\x14\n" +
 	"\x05owner\x18\n" +
-	" \x01(\tR\x05owner\"\xa9\x01\n" +
+	" \x01(\tR\x05owner\x12\x1c\n" +
+	"\tunsettled\x18\v \x01(\x05R\tunsettled\x12%\n" +
+	"\x0eunsettled_more\x18\f \x01(\bR\runsettledMore\"\xa9\x01\n" +
 	"\x0fNamespaceStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x14\n" +

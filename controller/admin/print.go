@@ -35,6 +35,11 @@ func WriteStatus(w io.Writer, st *StatusReply) error {
 			fmt.Fprintf(w, "%s %s\n", n.Id, n.Back)
 		}
 	}
+	for _, v := range st.Volumes {
+		if line := (meta.UnsettledCount{Blocks: int(v.Unsettled), More: v.UnsettledMore}).Advice(v.Volume); line != "" {
+			fmt.Fprintf(w, "volume %s: %s\n", v.Volume, line)
+		}
+	}
 	if len(st.Blocked) > 0 {
 		fmt.Fprintf(w, "\nblocked (no home for a shard):\n  %s\n", strings.Join(st.Blocked, "\n  "))
 	}

@@ -78,8 +78,8 @@ func Scrub(ctx context.Context, w io.Writer, s *meta.Store, names []string, name
 		if err != nil {
 			return res, err
 		}
-		fmt.Fprintf(w, "volume %s: scrub %s: %d of %d segments, %d blocks bad, %d healed, %d parity chunks rewritten%s\n",
-			end.Volume, end.State, end.Done, end.Total, end.Found, end.Healed, end.Parity, errSuffix(end.Error))
+		fmt.Fprintf(w, "volume %s: scrub %s: %d of %d segments, %d blocks bad, %d healed, %d parity chunks rewritten%s%s\n",
+			end.Volume, end.State, end.Done, end.Total, end.Found, end.Healed, end.Parity, unsettledSuffix(end), errSuffix(end.Error))
 		for i := range res {
 			if res[i].Task == end.ID {
 				res[i].State, res[i].Done, res[i].Total, res[i].Found, res[i].Healed, res[i].Error = end.State, end.Done, end.Total, end.Found, end.Healed, end.Error
@@ -143,4 +143,13 @@ func errSuffix(e string) string {
 		return ""
 	}
 	return ": " + e
+}
+
+// unsettledSuffix names the unsettled blocks scrub t passed over, and
+// what settles them ("" for none).
+func unsettledSuffix(t *meta.TaskRecord) string {
+	if t.Unsettled == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d blocks unsettled (read as corrupt until `nvstripe volume settle %s`)", t.Unsettled, t.Volume)
 }

@@ -52,6 +52,9 @@ func (e *Service) Status(ctx context.Context, _ *StatusRequest) (*StatusReply, e
 	st := BuildStatus(snap, time.Now(), cl.SlotSize)
 	st.Blocked = blocked(snap, cl.DomainLabel)
 	rebalanceProgress(st, snap, cl)
+	if err := addUnsettled(ctx, e.s, st); err != nil {
+		return nil, err
+	}
 	if st.Leader, err = e.s.Leader(ctx); err != nil && !errors.Is(err, meta.ErrNotFound) {
 		return nil, err
 	}
@@ -279,4 +282,18 @@ func drainTargets(ctx context.Context, s *meta.Store, name string) ([]string, er
 		return nil, fmt.Errorf("%q is neither a namespace nor a host with namespaces: %w", name, meta.ErrNotFound)
 	}
 	return ids, nil
+}
+
+// addUnsettled adds to st's volumes the blocks their records name
+// unsettled.
+func addUnsettled(ctx context.Context, s *meta.Store, st *StatusReply) error {
+	counts, err := s.UnsettledCounts(ctx)
+	if err != nil {
+		return err
+	}
+	for _, v := range st.Volumes {
+		c := counts[v.Volume]
+		v.Unsettled, v.UnsettledMore = int32(c.Blocks), c.More
+	}
+	return nil
 }

@@ -28,7 +28,7 @@ func newVolumeSettleCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 			"that cannot be read back with that block zeroed (the other blocks keep their data), and prints\n" +
 			"the volume offset of every 4 KiB block it reset; the data that was there is gone, restore it\n" +
 			"from elsewhere if the file system above needs it. The map's log names unsettled blocks as a\n" +
-			"recovery or a rebuild finds them. Progress goes to stderr. A namespace that cannot be reached\n" +
+			"recovery or a rebuild finds them; `volume info` counts those a rebuild carried over. Progress goes to stderr. A namespace that cannot be reached\n" +
 			"stops it (its blocks are away, not lost): bring it back or let the controller rebuild it first.",
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeArgs(g, a, volumeNames),

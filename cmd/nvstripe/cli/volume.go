@@ -56,14 +56,21 @@ func newVolumeCreateCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 func newVolumeLsCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "ls",
-		Short: "List volumes",
+		Short: "List volumes (and below them, those with unsettled blocks: see volume settle)",
 		Args:  cobra.NoArgs,
 		RunE: withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
 			vols, err := s.Volumes(cmd.Context())
 			if err != nil {
 				return err
 			}
-			return writeOut(cmd, vols, meta.WriteVolumes)
+			if err := writeOut(cmd, vols, meta.WriteVolumes); err != nil || wantJSON(cmd) {
+				return err
+			}
+			counts, err := s.UnsettledCounts(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return meta.WriteUnsettled(cmd.OutOrStdout(), counts)
 		}),
 	}
 	return c
