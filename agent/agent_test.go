@@ -369,11 +369,17 @@ func TestMediaErrorsMarkNamespaceFailed(t *testing.T) {
 		s := a.List()[0].Stats
 		return s.NamespaceErrors[bad] > 0 && slices.Equal(s.FailedReported, []string{bad})
 	})
+	// The reporter counts its report in the metrics after List shows it.
+	reports := `nvstripe_agent_namespace_failed_reports_total{namespace="` + bad + `",result="ok"}`
+	waitFor(t, "the report counted", func() bool {
+		text := gather(t, a.Metrics())
+		return strings.Contains(text, reports+" ") && metricValue(t, text, reports) > 0
+	})
 	text := gather(t, a.Metrics())
 	if v := metricValue(t, text, `nvstripe_agent_namespace_errors_total{kind="corrupt",namespace="`+bad+`",volume="v"}`); v <= 0 {
 		t.Errorf("namespace error metric %v", v)
 	}
-	if v := metricValue(t, text, `nvstripe_agent_namespace_failed_reports_total{namespace="`+bad+`",result="ok"}`); v != 1 {
+	if v := metricValue(t, text, reports); v != 1 {
 		t.Errorf("reports metric %v, want 1", v)
 	}
 }

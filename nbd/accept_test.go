@@ -252,6 +252,9 @@ func TestHandshakeEviction(t *testing.T) {
 	if b, err := io.ReadAll(stalled[0]); len(b) != 0 || isTimeout(err) {
 		t.Fatalf("the oldest stalled connection read %d bytes, %v: want it closed", len(b), err)
 	}
+	// The newcomer's handshake closes the oldest connection; that
+	// connection's own goroutine then ends, and only then is it uncounted.
+	waitConns(t, s, 4)
 	st := s.Stats()
 	if st.Refused[accept.RefusedPendingEvicted] != 1 || st.Connections != 4 {
 		t.Fatalf("stats %+v: want 1 %s and 4 connections", st, accept.RefusedPendingEvicted)

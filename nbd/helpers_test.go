@@ -292,8 +292,9 @@ func (rc *rawClient) expectClosed() {
 // out of order; other calls go straight to the Mem.
 type gateDev struct {
 	*blockdev.Mem
-	mu    sync.Mutex
-	gates map[int64]chan struct{}
+	mu      sync.Mutex
+	gates   map[int64]chan struct{}
+	arrived map[int64]chan struct{} // closed when a read reaches its gate
 }
 
 func (g *gateDev) gate(off int64) chan struct{} {
@@ -301,10 +302,25 @@ func (g *gateDev) gate(off int64) chan struct{} {
 	defer g.mu.Unlock()
 	if g.gates == nil {
 		g.gates = make(map[int64]chan struct{})
+		g.arrived = make(map[int64]chan struct{})
 	}
 	ch := make(chan struct{})
 	g.gates[off] = ch
+	g.arrived[off] = make(chan struct{})
 	return ch
+}
+
+// waitArrived waits until a read of off (gated) reaches the device.
+func (g *gateDev) waitArrived(t *testing.T, off int64) {
+	t.Helper()
+	g.mu.Lock()
+	ch := g.arrived[off]
+	g.mu.Unlock()
+	select {
+	case <-ch:
+	case <-time.After(time.Minute): // a hang guard
+		t.Fatalf("no read of offset %d reached the device", off)
+	}
 }
 
 // Synchronous is false: a gated read waits (the embedded Mem's would say
@@ -314,6 +330,13 @@ func (g *gateDev) Synchronous() bool { return false }
 func (g *gateDev) ReadAt(ctx context.Context, p []byte, off int64) error {
 	g.mu.Lock()
 	ch := g.gates[off]
+	if a := g.arrived[off]; a != nil {
+		select {
+		case <-a:
+		default:
+			close(a)
+		}
+	}
 	g.mu.Unlock()
 	if ch != nil {
 		select {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/nbd/proto"
 )
 
@@ -125,10 +126,12 @@ func TestSlowReaders(t *testing.T) {
 			rc.send(proto.Request{Type: proto.CmdRead, Cookie: uint64(j), Length: maxReq}, nil)
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second) // a guard against a hang, not a timing
-	for s.Stats().PayloadBytes != 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	// The server reads the requests after the sends return: no data is
+	// held yet at first. Wait for a drop and all the data back.
+	testutil.WaitFor(t, "stalled replies dropped and their data back", func() bool {
+		st := s.Stats()
+		return st.Refused[DroppedReplyTimeout] > 0 && st.PayloadBytes == 0
+	})
 	st := s.Stats()
 	if st.PayloadBytes != 0 || st.PayloadBytesPeak == 0 || st.PayloadBytesPeak > 2*maxReq {
 		t.Fatalf("read data: %d bytes held (want 0), peak %d (want 1..%d)", st.PayloadBytes, st.PayloadBytesPeak, 2*maxReq)

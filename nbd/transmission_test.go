@@ -284,7 +284,7 @@ func TestCloseDrainsInFlight(t *testing.T) {
 	rc := dialRaw(t, "tcp", addr, fixedNoZeroes)
 	rc.goExport("g", true)
 	rc.send(proto.Request{Type: proto.CmdRead, Cookie: 5, Length: 512}, nil)
-	time.Sleep(20 * time.Millisecond) // let the request reach the device
+	g.waitArrived(t, 0) // Close stops reading requests: this one must be in flight
 	closed := make(chan struct{})
 	go func() { s.Close(); close(closed) }()
 	select {
@@ -308,7 +308,7 @@ func TestCloseGraceExpires(t *testing.T) {
 	rc := dialRaw(t, "tcp", addr, fixedNoZeroes)
 	rc.goExport("g", false)
 	rc.send(proto.Request{Type: proto.CmdRead, Cookie: 5, Length: 512}, nil)
-	time.Sleep(20 * time.Millisecond)
+	g.waitArrived(t, 0)
 	s.Close()
 	rc.expectClosed()
 }

@@ -108,6 +108,8 @@ func TestGossipProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitCLI(t, "h1-n1 down", func() bool { return state("h1-n1") == "down" })
+	// The controller logs the change just after etcd has it.
+	waitCLI(t, "h1-n1's change logged", func() bool { return strings.Contains(errOut.String(), "namespace h1-n1: host h1 down by ") })
 	if !strings.Contains(errOut.String(), "namespace h1-n1: host h1 down by gossip") {
 		t.Errorf("h1-n1 went down, but not by gossip:\n%s", errOut.String())
 	}
