@@ -71,18 +71,7 @@ func benchVolumeOf(b *testing.B, f benchFormat, fresh bool) (*Volume, []*blockde
 // five slots each, four segments long, filled with data.
 func filledBenchVolume(b *testing.B, g layout.Geometry) (*Volume, []*blockdev.Mem) {
 	size := 4 * g.SegmentData() // 256 MiB of 4+2, less the checksum and log areas
-	dm := DeviceMap{}
-	slots := map[string]int64{}
-	var mems []*blockdev.Mem
-	for i := 0; i < g.N(); i++ {
-		m, err := blockdev.NewMem(5*g.SlotSize, 4096)
-		if err != nil {
-			b.Fatal(err)
-		}
-		name := fmt.Sprintf("ns%d", i)
-		dm[name], slots[name] = m, 5
-		mems = append(mems, m)
-	}
+	dm, slots, mems := memNamespaces(b, g, 5)
 	v, err := New(Options{Geometry: g, Size: size, Devices: dm, Alloc: NewMemAllocator(g.N(), slots), LogEpoch: 1})
 	if err != nil {
 		b.Fatal(err)

@@ -290,10 +290,7 @@ func TestFormat2RecoversWithoutLog(t *testing.T) {
 		if err := r.vol.WriteAt(ctx, pattern(4096, 9), 4096); err != nil {
 			t.Fatal(err)
 		}
-		devs := DeviceMap{}
-		for i, m := range r.mems {
-			devs[r.names[i]] = m.CrashClone()
-		}
+		devs := r.crash(t, ctx, nil)
 		if lose {
 			gone := faultdev.New(devs[r.names[0]], 1)
 			gone.SetDown(true)
@@ -370,15 +367,9 @@ func TestWriteHoleZeroRowOfMixedVersions(t *testing.T) {
 	if !bytes.Equal(parity, make([]byte, g.Chunk)) {
 		t.Fatal("setup: the parity of two equal chunks and zeros is not zeros")
 	}
-	crashed := DeviceMap{}
-	for i, m := range r.mems {
-		if i == r.index(refs[pi].NS) {
-			if err := m.Flush(ctx); err != nil { // its cache wrote everything back
-				t.Fatal(err)
-			}
-		}
-		crashed[r.names[i]] = m.CrashClone() // the others kept nothing unflushed
-	}
+	// The parity's namespace wrote its cache back; the others kept nothing
+	// unflushed.
+	crashed := r.crash(t, ctx, func(i int) bool { return i == r.index(refs[pi].NS) })
 	lost := g.SlotOf(0, 0)
 	if err := r.stale.MarkStale(ctx, StaleSlot{Segment: 0, Slot: lost, Ref: refs[lost]}); err != nil {
 		t.Fatal(err)
@@ -426,15 +417,7 @@ func TestWriteHoleZeroingAcknowledged(t *testing.T) {
 		t.Fatal(err)
 	}
 	refs, _, _ := r.alloc.Lookup(ctx, 0)
-	crashed := DeviceMap{}
-	for i, m := range r.mems {
-		if i != r.index(refs[g.SlotOf(0, g.K)].NS) {
-			if err := m.Flush(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
-		crashed[r.names[i]] = m.CrashClone()
-	}
+	crashed := r.crash(t, ctx, func(i int) bool { return i != r.index(refs[g.SlotOf(0, g.K)].NS) })
 	lost := g.SlotOf(0, 0)
 	if err := r.stale.MarkStale(ctx, StaleSlot{Segment: 0, Slot: lost, Ref: refs[lost]}); err != nil {
 		t.Fatal(err)
@@ -475,10 +458,7 @@ func TestWriteHoleZeroedAfterRecord(t *testing.T) {
 		}
 	}
 	refs, _, _ := r.alloc.Lookup(ctx, 0)
-	crashed := DeviceMap{}
-	for i, m := range r.mems {
-		crashed[r.names[i]] = m.CrashClone()
-	}
+	crashed := r.crash(t, ctx, nil)
 	lost := g.SlotOf(0, 0)
 	if err := r.stale.MarkStale(ctx, StaleSlot{Segment: 0, Slot: lost, Ref: refs[lost]}); err != nil {
 		t.Fatal(err)
@@ -521,15 +501,7 @@ func TestWriteHoleTwoLostVersions(t *testing.T) {
 		t.Fatal(err)
 	}
 	refs, _, _ := r.alloc.Lookup(ctx, 0)
-	crashed := DeviceMap{}
-	for i, m := range r.mems {
-		if i != r.index(refs[g.SlotOf(0, g.K+1)].NS) {
-			if err := m.Flush(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
-		crashed[r.names[i]] = m.CrashClone()
-	}
+	crashed := r.crash(t, ctx, func(i int) bool { return i != r.index(refs[g.SlotOf(0, g.K+1)].NS) })
 	for _, sh := range []int{2, 3} {
 		i := g.SlotOf(0, sh)
 		if err := r.stale.MarkStale(ctx, StaleSlot{Segment: 0, Slot: i, Ref: refs[i]}); err != nil {
@@ -581,10 +553,7 @@ func TestFreshSlotTrimDurable(t *testing.T) {
 	if refs, _, _ := r.alloc.Lookup(ctx, 1); !slices.Contains(refs, slots[0]) {
 		t.Fatalf("setup: segment 1 got %v, not the slot released %v", refs, slots[0])
 	}
-	crashed := DeviceMap{}
-	for i, m := range r.mems {
-		crashed[r.names[i]] = m.CrashClone()
-	}
+	crashed := r.crash(t, ctx, nil)
 	r.reopen(t, crashed)
 	if _, err := r.vol.Recover(ctx); err != nil {
 		t.Fatalf("recover: %v", err)
