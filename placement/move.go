@@ -52,11 +52,22 @@ func PlanRebalance(c *Cluster, segs []Segment, threshold float64) (RebalancePlan
 	if threshold < 0 {
 		return RebalancePlan{}, fmt.Errorf("rebalance threshold %g < 0: %w", threshold, ErrInvalid)
 	}
-	b := newBalancer(c, segs)
+	return rebalance(newBalancer(c, segs), c, segs, threshold), nil
+}
+
+// stepper is a rebalancing search over a working copy of the cluster: the
+// spread now, and one move that narrows it (false: none).
+type stepper interface {
+	spread() float64
+	step() (Move, bool)
+}
+
+// rebalance takes b's steps until the spread is at most threshold.
+func rebalance(b stepper, c *Cluster, segs []Segment, threshold float64) RebalancePlan {
 	plan := RebalancePlan{SpreadBefore: b.spread()}
 	// Every step strictly lowers the sum of squared utilisations, so the
 	// loop ends; the bound only guards against a bug turning into a hang.
-	limit := 4*len(b.segs)*maxShards(segs) + len(c.ns)
+	limit := 4*len(segs)*maxShards(segs) + len(c.ns)
 	for b.spread() > threshold+epsilon && len(plan.Moves) < limit {
 		m, ok := b.step()
 		if !ok {
@@ -66,7 +77,7 @@ func PlanRebalance(c *Cluster, segs []Segment, threshold float64) (RebalancePlan
 	}
 	plan.SpreadAfter = b.spread()
 	plan.Reached = plan.SpreadAfter <= threshold+epsilon
-	return plan, nil
+	return plan
 }
 
 func maxShards(segs []Segment) int {

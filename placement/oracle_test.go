@@ -13,21 +13,7 @@ func planRebalanceScan(c *Cluster, segs []Segment, threshold float64) (Rebalance
 	if threshold < 0 {
 		return RebalancePlan{}, fmt.Errorf("rebalance threshold %g < 0: %w", threshold, ErrInvalid)
 	}
-	b := newScanBalancer(c, segs)
-	plan := RebalancePlan{SpreadBefore: b.spread()}
-	// Every step strictly lowers the sum of squared utilisations, so the
-	// loop ends; the bound only guards against a bug turning into a hang.
-	limit := 4*len(b.segs)*maxShards(segs) + len(c.ns)
-	for b.spread() > threshold+epsilon && len(plan.Moves) < limit {
-		m, ok := b.step()
-		if !ok {
-			break
-		}
-		plan.Moves = append(plan.Moves, m)
-	}
-	plan.SpreadAfter = b.spread()
-	plan.Reached = plan.SpreadAfter <= threshold+epsilon
-	return plan, nil
+	return rebalance(newScanBalancer(c, segs), c, segs, threshold), nil
 }
 
 // scanBalancer is planRebalanceScan's working state.
