@@ -370,14 +370,7 @@ func TestWriteHoleZeroRowOfMixedVersions(t *testing.T) {
 	// The parity's namespace wrote its cache back; the others kept nothing
 	// unflushed.
 	crashed := r.crash(t, ctx, func(i int) bool { return i == r.index(refs[pi].NS) })
-	lost := g.SlotOf(0, 0)
-	if err := r.stale.MarkStale(ctx, StaleSlot{Segment: 0, Slot: lost, Ref: refs[lost]}); err != nil {
-		t.Fatal(err)
-	}
-	r.reopen(t, crashed)
-	if _, err := r.vol.Recover(ctx); err != nil {
-		t.Fatalf("recover: %v", err)
-	}
+	r.recoverLosing(t, crashed, refs, 0)
 	mustEqual(t, "data shard 0, flushed before the crash, after losing its slot", mustRead(t, r.vol, 0, int(g.Chunk)), a)
 }
 
@@ -418,14 +411,7 @@ func TestWriteHoleZeroingAcknowledged(t *testing.T) {
 	}
 	refs, _, _ := r.alloc.Lookup(ctx, 0)
 	crashed := r.crash(t, ctx, func(i int) bool { return i != r.index(refs[g.SlotOf(0, g.K)].NS) })
-	lost := g.SlotOf(0, 0)
-	if err := r.stale.MarkStale(ctx, StaleSlot{Segment: 0, Slot: lost, Ref: refs[lost]}); err != nil {
-		t.Fatal(err)
-	}
-	r.reopen(t, crashed)
-	if _, err := r.vol.Recover(ctx); err != nil {
-		t.Fatalf("recover: %v", err)
-	}
+	r.recoverLosing(t, crashed, refs, 0)
 	got := make([]byte, g.Chunk)
 	err := r.vol.ReadAt(ctx, got, 0)
 	switch {
@@ -459,18 +445,29 @@ func TestWriteHoleZeroedAfterRecord(t *testing.T) {
 	}
 	refs, _, _ := r.alloc.Lookup(ctx, 0)
 	crashed := r.crash(t, ctx, nil)
-	lost := g.SlotOf(0, 0)
-	if err := r.stale.MarkStale(ctx, StaleSlot{Segment: 0, Slot: lost, Ref: refs[lost]}); err != nil {
-		t.Fatal(err)
-	}
 	if err := r.dirty.MarkDirty(ctx, 0); err != nil { // as a crash before Clean leaves it
 		t.Fatal(err)
+	}
+	r.recoverLosing(t, crashed, refs, 0)
+	mustEqual(t, "trimmed stripe after losing a data shard", mustRead(t, r.vol, 0, int(g.StripeData())), make([]byte, g.StripeData()))
+}
+
+// recoverLosing opens the volume anew over crashed with the slots of
+// segment 0 (refs) holding the given shards of stripe 0 marked stale, as
+// after losing their namespaces in the crash, and recovers it.
+func (r *rig) recoverLosing(t tb, crashed DeviceMap, refs []SlotRef, shards ...int) {
+	t.Helper()
+	ctx := context.Background()
+	for _, sh := range shards {
+		i := r.g.SlotOf(0, sh)
+		if err := r.stale.MarkStale(ctx, StaleSlot{Segment: 0, Slot: i, Ref: refs[i]}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	r.reopen(t, crashed)
 	if _, err := r.vol.Recover(ctx); err != nil {
 		t.Fatalf("recover: %v", err)
 	}
-	mustEqual(t, "trimmed stripe after losing a data shard", mustRead(t, r.vol, 0, int(g.StripeData())), make([]byte, g.StripeData()))
 }
 
 func (r *rig) flushFunc(ctx context.Context) func() error {
@@ -502,16 +499,7 @@ func TestWriteHoleTwoLostVersions(t *testing.T) {
 	}
 	refs, _, _ := r.alloc.Lookup(ctx, 0)
 	crashed := r.crash(t, ctx, func(i int) bool { return i != r.index(refs[g.SlotOf(0, g.K+1)].NS) })
-	for _, sh := range []int{2, 3} {
-		i := g.SlotOf(0, sh)
-		if err := r.stale.MarkStale(ctx, StaleSlot{Segment: 0, Slot: i, Ref: refs[i]}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	r.reopen(t, crashed)
-	if _, err := r.vol.Recover(ctx); err != nil {
-		t.Fatalf("recover: %v", err)
-	}
+	r.recoverLosing(t, crashed, refs, 2, 3)
 	got := make([]byte, 4096)
 	for off := 2 * g.Chunk; off < 4*g.Chunk; off += 4096 {
 		err := r.vol.ReadAt(ctx, got, off)
