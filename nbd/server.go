@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"slices"
 	"strings"
@@ -136,15 +137,29 @@ func (s *Server) attach(e *export) bool {
 	return true
 }
 
-// track registers a running Serve/ServeConn; false once closed.
-func (s *Server) track() bool {
+// start registers a running Serve or connection that owns c and returns
+// its context, which ends with ctx or when the server closes, and the
+// function to defer: it ends the context, closes c and unregisters. On a
+// closed server it closes c and returns ErrServerClosed.
+func (s *Server) start(ctx context.Context, c io.Closer) (context.Context, func(), error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return false
+	closed := s.closed
+	if !closed {
+		s.wg.Add(1)
 	}
-	s.wg.Add(1)
-	return true
+	s.mu.Unlock()
+	if closed {
+		c.Close()
+		return nil, nil, ErrServerClosed
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(s.ctx, cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+		c.Close()
+		s.wg.Done()
+	}, nil
 }
 
 // Serve accepts connections on l and serves each in its own goroutine until
@@ -155,18 +170,14 @@ func (s *Server) track() bool {
 // closed at once (logged, and counted in Stats). Any other accept error is
 // returned once the connections have ended.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
-	if !s.track() {
-		l.Close()
-		return ErrServerClosed
+	ctx, done, err := s.start(ctx, l)
+	if err != nil {
+		return err
 	}
-	defer s.wg.Done()
-	defer l.Close()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer context.AfterFunc(s.ctx, cancel)()
+	defer done()
 	o := accept.Options{MaxConns: max(s.opts.MaxConnections, 0), MaxConnsPerIP: max(s.opts.MaxConnectionsPerIP, 0),
 		Name: fmt.Sprintf("nbd: %v", l.Addr()), Logf: s.opts.Logf, Refused: s.refuse}
-	err := accept.Serve(ctx, l, o, func(nc net.Conn) {
+	err = accept.Serve(ctx, l, o, func(nc net.Conn) {
 		if err := s.ServeConn(ctx, nc); err != nil && !errors.Is(err, errDropped) {
 			s.opts.Logf("nbd: connection from %v: %v", nc.RemoteAddr(), err)
 		}
@@ -183,35 +194,26 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 // EOF between requests, shutdown) returns nil; a protocol violation or a
 // socket error returns an error describing it.
 func (s *Server) ServeConn(ctx context.Context, nc net.Conn) error {
-	if !s.track() {
-		nc.Close()
-		return ErrServerClosed
-	}
-	defer s.wg.Done()
-	defer nc.Close()
-	s.open.Add(1)
-	defer s.open.Add(-1)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer context.AfterFunc(s.ctx, cancel)()
-	return newConn(s, nc).serve(ctx, nil)
+	return s.serveConn(ctx, nc, nil)
 }
 
 // serveKernelConn serves a socket whose other end belongs to the kernel's
 // nbd driver: transmission from the first byte, simple replies only.
 func (s *Server) serveKernelConn(ctx context.Context, nc net.Conn, e *export) error {
-	if !s.track() {
-		nc.Close()
-		return ErrServerClosed
+	return s.serveConn(ctx, nc, &session{exp: e})
+}
+
+// serveConn serves nc from the handshake (sess nil) or in transmission on
+// sess's export.
+func (s *Server) serveConn(ctx context.Context, nc net.Conn, sess *session) error {
+	ctx, done, err := s.start(ctx, nc)
+	if err != nil {
+		return err
 	}
-	defer s.wg.Done()
-	defer nc.Close()
+	defer done()
 	s.open.Add(1)
 	defer s.open.Add(-1)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer context.AfterFunc(s.ctx, cancel)()
-	return newConn(s, nc).serve(ctx, &session{exp: e})
+	return newConn(s, nc).serve(ctx, sess)
 }
 
 // Close stops every Serve loop and connection: no new requests are read,

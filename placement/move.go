@@ -52,11 +52,22 @@ func PlanRebalance(c *Cluster, segs []Segment, threshold float64) (RebalancePlan
 	if threshold < 0 {
 		return RebalancePlan{}, fmt.Errorf("rebalance threshold %g < 0: %w", threshold, ErrInvalid)
 	}
-	b := newBalancer(c, segs)
+	return rebalance(newBalancer(c, segs), c, segs, threshold), nil
+}
+
+// stepper is a rebalancing search over a working copy of the cluster: the
+// spread now, and one move that narrows it (false: none).
+type stepper interface {
+	spread() float64
+	step() (Move, bool)
+}
+
+// rebalance takes b's steps until the spread is at most threshold.
+func rebalance(b stepper, c *Cluster, segs []Segment, threshold float64) RebalancePlan {
 	plan := RebalancePlan{SpreadBefore: b.spread()}
 	// Every step strictly lowers the sum of squared utilisations, so the
 	// loop ends; the bound only guards against a bug turning into a hang.
-	limit := 4*len(b.segs)*maxShards(segs) + len(c.ns)
+	limit := 4*len(segs)*maxShards(segs) + len(c.ns)
 	for b.spread() > threshold+epsilon && len(plan.Moves) < limit {
 		m, ok := b.step()
 		if !ok {
@@ -66,7 +77,7 @@ func PlanRebalance(c *Cluster, segs []Segment, threshold float64) (RebalancePlan
 	}
 	plan.SpreadAfter = b.spread()
 	plan.Reached = plan.SpreadAfter <= threshold+epsilon
-	return plan, nil
+	return plan
 }
 
 func maxShards(segs []Segment) int {
@@ -197,12 +208,12 @@ func (b *balancer) step() (Move, bool) {
 	return Move{}, false
 }
 
-// improves reports whether moving one slot from src to dst keeps both inside
-// the current [min, max] utilisation (so the spread cannot widen) and
-// strictly lowers the sum of squared utilisations (so the planner always
-// terminates).
-func (b *balancer) improves(src, dst int, bounds [2]float64) bool {
-	s, d := b.w.ns[src], b.w.ns[dst]
+// improves reports whether moving one slot from namespace src to dst of w
+// keeps both inside the current [min, max] utilisation (so the spread
+// cannot widen) and strictly lowers the sum of squared utilisations (so the
+// planner always terminates).
+func improves(w *Cluster, src, dst int, bounds [2]float64) bool {
+	s, d := w.ns[src], w.ns[dst]
 	cs, cd := float64(s.Capacity), float64(d.Capacity)
 	us, ud := float64(s.Used)/cs, float64(d.Used)/cd
 	if d.Unfenced || d.Free() <= 0 || s.Used <= 0 || (ud+1/cd) > bounds[1] || (us-1/cs) < bounds[0] {
@@ -219,7 +230,7 @@ func (b *balancer) improves(src, dst int, bounds [2]float64) bool {
 // tryMove moves a shard from src to dst if the move improves the balance and
 // some shard on src may live on dst under the domain rule.
 func (b *balancer) tryMove(src, dst int, bounds [2]float64) (Move, bool) {
-	if !b.improves(src, dst, bounds) {
+	if !improves(b.w, src, dst, bounds) {
 		return Move{}, false
 	}
 	for k, r := range b.on[src] {
@@ -240,21 +251,27 @@ func (b *balancer) tryMove(src, dst int, bounds [2]float64) (Move, bool) {
 	return Move{}, false
 }
 
-// allowed reports whether shard r may move from src to dst: dst holds no
-// shard of the segment, and dst's domain is src's, or is used by no other
-// shard of the segment (for volumes allowing shared domains: by no more
-// other shards than src's domain is).
+// allowed reports whether shard r may move from src to dst (see allowed).
 func (b *balancer) allowed(r shardRef, src, dst int) bool {
-	srcDom, dstDom := b.w.domain[src], b.w.domain[dst]
+	return allowed(b.w, b.shards[r.seg], b.segs[r.seg].AllowSharedDomains, r.shard, src, dst)
+}
+
+// allowed reports whether shard number shard of a segment may move from
+// namespace src to dst of w, with shards the namespaces of the segment's
+// shards (-1: not in w): dst holds no shard of the segment, and dst's domain
+// is src's, or is used by no other shard of the segment (for volumes
+// allowing shared domains: by no more other shards than src's domain is).
+func allowed(w *Cluster, shards []int, sharedDomains bool, shard, src, dst int) bool {
+	srcDom, dstDom := w.domain[src], w.domain[dst]
 	inSrc, inDst := 0, 0
-	for j, i := range b.shards[r.seg] {
-		if i < 0 || j == r.shard {
+	for j, i := range shards {
+		if i < 0 || j == shard {
 			continue
 		}
 		if i == dst {
 			return false
 		}
-		switch b.w.domain[i] {
+		switch w.domain[i] {
 		case dstDom:
 			inDst++
 		case srcDom:
@@ -264,5 +281,5 @@ func (b *balancer) allowed(r shardRef, src, dst int) bool {
 	if srcDom == dstDom || inDst == 0 {
 		return true
 	}
-	return b.segs[r.seg].AllowSharedDomains && inDst < inSrc
+	return sharedDomains && inDst < inSrc
 }

@@ -27,17 +27,10 @@ func genWideCluster(t *rapid.T) *Cluster {
 	hosts := rapid.IntRange(1, 60).Draw(t, "hosts")
 	racks := rapid.IntRange(0, 12).Draw(t, "racks")
 	maxCap := rapid.Int64Range(0, 1000).Draw(t, "maxCap")
-	var hs []Host
-	var ns []Namespace
-	for h := range hosts {
-		host := Host{Name: fmt.Sprintf("h%d", h)}
-		if racks > 0 {
-			host.Labels = map[string]string{"rack": fmt.Sprintf("r%d", h%racks)}
-		}
-		hs = append(hs, host)
+	return clusterOf(t, hosts, racks, func(host string) (ns []Namespace) {
 		for n := range rapid.IntRange(1, 6).Draw(t, "per") {
 			capacity := rapid.Int64Range(0, maxCap).Draw(t, "cap")
-			n := Namespace{ID: fmt.Sprintf("h%d-n%d", h, n), Host: host.Name, Capacity: capacity,
+			n := Namespace{ID: fmt.Sprintf("%s-n%d", host, n), Host: host, Capacity: capacity,
 				Used: rapid.Int64Range(0, capacity).Draw(t, "used")}
 			if rapid.IntRange(0, 5).Draw(t, "unwell") == 0 {
 				n.State = State(rapid.IntRange(1, 5).Draw(t, "state"))
@@ -45,16 +38,8 @@ func genWideCluster(t *rapid.T) *Cluster {
 			n.Unfenced = rapid.IntRange(0, 20).Draw(t, "unfenced") == 0
 			ns = append(ns, n)
 		}
-	}
-	label := ""
-	if racks > 0 {
-		label = "rack"
-	}
-	c, err := NewCluster(hs, ns, label)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+		return ns
+	})
 }
 
 // TestPropertyChooseMatchesScan: the bounded choice returns exactly what

@@ -13,21 +13,7 @@ func planRebalanceScan(c *Cluster, segs []Segment, threshold float64) (Rebalance
 	if threshold < 0 {
 		return RebalancePlan{}, fmt.Errorf("rebalance threshold %g < 0: %w", threshold, ErrInvalid)
 	}
-	b := newScanBalancer(c, segs)
-	plan := RebalancePlan{SpreadBefore: b.spread()}
-	// Every step strictly lowers the sum of squared utilisations, so the
-	// loop ends; the bound only guards against a bug turning into a hang.
-	limit := 4*len(b.segs)*maxShards(segs) + len(c.ns)
-	for b.spread() > threshold+epsilon && len(plan.Moves) < limit {
-		m, ok := b.step()
-		if !ok {
-			break
-		}
-		plan.Moves = append(plan.Moves, m)
-	}
-	plan.SpreadAfter = b.spread()
-	plan.Reached = plan.SpreadAfter <= threshold+epsilon
-	return plan, nil
+	return rebalance(newScanBalancer(c, segs), c, segs, threshold), nil
 }
 
 // scanBalancer is planRebalanceScan's working state.
@@ -103,29 +89,10 @@ func (b *scanBalancer) step() (Move, bool) {
 	return Move{}, false
 }
 
-// improves reports whether moving one slot from src to dst keeps both inside
-// the current [min, max] utilisation (so the spread cannot widen) and
-// strictly lowers the sum of squared utilisations (so the planner always
-// terminates).
-func (b *scanBalancer) improves(src, dst int, bounds [2]float64) bool {
-	s, d := b.w.ns[src], b.w.ns[dst]
-	cs, cd := float64(s.Capacity), float64(d.Capacity)
-	us, ud := float64(s.Used)/cs, float64(d.Used)/cd
-	if d.Unfenced || d.Free() <= 0 || s.Used <= 0 || (ud+1/cd) > bounds[1] || (us-1/cs) < bounds[0] {
-		return false
-	}
-	// The exact change of the sum of squares is a multiple of 1/(cs²cd²);
-	// demanding a margin far above float rounding (about 1e-16 of the terms)
-	// keeps a zero change, such as a swap of two utilisations, from passing
-	// as an improvement and looping.
-	margin := 1e-6 * (1/(cs*cs) + 1/(cd*cd))
-	return -2*us/cs+1/(cs*cs)+2*ud/cd+1/(cd*cd) < -margin
-}
-
 // tryMove moves a shard from src to dst if the move improves the balance and
 // some shard on src may live on dst under the domain rule.
 func (b *scanBalancer) tryMove(src, dst int, bounds [2]float64) (Move, bool) {
-	if !b.improves(src, dst, bounds) {
+	if !improves(b.w, src, dst, bounds) {
 		return Move{}, false
 	}
 	d := b.w.ns[dst]
@@ -145,33 +112,19 @@ func (b *scanBalancer) tryMove(src, dst int, bounds [2]float64) (Move, bool) {
 	return Move{}, false
 }
 
-// allowed reports whether shard r may move from src to dst: dst holds no
-// shard of the segment, and dst's domain is src's, or is used by no other
-// shard of the segment (for volumes allowing shared domains: by no more
-// other shards than src's domain is).
+// allowed reports whether shard r may move from src to dst (see allowed),
+// looking the segment's namespaces up by name.
 func (b *scanBalancer) allowed(r shardRef, src, dst int) bool {
 	s := b.segs[r.seg]
-	srcDom, dstDom := b.w.domain[src], b.w.domain[dst]
-	inSrc, inDst := 0, 0
+	shards := make([]int, len(s.Shards))
 	for j, id := range s.Shards {
 		i, ok := b.w.index[id]
-		if !ok || j == r.shard {
-			continue
+		if !ok {
+			i = -1
 		}
-		if i == dst {
-			return false
-		}
-		switch b.w.domain[i] {
-		case dstDom:
-			inDst++
-		case srcDom:
-			inSrc++
-		}
+		shards[j] = i
 	}
-	if srcDom == dstDom || inDst == 0 {
-		return true
-	}
-	return s.AllowSharedDomains && inDst < inSrc
+	return allowed(b.w, shards, s.AllowSharedDomains, r.shard, src, dst)
 }
 
 // planSegmentScan is PlanSegment scoring every namespace (chooseScan): the

@@ -5,24 +5,36 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+
+	"pgregory.net/rapid"
 )
 
 // build makes a cluster of hosts h0..h(H-1), each with per namespaces
 // hX-nY of capacity slots, hosts in racks r(X % racks) when racks > 0.
 func build(t testing.TB, hosts, per int, capacity int64, racks int) *Cluster {
 	t.Helper()
+	return clusterOf(t, hosts, racks, func(host string) (ns []Namespace) {
+		for n := range per {
+			ns = append(ns, Namespace{ID: fmt.Sprintf("%s-n%d", host, n), Host: host, Capacity: capacity})
+		}
+		return ns
+	})
+}
+
+// clusterOf makes a cluster of hosts h0..h(H-1), in racks r(X % racks) when
+// racks > 0, each with the namespaces nsOf returns for it (in host order,
+// so that property tests draw in a fixed order).
+func clusterOf(t rapid.TB, hosts, racks int, nsOf func(host string) []Namespace) *Cluster {
+	t.Helper()
 	var hs []Host
 	var ns []Namespace
 	for h := range hosts {
-		name := fmt.Sprintf("h%d", h)
-		host := Host{Name: name}
+		host := Host{Name: fmt.Sprintf("h%d", h)}
 		if racks > 0 {
 			host.Labels = map[string]string{"rack": fmt.Sprintf("r%d", h%racks)}
 		}
 		hs = append(hs, host)
-		for n := range per {
-			ns = append(ns, Namespace{ID: fmt.Sprintf("%s-n%d", name, n), Host: name, Capacity: capacity})
-		}
+		ns = append(ns, nsOf(host.Name)...)
 	}
 	label := ""
 	if racks > 0 {

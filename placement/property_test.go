@@ -13,14 +13,7 @@ import (
 func genCluster(t *rapid.T) *Cluster {
 	hosts := rapid.IntRange(1, 10).Draw(t, "hosts")
 	racks := rapid.IntRange(0, 4).Draw(t, "racks")
-	var hs []Host
-	var ns []Namespace
-	for h := range hosts {
-		host := Host{Name: fmt.Sprintf("h%d", h)}
-		if racks > 0 {
-			host.Labels = map[string]string{"rack": fmt.Sprintf("r%d", h%racks)}
-		}
-		hs = append(hs, host)
+	return clusterOf(t, hosts, racks, func(host string) (ns []Namespace) {
 		for n := range rapid.IntRange(1, 4).Draw(t, "per") {
 			capacity := rapid.Int64Range(0, 20).Draw(t, "cap")
 			state := StateIn
@@ -28,20 +21,12 @@ func genCluster(t *rapid.T) *Cluster {
 				state = State(rapid.IntRange(1, 4).Draw(t, "state"))
 			}
 			ns = append(ns, Namespace{
-				ID: fmt.Sprintf("h%d-n%d", h, n), Host: host.Name, Capacity: capacity,
+				ID: fmt.Sprintf("%s-n%d", host, n), Host: host, Capacity: capacity,
 				Used: rapid.Int64Range(0, capacity).Draw(t, "used"), State: state,
 			})
 		}
-	}
-	label := ""
-	if racks > 0 {
-		label = "rack"
-	}
-	c, err := NewCluster(hs, ns, label)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+		return ns
+	})
 }
 
 // eligibleDomains counts domains with an In namespace that has a free slot.

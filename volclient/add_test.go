@@ -33,6 +33,27 @@ func newClusterStore(t *testing.T) *meta.Store {
 	return s
 }
 
+// newMem returns a blank 8 MiB in-memory device.
+func newMem(t *testing.T) *blockdev.Mem {
+	t.Helper()
+	mem, err := blockdev.NewMem(8<<20, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mem
+}
+
+// newBlankNamespace serves a blank 8 MiB in-memory namespace over NVMe/TCP
+// (target 0, not recorded) and returns the device, its target and the spec
+// that adds it on host h0.
+func newBlankNamespace(t *testing.T) (*blockdev.Mem, *target.Target, meta.NamespaceSpec) {
+	t.Helper()
+	mem := newMem(t)
+	tgt := volclienttest.StartTarget(t, 0, "127.0.0.1:0", mem)
+	spec := meta.NamespaceSpec{Host: "h0", NQN: volclienttest.NQN(0), NSID: 1, Paths: []meta.PathRecord{{Addr: "tcp://" + tgt.Addr(0)}}}
+	return mem, tgt, spec
+}
+
 // newServedNamespace is newClusterStore with one 8 MiB in-memory namespace
 // served over NVMe/TCP and recorded on host h0.
 func newServedNamespace(t *testing.T) (*meta.Store, *meta.ClusterRecord, *target.Target, *meta.NamespaceRecord) {
@@ -42,10 +63,7 @@ func newServedNamespace(t *testing.T) (*meta.Store, *meta.ClusterRecord, *target
 	if err != nil {
 		t.Fatal(err)
 	}
-	mem, err := blockdev.NewMem(8<<20, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mem := newMem(t)
 	tgt, rec := volclienttest.ServeNamespace(t, s, c, 1, mem)
 	return s, c, tgt, rec
 }
@@ -55,12 +73,7 @@ func newServedNamespace(t *testing.T) (*meta.Store, *meta.ClusterRecord, *target
 // nothing answers is a ConnectError; Discover finds the namespace recorded.
 func TestAddNamespaceLabels(t *testing.T) {
 	ctx := context.Background()
-	mem, err := blockdev.NewMem(8<<20, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tgt := volclienttest.StartTarget(t, 0, "127.0.0.1:0", mem)
-	spec := meta.NamespaceSpec{Host: "h0", NQN: volclienttest.NQN(0), NSID: 1, Paths: []meta.PathRecord{{Addr: "tcp://" + tgt.Addr(0)}}}
+	mem, tgt, spec := newBlankNamespace(t)
 	s := newClusterStore(t)
 	rec, err := AddNamespace(ctx, s, spec, "")
 	if err != nil {
@@ -150,10 +163,7 @@ func TestDiscoverTwoSubsystems(t *testing.T) {
 	if _, err := fresh.AddNamespace(ctx, first); err != nil {
 		t.Fatal(err)
 	}
-	blank, err := blockdev.NewMem(8<<20, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
+	blank := newMem(t)
 	second := first
 	second.NQN, second.Size = volclienttest.NQN(1), 0
 	tgt2 := volclienttest.StartTarget(t, 1, "127.0.0.1:0", blank)
@@ -201,19 +211,14 @@ func checkNothingBehind(t *testing.T, s *meta.Store, mem blockdev.Device, nqn, w
 // command was refused for good; a mistyped second path was recorded.
 func TestAddNamespaceMistakesLeaveNothing(t *testing.T) {
 	ctx := context.Background()
-	mem, err := blockdev.NewMem(8<<20, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mem, _, right := newBlankNamespace(t)
 	small, err := blockdev.NewMem(1<<20, 4096) // one 1 MiB slot: the label's only
 	if err != nil {
 		t.Fatal(err)
 	}
-	tgt := volclienttest.StartTarget(t, 0, "127.0.0.1:0", mem)
 	tiny := volclienttest.StartTarget(t, 1, "127.0.0.1:0", small)
 	other := volclienttest.StartTarget(t, 2, "127.0.0.1:0", small)
 	s := newClusterStore(t)
-	right := meta.NamespaceSpec{Host: "h0", NQN: volclienttest.NQN(0), NSID: 1, Paths: []meta.PathRecord{{Addr: "tcp://" + tgt.Addr(0)}}}
 	mistakes := map[string]func(*meta.NamespaceSpec){
 		"host": func(sp *meta.NamespaceSpec) { sp.Host = "h8" },
 		"nqn":  func(sp *meta.NamespaceSpec) { sp.NQN = volclienttest.NQN(9) },
@@ -251,13 +256,8 @@ func TestAddNamespaceMistakesLeaveNothing(t *testing.T) {
 // written and the add then failed "already recorded".
 func TestAddNamespaceReplacedDisk(t *testing.T) {
 	ctx := context.Background()
-	mem, err := blockdev.NewMem(8<<20, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tgt := volclienttest.StartTarget(t, 0, "127.0.0.1:0", mem)
+	_, tgt, spec := newBlankNamespace(t)
 	s := newClusterStore(t)
-	spec := meta.NamespaceSpec{Host: "h0", NQN: volclienttest.NQN(0), NSID: 1, Paths: []meta.PathRecord{{Addr: "tcp://" + tgt.Addr(0)}}}
 	rec, err := AddNamespace(ctx, s, spec, "")
 	if err != nil {
 		t.Fatal(err)
@@ -266,10 +266,7 @@ func TestAddNamespaceReplacedDisk(t *testing.T) {
 		t.Errorf("adding a recorded, labelled namespace again: %v; want ErrExists saying there is nothing to do", err)
 	}
 	tgt.Close()
-	blank, err := blockdev.NewMem(8<<20, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
+	blank := newMem(t)
 	spec.Paths = []meta.PathRecord{{Addr: "tcp://" + volclienttest.StartTarget(t, 0, "127.0.0.1:0", blank).Addr(0)}}
 	_, err = AddNamespace(ctx, s, spec, "")
 	if !errors.Is(err, meta.ErrExists) || !strings.Contains(err.Error(), "carries no label") || !strings.Contains(err.Error(), "nvstripe ns rm "+rec.ID) {
@@ -296,13 +293,8 @@ func TestAddNamespaceReplacedDisk(t *testing.T) {
 // once the host is back.
 func TestAddNamespaceUndoesLabel(t *testing.T) {
 	ctx := context.Background()
-	mem, err := blockdev.NewMem(8<<20, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tgt := volclienttest.StartTarget(t, 0, "127.0.0.1:0", mem)
+	mem, _, spec := newBlankNamespace(t)
 	s := newClusterStore(t)
-	spec := meta.NamespaceSpec{Host: "h0", NQN: volclienttest.NQN(0), NSID: 1, Paths: []meta.PathRecord{{Addr: "tcp://" + tgt.Addr(0)}}}
 	var labelled error
 	afterLabel = func() {
 		c, err := s.Cluster(ctx)
@@ -315,7 +307,7 @@ func TestAddNamespaceUndoesLabel(t *testing.T) {
 		}
 	}
 	defer func() { afterLabel = nil }()
-	_, err = AddNamespace(ctx, s, spec, "")
+	_, err := AddNamespace(ctx, s, spec, "")
 	if !errors.Is(err, meta.ErrNotFound) || !strings.Contains(err.Error(), "taken off again") {
 		t.Errorf("add whose record failed: %v; want the host's ErrNotFound, the label taken off", err)
 	}
@@ -340,17 +332,12 @@ func TestAddNamespaceUndoesLabel(t *testing.T) {
 // nothing.
 func TestWipeLabel(t *testing.T) {
 	ctx := context.Background()
-	mem, err := blockdev.NewMem(8<<20, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tgt := volclienttest.StartTarget(t, 0, "127.0.0.1:0", mem)
+	mem, _, spec := newBlankNamespace(t)
 	s := newClusterStore(t)
 	c, err := s.Cluster(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := meta.NamespaceSpec{Host: "h0", NQN: volclienttest.NQN(0), NSID: 1, Paths: []meta.PathRecord{{Addr: "tcp://" + tgt.Addr(0)}}}
 	put := func(b []byte) {
 		t.Helper()
 		if err := mem.WriteAt(ctx, b, 0); err != nil {
@@ -428,11 +415,7 @@ func TestWipeLabel(t *testing.T) {
 // none; Discover says so and what to do, instead of adding nothing
 // silently.
 func TestDiscoverStrangerHost(t *testing.T) {
-	mem, err := blockdev.NewMem(8<<20, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tgt := volclienttest.StartTarget(t, 0, "127.0.0.1:0", mem)
+	_, tgt, _ := newBlankNamespace(t)
 	s := newClusterStore(t)
 	const stranger = "nqn.2026-11.io.nvstripe:stranger"
 	addr := "tcp://" + tgt.Addr(0)

@@ -61,20 +61,12 @@ func benchScrub(b *testing.B, reads bool) {
 		g := m.Volume.Geometry()
 		segs := g.Segments(m.Volume.Size())
 		data = segs * g.SegmentData()
-		var pacer *moves.Pacer
 		var pace func(context.Context, int64) error
-		var before float64
-		stop := make(chan struct{})
-		fgDone := make(chan int64, 1)
+		var fg *fgReads
 		if reads {
-			pacer, _ = moves.NewPacer(moves.PacerConfig{})
+			pacer, _ := moves.NewPacer(moves.PacerConfig{})
 			pace = pacer.Wait
-			go func() { fgDone <- foreground(m, pacer, stop) }()
-			time.Sleep(time.Second) // first second: the baseline
-			close(stop)
-			before = float64(<-fgDone)
-			stop = make(chan struct{})
-			go func() { fgDone <- foreground(m, pacer, stop) }()
+			fg = startForeground(m, pacer)
 		}
 		t0 := time.Now()
 		b.StartTimer()
@@ -85,8 +77,7 @@ func benchScrub(b *testing.B, reads bool) {
 		d := time.Since(t0)
 		elapsed += d
 		if reads {
-			close(stop)
-			share += float64(<-fgDone) / d.Seconds() / before
+			share += fg.share(d)
 		}
 		if st := m.Volume.ChecksumStats(); st.Mismatches != 0 {
 			b.Fatalf("scrub of a clean volume found %+v", st)

@@ -3,15 +3,14 @@ package volclient
 import (
 	"context"
 	"fmt"
-	"net"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/internal/cputime"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta"
-	"github.com/nvstripe/nvstripe/meta/metatest"
 	"github.com/nvstripe/nvstripe/nbd"
 	"github.com/nvstripe/nvstripe/nbd/nbdtest"
 	"github.com/nvstripe/nvstripe/volclient/volclienttest"
@@ -23,16 +22,7 @@ import (
 // bytes, labelled for the cluster.
 func benchTargets(b *testing.B, nsSize, slotSize int64) (*meta.Store, *meta.ClusterRecord, []string) {
 	b.Helper()
-	ctx := context.Background()
-	store, err := meta.Open(ctx, meta.Config{Endpoints: metatest.Start(b)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { store.Close() })
-	c, err := store.InitCluster(ctx, meta.InitOptions{SlotSize: slotSize})
-	if err != nil {
-		b.Fatal(err)
-	}
+	store, c := benchStore(b, slotSize)
 	var ids []string
 	for i := range 6 {
 		mem, err := blockdev.NewMem(nsSize, 4096)
@@ -99,13 +89,7 @@ func benchNBD(b *testing.B, store *meta.Store, ids []string, s *Session, size in
 	if err != nil {
 		b.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	go srv.Serve(context.Background(), l)
-	b.Cleanup(func() { srv.Close() })
-	client, err := nbdtest.Dial(ctx, "tcp", l.Addr().String(), "v")
+	client, err := nbdtest.Dial(ctx, "tcp", testutil.ServeListener(b, srv.Serve), "v")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -181,16 +181,7 @@ func TestReadersFollowRebuild(t *testing.T) {
 	}
 	model := make([]byte, size)
 	rand.New(rand.NewSource(11)).Read(model)
-	w, err := OpenVolume(ctx, tc.store, "v", testOpenOptions("writer"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Volume.WriteAt(ctx, model, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(ctx); err != nil { // unmapped: only readers from now on
-		t.Fatal(err)
-	}
+	writeOnce(ctx, t, tc.store, "v", model) // unmapped: only readers from now on
 
 	// Reader r00 is held back at its first switch until released.
 	held, release := make(chan int64, 1), make(chan struct{})
@@ -331,16 +322,7 @@ func TestFollowerRelistsAfterBrokenWatch(t *testing.T) {
 	}
 	model := make([]byte, size)
 	rand.New(rand.NewSource(5)).Read(model)
-	w, err := OpenVolume(ctx, tc.store, "v", testOpenOptions("writer"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Volume.WriteAt(ctx, model, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	writeOnce(ctx, t, tc.store, "v", model)
 	// The mapping's own follower is held at its first switch for good: the
 	// follower under test, on the same volume and lease, does the work.
 	release := make(chan struct{})

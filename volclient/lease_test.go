@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,6 +48,37 @@ func (g *gatedRead) ReadAt(ctx context.Context, p []byte, off int64) error {
 	return g.Device.ReadAt(ctx, p, off)
 }
 
+// fillFreedSlot creates volume name (2+2, two slots of slotSize a shard),
+// writes it full of 0xEE and checks that it took the freed slot old: a read
+// of old by an owner that still thinks it holds it returns those bytes. The
+// mapping is returned open.
+func fillFreedSlot(ctx context.Context, t *testing.T, store *meta.Store, name string, slotSize int64, old meta.SlotRef) *Mapped {
+	t.Helper()
+	if _, err := store.CreateVolume(ctx, meta.VolumeSpec{Name: name, Size: 2 * slotSize,
+		Layout: meta.Layout{K: 2, M: 2, Chunk: 64 << 10}}); err != nil {
+		t.Fatal(err)
+	}
+	ow, err := OpenVolume(ctx, store, name, testOpenOptions("other"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ow.Volume.WriteAt(ctx, bytes.Repeat([]byte{0xEE}, int(2*slotSize)), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := ow.Volume.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	orec, err := ow.Map.Segment(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(orec.Slots, old) {
+		ow.Close(ctx)
+		t.Fatalf("the other volume's slots %v do not include the freed %v: the scenario did not happen", orec.Slots, old)
+	}
+	return ow
+}
+
 // TestReadAfterLeaseFenced: a read-only mapping (a 2s lease, its etcd
 // reached through a proxy) issues a read of a shard; the target holds it.
 // Meanwhile the reader is cut off etcd (as a stopped process would be),
@@ -87,16 +119,7 @@ func TestReaderReadAfterLeaseFenced(t *testing.T) {
 		t.Fatal(err)
 	}
 	mine := bytes.Repeat([]byte{0x11}, 2*slotSize)
-	w, err := OpenVolume(ctx, store, "v", testOpenOptions("writer"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Volume.WriteAt(ctx, mine, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	writeOnce(ctx, t, store, "v", mine)
 
 	proxy, err := faultnet.New(strings.TrimPrefix(eps[0], "http://"))
 	if err != nil {
@@ -160,33 +183,8 @@ func TestReaderReadAfterLeaseFenced(t *testing.T) {
 	if err != nil || a.Bitmap[old.Slot/8]&(1<<(old.Slot%8)) != 0 {
 		t.Fatalf("the old slot %v is still allocated after the move (%v)", old, err)
 	}
-	if _, err := store.CreateVolume(ctx, meta.VolumeSpec{Name: "other", Size: 2 * slotSize,
-		Layout: meta.Layout{K: 2, M: 2, Chunk: 64 << 10}}); err != nil {
-		t.Fatal(err)
-	}
-	theirs := bytes.Repeat([]byte{0xEE}, 2*slotSize)
-	ow, err := OpenVolume(ctx, store, "other", testOpenOptions("other"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ow := fillFreedSlot(ctx, t, store, "other", slotSize, old)
 	defer ow.Close(ctx)
-	if err := ow.Volume.WriteAt(ctx, theirs, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := ow.Volume.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	orec, err := ow.Map.Segment(ctx, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reused := false
-	for _, s := range orec.Slots {
-		reused = reused || s == old
-	}
-	if !reused {
-		t.Fatalf("the other volume's slots %v do not include the freed %v: the scenario did not happen", orec.Slots, old)
-	}
 
 	let()
 	err = <-read

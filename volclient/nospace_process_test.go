@@ -1,16 +1,15 @@
 package volclient
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"math/rand"
-	"slices"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/blockdev/devtest"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/metatest"
 	"github.com/nvstripe/nvstripe/nbd/nbdtest"
@@ -97,7 +96,7 @@ func TestProcessNoSpace(t *testing.T) {
 	if down := m.Volume.DownNamespaces(); len(down) != 0 {
 		t.Fatalf("namespaces taken for down for lack of space: %v", down)
 	}
-	readBack(t, m.Volume, model, undef, "with full file systems")
+	devtest.CheckContent(t, m.Volume, model, undef, "with full file systems")
 	client := serveNBDClients(t, m.Volume, 1)[0]
 	var ne *nbdtest.Error
 	if err := client.WriteAt(ctx, make([]byte, 1<<20), size-(1<<20)); !errors.As(err, &ne) || ne.Errno != proto.ENOSPC {
@@ -111,7 +110,7 @@ func TestProcessNoSpace(t *testing.T) {
 	}
 
 	m = open("a new owner, file systems still full")
-	readBack(t, m.Volume, model, undef, "a new owner, file systems still full")
+	devtest.CheckContent(t, m.Volume, model, undef, "a new owner, file systems still full")
 
 	// Space comes back under the mapping: its upkeep repairs the stripes
 	// the failed writes missed, and the rest of the volume takes writes.
@@ -124,7 +123,7 @@ func TestProcessNoSpace(t *testing.T) {
 		marks, err := m.Map.Stale(ctx)
 		return err == nil && len(marks) == 0 && !m.Volume.HasHoles()
 	})
-	readBack(t, m.Volume, model, undef, "space is back")
+	devtest.CheckContent(t, m.Volume, model, undef, "space is back")
 	if err := m.Volume.WriteAt(ctx, model[flushed:], flushed); err != nil {
 		t.Fatalf("writing the rest once space is back: %v", err)
 	}
@@ -135,29 +134,7 @@ func TestProcessNoSpace(t *testing.T) {
 		t.Fatal(err)
 	}
 	m = open("mapped again")
-	readBack(t, m.Volume, model, nil, "mapped again, after writing everything")
-}
-
-// readBack reads the whole volume and compares it with model; a block in
-// undef may read as any of the data listed for it.
-func readBack(t *testing.T, v blockdev.Device, model []byte, undef map[int64][][]byte, when string) {
-	t.Helper()
-	got := make([]byte, len(model))
-	if err := v.ReadAt(context.Background(), got, 0); err != nil {
-		t.Fatalf("%s: read: %v", when, err)
-	}
-	for b := int64(0); b < int64(len(model)); b += 4096 {
-		blk := got[b : b+4096]
-		if u, ok := undef[b]; ok {
-			if !slices.ContainsFunc(u, func(w []byte) bool { return bytes.Equal(blk, w) }) {
-				t.Fatalf("%s: block at %d of a failed write is none of the data written there", when, b)
-			}
-			continue
-		}
-		if !bytes.Equal(blk, model[b:b+4096]) {
-			t.Fatalf("%s: block at %d differs from what was acknowledged", when, b)
-		}
-	}
+	devtest.CheckContent(t, m.Volume, model, nil, "mapped again, after writing everything")
 }
 
 // mountTmpfs mounts a tmpfs of the given size on a temporary directory and

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/internal/retry"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/volume"
 )
@@ -233,19 +234,12 @@ func (m *Mapped) maintain(ctx context.Context, every time.Duration, repair bool,
 	if repair {
 		m.repairStale(ctx, logf)
 	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	retry.Every(ctx, every, func() {
 		back := m.reinstate(ctx, min(every, 5*time.Second), logf)
 		if repair && (back > 0 || m.Volume.NeedsRepair()) {
 			m.repairStale(ctx, logf)
 		}
-	}
+	})
 }
 
 // reinstate probes each namespace the volume treats as down and puts back

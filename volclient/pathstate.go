@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nvstripe/nvstripe/internal/retry"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/nvmeof/initiator"
 )
@@ -26,16 +27,7 @@ func usable(s string) bool { return s == meta.ANAOptimized || s == meta.ANANonOp
 // state changed (reportPaths).
 func (n *Namespaces) watchPaths(ctx context.Context, every time.Duration) {
 	defer close(n.watchDone)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			n.reportPaths(ctx)
-		}
-	}
+	retry.Every(ctx, every, func() { n.reportPaths(ctx) })
 }
 
 // reportPaths compares every connected namespace's paths with what was last

@@ -48,16 +48,7 @@ func pausedReaderRound(t *testing.T, pc *procCluster, r int) {
 		t.Fatal(err)
 	}
 	mine := bytes.Repeat([]byte{0x11 + byte(r)}, 2*slotSize)
-	w, err := OpenVolume(ctx, pc.store, vol, testOpenOptions("writer"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Volume.WriteAt(ctx, mine, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	writeOnce(ctx, t, pc.store, vol, mine)
 	etcd := strings.Join(pc.eps, ",")
 	rd := startProcMap(t, pc.bin, etcd, vol, "reader", 2*time.Second, "--read-only")
 	if n := differingMiB(t, rd.client, mine); n > 0 {
@@ -105,32 +96,8 @@ func pausedReaderRound(t *testing.T, pc *procCluster, r int) {
 	if err := mv.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pc.store.CreateVolume(ctx, meta.VolumeSpec{Name: other, Size: 2 * slotSize,
-		Layout: meta.Layout{K: 2, M: 2, Chunk: 64 << 10}}); err != nil {
-		t.Fatal(err)
-	}
-	ow, err := OpenVolume(ctx, pc.store, other, testOpenOptions("other"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ow := fillFreedSlot(ctx, t, pc.store, other, slotSize, old)
 	defer ow.Close(ctx)
-	if err := ow.Volume.WriteAt(ctx, bytes.Repeat([]byte{0xEE}, 2*slotSize), 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := ow.Volume.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	orec, err := ow.Map.Segment(ctx, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reused := false
-	for _, s := range orec.Slots {
-		reused = reused || s == old
-	}
-	if !reused {
-		t.Fatalf("the other volume's slots %v do not include the freed %v: the scenario did not happen", orec.Slots, old)
-	}
 
 	if err := rd.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)

@@ -50,13 +50,8 @@ func TestNBDOverTargetsDegraded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(context.Background(), l)
-	t.Cleanup(func() { srv.Close() })
-	url := "nbd://" + l.Addr().String() + "/v"
+	addr := testutil.ServeListener(t, srv.Serve)
+	url := "nbd://" + addr + "/v"
 
 	dir := t.TempDir()
 	data := make([]byte, size)
@@ -67,7 +62,8 @@ func TestNBDOverTargetsDegraded(t *testing.T) {
 	tc.targets[4].Close() // degraded from here on
 	os.WriteFile(half, data[size/2:], 0o644)
 	// nbdcopy writes from offset 0; the second half goes in with qemu-io.
-	img := "driver=nbd,server.type=inet,server.host=" + hostOf(l) + ",server.port=" + portOf(l) + ",export=v"
+	host, port, _ := net.SplitHostPort(addr)
+	img := "driver=nbd,server.type=inet,server.host=" + host + ",server.port=" + port + ",export=v"
 	run(t, "qemu-io", "--image-opts", "-c", fmt.Sprintf("write -s %s %d %d", half, size/2, size/2), img)
 	// A pattern at an odd (512-aligned) offset, written and checked degraded.
 	run(t, "qemu-io", "--image-opts", "-c", "write -P 0x5a 12800 7168", img)
@@ -81,9 +77,6 @@ func TestNBDOverTargetsDegraded(t *testing.T) {
 		t.Fatalf("data read back through NBD after a target stopped differs (err %v)", err)
 	}
 }
-
-func hostOf(l net.Listener) string { h, _, _ := net.SplitHostPort(l.Addr().String()); return h }
-func portOf(l net.Listener) string { _, p, _ := net.SplitHostPort(l.Addr().String()); return p }
 
 // TestFUSELoopExt4OverTargetsDegraded formats the volume, shown as a FUSE
 // file and attached to a loop device, with ext4; writes a tree of files; stops

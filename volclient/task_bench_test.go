@@ -36,10 +36,10 @@ func benchCluster(b *testing.B, n int, nsSize, slotSize, volSize int64) (*meta.S
 	return store, tgts, m
 }
 
-// benchClusterOn is benchCluster with namespace i on newDev(i) and the
-// volume's Layout.Checksum set to checksum. It also returns how long
-// writing the volume took (four writers of 8 MiB requests).
-func benchClusterOn(b *testing.B, n int, slotSize, volSize int64, checksum string, newDev func(i int) blockdev.Device) (*meta.Store, []*target.Target, *Mapped, time.Duration) {
+// benchStore starts an etcd and a store on it, closed when b ends, and
+// initialises the cluster with slotSize.
+func benchStore(b *testing.B, slotSize int64) (*meta.Store, *meta.ClusterRecord) {
+	b.Helper()
 	ctx := context.Background()
 	store, err := meta.Open(ctx, meta.Config{Endpoints: metatest.Start(b)})
 	if err != nil {
@@ -50,6 +50,15 @@ func benchClusterOn(b *testing.B, n int, slotSize, volSize int64, checksum strin
 	if err != nil {
 		b.Fatal(err)
 	}
+	return store, c
+}
+
+// benchClusterOn is benchCluster with namespace i on newDev(i) and the
+// volume's Layout.Checksum set to checksum. It also returns how long
+// writing the volume took (four writers of 8 MiB requests).
+func benchClusterOn(b *testing.B, n int, slotSize, volSize int64, checksum string, newDev func(i int) blockdev.Device) (*meta.Store, []*target.Target, *Mapped, time.Duration) {
+	ctx := context.Background()
+	store, c := benchStore(b, slotSize)
 	var tgts []*target.Target
 	for i := 0; i < n; i++ {
 		tgt, _ := volclienttest.ServeNamespace(b, store, c, i, newDev(i))
@@ -149,6 +158,34 @@ func foreground(m *Mapped, pacer *moves.Pacer, stop <-chan struct{}) int64 {
 	}
 }
 
+// fgReads is foreground reads (see foreground) beside a background job.
+type fgReads struct {
+	stop   chan struct{}
+	done   chan int64
+	before float64 // bytes read in the baseline second
+}
+
+// startForeground starts reads of m, their latencies observed by pacer: a
+// second alone (the baseline), then on, beside the job measured, until
+// share.
+func startForeground(m *Mapped, pacer *moves.Pacer) *fgReads {
+	f := &fgReads{stop: make(chan struct{}), done: make(chan int64, 1)}
+	go func() { f.done <- foreground(m, pacer, f.stop) }()
+	time.Sleep(time.Second) // first second: the baseline
+	close(f.stop)
+	f.before = float64(<-f.done)
+	f.stop = make(chan struct{})
+	go func() { f.done <- foreground(m, pacer, f.stop) }()
+	return f
+}
+
+// share stops the reads and returns their rate over d, the time the job
+// ran, as a share of the baseline rate.
+func (f *fgReads) share(d time.Duration) float64 {
+	close(f.stop)
+	return float64(<-f.done) / d.Seconds() / f.before
+}
+
 // BenchmarkRebuildIdle measures rebuild speed (bytes of reconstructed shard
 // data per second) of a 4+2 volume on 8 userspace NVMe/TCP targets with
 // in-memory namespaces, one target killed, unpaced, no foreground IO.
@@ -195,25 +232,17 @@ func benchRebuild(b *testing.B, reads bool) {
 		}
 		settle(b, m) // the volume notices the dead target before the clock starts
 		var pacer *moves.Pacer
-		var before float64
-		stop := make(chan struct{})
-		fgDone := make(chan int64, 1)
+		var fg *fgReads
 		if reads {
 			pacer, _ = moves.NewPacer(moves.PacerConfig{})
-			go func() { fgDone <- foreground(m, pacer, stop) }()
-			time.Sleep(time.Second) // first second: the baseline
-			close(stop)
-			before = float64(<-fgDone)
-			stop = make(chan struct{})
-			go func() { fgDone <- foreground(m, pacer, stop) }()
+			fg = startForeground(m, pacer)
 		}
 		t0 := time.Now()
 		b.StartTimer()
 		total += rebuildAll(b, store, m, pacer, 4)
 		b.StopTimer()
 		if reads {
-			close(stop)
-			ratio += float64(<-fgDone) / time.Since(t0).Seconds() / before
+			ratio += fg.share(time.Since(t0))
 		}
 	}
 	b.SetBytes(total / int64(b.N))

@@ -194,16 +194,10 @@ func serveNBDClients(t *testing.T, dev blockdev.Device, n int) []blockdev.Device
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(context.Background(), l) }()
-	t.Cleanup(func() { srv.Close(); <-served })
+	addr := testutil.ServeListener(t, srv.Serve)
 	var out []blockdev.Device
 	for range n {
-		c, err := nbdtest.Dial(t.Context(), "tcp", l.Addr().String(), "v")
+		c, err := nbdtest.Dial(t.Context(), "tcp", addr, "v")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -109,6 +109,36 @@ func fillVolume(t *testing.T, m *Mapped, size int) []byte {
 	return model
 }
 
+// writeUnmapped maps a new volume of size (openVolume) with o, fills it
+// (fillVolume) and unmaps it; it returns the data and a host holding
+// shards of it.
+func (tc *testCluster) writeUnmapped(t *testing.T, size int, o OpenOptions) ([]byte, int) {
+	t.Helper()
+	m := tc.openVolume(t, int64(size), 64<<10, o)
+	model := fillVolume(t, m, size)
+	victim := tc.hostWithShards(t, m)
+	if err := m.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return model, victim
+}
+
+// writeOnce maps volume name read-write, writes data at its start and
+// unmaps it.
+func writeOnce(ctx context.Context, t *testing.T, store *meta.Store, name string, data []byte) {
+	t.Helper()
+	w, err := OpenVolume(ctx, store, name, testOpenOptions("writer"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Volume.WriteAt(ctx, data, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func verifyVolume(t *testing.T, m *Mapped, model []byte) {
 	t.Helper()
 	got := make([]byte, len(model))
@@ -127,12 +157,7 @@ func TestControllerRebuildsUnmappedVolume(t *testing.T) {
 	tc := newTestCluster(t, 8, 64<<20, 4<<20)
 	ctx := context.Background()
 	opts := testOpenOptions("writer")
-	m := tc.openVolume(t, size, 64<<10, opts)
-	model := fillVolume(t, m, size)
-	victim := tc.hostWithShards(t, m)
-	if err := m.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	model, victim := tc.writeUnmapped(t, size, opts)
 	runController(t, tc.store)
 	tc.targets[victim].Close()
 	waitRebuilt(t, tc.store, fmt.Sprintf("h%d-n1", victim))
@@ -305,12 +330,7 @@ func TestControllerFailoverMidRebuild(t *testing.T) {
 	tc := newTestCluster(t, 8, 64<<20, 4<<20)
 	ctx := context.Background()
 	opts := testOpenOptions("writer")
-	m := tc.openVolume(t, size, 64<<10, opts)
-	model := fillVolume(t, m, size)
-	victim := tc.hostWithShards(t, m)
-	if err := m.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	model, victim := tc.writeUnmapped(t, size, opts)
 	storeA := memStore(t, tc.etcd)
 	slow, err := moves.NewPacer(moves.PacerConfig{Bandwidth: 2 << 20, Burst: 1 << 20})
 	if err != nil {
@@ -338,7 +358,7 @@ func TestControllerFailoverMidRebuild(t *testing.T) {
 		t.Fatal("ctl-b does not lead after the rebuild")
 	}
 	checkNoLeakedSlots(t, tc.store)
-	m, err = OpenVolume(ctx, tc.store, "v", opts)
+	m, err := OpenVolume(ctx, tc.store, "v", opts)
 	if err != nil {
 		t.Fatal(err)
 	}

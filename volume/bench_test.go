@@ -71,18 +71,7 @@ func benchVolumeOf(b *testing.B, f benchFormat, fresh bool) (*Volume, []*blockde
 // five slots each, four segments long, filled with data.
 func filledBenchVolume(b *testing.B, g layout.Geometry) (*Volume, []*blockdev.Mem) {
 	size := 4 * g.SegmentData() // 256 MiB of 4+2, less the checksum and log areas
-	dm := DeviceMap{}
-	slots := map[string]int64{}
-	var mems []*blockdev.Mem
-	for i := 0; i < g.N(); i++ {
-		m, err := blockdev.NewMem(5*g.SlotSize, 4096)
-		if err != nil {
-			b.Fatal(err)
-		}
-		name := fmt.Sprintf("ns%d", i)
-		dm[name], slots[name] = m, 5
-		mems = append(mems, m)
-	}
+	dm, slots, mems := memNamespaces(b, g, 5)
 	v, err := New(Options{Geometry: g, Size: size, Devices: dm, Alloc: NewMemAllocator(g.N(), slots), LogEpoch: 1})
 	if err != nil {
 		b.Fatal(err)
@@ -319,12 +308,23 @@ func burstCPU(b *testing.B, v *Volume, name string, p []byte, ops, round int) fl
 	return float64(threadCPU(b) - start)
 }
 
-// threadCPU is the calling thread's CPU time (REQUIRES: locked to it), by
-// clock_gettime(CLOCK_THREAD_CPUTIME_ID): getrusage counts in ticks.
-func threadCPU(b *testing.B) time.Duration {
-	const clockThreadCPUTime = 3
+// threadCPU is the calling thread's CPU time (REQUIRES: locked to it).
+func threadCPU(b *testing.B) time.Duration { return clockCPU(b, clockThreadCPUTime) }
+
+// processCPU is the process's CPU time (every thread).
+func processCPU(b *testing.B) time.Duration { return clockCPU(b, clockProcessCPUTime) }
+
+// The CPU-time clocks of clock_gettime.
+const (
+	clockProcessCPUTime = 2 // CLOCK_PROCESS_CPUTIME_ID
+	clockThreadCPUTime  = 3 // CLOCK_THREAD_CPUTIME_ID
+)
+
+// clockCPU reads CPU-time clock id with clock_gettime (getrusage counts in
+// ticks).
+func clockCPU(b *testing.B, id uintptr) time.Duration {
 	var ts syscall.Timespec
-	if _, _, e := syscall.RawSyscall(syscall.SYS_CLOCK_GETTIME, clockThreadCPUTime, uintptr(unsafe.Pointer(&ts)), 0); e != 0 {
+	if _, _, e := syscall.RawSyscall(syscall.SYS_CLOCK_GETTIME, id, uintptr(unsafe.Pointer(&ts)), 0); e != 0 {
 		b.Fatal(e)
 	}
 	return time.Duration(ts.Nano())

@@ -153,10 +153,7 @@ func restart(t tb, r *rig) {
 	if err := r.vol.Flush(context.Background()); err != nil {
 		t.Fatalf("flush: %v", err)
 	}
-	devs := DeviceMap{}
-	for i, m := range r.mems {
-		devs[r.names[i]] = m.CrashClone()
-	}
+	devs := r.crash(t, context.Background(), nil)
 	r.reopen(t, devs)
 	r.rebindMems(devs)
 }
@@ -200,10 +197,7 @@ func TestFUAWritesChecksumsDurably(t *testing.T) {
 	if err := r.vol.WriteAtFUA(ctx, want, 0); err != nil {
 		t.Fatal(err)
 	}
-	devs := DeviceMap{}
-	for i, m := range r.mems {
-		devs[r.names[i]] = m.CrashClone()
-	}
+	devs := r.crash(t, ctx, nil)
 	r.reopen(t, devs)
 	mustEqual(t, "FUA write after a crash", mustRead(t, r.vol, 0, len(want)), want)
 	if st := r.vol.ChecksumStats(); st != (ChecksumStats{}) {

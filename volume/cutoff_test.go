@@ -3,6 +3,7 @@ package volume
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -27,10 +28,7 @@ func TestRecoverCutOffMarksNothing(t *testing.T) {
 		h := crashWithLost(t, g, 2, seed)
 		r := h.r
 
-		cutOff := DeviceMap{}
-		for name, d := range h.devs {
-			cutOff[name] = d
-		}
+		cutOff := maps.Clone(h.devs)
 		for _, name := range r.names[:2] {
 			fd := faultdev.New(h.devs[name], seed)
 			fd.SetDown(true)
@@ -91,13 +89,7 @@ func deferSegmentZero(t *testing.T, ev EventListener) *rig {
 	if err := r.vol.storeSums(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	crashed := DeviceMap{}
-	for i, m := range r.mems {
-		if err := m.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
-		crashed[r.names[i]] = m.CrashClone()
-	}
+	crashed := r.crash(t, ctx, func(int) bool { return true })
 	refs, _, _ := r.alloc.Lookup(ctx, 0)
 	for _, sh := range []int{2, 3} {
 		i := g.SlotOf(0, sh)
@@ -203,10 +195,7 @@ func TestRecoverCutOffFromOne(t *testing.T) {
 		h := crashWithLost(t, g, 2, seed)
 		r := h.r
 
-		cutOff := DeviceMap{}
-		for name, d := range h.devs {
-			cutOff[name] = d
-		}
+		cutOff := maps.Clone(h.devs)
 		away := faultdev.New(h.devs[r.names[0]], seed)
 		away.SetDown(true)
 		cutOff[r.names[0]] = away

@@ -67,10 +67,7 @@ func repairDurableBeforeClear(t *testing.T, g layout.Geometry) {
 		if marks, _ := r.stale.Stale(ctx); len(marks) != 0 {
 			t.Fatalf("marks left after repair: %v", marks)
 		}
-		devs := DeviceMap{}
-		for i, m := range r.mems {
-			devs[r.names[i]] = m.CrashClone()
-		}
+		devs := r.crash(t, ctx, nil)
 		r.reopen(t, devs)
 		r.rebindMems(devs)
 		got := make([]byte, size)

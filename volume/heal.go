@@ -493,15 +493,5 @@ func (v *Volume) scrubSegment(ctx context.Context, seg int64, pace func(ctx cont
 }
 
 func (v *Volume) scrubStripe(ctx context.Context, s *segment, t int64) error {
-	id := layout.StripeID{Segment: s.id, Stripe: t}
-	mu := v.lock(id)
-	mu.Lock()
-	defer mu.Unlock()
-	var err error
-	for attempt := 0; attempt <= v.g.N(); attempt++ {
-		if err = v.healStripe(ctx, s, id, healScrub); !isShardFault(err) {
-			return err
-		}
-	}
-	return err
+	return v.retryStripe(s, t, func(id layout.StripeID) error { return v.healStripe(ctx, s, id, healScrub) })
 }

@@ -82,6 +82,26 @@ func newRig(t tb, g layout.Geometry, size int64, o rigOptions) *rig {
 	return r
 }
 
+// memNamespaces makes g.N() in-memory namespaces ns0, ns1... of slots
+// slots each, without faultdev (benchmarks and golden outputs): the device
+// map, each one's slot count for NewMemAllocator, and the devices.
+func memNamespaces(t tb, g layout.Geometry, slots int64) (DeviceMap, map[string]int64, []*blockdev.Mem) {
+	t.Helper()
+	dm := DeviceMap{}
+	counts := map[string]int64{}
+	var mems []*blockdev.Mem
+	for i := 0; i < g.N(); i++ {
+		m, err := blockdev.NewMem(slots*g.SlotSize, 4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := fmt.Sprintf("ns%d", i)
+		dm[name], counts[name] = m, slots
+		mems = append(mems, m)
+	}
+	return dm, counts, mems
+}
+
 // reopen builds a fresh Volume over the same devices (a new owner).
 func (r *rig) reopen(t tb, devs DeviceMap) {
 	t.Helper()
@@ -178,6 +198,23 @@ func mustEqual(t tb, what string, got, want []byte) {
 		}
 		t.Fatalf("%s: differs at byte %d (of %d)", what, i, len(want))
 	}
+}
+
+// crash returns what the rig's devices keep if they crash now: crash
+// clones (what was flushed or written FUA), once the devices flush says to
+// (nil: none) have flushed their caches.
+func (r *rig) crash(t tb, ctx context.Context, flush func(i int) bool) DeviceMap {
+	t.Helper()
+	devs := DeviceMap{}
+	for i, m := range r.mems {
+		if flush != nil && flush(i) {
+			if err := m.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		devs[r.names[i]] = m.CrashClone()
+	}
+	return devs
 }
 
 // rebindMems points checkParity at the devices of devs (after a crash).

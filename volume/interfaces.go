@@ -143,27 +143,15 @@ type ShardInfo struct {
 	Err     error
 }
 
-func (e EventListener) degraded(d DegradedInfo) {
-	if e.Degraded != nil {
-		e.Degraded(d)
-	}
-}
+func (e EventListener) degraded(d DegradedInfo)    { emit(e.Degraded, d) }
+func (e EventListener) corruption(s ShardInfo)     { emit(e.Corruption, s) }
+func (e EventListener) unsettled(b UnsettledBlock) { emit(e.Unsettled, b) }
+func (e EventListener) shardError(s ShardInfo)     { emit(e.ShardError, s) }
 
-func (e EventListener) corruption(s ShardInfo) {
-	if e.Corruption != nil {
-		e.Corruption(s)
-	}
-}
-
-func (e EventListener) unsettled(b UnsettledBlock) {
-	if e.Unsettled != nil {
-		e.Unsettled(b)
-	}
-}
-
-func (e EventListener) shardError(s ShardInfo) {
-	if e.ShardError != nil {
-		e.ShardError(s)
+// emit calls the hook f with v, when there is one.
+func emit[T any](f func(T), v T) {
+	if f != nil {
+		f(v)
 	}
 }
 

@@ -51,9 +51,25 @@ func TestDroppedWriteThenCrash(t *testing.T) {
 func droppedWriteThenCrash(t *testing.T, g layout.Geometry, at int64, clean bool) {
 	t.Helper()
 	ctx := context.Background()
+	r, want := droppedWrite(t, g, 1, at, pattern(4096, 99), clean)
+	r.reopen(t, r.deviceMap()) // the owner crashed: nothing closed
+	if _, err := r.vol.Recover(ctx); err != nil {
+		t.Fatalf("%v at %d: recover: %v", g, at, err)
+	}
+	checkNotStale(t, r, g, want, at, clean)
+}
+
+// droppedWrite makes a rig of one segment of g, fills it with pattern seed
+// and flushes; then it writes news at at while the namespace holding at
+// drops writes, flushes, marks the segments clean when clean (as an idle
+// owner does) and lets the namespace write again. It returns the rig, not
+// reopened yet, and the acknowledged content.
+func droppedWrite(t *testing.T, g layout.Geometry, seed byte, at int64, news []byte, clean bool) (*rig, []byte) {
+	t.Helper()
+	ctx := context.Background()
 	size := g.SegmentData()
 	r := newRig(t, g, size, rigOptions{})
-	want := pattern(int(size), 1)
+	want := pattern(int(size), seed)
 	if err := r.vol.WriteAt(ctx, want, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +78,6 @@ func droppedWriteThenCrash(t *testing.T, g layout.Geometry, at int64, clean bool
 	}
 	liar := r.devs[r.index(shardNS(t, r, at))]
 	id := liar.Add(faultdev.Rule{Action: faultdev.Drop})
-	news := pattern(4096, 99)
 	if err := r.vol.WriteAt(ctx, news, at); err != nil {
 		t.Fatal(err)
 	}
@@ -76,11 +91,7 @@ func droppedWriteThenCrash(t *testing.T, g layout.Geometry, at int64, clean bool
 	}
 	copy(want[at:], news)
 	liar.Remove(id)
-	r.reopen(t, r.deviceMap()) // the owner crashed: nothing closed
-	if _, err := r.vol.Recover(ctx); err != nil {
-		t.Fatalf("%v at %d: recover: %v", g, at, err)
-	}
-	checkNotStale(t, r, g, want, at, clean)
+	return r, want
 }
 
 // checkNotStale reads the volume block by block: each block must be want,
@@ -264,28 +275,7 @@ func TestScrubAfterDroppedWrite(t *testing.T) {
 	for _, g := range lyingLayouts {
 		at := g.Chunk + 4096
 		size := g.SegmentData()
-		r := newRig(t, g, size, rigOptions{})
-		want := pattern(int(size), 1)
-		if err := r.vol.WriteAt(ctx, want, 0); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.vol.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
-		liar := r.devs[r.index(shardNS(t, r, at))]
-		liar.Add(faultdev.Rule{Action: faultdev.Drop})
-		news := pattern(4096, 77)
-		if err := r.vol.WriteAt(ctx, news, at); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.vol.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.vol.Clean(ctx); err != nil {
-			t.Fatal(err)
-		}
-		copy(want[at:], news)
-		liar.Clear()
+		r, want := droppedWrite(t, g, 1, at, pattern(4096, 77), true)
 		r.reopen(t, r.deviceMap())
 		if _, err := r.vol.Scrub(ctx, 0, 0, nil); err != nil {
 			t.Fatalf("%v: scrub: %v", g, err)
@@ -307,32 +297,10 @@ func TestScrubAfterDroppedWrite(t *testing.T) {
 // acknowledged data around the stale shard (M >= 2), or fails (M = 1),
 // and writes nothing.
 func TestReadOnlyAfterDroppedWrite(t *testing.T) {
-	ctx := context.Background()
 	for _, g := range lyingLayouts {
 		at := g.StripeData() + 4096
 		size := g.SegmentData()
-		r := newRig(t, g, size, rigOptions{})
-		want := pattern(int(size), 3)
-		if err := r.vol.WriteAt(ctx, want, 0); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.vol.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
-		liar := r.devs[r.index(shardNS(t, r, at))]
-		liar.Add(faultdev.Rule{Action: faultdev.Drop})
-		news := pattern(8192, 55)
-		if err := r.vol.WriteAt(ctx, news, at); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.vol.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.vol.Clean(ctx); err != nil {
-			t.Fatal(err)
-		}
-		copy(want[at:], news)
-		liar.Clear()
+		r, want := droppedWrite(t, g, 3, at, pattern(8192, 55), true)
 		v, err := New(Options{Geometry: g, Size: size, Devices: r.deviceMap(), Alloc: r.alloc, Stale: r.stale, ReadOnly: true, LogEpoch: r.epoch + 1})
 		if err != nil {
 			t.Fatal(err)
@@ -359,29 +327,8 @@ func TestRebuildAfterDroppedWrite(t *testing.T) {
 	g := lyingLayouts[1] // 4+2: one stale shard and one rebuilt slot are within M
 	at := g.StripeData() + 4096
 	size := g.SegmentData()
-	r := newRig(t, g, size, rigOptions{})
-	want := pattern(int(size), 5)
-	if err := r.vol.WriteAt(ctx, want, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.vol.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	r, want := droppedWrite(t, g, 5, at, pattern(4096, 66), true)
 	liarNS := shardNS(t, r, at)
-	liar := r.devs[r.index(liarNS)]
-	liar.Add(faultdev.Rule{Action: faultdev.Drop})
-	news := pattern(4096, 66)
-	if err := r.vol.WriteAt(ctx, news, at); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.vol.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.vol.Clean(ctx); err != nil {
-		t.Fatal(err)
-	}
-	copy(want[at:], news)
-	liar.Clear()
 	r.reopen(t, r.deviceMap())
 	mustRead(t, r.vol, 0, 4096) // opens the segment; proves stripe 0 only
 	s := r.vol.cachedSegments()[0]

@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
-	"slices"
 	"testing"
 
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/blockdev/devtest"
 	"github.com/nvstripe/nvstripe/blockdev/faultdev"
 	"github.com/nvstripe/nvstripe/volume/layout"
 )
@@ -99,7 +99,7 @@ func noSpaceRun(t *testing.T, g layout.Geometry, full int) {
 	if down := r.vol.DownNamespaces(); len(down) != 0 {
 		t.Fatalf("namespaces treated as down for lack of space: %v", down)
 	}
-	checkAgainst(t, r.vol, model, undef, "with full namespaces")
+	devtest.CheckContent(t, r.vol, model, undef, "with full namespaces")
 	checkMarks(t, r, g, size/2)
 
 	// A new owner after a crash (nothing closed, every written segment
@@ -108,7 +108,7 @@ func noSpaceRun(t *testing.T, g layout.Geometry, full int) {
 	if _, err := r.vol.Recover(ctx); err != nil {
 		t.Fatalf("recover with full namespaces: %v", err)
 	}
-	checkAgainst(t, r.vol, model, undef, "a new owner, full namespaces")
+	devtest.CheckContent(t, r.vol, model, undef, "a new owner, full namespaces")
 
 	if full == 2 {
 		// Space back on one of the two: Repair rebuilds everything but
@@ -126,7 +126,7 @@ func noSpaceRun(t *testing.T, g layout.Geometry, full int) {
 				t.Fatalf("after a repair with only %s full, a mark on %s is left: %+v", r.names[0], m.Ref.NS, m)
 			}
 		}
-		checkAgainst(t, r.vol, model, undef, "repaired but for one full namespace")
+		devtest.CheckContent(t, r.vol, model, undef, "repaired but for one full namespace")
 	}
 	for i := range full {
 		r.devs[i].Clear()
@@ -140,7 +140,7 @@ func noSpaceRun(t *testing.T, g layout.Geometry, full int) {
 	if marks, _ := r.stale.Stale(ctx); len(marks) != 0 {
 		t.Fatalf("marks left after repair: %+v", marks)
 	}
-	checkAgainst(t, r.vol, model, undef, "after repair")
+	devtest.CheckContent(t, r.vol, model, undef, "after repair")
 	// Settle the blocks of failed writes to what the volume reads, then
 	// lose each namespace in turn: reads reconstruct the same bytes.
 	settled := bytes.Clone(model)
@@ -161,28 +161,6 @@ func noSpaceRun(t *testing.T, g layout.Geometry, full int) {
 	r.reopen(t, r.deviceMap())
 	if err := r.vol.WriteAt(ctx, make([]byte, g.StripeData()), 0); err != nil {
 		t.Fatalf("write after space is back: %v", err)
-	}
-}
-
-// checkAgainst reads the whole volume and compares it with model, except
-// that a block of a failed write may read as either its old or new bytes.
-func checkAgainst(t *testing.T, v *Volume, model []byte, undef map[int64][][]byte, when string) {
-	t.Helper()
-	got := make([]byte, len(model))
-	if err := v.ReadAt(context.Background(), got, 0); err != nil {
-		t.Fatalf("%s: read: %v", when, err)
-	}
-	for b := int64(0); b < int64(len(model)); b += 4096 {
-		blk := got[b : b+4096]
-		if u, ok := undef[b]; ok {
-			if !slices.ContainsFunc(u, func(w []byte) bool { return bytes.Equal(blk, w) }) {
-				t.Fatalf("%s: block at %d of a failed write is none of the data written there", when, b)
-			}
-			continue
-		}
-		if !bytes.Equal(blk, model[b:b+4096]) {
-			t.Fatalf("%s: block at %d differs from what was acknowledged", when, b)
-		}
 	}
 }
 

@@ -7,10 +7,8 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/volume/layout"
@@ -187,15 +185,4 @@ func burstWrites(b *testing.B, v *Volume, qd, ops, every int, seed int64) (cpu, 
 		b.Fatal(err)
 	}
 	return cpu, wall
-}
-
-// processCPU is the process's CPU time (every thread), by
-// clock_gettime(CLOCK_PROCESS_CPUTIME_ID): getrusage counts in ticks.
-func processCPU(b *testing.B) time.Duration {
-	const clockProcessCPUTime = 2
-	var ts syscall.Timespec
-	if _, _, e := syscall.RawSyscall(syscall.SYS_CLOCK_GETTIME, clockProcessCPUTime, uintptr(unsafe.Pointer(&ts)), 0); e != 0 {
-		b.Fatal(e)
-	}
-	return time.Duration(ts.Nano())
 }

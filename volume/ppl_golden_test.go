@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/volume/layout"
 )
 
@@ -93,18 +92,7 @@ func TestWritePathGolden(t *testing.T) {
 func goldenWorkload(t *testing.T, g layout.Geometry) []string {
 	ctx := context.Background()
 	size := 2 * g.SegmentData()
-	dm := DeviceMap{}
-	slots := map[string]int64{}
-	var mems []*blockdev.Mem
-	for i := 0; i < g.N(); i++ {
-		m, err := blockdev.NewMem(3*g.SlotSize, 4096)
-		if err != nil {
-			t.Fatal(err)
-		}
-		name := fmt.Sprintf("ns%d", i)
-		dm[name], slots[name] = m, 3
-		mems = append(mems, m)
-	}
+	dm, slots, mems := memNamespaces(t, g, 3)
 	v, err := New(Options{Geometry: g, Size: size, Devices: dm, Alloc: NewMemAllocator(g.N(), slots), LogEpoch: 5})
 	if err != nil {
 		t.Fatal(err)

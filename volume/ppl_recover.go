@@ -108,17 +108,7 @@ func (v *Volume) parseRing(s *segment, i int, buf []byte) []*logRecord {
 // lost slot marked stale from t, and the parity recomputed from the data
 // with the solved blocks. REQUIRES: s.io held shared.
 func (v *Volume) settleStripe(ctx context.Context, s *segment, t int64, rec *logRecord, scanned []bool) error {
-	id := layout.StripeID{Segment: s.id, Stripe: t}
-	mu := v.lock(id)
-	mu.Lock()
-	defer mu.Unlock()
-	var err error
-	for attempt := 0; attempt <= v.g.N(); attempt++ {
-		if err = v.settleOnce(ctx, s, id, rec, scanned); !isShardFault(err) {
-			return err
-		}
-	}
-	return err
+	return v.retryStripe(s, t, func(id layout.StripeID) error { return v.settleOnce(ctx, s, id, rec, scanned) })
 }
 
 func (v *Volume) settleOnce(ctx context.Context, s *segment, id layout.StripeID, rec *logRecord, scanned []bool) error {

@@ -290,10 +290,7 @@ func TestFormat2RecoversWithoutLog(t *testing.T) {
 		if err := r.vol.WriteAt(ctx, pattern(4096, 9), 4096); err != nil {
 			t.Fatal(err)
 		}
-		devs := DeviceMap{}
-		for i, m := range r.mems {
-			devs[r.names[i]] = m.CrashClone()
-		}
+		devs := r.crash(t, ctx, nil)
 		if lose {
 			gone := faultdev.New(devs[r.names[0]], 1)
 			gone.SetDown(true)
@@ -370,23 +367,10 @@ func TestWriteHoleZeroRowOfMixedVersions(t *testing.T) {
 	if !bytes.Equal(parity, make([]byte, g.Chunk)) {
 		t.Fatal("setup: the parity of two equal chunks and zeros is not zeros")
 	}
-	crashed := DeviceMap{}
-	for i, m := range r.mems {
-		if i == r.index(refs[pi].NS) {
-			if err := m.Flush(ctx); err != nil { // its cache wrote everything back
-				t.Fatal(err)
-			}
-		}
-		crashed[r.names[i]] = m.CrashClone() // the others kept nothing unflushed
-	}
-	lost := g.SlotOf(0, 0)
-	if err := r.stale.MarkStale(ctx, StaleSlot{Segment: 0, Slot: lost, Ref: refs[lost]}); err != nil {
-		t.Fatal(err)
-	}
-	r.reopen(t, crashed)
-	if _, err := r.vol.Recover(ctx); err != nil {
-		t.Fatalf("recover: %v", err)
-	}
+	// The parity's namespace wrote its cache back; the others kept nothing
+	// unflushed.
+	crashed := r.crash(t, ctx, func(i int) bool { return i == r.index(refs[pi].NS) })
+	r.recoverLosing(t, crashed, refs, 0)
 	mustEqual(t, "data shard 0, flushed before the crash, after losing its slot", mustRead(t, r.vol, 0, int(g.Chunk)), a)
 }
 
@@ -426,23 +410,8 @@ func TestWriteHoleZeroingAcknowledged(t *testing.T) {
 		t.Fatal(err)
 	}
 	refs, _, _ := r.alloc.Lookup(ctx, 0)
-	crashed := DeviceMap{}
-	for i, m := range r.mems {
-		if i != r.index(refs[g.SlotOf(0, g.K)].NS) {
-			if err := m.Flush(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
-		crashed[r.names[i]] = m.CrashClone()
-	}
-	lost := g.SlotOf(0, 0)
-	if err := r.stale.MarkStale(ctx, StaleSlot{Segment: 0, Slot: lost, Ref: refs[lost]}); err != nil {
-		t.Fatal(err)
-	}
-	r.reopen(t, crashed)
-	if _, err := r.vol.Recover(ctx); err != nil {
-		t.Fatalf("recover: %v", err)
-	}
+	crashed := r.crash(t, ctx, func(i int) bool { return i != r.index(refs[g.SlotOf(0, g.K)].NS) })
+	r.recoverLosing(t, crashed, refs, 0)
 	got := make([]byte, g.Chunk)
 	err := r.vol.ReadAt(ctx, got, 0)
 	switch {
@@ -475,22 +444,30 @@ func TestWriteHoleZeroedAfterRecord(t *testing.T) {
 		}
 	}
 	refs, _, _ := r.alloc.Lookup(ctx, 0)
-	crashed := DeviceMap{}
-	for i, m := range r.mems {
-		crashed[r.names[i]] = m.CrashClone()
-	}
-	lost := g.SlotOf(0, 0)
-	if err := r.stale.MarkStale(ctx, StaleSlot{Segment: 0, Slot: lost, Ref: refs[lost]}); err != nil {
-		t.Fatal(err)
-	}
+	crashed := r.crash(t, ctx, nil)
 	if err := r.dirty.MarkDirty(ctx, 0); err != nil { // as a crash before Clean leaves it
 		t.Fatal(err)
+	}
+	r.recoverLosing(t, crashed, refs, 0)
+	mustEqual(t, "trimmed stripe after losing a data shard", mustRead(t, r.vol, 0, int(g.StripeData())), make([]byte, g.StripeData()))
+}
+
+// recoverLosing opens the volume anew over crashed with the slots of
+// segment 0 (refs) holding the given shards of stripe 0 marked stale, as
+// after losing their namespaces in the crash, and recovers it.
+func (r *rig) recoverLosing(t tb, crashed DeviceMap, refs []SlotRef, shards ...int) {
+	t.Helper()
+	ctx := context.Background()
+	for _, sh := range shards {
+		i := r.g.SlotOf(0, sh)
+		if err := r.stale.MarkStale(ctx, StaleSlot{Segment: 0, Slot: i, Ref: refs[i]}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	r.reopen(t, crashed)
 	if _, err := r.vol.Recover(ctx); err != nil {
 		t.Fatalf("recover: %v", err)
 	}
-	mustEqual(t, "trimmed stripe after losing a data shard", mustRead(t, r.vol, 0, int(g.StripeData())), make([]byte, g.StripeData()))
 }
 
 func (r *rig) flushFunc(ctx context.Context) func() error {
@@ -521,25 +498,8 @@ func TestWriteHoleTwoLostVersions(t *testing.T) {
 		t.Fatal(err)
 	}
 	refs, _, _ := r.alloc.Lookup(ctx, 0)
-	crashed := DeviceMap{}
-	for i, m := range r.mems {
-		if i != r.index(refs[g.SlotOf(0, g.K+1)].NS) {
-			if err := m.Flush(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
-		crashed[r.names[i]] = m.CrashClone()
-	}
-	for _, sh := range []int{2, 3} {
-		i := g.SlotOf(0, sh)
-		if err := r.stale.MarkStale(ctx, StaleSlot{Segment: 0, Slot: i, Ref: refs[i]}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	r.reopen(t, crashed)
-	if _, err := r.vol.Recover(ctx); err != nil {
-		t.Fatalf("recover: %v", err)
-	}
+	crashed := r.crash(t, ctx, func(i int) bool { return i != r.index(refs[g.SlotOf(0, g.K+1)].NS) })
+	r.recoverLosing(t, crashed, refs, 2, 3)
 	got := make([]byte, 4096)
 	for off := 2 * g.Chunk; off < 4*g.Chunk; off += 4096 {
 		err := r.vol.ReadAt(ctx, got, off)
@@ -581,10 +541,7 @@ func TestFreshSlotTrimDurable(t *testing.T) {
 	if refs, _, _ := r.alloc.Lookup(ctx, 1); !slices.Contains(refs, slots[0]) {
 		t.Fatalf("setup: segment 1 got %v, not the slot released %v", refs, slots[0])
 	}
-	crashed := DeviceMap{}
-	for i, m := range r.mems {
-		crashed[r.names[i]] = m.CrashClone()
-	}
+	crashed := r.crash(t, ctx, nil)
 	r.reopen(t, crashed)
 	if _, err := r.vol.Recover(ctx); err != nil {
 		t.Fatalf("recover: %v", err)

@@ -2,12 +2,10 @@ package volume
 
 import (
 	"context"
-	"fmt"
 	"math/rand"
 	"runtime"
 	"testing"
 
-	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/volume/layout"
 )
 
@@ -62,16 +60,7 @@ func BenchmarkProveFirstRead(b *testing.B) {
 // and returns a function that opens it anew (a new owner, nothing proven).
 func proveBenchVolume(b *testing.B, g layout.Geometry) func() *Volume {
 	size := 4 * g.SegmentData()
-	dm := DeviceMap{}
-	slots := map[string]int64{}
-	for i := 0; i < g.N(); i++ {
-		m, err := blockdev.NewMem(5*g.SlotSize, 4096)
-		if err != nil {
-			b.Fatal(err)
-		}
-		name := fmt.Sprintf("ns%d", i)
-		dm[name], slots[name] = m, 5
-	}
+	dm, slots, _ := memNamespaces(b, g, 5)
 	alloc := NewMemAllocator(g.N(), slots)
 	epoch := int64(0)
 	open := func() *Volume {

@@ -122,9 +122,7 @@ func (v *Volume) fillHoleRetry(ctx context.Context, s *segment, i int, t int64) 
 // fillHole rebuilds hole t of slot i of s, when it is still one.
 func (v *Volume) fillHole(ctx context.Context, s *segment, i int, t int64) error {
 	id := layout.StripeID{Segment: s.id, Stripe: t}
-	mu := v.lock(id)
-	mu.Lock()
-	defer mu.Unlock()
+	defer v.lockStripe(id)()
 	sl := s.slots[i]
 	if !sl.hasHole(t) {
 		return nil
@@ -177,9 +175,7 @@ func (v *Volume) fill(ctx context.Context, s *segment, i int, o *MoveOptions) (i
 // marked the slot stale meanwhile, advances its valid mark past t.
 func (v *Volume) fillStripe(ctx context.Context, s *segment, i int, t int64) error {
 	id := layout.StripeID{Segment: s.id, Stripe: t}
-	mu := v.lock(id)
-	mu.Lock()
-	defer mu.Unlock()
+	defer v.lockStripe(id)()
 	sl := s.slots[i]
 	if sl.valid.Load() != t {
 		return nil // a write moved the mark; the caller re-reads it
@@ -291,19 +287,7 @@ func (v *Volume) Resync(ctx context.Context, seg int64) error {
 }
 
 func (v *Volume) resyncStripe(ctx context.Context, s *segment, t int64) error {
-	id := layout.StripeID{Segment: s.id, Stripe: t}
-	mu := v.lock(id)
-	mu.Lock()
-	defer mu.Unlock()
-	var err error
-	for attempt := 0; attempt <= v.g.N(); attempt++ {
-		// A shard that fails (a namespace found down) is marked; the
-		// next attempt plans without it.
-		if err = v.resyncOnce(ctx, s, id); !isShardFault(err) {
-			return err
-		}
-	}
-	return err
+	return v.retryStripe(s, t, func(id layout.StripeID) error { return v.resyncOnce(ctx, s, id) })
 }
 
 func (v *Volume) resyncOnce(ctx context.Context, s *segment, id layout.StripeID) error {

@@ -277,6 +277,29 @@ func (v *Volume) checkWrite(off, n int64) error {
 
 func (v *Volume) lock(id layout.StripeID) *sync.Mutex { return &v.locks[lockIndex(id)] }
 
+// lockStripe takes the lock of stripe id and returns its unlock, for
+// `defer v.lockStripe(id)()`.
+func (v *Volume) lockStripe(id layout.StripeID) func() {
+	mu := v.lock(id)
+	mu.Lock()
+	return mu.Unlock
+}
+
+// retryStripe runs once on stripe t of s under the stripe's lock, again
+// after each shard fault (the failing shard is marked, so the next attempt
+// plans without it), at most once per shard and once more.
+func (v *Volume) retryStripe(s *segment, t int64, once func(id layout.StripeID) error) error {
+	id := layout.StripeID{Segment: s.id, Stripe: t}
+	defer v.lockStripe(id)()
+	var err error
+	for attempt := 0; attempt <= v.g.N(); attempt++ {
+		if err = once(id); !isShardFault(err) {
+			return err
+		}
+	}
+	return err
+}
+
 func lockIndex(id layout.StripeID) int {
 	h := uint64(id.Segment)*0x9E3779B97F4A7C15 + uint64(id.Stripe)
 	return int(h % lockCount)

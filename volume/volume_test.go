@@ -221,10 +221,7 @@ func TestFUAReachesDevices(t *testing.T) {
 	if err := r.vol.WriteAtFUA(ctx, data, 0); err != nil {
 		t.Fatal(err)
 	}
-	crashed := DeviceMap{}
-	for i, m := range r.mems {
-		crashed[r.names[i]] = m.CrashClone()
-	}
+	crashed := r.crash(t, ctx, nil)
 	r.reopen(t, crashed)
 	mustEqual(t, "FUA write after crash", mustRead(t, r.vol, 0, len(data)), data)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math/rand"
+	"slices"
 	"testing"
 
 	"github.com/nvstripe/nvstripe/blockdev"
@@ -119,20 +120,11 @@ func (m *crashModel) flush() {
 func (m *crashModel) check(img []byte) error {
 	for b := range m.cur {
 		h := crc32.ChecksumIEEE(img[int64(b)*m.bs:][:m.bs])
-		if h != m.durable[b] && !containsHash(m.since[b], h) {
+		if h != m.durable[b] && !slices.Contains(m.since[b], h) {
 			return fmt.Errorf("block %d holds a value that was neither flushed nor written since the last flush", b)
 		}
 	}
 	return nil
-}
-
-func containsHash(hs []uint32, h uint32) bool {
-	for _, x := range hs {
-		if x == h {
-			return true
-		}
-	}
-	return false
 }
 
 func testRandomCrashes(t *testing.T, newDevice NewCrashable) {

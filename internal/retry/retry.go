@@ -1,7 +1,7 @@
 // Package retry is the one home of waiting and backing off: a growing wait
 // (Options.Grow, Backoff) for loops that keep their own shape, an iterator
-// (Start, Retry.Next) for plain "try, wait, try again" loops, and Sleep, a
-// wait that ends early with its context.
+// (Start, Retry.Next) for plain "try, wait, try again" loops, Sleep, a
+// wait that ends early with its context, and Every, a periodic loop.
 //
 // The shape follows CockroachDB's util/retry: Options{Initial, Max,
 // Multiplier, MaxRetries} plus an optional jitter. Waits start at Initial,
@@ -164,5 +164,21 @@ func Sleep(ctx context.Context, d time.Duration) error {
 		return nil
 	case <-ctx.Done():
 		return context.Cause(ctx)
+	}
+}
+
+// Every calls f every d (the first time d after the call) until ctx ends.
+// A call of f that takes longer than d delays the next one; ticks are not
+// queued up.
+func Every(ctx context.Context, d time.Duration, f func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			f()
+		}
 	}
 }

@@ -3,6 +3,7 @@ package retry
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -122,6 +123,32 @@ func TestSleep(t *testing.T) {
 		}
 		if err := Sleep(ctx, 0); err != nil {
 			t.Fatalf("Sleep(0): %v, want nil (no wait, nothing to end)", err)
+		}
+	})
+}
+
+func TestEvery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		start := time.Now()
+		var at []time.Duration
+		returned := make(chan struct{})
+		go func() {
+			Every(ctx, time.Second, func() {
+				at = append(at, time.Since(start))
+				if len(at) == 3 {
+					cancel()
+				}
+			})
+			close(returned)
+		}()
+		<-returned
+		want := []time.Duration{time.Second, 2 * time.Second, 3 * time.Second}
+		if !slices.Equal(at, want) {
+			t.Fatalf("f called at %v, want %v (every second, none at the start, none after the context ended)", at, want)
+		}
+		if d := time.Since(start); d != 3*time.Second {
+			t.Fatalf("Every returned %v after the start, want when the context ended (3s)", d)
 		}
 	})
 }

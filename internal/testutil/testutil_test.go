@@ -46,21 +46,28 @@ func TestWaitForFailsAtTheLimit(t *testing.T) {
 
 // TestServeAndFreeAddr: Serve hands each connection to its handler; the
 // address FreeAddr returns can be listened on.
+// checkGreeting connects to addr and fails t unless the server says "hi"
+// and closes.
+func checkGreeting(t *testing.T, addr string) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(c)
+	c.Close()
+	if err != nil || string(b) != "hi" {
+		t.Fatalf("read %q, %v: want the server's greeting", b, err)
+	}
+}
+
 func TestServeAndFreeAddr(t *testing.T) {
 	addr := Serve(t, func(c net.Conn) {
 		defer c.Close()
 		c.Write([]byte("hi"))
 	})
 	for range 2 {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(c)
-		c.Close()
-		if err != nil || string(b) != "hi" {
-			t.Fatalf("read %q, %v: want the handler's greeting", b, err)
-		}
+		checkGreeting(t, addr)
 	}
 	l, err := net.Listen("tcp", FreeAddr(t))
 	if err != nil {

@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/blockdev/devtest"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/nbd"
 	"github.com/nvstripe/nvstripe/nbd/nbdtest"
 )
@@ -23,14 +23,7 @@ func serve(t *testing.T, dev blockdev.Device, ro bool) (string, *nbd.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(context.Background(), l) }()
-	t.Cleanup(func() { srv.Close(); <-served })
-	return l.Addr().String(), srv
+	return testutil.ServeListener(t, srv.Serve), srv
 }
 
 func dial(t *testing.T, addr, export string) *nbdtest.Client {

@@ -6,9 +6,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -242,20 +243,10 @@ func (tot totals) table() string {
 	row := func(k string, v any) { fmt.Fprintf(&b, "  %-40s %v\n", k, v) }
 	row("rounds", fmt.Sprintf("%d (seeds %d..%d), %d failed, %d not run", tot.Rounds, tot.FirstSeed, tot.FirstSeed+uint64(max(tot.Rounds, 1))-1,
 		len(tot.Failed), tot.NotRun))
-	var kinds []string
-	for k := range tot.Faults {
-		kinds = append(kinds, k)
-	}
-	sort.Strings(kinds)
-	for _, k := range kinds {
+	for _, k := range slices.Sorted(maps.Keys(tot.Faults)) {
 		row("fault: "+k, tot.Faults[k])
 	}
-	var combos []string
-	for k := range tot.Combinations {
-		combos = append(combos, k)
-	}
-	sort.Strings(combos)
-	for _, k := range combos {
+	for _, k := range slices.Sorted(maps.Keys(tot.Combinations)) {
 		row("compound: "+k, tot.Combinations[k])
 	}
 	row("writes acknowledged (failed)", fmt.Sprintf("%d (%d)", tot.Writes, tot.WritesFailed))

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/blockdev/faultdev"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/metatest"
 	"github.com/nvstripe/nvstripe/nbd"
@@ -120,6 +120,17 @@ func TestLeakCheck(t *testing.T) {
 	}
 }
 
+// serveRW serves dev as the read-write volume over NBD until the test ends
+// and returns the address.
+func serveRW(t *testing.T, dev blockdev.Device) string {
+	t.Helper()
+	srv, err := nbd.NewServer(nbd.Options{Exports: map[string]nbd.Export{rwVolume: {Device: dev}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testutil.ServeListener(t, srv.Serve)
+}
+
 // TestVerifyFindsLostWrite: verify passes when every block holds its
 // acknowledged version (or a failed later write's), and fails on a block
 // that holds neither, which it forgets (the next round checks the rest).
@@ -130,23 +141,13 @@ func TestVerifyFindsLostWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := nbd.NewServer(nbd.Options{Exports: map[string]nbd.Export{rwVolume: {Device: dev}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sctx, stop := context.WithCancel(ctx)
-	defer stop()
-	go srv.Serve(sctx, l)
-	c, err := nbdtest.Dial(ctx, "tcp", l.Addr().String(), rwVolume)
+	addr := serveRW(t, dev)
+	c, err := nbdtest.Dial(ctx, "tcp", addr, rwVolume)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	w := newWorkload(l.Addr().String())
+	w := newWorkload(addr)
 	for b, v := range map[int64]uint64{3: 7, 9: 8} {
 		if err := c.WriteAt(ctx, content(b, v), b*blockSize); err != nil {
 			t.Fatal(err)
@@ -158,7 +159,7 @@ func TestVerifyFindsLostWrite(t *testing.T) {
 	if err := c.WriteAt(ctx, content(3, 12), 3*blockSize); err != nil { // failed, but landed
 		t.Fatal(err)
 	}
-	if n, err := w.verify(ctx, l.Addr().String()); n != 2 || err != nil {
+	if n, err := w.verify(ctx, addr); n != 2 || err != nil {
 		t.Fatalf("verify: %d blocks, %v; want 2, nil", n, err)
 	}
 	if w.acked[3] != 12 {
@@ -167,10 +168,10 @@ func TestVerifyFindsLostWrite(t *testing.T) {
 	if err := c.WriteAt(ctx, content(9, 99), 9*blockSize); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.verify(ctx, l.Addr().String()); err == nil || !errors.Is(err, errLost) || !strings.Contains(err.Error(), "block 9") {
+	if _, err := w.verify(ctx, addr); err == nil || !errors.Is(err, errLost) || !strings.Contains(err.Error(), "block 9") {
 		t.Fatalf("verify of a block holding an unknown version: %v", err)
 	}
-	if n, err := w.verify(ctx, l.Addr().String()); n != 1 || err != nil {
+	if n, err := w.verify(ctx, addr); n != 1 || err != nil {
 		t.Fatalf("verify after the finding: %d blocks, %v; want block 3 alone, nil", n, err)
 	}
 }
@@ -204,18 +205,8 @@ func TestVerifyUnsettledBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	dev := faultdev.New(mem, 1)
-	srv, err := nbd.NewServer(nbd.Options{Exports: map[string]nbd.Export{rwVolume: {Device: dev}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sctx, stop := context.WithCancel(ctx)
-	defer stop()
-	go srv.Serve(sctx, l)
-	w := newWorkload(l.Addr().String())
+	addr := serveRW(t, dev)
+	w := newWorkload(addr)
 	w.record(3, 7, true)
 	w.record(5, 8, false)
 	for _, b := range []int64{3, 5} {
@@ -227,20 +218,20 @@ func TestVerifyUnsettledBlocks(t *testing.T) {
 		return dev.Add(faultdev.Rule{Ops: faultdev.OpRead, Off: b * blockSize, Len: blockSize, Err: blockdev.ErrCorrupt})
 	}
 	r5 := eio(5)
-	if _, err := w.verify(ctx, l.Addr().String()); err == nil || !strings.Contains(err.Error(), "block 5") {
+	if _, err := w.verify(ctx, addr); err == nil || !strings.Contains(err.Error(), "block 5") {
 		t.Fatalf("verify of a failed write's block reading EIO with no write refused: %v", err)
 	}
 	w.refused = true
-	if n, err := w.verify(ctx, l.Addr().String()); n != 2 || err != nil || w.unsettledBlocks() != 1 {
+	if n, err := w.verify(ctx, addr); n != 2 || err != nil || w.unsettledBlocks() != 1 {
 		t.Fatalf("verify after a refused write: %d blocks, %v, %d unsettled; want 2, nil, 1", n, err, w.unsettledBlocks())
 	}
 	r3 := eio(3)
-	if _, err := w.verify(ctx, l.Addr().String()); err == nil || !strings.Contains(err.Error(), "block 3") {
+	if _, err := w.verify(ctx, addr); err == nil || !strings.Contains(err.Error(), "block 3") {
 		t.Fatalf("verify of an acknowledged block reading EIO: %v", err)
 	}
 	dev.Remove(r3)
 	dev.Remove(r5)
-	if n, err := w.verify(ctx, l.Addr().String()); n != 2 || err != nil || w.unsettledBlocks() != 0 {
+	if n, err := w.verify(ctx, addr); n != 2 || err != nil || w.unsettledBlocks() != 0 {
 		t.Fatalf("verify once the block reads: %d blocks, %v, %d unsettled; want 2, nil, 0", n, err, w.unsettledBlocks())
 	}
 }

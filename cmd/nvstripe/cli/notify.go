@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
+
+	"github.com/nvstripe/nvstripe/internal/retry"
 )
 
 // notifyServing tells a supervising systemd (a Type=notify unit, whose
@@ -38,14 +40,5 @@ func notifyServing(ctx context.Context, log *slog.Logger) {
 
 // pingWatchdog sends WATCHDOG=1 every interval until ctx ends.
 func pingWatchdog(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			_, _ = daemon.SdNotify(false, daemon.SdNotifyWatchdog)
-		}
-	}
+	retry.Every(ctx, interval, func() { _, _ = daemon.SdNotify(false, daemon.SdNotifyWatchdog) })
 }
