@@ -2,7 +2,6 @@ package volclient
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"fmt"
