@@ -27,8 +27,8 @@ func CaptureLo(t testing.TB, port, file string) (stop func()) {
 			t.Skipf("%s not installed (apt-get install tshark): %v", tool, err)
 		}
 	}
-	probe := Serve(t, func(c net.Conn) { c.Close() })
-	_, pport, _ := net.SplitHostPort(probe)
+	probeAddr := Serve(t, func(c net.Conn) { c.Close() })
+	_, pport, _ := net.SplitHostPort(probeAddr)
 	cmd := exec.Command("dumpcap", "-q", "-i", "lo", "-f", "tcp port "+port+" or tcp port "+pport, "-w", file)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -41,26 +41,14 @@ func CaptureLo(t testing.TB, port, file string) (stop func()) {
 		cmd.Wait()
 		t.Skipf("dumpcap cannot capture on lo here: %s", msg)
 	}
-	probed := func(after int) int {
-		var n int
-		WaitFor(t, "probe traffic in the capture", func() bool {
-			if c, err := net.Dial("tcp", probe); err == nil {
-				c.Close()
-			}
-			out, _ := exec.Command("tshark", "-r", file, "-Y", "tcp.port=="+pport).Output()
-			n = bytes.Count(out, []byte("\n"))
-			return n > after
-		})
-		return n
-	}
-	seen := probed(0)
+	probe(t, file, probeAddr)
 	var stopped bool
 	stop = func() {
 		if stopped {
 			return
 		}
 		stopped = true
-		probed(seen)
+		probe(t, file, probeAddr) // a connection made after the test's traffic: all of it is in the file
 		_ = cmd.Process.Signal(syscall.SIGINT)
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
@@ -91,4 +79,32 @@ func waitCapturing(stderr io.Reader) string {
 		ready <- log.String()
 	}()
 	return <-ready
+}
+
+// probe connects to the probe listener at addr until one of the
+// connections made by this call shows up in the capture file, found by
+// its source port: packets are written in the order they were captured,
+// so everything sent before the call is in the file then. (Counting the
+// probe listener's packets instead is not enough: the close of an earlier
+// probe connection can arrive late and look like a new one.)
+func probe(t testing.TB, file, addr string) {
+	t.Helper()
+	_, pport, _ := net.SplitHostPort(addr)
+	var ports []string
+	WaitFor(t, "a probe connection in the capture", func() bool {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			_, src, _ := net.SplitHostPort(c.LocalAddr().String())
+			c.Close()
+			ports = append(ports, src)
+			if len(ports) > 32 {
+				ports = ports[1:]
+			}
+		}
+		if len(ports) == 0 {
+			return false
+		}
+		filter := "tcp.dstport==" + pport + " && tcp.srcport in {" + strings.Join(ports, ",") + "}"
+		out, _ := exec.Command("tshark", "-r", file, "-Y", filter).Output()
+		return len(bytes.TrimSpace(out)) > 0
+	})
 }
