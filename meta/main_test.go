@@ -196,6 +196,21 @@ func takeOwner(t testing.TB, ctx context.Context, s *Store, vol string, o OwnerO
 	return owner
 }
 
+// revokeOwner revokes the lease behind vol's read-write owner key, as if
+// etcd had expired it, and waits until o (that owner) sees it lost.
+func revokeOwner(t *testing.T, ctx context.Context, s *Store, vol string, o *Owner) {
+	t.Helper()
+	cli := rawClient(t)
+	resp, err := cli.Get(ctx, s.keys.ownerRW(vol))
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("owner key: %v", err)
+	}
+	if _, err := cli.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, o.Context(), "after revoke")
+}
+
 // addVolume creates a volume of segs segments of layout k+m.
 func addVolume(t testing.TB, s *Store, name string, k, m int, segs int64) *VolumeMap {
 	t.Helper()

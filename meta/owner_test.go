@@ -5,8 +5,6 @@ import (
 	"errors"
 	"testing"
 	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // waitDone waits for ctx to end, failing after a generous bound (this is a
@@ -100,15 +98,7 @@ func TestOwnerLeaseLostStopsOwner(t *testing.T) {
 	if err := vm.MarkDirty(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
-	cli := rawClient(t)
-	resp, err := cli.Get(ctx, s.keys.ownerRW("vol"))
-	if err != nil || len(resp.Kvs) != 1 {
-		t.Fatalf("owner key: %v", err)
-	}
-	if _, err := cli.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
-		t.Fatal(err)
-	}
-	waitDone(t, o.Context(), "after revoke")
+	revokeOwner(t, ctx, s, "vol", o)
 	if cause := context.Cause(o.Context()); !errors.Is(cause, ErrLeaseLost) {
 		t.Fatalf("cause %v, want ErrLeaseLost", cause)
 	}

@@ -95,15 +95,7 @@ func TestUnsettledRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A fenced owner: its lease revoked, another took the volume.
-	cli := rawClient(t)
-	resp, err := cli.Get(ctx, s.keys.ownerRW("vol"))
-	if err != nil || len(resp.Kvs) != 1 {
-		t.Fatalf("owner key: %v", err)
-	}
-	if _, err := cli.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
-		t.Fatal(err)
-	}
-	waitDone(t, o.Context(), "after revoke")
+	revokeOwner(t, ctx, s, "vol", o)
 	next, err := s.Acquire(ctx, "vol", OwnerOptions{Holder: "node-b"})
 	if err != nil {
 		t.Fatal(err)
@@ -124,7 +116,7 @@ func TestUnsettledRecords(t *testing.T) {
 	if err := s.DeleteVolume(ctx, "vol"); err != nil {
 		t.Fatal(err)
 	}
-	if resp, err := cli.Get(ctx, s.keys.unsettleds("vol"), clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || resp.Count != 0 {
+	if resp, err := rawClient(t).Get(ctx, s.keys.unsettleds("vol"), clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || resp.Count != 0 {
 		t.Errorf("delete volume left %d unsettled records (%v)", resp.Count, err)
 	}
 }
