@@ -17,6 +17,7 @@ import (
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/memetcd"
 	"github.com/nvstripe/nvstripe/meta/metatest"
+	"github.com/nvstripe/nvstripe/meta/storetest"
 	"github.com/nvstripe/nvstripe/volclient"
 	"github.com/nvstripe/nvstripe/volclient/volclienttest"
 )
@@ -44,8 +45,7 @@ const (
 func newAgentEnv(t *testing.T) *agentEnv {
 	t.Helper()
 	e := &agentEnv{mem: metatest.Mem(t)}
-	store, err := meta.OpenClient(e.mem.Client(), meta.Config{})
-	e.setUp(t, store, err)
+	e.setUp(t, storetest.OpenMem(t, e.mem, meta.Config{}))
 	return e
 }
 
@@ -54,8 +54,7 @@ func newAgentEnv(t *testing.T) *agentEnv {
 func newAgentEnvEtcd(t *testing.T) *agentEnv {
 	t.Helper()
 	e := &agentEnv{eps: metatest.Start(t)}
-	store, err := meta.Open(context.Background(), meta.Config{Endpoints: e.eps})
-	e.setUp(t, store, err)
+	e.setUp(t, storetest.Open(t, meta.Config{Endpoints: e.eps}))
 	return e
 }
 
@@ -75,12 +74,7 @@ func newAgentEnvProxied(t *testing.T) *agentEnv {
 	t.Helper()
 	e := newAgentEnvEtcd(t)
 	e.proxy = startProxy(t, strings.TrimPrefix(e.eps[0], "http://"))
-	s, err := meta.Open(context.Background(), meta.Config{Endpoints: []string{e.proxy.addr}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	e.proxied = s
+	e.proxied = storetest.Open(t, meta.Config{Endpoints: []string{e.proxy.addr}})
 	return e
 }
 
@@ -144,24 +138,15 @@ func (p *tcpProxy) cut() {
 	p.conns = nil
 }
 
-// setUp records the targets and the volume through store (err: its
-// opening failed).
-func (e *agentEnv) setUp(t *testing.T, store *meta.Store, err error) {
+// setUp records the targets and the volume through store.
+func (e *agentEnv) setUp(t *testing.T, store *meta.Store) {
 	t.Helper()
-	ctx := context.Background()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
 	e.store = store
-	c, err := store.InitCluster(ctx, meta.InitOptions{SlotSize: envSlotSize})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := storetest.Init(t, store, meta.InitOptions{SlotSize: envSlotSize})
 	for i := range 3 {
 		e.addTarget(t, c, i)
 	}
-	if _, err := store.CreateVolume(ctx, meta.VolumeSpec{Name: "v", Size: envVolSize,
+	if _, err := store.CreateVolume(context.Background(), meta.VolumeSpec{Name: "v", Size: envVolSize,
 		Layout: meta.Layout{K: 2, M: 1, Chunk: 64 << 10}}); err != nil {
 		t.Fatal(err)
 	}

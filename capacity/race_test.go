@@ -9,6 +9,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/metatest"
+	"github.com/nvstripe/nvstripe/meta/storetest"
 )
 
 // smallCluster initializes the cluster of s as TestCreateAndResizeVolume
@@ -31,19 +32,11 @@ type host struct {
 // namespace each.
 func initCluster(t *testing.T, s *meta.Store, domain string, hosts ...host) {
 	t.Helper()
-	ctx := context.Background()
-	if _, err := s.InitCluster(ctx, meta.InitOptions{SlotSize: 1 << 20, DomainLabel: domain}); err != nil {
-		t.Fatal(err)
-	}
+	storetest.Init(t, s, meta.InitOptions{SlotSize: 1 << 20, DomainLabel: domain})
 	for i, hs := range hosts {
 		h := fmt.Sprintf("h%d", i)
-		if _, err := s.AddHost(ctx, h, hs.labels); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.AddNamespace(ctx, meta.NamespaceSpec{Host: h, NQN: "nqn.test:" + h, NSID: 1, Size: hs.size,
-			Unfenced: hs.unfenced, Paths: []meta.PathRecord{{Addr: "tcp://127.0.0.1:4420"}}}); err != nil {
-			t.Fatal(err)
-		}
+		storetest.AddHost(t, s, hs.labels, meta.NamespaceSpec{Host: h, NQN: "nqn.test:" + h, NSID: 1, Size: hs.size,
+			Unfenced: hs.unfenced, Paths: []meta.PathRecord{{Addr: "tcp://127.0.0.1:4420"}}})
 	}
 }
 
@@ -60,15 +53,13 @@ var etcds = []struct {
 	{"etcd", func(t *testing.T) opener {
 		eps := metatest.Start(t)
 		return func(t *testing.T, name string) *meta.Store {
-			s, err := meta.Open(context.Background(), meta.Config{Endpoints: eps, Cluster: name})
-			return closed(t, s, err)
+			return storetest.Open(t, meta.Config{Endpoints: eps, Cluster: name})
 		}
 	}},
 	{"mem", func(t *testing.T) opener {
 		srv := metatest.Mem(t)
 		return func(t *testing.T, name string) *meta.Store {
-			s, err := meta.OpenClient(srv.Client(), meta.Config{Cluster: name})
-			return closed(t, s, err)
+			return storetest.OpenMem(t, srv, meta.Config{Cluster: name})
 		}
 	}},
 }
@@ -76,18 +67,7 @@ var etcds = []struct {
 // memStore opens cluster name on an in-memory etcd of its own.
 func memStore(t *testing.T, name string) *meta.Store {
 	t.Helper()
-	s, err := meta.OpenClient(metatest.Mem(t).Client(), meta.Config{Cluster: name})
-	return closed(t, s, err)
-}
-
-// closed fails t on err, else closes s when t ends.
-func closed(t *testing.T, s *meta.Store, err error) *meta.Store {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
+	return storetest.OpenMem(t, metatest.Mem(t), meta.Config{Cluster: name})
 }
 
 func spec21(name string, size int64) meta.VolumeSpec {

@@ -16,6 +16,7 @@ import (
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/memetcd"
 	"github.com/nvstripe/nvstripe/meta/metatest"
+	"github.com/nvstripe/nvstripe/meta/storetest"
 	"github.com/nvstripe/nvstripe/moves"
 	"github.com/nvstripe/nvstripe/placement"
 )
@@ -47,11 +48,8 @@ func metaCluster(t *testing.T, n, segs int) testEtcd {
 // metaClusterOn is metaCluster on a given etcd.
 func metaClusterOn(t *testing.T, eps testEtcd, n, segs int) testEtcd {
 	t.Helper()
-	ctx := context.Background()
 	store := openStore(t, eps)
-	if _, err := store.InitCluster(ctx, meta.InitOptions{SlotSize: 1 << 20}); err != nil {
-		t.Fatal(err)
-	}
+	storetest.Init(t, store, meta.InitOptions{SlotSize: 1 << 20})
 	for i := 0; i < n; i++ {
 		addMetaHost(t, store, i)
 	}
@@ -82,31 +80,17 @@ func addVolume(t *testing.T, store *meta.Store, name string, segs int) {
 // addMetaHost records host hI with namespace hI-n1 of 31 slots.
 func addMetaHost(t *testing.T, store *meta.Store, i int) {
 	t.Helper()
-	ctx := context.Background()
 	host := fmt.Sprintf("h%d", i)
-	if _, err := store.AddHost(ctx, host, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.AddNamespace(ctx, meta.NamespaceSpec{Host: host, NQN: "nqn.2026-11.io.nvstripe:" + host,
-		NSID: 1, Size: 32 << 20, Paths: []meta.PathRecord{{Addr: "tcp://127.0.0.1:1", ANAGroup: 1}}}); err != nil {
-		t.Fatal(err)
-	}
+	storetest.AddHost(t, store, nil, meta.NamespaceSpec{Host: host, NQN: "nqn.2026-11.io.nvstripe:" + host,
+		NSID: 1, Size: 32 << 20, Paths: []meta.PathRecord{{Addr: "tcp://127.0.0.1:1", ANAGroup: 1}}})
 }
 
 func openStore(t *testing.T, e testEtcd) *meta.Store {
 	t.Helper()
-	var s *meta.Store
-	var err error
 	if e.mem != nil {
-		s, err = meta.OpenClient(e.mem.Client(), meta.Config{})
-	} else {
-		s, err = meta.Open(context.Background(), meta.Config{Endpoints: e.eps})
+		return storetest.OpenMem(t, e.mem, meta.Config{})
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
+	return storetest.Open(t, meta.Config{Endpoints: e.eps})
 }
 
 // actors records which controllers' movers run, to check that two never

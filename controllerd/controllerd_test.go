@@ -17,6 +17,7 @@ import (
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/memetcd"
 	"github.com/nvstripe/nvstripe/meta/metatest"
+	"github.com/nvstripe/nvstripe/meta/storetest"
 )
 
 func TestNewNeedsStore(t *testing.T) {
@@ -36,23 +37,11 @@ func newStore(t *testing.T) *meta.Store {
 // newStoreEps is newStore that also returns its (in-memory) etcd.
 func newStoreEps(t *testing.T) (*meta.Store, *memetcd.Server) {
 	t.Helper()
-	ctx := context.Background()
 	eps := metatest.Mem(t)
-	s, err := meta.OpenClient(eps.Client(), meta.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if _, err := s.InitCluster(ctx, meta.InitOptions{SlotSize: 1 << 20}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.AddHost(ctx, "h0", nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.AddNamespace(ctx, meta.NamespaceSpec{Host: "h0", NQN: "nqn.2026-11.io.nvstripe:test-t0", NSID: 1, Size: 64 << 20,
-		Paths: []meta.PathRecord{{Addr: "tcp://127.0.0.1:1", ANAGroup: 1, ANAState: meta.ANAOptimized}}}); err != nil {
-		t.Fatal(err)
-	}
+	s := storetest.OpenMem(t, eps, meta.Config{})
+	storetest.Init(t, s, meta.InitOptions{SlotSize: 1 << 20})
+	storetest.AddHost(t, s, nil, meta.NamespaceSpec{Host: "h0", NQN: "nqn.2026-11.io.nvstripe:test-t0", NSID: 1, Size: 64 << 20,
+		Paths: []meta.PathRecord{{Addr: "tcp://127.0.0.1:1", ANAGroup: 1, ANAState: meta.ANAOptimized}}})
 	return s, eps
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/memetcd"
+	"github.com/nvstripe/nvstripe/meta/storetest"
 )
 
 // scrubVolume creates the checksummed volume "c" and maps it read-write as
@@ -91,11 +92,7 @@ type scrubDaemon struct {
 
 func startScrubDaemon(t *testing.T, eps *memetcd.Server, holder string) *scrubDaemon {
 	t.Helper()
-	s, err := meta.OpenClient(eps.Client(), meta.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := storetest.OpenMem(t, eps, meta.Config{})
 	sd := &scrubDaemon{done: make(chan struct{})}
 	logf := func(format string, args ...any) {
 		line := fmt.Sprintf(format, args...)
@@ -104,11 +101,12 @@ func startScrubDaemon(t *testing.T, eps *memetcd.Server, holder string) *scrubDa
 		}
 		t.Logf("%s: %s", holder, line)
 	}
-	sd.d, err = New(context.Background(), Options{ScrubInterval: time.Hour,
+	d, err := New(context.Background(), Options{ScrubInterval: time.Hour,
 		Runner: controller.RunnerConfig{Store: s, Holder: holder, Interval: 50 * time.Millisecond, LeaderTTL: time.Second, Logf: logf}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	sd.d = d
 	sd.d.scrubCheck = 5 * time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
 	sd.stop = func() { cancel(); <-sd.done }

@@ -19,6 +19,7 @@ import (
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/metatest"
+	"github.com/nvstripe/nvstripe/meta/storetest"
 	"github.com/nvstripe/nvstripe/volclient"
 	"github.com/nvstripe/nvstripe/volclient/volclienttest"
 )
@@ -57,29 +58,19 @@ func needNode(t *testing.T) {
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
 	eps := metatest.Start(t)
-	store, err := meta.Open(context.Background(), meta.Config{Endpoints: eps})
-	return startClusterOn(t, store, err, eps)
+	return startClusterOn(t, storetest.Open(t, meta.Config{Endpoints: eps}), eps)
 }
 
 // startMemCluster is startCluster on an in-memory etcd, for the
 // controller alone (an agent process needs etcd's endpoints).
 func startMemCluster(t *testing.T) *cluster {
 	t.Helper()
-	store, err := meta.OpenClient(metatest.Mem(t).Client(), meta.Config{})
-	return startClusterOn(t, store, err, nil)
+	return startClusterOn(t, storetest.OpenMem(t, metatest.Mem(t), meta.Config{}), nil)
 }
 
-func startClusterOn(t *testing.T, store *meta.Store, err error, eps []string) *cluster {
+func startClusterOn(t *testing.T, store *meta.Store, eps []string) *cluster {
 	t.Helper()
-	ctx := context.Background()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	c, err := store.InitCluster(ctx, meta.InitOptions{SlotSize: testSlotSize})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := storetest.Init(t, store, meta.InitOptions{SlotSize: testSlotSize})
 	for i := range 3 {
 		mem, err := blockdev.NewMem(testNSSize, 4096)
 		if err != nil {

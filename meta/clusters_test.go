@@ -15,13 +15,7 @@ func TestClusterNames(t *testing.T) {
 		t.Fatalf("empty etcd: %q, %v", names, err)
 	}
 	for _, name := range []string{"b", "a.x", "a", "a0"} {
-		o := etcd.open(t, name)
-		if _, err := o.InitCluster(ctx, InitOptions{SlotSize: testSlot}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := o.AddHost(ctx, "h", nil); err != nil {
-			t.Fatal(err)
-		}
+		populate(t, etcd.open(t, name), 1, 0, 0)
 	}
 	if _, err := s.cli.Put(ctx, clustersRoot+"stray/hosts/h", "{}"); err != nil {
 		t.Fatal(err)

@@ -8,14 +8,8 @@ import (
 // TestErrorMessages: errors name records for people (no raw etcd keys) and
 // do not repeat their class's words, yet keep their class.
 func TestErrorMessages(t *testing.T) {
-	s := newStore(t)
+	s := setup(t, 1, 0, 0)
 	ctx := testCtx(t)
-	if _, err := s.InitCluster(ctx, InitOptions{SlotSize: 1 << 20}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.AddHost(ctx, "h0", nil); err != nil {
-		t.Fatal(err)
-	}
 	_, dup := s.AddHost(ctx, "h0", nil)
 	_, missing := s.Namespace(ctx, "t9-n1")
 	_, task := s.Task(ctx, "x1")

@@ -182,9 +182,7 @@ func checkNothingWritten(t *testing.T, s *Store) {
 func TestViewCompacted(t *testing.T) {
 	ctx := testCtx(t)
 	s, etcd := privateStore(t)
-	if _, err := s.InitCluster(ctx, InitOptions{SlotSize: testSlot}); err != nil {
-		t.Fatal(err)
-	}
+	populate(t, s, 0, 0, 0)
 	view, err := s.At(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/metatest"
+	"github.com/nvstripe/nvstripe/meta/storetest"
 	"github.com/nvstripe/nvstripe/nvmeof/auth"
 	"github.com/nvstripe/nvstripe/nvmeof/initiator"
 	"github.com/nvstripe/nvstripe/nvmeof/target"
@@ -22,12 +23,9 @@ import (
 
 func newClusterStore(t *testing.T) *meta.Store {
 	t.Helper()
-	ctx := context.Background()
-	s := memStore(t, metatest.Mem(t))
-	if _, err := s.InitCluster(ctx, meta.InitOptions{SlotSize: 1 << 20}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.AddHost(ctx, "h0", nil); err != nil {
+	s := storetest.OpenMem(t, metatest.Mem(t), meta.Config{})
+	storetest.Init(t, s, meta.InitOptions{SlotSize: 1 << 20})
+	if _, err := s.AddHost(context.Background(), "h0", nil); err != nil {
 		t.Fatal(err)
 	}
 	return s

@@ -16,6 +16,7 @@ import (
 	"github.com/nvstripe/nvstripe/internal/faultnet"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/metatest"
+	"github.com/nvstripe/nvstripe/meta/storetest"
 	"github.com/nvstripe/nvstripe/volclient/volclienttest"
 )
 
@@ -94,16 +95,9 @@ func fillFreedSlot(ctx context.Context, t *testing.T, store *meta.Store, name st
 func TestReaderReadAfterLeaseFenced(t *testing.T) {
 	ctx := context.Background()
 	eps := metatest.Start(t)
-	store, err := meta.Open(ctx, meta.Config{Endpoints: eps})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store := storetest.Open(t, meta.Config{Endpoints: eps})
 	const slotSize = 4 << 20
-	c, err := store.InitCluster(ctx, meta.InitOptions{SlotSize: slotSize})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := storetest.Init(t, store, meta.InitOptions{SlotSize: slotSize})
 	var gates []*gatedRead
 	for i := range 4 {
 		mem, err := blockdev.NewMem(32<<20, 4096)

@@ -16,6 +16,7 @@ import (
 	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/metatest"
+	"github.com/nvstripe/nvstripe/meta/storetest"
 	"github.com/nvstripe/nvstripe/placement"
 	"github.com/nvstripe/nvstripe/volclient/volclienttest"
 )
@@ -153,13 +154,11 @@ func TestBadLabelIsMissingShard(t *testing.T) {
 
 func testBadLabel(t *testing.T, label func(c *meta.ClusterRecord) []byte) {
 	ctx := context.Background()
-	s := memStore(t, metatest.Mem(t))
-	c, err := s.InitCluster(ctx, meta.InitOptions{SlotSize: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := storetest.OpenMem(t, metatest.Mem(t), meta.Config{})
+	c := storetest.Init(t, s, meta.InitOptions{SlotSize: 1 << 20})
 	var mems [3]*blockdev.Mem
 	for i := range mems {
+		var err error
 		if mems[i], err = blockdev.NewMem(8<<20, 4096); err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/nvstripe/nvstripe/blockdev/devtest"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/metatest"
+	"github.com/nvstripe/nvstripe/meta/storetest"
 	"github.com/nvstripe/nvstripe/nbd/nbdtest"
 	"github.com/nvstripe/nvstripe/nbd/proto"
 )
@@ -32,15 +33,9 @@ func TestProcessNoSpace(t *testing.T) {
 	small := []string{mountTmpfs(t, "20m"), mountTmpfs(t, "20m")}
 	bin := buildNvstripe(t)
 	pc := &procCluster{bin: bin, eps: metatest.Start(t)}
+	pc.store = storetest.Open(t, meta.Config{Endpoints: pc.eps})
+	pc.c = storetest.Init(t, pc.store, meta.InitOptions{SlotSize: 4 << 20})
 	ctx := context.Background()
-	var err error
-	if pc.store, err = meta.Open(ctx, meta.Config{Endpoints: pc.eps}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pc.store.Close() })
-	if pc.c, err = pc.store.InitCluster(ctx, meta.InitOptions{SlotSize: 4 << 20}); err != nil {
-		t.Fatal(err)
-	}
 	for i, dir := range []string{small[0], small[1], t.TempDir()} {
 		pc.procs = append(pc.procs, startProcTargetIn(t, bin, pc.store, pc.c, i, dir))
 	}

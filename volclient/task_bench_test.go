@@ -17,6 +17,7 @@ import (
 	"github.com/nvstripe/nvstripe/internal/units"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/metatest"
+	"github.com/nvstripe/nvstripe/meta/storetest"
 	"github.com/nvstripe/nvstripe/moves"
 	"github.com/nvstripe/nvstripe/nvmeof/target"
 	"github.com/nvstripe/nvstripe/placement"
@@ -40,17 +41,8 @@ func benchCluster(b *testing.B, n int, nsSize, slotSize, volSize int64) (*meta.S
 // initialises the cluster with slotSize.
 func benchStore(b *testing.B, slotSize int64) (*meta.Store, *meta.ClusterRecord) {
 	b.Helper()
-	ctx := context.Background()
-	store, err := meta.Open(ctx, meta.Config{Endpoints: metatest.Start(b)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { store.Close() })
-	c, err := store.InitCluster(ctx, meta.InitOptions{SlotSize: slotSize})
-	if err != nil {
-		b.Fatal(err)
-	}
-	return store, c
+	store := storetest.Open(b, meta.Config{Endpoints: metatest.Start(b)})
+	return store, storetest.Init(b, store, meta.InitOptions{SlotSize: slotSize})
 }
 
 // benchClusterOn is benchCluster with namespace i on newDev(i) and the

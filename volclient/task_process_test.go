@@ -17,6 +17,7 @@ import (
 	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/metatest"
+	"github.com/nvstripe/nvstripe/meta/storetest"
 	"github.com/nvstripe/nvstripe/nbd"
 	"github.com/nvstripe/nvstripe/nbd/nbdtest"
 )
@@ -42,15 +43,8 @@ func startProcCluster(t *testing.T, n int) *procCluster {
 func startProcClusterOn(t *testing.T, bin string, eps []string, n int) *procCluster {
 	t.Helper()
 	p := &procCluster{bin: bin, eps: eps}
-	ctx := context.Background()
-	var err error
-	if p.store, err = meta.Open(ctx, meta.Config{Endpoints: p.eps}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.store.Close() })
-	if p.c, err = p.store.InitCluster(ctx, meta.InitOptions{SlotSize: 4 << 20}); err != nil {
-		t.Fatal(err)
-	}
+	p.store = storetest.Open(t, meta.Config{Endpoints: p.eps})
+	p.c = storetest.Init(t, p.store, meta.InitOptions{SlotSize: 4 << 20})
 	for i := range n {
 		p.procs = append(p.procs, startProcTarget(t, p.bin, p.store, p.c, i))
 	}

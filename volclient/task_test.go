@@ -15,6 +15,7 @@ import (
 	"github.com/nvstripe/nvstripe/health"
 	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/meta/storetest"
 	"github.com/nvstripe/nvstripe/moves"
 	"github.com/nvstripe/nvstripe/placement"
 )
@@ -331,7 +332,7 @@ func TestControllerFailoverMidRebuild(t *testing.T) {
 	ctx := context.Background()
 	opts := testOpenOptions("writer")
 	model, victim := tc.writeUnmapped(t, size, opts)
-	storeA := memStore(t, tc.etcd)
+	storeA := storetest.OpenMem(t, tc.etcd, meta.Config{})
 	slow, err := moves.NewPacer(moves.PacerConfig{Bandwidth: 2 << 20, Burst: 1 << 20})
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/memetcd"
 	"github.com/nvstripe/nvstripe/meta/metatest"
+	"github.com/nvstripe/nvstripe/meta/storetest"
 	"github.com/nvstripe/nvstripe/nvmeof/target"
 	"github.com/nvstripe/nvstripe/placement"
 	"github.com/nvstripe/nvstripe/volclient/volclienttest"
@@ -31,13 +32,9 @@ type testCluster struct {
 
 func newTestCluster(t *testing.T, n int, nsSize, slotSize int64) *testCluster {
 	t.Helper()
-	ctx := context.Background()
 	etcd := metatest.Mem(t)
-	store := memStore(t, etcd)
-	c, err := store.InitCluster(ctx, meta.InitOptions{SlotSize: slotSize})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := storetest.OpenMem(t, etcd, meta.Config{})
+	c := storetest.Init(t, store, meta.InitOptions{SlotSize: slotSize})
 	tc := &testCluster{store: store, etcd: etcd}
 	for i := 0; i < n; i++ {
 		tc.addTarget(t, c, i, nsSize)
@@ -47,16 +44,6 @@ func newTestCluster(t *testing.T, n int, nsSize, slotSize int64) *testCluster {
 
 // memStore opens a Store (a process of its own) on etcd, closed when t
 // ends.
-func memStore(t testing.TB, etcd *memetcd.Server) *meta.Store {
-	t.Helper()
-	s, err := meta.OpenClient(etcd.Client(), meta.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
-
 func (tc *testCluster) addTarget(t *testing.T, c *meta.ClusterRecord, i int, nsSize int64) {
 	mem, err := blockdev.NewMem(nsSize, 4096)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/memetcd"
 	"github.com/nvstripe/nvstripe/meta/metatest"
+	"github.com/nvstripe/nvstripe/meta/storetest"
 	"github.com/nvstripe/nvstripe/placement"
 )
 
@@ -28,23 +29,12 @@ func fixture(t *testing.T, hosts int) *meta.Store {
 func fixtureAt(t testing.TB, etcd *memetcd.Server, cluster string, hosts int) *meta.Store {
 	t.Helper()
 	ctx := context.Background()
-	s, err := meta.OpenClient(etcd.Client(), meta.Config{Cluster: cluster})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if _, err := s.InitCluster(ctx, meta.InitOptions{SlotSize: 1 << 20}); err != nil {
-		t.Fatal(err)
-	}
+	s := storetest.OpenMem(t, etcd, meta.Config{Cluster: cluster})
+	storetest.Init(t, s, meta.InitOptions{SlotSize: 1 << 20})
 	for i := range hosts {
 		h := fmt.Sprintf("h%d", i)
-		if _, err := s.AddHost(ctx, h, nil); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.AddNamespace(ctx, meta.NamespaceSpec{Host: h, NQN: "nqn.test:" + h, NSID: 1, Size: 64 << 20,
-			Paths: []meta.PathRecord{{Addr: "tcp://127.0.0.1:1"}}}); err != nil {
-			t.Fatal(err)
-		}
+		storetest.AddHost(t, s, nil, meta.NamespaceSpec{Host: h, NQN: "nqn.test:" + h, NSID: 1, Size: 64 << 20,
+			Paths: []meta.PathRecord{{Addr: "tcp://127.0.0.1:1"}}})
 	}
 	if _, err := s.CreateVolume(ctx, meta.VolumeSpec{Name: "v", Size: 16 << 20, Layout: meta.Layout{K: 4, M: 2, Chunk: 64 << 10}}); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/metatest"
+	"github.com/nvstripe/nvstripe/meta/storetest"
 )
 
 // waitFor is testutil.WaitFor under this package's old name.
@@ -19,12 +20,7 @@ var testLogf = testutil.Logf
 
 func store(t *testing.T) *meta.Store {
 	t.Helper()
-	s, err := meta.OpenClient(metatest.Mem(t).Client(), meta.Config{Cluster: "pool"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
+	return storetest.OpenMem(t, metatest.Mem(t), meta.Config{Cluster: "pool"})
 }
 
 func start(t *testing.T, host string, join []string, s *meta.Store) *Member {

@@ -13,6 +13,7 @@ import (
 	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/metatest"
+	"github.com/nvstripe/nvstripe/meta/storetest"
 	"github.com/nvstripe/nvstripe/nbd"
 	"github.com/nvstripe/nvstripe/nbd/nbdtest"
 )
@@ -23,24 +24,13 @@ import (
 func TestLeakCheck(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := meta.Open(ctx, meta.Config{Endpoints: metatest.Start(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := storetest.Open(t, meta.Config{Endpoints: metatest.Start(t)})
 	const slot = 1 << 20
-	if _, err := s.InitCluster(ctx, meta.InitOptions{SlotSize: slot}); err != nil {
-		t.Fatal(err)
-	}
+	storetest.Init(t, s, meta.InitOptions{SlotSize: slot})
 	for h := range 3 {
 		host := fmt.Sprintf("h%d", h)
-		if _, err := s.AddHost(ctx, host, nil); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.AddNamespace(ctx, meta.NamespaceSpec{Host: host, NQN: "nqn.2026-12.io.nvstripe:" + host, NSID: 1, Size: 9 * slot,
-			Paths: []meta.PathRecord{{Addr: "tcp://127.0.0.1:1"}}}); err != nil {
-			t.Fatal(err)
-		}
+		storetest.AddHost(t, s, nil, meta.NamespaceSpec{Host: host, NQN: "nqn.2026-12.io.nvstripe:" + host, NSID: 1, Size: 9 * slot,
+			Paths: []meta.PathRecord{{Addr: "tcp://127.0.0.1:1"}}})
 	}
 	if _, err := s.CreateVolume(ctx, meta.VolumeSpec{Name: "v", Size: 4 * 2 * slot, Layout: meta.Layout{K: 2, M: 1, Chunk: 4096}}); err != nil {
 		t.Fatal(err)

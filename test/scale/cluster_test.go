@@ -13,6 +13,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/meta/storetest"
 )
 
 // size is one run of the harness.
@@ -61,12 +62,7 @@ func openStores(t *testing.T, endpoint string, sz size) []*meta.Store {
 	n := (sz.agents + sz.agentsPerClient - 1) / sz.agentsPerClient
 	stores := make([]*meta.Store, n)
 	for i := range stores {
-		s, err := meta.Open(context.Background(), meta.Config{Endpoints: []string{endpoint}, Cluster: "scale"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		stores[i] = s
+		stores[i] = storetest.Open(t, meta.Config{Endpoints: []string{endpoint}, Cluster: "scale"})
 	}
 	return stores
 }
@@ -87,9 +83,7 @@ func build(t *testing.T, ctx context.Context, w *world) {
 	t.Helper()
 	start := time.Now()
 	s := w.stores[0]
-	if _, err := s.InitCluster(ctx, meta.InitOptions{DomainLabel: "rack"}); err != nil {
-		t.Fatal(err)
-	}
+	storetest.Init(t, s, meta.InitOptions{DomainLabel: "rack"})
 	sz := w.size
 	racks := max(8, sz.hosts/hostRack)
 	parallel(t, sz.hosts, func(i int) error {

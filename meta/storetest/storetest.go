@@ -1,0 +1,63 @@
+// Package storetest gives tests above meta a meta.Store and a cluster in
+// it: a store opened on an embedded or an in-memory etcd (meta/metatest
+// starts both), closed when the test ends, its cluster initialised, and
+// hosts with one namespace each recorded. It is not part of metatest
+// because meta's own tests import metatest, which therefore cannot import
+// meta.
+package storetest
+
+import (
+	"context"
+	"testing"
+
+	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/meta/memetcd"
+)
+
+// Open opens a Store with cfg (Endpoints: an etcd such as metatest.Start
+// returns), closed when t ends.
+func Open(t testing.TB, cfg meta.Config) *meta.Store {
+	t.Helper()
+	s, err := meta.Open(context.Background(), cfg)
+	return closed(t, s, err)
+}
+
+// OpenMem opens a Store with cfg over the in-memory etcd (metatest.Mem or
+// MemClock), closed when t ends.
+func OpenMem(t testing.TB, etcd *memetcd.Server, cfg meta.Config) *meta.Store {
+	t.Helper()
+	s, err := meta.OpenClient(etcd.Client(), cfg)
+	return closed(t, s, err)
+}
+
+// closed fails t on err, else closes s when t ends.
+func closed(t testing.TB, s *meta.Store, err error) *meta.Store {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("storetest: open: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// Init initializes the cluster of s with opts and returns its record.
+func Init(t testing.TB, s *meta.Store, opts meta.InitOptions) *meta.ClusterRecord {
+	t.Helper()
+	c, err := s.InitCluster(context.Background(), opts)
+	if err != nil {
+		t.Fatalf("storetest: init cluster: %v", err)
+	}
+	return c
+}
+
+// AddHost records the host ns.Host with labels and its namespace ns.
+func AddHost(t testing.TB, s *meta.Store, labels map[string]string, ns meta.NamespaceSpec) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := s.AddHost(ctx, ns.Host, labels); err != nil {
+		t.Fatalf("storetest: add host %s: %v", ns.Host, err)
+	}
+	if _, err := s.AddNamespace(ctx, ns); err != nil {
+		t.Fatalf("storetest: add namespace %s/%d: %v", ns.Host, ns.NSID, err)
+	}
+}
