@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/nvstripe/nvstripe/controller"
+	"github.com/nvstripe/nvstripe/meta/storetest"
 	"github.com/nvstripe/nvstripe/placement"
 )
 
@@ -21,18 +22,7 @@ func TestViewsAgree(t *testing.T) {
 		racked = append(racked, host{labels: map[string]string{"rack": fmt.Sprintf("r%d", i%4)}, size: int64(11+i) << 20, unfenced: i == 4})
 	}
 	initCluster(t, s, "rack", racked...)
-	if _, err := s.CreateVolume(ctx, spec21("a", 16<<20)); err != nil {
-		t.Fatal(err)
-	}
-	vm, err := s.VolumeMap(ctx, "a", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for seg := range int64(4) {
-		if _, err := vm.Allocate(ctx, seg); err != nil {
-			t.Fatal(err)
-		}
-	}
+	storetest.AddVolume(t, s, spec21("a", 16<<20), 4)
 	if err := s.SetNamespaceState(ctx, "h1-n1", placement.StateDraining); err != nil {
 		t.Fatal(err)
 	}

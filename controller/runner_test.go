@@ -61,20 +61,8 @@ func metaClusterOn(t *testing.T, eps testEtcd, n, segs int) testEtcd {
 // allocated.
 func addVolume(t *testing.T, store *meta.Store, name string, segs int) {
 	t.Helper()
-	ctx := context.Background()
-	if _, err := store.CreateVolume(ctx, meta.VolumeSpec{Name: name, Size: int64(segs) * 4 << 20,
-		Layout: meta.Layout{K: 4, M: 2, Chunk: 64 << 10}}); err != nil {
-		t.Fatal(err)
-	}
-	vm, err := store.VolumeMap(ctx, name, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for s := range int64(segs) {
-		if _, err := vm.Allocate(ctx, s); err != nil {
-			t.Fatal(err)
-		}
-	}
+	storetest.AddVolume(t, store, meta.VolumeSpec{Name: name, Size: int64(segs) * 4 << 20,
+		Layout: meta.Layout{K: 4, M: 2, Chunk: 64 << 10}}, int64(segs))
 }
 
 // addMetaHost records host hI with namespace hI-n1 of 31 slots.

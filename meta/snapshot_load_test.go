@@ -44,13 +44,7 @@ func TestSnapshotLoadedOnceForConcurrentCallers(t *testing.T) {
 func TestSnapshotClusterFollowsAllocations(t *testing.T) {
 	s := setup(t, 6, 2, 8)
 	ctx := testCtx(t)
-	if _, err := s.CreateVolume(ctx, VolumeSpec{Name: "v", Size: 8 * 4 * testSlot, Layout: Layout{K: 4, M: 2, Chunk: 4096}}); err != nil {
-		t.Fatal(err)
-	}
-	vm, err := s.VolumeMap(ctx, "v", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	vm := addVolume(t, s, "v", 4, 2, 8)
 	for seg := range int64(6) {
 		if _, err := vm.Allocate(ctx, seg); err != nil {
 			t.Fatal(err)
@@ -59,7 +53,7 @@ func TestSnapshotClusterFollowsAllocations(t *testing.T) {
 	if err := vm.Free(ctx, 2); err != nil {
 		t.Fatal(err)
 	}
-	err = s.withSnapshot(ctx, func(sn *snapshot) error {
+	err := s.withSnapshot(ctx, func(sn *snapshot) error {
 		kept, err := sn.cluster()
 		if err != nil {
 			return err

@@ -28,7 +28,6 @@ func fixture(t *testing.T, hosts int) *meta.Store {
 // fixtureAt is fixture in cluster of etcd.
 func fixtureAt(t testing.TB, etcd *memetcd.Server, cluster string, hosts int) *meta.Store {
 	t.Helper()
-	ctx := context.Background()
 	s := storetest.OpenMem(t, etcd, meta.Config{Cluster: cluster})
 	storetest.Init(t, s, meta.InitOptions{SlotSize: 1 << 20})
 	for i := range hosts {
@@ -36,18 +35,7 @@ func fixtureAt(t testing.TB, etcd *memetcd.Server, cluster string, hosts int) *m
 		storetest.AddHost(t, s, nil, meta.NamespaceSpec{Host: h, NQN: "nqn.test:" + h, NSID: 1, Size: 64 << 20,
 			Paths: []meta.PathRecord{{Addr: "tcp://127.0.0.1:1"}}})
 	}
-	if _, err := s.CreateVolume(ctx, meta.VolumeSpec{Name: "v", Size: 16 << 20, Layout: meta.Layout{K: 4, M: 2, Chunk: 64 << 10}}); err != nil {
-		t.Fatal(err)
-	}
-	vm, err := s.VolumeMap(ctx, "v", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range int64(4) {
-		if _, err := vm.Allocate(ctx, i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	storetest.AddVolume(t, s, meta.VolumeSpec{Name: "v", Size: 16 << 20, Layout: meta.Layout{K: 4, M: 2, Chunk: 64 << 10}}, 4)
 	return s
 }
 

@@ -61,3 +61,23 @@ func AddHost(t testing.TB, s *meta.Store, labels map[string]string, ns meta.Name
 		t.Fatalf("storetest: add namespace %s/%d: %v", ns.Host, ns.NSID, err)
 	}
 }
+
+// AddVolume creates the volume spec and allocates its segments 0 to
+// segs-1; it returns the volume's map.
+func AddVolume(t testing.TB, s *meta.Store, spec meta.VolumeSpec, segs int64) *meta.VolumeMap {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := s.CreateVolume(ctx, spec); err != nil {
+		t.Fatalf("storetest: create volume %s: %v", spec.Name, err)
+	}
+	vm, err := s.VolumeMap(ctx, spec.Name, nil)
+	if err != nil {
+		t.Fatalf("storetest: volume %s: %v", spec.Name, err)
+	}
+	for seg := range segs {
+		if _, err := vm.Allocate(ctx, seg); err != nil {
+			t.Fatalf("storetest: allocate segment %s/%d: %v", spec.Name, seg, err)
+		}
+	}
+	return vm
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/metatest"
+	"github.com/nvstripe/nvstripe/meta/storetest"
 	"github.com/nvstripe/nvstripe/moves"
 	"github.com/nvstripe/nvstripe/placement"
 )
@@ -38,24 +39,8 @@ func adminFixtureHosts(t *testing.T, hosts int) (adminCLI, *meta.Store) {
 	a := adminCLI{t: t, etcd: ep, cluster: "adm"}
 	a.ok("slot size 1 MiB", "cluster", "init", "--slot-size", "1MiB")
 	a.addHosts(0, hosts, "64MiB")
-	s, err := meta.Open(context.Background(), meta.Config{Endpoints: []string{ep}, Cluster: "adm"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	ctx := context.Background()
-	if _, err := s.CreateVolume(ctx, meta.VolumeSpec{Name: "v", Size: 16 << 20, Layout: meta.Layout{K: 4, M: 2, Chunk: 64 << 10}}); err != nil {
-		t.Fatal(err)
-	}
-	vm, err := s.VolumeMap(ctx, "v", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := int64(0); i < 4; i++ {
-		if _, err := vm.Allocate(ctx, i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s := storetest.Open(t, meta.Config{Endpoints: []string{ep}, Cluster: "adm"})
+	storetest.AddVolume(t, s, meta.VolumeSpec{Name: "v", Size: 16 << 20, Layout: meta.Layout{K: 4, M: 2, Chunk: 64 << 10}}, 4)
 	return a, s
 }
 
