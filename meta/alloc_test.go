@@ -238,12 +238,7 @@ func TestDirtyLog(t *testing.T) {
 	if got, _ := vm.Dirty(ctx); !slices.Equal(got, []int64{7}) {
 		t.Fatalf("dirty after clean: %v", got)
 	}
-	if _, err := vm.Allocate(ctx, 7); err != nil {
-		t.Fatal(err)
-	}
-	if err := vm.Free(ctx, 7); err != nil {
-		t.Fatal(err)
-	}
+	allocateFree(t, ctx, vm, 7)
 	if got, _ := vm.Dirty(ctx); len(got) != 0 {
 		t.Fatalf("free kept the dirty mark: %v", got)
 	}

@@ -211,6 +211,18 @@ func revokeOwner(t *testing.T, ctx context.Context, s *Store, vol string, o *Own
 	waitDone(t, o.Context(), "after revoke")
 }
 
+// allocateFree allocates segment seg of vm (if it is not yet) and frees
+// it, or fails t.
+func allocateFree(t *testing.T, ctx context.Context, vm *VolumeMap, seg int64) {
+	t.Helper()
+	if _, err := vm.Allocate(ctx, seg); err != nil {
+		t.Fatal(err)
+	}
+	if err := vm.Free(ctx, seg); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // addVolume creates a volume of segs segments of layout k+m.
 func addVolume(t testing.TB, s *Store, name string, k, m int, segs int64) *VolumeMap {
 	t.Helper()

@@ -31,12 +31,7 @@ func TestStaleMarks(t *testing.T) {
 	if got, _ := vm.Stale(ctx); !reflect.DeepEqual(got, want[1:]) {
 		t.Fatalf("after clear: %v, want %v", got, want[1:])
 	}
-	if _, err := vm.Allocate(ctx, 7); err != nil {
-		t.Fatal(err)
-	}
-	if err := vm.Free(ctx, 7); err != nil {
-		t.Fatal(err)
-	}
+	allocateFree(t, ctx, vm, 7)
 	if got, _ := vm.Stale(ctx); len(got) != 0 {
 		t.Fatalf("free kept the stale marks: %v", got)
 	}

@@ -82,12 +82,7 @@ func TestUnsettledRecords(t *testing.T) {
 	if info, err := s.VolumeInfo(ctx, "vol"); err != nil || info.Unsettled != (UnsettledCount{Blocks: 2}) {
 		t.Errorf("volume info after clearing: %+v %v", info, err)
 	}
-	if _, err := vm.Allocate(ctx, 2); err != nil {
-		t.Fatal(err)
-	}
-	if err := vm.Free(ctx, 2); err != nil {
-		t.Fatal(err)
-	}
+	allocateFree(t, ctx, vm, 2)
 	if got, _ := vm.Unsettled(ctx); len(got) != 0 {
 		t.Fatalf("free kept the unsettled record: %v", got)
 	}
