@@ -120,11 +120,7 @@ func TestReaderReadAfterLeaseFenced(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { proxy.Close() })
-	rstore, err := meta.Open(ctx, meta.Config{Endpoints: []string{proxy.Addr()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rstore.Close() })
+	rstore := storetest.Open(t, meta.Config{Endpoints: []string{proxy.Addr()}})
 	o := testOpenOptions("reader")
 	o.ReadOnly, o.LeaseTTL = true, 2*time.Second
 	r, err := OpenVolume(ctx, rstore, "v", o)
