@@ -82,15 +82,8 @@ func startProcTargetIn(t *testing.T, bin string, store *meta.Store, c *meta.Clus
 	nqn := fmt.Sprintf("nqn.2026-11.io.nvstripe:proc-t%d", i)
 	p := runProcTarget(t, bin, dir, freeAddr(t), nqn)
 	ctx := context.Background()
-	host := fmt.Sprintf("h%d", i)
-	if _, err := store.AddHost(ctx, host, nil); err != nil {
-		t.Fatal(err)
-	}
-	rec, err := store.AddNamespace(ctx, meta.NamespaceSpec{Host: host, NQN: nqn, NSID: 1, Size: 96 << 20,
+	rec := storetest.AddHost(t, store, nil, meta.NamespaceSpec{Host: fmt.Sprintf("h%d", i), NQN: nqn, NSID: 1, Size: 96 << 20,
 		Paths: []meta.PathRecord{{Addr: "tcp://" + p.addr, ANAGroup: 1}}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	dev, err := Connect(ctx, rec, NamespaceOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -248,13 +248,8 @@ func TestWaitProgress(t *testing.T) {
 func TestStatusDrainedAndBack(t *testing.T) {
 	ctx := context.Background()
 	s := fixture(t, 8)
-	if _, err := s.AddHost(ctx, "h9", nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.AddNamespace(ctx, meta.NamespaceSpec{Host: "h9", NQN: "nqn.test:h9", NSID: 1, Size: 64 << 20,
-		Paths: []meta.PathRecord{{Addr: "tcp://127.0.0.1:1"}}}); err != nil {
-		t.Fatal(err)
-	}
+	storetest.AddHost(t, s, nil, meta.NamespaceSpec{Host: "h9", NQN: "nqn.test:h9", NSID: 1, Size: 64 << 20,
+		Paths: []meta.PathRecord{{Addr: "tcp://127.0.0.1:1"}}})
 	svc := NewService(s)
 	st, err := svc.Status(ctx, &StatusRequest{})
 	if err != nil {

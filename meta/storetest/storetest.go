@@ -50,16 +50,19 @@ func Init(t testing.TB, s *meta.Store, opts meta.InitOptions) *meta.ClusterRecor
 	return c
 }
 
-// AddHost records the host ns.Host with labels and its namespace ns.
-func AddHost(t testing.TB, s *meta.Store, labels map[string]string, ns meta.NamespaceSpec) {
+// AddHost records the host ns.Host with labels and its namespace ns; it
+// returns the namespace's record.
+func AddHost(t testing.TB, s *meta.Store, labels map[string]string, ns meta.NamespaceSpec) *meta.NamespaceRecord {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := s.AddHost(ctx, ns.Host, labels); err != nil {
 		t.Fatalf("storetest: add host %s: %v", ns.Host, err)
 	}
-	if _, err := s.AddNamespace(ctx, ns); err != nil {
+	rec, err := s.AddNamespace(ctx, ns)
+	if err != nil {
 		t.Fatalf("storetest: add namespace %s/%d: %v", ns.Host, ns.NSID, err)
 	}
+	return rec
 }
 
 // AddVolume creates the volume spec and allocates its segments 0 to

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/meta/storetest"
 	"github.com/nvstripe/nvstripe/nvmeof/initiator"
 	"github.com/nvstripe/nvstripe/nvmeof/target"
 )
@@ -47,15 +48,8 @@ func ServeNamespace(t testing.TB, store *meta.Store, c *meta.ClusterRecord, i in
 	t.Helper()
 	ctx := context.Background()
 	tgt := StartTarget(t, i, "127.0.0.1:0", dev)
-	host := fmt.Sprintf("h%d", i)
-	if _, err := store.AddHost(ctx, host, nil); err != nil {
-		t.Fatal(err)
-	}
-	rec, err := store.AddNamespace(ctx, meta.NamespaceSpec{Host: host, NQN: NQN(i), NSID: 1, Size: dev.Size(),
+	rec := storetest.AddHost(t, store, nil, meta.NamespaceSpec{Host: fmt.Sprintf("h%d", i), NQN: NQN(i), NSID: 1, Size: dev.Size(),
 		Paths: []meta.PathRecord{{Addr: "tcp://" + tgt.Addr(0), ANAGroup: 1, ANAState: meta.ANAOptimized}}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	label, err := meta.EncodeLabel(c.Label(rec.ID))
 	if err == nil {
 		err = blockdev.WriteFUA(ctx, dev, label, 0)
