@@ -1,7 +1,8 @@
 // Package storetest gives tests above meta a meta.Store and a cluster in
 // it: a store opened on an embedded or an in-memory etcd (meta/metatest
-// starts both), closed when the test ends, its cluster initialised, and
-// hosts with one namespace each recorded. It is not part of metatest
+// starts both), closed when the test ends, its cluster initialised, hosts
+// with one namespace each and volumes with allocated segments recorded.
+// It is not part of metatest
 // because meta's own tests import metatest, which therefore cannot import
 // meta.
 package storetest
