@@ -19,7 +19,9 @@ import (
 // segment's slots change (a move of the controller's mover commits) it
 // updates its map, then switches the volume's cached segment
 // (volume.Follow: reads in flight finish on the old slot, later ones use
-// the new), and then publishes the revision it has applied in the reader's
+// the new; first it loads the unsettled blocks the owner recorded,
+// volume.FollowUnsettled, so that a blank a rebuild of the move wrote reads
+// as corrupt), and then publishes the revision it has applied in the reader's
 // owner record (meta.Owner.SetApplied). The mover releases the old slot
 // only once every reader has published the commit's revision or lost its
 // lease (meta.VolumeMap.FinishMove), so no reader ever reads a slot that
@@ -183,7 +185,11 @@ func (f *follower) apply(ctx context.Context, seg int64, rec *meta.SegmentRecord
 	if f.hold != nil {
 		f.hold(seg)
 	}
-	if _, err := f.vol.Follow(ctx, seg, refs); err != nil {
+	err := f.vol.FollowUnsettled(ctx) // the blanks a rebuild of the move wrote, before reads reach them
+	if err == nil {
+		_, err = f.vol.Follow(ctx, seg, refs)
+	}
+	if err != nil {
 		f.mu.Lock() // not applied: the next list tries again
 		if had {
 			f.segs[seg] = old

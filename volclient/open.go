@@ -136,7 +136,12 @@ func open(ctx context.Context, store *meta.Store, rec *meta.VolumeRecord, cluste
 		return nil, err
 	}
 	m := &Mapped{Volume: vol, Owner: owner, Map: vm, Record: rec, devs: devs}
-	if !o.ReadOnly {
+	if o.ReadOnly {
+		if err := vol.FollowUnsettled(ctx); err != nil { // blanks the owner's rebuilds wrote read as corrupt, not zeros
+			devs.Close()
+			return nil, fmt.Errorf("volume %s: %w", rec.Name, err)
+		}
+	} else {
 		if err := vol.LoadUnsettled(ctx); err != nil { // before a resumed move rebuilds a slot
 			devs.Close()
 			return nil, fmt.Errorf("volume %s: %w", rec.Name, err)

@@ -142,6 +142,42 @@ func (v *Volume) LoadUnsettled(ctx context.Context) error {
 	return nil
 }
 
+// FollowUnsettled adds the blocks the UnsettledLog records now to the
+// volume's unsettled blocks: the view of a read-only mapping, which the
+// owner's rebuilds change under it. A rebuild writes an unsettled block
+// blank and records it before its move commits, so a reader that calls
+// this at open and again before it follows each move (volclient's
+// follower) knows every blank it can reach: reads of them fail with class
+// ErrCorrupt instead of returning the blank. It never forgets a block (a
+// settled one reads as corrupt to this reader until it opens the volume
+// again): an error, never a blank, when in doubt.
+func (v *Volume) FollowUnsettled(ctx context.Context) error {
+	segs, err := v.unsettledLog.ListUnsettled(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the unsettled blocks: %w", err)
+	}
+	for _, s := range segs {
+		if err := v.checkUnsettled(s); err != nil {
+			return err
+		}
+	}
+	p := &v.poisoned
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.init()
+	for _, s := range segs {
+		for _, b := range s.Blocks {
+			k := poisonKey{layout.StripeID{Segment: s.Segment, Stripe: b.Stripe}, b.Shard}
+			p.rows[k], p.blank[k] = union(p.rows[k], []int64{b.Row}), union(p.blank[k], []int64{b.Row})
+		}
+		if s.More {
+			p.more[s.Segment] = true
+		}
+	}
+	p.any.Store(len(p.rows) > 0)
+	return nil
+}
+
 // checkUnsettled checks that the record s names blocks of data shards
 // inside the volume's geometry.
 func (v *Volume) checkUnsettled(s UnsettledSegment) error {

@@ -293,3 +293,39 @@ func TestUnsettledRecordRewrittenAfterFailure(t *testing.T) {
 	newOwner(t, h)
 	checkUnsettled(t, h, want, "after the stripe was written and a new owner")
 }
+
+// TestReaderKnowsUnsettledBlanks: a move carries unsettled rows over
+// blank and a new owner recovers the volume; a read-only volume opened
+// over the devices afterwards, once FollowUnsettled has loaded the record
+// (what a read-only mapping does at open and before it follows each
+// move), lists the same unsettled blocks, reads each of them as corrupt
+// and every other block as the owner does; a second call forgets and
+// doubles nothing. Before, a read-only mapping never read the record: it
+// relied on the row's parity not matching the blank, which the fault
+// campaign found a way past (a fresh read-only mapping read zeros for a
+// block the owner had rebuilt blank).
+func TestReaderKnowsUnsettledBlanks(t *testing.T) {
+	ctx := context.Background()
+	h := unsettledHole(t, unsettledLayout)
+	r := h.r
+	want := unsettledOffsets(r.vol)
+	moveLost(t, h)
+	newOwner(t, h)
+	r.epoch++
+	v, err := New(Options{Geometry: r.g, Size: r.vol.Size(), Devices: h.devs, Alloc: r.alloc, Dirty: r.dirty, Stale: r.stale, Unsettled: r.unsettled, ReadOnly: true, LogEpoch: r.epoch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := v.FollowUnsettled(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := unsettledOffsets(v); !maps.Equal(got, want) {
+			t.Fatalf("the reader lists unsettled blocks %v, want %v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
+		}
+	}
+	owner := r.vol
+	r.vol = v
+	defer func() { r.vol = owner }()
+	checkUnsettled(t, h, want, "a reader after FollowUnsettled")
+}
