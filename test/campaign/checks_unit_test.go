@@ -183,10 +183,12 @@ func TestReaderFlagsWrongData(t *testing.T) {
 	}
 }
 
-// TestVerifyUnsettledBlocks: a block that reads EIO fails verify when it
-// holds only acknowledged writes, or when no write was refused with EIO;
-// a block of failed writes may read EIO once one was (a round past what
-// parity covers) and is then counted as unsettled, until written again.
+// TestVerifyUnsettledBlocks: a block of failed writes may read EIO once a
+// write was refused with EIO (a round past what parity covers) and is then
+// counted as unsettled, until it reads again; an acknowledged block that
+// reads EIO, or a failed write's block when no write was refused, is
+// reported as lost once and then forgotten (the next verify checks the
+// rest, not the same block again).
 func TestVerifyUnsettledBlocks(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -196,32 +198,42 @@ func TestVerifyUnsettledBlocks(t *testing.T) {
 	}
 	dev := faultdev.New(mem, 1)
 	addr := serveRW(t, dev)
-	w := newWorkload(addr)
-	w.record(3, 7, true)
-	w.record(5, 8, false)
+	eio := func(b int64) faultdev.RuleID {
+		return dev.Add(faultdev.Rule{Ops: faultdev.OpRead, Off: b * blockSize, Len: blockSize, Err: blockdev.ErrCorrupt})
+	}
 	for _, b := range []int64{3, 5} {
 		if err := mem.WriteAt(ctx, content(b, map[int64]uint64{3: 7, 5: 0}[b]), b*blockSize); err != nil {
 			t.Fatal(err)
 		}
 	}
-	eio := func(b int64) faultdev.RuleID {
-		return dev.Add(faultdev.Rule{Ops: faultdev.OpRead, Off: b * blockSize, Len: blockSize, Err: blockdev.ErrCorrupt})
-	}
 	r5 := eio(5)
-	if _, err := w.verify(ctx, addr); err == nil || !strings.Contains(err.Error(), "block 5") {
+
+	strict := newWorkload(addr) // no write refused: EIO is a loss
+	strict.record(5, 8, false)
+	if _, err := strict.verify(ctx, addr); !errors.Is(err, errLost) || !strings.Contains(err.Error(), "block 5") {
 		t.Fatalf("verify of a failed write's block reading EIO with no write refused: %v", err)
 	}
+	if n, err := strict.verify(ctx, addr); n != 0 || err != nil {
+		t.Fatalf("verify after the finding: %d blocks, %v; want 0 (forgotten), nil", n, err)
+	}
+
+	w := newWorkload(addr)
+	w.record(3, 7, true)
+	w.record(5, 8, false)
 	w.refused = true
 	if n, err := w.verify(ctx, addr); n != 2 || err != nil || w.unsettledBlocks() != 1 {
 		t.Fatalf("verify after a refused write: %d blocks, %v, %d unsettled; want 2, nil, 1", n, err, w.unsettledBlocks())
 	}
 	r3 := eio(3)
-	if _, err := w.verify(ctx, addr); err == nil || !strings.Contains(err.Error(), "block 3") {
+	if _, err := w.verify(ctx, addr); !errors.Is(err, errLost) || !strings.Contains(err.Error(), "block 3") {
 		t.Fatalf("verify of an acknowledged block reading EIO: %v", err)
+	}
+	if n, err := w.verify(ctx, addr); n != 1 || err != nil || w.unsettledBlocks() != 1 {
+		t.Fatalf("verify after the finding: %d blocks, %v, %d unsettled; want block 5 alone, nil, 1", n, err, w.unsettledBlocks())
 	}
 	dev.Remove(r3)
 	dev.Remove(r5)
-	if n, err := w.verify(ctx, addr); n != 2 || err != nil || w.unsettledBlocks() != 0 {
-		t.Fatalf("verify once the block reads: %d blocks, %v, %d unsettled; want 2, nil, 0", n, err, w.unsettledBlocks())
+	if n, err := w.verify(ctx, addr); n != 1 || err != nil || w.unsettledBlocks() != 0 {
+		t.Fatalf("verify once the block reads: %d blocks, %v, %d unsettled; want 1, nil, 0", n, err, w.unsettledBlocks())
 	}
 }

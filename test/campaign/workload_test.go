@@ -262,13 +262,14 @@ func (w *workload) record(b int64, v uint64, ok bool) {
 // fresh mapping) and checks it holds its last acknowledged version or one
 // of the failed writes after it; it returns the blocks checked. A block
 // found holding a failed write's version takes it as acknowledged (later
-// reads must agree). Blocks found holding none are reported (errLost) and
-// forgotten, so that the rounds after a failed one check only what they
-// write. A block of failed writes (never acknowledged) may read EIO once a
-// write was refused with EIO: a write that went past what parity covers
-// can leave its row with shards on two versions, which the volume refuses
-// to read (unsettled); such blocks are counted (unsettledBlocks), not
-// reported. An error reading any other block is.
+// reads must agree). Blocks found holding none, or reading EIO where that
+// is not allowed, are reported (errLost) and forgotten, so that the rounds
+// after a failed one check only what they write (not the same lost block
+// again and again). A block of failed writes (never acknowledged) may read
+// EIO once a write was refused with EIO: a write that went past what
+// parity covers can leave its row with shards on two versions, which the
+// volume refuses to read (unsettled); such blocks are counted
+// (unsettledBlocks), not reported. Any other error ends the check.
 func (w *workload) verify(ctx context.Context, addr string) (int, error) {
 	c, err := dial(ctx, addr, rwVolume)
 	if err != nil {
@@ -296,6 +297,12 @@ func (w *workload) verify(ctx context.Context, addr string) (int, error) {
 			h.readFailed()
 			continue
 		}
+		if isEIO(err) {
+			h.readFailed()
+			lost = append(lost, fmt.Sprintf("block %d (offset %d) reads EIO, last acknowledged version %d", b, b*blockSize, w.acked[b]))
+			w.forget(b)
+			continue
+		}
 		if err != nil {
 			return 0, fmt.Errorf("reading block %d: %w", b, err)
 		}
@@ -304,9 +311,7 @@ func (w *workload) verify(ctx context.Context, addr string) (int, error) {
 		allowed := append([]uint64{w.acked[b]}, w.maybe[b]...)
 		if !w.match(b, got, allowed) {
 			lost = append(lost, fmt.Sprintf("block %d (offset %d) holds none of versions %v", b, b*blockSize, allowed))
-			delete(w.acked, b)
-			delete(w.maybe, b)
-			w.unknown[b] = true
+			w.forget(b)
 		}
 	}
 	if len(lost) > 0 {
@@ -314,6 +319,15 @@ func (w *workload) verify(ctx context.Context, addr string) (int, error) {
 		return len(blocks), fmt.Errorf("%w: %d of %d blocks: %s", errLost, len(lost), len(blocks), strings.Join(lost[:min(len(lost), 5)], "; "))
 	}
 	return len(blocks), nil
+}
+
+// forget drops what verify knew of block b after reporting it: its value
+// is unknown until the workload writes it again. REQUIRES: w.mu held.
+func (w *workload) forget(b int64) {
+	delete(w.acked, b)
+	delete(w.maybe, b)
+	delete(w.unsettled, b)
+	w.unknown[b] = true
 }
 
 // unsettledBlocks returns how many blocks of failed writes read EIO at
