@@ -8,6 +8,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/capacity"
 	"github.com/nvstripe/nvstripe/config"
+	"github.com/nvstripe/nvstripe/internal/jsonout"
 	"github.com/nvstripe/nvstripe/internal/units"
 	"github.com/nvstripe/nvstripe/meta"
 )
@@ -63,17 +64,35 @@ func newVolumeLsCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := writeOut(cmd, vols, meta.WriteVolumes); err != nil || wantJSON(cmd) {
-				return err
-			}
 			counts, err := s.UnsettledCounts(cmd.Context())
 			if err != nil {
+				return err
+			}
+			if wantJSON(cmd) {
+				return jsonout.Write(cmd.OutOrStdout(), listedVolumes(vols, counts))
+			}
+			if err := meta.WriteVolumes(cmd.OutOrStdout(), vols); err != nil {
 				return err
 			}
 			return meta.WriteUnsettled(cmd.OutOrStdout(), counts)
 		}),
 	}
 	return c
+}
+
+// listedVolume is a volume as `volume ls -o json` gives it: its record
+// and its unsettled blocks, under the name `volume info` gives them.
+type listedVolume struct {
+	*meta.VolumeRecord
+	Unsettled meta.UnsettledCount `json:"unsettled"`
+}
+
+func listedVolumes(vols []*meta.VolumeRecord, counts map[string]meta.UnsettledCount) []listedVolume {
+	out := make([]listedVolume, len(vols))
+	for i, v := range vols {
+		out[i] = listedVolume{VolumeRecord: v, Unsettled: counts[v.Name]}
+	}
+	return out
 }
 
 func newVolumeInfoCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
