@@ -25,6 +25,7 @@ func newVolumeCmd(g *globals) *cobra.Command {
 
 func newVolumeCreateCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 	var f capacity.VolumeFlags
+	var spec meta.VolumeSpec
 	c := &cobra.Command{
 		Use:   "create NAME --size S [--k 4 --m 2 --chunk 128KiB] [--checksum crc32c|none] [--write-log ppl|none] [--allow-shared-domains] [--qos-iops N] [--qos-bps SIZE/s] ...",
 		Short: "Create a thin volume (space is placed on first write)",
@@ -38,11 +39,11 @@ func newVolumeCreateCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 			"so a crash mid-write plus a lost shard loses no acknowledged byte (about 0.4% of the space).\n" +
 			"The --qos-* flags limit the volume's IO wherever it is mapped (see volume set).",
 		Args: cobra.ExactArgs(1),
+		PreRunE: func(cmd *cobra.Command, args []string) (err error) {
+			spec, err = f.Spec(args[0], cmd.Flags().Changed("write-log"))
+			return err
+		},
 		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
-			spec, err := f.Spec(args[0], cmd.Flags().Changed("write-log"))
-			if err != nil {
-				return err
-			}
 			rec, warn, err := capacity.CreateVolume(cmd.Context(), s, spec)
 			if warnf(cmd, warn); err != nil {
 				return err
@@ -123,10 +124,13 @@ func newVolumeResizeCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 			"a ublk device keeps its size until it is mapped again (the driver cannot change it before Linux 6.16).",
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeArgs(g, a, volumeNames),
-		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
+		PreRunE: func(*cobra.Command, []string) error {
 			if size == 0 {
 				return usageError{errors.New("volume resize needs --size")}
 			}
+			return nil
+		},
+		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
 			v, warn, err := capacity.ResizeVolume(cmd.Context(), s, args[0], size)
 			if warnf(cmd, warn); err != nil {
 				return err
@@ -140,6 +144,7 @@ func newVolumeResizeCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 
 func newVolumeSetCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 	var f capacity.QoSFlags
+	var change meta.QoSChange
 	c := &cobra.Command{
 		Use:   "set NAME [--qos-iops N] [--qos-bps SIZE/s] [--qos-read-iops N] [--qos-write-iops N] [--qos-read-bps SIZE/s] [--qos-write-bps SIZE/s] [--qos-burst DURATION]",
 		Short: "Change a volume's QoS limits (applied by its mappings within a second)",
@@ -152,14 +157,16 @@ func newVolumeSetCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 			"traffic is not counted: the controller's pacer governs it.",
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeArgs(g, a, volumeNames),
-		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
-			change, err := f.Change()
-			if err != nil {
+		PreRunE: func(*cobra.Command, []string) (err error) {
+			if change, err = f.Change(); err != nil {
 				return err
 			}
 			if !f.Given() {
 				return usageError{errors.New("volume set needs at least one --qos-* flag")}
 			}
+			return nil
+		},
+		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
 			v, err := s.SetVolumeQoS(cmd.Context(), args[0], change)
 			if err != nil {
 				return err
