@@ -53,10 +53,6 @@ func (f *VolumeFlags) Spec(name string, writeLogGiven bool) (meta.VolumeSpec, er
 	if err != nil {
 		return meta.VolumeSpec{}, err
 	}
-	layout := meta.Layout{K: f.K, M: f.M, Chunk: f.Chunk, Checksum: checksum, WriteLog: writeLog}
-	if err := layout.Check(0); err != nil { // what the flags alone tell; the slot size is the cluster's
-		return meta.VolumeSpec{}, config.Usage(err)
-	}
-	return meta.VolumeSpec{Name: name, Size: f.Size, Layout: layout,
+	return meta.VolumeSpec{Name: name, Size: f.Size, Layout: meta.Layout{K: f.K, M: f.M, Chunk: f.Chunk, Checksum: checksum, WriteLog: writeLog},
 		AllowSharedDomains: f.SharedDomains, BindChecksums: f.BindChecksums && checksum != "", QoS: qos.Apply(meta.QoS{})}, nil
 }

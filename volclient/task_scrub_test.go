@@ -31,7 +31,12 @@ func TestScrubTaskCountsOnlyItsOwn(t *testing.T) {
 	if _, err := tc.store.CreateVolume(ctx, meta.VolumeSpec{Name: "v", Size: size, Layout: lay}); err != nil {
 		t.Fatal(err)
 	}
-	m, err := OpenVolume(ctx, tc.store, "v", testOpenOptions("node1"))
+	// A minute for the lease and the namespaces: no timeout is under
+	// test, and a stall of this process on loaded cores must not fence
+	// the volume or take a namespace out of use (reads would fail with
+	// another class than ErrCorrupt).
+	m, err := OpenVolume(ctx, tc.store, "v", OpenOptions{Holder: "node1", LeaseTTL: time.Minute,
+		Namespaces: NamespaceOptions{ControllerLossTimeout: time.Minute, ConnectTimeout: 30 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}

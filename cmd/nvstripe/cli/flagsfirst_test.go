@@ -18,7 +18,7 @@ func TestFlagsCheckedBeforeEtcd(t *testing.T) {
 	}{
 		{[]string{"volume", "info"}, "accepts 1 arg(s)"},
 		{[]string{"volume", "create", "v"}, "volume create needs --size"},
-		{[]string{"volume", "create", "v", "--size", "1GiB", "--k", "0"}, "layout k=0 m=2"},
+		{[]string{"volume", "create", "v", "--size", "1GiB", "--qos-iops", "-1"}, "--qos-iops"},
 		{[]string{"volume", "resize", "v"}, "volume resize needs --size"},
 		{[]string{"volume", "set", "v"}, "volume set needs at least one --qos-* flag"},
 		{[]string{"cluster", "set"}, "cluster set needs --max-overcommit"},
