@@ -664,10 +664,11 @@ type TaskRecord struct {
 	// Threshold (Kind TaskRebalance): the largest acceptable spread of
 	// used/capacity between namespaces in service, as a fraction.
 	Threshold float64 `json:"threshold,omitempty"`
-	// Scrub results: blocks found not matching their checksums, and of
-	// those healed; parity chunks found out of step with their stripe's
-	// data (all checksums good) and rewritten; when the task ended (RFC
-	// 3339, empty while running).
+	// Scrub results, counting only what the scrub read itself: blocks
+	// found bad (not matching their checksums, or matching them but not
+	// the rest of their row), and of those healed; parity chunks found
+	// out of step with their stripe's data (all checksums good) and
+	// rewritten; when the task ended (RFC 3339, empty while running).
 	Found  int64  `json:"found,omitempty"`
 	Healed int64  `json:"healed,omitempty"`
 	Parity int64  `json:"parity,omitempty"`
@@ -675,6 +676,9 @@ type TaskRecord struct {
 	// Unsettled (scrub): blocks known unsettled that it passed over, not
 	// counted in Found (`nvstripe volume settle` resets them).
 	Unsettled int64 `json:"unsettled,omitempty"`
+	// Unhealed (scrub): of Found, the blocks left bad (Found = Healed +
+	// Unhealed); reads of them fail.
+	Unhealed int64 `json:"unhealed,omitempty"`
 }
 
 func (t *TaskRecord) check() error {
@@ -684,8 +688,8 @@ func (t *TaskRecord) check() error {
 	switch {
 	case t.Kind == "":
 		return errors.New("task without kind")
-	case t.Done < 0 || t.Total < 0 || t.Found < 0 || t.Healed < 0 || t.Parity < 0 || t.Unsettled < 0:
-		return fmt.Errorf("task progress %d/%d, found %d, healed %d, parity %d", t.Done, t.Total, t.Found, t.Healed, t.Parity)
+	case t.Done < 0 || t.Total < 0 || t.Found < 0 || t.Healed < 0 || t.Parity < 0 || t.Unsettled < 0 || t.Unhealed < 0:
+		return fmt.Errorf("task progress %d/%d, found %d, healed %d, unhealed %d, parity %d, unsettled %d", t.Done, t.Total, t.Found, t.Healed, t.Unhealed, t.Parity, t.Unsettled)
 	case t.State != TaskRunning && t.State != TaskDone && t.State != TaskFailed:
 		return fmt.Errorf("unknown task state %q", t.State)
 	case t.Move != (ShardMove{}) && t.Kind != TaskMove:

@@ -8,6 +8,7 @@ package targetd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"time"
 
@@ -162,7 +163,7 @@ func (o Options) config() (target.Config, error) {
 	if o.HostKeysFile != "" {
 		keys, err := target.ReadHostKeys(o.HostKeysFile)
 		if err != nil {
-			return target.Config{}, err
+			return target.Config{}, fmt.Errorf("--host-keys: %w", err)
 		}
 		o.Files.HostKeys = keys
 	}
@@ -174,7 +175,7 @@ func (o Options) config() (target.Config, error) {
 	cfg.DeviceQueueDepth, cfg.HostWeights = o.DeviceQueueDepth, o.HostWeights
 	if cfg.TLS = o.TLS; o.TLSKeysFile != "" {
 		if cfg.TLSKeys, err = target.ReadTLSKeys(o.TLSKeysFile); err != nil {
-			return cfg, err
+			return cfg, fmt.Errorf("--tls-keys: %w", err)
 		}
 	}
 	return cfg, nil

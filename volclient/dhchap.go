@@ -50,8 +50,11 @@ func (d *DHCHAPFiles) Load() (secret, ctrl string, err error) {
 	if ctrl, err = config.ReadSecretFile("--dhchap-ctrl-secret-file", d.CtrlFile); err != nil {
 		return "", "", err
 	}
-	if err := auth.CheckSecrets(secret, ctrl); err != nil {
-		return "", "", config.Usage(err)
+	if err := auth.CheckSecrets(secret); err != nil {
+		return "", "", config.Usage(fmt.Errorf("--dhchap-secret-file %s: %w", d.SecretFile, err))
+	}
+	if err := auth.CheckSecrets(ctrl); err != nil {
+		return "", "", config.Usage(fmt.Errorf("--dhchap-ctrl-secret-file %s: %w", d.CtrlFile, err))
 	}
 	if ctrl != "" && secret == "" {
 		return "", "", config.Usage(fmt.Errorf("--dhchap-ctrl-secret-file needs --dhchap-secret-file"))

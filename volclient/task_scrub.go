@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/volume"
 )
 
 // scrubTask reports whether r is a scrub of this owner's volume to start.
@@ -52,13 +53,8 @@ func (s *taskServer) runScrub(ctx context.Context, t *meta.TaskRecord) {
 	s.o.Logf("volume %s: scrub from segment %d of %d", t.Volume, t.Done, t.Total)
 	var wrote time.Time
 	for seg := t.Done; seg < t.Total; seg++ {
-		before := v.ChecksumStats()
-		_, err := v.Scrub(ctx, seg, seg, pace)
-		after := v.ChecksumStats()
-		t.Found += after.Mismatches - before.Mismatches
-		t.Healed += after.Healed - before.Healed
-		t.Parity += after.Parity - before.Parity
-		t.Unsettled += after.Unsettled - before.Unsettled
+		st, err := v.Scrub(ctx, seg, seg, pace)
+		s.countScrub(t, seg, st)
 		if ctx.Err() != nil {
 			s.putTask(context.WithoutCancel(ctx), t)
 			return
@@ -76,9 +72,24 @@ func (s *taskServer) runScrub(ctx context.Context, t *meta.TaskRecord) {
 		}
 	}
 	t.State, t.Ended = meta.TaskDone, time.Now().UTC().Format(time.RFC3339)
-	s.o.Logf("volume %s: scrub done: %d blocks bad, %d healed, %d parity chunks out of step rewritten, %d blocks unsettled%s",
-		t.Volume, t.Found, t.Healed, t.Parity, t.Unsettled, settleHint(t.Volume, t.Unsettled))
+	s.o.Logf("volume %s: scrub done: %d blocks bad, %d healed, %d left bad, %d parity chunks out of step rewritten, %d blocks unsettled%s",
+		t.Volume, t.Found, t.Healed, t.Unhealed, t.Parity, t.Unsettled, settleHint(t.Volume, t.Unsettled))
 	s.putTask(ctx, t)
+}
+
+// countScrub adds what the scrub of segment seg found itself (not what
+// reads elsewhere found meanwhile) to t, and logs it when it found
+// anything.
+func (s *taskServer) countScrub(t *meta.TaskRecord, seg int64, st volume.ScrubStats) {
+	t.Found += st.Found
+	t.Healed += st.Healed
+	t.Unhealed += st.Unhealed
+	t.Parity += st.Parity
+	t.Unsettled += st.Unsettled
+	if st.Found != 0 || st.Parity != 0 || st.Unsettled != 0 {
+		s.o.Logf("volume %s: scrub segment %d: %d blocks bad, %d healed, %d left bad, %d parity chunks rewritten, %d blocks unsettled",
+			t.Volume, seg, st.Found, st.Healed, st.Unhealed, st.Parity, st.Unsettled)
+	}
 }
 
 func (s *taskServer) putTask(ctx context.Context, t *meta.TaskRecord) {

@@ -28,6 +28,7 @@ type testCluster struct {
 	store   *meta.Store
 	targets []*target.Target
 	etcd    *memetcd.Server
+	mems    []*blockdev.Mem // behind targets, by index
 }
 
 func newTestCluster(t *testing.T, n int, nsSize, slotSize int64) *testCluster {
@@ -51,6 +52,7 @@ func (tc *testCluster) addTarget(t *testing.T, c *meta.ClusterRecord, i int, nsS
 	}
 	tgt, _ := volclienttest.ServeNamespace(t, tc.store, c, i, mem)
 	tc.targets = append(tc.targets, tgt)
+	tc.mems = append(tc.mems, mem)
 }
 
 // openVolume creates volume "v" (4+2, chunk bytes per chunk) and opens it

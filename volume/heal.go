@@ -44,6 +44,65 @@ type ChecksumStats struct {
 
 type checksumCounters struct{ mismatches, healed, unhealed, torn, parity, stale, unsettled atomic.Int64 }
 
+// add adds what one heal found to the counters.
+func (c *checksumCounters) add(t *healTally) {
+	c.mismatches.Add(t.Mismatches)
+	c.healed.Add(t.Healed)
+	c.unhealed.Add(t.Unhealed)
+	c.torn.Add(t.Torn)
+	c.parity.Add(t.Parity)
+	c.stale.Add(t.Stale)
+	c.unsettled.Add(t.Unsettled)
+}
+
+// healTally is what one heal of one stripe found, in the terms of
+// ChecksumStats, and the rows it left disputed (counted in Unhealed).
+type healTally struct {
+	ChecksumStats
+	disputed int64
+}
+
+// ScrubStats is what one Scrub found itself, apart from what foreground
+// IO found meanwhile (ChecksumStats counts both). Found == Healed +
+// Unhealed: a scrub keeps no block as a torn write.
+type ScrubStats struct {
+	Stripes int64 // stripes checked
+	// Found counts the bad blocks: those that did not match their
+	// checksums, those that matched them but not the rest of their row
+	// (Stale), and one per row whose blocks match their checksums but
+	// not each other with nothing to tell which is stale.
+	Found    int64
+	Healed   int64 // of Found, rewritten from the other shards
+	Unhealed int64 // of Found, left bad: reads of them fail with class ErrCorrupt
+	Stale    int64 // of Healed, blocks that matched their checksums but not their row
+	Parity   int64 // parity chunks out of step with good data, rewritten
+	// Unsettled counts the known unsettled blocks (Volume.Unsettled) it
+	// passed over: not in Found, nothing to heal there.
+	Unsettled int64
+}
+
+// add adds what the heal of one stripe found.
+func (st *ScrubStats) add(t healTally) {
+	st.Stripes++
+	st.Found += t.Mismatches + t.Stale + t.disputed
+	st.Healed += t.Healed
+	st.Unhealed += t.Unhealed
+	st.Stale += t.Stale
+	st.Parity += t.Parity
+	st.Unsettled += t.Unsettled
+}
+
+// Add adds o to st (the totals of a scrub run segment by segment).
+func (st *ScrubStats) Add(o ScrubStats) {
+	st.Stripes += o.Stripes
+	st.Found += o.Found
+	st.Healed += o.Healed
+	st.Unhealed += o.Unhealed
+	st.Stale += o.Stale
+	st.Parity += o.Parity
+	st.Unsettled += o.Unsettled
+}
+
 // ChecksumStats returns the checksum counters.
 func (v *Volume) ChecksumStats() ChecksumStats {
 	c := &v.csum
@@ -100,6 +159,7 @@ type stripeImage struct {
 	// each other, and nothing tells which is stale (proveImage): parity is
 	// left as it is, so that reads of the row keep failing.
 	disputed []bool
+	found    healTally // what this heal found
 }
 
 // healStripe checks every block of every usable shard of stripe id against
@@ -118,30 +178,40 @@ type stripeImage struct {
 // checksum rewritten, and parity re-encoded from it (docs/architecture.md).
 // REQUIRES: stripe lock held, s.io held shared.
 func (v *Volume) healStripe(ctx context.Context, s *segment, id layout.StripeID, mode healMode) error {
-	return v.healStripeIn(ctx, s, id, mode, nil)
+	_, err := v.healStripeIn(ctx, s, id, mode, nil)
+	return err
 }
 
 // healStripeIn is healStripe with what a resync knows of the writes since
-// the stripe's last flush (nil: nothing).
-func (v *Volume) healStripeIn(ctx context.Context, s *segment, id layout.StripeID, mode healMode, ep *epochRows) error {
+// the stripe's last flush (nil: nothing). It returns what it found, which
+// it also adds to the volume's counters (ChecksumStats).
+func (v *Volume) healStripeIn(ctx context.Context, s *segment, id layout.StripeID, mode healMode, ep *epochRows) (healTally, error) {
 	usable := v.usableShards(s, id)
 	if mode == healResync {
 		for sh := 0; sh < v.g.K; sh++ {
 			if !usable[sh] {
-				return fmt.Errorf("segment %d stripe %d: resync needs every data shard: %w", s.id, id.Stripe, v.stripeError(s, id, usable))
+				return healTally{}, fmt.Errorf("segment %d stripe %d: resync needs every data shard: %w", s.id, id.Stripe, v.stripeError(s, id, usable))
 			}
 		}
 	}
 	img, err := v.readImage(ctx, s, id, usable)
 	if err != nil {
-		return err
+		return healTally{}, err
 	}
 	defer img.bufs.release()
+	err = v.healImage(ctx, s, img, usable, mode, ep)
+	v.csum.add(&img.found)
+	return img.found, err
+}
+
+// healImage is healStripeIn on the stripe image it read.
+func (v *Volume) healImage(ctx context.Context, s *segment, img *stripeImage, usable []bool, mode healMode, ep *epochRows) error {
+	id := img.id
 	for r := int64(0); r < v.g.BlocksPerChunk(); r++ {
 		if mode != healResync && v.unsettledRow(id, r) {
 			img.disputed[r] = true // known lost (Volume.Unsettled): nothing to heal or count, parity left alone
 			if mode == healScrub {
-				v.csum.unsettled.Add(int64(v.unsettledInRow(id, r)))
+				img.found.Unsettled += int64(v.unsettledInRow(id, r))
 			}
 			continue
 		}
@@ -215,7 +285,7 @@ func (v *Volume) healRow(img *stripeImage, usable []bool, r int64, mode healMode
 	if len(bad) == 0 {
 		return
 	}
-	v.csum.mismatches.Add(int64(len(bad)))
+	img.found.Mismatches += int64(len(bad))
 	var rebuilt [][]byte
 	if v.rebuildSound(img, usable, bad, r, mode) {
 		rebuilt = v.rebuildRow(img, usable, bad, lo, hi)
@@ -234,16 +304,16 @@ func (v *Volume) healRow(img *stripeImage, usable []bool, r int64, mode healMode
 		case rebuilt != nil && bytes.Equal(rebuilt[sh], got):
 			// the checksum was bad: rewriting the block rewrites it
 		case torn:
-			v.csum.torn.Add(1) // data kept; parity is re-encoded from it
+			img.found.Torn++ // data kept; parity is re-encoded from it
 			img.fixed[sh][r] = sh < v.g.K
 			img.torn[sh][r] = true
 			continue
 		default:
-			v.csum.unhealed.Add(1)
+			img.found.Unhealed++
 			continue
 		}
 		img.fixed[sh][r] = true
-		v.csum.healed.Add(1)
+		img.found.Healed++
 	}
 }
 
@@ -360,7 +430,7 @@ func (v *Volume) fixParity(img *stripeImage, usable []bool, mode healMode) error
 		}
 	}
 	if changed {
-		v.csum.parity.Add(1)
+		img.found.Parity++
 	}
 	return nil
 }
@@ -449,49 +519,60 @@ func isChecksumFault(err error) bool {
 // time under its lock (foreground IO to other stripes goes on), then
 // rebuilds the segment's slots that miss stripes (a read error made this
 // volume distrust them; see Repair). pace, when set, is called before each
-// stripe with the bytes it reads. It returns the number of stripes
-// checked; ChecksumStats says what it found.
-func (v *Volume) Scrub(ctx context.Context, first, last int64, pace func(ctx context.Context, n int64) error) (int64, error) {
+// stripe with the bytes it reads. It returns what the checking of the
+// stripes found, up to an error too; what foreground IO found meanwhile,
+// and what the rebuild of missed stripes found when it read them, count
+// in ChecksumStats only.
+func (v *Volume) Scrub(ctx context.Context, first, last int64, pace func(ctx context.Context, n int64) error) (ScrubStats, error) {
+	var st ScrubStats
 	if !v.g.Checksums {
-		return 0, fmt.Errorf("scrub: volume has no checksums (made before format 2): %w", errNoChecksums)
+		return st, fmt.Errorf("scrub: volume has no checksums (made before format 2): %w", errNoChecksums)
 	}
-	var done int64
 	for seg := first; seg <= last; seg++ {
-		n, err := v.scrubSegment(ctx, seg, pace)
-		done += n
+		err := v.scrubSegment(ctx, seg, pace, &st)
 		if err == nil {
 			err = v.repairSegment(ctx, seg)
 		}
 		if err != nil {
-			return done, err
+			return st, err
 		}
 	}
-	return done, nil
+	return st, nil
 }
 
 var errNoChecksums = errors.New("no checksums")
 
-func (v *Volume) scrubSegment(ctx context.Context, seg int64, pace func(ctx context.Context, n int64) error) (int64, error) {
+func (v *Volume) scrubSegment(ctx context.Context, seg int64, pace func(ctx context.Context, n int64) error, st *ScrubStats) error {
 	s, err := v.acquire(ctx, seg, false)
 	if err != nil || s == nil {
-		return 0, err
+		return err
 	}
 	defer s.io.RUnlock()
-	var done int64
 	for t := int64(0); t < v.g.StripesPerSegment(); t++ {
 		if pace != nil {
 			if err := pace(ctx, int64(v.g.N())*v.g.Chunk); err != nil {
-				return done, err
+				return err
 			}
 		}
-		if err := v.scrubStripe(ctx, s, t); err != nil {
-			return done, err
+		if err := v.scrubStripe(ctx, s, t, st); err != nil {
+			return err
 		}
-		done++
 	}
-	return done, nil
+	return nil
 }
 
-func (v *Volume) scrubStripe(ctx context.Context, s *segment, t int64) error {
-	return v.retryStripe(s, t, func(id layout.StripeID) error { return v.healStripe(ctx, s, id, healScrub) })
+// scrubStripe heals stripe t of s and adds what it found to st. Of the
+// attempts a shard fault cut short, only the last counts: the next one
+// reads the stripe again and finds again what the last did not rewrite.
+func (v *Volume) scrubStripe(ctx context.Context, s *segment, t int64, st *ScrubStats) error {
+	var last healTally
+	err := v.retryStripe(s, t, func(id layout.StripeID) error {
+		var err error
+		last, err = v.healStripeIn(ctx, s, id, healScrub, nil)
+		return err
+	})
+	if err == nil {
+		st.add(last)
+	}
+	return err
 }

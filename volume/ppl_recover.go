@@ -137,7 +137,8 @@ func (v *Volume) settleOnce(ctx context.Context, s *segment, id layout.StripeID,
 	}
 	switch {
 	case len(lost) == 0 && known:
-		return v.healStripeIn(ctx, s, id, healResync, &epochRows{rec: rec})
+		_, err := v.healStripeIn(ctx, s, id, healResync, &epochRows{rec: rec})
+		return err
 	case len(lost) == 0:
 		return v.healStripe(ctx, s, id, healResync)
 	case len(lost) == 1 && rec == nil && known:
@@ -161,6 +162,7 @@ func (v *Volume) settleLost(ctx context.Context, s *segment, id layout.StripeID,
 		return err
 	}
 	defer img.bufs.release()
+	defer v.csum.add(&img.found)
 	rows := v.g.BlocksPerChunk()
 	var bad []int64
 	img.sums[x] = make([]uint32, rows)
@@ -312,7 +314,7 @@ func (v *Volume) keepTorn(img *stripeImage, usable []bool, x int, r int64) {
 		if sh != x && usable[sh] && blockSum(img.bufs.shards[sh][lo:hi]) != img.sums[sh][r] {
 			img.fixed[sh][r] = true
 			img.torn[sh][r] = true
-			v.csum.torn.Add(1)
+			img.found.Torn++
 		}
 	}
 }

@@ -454,7 +454,8 @@ func (v *Volume) proveImageRow(img *stripeImage, blocks [][]byte, usable []bool,
 		// record and old parity looks the same: M = 1 cannot tell.
 	default:
 		img.disputed[r] = true
-		v.csum.unhealed.Add(1)
+		img.found.Unhealed++
+		img.found.disputed++
 		return false
 	}
 	return true
@@ -497,8 +498,8 @@ func (v *Volume) rebuildSound(img *stripeImage, usable []bool, bad []int, r int6
 func (v *Volume) markStale(img *stripeImage, x int, r int64) {
 	img.fixed[x][r] = true
 	img.bad[x][r] = true
-	v.csum.stale.Add(1)
-	v.csum.healed.Add(1)
+	img.found.Stale++
+	img.found.Healed++
 }
 
 // rebuildWithout rebuilds block x of a row from the other usable blocks

@@ -21,8 +21,10 @@ type ScrubResult struct {
 	Total   int64  `json:"total_segments"`
 	Found   int64  `json:"blocks_bad"`
 	Healed  int64  `json:"blocks_healed"`
-	Parity  int64  `json:"parity_rewritten"` // parity chunks out of step with good data
-	Error   string `json:"error,omitempty"`
+	// Unhealed: of Found, the blocks left bad (Found = Healed + Unhealed).
+	Unhealed int64  `json:"blocks_unhealed"`
+	Parity   int64  `json:"parity_rewritten"` // parity chunks out of step with good data
+	Error    string `json:"error,omitempty"`
 }
 
 // ScrubNamed is `admin scrub [VOLUME...]`: Scrub of the named volumes, or
@@ -78,12 +80,12 @@ func Scrub(ctx context.Context, w io.Writer, s *meta.Store, names []string, name
 		if err != nil {
 			return res, err
 		}
-		fmt.Fprintf(w, "volume %s: scrub %s: %d of %d segments, %d blocks bad, %d healed, %d parity chunks rewritten%s%s\n",
-			end.Volume, end.State, end.Done, end.Total, end.Found, end.Healed, end.Parity, unsettledSuffix(end), errSuffix(end.Error))
+		fmt.Fprintf(w, "volume %s: scrub %s: %d of %d segments, %d blocks bad, %d healed, %d left bad, %d parity chunks rewritten%s%s\n",
+			end.Volume, end.State, end.Done, end.Total, end.Found, end.Healed, end.Unhealed, end.Parity, unsettledSuffix(end), errSuffix(end.Error))
 		for i := range res {
 			if res[i].Task == end.ID {
 				res[i].State, res[i].Done, res[i].Total, res[i].Found, res[i].Healed, res[i].Error = end.State, end.Done, end.Total, end.Found, end.Healed, end.Error
-				res[i].Parity = end.Parity
+				res[i].Parity, res[i].Unhealed = end.Parity, end.Unhealed
 			}
 		}
 		if end.State != meta.TaskDone && failed == nil {

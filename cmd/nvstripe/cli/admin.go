@@ -154,10 +154,13 @@ func newAdminRebalanceCmd(g *globals, a *config.EtcdFlags, f *adminFlags) *cobra
 			"records a rebalance task; the leading controller carries it out (re-planning as it goes) and\n" +
 			"removes the task when done." + waitHelp,
 		Args: cobra.NoArgs,
-		RunE: withAdmin(g, a, f, func(cmd *cobra.Command, _ []string, ops admin.Ops) error {
+		PreRunE: func(*cobra.Command, []string) error {
 			if req.Threshold <= 0 || req.Threshold >= 1 {
 				return usageError{fmt.Errorf("--threshold %g: want a fraction between 0 and 1", req.Threshold)}
 			}
+			return nil
+		},
+		RunE: withAdmin(g, a, f, func(cmd *cobra.Command, _ []string, ops admin.Ops) error {
 			rep, err := ops.Rebalance(cmd.Context(), req)
 			if err != nil {
 				return err

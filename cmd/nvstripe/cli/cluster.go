@@ -36,7 +36,10 @@ func openStore(ctx context.Context, g *globals, a *config.EtcdFlags) (*meta.Stor
 }
 
 // withStore wraps a one-shot command body with opening and closing the
-// store, all of it within --timeout (globals.bounded).
+// store, all of it within --timeout (globals.bounded). A command checks
+// its own arguments and flags in Args and PreRunE, which cobra runs before
+// RunE, never in the body: withStore dials etcd first, and an unreachable
+// etcd would hide the mistake behind its error.
 func withStore(g *globals, a *config.EtcdFlags, fn func(cmd *cobra.Command, args []string, s *meta.Store) error) func(*cobra.Command, []string) error {
 	body := serveWithStore(g, a, fn)
 	return func(cmd *cobra.Command, args []string) error {

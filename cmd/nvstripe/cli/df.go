@@ -50,13 +50,16 @@ func newClusterSetCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 		Long: "--max-overcommit R (1 to 1000, default 2) caps what thin volumes may promise: their sizes after\n" +
 			"parity over the usable space ('nvstripe df'). 'volume create' refuses a volume beyond it.",
 		Args: cobra.NoArgs,
-		RunE: withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			if !cmd.Flags().Changed("max-overcommit") {
 				return usageError{errors.New("cluster set needs --max-overcommit")}
 			}
 			if err := meta.CheckOvercommit(ratio); err != nil {
 				return usageError{err}
 			}
+			return nil
+		},
+		RunE: withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
 			rec, err := s.SetMaxOvercommit(cmd.Context(), ratio)
 			if err != nil {
 				return err

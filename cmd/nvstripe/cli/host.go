@@ -17,15 +17,18 @@ func newHostCmd(g *globals) *cobra.Command {
 
 func newHostAddCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 	var labels []string
+	var lm map[string]string
 	c := &cobra.Command{
 		Use:   "add NAME [--label rack=r1 ...]",
 		Short: "Add a storage host",
 		Args:  cobra.ExactArgs(1),
-		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
-			lm, err := meta.ParseLabels(labels)
-			if err != nil {
+		PreRunE: func(*cobra.Command, []string) (err error) {
+			if lm, err = meta.ParseLabels(labels); err != nil {
 				return usageError{err}
 			}
+			return nil
+		},
+		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
 			h, err := s.AddHost(cmd.Context(), args[0], lm)
 			if err != nil {
 				return err

@@ -26,6 +26,8 @@ func newNamespaceCmd(g *globals) *cobra.Command {
 func newNSAddCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 	var f volclient.NamespaceFlags
 	var hostNQN string
+	var spec meta.NamespaceSpec
+	var nso volclient.NamespaceOptions
 	c := &cobra.Command{
 		Use:   "add --host H --nqn NQN --nsid N --path tcp://ADDR:PORT [--path ...] [--size S]",
 		Short: "Add a namespace: connect, check or write its label, record it in etcd",
@@ -39,17 +41,16 @@ func newNSAddCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 			"With --size it records the namespace without connecting or labelling (metadata only): a volume\n" +
 			"treats a namespace without its label as missing and marks it failed.",
 		Args: cobra.NoArgs,
-		RunE: withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
-			spec, err := f.Spec()
-			if err != nil {
+		PreRunE: func(*cobra.Command, []string) (err error) {
+			if spec, err = f.Spec(); err != nil {
 				return err
 			}
-			var nso volclient.NamespaceOptions
 			if f.Size == 0 { // connects
-				if nso, err = connectOptions(&f.DHCHAP, hostNQN); err != nil {
-					return err
-				}
+				nso, err = connectOptions(&f.DHCHAP, hostNQN)
 			}
+			return err
+		},
+		RunE: withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
 			rec, err := volclient.AddNamespaceAs(cmd.Context(), s, spec, nso)
 			if err != nil {
 				return err
@@ -89,6 +90,8 @@ func newNSWipeLabelCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 	var f volclient.NamespaceFlags
 	var hostNQN string
 	var force bool
+	var spec meta.NamespaceSpec
+	var nso volclient.NamespaceOptions
 	c := &cobra.Command{
 		Use:   "wipe-label --nqn NQN --nsid N --path tcp://ADDR:PORT [--path ...] [--force]",
 		Short: "Clear an nvstripe label written by mistake, so that 'ns add' can label the namespace",
@@ -97,7 +100,7 @@ func newNSWipeLabelCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 			"namespace id that is recorded (in service: drain or fail it and 'ns rm' it first); another\n" +
 			"cluster's label only with --force; a blank block, and data that is no nvstripe label, never.",
 		Args: cobra.NoArgs,
-		RunE: withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
+		PreRunE: func(*cobra.Command, []string) error {
 			if f.NQN == "" || f.NSID == 0 || len(f.Paths) == 0 {
 				return usageError{errors.New("ns wipe-label needs --nqn, --nsid and at least one --path")}
 			}
@@ -105,11 +108,11 @@ func newNSWipeLabelCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 			if err != nil {
 				return usageError{err}
 			}
-			spec := meta.NamespaceSpec{NQN: f.NQN, NSID: f.NSID, Paths: paths}
-			nso, err := connectOptions(&f.DHCHAP, hostNQN)
-			if err != nil {
-				return err
-			}
+			spec = meta.NamespaceSpec{NQN: f.NQN, NSID: f.NSID, Paths: paths}
+			nso, err = connectOptions(&f.DHCHAP, hostNQN)
+			return err
+		},
+		RunE: withStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
 			w, err := volclient.WipeLabel(cmd.Context(), s, spec, nso, force)
 			if err != nil {
 				return err
@@ -136,6 +139,7 @@ func newNSDiscoverCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 	var maxNSID uint32
 	var allowUnfenced bool
 	var secrets volclient.DHCHAPFiles
+	var nso volclient.NamespaceOptions
 	c := &cobra.Command{
 		Use:   "discover tcp://ADDR:PORT --host H",
 		Short: "Add every namespace a discovery controller lists",
@@ -147,17 +151,17 @@ func newNSDiscoverCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 			"--tls-key-file for the discovery and the namespaces; one that requires DH-HMAC-CHAP needs\n" +
 			"--dhchap-secret-file for the namespaces.",
 		Args: cobra.ExactArgs(1),
-		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
+		PreRunE: func(_ *cobra.Command, args []string) (err error) {
 			if host == "" {
 				return usageError{errors.New("ns discover needs --host")}
 			}
 			if err := meta.CheckPathAddr(args[0]); err != nil {
 				return usageError{err}
 			}
-			nso, err := connectOptions(&secrets, hostNQN)
-			if err != nil {
-				return err
-			}
+			nso, err = connectOptions(&secrets, hostNQN)
+			return err
+		},
+		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
 			return discover(cmd, s, args[0], host, nso, maxNSID, allowUnfenced)
 		}),
 	}
@@ -193,16 +197,19 @@ func newNSLsCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 }
 
 func newNSSetStateCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
+	var st placement.State
 	return &cobra.Command{
 		Use:               "set-state NS in|draining|down|out|failed|drained",
 		Short:             "Change a namespace's state (only 'in' receives new segments)",
 		Args:              cobra.ExactArgs(2),
 		ValidArgsFunction: completeNSState(g, a),
-		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
-			st, err := placement.ParseState(args[1])
-			if err != nil {
+		PreRunE: func(_ *cobra.Command, args []string) (err error) {
+			if st, err = placement.ParseState(args[1]); err != nil {
 				return usageError{err}
 			}
+			return nil
+		},
+		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
 			if err := s.SetNamespaceState(cmd.Context(), args[0], st); err != nil {
 				return err
 			}

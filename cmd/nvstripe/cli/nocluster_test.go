@@ -20,9 +20,22 @@ var clusterNotChecked = map[string]string{
 	"nvstripe ns wipe-label": "works on a namespace's label, not on etcd",
 }
 
-// clusterTestFlags are flags a command needs to reach etcd at all.
+// clusterTestFlags are flags a command needs to reach etcd at all (it
+// checks its flags first).
 var clusterTestFlags = map[string][]string{
-	"nvstripe map": {"--nbd-listen", "127.0.0.1:0"},
+	"nvstripe map":           {"--nbd-listen", "127.0.0.1:0"},
+	"nvstripe cluster set":   {"--max-overcommit", "3"},
+	"nvstripe ns add":        {"--host", "h0", "--nqn", "nqn.test:a", "--nsid", "1", "--path", "tcp://127.0.0.1:9", "--size", "8MiB"},
+	"nvstripe volume create": {"--size", "1GiB"},
+	"nvstripe volume resize": {"--size", "2GiB"},
+	"nvstripe volume set":    {"--qos-iops", "100"},
+}
+
+// clusterTestArgs are the arguments, and flags, of commands that check
+// their arguments before they reach etcd.
+var clusterTestArgs = map[string][]string{
+	"nvstripe ns discover":  {"tcp://127.0.0.1:9", "--host", "h0"},
+	"nvstripe ns set-state": {"h0-n1", "in"},
 }
 
 // TestUnknownCluster walks every command that takes --cluster: for a
@@ -42,7 +55,13 @@ func TestUnknownCluster(t *testing.T) {
 			return
 		}
 		n++
-		err := runWithSomeArgs(t, pathArgs(c), append(clusterTestFlags[c.CommandPath()], "--cluster", "prod", "--timeout", "20s")...)
+		flags := append(clusterTestFlags[c.CommandPath()], "--cluster", "prod", "--timeout", "20s")
+		var err error
+		if args, ok := clusterTestArgs[c.CommandPath()]; ok {
+			_, _, err = run(t, append(append(pathArgs(c), args...), flags...)...)
+		} else {
+			err = runWithSomeArgs(t, pathArgs(c), flags...)
+		}
 		want := "cluster \"prod\" (from flag --cluster) does not exist at " + ep + "; clusters there: real"
 		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "nvstripe cluster init --cluster prod") ||
 			!errors.Is(err, meta.ErrNotInitialized) || ExitCode(err) != 1 {

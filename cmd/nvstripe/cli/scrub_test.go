@@ -43,11 +43,11 @@ func TestAdminScrub(t *testing.T) {
 			}
 			tk, err := s.Task(ctx, meta.ScrubTaskID("v"))
 			if err == nil && tk.State == meta.TaskRunning {
-				tk.State, tk.Done, tk.Total, tk.Found, tk.Healed, tk.Parity, tk.Ended = meta.TaskDone, 4, 4, 3, 2, 1, time.Now().UTC().Format(time.RFC3339)
+				tk.State, tk.Done, tk.Total, tk.Found, tk.Healed, tk.Unhealed, tk.Parity, tk.Ended = meta.TaskDone, 4, 4, 3, 2, 1, 1, time.Now().UTC().Format(time.RFC3339)
 				_ = s.PutTask(ctx, tk)
 			}
 		}
 	}()
-	a.ok("volume v: scrub done: 4 of 4 segments, 3 blocks bad, 2 healed, 1 parity chunks rewritten", "admin", "scrub", "v", "--wait")
+	a.ok("volume v: scrub done: 4 of 4 segments, 3 blocks bad, 2 healed, 1 left bad, 1 parity chunks rewritten", "admin", "scrub", "v", "--wait")
 	a.ok("3 bad, 2 healed, ended", "admin", "status")
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/capacity"
 	"github.com/nvstripe/nvstripe/config"
+	"github.com/nvstripe/nvstripe/internal/jsonout"
 	"github.com/nvstripe/nvstripe/internal/units"
 	"github.com/nvstripe/nvstripe/meta"
 )
@@ -24,6 +25,7 @@ func newVolumeCmd(g *globals) *cobra.Command {
 
 func newVolumeCreateCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 	var f capacity.VolumeFlags
+	var spec meta.VolumeSpec
 	c := &cobra.Command{
 		Use:   "create NAME --size S [--k 4 --m 2 --chunk 128KiB] [--checksum crc32c|none] [--write-log ppl|none] [--allow-shared-domains] [--qos-iops N] [--qos-bps SIZE/s] ...",
 		Short: "Create a thin volume (space is placed on first write)",
@@ -37,11 +39,11 @@ func newVolumeCreateCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 			"so a crash mid-write plus a lost shard loses no acknowledged byte (about 0.4% of the space).\n" +
 			"The --qos-* flags limit the volume's IO wherever it is mapped (see volume set).",
 		Args: cobra.ExactArgs(1),
+		PreRunE: func(cmd *cobra.Command, args []string) (err error) {
+			spec, err = f.Spec(args[0], cmd.Flags().Changed("write-log"))
+			return err
+		},
 		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
-			spec, err := f.Spec(args[0], cmd.Flags().Changed("write-log"))
-			if err != nil {
-				return err
-			}
 			rec, warn, err := capacity.CreateVolume(cmd.Context(), s, spec)
 			if warnf(cmd, warn); err != nil {
 				return err
@@ -63,17 +65,35 @@ func newVolumeLsCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := writeOut(cmd, vols, meta.WriteVolumes); err != nil || wantJSON(cmd) {
-				return err
-			}
 			counts, err := s.UnsettledCounts(cmd.Context())
 			if err != nil {
+				return err
+			}
+			if wantJSON(cmd) {
+				return jsonout.Write(cmd.OutOrStdout(), listedVolumes(vols, counts))
+			}
+			if err := meta.WriteVolumes(cmd.OutOrStdout(), vols); err != nil {
 				return err
 			}
 			return meta.WriteUnsettled(cmd.OutOrStdout(), counts)
 		}),
 	}
 	return c
+}
+
+// listedVolume is a volume as `volume ls -o json` gives it: its record
+// and its unsettled blocks, under the name `volume info` gives them.
+type listedVolume struct {
+	*meta.VolumeRecord
+	Unsettled meta.UnsettledCount `json:"unsettled"`
+}
+
+func listedVolumes(vols []*meta.VolumeRecord, counts map[string]meta.UnsettledCount) []listedVolume {
+	out := make([]listedVolume, len(vols))
+	for i, v := range vols {
+		out[i] = listedVolume{VolumeRecord: v, Unsettled: counts[v.Name]}
+	}
+	return out
 }
 
 func newVolumeInfoCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
@@ -104,10 +124,13 @@ func newVolumeResizeCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 			"a ublk device keeps its size until it is mapped again (the driver cannot change it before Linux 6.16).",
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeArgs(g, a, volumeNames),
-		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
+		PreRunE: func(*cobra.Command, []string) error {
 			if size == 0 {
 				return usageError{errors.New("volume resize needs --size")}
 			}
+			return nil
+		},
+		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
 			v, warn, err := capacity.ResizeVolume(cmd.Context(), s, args[0], size)
 			if warnf(cmd, warn); err != nil {
 				return err
@@ -121,6 +144,7 @@ func newVolumeResizeCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 
 func newVolumeSetCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 	var f capacity.QoSFlags
+	var change meta.QoSChange
 	c := &cobra.Command{
 		Use:   "set NAME [--qos-iops N] [--qos-bps SIZE/s] [--qos-read-iops N] [--qos-write-iops N] [--qos-read-bps SIZE/s] [--qos-write-bps SIZE/s] [--qos-burst DURATION]",
 		Short: "Change a volume's QoS limits (applied by its mappings within a second)",
@@ -133,14 +157,16 @@ func newVolumeSetCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 			"traffic is not counted: the controller's pacer governs it.",
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeArgs(g, a, volumeNames),
-		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
-			change, err := f.Change()
-			if err != nil {
+		PreRunE: func(*cobra.Command, []string) (err error) {
+			if change, err = f.Change(); err != nil {
 				return err
 			}
 			if !f.Given() {
 				return usageError{errors.New("volume set needs at least one --qos-* flag")}
 			}
+			return nil
+		},
+		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
 			v, err := s.SetVolumeQoS(cmd.Context(), args[0], change)
 			if err != nil {
 				return err
