@@ -2,7 +2,6 @@ package target
 
 import (
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -30,12 +29,7 @@ func TestHandshakeFlood(t *testing.T) {
 	addr := f.t.Addr(0)
 	for i := 0; i < flood; i++ {
 		src := fmt.Sprintf("127.0.0.%d", 2+i/(flood/5))
-		d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
-		nc, err := d.Dial("tcp", addr)
-		if err != nil {
-			t.Skipf("dial from %s: %v (needs 127.0.0.0/8 on loopback)", src, err)
-		}
-		t.Cleanup(func() { nc.Close() })
+		nc := testutil.DialFrom(t, src, addr)
 		if i%2 == 0 {
 			nc.Write(pdu.ICReq{}.Append(nil)) // may fail: the target may have closed it
 		}
