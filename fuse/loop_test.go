@@ -13,7 +13,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/internal/testutil"
@@ -22,49 +21,6 @@ import (
 func sh(t *testing.T, name string, args ...string) string {
 	t.Helper()
 	return strings.TrimSpace(testutil.Exec(t, name, args...))
-}
-
-// loopMount attaches file to a loop device with direct IO, mounts it on a
-// new directory and registers cleanups (lazy unmount, detach) that run
-// even when the test fails. It returns the mount point, the loop device and
-// a function that undoes both now.
-func loopMount(t *testing.T, file string) (string, string, func()) {
-	t.Helper()
-	out, err := exec.Command("losetup", "--find", "--show", "--direct-io=on", file).CombinedOutput()
-	if err != nil {
-		t.Skipf("no loop device available here: %v: %s", err, out)
-	}
-	loop := strings.TrimSpace(string(out))
-	dir := t.TempDir()
-	done := false
-	undo := func() {
-		if done {
-			return
-		}
-		done = true
-		if err := syscall.Unmount(dir, 0); err != nil {
-			syscall.Unmount(dir, syscall.MNT_DETACH)
-		}
-		exec.Command("losetup", "-d", loop).Run()
-	}
-	t.Cleanup(undo)
-	if strings.Contains(sh(t, "losetup", "--list", "--noheadings", "-O", "DIO", loop), "0") {
-		t.Errorf("%s: direct IO not enabled on the loop device", loop)
-	}
-	return dir, loop, undo
-}
-
-// unmountRetry unmounts m, waiting for a loop device to let go of its file.
-func unmountRetry(t *testing.T, m *FS) {
-	t.Helper()
-	var err error
-	for range 100 {
-		if err = m.Unmount(); err == nil {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("unmount: %v", err)
 }
 
 // writeTree writes a tree of files with random content and returns their
@@ -108,17 +64,17 @@ func TestLoopExt4(t *testing.T) {
 		t.Fatal(err)
 	}
 	fsA, dirA := mountNoCleanup(t, map[string]blockdev.Device{"vol": m})
-	dir, loop, undo := loopMount(t, filepath.Join(dirA, "vol"))
+	dir, loop, undo := testutil.LoopAttach(t, filepath.Join(dirA, "vol"))
 	sh(t, "mkfs.ext4", "-q", "-F", "-E", "nodiscard", loop)
 	sh(t, "mount", loop, dir)
 	sums := writeTree(t, dir)
 	sh(t, "sync", "-f", dir)
 	sh(t, "umount", dir)
 	undo()
-	unmountRetry(t, fsA)
+	testutil.UnmountRetry(t, fsA)
 
 	fsB, dirB := mountNoCleanup(t, map[string]blockdev.Device{"vol": m})
-	dir, loop, undo = loopMount(t, filepath.Join(dirB, "vol"))
+	dir, loop, undo = testutil.LoopAttach(t, filepath.Join(dirB, "vol"))
 	sh(t, "mount", loop, dir)
 	for rel, want := range sums {
 		b, err := os.ReadFile(filepath.Join(dir, rel))
@@ -132,7 +88,7 @@ func TestLoopExt4(t *testing.T) {
 	sh(t, "umount", dir)
 	sh(t, "fsck.ext4", "-n", "-f", loop)
 	undo()
-	unmountRetry(t, fsB)
+	testutil.UnmountRetry(t, fsB)
 	if mounted(t, dirA) || mounted(t, dirB) {
 		t.Fatal("a FUSE mount was left behind")
 	}
@@ -166,7 +122,7 @@ func TestLoopResize(t *testing.T) {
 	const old, grown = 4 << 20, 8 << 20
 	dev, data := growable(t, old, grown)
 	fsys, dir := mountNoCleanup(t, map[string]blockdev.Device{"vol": dev})
-	_, loop, undo := loopMount(t, filepath.Join(dir, "vol"))
+	_, loop, undo := testutil.LoopAttach(t, filepath.Join(dir, "vol"))
 	if got := sh(t, "blockdev", "--getsize64", loop); got != fmt.Sprint(old) {
 		t.Fatalf("%s: %s bytes before the resize, want %d", loop, got, old)
 	}
@@ -189,5 +145,5 @@ func TestLoopResize(t *testing.T) {
 		t.Fatalf("read of %s across the old end: %d bytes, %v", loop, n, err)
 	}
 	undo()
-	unmountRetry(t, fsys)
+	testutil.UnmountRetry(t, fsys)
 }

@@ -183,11 +183,7 @@ func TestSilentClientDropped(t *testing.T) {
 // and returns the client.
 func clientFrom(t *testing.T, from, addr, export string) (*nbdtest.Client, error) {
 	t.Helper()
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
-	nc, err := d.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc := testutil.DialFrom(t, from, addr)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	c, err := nbdtest.NewClient(ctx, nc, export)

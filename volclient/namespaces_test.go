@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -172,9 +170,9 @@ func testBadLabel(t *testing.T, label func(c *meta.ClusterRecord) []byte) {
 	for i := range data {
 		data[i] ^= byte(i / 4096)
 	}
-	var logs syncLog
+	var logs testutil.Buffer
 	o := testOpenOptions("w")
-	o.Namespaces.Logf = logs.logf
+	o.Namespaces.Logf = logs.Logf
 	m, err := OpenVolume(ctx, s, "v", o)
 	if err != nil {
 		t.Fatal(err)
@@ -241,22 +239,4 @@ func testBadLabel(t *testing.T, label func(c *meta.ClusterRecord) []byte) {
 	if err := mems[1].ReadAt(ctx, after, 0); err != nil || !bytes.Equal(before, after) {
 		t.Errorf("ns add of the blank disk wrote to it (%v)", err)
 	}
-}
-
-// syncLog collects Logf lines from many goroutines.
-type syncLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *syncLog) logf(format string, args ...any) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	fmt.Fprintf(&l.b, format+"\n", args...)
-}
-
-func (l *syncLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

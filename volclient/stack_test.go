@@ -9,10 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/fuse"
@@ -81,12 +78,7 @@ func TestNBDOverTargetsDegraded(t *testing.T) {
 // file and attached to a loop device, with ext4; writes a tree of files; stops
 // a target; writes more; remounts everything and verifies checksums.
 func TestFUSELoopExt4OverTargetsDegraded(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for FUSE DirectMount, losetup and mount (CI runs as root)")
-	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skipf("no /dev/fuse: %v", err)
-	}
+	testutil.NeedFUSE(t)
 	needTools(t, "losetup", "mkfs.ext4")
 	tc, m := stackVolume(t, 128<<20)
 	fdir := t.TempDir()
@@ -100,7 +92,8 @@ func TestFUSELoopExt4OverTargetsDegraded(t *testing.T) {
 	fs := mountFS()
 	file := filepath.Join(fdir, "v")
 	run(t, "mkfs.ext4", "-q", "-F", "-E", "nodiscard", file)
-	mnt, undo := loopMountExt4(t, file)
+	mnt, loop, undo := testutil.LoopAttach(t, file)
+	run(t, "mount", "-t", "ext4", loop, mnt)
 	sums := writeFiles(t, mnt, "a", 20)
 	tc.targets[1].Close() // degraded from here on
 	for k, v := range writeFiles(t, mnt, "b", 20) {
@@ -108,10 +101,11 @@ func TestFUSELoopExt4OverTargetsDegraded(t *testing.T) {
 	}
 	run(t, "sync")
 	undo()
-	unmountFS(t, fs)
+	testutil.UnmountRetry(t, fs)
 	fs = mountFS()
-	defer unmountFS(t, fs)
-	mnt, undo = loopMountExt4(t, file)
+	defer testutil.UnmountRetry(t, fs)
+	mnt, loop, undo = testutil.LoopAttach(t, file)
+	run(t, "mount", "-t", "ext4", loop, mnt)
 	defer undo()
 	for name, want := range sums {
 		b, err := os.ReadFile(filepath.Join(mnt, name))
@@ -119,38 +113,6 @@ func TestFUSELoopExt4OverTargetsDegraded(t *testing.T) {
 			t.Fatalf("%s: differs after remount (err %v)", name, err)
 		}
 	}
-}
-
-func loopMountExt4(t *testing.T, file string) (string, func()) {
-	t.Helper()
-	loop := strings.TrimSpace(run(t, "losetup", "--find", "--show", "--direct-io=on", file))
-	dir := t.TempDir()
-	done := false
-	undo := func() {
-		if done {
-			return
-		}
-		done = true
-		if err := syscall.Unmount(dir, 0); err != nil {
-			syscall.Unmount(dir, syscall.MNT_DETACH)
-		}
-		exec.Command("losetup", "-d", loop).Run()
-	}
-	t.Cleanup(undo)
-	run(t, "mount", "-t", "ext4", loop, dir)
-	return dir, undo
-}
-
-func unmountFS(t *testing.T, fs *fuse.FS) {
-	t.Helper()
-	var err error
-	for range 100 {
-		if err = fs.Unmount(); err == nil {
-			return
-		}
-		time.Sleep(50 * time.Millisecond) // the loop device lets go asynchronously
-	}
-	t.Fatalf("fuse unmount: %v", err)
 }
 
 // writeFiles writes n files of random sizes under dir/prefix and returns

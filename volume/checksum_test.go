@@ -49,12 +49,7 @@ func runBitFlips(t *rapid.T, g layout.Geometry) {
 	size := 2 * g.SegmentData()
 	r := newRig(t, g, size, rigOptions{crashable: true})
 	want := pattern(int(size), rapid.Byte().Draw(t, "seed"))
-	if err := r.vol.WriteAt(ctx, want, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.vol.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	mustWriteFlushed(t, r.vol, want, 0)
 	bad := map[flipKey]bool{}
 	rows := map[rowKey]int{}
 	for n := rapid.IntRange(1, 12).Draw(t, "flips"); n > 0; n-- {

@@ -77,12 +77,7 @@ func deferSegmentZero(t *testing.T, ev EventListener) *rig {
 	g := pplLayouts[1]
 	r := newRig(t, g, 2*g.SegmentData(), rigOptions{crashable: true})
 	a, b := pattern(int(2*g.SegmentData()), 1), pattern(int(g.StripeData()), 2)
-	if err := r.vol.WriteAt(ctx, a, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.vol.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	mustWriteFlushed(t, r.vol, a, 0)
 	if err := r.vol.WriteAt(ctx, b, 0); err != nil { // segment 0 stripe 0, not flushed
 		t.Fatal(err)
 	}

@@ -35,24 +35,14 @@ func repairDurableBeforeClear(t *testing.T, g layout.Geometry) {
 		whole, away := c.whole, c.away
 		r := newRig(t, g, size, rigOptions{crashable: true})
 		a, b := pattern(int(size), 1), pattern(int(size), 2)
-		if err := r.vol.WriteAt(ctx, a, 0); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.vol.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
+		mustWriteFlushed(t, r.vol, a, 0)
 		r.devs[1].SetDown(true)
 		if whole {
 			if err := r.vol.Trim(ctx, 0, g.StripeData()); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := r.vol.WriteAt(ctx, b, 0); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.vol.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
+		mustWriteFlushed(t, r.vol, b, 0)
 		r.devs[1].SetDown(false)
 		if _, err := r.vol.Reinstate(ctx, r.names[1]); err != nil {
 			t.Fatal(err)
@@ -103,12 +93,7 @@ func TestMoveDurableBeforeCommit(t *testing.T) {
 	for _, g := range []layout.Geometry{csumLayouts[1], csumLayouts[3]} {
 		r := newRig(t, g, g.SegmentData(), rigOptions{namespaces: g.N() + 1, slots: 2, crashable: true})
 		want := pattern(int(r.vol.Size()), 4)
-		if err := r.vol.WriteAt(ctx, want, 0); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.vol.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
+		mustWriteFlushed(t, r.vol, want, 0)
 		old, _, _ := r.alloc.Lookup(ctx, 0)
 		r.devs[r.index(old[3].NS)].SetDown(true) // the shard to rebuild is gone
 		to := SlotRef{NS: r.names[g.N()], Slot: 0}

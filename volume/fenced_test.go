@@ -21,12 +21,7 @@ func TestFencedShardFailsRequest(t *testing.T) {
 	const size = 4 << 20
 	r := newRig(t, g, size, rigOptions{})
 	old := bytes.Repeat([]byte{0xa5}, size)
-	if err := r.vol.WriteAt(ctx, old, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.vol.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	mustWriteFlushed(t, r.vol, old, 0)
 	r.devs[0].Add(faultdev.Rule{Action: faultdev.Fail, Ops: faultdev.OpWrite | faultdev.OpFlush | faultdev.OpWriteZeroes | faultdev.OpTrim,
 		Err: blockdev.ErrFenced})
 	next := bytes.Repeat([]byte{0x5a}, size)

@@ -82,12 +82,7 @@ func TestFollowSwitchesBetweenReads(t *testing.T) {
 	g := layout.Geometry{K: 2, M: 1, Chunk: 8 << 10, SlotSize: 32 << 10, Checksums: true}
 	r := newRig(t, g, g.SegmentData(), rigOptions{namespaces: g.N() + 1})
 	model := pattern(int(g.SegmentData()), 3)
-	if err := r.vol.WriteAt(ctx, model, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.vol.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	mustWriteFlushed(t, r.vol, model, 0)
 	old, _, _ := r.alloc.Lookup(ctx, 0)
 	gt := newGate(r.devs[r.index(old[0].NS)])
 	spare := r.names[g.N()]
@@ -182,12 +177,7 @@ func TestReadOnlyReadNeverWrites(t *testing.T) {
 	g := layout.Geometry{K: 4, M: 2, Chunk: 16 << 10, SlotSize: 64 << 10, Checksums: true}
 	r := newRig(t, g, g.SegmentData(), rigOptions{})
 	model := pattern(int(g.SegmentData()), 7)
-	if err := r.vol.WriteAt(ctx, model, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.vol.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	mustWriteFlushed(t, r.vol, model, 0)
 	refs, _, _ := r.alloc.Lookup(ctx, 0)
 	// Flip a byte in data shard 1 of stripe 2.
 	sl := refs[g.SlotOf(2, 1)]

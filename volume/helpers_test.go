@@ -189,6 +189,18 @@ func mustRead(t tb, v *Volume, off int64, n int) []byte {
 	return b
 }
 
+// mustWriteFlushed writes p at off and flushes v, failing t on an error.
+func mustWriteFlushed(t tb, v *Volume, p []byte, off int64) {
+	t.Helper()
+	ctx := context.Background()
+	if err := v.WriteAt(ctx, p, off); err != nil {
+		t.Fatalf("write %d+%d: %v", off, len(p), err)
+	}
+	if err := v.Flush(ctx); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+}
+
 func mustEqual(t tb, what string, got, want []byte) {
 	t.Helper()
 	if !bytes.Equal(got, want) {

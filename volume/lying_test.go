@@ -70,20 +70,10 @@ func droppedWrite(t *testing.T, g layout.Geometry, seed byte, at int64, news []b
 	size := g.SegmentData()
 	r := newRig(t, g, size, rigOptions{})
 	want := pattern(int(size), seed)
-	if err := r.vol.WriteAt(ctx, want, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.vol.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	mustWriteFlushed(t, r.vol, want, 0)
 	liar := r.devs[r.index(shardNS(t, r, at))]
 	id := liar.Add(faultdev.Rule{Action: faultdev.Drop})
-	if err := r.vol.WriteAt(ctx, news, at); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.vol.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	mustWriteFlushed(t, r.vol, news, at)
 	if clean {
 		if err := r.vol.Clean(ctx); err != nil {
 			t.Fatal(err)
@@ -159,12 +149,7 @@ func droppedWritesCase(t *testing.T, g layout.Geometry, seed int64, then string)
 	r := newRig(t, g, size, rigOptions{})
 	want := make([]byte, size)
 	rng.Read(want)
-	if err := r.vol.WriteAt(ctx, want, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.vol.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	mustWriteFlushed(t, r.vol, want, 0)
 	blocks := size / 4096
 	may := make([][][]byte, blocks) // per block: other values a failed write may have left
 	liars := rng.Perm(g.N())[:1+rng.Intn(g.M)]
@@ -386,12 +371,7 @@ func twoLiarsHeal(t *testing.T, scrub bool) {
 			d = r.devs[r.index(liar)]
 			d.Add(faultdev.Rule{Action: faultdev.Drop})
 		}
-		if err := r.vol.WriteAt(ctx, b, at); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.vol.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
+		mustWriteFlushed(t, r.vol, b, at)
 		if d != nil {
 			d.Clear()
 		}

@@ -42,12 +42,7 @@ func noSpaceRun(t *testing.T, g layout.Geometry, full int) {
 	r := newRig(t, g, size, rigOptions{})
 	model := make([]byte, size)
 	rand.New(rand.NewSource(1)).Read(model)
-	if err := r.vol.WriteAt(ctx, model, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.vol.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	mustWriteFlushed(t, r.vol, model, 0)
 	// Without checksums the failed writes tear (write a part, as a file
 	// system that fills mid-write does); with them a torn block would read
 	// as corrupt, not as old or new data, so they write nothing.

@@ -28,12 +28,7 @@ func TestOverStaleStripe(t *testing.T) {
 		r := newRig(t, g, g.SegmentData(), rigOptions{})
 		want := make([]byte, g.StripeData())
 		rand.New(rand.NewSource(1)).Read(want)
-		if err := r.vol.WriteAt(ctx, want, 0); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.vol.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
+		mustWriteFlushed(t, r.vol, want, 0)
 		s := r.vol.cachedSegments()[0]
 		nsOf := func(sh int) int { return r.index(s.slots[g.SlotOf(0, sh)].ref.NS) }
 		block := func(sh, row int64) int64 { return sh*g.Chunk + row*layout.ChecksumBlock }

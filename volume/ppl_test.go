@@ -281,12 +281,7 @@ func TestFormat2RecoversWithoutLog(t *testing.T) {
 	for _, lose := range []bool{false, true} {
 		r := newRig(t, g, 2*g.SegmentData(), rigOptions{crashable: true})
 		old := pattern(int(2*g.SegmentData()), 3)
-		if err := r.vol.WriteAt(ctx, old, 0); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.vol.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
+		mustWriteFlushed(t, r.vol, old, 0)
 		if err := r.vol.WriteAt(ctx, pattern(4096, 9), 4096); err != nil {
 			t.Fatal(err)
 		}
@@ -387,12 +382,7 @@ func TestWriteHoleZeroingAcknowledged(t *testing.T) {
 	g := pplLayouts[0]
 	r := newRig(t, g, g.SegmentData(), rigOptions{crashable: true})
 	d := pattern(int(g.StripeData()), 3)
-	if err := r.vol.WriteAt(ctx, d, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.vol.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	mustWriteFlushed(t, r.vol, d, 0)
 	// Stripe 4 has its parity in stripe 0's parity slot: its records
 	// overwrite the ring, stripe 0's among them.
 	for i := 0; i < 4*int(g.LogArea()/4096); i++ {
@@ -485,12 +475,7 @@ func TestWriteHoleTwoLostVersions(t *testing.T) {
 	g := pplLayouts[1]
 	r := newRig(t, g, g.SegmentData(), rigOptions{crashable: true})
 	a, b := pattern(int(g.StripeData()), 1), pattern(int(g.StripeData()), 2)
-	if err := r.vol.WriteAt(ctx, a, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.vol.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	mustWriteFlushed(t, r.vol, a, 0)
 	if err := r.vol.WriteAt(ctx, b, 0); err != nil {
 		t.Fatal(err)
 	}

@@ -15,12 +15,7 @@ func TestReinstate(t *testing.T) {
 	r := newRig(t, g42, 2*g42.SegmentData(), rigOptions{})
 	ctx := context.Background()
 	data := pattern(int(r.vol.Size()), 1)
-	if err := r.vol.WriteAt(ctx, data, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.vol.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	mustWriteFlushed(t, r.vol, data, 0)
 	r.devs[1].SetDown(true)
 	patch := pattern(int(g42.SegmentData()), 2)
 	copy(data[g42.Chunk:], patch)
@@ -62,12 +57,7 @@ func TestReinstateDistrustsUnflushed(t *testing.T) {
 	r := newRig(t, g42, 2*g42.SegmentData(), rigOptions{})
 	ctx := context.Background()
 	old := pattern(int(r.vol.Size()), 1)
-	if err := r.vol.WriteAt(ctx, old, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.vol.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	mustWriteFlushed(t, r.vol, old, 0)
 	image := make([]byte, r.mems[1].Size())
 	if err := r.mems[1].ReadAt(ctx, image, 0); err != nil {
 		t.Fatal(err)

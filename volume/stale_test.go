@@ -43,12 +43,7 @@ func TestReopenAfterMissedWrites(t *testing.T) {
 			t.Fatal(err)
 		}
 		r.devs[2].SetDown(true)
-		if err := r.vol.WriteAt(ctx, b, 0); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.vol.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
+		mustWriteFlushed(t, r.vol, b, 0)
 		r.devs[2].SetDown(false)
 		r.reopen(t, r.deviceMap())
 		got := make([]byte, size)
@@ -173,12 +168,7 @@ func TestShortOutagesMarkByStripe(t *testing.T) {
 	r := newRig(t, g42, size, rigOptions{})
 	want := make([]byte, size)
 	rand.New(rand.NewSource(1)).Read(want)
-	if err := r.vol.WriteAt(ctx, want, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.vol.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	mustWriteFlushed(t, r.vol, want, 0)
 	// An unflushed write that namespace 3 takes before it goes down.
 	sd := g42.StripeData()
 	rand.New(rand.NewSource(2)).Read(want[sd : 2*sd])
@@ -299,12 +289,7 @@ func TestTornWriteNotTrustedOnReturn(t *testing.T) {
 		r := newRig(t, g42, size, rigOptions{})
 		old := make([]byte, size)
 		rand.New(rand.NewSource(seed)).Read(old)
-		if err := r.vol.WriteAt(ctx, old, 0); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.vol.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
+		mustWriteFlushed(t, r.vol, old, 0)
 		sd := g42.StripeData()
 		r.devs[0].SetDown(true)
 		r.devs[1].SetDown(true)

@@ -54,6 +54,31 @@ func recordedOffsets(t *testing.T, r *rig) map[int64]bool {
 	return out
 }
 
+// firstUnsettledStripe returns the volume offset of the stripe that holds
+// the first block the volume lists unsettled.
+func firstUnsettledStripe(r *rig) int64 {
+	first := r.vol.Unsettled()[0]
+	return first.Segment*r.g.SegmentData() + first.Stripe*r.g.StripeData()
+}
+
+// stripeWritten notes that data, a whole stripe, was written at off: its
+// blocks are settled (gone from want) and read back as data.
+func stripeWritten(h *hole, want map[int64]bool, off int64, data []byte) {
+	for at := int64(0); at < int64(len(data)); at += 4096 {
+		delete(want, off+at)
+		h.may[(off+at)/4096] = [][]byte{data[at : at+4096]}
+	}
+}
+
+// checkRecorded fails t unless the rig's UnsettledLog records exactly the
+// blocks of want.
+func checkRecorded(t *testing.T, r *rig, want map[int64]bool, when string) {
+	t.Helper()
+	if got := recordedOffsets(t, r); !maps.Equal(got, want) {
+		t.Errorf("%s the record lists %v, want %v", when, slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
+	}
+}
+
 // TestUnsettledRowsSurviveNewOwner: a move carries unsettled rows over
 // blank, the owner goes, and a new owner recovers the volume (its resync
 // marks the segments clean). The new owner still lists every unsettled
@@ -95,19 +120,13 @@ func TestUnsettledRowsSurviveNewOwner(t *testing.T) {
 
 	// A write of the whole stripe of one unsettled block settles the
 	// blocks of that stripe, in the record too.
-	first := r.vol.Unsettled()[0]
-	off := first.Segment*r.g.SegmentData() + first.Stripe*r.g.StripeData()
+	off := firstUnsettledStripe(r)
 	data := pattern(int(r.g.StripeData()), 9)
 	if err := r.vol.WriteAt(ctx, data, off); err != nil {
 		t.Fatalf("writing the stripe of an unsettled block: %v", err)
 	}
-	for at := int64(0); at < r.g.StripeData(); at += 4096 {
-		delete(want, off+at)
-		h.may[(off+at)/4096] = [][]byte{data[at : at+4096]}
-	}
-	if got := recordedOffsets(t, r); !maps.Equal(got, want) {
-		t.Errorf("after a whole-stripe write the record lists %v, want %v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
-	}
+	stripeWritten(h, want, off, data)
+	checkRecorded(t, r, want, "after a whole-stripe write")
 	newOwner(t, h)
 	if got := unsettledOffsets(r.vol); !maps.Equal(got, want) {
 		t.Errorf("after a whole-stripe write, the next owner lists %v, want %v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
@@ -213,8 +232,7 @@ func TestZeroingSettlesUnsettledStripe(t *testing.T) {
 		r := h.r
 		moveLost(t, h)
 		want := unsettledOffsets(r.vol)
-		first := r.vol.Unsettled()[0]
-		off := first.Segment*r.g.SegmentData() + first.Stripe*r.g.StripeData()
+		off := firstUnsettledStripe(r)
 		zero := r.vol.Trim
 		if op == "write-zeroes" {
 			zero = r.vol.WriteZeroes
@@ -222,16 +240,11 @@ func TestZeroingSettlesUnsettledStripe(t *testing.T) {
 		if err := zero(ctx, off, r.g.StripeData()); err != nil {
 			t.Fatalf("%s of the stripe of an unsettled block: %v", op, err)
 		}
-		for at := int64(0); at < r.g.StripeData(); at += 4096 {
-			delete(want, off+at)
-			h.may[(off+at)/4096] = [][]byte{make([]byte, 4096)}
-		}
+		stripeWritten(h, want, off, make([]byte, r.g.StripeData()))
 		if got := unsettledOffsets(r.vol); !maps.Equal(got, want) {
 			t.Errorf("%s: lists %v after, want %v", op, slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
 		}
-		if got := recordedOffsets(t, r); !maps.Equal(got, want) {
-			t.Errorf("%s: records %v after, want %v", op, slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
-		}
+		checkRecorded(t, r, want, "after the "+op+",")
 		checkUnsettled(t, h, want, op+" of an unsettled stripe")
 		block := pattern(4096, 3)
 		if err := r.vol.WriteAt(ctx, block, off); err != nil {
@@ -268,8 +281,7 @@ func TestUnsettledRecordRewrittenAfterFailure(t *testing.T) {
 	r := h.r
 	moveLost(t, h)
 	want := unsettledOffsets(r.vol)
-	first := r.vol.Unsettled()[0]
-	off := first.Segment*r.g.SegmentData() + first.Stripe*r.g.StripeData()
+	off := firstUnsettledStripe(r)
 	log := &failingLog{MemUnsettledLog: r.unsettled, fail: true}
 	r.vol.unsettledLog = log
 	data := pattern(int(r.g.StripeData()), 5)
@@ -283,13 +295,8 @@ func TestUnsettledRecordRewrittenAfterFailure(t *testing.T) {
 	if err := r.vol.WriteAt(ctx, data, off); err != nil {
 		t.Fatalf("writing the stripe again: %v", err)
 	}
-	for at := int64(0); at < r.g.StripeData(); at += 4096 {
-		delete(want, off+at)
-		h.may[(off+at)/4096] = [][]byte{data[at : at+4096]}
-	}
-	if got := recordedOffsets(t, r); !maps.Equal(got, want) {
-		t.Errorf("after the second write the record lists %v, want %v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
-	}
+	stripeWritten(h, want, off, data)
+	checkRecorded(t, r, want, "after the second write")
 	newOwner(t, h)
 	checkUnsettled(t, h, want, "after the stripe was written and a new owner")
 }

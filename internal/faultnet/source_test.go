@@ -1,10 +1,11 @@
 package faultnet
 
 import (
-	"net"
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/nvstripe/nvstripe/internal/testutil"
 )
 
 var (
@@ -12,25 +13,12 @@ var (
 	srcB = netip.MustParseAddr("127.0.0.3") // another client
 )
 
-// dialFrom connects to addr from the local address src; the test is
-// skipped where src cannot be bound.
-func dialFrom(t *testing.T, src netip.Addr, addr string) net.Conn {
-	t.Helper()
-	d := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(src, 0))}
-	c, err := d.Dial("tcp", addr)
-	if err != nil {
-		t.Skipf("cannot connect from %s (Linux has all of 127/8 on lo): %v", src, err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
 // TestPartitionFrom partitions client A only: its open connection is
 // closed and a new one from it is closed at once, while B's open
 // connection and a new one from B go on; after Heal A connects again.
 func TestPartitionFrom(t *testing.T) {
 	_, p := newProxy(t)
-	a, b := dialFrom(t, srcA, p.Addr()), dialFrom(t, srcB, p.Addr())
+	a, b := testutil.DialFrom(t, srcA.String(), p.Addr()), testutil.DialFrom(t, srcB.String(), p.Addr())
 	mustPass(t, a, "a1", "A before the partition")
 	mustPass(t, b, "b1", "B before the partition")
 	p.PartitionFrom(srcA)
@@ -38,23 +26,23 @@ func TestPartitionFrom(t *testing.T) {
 	if n, err := a.Read(make([]byte, 2)); err == nil {
 		t.Fatalf("A's open connection read %d bytes across its partition", n)
 	}
-	if got, err := roundTrip(t, dialFrom(t, srcA, p.Addr()), "a2", 10*time.Second); err == nil {
+	if got, err := roundTrip(t, testutil.DialFrom(t, srcA.String(), p.Addr()), "a2", 10*time.Second); err == nil {
 		t.Fatalf("a new connection from A passed %q across its partition", got)
 	}
 	mustPass(t, b, "b2", "B's open connection while A is partitioned")
-	mustPass(t, dialFrom(t, srcB, p.Addr()), "b3", "a new connection from B while A is partitioned")
+	mustPass(t, testutil.DialFrom(t, srcB.String(), p.Addr()), "b3", "a new connection from B while A is partitioned")
 	if a, b := p.Cut(srcA), p.Cut(srcB); a != 2 || b != 0 {
 		t.Errorf("connections cut: %d from A, %d from B; want A's open one and its new one, none of B's", a, b)
 	}
 	p.Heal()
-	mustPass(t, dialFrom(t, srcA, p.Addr()), "a3", "A after Heal")
+	mustPass(t, testutil.DialFrom(t, srcA.String(), p.Addr()), "a3", "A after Heal")
 }
 
 // TestStallFromResetFrom stalls client A only (B's bytes move; A's move
 // again on Resume), then resets A's connections only.
 func TestStallFromResetFrom(t *testing.T) {
 	_, p := newProxy(t)
-	a, b := dialFrom(t, srcA, p.Addr()), dialFrom(t, srcB, p.Addr())
+	a, b := testutil.DialFrom(t, srcA.String(), p.Addr()), testutil.DialFrom(t, srcB.String(), p.Addr())
 	mustPass(t, a, "a1", "A before the stall")
 	p.StallFrom(srcA)
 	if got, err := roundTrip(t, a, "a2", 100*time.Millisecond); err == nil {

@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"bytes"
+	"fmt"
 	"sync"
 )
 
@@ -17,6 +18,12 @@ func (b *Buffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.Write(p)
+}
+
+// Logf appends one line formatted as by fmt.Sprintf: the Buffer as the
+// log function of a component under test.
+func (b *Buffer) Logf(format string, args ...any) {
+	fmt.Fprintf(b, format+"\n", args...)
 }
 
 // String returns what was written so far.

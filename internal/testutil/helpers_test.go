@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"os/exec"
@@ -26,6 +27,31 @@ func TestBufferConcurrent(t *testing.T) {
 	wg.Wait()
 	if got := b.String(); got != strings.Repeat("x", 400) {
 		t.Fatalf("got %d bytes, want 400", len(got))
+	}
+}
+
+// TestBufferLogf: Logf lines from many goroutines come out whole, one a
+// line.
+func TestBufferLogf(t *testing.T) {
+	var b Buffer
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 50 {
+				b.Logf("goroutine %d line %d", g, i)
+			}
+		})
+	}
+	wg.Wait()
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	if len(lines) != 200 {
+		t.Fatalf("%d lines, want 200", len(lines))
+	}
+	for _, l := range lines {
+		var g, i int
+		if n, err := fmt.Sscanf(l, "goroutine %d line %d", &g, &i); n != 2 || err != nil {
+			t.Fatalf("line %q is not one whole Logf line", l)
+		}
 	}
 }
 

@@ -1,12 +1,11 @@
 package target
 
 import (
-	"bufio"
 	"bytes"
-	"net"
 	"testing"
 	"time"
 
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
 )
 
@@ -14,21 +13,7 @@ import (
 // usable on Linux loopback without setup).
 func dialFrom(tb testing.TB, addr, src string) *host {
 	tb.Helper()
-	d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
-	nc, err := d.Dial("tcp", addr)
-	if err != nil {
-		tb.Skipf("dial %s from %s: %v (needs 127.0.0.0/8 on loopback)", addr, src, err)
-	}
-	tb.Cleanup(func() { nc.Close() })
-	nc.SetDeadline(time.Now().Add(30 * time.Second))
-	h := &host{tb: tb, nc: nc, br: bufio.NewReaderSize(nc, 64<<10)}
-	h.send(pdu.ICReq{}.Append(nil))
-	p := h.read()
-	if p.Header.Type != pdu.TypeICResp {
-		tb.Fatalf("icresp: %+v", p.Header)
-	}
-	h.maxH2C = pdu.ParseICResp(p.Hdr).MaxH2CData
-	return h
+	return initConn(newHost(tb, testutil.DialFrom(tb, src, addr)), pdu.Digests{})
 }
 
 // TestKeyedStrangerQueues: a keyless stranger claiming the NQN of a host

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/internal/cputime"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
 )
 
@@ -176,13 +177,7 @@ func floodProcess(b *testing.B, addr string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
+	stdout := testutil.StartStdout(b, cmd)
 	b.Cleanup(func() {
 		stdin.Close()
 		cmd.Wait()

@@ -155,12 +155,7 @@ func handshakeFloodProcess(t *testing.T, bin string) {
 	addr := startTargetProcess(t, bin, "--allow-host", testHost)
 	for i := 0; i < 1100; i++ {
 		src := fmt.Sprintf("127.0.0.%d", 2+i%5)
-		d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
-		nc, err := d.Dial("tcp", addr)
-		if err != nil {
-			t.Skipf("dial from %s: %v (needs 127.0.0.0/8 on loopback)", src, err)
-		}
-		t.Cleanup(func() { nc.Close() })
+		testutil.DialFrom(t, src, addr)
 	}
 	// The target accepts in arrival order: the host's connection comes
 	// after the whole flood.

@@ -93,6 +93,11 @@ func dialRaw(tb testing.TB, addr string) *host {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { nc.Close() })
+	return newHost(tb, nc)
+}
+
+// newHost is a host on the connection nc, which must answer within 30s.
+func newHost(tb testing.TB, nc net.Conn) *host {
 	nc.SetDeadline(time.Now().Add(30 * time.Second))
 	return &host{tb: tb, nc: nc, br: bufio.NewReaderSize(nc, 256<<10)}
 }
@@ -100,7 +105,13 @@ func dialRaw(tb testing.TB, addr string) *host {
 // dial connects and does the ICReq/ICResp exchange (A.1.5).
 func dial(tb testing.TB, addr string, dg pdu.Digests) *host {
 	tb.Helper()
-	h := dialRaw(tb, addr)
+	return initConn(dialRaw(tb, addr), dg)
+}
+
+// initConn does the ICReq/ICResp exchange (A.1.5) on h.
+func initConn(h *host, dg pdu.Digests) *host {
+	tb := h.tb
+	tb.Helper()
 	h.send(pdu.ICReq{Digests: dg}.Append(nil))
 	p := h.read()
 	if p.Header.Type != pdu.TypeICResp || p.Header.PLen != 128 {

@@ -3,41 +3,23 @@ package target
 import (
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
 )
-
-// logLines collects a target's log.
-type logLines struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logLines) logf(format string, args ...any) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	fmt.Fprintf(&l.b, format+"\n", args...)
-}
-
-func (l *logLines) count(sub string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.b.String(), sub)
-}
 
 // TestConnectionsPerHost: with MaxConnectionsPerHost 2 a host's third
 // queue is refused with Controller Busy (logged once, with the peer's
 // address and the NQN), another host still connects, and a queue that
 // ends lets the next one in.
 func TestConnectionsPerHost(t *testing.T) {
-	var logs logLines
+	var logs testutil.Buffer
 	f := newFixture(t, 1, func(c *Config) {
 		c.MaxConnectionsPerHost = 2
 		c.Subsystems[1].AllowedHosts = append(c.Subsystems[1].AllowedHosts, testHost)
-		c.Logf = logs.logf
+		c.Logf = logs.Logf
 	})
 	addr := f.t.Addr(0)
 	adm := dial(t, addr, pdu.Digests{})
@@ -55,11 +37,11 @@ func TestConnectionsPerHost(t *testing.T) {
 			pdu.SCConnectControllerBusy, false)
 	}
 	refusal := fmt.Sprintf("%s: Connect of host %q refused", firstPeer, testHost)
-	if n := logs.count(fmt.Sprintf("Connect of host %q refused: it has 2 queues open", testHost)); n != 1 {
-		t.Fatalf("%d refusals logged, want 1:\n%s", n, logs.b.String())
+	if n := strings.Count(logs.String(), fmt.Sprintf("Connect of host %q refused: it has 2 queues open", testHost)); n != 1 {
+		t.Fatalf("%d refusals logged, want 1:\n%s", n, logs.String())
 	}
-	if logs.count(refusal) != 1 {
-		t.Fatalf("refusal logged without the peer address %s:\n%s", refusal, logs.b.String())
+	if strings.Count(logs.String(), refusal) != 1 {
+		t.Fatalf("refusal logged without the peer address %s:\n%s", refusal, logs.String())
 	}
 	other := dial(t, addr, pdu.Digests{})
 	mustOK(t, "another host", other.connect(0, 31, pdu.CNTLIDDynamic, testNQN+"-other", "nqn.someone-else", 0, 0))
@@ -82,13 +64,13 @@ func TestConnectionsPerHost(t *testing.T) {
 // TestRefusedHostLogged: a Connect of a host not allowed is logged with
 // the peer's address and the NQN, once however often it is retried.
 func TestRefusedHostLogged(t *testing.T) {
-	var logs logLines
-	f := newFixture(t, 1, func(c *Config) { c.Logf = logs.logf })
+	var logs testutil.Buffer
+	f := newFixture(t, 1, func(c *Config) { c.Logf = logs.Logf })
 	for range 3 {
 		h := dial(t, f.t.Addr(0), pdu.Digests{})
 		expectStatus(t, "stranger", h.connect(0, 31, pdu.CNTLIDDynamic, testNQN, "nqn.stranger", 0, 0), pdu.SCConnectInvalidHost, true)
 	}
-	if n := logs.count(`127.0.0.1:`); n < 1 || logs.count(`Connect of host "nqn.stranger" to `+testNQN+" refused: host not allowed") != 1 {
-		t.Fatalf("want one refusal with the peer address and the NQN:\n%s", logs.b.String())
+	if n := strings.Count(logs.String(), `127.0.0.1:`); n < 1 || strings.Count(logs.String(), `Connect of host "nqn.stranger" to `+testNQN+" refused: host not allowed") != 1 {
+		t.Fatalf("want one refusal with the peer address and the NQN:\n%s", logs.String())
 	}
 }

@@ -2,10 +2,11 @@ package target
 
 import (
 	"fmt"
-	"net"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
 )
 
@@ -19,21 +20,16 @@ import (
 // the deadline dropped the flood.
 func TestHandshakeFlood(t *testing.T) {
 	const flood = 150
-	var logs logLines
+	var logs testutil.Buffer
 	f := newFixture(t, 1, func(c *Config) {
 		c.MaxConnections, c.MaxPendingPerIP = 64, 8
 		c.HandshakeTimeout = time.Minute
-		c.Logf = logs.logf
+		c.Logf = logs.Logf
 	})
 	addr := f.t.Addr(0)
 	for i := 0; i < flood; i++ {
 		src := fmt.Sprintf("127.0.0.%d", 2+i/(flood/5))
-		d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
-		nc, err := d.Dial("tcp", addr)
-		if err != nil {
-			t.Skipf("dial from %s: %v (needs 127.0.0.0/8 on loopback)", src, err)
-		}
-		t.Cleanup(func() { nc.Close() })
+		nc := testutil.DialFrom(t, src, addr)
 		if i%2 == 0 {
 			nc.Write(pdu.ICReq{}.Append(nil)) // may fail: the target may have closed it
 		}
@@ -67,10 +63,10 @@ func TestHandshakeFlood(t *testing.T) {
 	if st.Refused[RefusedPendingPerIP]+st.Refused[RefusedPending]+st.Refused[RefusedPendingEvicted] == 0 {
 		t.Errorf("refusals %v: want some max_pending_per_ip, max_pending or pending_evicted", st.Refused)
 	}
-	if n := logs.count("refusing connection from 127.0.0.2:"); n != 1 {
-		t.Errorf("%d refusals of 127.0.0.2 logged, want 1:\n%s", n, logs.b.String())
+	if n := strings.Count(logs.String(), "refusing connection from 127.0.0.2:"); n != 1 {
+		t.Errorf("%d refusals of 127.0.0.2 logged, want 1:\n%s", n, logs.String())
 	}
-	if n := logs.count("use of closed network connection"); n != 0 {
-		t.Errorf("%d evicted connections logged, want none:\n%s", n, logs.b.String())
+	if n := strings.Count(logs.String(), "use of closed network connection"); n != 0 {
+		t.Errorf("%d evicted connections logged, want none:\n%s", n, logs.String())
 	}
 }

@@ -147,7 +147,9 @@ func (p *proc) running() bool {
 	}
 }
 
-// logFile opens the campaign's process log.
+// logFile opens the campaign's process log. An *os.File takes writes from
+// many goroutines whole, and exec hands it to the processes as their
+// standard error as it is.
 func logFile(t *testing.T, dir string) io.Writer {
 	t.Helper()
 	f, err := os.Create(filepath.Join(dir, "processes.log"))
@@ -155,16 +157,5 @@ func logFile(t *testing.T, dir string) io.Writer {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	return &lockedWriter{w: f}
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(b)
+	return f
 }

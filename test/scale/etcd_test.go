@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta/etcdembed"
 )
 
@@ -82,18 +83,11 @@ func startEtcd(t *testing.T) *etcdProc {
 	}
 	cmd := exec.Command(exe, "-test.run=^TestEtcdChild$", "-test.timeout=0", "-scale.etcd-child="+filepath.Join(etcdDir(t), "etcd"))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	out := testutil.StartStdout(t, cmd)
 	p := &etcdProc{pid: cmd.Process.Pid, cmd: cmd, stdin: in}
 	t.Cleanup(p.stop)
 	sc := bufio.NewScanner(out)

@@ -40,7 +40,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
-	"sync"
 	"syscall"
 	"time"
 
@@ -118,7 +117,7 @@ func run(o options) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	fmt.Fprintf(os.Stderr, "bench-stack: starting etcd and %d targets (log: %s)\n", numTargets, logf.Name())
-	c, err := startCluster(o.bin, work, &lockedWriter{w: logf}, o.nsSize)
+	c, err := startCluster(o.bin, work, logf, o.nsSize) // an *os.File takes concurrent writes whole
 	defer c.stop()
 	if err != nil {
 		return err
@@ -145,18 +144,6 @@ func selectJobs(expr string) ([]job, error) {
 		return nil, fmt.Errorf("-jobs %q matches none of the jobs", expr)
 	}
 	return jobs, nil
-}
-
-// lockedWriter serialises the writes of the processes' log.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 // save writes v as JSON to out/name and, with -o json, to stdout; text is
