@@ -1,0 +1,130 @@
+package volume
+
+import (
+	"context"
+	"errors"
+	"math/rand"
+	"testing"
+
+	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/blockdev/faultdev"
+	"github.com/nvstripe/nvstripe/volume/layout"
+)
+
+// zeroRowHole is crashWithLostOn over a volume flushed as zeros: the
+// blocks the workload does not write stay zeros, so the rows it wrote one
+// block of hold zeros in their other data blocks.
+func zeroRowHole(t *testing.T, g layout.Geometry, lost int, seed int64) *hole {
+	ctx := context.Background()
+	size := 2 * g.SegmentData()
+	r := newRig(t, g, size, rigOptions{crashable: true, namespaces: g.N() + 1, slots: 8})
+	h := &hole{r: r, old: make([]byte, size), devs: DeviceMap{}, lostNS: r.names[lost]}
+	if err := r.vol.WriteAt(ctx, h.old, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.vol.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.may = holeWorkload(t, r, h.old)
+	rng := rand.New(rand.NewSource(seed))
+	for i, m := range r.mems {
+		h.devs[r.names[i]] = m.CrashCloneRand(rng)
+	}
+	gone := faultdev.New(h.devs[h.lostNS], seed)
+	gone.SetDown(true)
+	h.devs[h.lostNS] = gone
+	return h
+}
+
+// zeroRowUnsettled returns a recovered zeroRowHole with an unsettled
+// block whose row's other data blocks were never written (zeros), and
+// that block.
+func zeroRowUnsettled(t *testing.T, g layout.Geometry) (*hole, UnsettledBlock) {
+	for seed := int64(1); seed <= 20; seed++ {
+		for lost := 0; lost < g.N(); lost++ {
+			h := zeroRowHole(t, g, lost, seed)
+			h.r.reopen(t, h.devs)
+			if _, err := h.r.vol.Recover(context.Background()); err != nil {
+				t.Fatalf("recover: %v", err)
+			}
+			for _, b := range h.r.vol.Unsettled() {
+				t.Logf("seed %d lost %d: %+v others unwritten %v", seed, lost, b, rowOthersZero(h, b))
+				if rowOthersZero(h, b) {
+					return h, b
+				}
+			}
+		}
+	}
+	t.Fatal("no crash left an unsettled block in a row of zeros")
+	return nil, UnsettledBlock{}
+}
+
+// rowOthersZero reports whether the other data blocks of b's row read
+// as zeros (not written since the volume was flushed as zeros, or their
+// writes lost in the crash).
+func rowOthersZero(h *hole, b UnsettledBlock) bool {
+	g := h.r.g
+	row := b.Offset - (b.Segment*g.SegmentData() + b.Stripe*g.StripeData() + int64(b.Shard)*g.Chunk)
+	got := make([]byte, 4096)
+	for sh := 0; sh < g.K; sh++ {
+		off := b.Segment*g.SegmentData() + b.Stripe*g.StripeData() + int64(sh)*g.Chunk + row
+		if sh == b.Shard {
+			continue
+		}
+		if err := h.r.vol.ReadAt(context.Background(), got, off); err != nil || !allZero(got) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestBlankNeverReadsAsZeros: an unsettled block whose row's other data
+// blocks hold zeros is carried over blank by the move of its slot, and
+// the moves of the row's parity slots carry the poisoned parity over
+// blank too: the row is then zeros in every shard, blanks among them,
+// which is also what an allocation cut short by a crash leaves. A new
+// owner's recovery resyncs the segment (still dirty from the crash). The
+// block must still read as corrupt, to the owner and to a read-only
+// volume, with and without the record of blanks: its last write held
+// data, and zeros are not it. Before, the resync took the row for a
+// never-written one (blankRow) and wrote the blank back as zeros with a
+// good checksum, and a reader without the record read zeros, no error
+// (what the fault campaign's verify read after an owner's restart).
+func TestBlankNeverReadsAsZeros(t *testing.T) {
+	ctx := context.Background()
+	h, b := zeroRowUnsettled(t, unsettledLayout)
+	r := h.r
+	want := unsettledOffsets(r.vol)
+	moveLost(t, h)
+	for sh := r.g.K; sh < r.g.N(); sh++ {
+		moveSlotTo(t, r, b.Segment, r.g.SlotOf(b.Stripe, sh))
+	}
+	checkUnsettled(t, h, want, "after the moves")
+	t.Logf("before: listed %v recorded %v", unsettledOffsets(r.vol), recordedOffsets(t, r))
+	newOwner(t, h)
+	t.Logf("after: listed %v recorded %v", unsettledOffsets(r.vol), recordedOffsets(t, r))
+	checkUnsettled(t, h, want, "after a new owner's recovery")
+	owner := r.vol
+	defer func() { r.vol = owner }()
+	for _, follow := range []bool{false, true} {
+		r.epoch++
+		v, err := New(Options{Geometry: r.g, Size: owner.Size(), Devices: h.devs, Alloc: r.alloc, Dirty: r.dirty, Stale: r.stale, Unsettled: r.unsettled, ReadOnly: true, LogEpoch: r.epoch})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if follow {
+			if err := v.FollowUnsettled(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := make([]byte, 4096)
+		if err := v.ReadAt(ctx, got, b.Offset); !errors.Is(err, blockdev.ErrCorrupt) {
+			t.Fatalf("a reader (record loaded: %v) reads unsettled block %d as %x... (%v), want class ErrCorrupt", follow, b.Offset, got[:8], err)
+		}
+		if follow {
+			r.vol = v
+			checkUnsettled(t, h, want, "a reader after FollowUnsettled")
+			r.vol = owner
+		}
+	}
+}
