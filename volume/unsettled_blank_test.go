@@ -36,20 +36,25 @@ func zeroRowHole(t *testing.T, g layout.Geometry, lost int, seed int64) *hole {
 }
 
 // zeroRowUnsettled returns a recovered zeroRowHole with an unsettled
-// block whose row's other data blocks were never written (zeros), and
-// that block.
+// block whose row's other data blocks read as zeros, and that block. It
+// tries the crash known to leave one first (seed 15, namespace 1 lost),
+// then the others: the search is slow under the race detector.
 func zeroRowUnsettled(t *testing.T, g layout.Geometry) (*hole, UnsettledBlock) {
+	tries := [][2]int64{{15, 1}}
 	for seed := int64(1); seed <= 20; seed++ {
-		for lost := 0; lost < g.N(); lost++ {
-			h := zeroRowHole(t, g, lost, seed)
-			h.r.reopen(t, h.devs)
-			if _, err := h.r.vol.Recover(context.Background()); err != nil {
-				t.Fatalf("recover: %v", err)
-			}
-			for _, b := range h.r.vol.Unsettled() {
-				if rowOthersZero(h, b) {
-					return h, b
-				}
+		for lost := range int64(g.N()) {
+			tries = append(tries, [2]int64{seed, lost})
+		}
+	}
+	for _, try := range tries {
+		h := zeroRowHole(t, g, int(try[1]), try[0])
+		h.r.reopen(t, h.devs)
+		if _, err := h.r.vol.Recover(context.Background()); err != nil {
+			t.Fatalf("recover: %v", err)
+		}
+		for _, b := range h.r.vol.Unsettled() {
+			if rowOthersZero(h, b) {
+				return h, b
 			}
 		}
 	}
