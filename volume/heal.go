@@ -290,7 +290,7 @@ func (v *Volume) healRow(img *stripeImage, usable []bool, r int64, mode healMode
 	if v.rebuildSound(img, usable, bad, r, mode) {
 		rebuilt = v.rebuildRow(img, usable, bad, lo, hi)
 	}
-	unwritten := mode == healResync && v.blankRow(img, usable, r)
+	unwritten := mode == healResync && !v.mayHoldBlank(img.id, r) && v.blankRow(img, usable, r)
 	for _, sh := range bad {
 		got := img.bufs.shards[sh][lo:hi]
 		// In a resync a bad block may be a torn write, kept unless the

@@ -35,6 +35,9 @@ func (v *Volume) readStripe(ctx context.Context, sio layout.StripeIO, p []byte, 
 		return nil
 	}
 	defer s.io.RUnlock()
+	if err := v.unsettledPieces(sio); err != nil {
+		return err // never the block as it reads: a blank, or zeros a resync kept
+	}
 	var u [layout.MaxShards]bool
 	if plan, _ := planRead(v.g, sio, v.usableInto(u[:v.g.N()], s, sio.ID)); plan.Mode == readDirect && v.proven(s, sio) {
 		if err := v.readPieces(ctx, s, sio, p, base); !isShardFault(err) {
@@ -48,6 +51,21 @@ func (v *Volume) readStripe(ctx context.Context, sio layout.StripeIO, p []byte, 
 		return err
 	}
 	return v.degradedRead(ctx, s, sio, p, base)
+}
+
+// unsettledPieces fails with class ErrCorrupt when a piece of sio holds
+// a known unsettled block (Volume.Unsettled), whatever its shard holds
+// now: no write wrote that, and a read must not return it.
+func (v *Volume) unsettledPieces(sio layout.StripeIO) error {
+	if !v.poisoned.any.Load() {
+		return nil
+	}
+	for _, pc := range sio.Pieces {
+		if err := v.unsettled(sio.ID, pc.Shard, pc.Off, pc.Off+pc.Len); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // readPieces reads every piece of sio from its own shard.

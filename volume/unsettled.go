@@ -65,6 +65,21 @@ func (v *Volume) unsettledRow(id layout.StripeID, r int64) bool {
 	return v.unsettled(id, -1, r*layout.ChecksumBlock, (r+1)*layout.ChecksumBlock) != nil
 }
 
+// mayHoldBlank reports whether row r of stripe id may hold a block a
+// rebuild wrote blank (rebuildUnsettled): a known unsettled block is
+// there, or the record of its segment does not list them all (More). Such
+// a row is never taken for a never-written one (blankRow), though it may
+// be zeros and blanks throughout (the rebuilds write the row's poisoned
+// parity blank too): keeping its blank as a torn write would store zeros
+// no write wrote, with a good checksum.
+func (v *Volume) mayHoldBlank(id layout.StripeID, r int64) bool {
+	p := &v.poisoned
+	p.mu.Lock()
+	more := p.more[id.Segment]
+	p.mu.Unlock()
+	return more || v.unsettledRow(id, r)
+}
+
 // unsettledInRow counts the unsettled blocks of row r of stripe id.
 func (v *Volume) unsettledInRow(id layout.StripeID, r int64) int {
 	p := &v.poisoned
