@@ -161,10 +161,16 @@ func crashWithLost(t *testing.T, g layout.Geometry, lost int, seed int64) *hole 
 
 // crashWithLostOn is crashWithLost on a rig built with o (crashable).
 func crashWithLostOn(t *testing.T, g layout.Geometry, lost int, seed int64, o rigOptions) *hole {
+	return crashFilled(t, g, lost, seed, o, func(n int) []byte { return pattern(n, 1) })
+}
+
+// crashFilled is crashWithLostOn over a volume whose content before the
+// workload is fill(its size).
+func crashFilled(t *testing.T, g layout.Geometry, lost int, seed int64, o rigOptions, fill func(n int) []byte) *hole {
 	ctx := context.Background()
 	size := 2 * g.SegmentData()
 	r := newRig(t, g, size, o)
-	h := &hole{r: r, old: pattern(int(size), 1), devs: DeviceMap{}, lostNS: r.names[lost]}
+	h := &hole{r: r, old: fill(int(size)), devs: DeviceMap{}, lostNS: r.names[lost]}
 	if err := r.vol.WriteAt(ctx, h.old, 0); err != nil {
 		t.Fatal(err)
 	}

@@ -3,10 +3,8 @@ package volume
 import (
 	"context"
 	"fmt"
-	"math/rand"
 	"testing"
 
-	"github.com/nvstripe/nvstripe/blockdev/faultdev"
 	"github.com/nvstripe/nvstripe/volume/layout"
 )
 
@@ -14,25 +12,8 @@ import (
 // blocks the workload does not write stay zeros, so the rows it wrote one
 // block of hold zeros in their other data blocks.
 func zeroRowHole(t *testing.T, g layout.Geometry, lost int, seed int64) *hole {
-	ctx := context.Background()
-	size := 2 * g.SegmentData()
-	r := newRig(t, g, size, rigOptions{crashable: true, namespaces: g.N() + 1, slots: 8})
-	h := &hole{r: r, old: make([]byte, size), devs: DeviceMap{}, lostNS: r.names[lost]}
-	if err := r.vol.WriteAt(ctx, h.old, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.vol.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	h.may = holeWorkload(t, r, h.old)
-	rng := rand.New(rand.NewSource(seed))
-	for i, m := range r.mems {
-		h.devs[r.names[i]] = m.CrashCloneRand(rng)
-	}
-	gone := faultdev.New(h.devs[h.lostNS], seed)
-	gone.SetDown(true)
-	h.devs[h.lostNS] = gone
-	return h
+	o := rigOptions{crashable: true, namespaces: g.N() + 1, slots: 8}
+	return crashFilled(t, g, lost, seed, o, func(n int) []byte { return make([]byte, n) })
 }
 
 // zeroRowUnsettled returns a recovered zeroRowHole with an unsettled

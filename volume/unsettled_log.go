@@ -115,29 +115,16 @@ func (v *Volume) LoadUnsettled(ctx context.Context) error {
 	if p.loaded {
 		return nil
 	}
-	segs, err := v.unsettledLog.ListUnsettled(ctx)
+	segs, err := v.readUnsettled(ctx)
 	if err != nil {
-		return fmt.Errorf("reading the unsettled blocks: %w", err)
-	}
-	for _, s := range segs {
-		if err := v.checkUnsettled(s); err != nil {
-			return err
-		}
+		return err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.init()
+	p.add(segs)
 	for _, s := range segs {
-		for _, b := range s.Blocks {
-			k := poisonKey{layout.StripeID{Segment: s.Segment, Stripe: b.Stripe}, b.Shard}
-			p.rows[k], p.blank[k] = union(p.rows[k], []int64{b.Row}), union(p.blank[k], []int64{b.Row})
-		}
 		p.recorded[s.Segment] = len(s.Blocks)
-		if s.More {
-			p.more[s.Segment] = true
-		}
 	}
-	p.any.Store(len(p.rows) > 0)
 	p.loaded = true
 	return nil
 }
@@ -152,18 +139,34 @@ func (v *Volume) LoadUnsettled(ctx context.Context) error {
 // settled one reads as corrupt to this reader until it opens the volume
 // again): an error, never a blank, when in doubt.
 func (v *Volume) FollowUnsettled(ctx context.Context) error {
-	segs, err := v.unsettledLog.ListUnsettled(ctx)
+	segs, err := v.readUnsettled(ctx)
 	if err != nil {
-		return fmt.Errorf("reading the unsettled blocks: %w", err)
-	}
-	for _, s := range segs {
-		if err := v.checkUnsettled(s); err != nil {
-			return err
-		}
+		return err
 	}
 	p := &v.poisoned
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.add(segs)
+	return nil
+}
+
+// readUnsettled lists the UnsettledLog's records and checks them.
+func (v *Volume) readUnsettled(ctx context.Context) ([]UnsettledSegment, error) {
+	segs, err := v.unsettledLog.ListUnsettled(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the unsettled blocks: %w", err)
+	}
+	for _, s := range segs {
+		if err := v.checkUnsettled(s); err != nil {
+			return nil, err
+		}
+	}
+	return segs, nil
+}
+
+// add makes the blocks of the records segs unsettled blanks (and their
+// segments More where they say so). REQUIRES: p.mu held.
+func (p *poisonSet) add(segs []UnsettledSegment) {
 	p.init()
 	for _, s := range segs {
 		for _, b := range s.Blocks {
@@ -174,8 +177,7 @@ func (v *Volume) FollowUnsettled(ctx context.Context) error {
 			p.more[s.Segment] = true
 		}
 	}
-	p.any.Store(len(p.rows) > 0)
-	return nil
+	p.any.Store(len(p.rows) > 0 || len(p.unsynced) > 0)
 }
 
 // checkUnsettled checks that the record s names blocks of data shards
