@@ -153,9 +153,10 @@ func (v *Volume) settleOnce(ctx context.Context, s *segment, id layout.StripeID,
 
 // settleLost settles a stripe whose data shard x is missing: it solves
 // x's blocks, records x's slot stale, heals torn blocks of the others and
-// rewrites the parity from the data. A row where x cannot be solved keeps
-// its parity, is poisoned (reads of x there fail with class ErrCorrupt)
-// and is returned as an *UnsettledError.
+// rewrites the parity from the data. A row where x cannot be solved is
+// poisoned (reads of x there fail with class ErrCorrupt), its parity
+// encoded again with x taken as zeros and marked so (reprotect), and is
+// returned as an *UnsettledError.
 func (v *Volume) settleLost(ctx context.Context, s *segment, id layout.StripeID, usable []bool, x int, rec *logRecord) error {
 	img, err := v.readImage(ctx, s, id, usable)
 	if err != nil {
@@ -207,7 +208,7 @@ func (v *Volume) settleLost(ctx context.Context, s *segment, id layout.StripeID,
 		return nil
 	}
 	v.poison(id, x, bad)
-	if err := v.poisonParity(ctx, s, id, usable, img, bad); err != nil {
+	if err := v.reprotect(ctx, s, id, usable, img, x, bad); err != nil {
 		return err
 	}
 	return &UnsettledError{Segment: s.id, Stripe: id.Stripe, Shard: x, NS: s.slots[v.g.SlotOf(id.Stripe, x)].ref.NS, Rows: bad}

@@ -82,16 +82,7 @@ func (v *Volume) mayHoldBlank(id layout.StripeID, r int64) bool {
 
 // unsettledInRow counts the unsettled blocks of row r of stripe id.
 func (v *Volume) unsettledInRow(id layout.StripeID, r int64) int {
-	p := &v.poisoned
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n := 0
-	for k, rows := range p.rows {
-		if _, found := slices.BinarySearch(rows, r); found && k.id == id {
-			n++
-		}
-	}
-	return n
+	return len(v.unsettledShards(id, r))
 }
 
 // rebuildUnsettled is rebuildChunk for a stripe with unsettled rows: the
@@ -105,8 +96,11 @@ func (v *Volume) unsettledInRow(id layout.StripeID, r int64) int {
 // of zero, which in format 4 no block matches and no recovery takes for a
 // torn write (misplaced), so reads of it fail with class ErrCorrupt, also
 // after a reopen, and the poisoned parity of the row keeps the rest from
-// reconstructing it. A data block carried over is recorded unsettled
-// (Unsettled lists it; Settle zeroes it). Format 3 has no such blank (a
+// reconstructing it. In a re-protected row (its parity marked as encoded
+// with its one unsettled block as zeros: reprotect) the row's other
+// blocks are rebuilt from it instead (solveMarked), parity marked again.
+// A data block carried over is recorded unsettled (Unsettled lists it;
+// Settle zeroes it). Format 3 has no such blank (a
 // zero block's checksum is zero there, so the blank would read as zeros):
 // rebuildChunk does not call it there, and a rebuild of the unsettled
 // blocks' own slot still fails with class ErrCorrupt until the stripe is
@@ -128,9 +122,17 @@ func (v *Volume) rebuildUnsettled(ctx context.Context, s *segment, i int, id lay
 		lo, hi := r*layout.ChecksumBlock, (r+1)*layout.ChecksumBlock
 		out := chunk[lo:hi]
 		own := usable[sh] && blockSum(img.bufs.shards[sh][lo:hi]) == img.sums[sh][r] && v.unsettled(id, sh, lo, hi) == nil
+		x, marked := 0, false
+		if !own && v.unsettledRow(id, r) && v.unsettled(id, sh, lo, hi) == nil {
+			x, marked = v.solveMarked(img, usable, sh, r, out)
+		}
 		switch {
 		case own:
 			copy(out, img.bufs.shards[sh][lo:hi])
+		case marked && sh >= v.g.K:
+			sums[r] = markedSum(tags, t*rows+r, out, x) // still encoded with x as zeros
+			continue
+		case marked:
 		case !v.unsettledRow(id, r):
 			if err := v.proveSpan(ctx, s, id, lo, hi); err != nil {
 				return err
@@ -156,6 +158,126 @@ func (v *Volume) rebuildUnsettled(ctx context.Context, s *segment, i int, id lay
 		return v.poisonMore(ctx, id, sh, carried)
 	}
 	return nil
+}
+
+// Re-protecting an unsettled row. Its unsettled block x has no value a
+// read may return, but its other blocks do, acknowledged ones among them,
+// and before they had only their own copies: the row's parity was left
+// for a version of the row that is gone, so a namespace lost later lost
+// them too (a rebuild wrote them blank). So the row's parity is encoded
+// again with x taken as zeros (reprotect), and stored with a checksum
+// that differs from the block's own by reprotectMark(x). To every reader
+// that does not know the mark such a parity block fails its check as a
+// poisoned one does (poisonParity), so that x is never rebuilt from it,
+// as zeros or as anything else, also after the record of unsettled
+// blocks is lost. A rebuild of another block of the row knows it
+// (solveMarked): with x as zeros, the marked parity rebuilds the others.
+
+// reprotectMark is what the stored checksum of a parity block encoded
+// with data shard x as zeros differs from the block's own by. Its high
+// bits are set, so it is never taken for a block written for another slot
+// (SlotTags.Misplaced); markedSum keeps it from being taken for a blank.
+func reprotectMark(x int) uint32 { return 0x7e9a5c00 | uint32(x) }
+
+// markedSum is the checksum to store for parity block b, block block of
+// its slot (tags), encoded with data shard x as zeros. Where the mark
+// would make the block look blank (it equals the block's tag), the block
+// is poisoned plainly instead: still no reader takes it for good.
+func markedSum(tags layout.SlotTags, block int64, b []byte, x int) uint32 {
+	mark := reprotectMark(x)
+	if tags.Bound() && tags.Of(block) == mark {
+		mark = ^uint32(0)
+	}
+	return blockSum(b) ^ mark
+}
+
+// reprotect encodes the parity of rows of stripe id again from its data
+// blocks, with data shard x taken as zeros, and writes it to every usable
+// parity shard with a marked checksum (markedSum). img holds the data as
+// the stripe's settling left it. REQUIRES: stripe lock held.
+func (v *Volume) reprotect(ctx context.Context, s *segment, id layout.StripeID, usable []bool, img *stripeImage, x int, rows []int64) error {
+	n := v.g.N()
+	zeros := make([]byte, layout.ChecksumBlock)
+	for _, r := range rows {
+		lo, hi := r*layout.ChecksumBlock, (r+1)*layout.ChecksumBlock
+		row := make([][]byte, n)
+		for sh := range n {
+			switch {
+			case sh == x:
+				row[sh] = zeros
+			case sh < v.g.K:
+				row[sh] = img.bufs.shards[sh][lo:hi]
+			default:
+				row[sh] = make([]byte, layout.ChecksumBlock)
+			}
+		}
+		if err := v.codec.Encode(row); err != nil {
+			return err
+		}
+		block := id.Stripe*v.g.BlocksPerChunk() + r
+		for sh := v.g.K; sh < n; sh++ {
+			if !usable[sh] {
+				continue // its copies miss the stripe (missedSettle): rebuilt marked
+			}
+			sum := markedSum(img.tags[sh], block, row[sh], x)
+			if err := v.shardWrite(ctx, s, id, sh, row[sh], []uint32{sum}, lo, false); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// solveMarked rebuilds block r of shard target of a re-protected row into
+// out: from the row's one listed unsettled data block x taken as zeros,
+// the data blocks that match their checksums and the parity blocks marked
+// as encoded with x as zeros, when they are at least K and, past K, agree
+// with each other (as a heal's rule, rebuildSound). It returns x.
+func (v *Volume) solveMarked(img *stripeImage, usable []bool, target int, r int64, out []byte) (int, bool) {
+	xs := v.unsettledShards(img.id, r)
+	if len(xs) != 1 {
+		return 0, false
+	}
+	x, n := xs[0], v.g.N()
+	lo, hi := r*layout.ChecksumBlock, (r+1)*layout.ChecksumBlock
+	blocks, present := make([][]byte, n), make([]bool, n)
+	for sh := range n {
+		diff := uint32(1)
+		if usable[sh] {
+			diff = blockSum(img.bufs.shards[sh][lo:hi]) ^ img.sums[sh][r]
+		}
+		switch {
+		case sh == target:
+		case sh == x:
+			blocks[sh], present[sh] = make([]byte, layout.ChecksumBlock), true
+		case (sh < v.g.K && diff == 0) || (sh >= v.g.K && diff == reprotectMark(x)):
+			blocks[sh], present[sh] = img.bufs.shards[sh][lo:hi], true
+		}
+	}
+	if count(present) < v.g.K || (count(present) > v.g.K && !v.rowAgrees(blocks, present, -1)) {
+		return 0, false
+	}
+	b := v.rebuildWithout(blocks, present, target)
+	if b == nil {
+		return 0, false
+	}
+	copy(out, b)
+	return x, true
+}
+
+// unsettledShards returns the data shards with a listed unsettled block
+// in row r of stripe id.
+func (v *Volume) unsettledShards(id layout.StripeID, r int64) []int {
+	p := &v.poisoned
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []int
+	for k, rows := range p.rows {
+		if _, found := slices.BinarySearch(rows, r); found && k.id == id {
+			out = append(out, k.shard)
+		}
+	}
+	return out
 }
 
 // poisonSet holds the blocks recoveries could not settle, and what of

@@ -18,9 +18,16 @@ var unsettledLayout = layout.Geometry{K: 4, M: 2, Chunk: 16 << 10, SlotSize: 512
 // loss of a namespace that left unsettled blocks, on a rig with a spare
 // namespace (the last) to move the lost slots to.
 func unsettledHole(t *testing.T, g layout.Geometry) *hole {
+	return unsettledHoleOn(t, g, func(d DeviceMap) DeviceMap { return d })
+}
+
+// unsettledHoleOn is unsettledHole with the devices after the crash passed
+// through wrap (h.devs holds what it returns).
+func unsettledHoleOn(t *testing.T, g layout.Geometry, wrap func(DeviceMap) DeviceMap) *hole {
 	for seed := int64(1); seed <= 20; seed++ {
 		for lost := 0; lost < g.N(); lost++ {
 			h := crashWithLostOn(t, g, lost, seed, rigOptions{crashable: true, namespaces: g.N() + 1, slots: 8})
+			h.devs = wrap(h.devs)
 			h.r.reopen(t, h.devs)
 			if _, err := h.r.vol.Recover(context.Background()); err != nil {
 				t.Fatalf("recover: %v", err)
@@ -62,14 +69,18 @@ func checkUnsettled(t *testing.T, h *hole, unsettled map[int64]bool, when string
 
 // moveLost moves every slot on h's lost namespace to the spare one.
 func moveLost(t *testing.T, h *hole) {
-	r := h.r
+	moveAllFrom(t, h.r, h.lostNS)
+}
+
+// moveAllFrom moves every slot on namespace ns to the spare one.
+func moveAllFrom(t *testing.T, r *rig, ns string) {
 	for seg := int64(0); seg < r.g.Segments(r.vol.Size()); seg++ {
 		refs, ok, err := r.alloc.Lookup(context.Background(), seg)
 		if err != nil || !ok {
 			t.Fatalf("segment %d: %v %v", seg, ok, err)
 		}
 		for idx, ref := range refs {
-			if ref.NS == h.lostNS {
+			if ref.NS == ns {
 				moveSlotTo(t, r, seg, idx)
 			}
 		}
