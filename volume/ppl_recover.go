@@ -490,8 +490,8 @@ func (v *Volume) solveRow(shards [][]byte, x int, out []byte, accept func([]byte
 // does not pin down which. Reads of those blocks fail with its class,
 // blockdev.ErrCorrupt (after a reopen too: the parity blocks of those rows
 // keep checksums they do not match), until a write of the whole stripe.
-// Writes of part of the stripe, and a Repair that would rebuild the lost
-// slot there, fail with the same class meanwhile.
+// Writes of part of the stripe that touch those rows fail with the same
+// class meanwhile (writes of its other rows go on).
 type UnsettledError struct {
 	Segment, Stripe int64
 	Shard           int

@@ -64,8 +64,11 @@ func (v *Volume) writeStripeOnce(ctx context.Context, sio layout.StripeIO, p []b
 		if err := v.settled(ctx, sio.ID); err != nil { // a whole-stripe write replaces what was lost
 			return err
 		}
-	} else if err := v.unsettled(sio.ID, -1, 0, v.g.Chunk); err != nil {
-		return err
+	} else {
+		lo, hi := sio.Span() // the rows it rewrites parity of; the others keep theirs as it is
+		if err := v.unsettled(sio.ID, -1, lo, hi); err != nil {
+			return err
+		}
 	}
 	s, err := v.acquire(ctx, sio.ID.Segment, true)
 	if err != nil {
