@@ -18,10 +18,12 @@ import (
 // unreachable (their slots stale), so the recovery cannot settle the
 // stripe; the row it solves from the record is consistent and is not
 // poisoned. When the two namespaces are back, Repair must rebuild their
-// slots: the parities hold A, which the record allows, so the row is
-// sound. The campaign saw this state (seeds 24110 and 25023) as stale
-// slots that stayed stale with nothing moving: every Repair failed with a
-// checksum mismatch on a parity, and the segment stayed dirty for good.
+// slots: the survivors rebuild shard 0 as A, a version the record allows,
+// so the row is sound. The campaign left four stripes in exactly this
+// state (one row: a data block and both parities not matching their
+// checksums, all six blocks one codeword; seeds 24110 and 25022): stale
+// slots that stayed stale with nothing moving, every Repair failing with a
+// checksum mismatch on a parity, the segment dirty for good.
 func TestRepairAfterTwoLostTornSums(t *testing.T) {
 	t.Skip("needs: poisonLost (volume/ppl_recover.go) to rewrite, in each row the record covers that solveLostRow finds consistent, the checksums of the usable shards' blocks that do not match them (torn checksum pages of the unacknowledged write); today they stay, and healRead in Repair cannot heal a row with only K-2 good shards")
 	ctx := context.Background()
