@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -78,5 +79,28 @@ func TestUnsettledLogged(t *testing.T) {
 	}
 	if len(rep.ch) != 0 {
 		t.Errorf("an unsettled block reported %d media errors", len(rep.ch))
+	}
+}
+
+// TestDeferredResyncLogged: a segment whose resync after an unclean stop
+// Recover deferred (a namespace it needs was unreachable) is logged with
+// its volume, segment and cause: it stays dirty, and until it is settled a
+// slot that missed its stripes may not be rebuilt, so an operator who sees
+// stale slots that stay stale must be able to find why. It is no media
+// error of any namespace.
+func TestDeferredResyncLogged(t *testing.T) {
+	m := NewMetrics()
+	rep := newReporter(nil, ReportOptions{}, m, t.Logf)
+	ev := newVolEvents("v", m, rep, func(string, ...any) {})
+	var lines []string
+	ev.logf = func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) }
+	cause := errors.New("resync deferred: segment 3 stripe 0: 2 data shards lost in a stripe written at the crash")
+	ev.listener().ShardError(volume.ShardInfo{NS: "h4-n1", Segment: 3, Slot: -1, Err: cause})
+	ev.listener().ShardError(volume.ShardInfo{NS: "h4-n1", Segment: 3, Slot: 0, Err: errors.New("read: connection reset")})
+	if len(lines) != 1 || !strings.Contains(lines[0], "v: segment 3 stays dirty") || !strings.Contains(lines[0], cause.Error()) {
+		t.Errorf("logged %q, want one line naming volume v, segment 3 and the cause", lines)
+	}
+	if len(rep.ch) != 0 {
+		t.Errorf("a deferred resync reported %d media errors", len(rep.ch))
 	}
 }

@@ -176,7 +176,7 @@ type volEvents struct {
 	degraded atomic.Int64
 	degOps   map[string]prometheus.Counter // read, write, trim
 	warn     func(volume string, attrs ...any)
-	logf     func(format string, args ...any) // nil: unsettled blocks are not logged
+	logf     func(format string, args ...any) // nil: unsettled blocks and deferred resyncs are not logged
 
 	mu       sync.Mutex
 	nsErrs   map[string]int64
@@ -204,7 +204,13 @@ func (e *volEvents) listener() volume.EventListener {
 			c.Inc()
 			e.warn(e.volume, "volume", e.volume, "op", d.Op, "segment", d.Segment, "stripe", d.Stripe, "missing", d.Missing)
 		},
-		ShardError: func(s volume.ShardInfo) { e.nsError(s.NS, "io") },
+		ShardError: func(s volume.ShardInfo) {
+			e.nsError(s.NS, "io")
+			if s.Slot < 0 && e.logf != nil { // no slot: Recover deferred the segment's resync
+				e.logf("%s: segment %d stays dirty after the unclean stop: %v; the next open of %s tries to settle it again",
+					e.volume, s.Segment, s.Err, e.volume)
+			}
+		},
 		Corruption: func(s volume.ShardInfo) {
 			e.nsError(s.NS, "corrupt")
 			e.rep.mediaError(s.NS)
