@@ -260,9 +260,16 @@ func (v *Volume) poisonLost(ctx context.Context, s *segment, id layout.StripeID,
 	defer img.bufs.release()
 	var rows []int64
 	for r := int64(0); r < v.g.BlocksPerChunk(); r++ {
-		if idx, logged := rec.covers(r); logged && !v.solveLostRow(img, usable, lost, rec, idx, r) {
+		idx, logged := rec.covers(r)
+		switch {
+		case !logged:
+		case !v.solveLostRow(img, usable, lost, rec, idx, r):
 			rows = append(rows, r)
 			v.logStats.unsettled.Add(int64(len(lost)))
+		default:
+			if err := v.settleTornSums(ctx, s, id, usable, img, rec, idx, r); err != nil {
+				return err
+			}
 		}
 	}
 	if len(rows) == 0 {
@@ -275,6 +282,45 @@ func (v *Volume) poisonLost(ctx context.Context, s *segment, id layout.StripeID,
 		return err
 	}
 	return deferred
+}
+
+// settleTornSums stores, for the blocks of consistent row r (the record's
+// row idx) on usable shards that do not match their checksums, the
+// checksums of what they hold: the checksum pages of the write cut off by
+// the crash landed without its data (or the other way round), and the row
+// as it is holds one version of it, the lost blocks rebuilt from it having
+// checksums the record allows. A data block is taken only when it holds a
+// value the record allows it too; parity, encoded from those, with them.
+// Left as they were, the row had K-M good blocks: once the lost shards
+// were back (stale, to be rebuilt), every rebuild of them failed on a
+// checksum mismatch, for good, and the segment stayed dirty.
+func (v *Volume) settleTornSums(ctx context.Context, s *segment, id layout.StripeID, usable []bool, img *stripeImage, rec *logRecord, idx int, r int64) error {
+	lo, hi := r*layout.ChecksumBlock, (r+1)*layout.ChecksumBlock
+	var take []int
+	for sh := range v.g.N() {
+		if !usable[sh] {
+			continue
+		}
+		sum := blockSum(img.bufs.shards[sh][lo:hi])
+		if sum == img.sums[sh][r] {
+			continue
+		}
+		if sh < v.g.K {
+			if allowed := rec.sums[idx*v.g.K+sh]; sum != allowed[0] && sum != allowed[1] {
+				return nil // not a version the record knows: left for the heal and the proof
+			}
+		}
+		take = append(take, sh)
+	}
+	for _, sh := range take {
+		sum := blockSum(img.bufs.shards[sh][lo:hi])
+		for _, sl := range s.writeSlots(v.g.SlotOf(id.Stripe, sh), id.Stripe) {
+			if err := v.setSum(ctx, sl, id.Stripe, lo, sum); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // solveLostRow reports whether the lost data blocks of row r (the

@@ -15,28 +15,32 @@ import (
 // corrupt data, or one the StaleLog names) whose namespace is up, stripe by
 // stripe, from the other shards, and clears the StaleLog mark of each slot
 // it made whole. Writes keep flowing: a stripe already rebuilt receives new
-// writes, one not yet rebuilt is rebuilt after them. A slot whose namespace
-// still lacks space is skipped, the others repaired, and the first such
-// error returned at the end. It returns the number of stripes rebuilt.
+// writes, one not yet rebuilt is rebuilt after them. A slot it cannot
+// repair (its namespace still lacks space, a stripe it cannot rebuild) is
+// skipped, the others repaired, and the first error returned at the end,
+// one of lacking space last: a stripe that fails every time must not keep
+// every slot after it stale. It returns the number of stripes rebuilt.
 func (v *Volume) Repair(ctx context.Context) (int64, error) {
 	if err := v.openStale(ctx); err != nil {
 		return 0, err
 	}
 	var total int64
-	var noSpace error
+	var failed, noSpace error
 	for _, s := range v.cachedSegments() {
 		for i := range s.slots {
 			n, err := v.repairSlot(ctx, s, i)
 			total += n
 			switch {
+			case ctx.Err() != nil:
+				return total, cmp.Or(err, ctx.Err())
 			case blockdev.Class(err) == blockdev.ErrNoSpace:
 				noSpace = cmp.Or(noSpace, err)
 			case err != nil:
-				return total, err
+				failed = cmp.Or(failed, err)
 			}
 		}
 	}
-	return total, noSpace
+	return total, cmp.Or(failed, noSpace)
 }
 
 // repairSegment does what Repair does for segment seg alone (nothing when
@@ -78,23 +82,24 @@ func (v *Volume) repairSlot(ctx context.Context, s *segment, i int) (int64, erro
 
 // fillHoles rebuilds the holes of slot i of s (stripes it missed for lack
 // of space) and records the ones left, once what it wrote is durable
-// (slotDurable). It
-// stops at the first error: a namespace still out of space fails with
-// ErrNoSpace. REQUIRES: s.io held shared.
+// (slotDurable). A hole it cannot rebuild stays, the others are rebuilt,
+// and the first error is returned; it stops at a namespace still out of
+// space (ErrNoSpace) or a cancelled ctx. REQUIRES: s.io held shared.
 func (v *Volume) fillHoles(ctx context.Context, s *segment, i int) (int64, error) {
 	sl := s.slots[i]
 	var n int64
 	var err error
+	noSpace := false
 	for _, r := range sl.holesOf() {
-		for t := r.From; t < r.To && err == nil && !sl.ns.down.Load(); t++ {
-			if err = ctx.Err(); err == nil {
-				err = v.fillHoleRetry(ctx, s, i, t)
-			}
-			if err == nil && !sl.hasHole(t) { // one left unsettled stays
+		for t := r.From; t < r.To && !noSpace && ctx.Err() == nil && !sl.ns.down.Load(); t++ {
+			ferr := v.fillHoleRetry(ctx, s, i, t)
+			err, noSpace = cmp.Or(err, ferr), blockdev.Class(ferr) == blockdev.ErrNoSpace
+			if ferr == nil && !sl.hasHole(t) { // one left unsettled stays
 				n++
 			}
 		}
 	}
+	err = cmp.Or(err, ctx.Err())
 	if n == 0 {
 		return 0, err
 	}

@@ -15,7 +15,6 @@ import (
 // slot after that stripe stays stale for good (the campaign, seed 24110,
 // was left with 7 stale slots while only three stripes failed).
 func TestRepairGoesOnPastAStripeItCannotRebuild(t *testing.T) {
-	t.Skip("needs: Repair and fillHoles (volume/repair.go) to go on with the other stripes, slots and segments after a stripe fails to rebuild, and return the errors joined at the end, as they do for ErrNoSpace")
 	ctx := context.Background()
 	g := pplLayouts[1]
 	g.Seed = 1

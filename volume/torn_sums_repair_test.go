@@ -25,7 +25,6 @@ import (
 // slots that stayed stale with nothing moving, every Repair failing with a
 // checksum mismatch on a parity, the segment dirty for good.
 func TestRepairAfterTwoLostTornSums(t *testing.T) {
-	t.Skip("needs: poisonLost (volume/ppl_recover.go) to rewrite, in each row the record covers that solveLostRow finds consistent, the checksums of the usable shards' blocks that do not match them (torn checksum pages of the unacknowledged write); today they stay, and healRead in Repair cannot heal a row with only K-2 good shards")
 	ctx := context.Background()
 	g := pplLayouts[1]
 	g.Seed = 1

@@ -70,3 +70,47 @@ func TestUnsettledRowKeepsItsNeighbours(t *testing.T) {
 		}
 	}
 }
+
+// TestWritesGoOnBesideUnsettledRows: a partial write to a stripe with an
+// unsettled block fails with class ErrCorrupt when it touches the
+// unsettled row (its parity is marked, encoded with the block as zeros),
+// and goes through when it touches only other rows, whose parity is their
+// own. Before, every partial write to the stripe failed until it was
+// settled.
+func TestWritesGoOnBesideUnsettledRows(t *testing.T) {
+	ctx := context.Background()
+	h := unsettledHole(t, unsettledLayout)
+	r, g := h.r, h.r.g
+	want := unsettledOffsets(r.vol)
+	b := r.vol.Unsettled()[0]
+	base := b.Segment*g.SegmentData() + b.Stripe*g.StripeData()
+	at := func(sh int, row int64) int64 { return base + int64(sh)*g.Chunk + row*4096 }
+	row := (b.Offset - at(b.Shard, 0)) / 4096
+	other := (b.Shard + 1) % g.K
+	if err := r.vol.WriteAt(ctx, pattern(4096, 9), at(other, row)); !errors.Is(err, blockdev.ErrCorrupt) {
+		t.Fatalf("a write to the unsettled row: %v, want class ErrCorrupt", err)
+	}
+	free := int64(-1) // a row of the stripe without unsettled blocks
+	for cand := range g.BlocksPerChunk() {
+		none := true
+		for sh := range g.K {
+			none = none && !want[at(sh, cand)]
+		}
+		if none {
+			free = cand
+			break
+		}
+	}
+	if free < 0 {
+		t.Fatal("setup: every row of the stripe holds an unsettled block")
+	}
+	data := pattern(4096, 11)
+	off := at(other, free)
+	if err := r.vol.WriteAt(ctx, data, off); err != nil {
+		t.Fatalf("a write to another row of the stripe: %v", err)
+	}
+	h.may[off/4096] = [][]byte{data}
+	checkUnsettled(t, h, want, "after a write beside the unsettled row")
+	newOwner(t, h)
+	checkUnsettled(t, h, want, "after a new owner's recovery")
+}
