@@ -62,11 +62,11 @@ func (v *Volume) overStale(s *segment, id layout.StripeID) bool {
 // chunk). REQUIRES: stripe lock held, s.io held shared.
 func (v *Volume) proveOverStale(ctx context.Context, s *segment, id layout.StripeID, lo, hi int64, b *stripeBufs) (changed [][]bool, bad []int64, err error) {
 	n, rows := v.g.N(), (hi-lo)/layout.ChecksumBlock
-	good, stale := make([][]bool, n), make([]bool, n)
+	good, marked, stale := make([][]bool, n), make([][]bool, n), make([]bool, n)
 	for sh := range n {
 		stale[sh] = !s.usable(v.g.SlotOf(id.Stripe, sh), id.Stripe)
 		b.alloc(sh, hi-lo)
-		good[sh] = make([]bool, rows)
+		good[sh], marked[sh] = make([]bool, rows), make([]bool, rows)
 	}
 	err = v.each(n, func(sh int) error {
 		i := v.g.SlotOf(id.Stripe, sh)
@@ -82,6 +82,7 @@ func (v *Volume) proveOverStale(ctx context.Context, s *segment, id layout.Strip
 		for r := range rows {
 			blk := b.shards[sh][r*layout.ChecksumBlock : (r+1)*layout.ChecksumBlock]
 			good[sh][r] = !v.g.Checksums || blockSum(blk) == sums[r]
+			marked[sh][r] = v.g.Checksums && sh >= v.g.K && isMarked(blockSum(blk)^sums[r])
 		}
 		return nil
 	})
@@ -98,8 +99,10 @@ func (v *Volume) proveOverStale(ctx context.Context, s *segment, id layout.Strip
 			blocks[sh] = b.shards[sh][r*layout.ChecksumBlock : (r+1)*layout.ChecksumBlock]
 			// A stale slot may have missed the checksum of a block it
 			// took (written back at a flush it did not see): its block
-			// counts if the row proves with it.
-			present[sh], rowChanged[sh] = good[sh][r] || stale[sh], false
+			// counts if the row proves with it. Not a parity block marked
+			// as encoded with an unsettled block as zeros (reprotect): with
+			// it the row would prove that block zeros.
+			present[sh], rowChanged[sh] = (good[sh][r] || stale[sh]) && !marked[sh][r], false
 		}
 		ok := v.settleOverStaleRow(blocks, present, rowChanged)
 		for sh := range n {

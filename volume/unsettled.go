@@ -179,6 +179,10 @@ func (v *Volume) rebuildUnsettled(ctx context.Context, s *segment, i int, id lay
 // (SlotTags.Misplaced); markedSum keeps it from being taken for a blank.
 func reprotectMark(x int) uint32 { return 0x7e9a5c00 | uint32(x) }
 
+// isMarked reports whether diff, a parity block's checksum xored with the
+// one stored for it, is a mark of reprotect.
+func isMarked(diff uint32) bool { return diff&^0xff == reprotectMark(0) }
+
 // markedSum is the checksum to store for parity block b, block block of
 // its slot (tags), encoded with data shard x as zeros. Where the mark
 // would make the block look blank (it equals the block's tag), the block

@@ -114,3 +114,43 @@ func TestWritesGoOnBesideUnsettledRows(t *testing.T) {
 	newOwner(t, h)
 	checkUnsettled(t, h, want, "after a new owner's recovery")
 }
+
+// TestMarkedParityNeverProvesAnOverStaleRow: an unsettled block carried
+// over blank, its row's parity marked (encoded with it as zeros), the
+// record of unsettled blocks lost, and then its slot and both parity
+// slots missing the stripe (more stale slots than M): reads and Repair
+// prove such a stripe row by row from every shard, counting a stale
+// slot's block whatever its checksum. With the marked parity counted the
+// row proved the blank as zeros, and a read returned them; the marked
+// parity does not count, and the block reads as corrupt.
+func TestMarkedParityNeverProvesAnOverStaleRow(t *testing.T) {
+	ctx := context.Background()
+	h := unsettledHole(t, unsettledLayout)
+	r, g := h.r, h.r.g
+	moveLost(t, h)
+	b := r.vol.Unsettled()[0]
+	if err := r.vol.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	refs, _, err := r.alloc.Lookup(ctx, b.Segment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sh := range []int{b.Shard, g.K, g.K + 1} {
+		i := g.SlotOf(b.Stripe, sh)
+		m := StaleSlot{Segment: b.Segment, Slot: i, Ref: refs[i], Stripes: []StripeRange{{From: b.Stripe, To: b.Stripe + 1}}}
+		if err := r.stale.MarkStale(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.unsettled = NewMemUnsettledLog()
+	newOwner(t, h)
+	got := make([]byte, 4096)
+	if err := r.vol.ReadAt(ctx, got, b.Offset); !errors.Is(err, blockdev.ErrCorrupt) {
+		t.Fatalf("unsettled block, its record lost, its stripe over-stale: read %x... (%v), want class ErrCorrupt", got[:8], err)
+	}
+	_, _ = r.vol.Repair(ctx) // the row does not prove: its stripe stays marked
+	if err := r.vol.ReadAt(ctx, got, b.Offset); !errors.Is(err, blockdev.ErrCorrupt) {
+		t.Fatalf("after Repair: read %x... (%v), want class ErrCorrupt", got[:8], err)
+	}
+}
