@@ -10,8 +10,8 @@ import (
 // reads and writes (two in three writes, half of them on hotBlocks
 // blocks, the others over blocks), overlapping three at a time, with
 // windows where every write fails (a fault: the first failed write of a block
-// lands at once, the ones after it not, and reads fail), then a verify read of every
-// block written. The register it simulates is linearizable.
+// lands at once, the ones after it not, and reads fail), then the bound of failed writes
+// (history.settle) and a verify read of every block written. The register it simulates is linearizable.
 func syntheticHistory(seed uint64, ops int, blocks int64, windows int) *history {
 	rng := rand.New(rand.NewPCG(seed, 0))
 	h := newHistory()
@@ -61,6 +61,8 @@ func syntheticHistory(seed uint64, ops int, blocks int64, windows int) *history 
 		h.write(clients[w], k, next, call, ret, errors.New("EIO"))
 		clients[w] = h.client()
 	}
+	t += 1000
+	h.settleAt(t)
 	t += 1000
 	for b, v := range value {
 		h.read(clients[0], blockKey{rwVolume, b}, v, t, t+5)
