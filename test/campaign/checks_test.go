@@ -78,7 +78,7 @@ func (c *cluster) check(ctx context.Context, s *meta.Store, w *workload, readerA
 	// no other read-write holder of rwVolume runs until the verifier's
 	// reads below (read-only: it writes nothing), and a row a failed write
 	// left unsettled reads as failed, which the history leaves out.
-	w.history().settle()
+	w.history().failedWritesEnd()
 	if err := c.withMap("verifier", rwVolume, true, func(addr string) error {
 		var err error
 		got.blocks, err = w.verify(ctx, addr)

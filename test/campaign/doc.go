@@ -52,9 +52,9 @@
 // (github.com/anishathalye/porcupine, partitioned by block): a write that
 // failed or never returned may have landed at any time from its invoke
 // until the owner that took it exits before the verifying reads
-// (history.settle), or never; a read that failed is left out, and each block
-// starts from the value the previous round's checks read (unknown after a
-// write that failed before it, or a loss). A history that is not
+// (history.failedWritesEnd), or never; a read that failed is left out,
+// and each block starts from the value the previous round's checks read
+// (unknown after a write that failed before it, or a loss). A history that is not
 // linearizable fails the round, and the failing blocks' history is saved
 // with porcupine's visualisation as history-seed-S.html next to
 // processes.log (set CAMPAIGN_DIR to keep them). A check that runs out of

@@ -54,12 +54,12 @@ type regOp struct {
 // A write that failed (or never returned) may have taken effect, at any
 // time from its invoke until no path for it is left, or not at all. Its
 // return is open-ended (math.MaxInt64) until the round's checks set
-// failedBy (settle): the time after which no failed write of the round can
-// land. The check gives every failed write that return. The register model
-// lets a failed write's step leave the value as it was or set it
-// (registerModel), so a failed write is never dropped: its value may be
-// read from its invoke on, and after failedBy only if nothing overwrote it
-// since.
+// failedBy (failedWritesEnd): the time after which no failed write of the
+// round can land. The check gives every failed write that return. The
+// register model lets a failed write's step leave the value as it was or
+// set it (registerModel), so a failed write is never dropped: its value
+// may be read from its invoke on, and after failedBy only if nothing
+// overwrote it since.
 type history struct {
 	start time.Time
 
@@ -102,12 +102,12 @@ func (h *history) read(client int, k blockKey, v uint64, call, ret int64) {
 	h.add(porcupine.Operation{ClientId: client, Input: regOp{key: k}, Output: v, Call: call, Return: ret})
 }
 
-// settle records that no write that failed so far can land from now on
-// (cluster.check calls it once the owner that took the round's writes has
-// exited; see there why none can land after).
-func (h *history) settle() { h.settleAt(h.now()) }
+// failedWritesEnd records that no write that failed so far can land
+// from now on (cluster.check calls it once the owner that took the
+// round's writes has exited; see there why none can land after).
+func (h *history) failedWritesEnd() { h.failedWritesEndAt(h.now()) }
 
-func (h *history) settleAt(t int64) {
+func (h *history) failedWritesEndAt(t int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.failedBy = t

@@ -50,7 +50,7 @@ func TestHistoryCheck(t *testing.T) {
 		initial func(blockKey) uint64
 		ops     []op
 		ok      bool
-		// failedBy: the bound of the failed writes (history.settle);
+		// failedBy: the bound of the failed writes (history.failedWritesEnd);
 		// 0: open-ended.
 		failedBy int64
 	}{
@@ -89,7 +89,7 @@ func TestHistoryCheck(t *testing.T) {
 				}
 			}
 			if tc.failedBy != 0 {
-				h.settleAt(tc.failedBy)
+				h.failedWritesEndAt(tc.failedBy)
 			}
 			dir := t.TempDir()
 			res, err := h.check(tc.initial, dir, "h.html")
@@ -146,7 +146,7 @@ func TestHistoryManyFailedWrites(t *testing.T) {
 			h.read(40+i, k, 100, call, call+5)
 			call += 10
 		}
-		h.settleAt(call)
+		h.failedWritesEndAt(call)
 		h.write(60, k, 200, call+10, call+15, nil)
 		h.read(61, k, tc.last, call+20, call+25)
 		res, err := h.check(known, t.TempDir(), "h.html")

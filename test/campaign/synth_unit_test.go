@@ -9,9 +9,10 @@ import (
 // syntheticHistory records a history shaped like a compound round's: ops
 // reads and writes (two in three writes, half of them on hotBlocks
 // blocks, the others over blocks), overlapping three at a time, with
-// windows where every write fails (a fault: the first failed write of a block
-// lands at once, the ones after it not, and reads fail), then the bound of failed writes
-// (history.settle) and a verify read of every block written. The register it simulates is linearizable.
+// windows where every write fails (a fault: the first failed write of a
+// block lands at once, the ones after it not, and reads fail), then the
+// end of failed writes (history.failedWritesEnd) and a verify read of
+// every block written. The register it simulates is linearizable.
 func syntheticHistory(seed uint64, ops int, blocks int64, windows int) *history {
 	rng := rand.New(rand.NewPCG(seed, 0))
 	h := newHistory()
@@ -62,7 +63,7 @@ func syntheticHistory(seed uint64, ops int, blocks int64, windows int) *history 
 		clients[w] = h.client()
 	}
 	t += 1000
-	h.settleAt(t)
+	h.failedWritesEndAt(t)
 	t += 1000
 	for b, v := range value {
 		h.read(clients[0], blockKey{rwVolume, b}, v, t, t+5)
