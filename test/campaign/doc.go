@@ -59,7 +59,7 @@
 // with porcupine's visualisation as history-seed-S.html next to
 // processes.log (set CAMPAIGN_DIR to keep them). A check that runs out of
 // its budget (CAMPAIGN_CHECK_TIMEOUT, 2m) fails the round too, and saves
-// the history as history-seed-S.json, which TestCheckSavedHistory checks
+// the history as history-seed-S.json.gz, which TestCheckSavedHistory checks
 // offline (CAMPAIGN_HISTORY=FILE) with a longer budget. TestHistoryCatchesStaleRead
 // shows the check works: a mutant nvstripe (build tag mutant_stale_read)
 // answers one read with the block's previous content, and the check must

@@ -171,7 +171,7 @@ func TestHistorySavedWhenOutOfBudget(t *testing.T) {
 	if err == nil || errors.Is(err, errNotLinearizable) {
 		t.Skipf("the check finished within 1ns (%v): nothing to save", err)
 	}
-	want := filepath.Join(dir, "history-seed-7.json")
+	want := filepath.Join(dir, "history-seed-7.json.gz")
 	if res.saved != want || !strings.Contains(err.Error(), want) {
 		t.Fatalf("saved %q, error %v; want %s named", res.saved, err, want)
 	}
@@ -194,13 +194,13 @@ func TestHistorySavedWhenOutOfBudget(t *testing.T) {
 func TestCheckSavedHistory(t *testing.T) {
 	path := os.Getenv("CAMPAIGN_HISTORY")
 	if path == "" {
-		t.Skip("set CAMPAIGN_HISTORY to a saved history (history-seed-S.json) to check it")
+		t.Skip("set CAMPAIGN_HISTORY to a saved history (history-seed-S.json.gz) to check it")
 	}
 	ops, err := loadHistory(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := checkOps(ops, historyResult{ops: len(ops)}, filepath.Dir(path), strings.TrimSuffix(filepath.Base(path), ".json")+"-offline.html")
+	res, err := checkOps(ops, historyResult{ops: len(ops)}, filepath.Dir(path), strings.TrimSuffix(filepath.Base(path), ".json.gz")+"-offline.html")
 	t.Logf("%d operations on %d blocks checked in %v", res.ops, res.blocks, res.took)
 	if err != nil {
 		t.Fatal(err)
