@@ -165,7 +165,7 @@ func TestHistoryManyFailedWrites(t *testing.T) {
 func TestHistorySavedWhenOutOfBudget(t *testing.T) {
 	defer func(d time.Duration) { *checkTimeout = d }(*checkTimeout)
 	*checkTimeout = time.Nanosecond
-	h := syntheticHistory(1, 3000, 120, 1)
+	h := syntheticHistory(1, 3000, 120, 1, 0)
 	dir := t.TempDir()
 	res, err := h.check(func(blockKey) uint64 { return 0 }, dir, "history-seed-7.html")
 	if err == nil || errors.Is(err, errNotLinearizable) {

@@ -13,7 +13,9 @@ import (
 // block lands at once, the ones after it not, and reads fail), then the
 // end of failed writes (history.failedWritesEnd) and a verify read of
 // every block written. The register it simulates is linearizable.
-func syntheticHistory(seed uint64, ops int, blocks int64, windows int) *history {
+// With landOneIn above 0 each failed write lands with probability
+// 1/landOneIn instead.
+func syntheticHistory(seed uint64, ops int, blocks int64, windows, landOneIn int) *history {
 	rng := rand.New(rand.NewPCG(seed, 0))
 	h := newHistory()
 	value := map[int64]uint64{}
@@ -56,8 +58,8 @@ func syntheticHistory(seed uint64, ops int, blocks int64, windows int) *history 
 			h.write(clients[w], k, next, call, ret, nil)
 			continue
 		}
-		if !landed[b] {
-			value[b], landed[b] = next, true // the first lands, the others not
+		if (landOneIn == 0 && !landed[b]) || (landOneIn > 0 && rng.IntN(landOneIn) == 0) {
+			value[b], landed[b] = next, true
 		}
 		h.write(clients[w], k, next, call, ret, errors.New("EIO"))
 		clients[w] = h.client()
@@ -74,16 +76,25 @@ func syntheticHistory(seed uint64, ops int, blocks int64, windows int) *history 
 
 // BenchmarkHistoryCheckSynthetic checks a synthetic history the size of
 // a long compound round's (300k reads and writes on 12k blocks, a few
-// percent failed writes in three fault windows).
+// percent failed writes in three fault windows): first-lands, a block's
+// first failed write in a window lands; one-in-4, each lands with
+// probability 1/4.
 func BenchmarkHistoryCheckSynthetic(b *testing.B) {
-	h := syntheticHistory(1, 300_000, 12_000, 3)
-	zero := func(blockKey) uint64 { return 0 }
-	dir := b.TempDir()
-	for b.Loop() {
-		res, err := h.check(zero, dir, "h.html")
-		b.Logf("%d operations on %d blocks in %v: %v", res.ops, res.blocks, res.took, err)
-		if err != nil {
-			b.Fatal(err)
-		}
+	for _, bc := range []struct {
+		name      string
+		landOneIn int
+	}{{"first-lands", 0}, {"one-in-4", 4}} {
+		b.Run(bc.name, func(b *testing.B) {
+			h := syntheticHistory(1, 300_000, 12_000, 3, bc.landOneIn)
+			zero := func(blockKey) uint64 { return 0 }
+			dir := b.TempDir()
+			for b.Loop() {
+				res, err := h.check(zero, dir, "h.html")
+				b.Logf("%d operations on %d blocks in %v: %v", res.ops, res.blocks, res.took, err)
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
