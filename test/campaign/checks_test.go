@@ -77,7 +77,10 @@ func (c *cluster) check(ctx context.Context, s *meta.Store, w *workload, readerA
 	// recovery, and the scrub's settling of rows, ran through it above),
 	// no other read-write holder of rwVolume runs until the verifier's
 	// reads below (read-only: it writes nothing), and a row a failed write
-	// left unsettled reads as failed, which the history leaves out.
+	// left unsettled reads as failed, which the history leaves out. The
+	// verify already took a readable block's value as final across
+	// rounds (workload.match drops its failed versions); this is the same
+	// bound within the round.
 	w.history().failedWritesEnd()
 	if err := c.withMap("verifier", rwVolume, true, func(addr string) error {
 		var err error
