@@ -72,7 +72,7 @@ func (c *cluster) check(ctx context.Context, s *meta.Store, w *workload, readerA
 	got.segments += n
 	c.stop(c.owner)
 	// No write of the round that failed can land from here on: the
-	// workload stopped before the heal's wait, the owner that took its
+	// workload stopped soon after the heal, the owner that took its
 	// writes has exited (with it every shard write it had in flight; its
 	// recovery, and the scrub's settling of rows, ran through it above),
 	// no other read-write holder of rwVolume runs until the verifier's
