@@ -51,7 +51,8 @@ unit:
 ## COMPOUND=1 overlaps two or three faults in every round; each round's reads
 ## and writes are checked for linearizability (porcupine). The 200 compound
 ## rounds of a release: `make campaign COMPOUND=1 ROUNDS=200` (2 to 3 hours
-## on 2 cores; CAMPAIGN_DIR=DIR keeps the logs and any failing history's HTML).
+## on 2 cores; CAMPAIGN_DIR=DIR keeps the logs and any failing history's HTML,
+## or its JSON when the check ran out of CAMPAIGN_CHECK_TIMEOUT, default 2m).
 ROUNDS          ?= 50
 SEED            ?= 0
 COMPOUND        ?= 0

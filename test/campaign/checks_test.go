@@ -71,6 +71,17 @@ func (c *cluster) check(ctx context.Context, s *meta.Store, w *workload, readerA
 	}
 	got.segments += n
 	c.stop(c.owner)
+	// No write of the round that failed can land from here on: the
+	// workload stopped soon after the heal, the owner that took its
+	// writes has exited (with it every shard write it had in flight; its
+	// recovery, and the scrub's settling of rows, ran through it above),
+	// no other read-write holder of rwVolume runs until the verifier's
+	// reads below (read-only: it writes nothing), and a row a failed write
+	// left unsettled reads as failed, which the history leaves out. The
+	// verify already took a readable block's value as final across
+	// rounds (workload.match drops its failed versions); this is the same
+	// bound within the round.
+	w.history().failedWritesEnd()
 	if err := c.withMap("verifier", rwVolume, true, func(addr string) error {
 		var err error
 		got.blocks, err = w.verify(ctx, addr)

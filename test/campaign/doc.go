@@ -50,13 +50,17 @@
 // content is "bad" and no write's). After the round each block's history
 // is checked as a register for linearizability with porcupine
 // (github.com/anishathalye/porcupine, partitioned by block): a write that
-// failed or never returned may have happened at any time after its invoke
-// (an open-ended return), a read that failed is left out, and each block
-// starts from the value the previous round's checks read (unknown after a
-// write that failed before it, or a loss). A history that is not
+// failed or never returned may have landed at any time from its invoke
+// until the owner that took it exits before the verifying reads
+// (history.failedWritesEnd), or never; a read that failed is left out,
+// and each block starts from the value the previous round's checks read
+// (unknown after a write that failed before it, or a loss). A history that is not
 // linearizable fails the round, and the failing blocks' history is saved
 // with porcupine's visualisation as history-seed-S.html next to
-// processes.log (set CAMPAIGN_DIR to keep them). TestHistoryCatchesStaleRead
+// processes.log (set CAMPAIGN_DIR to keep them). A check that runs out of
+// its budget (CAMPAIGN_CHECK_TIMEOUT, 2m) fails the round too, and saves
+// the history as history-seed-S.json.gz, which TestCheckSavedHistory checks
+// offline (CAMPAIGN_HISTORY=FILE) with a longer budget. TestHistoryCatchesStaleRead
 // shows the check works: a mutant nvstripe (build tag mutant_stale_read)
 // answers one read with the block's previous content, and the check must
 // catch it.
