@@ -354,11 +354,16 @@ func (v *Volume) solveLostRow(img *stripeImage, usable []bool, lost []int, rec *
 // unsettled row r that do not match their stored checksums: as in
 // healResync, in a stripe written at the crash such a block is a torn
 // write (the block or its checksum page landed without the other), one of
-// the values it held, and reads as it is.
+// the values it held, and reads as it is. Never a blank or another slot's
+// block (misplaced), nor a listed unsettled one: no write wrote those
+// there, and kept, a blank would read as zeros once nothing listed it.
 func (v *Volume) keepTorn(img *stripeImage, usable []bool, x int, r int64) {
 	lo, hi := r*layout.ChecksumBlock, (r+1)*layout.ChecksumBlock
 	for sh := 0; sh < v.g.K; sh++ {
-		if sh != x && usable[sh] && blockSum(img.bufs.shards[sh][lo:hi]) != img.sums[sh][r] {
+		if sh == x || !usable[sh] || v.misplaced(img, sh, r) || v.unsettled(img.id, sh, lo, hi) != nil {
+			continue
+		}
+		if blockSum(img.bufs.shards[sh][lo:hi]) != img.sums[sh][r] {
 			img.fixed[sh][r] = true
 			img.torn[sh][r] = true
 			img.found.Torn++

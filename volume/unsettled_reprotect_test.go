@@ -7,6 +7,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/blockdev/faultdev"
+	"github.com/nvstripe/nvstripe/volume/layout"
 )
 
 // TestUnsettledRowKeepsItsNeighbours: a crash mid-write plus the loss of a
@@ -152,5 +153,104 @@ func TestMarkedParityNeverProvesAnOverStaleRow(t *testing.T) {
 	_, _ = r.vol.Repair(ctx) // the row does not prove: its stripe stays marked
 	if err := r.vol.ReadAt(ctx, got, b.Offset); !errors.Is(err, blockdev.ErrCorrupt) {
 		t.Fatalf("after Repair: read %x... (%v), want class ErrCorrupt", got[:8], err)
+	}
+}
+
+// TestLaterRecoveryKeepsBlanksBlank: an unsettled block carried over
+// blank, then another crash recovery of its stripe with a second data
+// shard lost. That recovery keeps the blocks of the stripe's rows that do
+// not match their checksums as torn writes, with their checksums
+// rewritten, but never a blank: kept, it would read zeros with a good
+// checksum as soon as nothing lists it (its record lost), where the block
+// had data. It must read as corrupt.
+func TestLaterRecoveryKeepsBlanksBlank(t *testing.T) {
+	ctx := context.Background()
+	fds := map[string]*faultdev.Dev{}
+	h := unsettledHoleOn(t, unsettledLayout, func(devs DeviceMap) DeviceMap {
+		out := DeviceMap{}
+		for n, d := range devs {
+			fds[n] = faultdev.New(d, 0)
+			out[n] = fds[n]
+		}
+		return out
+	})
+	r, g := h.r, h.r.g
+	want := unsettledOffsets(r.vol)
+	moveLost(t, h)
+	b := r.vol.Unsettled()[0]
+	refs, _, err := r.alloc.Lookup(ctx, b.Segment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := refs[g.SlotOf(b.Stripe, (b.Shard+1)%g.K)].NS
+	if err := r.vol.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fds[next].SetDown(true)
+	newOwner(t, h) // its recovery settles the stripe again, without next
+	fds[next].SetDown(false)
+	if _, err := r.vol.Reinstate(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.vol.Repair(ctx); err != nil {
+		t.Fatalf("repair once %s is back: %v", next, err)
+	}
+	checkUnsettled(t, h, want, "after a second recovery without "+next+" and a repair")
+	if err := r.vol.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.unsettled = NewMemUnsettledLog()
+	newOwner(t, h)
+	got := make([]byte, 4096)
+	for off := range want {
+		if err := r.vol.ReadAt(ctx, got, off); !errors.Is(err, blockdev.ErrCorrupt) {
+			t.Fatalf("unsettled block at %d after a second recovery, its record lost: read %x... (%v), want class ErrCorrupt", off, got[:8], err)
+		}
+	}
+}
+
+// TestKeepTornSkipsBlanks: a recovery keeps the blocks of an unsettled
+// row that do not match their checksums as torn writes, rewriting their
+// checksums, but not a blank (zeros stored with a checksum-area word of
+// zero, what a rebuild writes for an unsettled block): kept, it would
+// read as zeros once nothing listed it.
+func TestKeepTornSkipsBlanks(t *testing.T) {
+	ctx := context.Background()
+	g := unsettledLayout
+	r := newRig(t, g, g.SegmentData(), rigOptions{})
+	mustWriteFlushed(t, r.vol, pattern(int(g.StripeData()), 3), 0)
+	s, err := r.vol.acquire(ctx, 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.io.RUnlock()
+	id := layout.StripeID{}
+	rows := g.BlocksPerChunk()
+	blank, torn := 1, 2 // data shards: shard 1 blank, shard 2 torn in row 0
+	i := g.SlotOf(0, blank)
+	sums := make([]uint32, rows)
+	tags := g.SlotTags(0, i)
+	for r := range rows {
+		sums[r] = tags.Of(r)
+	}
+	if err := r.vol.slotWrite(ctx, s.slots[i], 0, 0, make([]byte, g.Chunk), sums, false); err != nil {
+		t.Fatal(err)
+	}
+	j := g.SlotOf(0, torn)
+	if err := r.vol.slotWrite(ctx, s.slots[j], 0, 0, pattern(4096, 5), []uint32{blockSum(pattern(4096, 6))}, false); err != nil {
+		t.Fatal(err)
+	}
+	usable := r.vol.usableShards(s, id)
+	img, err := r.vol.readImage(ctx, s, id, usable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer img.bufs.release()
+	r.vol.keepTorn(img, usable, 0, 0)
+	if img.fixed[blank][0] {
+		t.Error("a blank block was kept as a torn write")
+	}
+	if !img.fixed[torn][0] {
+		t.Error("a torn block was not kept")
 	}
 }
