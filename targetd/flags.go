@@ -40,7 +40,7 @@ func (f *Flags) AddFlags(fl *pflag.FlagSet) {
 	fl.StringVar(&f.NQN, "nqn", "", "subsystem NQN (required)")
 	fl.StringArrayVar(&f.Namespaces, "ns", nil, "namespace NAME:SIZE (e.g. data0:10GiB), repeatable")
 	fl.StringArrayVar(&f.ANAGroups, "ana-group", nil, "ANA group of a namespace, NAME:GROUP, repeatable")
-	fl.StringArrayVar(&f.AllowHosts, "allow-host", nil, "host NQN allowed to connect, or 'any', repeatable (required)")
+	fl.StringArrayVar(&f.AllowHosts, "allow-host", nil, "host NQN admitted on its claim alone, unauthenticated, or 'any' (every host, for demos); repeatable; this or --host-keys is required")
 	f.BlockSize = 4096
 	fl.Var(units.NewFlag(&f.BlockSize), "block-size", "logical block size of new namespaces")
 	fl.IntVar(&f.MaxConnections, "max-connections", target.DefaultMaxConnections,
@@ -53,7 +53,7 @@ func (f *Flags) AddFlags(fl *pflag.FlagSet) {
 		"time a queue of a --host-keys host has from Connect to finish authenticating before it is closed")
 	fl.StringVar(&f.Metrics, "metrics-listen", "", "serve Prometheus metrics (per-namespace IO, connections, refusals) on HOST:PORT/metrics")
 	fl.StringVar(&f.Control, "control", "", "serve the HTTP control API on this address (e.g. 127.0.0.1:4480); every request needs the token (--control-token-file, or DIR/"+ControlTokenName+", created mode 0600)")
-	fl.StringVar(&f.HostKeys, "host-keys", "", "file of hosts that must authenticate (DH-HMAC-CHAP): lines 'HOSTNQN DHHC-1:... [CTRL-DHHC-1:...]'")
+	fl.StringVar(&f.HostKeys, "host-keys", "", "file (mode 0600) of the hosts admitted only once they authenticate (DH-HMAC-CHAP), without --allow-host: lines 'HOSTNQN DHHC-1:... [CTRL-DHHC-1:...]' (gen-dhchap-key; a controller secret makes it bidirectional)")
 	fl.StringVar(&f.TLS, "tls", "off", "NVMe/TCP TLS 1.3 with a PSK: off, on (TLS for hosts that open with it, plaintext for the others) or require")
 	fl.StringVar(&f.TLSKeys, "tls-keys", "", "file of the hosts' TLS keys for --tls: lines 'HOSTNQN NVMeTLSkey-1:...' (gen-tls-key)")
 	fl.StringVar(&f.ControlTokenFile, "control-token-file", "", "file holding the bearer token every control API request must carry (default: DIR/"+ControlTokenName+", created when missing)")

@@ -421,9 +421,12 @@ type TaskStatus struct {
 	Error      string  `protobuf:"bytes,12,opt,name=error,proto3" json:"error,omitempty"`
 	// A scrub: blocks found not matching their checksums, and of those
 	// healed; when it ended (RFC 3339, empty while running).
-	Found         int64  `protobuf:"varint,13,opt,name=found,proto3" json:"found,omitempty"`
-	Healed        int64  `protobuf:"varint,14,opt,name=healed,proto3" json:"healed,omitempty"`
-	Ended         string `protobuf:"bytes,15,opt,name=ended,proto3" json:"ended,omitempty"`
+	Found  int64  `protobuf:"varint,13,opt,name=found,proto3" json:"found,omitempty"`
+	Healed int64  `protobuf:"varint,14,opt,name=healed,proto3" json:"healed,omitempty"`
+	Ended  string `protobuf:"bytes,15,opt,name=ended,proto3" json:"ended,omitempty"`
+	// A scrub: of found, the blocks left bad (found = healed + unhealed);
+	// reads of them fail.
+	Unhealed      int64 `protobuf:"varint,16,opt,name=unhealed,proto3" json:"unhealed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -561,6 +564,13 @@ func (x *TaskStatus) GetEnded() string {
 		return x.Ended
 	}
 	return ""
+}
+
+func (x *TaskStatus) GetUnhealed() int64 {
+	if x != nil {
+		return x.Unhealed
+	}
+	return 0
 }
 
 // RebalanceRequest asks for the moves that bring the spread of
@@ -984,7 +994,7 @@ const file_controller_admin_admin_proto_rawDesc = "" +
 	"\x04used\x18\x04 \x01(\x03R\x04used\x12\x1a\n" +
 	"\bcapacity\x18\x05 \x01(\x03R\bcapacity\x12\x18\n" +
 	"\afencing\x18\x06 \x01(\tR\afencing\x12\x12\n" +
-	"\x04back\x18\a \x01(\tR\x04back\"\xd7\x02\n" +
+	"\x04back\x18\a \x01(\tR\x04back\"\xf3\x02\n" +
 	"\n" +
 	"TaskStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
@@ -1003,7 +1013,8 @@ const file_controller_admin_admin_proto_rawDesc = "" +
 	"\x05error\x18\f \x01(\tR\x05error\x12\x14\n" +
 	"\x05found\x18\r \x01(\x03R\x05found\x12\x16\n" +
 	"\x06healed\x18\x0e \x01(\x03R\x06healed\x12\x14\n" +
-	"\x05ended\x18\x0f \x01(\tR\x05ended\"F\n" +
+	"\x05ended\x18\x0f \x01(\tR\x05ended\x12\x1a\n" +
+	"\bunhealed\x18\x10 \x01(\x03R\bunhealed\"F\n" +
 	"\x10RebalanceRequest\x12\x1c\n" +
 	"\tthreshold\x18\x01 \x01(\x01R\tthreshold\x12\x14\n" +
 	"\x05apply\x18\x02 \x01(\bR\x05apply\"\xb6\x01\n" +

@@ -77,6 +77,23 @@ func unixPath(addr string) string {
 	return ""
 }
 
+// CheckListen says, without listening, why Listen would refuse addr and
+// tlsf: a TCP address that is not HOST:PORT, or without every TLS file,
+// or with one that does not load. A unix socket is checked when it is
+// bound.
+func CheckListen(addr string, tlsf TLSFiles) error {
+	if unixPath(addr) != "" {
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return fmt.Errorf("admin API address %q: want unix:PATH, /PATH or HOST:PORT: %w", addr, err)
+	}
+	if _, err := tlsf.serverTLS(); err != nil {
+		return fmt.Errorf("admin API on %s: %w", addr, err)
+	}
+	return nil
+}
+
 // Listen serves the admin API on addr until the returned function is
 // called. addr is a unix socket ("unix:PATH" or an absolute path; created
 // mode 0600, its directory made if missing), reached only by its owner, tlsf

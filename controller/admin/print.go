@@ -55,7 +55,7 @@ func WriteStatus(w io.Writer, st *StatusReply) error {
 			move = fmt.Sprintf("shard %d %s -> %s", t.Shard, t.From, t.To)
 		}
 		if t.Kind == meta.TaskScrub {
-			move = fmt.Sprintf("%d bad, %d healed", t.Found, t.Healed)
+			move = fmt.Sprintf("%d bad, %d healed, %d left bad", t.Found, t.Healed, t.Unhealed)
 			if t.Ended != "" {
 				move += ", ended " + t.Ended
 			}

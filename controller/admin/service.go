@@ -88,7 +88,7 @@ func BuildStatus(snap *controller.Snapshot, now time.Time, slotSize int64) *Stat
 // taskStatus describes one task record, with a move's progress and ETA.
 func taskStatus(r *meta.TaskRecord, now time.Time) *TaskStatus {
 	t := &TaskStatus{Id: r.ID, Kind: r.Kind, Holder: r.Holder, State: r.State, Done: r.Done, Total: r.Total, Error: r.Error,
-		Found: r.Found, Healed: r.Healed, Ended: r.Ended}
+		Found: r.Found, Healed: r.Healed, Unhealed: r.Unhealed, Ended: r.Ended}
 	if mt, ok, err := moves.ParseTask(r); ok && err == nil {
 		t.Kind, t.Segment, t.Shard, t.From, t.To = mt.Kind.String(), mt.Segment.String(), int32(mt.Shard), mt.From, mt.To
 		if eta, ok := moves.ETA(mt.Started, now, mt.Done, mt.Total); ok {

@@ -69,7 +69,8 @@ func (f FileSpec) Config() (Config, error) {
 		return cfg, fmt.Errorf("%w: a directory, a subsystem NQN and at least one namespace are required", ErrSpec)
 	}
 	if len(f.AllowHosts) == 0 && len(f.HostKeys) == 0 {
-		return cfg, fmt.Errorf("%w: no allowed host: name the host NQNs, or 'any' to allow every host, or hosts with keys", ErrSpec)
+		return cfg, fmt.Errorf("%w: no host is allowed: --allow-host NQN admits a host that claims NQN ('any': every host, for demos), "+
+			"--host-keys FILE the hosts it lists once they authenticate (DH-HMAC-CHAP)", ErrSpec)
 	}
 	sub := SubsystemConfig{NQN: f.NQN, HostKeys: f.HostKeys}
 	for _, h := range f.AllowHosts {

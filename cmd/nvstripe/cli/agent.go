@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"errors"
+
 	"github.com/spf13/cobra"
 
 	"github.com/nvstripe/nvstripe/agent"
@@ -25,15 +27,19 @@ func newAgentCmd(g *globals) *cobra.Command {
 			"media errors as failed in etcd; and serves Prometheus metrics on --metrics (\"\" turns it off).\n" +
 			"While etcd is unreachable it keeps serving for up to --lease-ttl; then it fences.",
 		Args: cobra.NoArgs,
-		RunE: serveWithStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
-			o.Store, o.Log = s, g.logger("agent")
-			var err error
-			if o.Namespaces.HostNQN, err = nodeHostNQN(o.Namespaces.HostNQN); err != nil {
-				return err
-			}
+		PreRunE: func(*cobra.Command, []string) (err error) {
+			// What the agent checks as it starts, before etcd is dialled.
 			if err := nf.Apply(&o.Options); err != nil {
 				return err
 			}
+			if err := errors.Join(o.Namespaces.Check(), checkHostPort("--metrics", o.MetricsAddr)); err != nil {
+				return config.Usage(err)
+			}
+			o.Namespaces.HostNQN, err = nodeHostNQN(o.Namespaces.HostNQN)
+			return err
+		},
+		RunE: serveWithStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
+			o.Store, o.Log = s, g.logger("agent")
 			o.Ready = func(ag *agent.Agent, metrics string) {
 				st, url := ag.Status(), ""
 				if metrics != "" {

@@ -1,11 +1,19 @@
 package cli
 
 import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+
 	"github.com/spf13/cobra"
 
 	"github.com/nvstripe/nvstripe/config"
+	"github.com/nvstripe/nvstripe/controller/admin"
 	"github.com/nvstripe/nvstripe/controllerd"
+	"github.com/nvstripe/nvstripe/health"
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/volclient"
 )
 
 // newControllerCmd is `nvstripe controller`: the rebuild, drain and
@@ -14,6 +22,7 @@ func newControllerCmd(g *globals) *cobra.Command {
 	a := &config.EtcdFlags{}
 	var f controllerd.Flags
 	var hostNQN string
+	var o controllerd.Options
 	c := &cobra.Command{
 		Use:   "controller [--out-after 10m] [--holder NAME] [--bandwidth 256MiB] [--gossip IP:PORT [--gossip-join IP:PORT,...]]",
 		Short: "Run the controller: rebuild lost shards, drain and rebalance (one of several leads)",
@@ -30,16 +39,12 @@ func newControllerCmd(g *globals) *cobra.Command {
 			"read-write is opened by the controller itself, beside its read-only readers, which follow\n" +
 			"the moves. Progress is in the task records (`nvstripe admin status`).",
 		Args: cobra.NoArgs,
+		PreRunE: func(*cobra.Command, []string) (err error) {
+			o, err = controllerOptions(g, a, &f, hostNQN)
+			return err
+		},
 		RunE: serveWithStore(g, a, func(cmd *cobra.Command, _ []string, s *meta.Store) error {
-			nqn, err := nodeHostNQN(hostNQN)
-			if err != nil {
-				return err
-			}
-			f.Gossip.Cluster = a.Cluster
-			o, err := f.Options(s, nqn, g.logger("controller"))
-			if err != nil {
-				return err
-			}
+			o.Runner.Store = s
 			d, err := controllerd.New(cmd.Context(), o)
 			if err != nil {
 				return specError(adminError(err))
@@ -58,6 +63,34 @@ func newControllerCmd(g *globals) *cobra.Command {
 	return withPprof(g, c, "controller")
 }
 
+// controllerOptions checks the controller's flags, before etcd is dialled,
+// with the checks the daemon makes as it starts (settings, gossip, the host
+// address, secret and TLS files, the admin API), and turns them into the
+// daemon's Options but the store. Mistakes are usage errors.
+func controllerOptions(g *globals, a *config.EtcdFlags, f *controllerd.Flags, hostNQN string) (controllerd.Options, error) {
+	f.Gossip.Cluster = a.Cluster
+	o, err := f.Options(nil, "", g.logger("controller"))
+	if err != nil {
+		return o, err
+	}
+	if f.Gossip.Addr != "" {
+		if _, err := f.Gossip.Member(health.Meta{Role: health.RoleController, Host: f.GossipHost}, "controller"); err != nil {
+			return o, config.Usage(err)
+		}
+	}
+	nso := volclient.NamespaceOptions{HostTraddr: o.HostTraddr}
+	if err := errors.Join(o.Runner.Decide.Validate(), o.Runner.Health.Validate(), nso.Check(), checkHostPort("--metrics", o.MetricsAddr)); err != nil {
+		return o, config.Usage(err)
+	}
+	if o.AdminAddr != "" {
+		if err := admin.CheckListen(o.AdminAddr, o.AdminTLS); err != nil {
+			return o, config.Usage(err)
+		}
+	}
+	o.HostNQN, err = nodeHostNQN(hostNQN)
+	return o, err
+}
+
 // printListeners says where the controller gossips and serves metrics and
 // the admin API.
 func printListeners(cmd *cobra.Command, d *controllerd.Daemon) {
@@ -71,4 +104,22 @@ func printListeners(cmd *cobra.Command, d *controllerd.Daemon) {
 	if a := d.AdminAddr(); a != "" {
 		report(cmd, map[string]string{"controller": h, "admin_api": a}, "controller %s: admin API on %s", h, a)
 	}
+}
+
+// checkHostPort says why addr, the value of a listener's flag, is not
+// HOST:PORT ("" turns the listener off).
+func checkHostPort(flag, addr string) error {
+	if addr == "" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		if _, perr := strconv.ParseUint(port, 10, 16); perr != nil {
+			err = fmt.Errorf("port %q is not a number from 0 to 65535", port)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%s %q: want HOST:PORT: %w", flag, addr, err)
+	}
+	return nil
 }

@@ -11,7 +11,8 @@ import (
 
 // TestAdminScrub: a scrub of an unmapped volume is refused with a reason;
 // one of a mapped volume records a task for its read-write owner, and
-// --wait reports what the owner wrote back when it ended.
+// --wait reports what the owner wrote back when it ended, and so does
+// admin status (the blocks left bad too).
 func TestAdminScrub(t *testing.T) {
 	a, s := adminFixture(t)
 	ctx := context.Background()
@@ -49,5 +50,6 @@ func TestAdminScrub(t *testing.T) {
 		}
 	}()
 	a.ok("volume v: scrub done: 4 of 4 segments, 3 blocks bad, 2 healed, 1 left bad, 1 parity chunks rewritten", "admin", "scrub", "v", "--wait")
-	a.ok("3 bad, 2 healed, ended", "admin", "status")
+	a.ok("3 bad, 2 healed, 1 left bad, ended", "admin", "status")
+	a.ok(`"unhealed": 1`, "admin", "status", "-o", "json")
 }

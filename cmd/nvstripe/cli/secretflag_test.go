@@ -67,3 +67,36 @@ func TestMalformedHostKeyNamesFlag(t *testing.T) {
 		t.Errorf("target serve --host-keys with a malformed secret: %v, want an error naming %q, the file and its line", err, want)
 	}
 }
+
+// TestTargetServeWhoIsAdmitted: `target serve` with neither --allow-host
+// nor a host in --host-keys (none given, or a file of comments) refuses
+// to start naming both flags and what each admits, as docs/security.md
+// puts it: --allow-host a host on the NQN it claims, --host-keys the hosts
+// it lists once they authenticate. Its help says the same.
+func TestTargetServeWhoIsAdmitted(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "hosts")
+	if err := os.WriteFile(empty, []byte("# no host yet\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	serve := []string{"target", "serve", "--dir", filepath.Join(dir, "t"), "--nqn", "nqn.test:t", "--listen", "127.0.0.1:0", "--ns", "a:8MiB"}
+	for _, extra := range [][]string{nil, {"--host-keys", empty}} {
+		_, _, err := run(t, append(serve, extra...)...)
+		for _, want := range []string{"no host is allowed", "--allow-host NQN admits a host that claims NQN",
+			"--host-keys FILE the hosts it lists once they authenticate (DH-HMAC-CHAP)"} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("target serve %q: %v, want an error containing %q", extra, err, want)
+			}
+		}
+	}
+	help, _, err := run(t, "target", "serve", "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"{--allow-host NQN|any | --host-keys FILE}", "admitted on its claim alone, unauthenticated",
+		"this or --host-keys is required", "admitted only once they authenticate (DH-HMAC-CHAP), without --allow-host"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("target serve --help does not say %q:\n%s", want, help)
+		}
+	}
+}

@@ -24,7 +24,7 @@ func newTargetServeCmd(g *globals) *cobra.Command {
 	var f targetd.Flags
 	var auth config.EtcdFlags // etcd, only to find gossip seeds without --gossip-join
 	c := &cobra.Command{
-		Use: "serve --dir D --listen ADDR[,ADDR...] --nqn NQN --ns NAME:SIZE [--ns ...] --allow-host NQN|any\n" +
+		Use: "serve --dir D --listen ADDR[,ADDR...] --nqn NQN --ns NAME:SIZE [--ns ...] {--allow-host NQN|any | --host-keys FILE}\n" +
 			"      [--gossip IP:PORT --host NAME [--gossip-join IP:PORT,...] [--label KEY=VALUE ...]]",
 		Short: "Serve file-backed namespaces over NVMe/TCP until interrupted",
 		Long: "serve exports one subsystem whose namespaces are files DIR/NAME.img (created sparse at SIZE\n" +
@@ -36,6 +36,9 @@ func newTargetServeCmd(g *globals) *cobra.Command {
 			"serves an HTTP control API (see 'target ana-state'); every request must carry its token, the\n" +
 			"first line of --control-token-file or else of DIR/" + targetd.ControlTokenName + ", which serve creates (mode 0600)\n" +
 			"when missing.\n\n" +
+			"Who is served: --allow-host NQN admits a host on the NQN it claims, which proves nothing;\n" +
+			"--host-keys FILE admits the hosts it lists only once they authenticate with DH-HMAC-CHAP\n" +
+			"(they need no --allow-host). One of the two is required (see docs/security.md).\n\n" +
 			"--gossip IP:PORT puts the target in the health gossip pool as host --host (its name in etcd,\n" +
 			"see 'nvstripe host add'): the controller then judges the host alive or dead by gossip instead\n" +
 			"of TCP probes. It joins --gossip-join, or without it the members registered in etcd (--etcd),\n" +

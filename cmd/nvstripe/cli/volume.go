@@ -40,8 +40,13 @@ func newVolumeCreateCmd(g *globals, a *config.EtcdFlags) *cobra.Command {
 			"The --qos-* flags limit the volume's IO wherever it is mapped (see volume set).",
 		Args: cobra.ExactArgs(1),
 		PreRunE: func(cmd *cobra.Command, args []string) (err error) {
-			spec, err = f.Spec(args[0], cmd.Flags().Changed("write-log"))
-			return err
+			if spec, err = f.Spec(args[0], cmd.Flags().Changed("write-log")); err != nil {
+				return err
+			}
+			// The cluster's own layout check, before etcd is dialled: all
+			// of it but what depends on the slot size (the cluster checks
+			// that when it creates the volume).
+			return config.Usage(spec.Layout.Check(0))
 		},
 		RunE: withStore(g, a, func(cmd *cobra.Command, args []string, s *meta.Store) error {
 			rec, warn, err := capacity.CreateVolume(cmd.Context(), s, spec)
