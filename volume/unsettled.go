@@ -269,6 +269,46 @@ func (v *Volume) solveMarked(img *stripeImage, usable []bool, target int, r int6
 	return x, true
 }
 
+// readMarked reads sio block by block from an image of its stripe, after
+// a read that failed on checksums in a stripe with unsettled rows: a
+// block of another shard of such a row, its own shard down, has only the
+// marked parity to be rebuilt from, which the read path does not trust
+// (reprotect). Each block comes from its own shard when that is usable
+// and matches its checksum, else, in a row with an unsettled block, is
+// rebuilt with the marked parity (solveMarked). Any other block fails it
+// (the caller keeps the read's error). REQUIRES: stripe lock held.
+func (v *Volume) readMarked(ctx context.Context, s *segment, sio layout.StripeIO, p []byte, base int64) error {
+	usable := v.usableShards(s, sio.ID)
+	img, err := v.readImage(ctx, s, sio.ID, usable)
+	if err != nil {
+		return err
+	}
+	defer img.bufs.release()
+	blk := make([]byte, layout.ChecksumBlock)
+	for _, pc := range sio.Pieces {
+		for off := pc.Off; off < pc.Off+pc.Len; {
+			r := off / layout.ChecksumBlock
+			lo, end := r*layout.ChecksumBlock, min((r+1)*layout.ChecksumBlock, pc.Off+pc.Len)
+			switch {
+			case usable[pc.Shard] && blockSum(img.bufs.shards[pc.Shard][lo:lo+layout.ChecksumBlock]) == img.sums[pc.Shard][r]:
+				copy(blk, img.bufs.shards[pc.Shard][lo:])
+			case !v.unsettledRow(sio.ID, r):
+				return errNotMarked
+			default:
+				if _, ok := v.solveMarked(img, usable, pc.Shard, r, blk); !ok {
+					return errNotMarked
+				}
+			}
+			copy(p[pc.Buf-base+off-pc.Off:], blk[off-lo:end-lo])
+			off = end
+		}
+	}
+	return nil
+}
+
+// errNotMarked: a block readMarked cannot read.
+var errNotMarked = errors.New("not a block of a re-protected row")
+
 // unsettledShards returns the data shards with a listed unsettled block
 // in row r of stripe id.
 func (v *Volume) unsettledShards(id layout.StripeID, r int64) []int {

@@ -46,6 +46,7 @@ func TestUnsettledRowKeepsItsNeighbours(t *testing.T) {
 	}
 	next := refs[r.g.SlotOf(b.Stripe, (b.Shard+1)%r.g.K)].NS
 	fds[next].SetDown(true)
+	checkUnsettled(t, h, want, "with "+next+" down too, before its slots are rebuilt")
 	moveAllFrom(t, r, next)
 	if got := unsettledOffsets(r.vol); len(got) != len(want) {
 		t.Errorf("rebuilding %s's slots left %d blocks unsettled, want the %d the crash left", next, len(got), len(want))
