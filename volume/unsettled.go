@@ -133,6 +133,11 @@ func (v *Volume) rebuildUnsettled(ctx context.Context, s *segment, i int, id lay
 			sums[r] = markedSum(tags, t*rows+r, out, x) // still encoded with x as zeros
 			continue
 		case marked:
+		case v.unsettledRow(id, r) && v.unsettled(id, sh, lo, hi) == nil && v.markedLater(img, usable, sh, r):
+			// Not lost: shards now away may rebuild it once back. Written
+			// blank, an acknowledged block would be lost for good.
+			return fmt.Errorf("segment %d stripe %d shard %d block %d: its row holds an unsettled block and too few of its other blocks are reachable to rebuild it: %w",
+				s.id, t, sh, r, v.stripeError(s, id, usable))
 		case !v.unsettledRow(id, r):
 			if err := v.proveSpan(ctx, s, id, lo, hi); err != nil {
 				return err
@@ -267,6 +272,33 @@ func (v *Volume) solveMarked(img *stripeImage, usable []bool, target int, r int6
 	}
 	copy(out, b)
 	return x, true
+}
+
+// markedLater reports whether block r of shard target of a row with one
+// listed unsettled block, which solveMarked could not rebuild now, could
+// be rebuilt once the shards now unusable are back: with them counted as
+// good, the row would have K blocks. A row that cannot reach K even so
+// (its parity poisoned plainly, two unsettled blocks) has lost the block.
+func (v *Volume) markedLater(img *stripeImage, usable []bool, target int, r int64) bool {
+	xs := v.unsettledShards(img.id, r)
+	if len(xs) != 1 {
+		return false
+	}
+	x := xs[0]
+	lo, hi := r*layout.ChecksumBlock, (r+1)*layout.ChecksumBlock
+	n := 0
+	for sh := range v.g.N() {
+		switch {
+		case sh == target:
+		case sh == x || !usable[sh]:
+			n++
+		case sh < v.g.K && blockSum(img.bufs.shards[sh][lo:hi]) == img.sums[sh][r]:
+			n++
+		case sh >= v.g.K && blockSum(img.bufs.shards[sh][lo:hi])^img.sums[sh][r] == reprotectMark(x):
+			n++
+		}
+	}
+	return n >= v.g.K
 }
 
 // readMarked reads sio block by block from an image of its stripe, after

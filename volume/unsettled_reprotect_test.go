@@ -255,3 +255,66 @@ func TestKeepTornSkipsBlanks(t *testing.T) {
 		t.Error("a torn block was not kept")
 	}
 }
+
+// TestUnsettledRowRebuildWaitsForItsShards: the rebuild of a slot holding
+// an acknowledged block of a re-protected row, with too few of the row's
+// other blocks good and reachable (one is bad, one parity namespace away:
+// a partition, not a loss), must fail and be retried, not carry the block
+// over blank: once the namespace is back the rebuild finds it. Before, the
+// rebuild finished with the block written blank, acknowledged data lost
+// for good (the compound campaign: the controller rebuilt a slot while
+// partitioned from a target).
+func TestUnsettledRowRebuildWaitsForItsShards(t *testing.T) {
+	ctx := context.Background()
+	fds := map[string]*faultdev.Dev{}
+	h := unsettledHoleOn(t, unsettledLayout, func(devs DeviceMap) DeviceMap {
+		out := DeviceMap{}
+		for n, d := range devs {
+			fds[n] = faultdev.New(d, 0)
+			out[n] = fds[n]
+		}
+		return out
+	})
+	r, g := h.r, h.r.g
+	want := unsettledOffsets(r.vol)
+	moveLost(t, h)
+	b := r.vol.Unsettled()[0]
+	refs, _, err := r.alloc.Lookup(ctx, b.Segment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slotOf := func(sh int) int { return g.SlotOf(b.Stripe, sh) }
+	row := (b.Offset - (b.Segment*g.SegmentData() + b.Stripe*g.StripeData() + int64(b.Shard)*g.Chunk)) / 4096
+	id := layout.StripeID{Segment: b.Segment, Stripe: b.Stripe}
+	bad := refs[slotOf((b.Shard+2)%g.K)] // its block of the row rots
+	if err := fds[bad.NS].WriteAt(ctx, pattern(4096, 13), bad.Slot*g.SlotSize+g.SlotOffset(id)+row*4096); err != nil {
+		t.Fatal(err)
+	}
+	lost, away := slotOf((b.Shard+1)%g.K), refs[slotOf(g.K)].NS
+	fds[refs[lost].NS].SetDown(true)
+	fds[away].SetDown(true)
+	to := SlotRef{NS: r.names[len(r.names)-1]}
+	for r.alloc.Reserve(to) != nil {
+		to.Slot++
+	}
+	move := func() error {
+		return r.vol.MoveSlot(ctx, b.Segment, lost, to, MoveOptions{Commit: func(ctx context.Context) error { return r.alloc.Replace(ctx, b.Segment, lost, to) }})
+	}
+	if err := move(); err == nil {
+		t.Errorf("the rebuild of slot %d with %s away and a bad block in the unsettled row finished", lost, away)
+	}
+	if got := unsettledOffsets(r.vol); len(got) != len(want) {
+		t.Fatalf("the rebuild made %d blocks unsettled, want the %d the crash left", len(got), len(want))
+	}
+	fds[away].SetDown(false)
+	if _, err := r.vol.Reinstate(ctx, away); err != nil {
+		t.Fatal(err)
+	}
+	if err := move(); err != nil {
+		t.Fatalf("the rebuild once %s is back: %v", away, err)
+	}
+	if _, err := r.vol.Scrub(ctx, 0, g.Segments(r.vol.Size())-1, nil); err != nil {
+		t.Fatalf("scrub: %v", err)
+	}
+	checkUnsettled(t, h, want, "after the rebuild once the namespace was back")
+}
