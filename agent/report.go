@@ -234,8 +234,7 @@ func (e *volEvents) listener() volume.EventListener {
 		},
 		Unsettled: func(b volume.UnsettledBlock) {
 			if e.logf != nil {
-				e.logf("%s: block at offset %d lost in a crash mid-write and a namespace loss (segment %d stripe %d shard %d): reads of it fail until `nvstripe volume settle %s` zeroes it or its stripe is written whole",
-					e.volume, b.Offset, b.Segment, b.Stripe, b.Shard, e.volume)
+				e.logf("%s", b.Message(e.volume))
 			}
 		},
 	}

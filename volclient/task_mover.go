@@ -6,6 +6,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/moves"
+	"github.com/nvstripe/nvstripe/volume"
 )
 
 // TaskMover is the controller's mover (controller.Mover and
@@ -71,7 +72,7 @@ func (t *TaskMover) acquire(ctx context.Context, name string) (*Mapped, error) {
 		v = &moverVolume{ready: make(chan struct{})}
 		t.open[name] = v
 		t.mu.Unlock()
-		v.m, v.err = OpenVolume(context.WithoutCancel(ctx), t.store, name, t.opts)
+		v.m, v.err = OpenVolume(context.WithoutCancel(ctx), t.store, name, t.volumeOptions(name))
 		close(v.ready)
 		t.mu.Lock()
 	}
@@ -83,6 +84,18 @@ func (t *TaskMover) acquire(ctx context.Context, name string) (*Mapped, error) {
 		return nil, v.err
 	}
 	return v.m, nil
+}
+
+// volumeOptions are the options volume name opens with: the mover's, and
+// unless they say otherwise, a line on Logf for each block a move of it
+// carries over unsettled, as a mapping's agent logs it (else nothing would
+// tell the operator of blocks the controller's rebuilds carried).
+func (t *TaskMover) volumeOptions(name string) OpenOptions {
+	o := t.opts
+	if logf := o.Logf; logf != nil && o.Events.Unsettled == nil {
+		o.Events.Unsettled = func(b volume.UnsettledBlock) { logf("%s", b.Message(name)) }
+	}
+	return o
 }
 
 // release drops one reference; the last closes the volume.

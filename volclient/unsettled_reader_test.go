@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"math/rand"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/moves"
 	"github.com/nvstripe/nvstripe/volume"
 	"github.com/nvstripe/nvstripe/volume/layout"
 )
@@ -30,11 +33,15 @@ func blankOffset(g layout.Geometry, seg int64, b volume.UnsettledRow) int64 {
 // mover does (the read-write mapping readers share the volume with) and
 // returns that mapping, what was written and blankRow's volume offset.
 func unsettledMover(t *testing.T, tc *testCluster) (*Mapped, []byte, int64) {
+	return unsettledMoverOf(t, tc, meta.Layout{K: 4, M: 2, Chunk: 64 << 10, Checksum: meta.ChecksumCRC32C})
+}
+
+// unsettledMoverOf is unsettledMover for a volume of layout l.
+func unsettledMoverOf(t *testing.T, tc *testCluster, l meta.Layout) (*Mapped, []byte, int64) {
 	t.Helper()
 	ctx := context.Background()
 	const size = 8 << 20
-	if _, err := tc.store.CreateVolume(ctx, meta.VolumeSpec{Name: "v", Size: size,
-		Layout: meta.Layout{K: 4, M: 2, Chunk: 64 << 10, Checksum: meta.ChecksumCRC32C}}); err != nil {
+	if _, err := tc.store.CreateVolume(ctx, meta.VolumeSpec{Name: "v", Size: size, Layout: l}); err != nil {
 		t.Fatal(err)
 	}
 	c, err := tc.store.Cluster(ctx)
@@ -155,4 +162,45 @@ func TestReaderFollowKnowsRecordedBlank(t *testing.T) {
 		return slices.ContainsFunc(r.Volume.CachedSlots()[0], func(s volume.SlotRef) bool { return s.NS == to })
 	})
 	checkBlankCorrupt(t, r, model, off, "a reader that followed a move after the record")
+}
+
+// TestTaskMoverLogsCarriedBlocks: the controller's mover rebuilds a slot
+// of a stripe with an unsettled block, which the move carries over: it
+// logs the block, with the offset and the command that settles it, as a
+// mapping's agent does. Before, blocks the controller's rebuilds carried
+// over unsettled were told nowhere.
+func TestTaskMoverLogsCarriedBlocks(t *testing.T) {
+	tc := newTestCluster(t, 7, 64<<20, 4<<20)
+	ctx := context.Background()
+	// Format 4 (checksums bound to their place): what carries a block
+	// over blank.
+	mover, _, off := unsettledMoverOf(t, tc, meta.Layout{K: 4, M: 2, Chunk: 64 << 10, Checksum: meta.ChecksumCRC32C, ChecksumSeed: 0x5e77})
+	recordBlank(t, mover)
+	seg, err := mover.Map.Segment(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := mover.Volume.Geometry()
+	slot := g.SlotOf(blankRow.Stripe, blankRow.Shard)
+	to := ""
+	for i := range tc.targets {
+		if ns := fmt.Sprintf("h%d-n1", i); !slices.ContainsFunc(seg.Slots, func(s meta.SlotRef) bool { return s.NS == ns }) {
+			to = ns
+		}
+	}
+	if err := mover.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var logged testutil.Buffer
+	o := testOpenOptions("ctl")
+	o.Logf = logged.Logf
+	tm := NewTaskMover(tc.store, o)
+	req := moves.Request{Volume: "v", Segment: 0, Shard: slot, To: to, Progress: func(int64, int64) {}}
+	if err := tm.MoveShard(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("v: block at offset %d lost in a crash mid-write", off)
+	if !strings.Contains(logged.String(), want) {
+		t.Errorf("the controller's mover logged %q; want a line %q...", logged.String(), want)
+	}
 }

@@ -23,6 +23,13 @@ type UnsettledBlock struct {
 	Shard   int
 }
 
+// Message tells an operator what b, a block of volume name, is and what
+// settles it: what the node and the controller log for each one.
+func (b UnsettledBlock) Message(name string) string {
+	return fmt.Sprintf("%s: block at offset %d lost in a crash mid-write and a namespace loss (segment %d stripe %d shard %d): reads of it fail until `nvstripe volume settle %s` zeroes it or its stripe is written whole",
+		name, b.Offset, b.Segment, b.Stripe, b.Shard, name)
+}
+
 // Unsettled lists the volume's unsettled blocks in offset order.
 func (v *Volume) Unsettled() []UnsettledBlock {
 	p := &v.poisoned
