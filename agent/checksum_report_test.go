@@ -68,12 +68,9 @@ func TestBadBlockMetrics(t *testing.T) {
 // its volume offset and the command that settles it, and is no media
 // error of any namespace.
 func TestUnsettledLogged(t *testing.T) {
-	m := NewMetrics()
-	rep := newReporter(nil, ReportOptions{}, m, t.Logf)
-	ev := newVolEvents("v", m, rep, func(string, ...any) {})
-	var lines []string
-	ev.logf = func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) }
+	ev, rep, logged := loggedEvents(t)
 	ev.listener().Unsettled(volume.UnsettledBlock{Offset: 4755456, Segment: 2, Stripe: 1, Shard: 0})
+	lines := *logged
 	if len(lines) != 1 || !strings.Contains(lines[0], "offset 4755456") || !strings.Contains(lines[0], "nvstripe volume settle v") {
 		t.Errorf("logged %q, want the offset and the settle command", lines)
 	}
@@ -89,18 +86,26 @@ func TestUnsettledLogged(t *testing.T) {
 // stale slots that stay stale must be able to find why. It is no media
 // error of any namespace.
 func TestDeferredResyncLogged(t *testing.T) {
-	m := NewMetrics()
-	rep := newReporter(nil, ReportOptions{}, m, t.Logf)
-	ev := newVolEvents("v", m, rep, func(string, ...any) {})
-	var lines []string
-	ev.logf = func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) }
+	ev, rep, logged := loggedEvents(t)
 	cause := errors.New("resync deferred: segment 3 stripe 0: 2 data shards lost in a stripe written at the crash")
 	ev.listener().ShardError(volume.ShardInfo{NS: "h4-n1", Segment: 3, Slot: -1, Err: cause})
 	ev.listener().ShardError(volume.ShardInfo{NS: "h4-n1", Segment: 3, Slot: 0, Err: errors.New("read: connection reset")})
+	lines := *logged
 	if len(lines) != 1 || !strings.Contains(lines[0], "v: segment 3 stays dirty") || !strings.Contains(lines[0], cause.Error()) {
 		t.Errorf("logged %q, want one line naming volume v, segment 3 and the cause", lines)
 	}
 	if len(rep.ch) != 0 {
 		t.Errorf("a deferred resync reported %d media errors", len(rep.ch))
 	}
+}
+
+// loggedEvents returns the events of volume v, their reporter, and the
+// lines the events log.
+func loggedEvents(t *testing.T) (*volEvents, *reporter, *[]string) {
+	m := NewMetrics()
+	rep := newReporter(nil, ReportOptions{}, m, t.Logf)
+	ev := newVolEvents("v", m, rep, func(string, ...any) {})
+	lines := new([]string)
+	ev.logf = func(format string, args ...any) { *lines = append(*lines, fmt.Sprintf(format, args...)) }
+	return ev, rep, lines
 }

@@ -3,12 +3,10 @@ package agent
 import (
 	"context"
 	"errors"
-	"fmt"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/placement"
 )
@@ -35,23 +33,6 @@ func (f *fakeStates) SetNamespaceState(_ context.Context, id string, st placemen
 	return nil
 }
 
-type lines struct {
-	mu sync.Mutex
-	l  []string
-}
-
-func (l *lines) logf(format string, args ...any) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.l = append(l.l, fmt.Sprintf(format, args...))
-}
-
-func (l *lines) has(sub string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.ContainsFunc(l.l, func(s string) bool { return strings.Contains(s, sub) })
-}
-
 // TestReportCountsAndReportsAgain: the log names the media errors a
 // namespace had when it was reported (not the threshold: here a first
 // attempt fails and the report comes one error later), and a namespace an
@@ -60,8 +41,8 @@ func (l *lines) has(sub string) bool {
 func TestReportCountsAndReportsAgain(t *testing.T) {
 	ctx := context.Background()
 	st := &fakeStates{state: map[string]placement.State{"a": placement.StateIn}, fail: 1}
-	var log lines
-	r := newReporter(st, ReportOptions{FailNamespaceAfter: 3}, NewMetrics(), log.logf)
+	var log testutil.Buffer
+	r := newReporter(st, ReportOptions{FailNamespaceAfter: 3}, NewMetrics(), log.Logf)
 	r.recheck = 0
 	errs := func(n int) {
 		for range n {
@@ -78,8 +59,8 @@ func TestReportCountsAndReportsAgain(t *testing.T) {
 	if st.marked != 1 || st.state["a"] != placement.StateFailed {
 		t.Fatalf("after 4 errors: marked %d times, state %v", st.marked, st.state["a"])
 	}
-	if !log.has("namespace a reported failed after 4 media errors") {
-		t.Errorf("log does not give the count of media errors: %q", log.l)
+	if !strings.Contains(log.String(), "namespace a reported failed after 4 media errors") {
+		t.Errorf("log does not give the count of media errors: %q", log.String())
 	}
 	errs(3) // failed already: nothing to mark
 	if st.marked != 1 {

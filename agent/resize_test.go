@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -79,9 +78,8 @@ func TestResizeReachesFUSE(t *testing.T) {
 	testutil.NeedFUSE(t)
 	e := newAgentEnv(t)
 	ctx := context.Background()
-	logs := &logLines{t: t}
 	o := noPoll(e.options(t, ""))
-	o.Logf = logs.logf
+	logs := logTo(t, &o)
 	a := e.newAgent(t, o)
 	m, err := a.Map(ctx, Spec{Volume: "v", Via: ViaFUSE, Where: filepath.Join(t.TempDir(), "mnt")})
 	if err != nil {
@@ -94,7 +92,7 @@ func TestResizeReachesFUSE(t *testing.T) {
 	if _, err := e.store.ResizeVolume(ctx, "v", grown); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the mapping to tell its mount", func() bool { return logs.has("has the new size") })
+	waitFor(t, "the mapping to tell its mount", func() bool { return strings.Contains(logs.String(), "has the new size") })
 	if fi, err := os.Stat(m.Url); err != nil || fi.Size() != grown {
 		t.Fatalf("stat once the mount was told: %v, %v; want %d bytes", fi, err, grown)
 	}
@@ -121,14 +119,13 @@ func TestResizeReachesFUSE(t *testing.T) {
 func TestResizeAfterBrokenWatch(t *testing.T) {
 	e := newAgentEnv(t)
 	ctx := context.Background()
-	logs := &logLines{t: t}
 	o := noPoll(e.options(t, ""))
-	o.Logf = logs.logf
+	logs := logTo(t, &o)
 	o.records = &compactingRecords{Store: e.store, t: t, env: e, size: 2 * envVolSize}
 	a := e.newAgent(t, o)
 	_, dev := mapListen(t, a)
 	waitFor(t, "the resize the broken watch missed", func() bool { return dev.Size() == 2*envVolSize })
-	if !logs.has("following the volume record for resizes") {
+	if !strings.Contains(logs.String(), "following the volume record for resizes") {
 		t.Fatalf("the watch did not break, nothing was tested; log:\n%s", logs)
 	}
 	if _, err := e.store.ResizeVolume(ctx, "v", 3*envVolSize); err != nil {
@@ -168,10 +165,9 @@ func (c *compactingRecords) VolumeRev(ctx context.Context, name string) (*meta.V
 func TestResizeAfterOutageWithCompaction(t *testing.T) {
 	e := newAgentEnvProxied(t)
 	ctx := context.Background()
-	logs := &logLines{t: t}
 	o := noPoll(e.options(t, ""))
 	o.Store = e.proxied // default lease TTL, 10s: outlives the cut
-	o.Logf = logs.logf
+	logs := logTo(t, &o)
 	a := e.newAgent(t, o)
 	_, dev := mapListen(t, a)
 	before := rwEpoch(t, e.store, "v")
@@ -187,7 +183,7 @@ func TestResizeAfterOutageWithCompaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "a later resize", func() bool { return dev.Size() == 3*envVolSize })
-	if after := rwEpoch(t, e.store, "v"); after != before || logs.has("fenced") {
+	if after := rwEpoch(t, e.store, "v"); after != before || strings.Contains(logs.String(), "fenced") {
 		t.Fatalf("owner epoch %d before the outage, %d after; log:\n%s", before, after, logs)
 	}
 }
@@ -225,27 +221,14 @@ func sizeFollowers() string {
 	return strings.Join(out, "\n\n")
 }
 
-// logLines keeps an agent's log lines and passes them to t.
-type logLines struct {
-	t     *testing.T
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logLines) logf(format string, args ...any) {
-	line := fmt.Sprintf(format, args...)
-	l.mu.Lock()
-	l.lines = append(l.lines, line)
-	l.mu.Unlock()
-	l.t.Log(line)
-}
-
-func (l *logLines) has(s string) bool {
-	return strings.Contains(l.String(), s)
-}
-
-func (l *logLines) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.lines, "\n")
+// logTo sends the log lines of an agent with options o to t and keeps
+// them in the buffer it returns.
+func logTo(t *testing.T, o *Options) *testutil.Buffer {
+	logs := &testutil.Buffer{}
+	tlog := testutil.Logf(t)
+	o.Logf = func(format string, args ...any) {
+		logs.Logf(format, args...)
+		tlog(format, args...)
+	}
+	return logs
 }

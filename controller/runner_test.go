@@ -264,14 +264,7 @@ func shardsOn(t *testing.T, store *meta.Store, ns string) (shards, moves int) {
 // flight.
 func volumeShardsOn(t *testing.T, store *meta.Store, vol, ns string) (shards, moves int) {
 	t.Helper()
-	vm, err := store.VolumeMap(context.Background(), vol, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	segs, _, err := vm.Segments(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	segs, _ := storetest.Segments(t, store, vol)
 	for _, s := range segs {
 		for _, sl := range s.Slots {
 			if sl.NS == ns {
@@ -329,14 +322,7 @@ func checkCommits(t *testing.T, store *meta.Store, before map[int64]int64, want 
 
 func segmentsOf(t *testing.T, store *meta.Store) map[int64]*meta.SegmentRecord {
 	t.Helper()
-	vm, err := store.VolumeMap(context.Background(), "v", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	segs, _, err := vm.Segments(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	segs, _ := storetest.Segments(t, store, "v")
 	return segs
 }
 

@@ -133,31 +133,12 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-// logLines collects log lines, safe for memberlist's goroutines after the
-// test (it never touches t).
-type logLines struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logLines) logf(format string, args ...any) {
-	l.mu.Lock()
-	l.lines = append(l.lines, fmt.Sprintf(format, args...))
-	l.mu.Unlock()
-}
-
-func (l *logLines) has(sub string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.ContainsFunc(l.lines, func(s string) bool { return strings.Contains(s, sub) })
-}
-
 // TestRestartedMemberRejoinsAtNewAddress: a member that dies and comes
 // back under its name on another port is taken back as soon as its old
 // incarnation is dead, not refused as a conflicting address until the dead
 // entry is reaped (meanwhile the pool would judge a serving target down).
 func TestRestartedMemberRejoinsAtNewAddress(t *testing.T) {
-	var seen logLines
+	var seen testutil.Buffer // safe for memberlist's goroutines after the test
 	watcher := &eventLog{}
 	start := func(host string, log func(string, ...any), ev func(Member)) *Node {
 		node, err := Start(Config{Meta: Meta{Role: RoleTarget, Host: host}, Profile: ProfileTest, OnEvent: ev, Logf: log})
@@ -167,7 +148,7 @@ func TestRestartedMemberRejoinsAtNewAddress(t *testing.T) {
 		t.Cleanup(func() { _ = node.Shutdown() })
 		return node
 	}
-	h1 := start("h1", seen.logf, watcher.add)
+	h1 := start("h1", seen.Logf, watcher.add)
 	old := start("h2", testLogf(t), nil)
 	if _, err := old.Join([]string{h1.Addr()}); err != nil {
 		t.Fatal(err)
@@ -188,7 +169,7 @@ func TestRestartedMemberRejoinsAtNewAddress(t *testing.T) {
 	waitFor(t, "h1 to see h2 alive at its new address", func() bool {
 		return slices.ContainsFunc(h1.Members(), func(m Member) bool { return m.Name == restarted.Name() && m.Addr == restarted.Addr() })
 	})
-	if seen.has("onflicting address") {
+	if strings.Contains(seen.String(), "onflicting address") {
 		t.Errorf("h1 refused the restarted h2 as a conflicting address before taking it back")
 	}
 
@@ -203,7 +184,7 @@ func TestRestartedMemberRejoinsAtNewAddress(t *testing.T) {
 	if _, err := stray.Join([]string{h1.Addr()}); err == nil {
 		t.Log("the stray h2 reached h1")
 	}
-	waitFor(t, "h1 to refuse the stray h2", func() bool { return seen.has("onflicting address") })
+	waitFor(t, "h1 to refuse the stray h2", func() bool { return strings.Contains(seen.String(), "onflicting address") })
 	if !slices.ContainsFunc(h1.Members(), func(m Member) bool { return m.Name == restarted.Name() && m.Addr == restarted.Addr() }) {
 		t.Errorf("h1 moved h2 away from its live address %s after a stray alive message: %+v", restarted.Addr(), h1.Members())
 	}

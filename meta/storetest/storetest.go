@@ -85,3 +85,19 @@ func AddVolume(t testing.TB, s *meta.Store, spec meta.VolumeSpec, segs int64) *m
 	}
 	return vm
 }
+
+// Segments reads the segment records of volume vol and the etcd revision
+// they were read at.
+func Segments(t testing.TB, s *meta.Store, vol string) (map[int64]*meta.SegmentRecord, int64) {
+	t.Helper()
+	ctx := context.Background()
+	vm, err := s.VolumeMap(ctx, vol, nil)
+	if err != nil {
+		t.Fatalf("storetest: volume %s: %v", vol, err)
+	}
+	segs, rev, err := vm.Segments(ctx)
+	if err != nil {
+		t.Fatalf("storetest: segments of %s: %v", vol, err)
+	}
+	return segs, rev
+}

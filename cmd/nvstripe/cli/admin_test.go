@@ -54,7 +54,7 @@ func TestAdminStatusAndCommands(t *testing.T) {
 	if !strings.Contains(out, "none (no controller running)") || !strings.Contains(out, "no tasks") {
 		t.Fatalf("status:\n%s", out)
 	}
-	segs, _ := mustSegments(t, s)
+	segs, _ := storetest.Segments(t, s, "v")
 	first := segs[0].Slots[0].NS
 	a.ok("namespace "+first+": failed", "admin", "fail", first)
 	a.ok("degraded by 1", "admin", "status")
@@ -134,19 +134,6 @@ func TestAdminRebalancePlan(t *testing.T) {
 	if len(snap.State.Tasks) != 1 || snap.State.Tasks[0].Kind != decide.TaskRebalance || snap.State.Tasks[0].Threshold != 0.01 {
 		t.Fatalf("tasks the controller sees: %+v", snap.State.Tasks)
 	}
-}
-
-func mustSegments(t *testing.T, s *meta.Store) (map[int64]*meta.SegmentRecord, int64) {
-	t.Helper()
-	vm, err := s.VolumeMap(context.Background(), "v", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	segs, rev, err := vm.Segments(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return segs, rev
 }
 
 // startController runs `nvstripe controller` in the background with test
