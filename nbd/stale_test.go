@@ -3,10 +3,11 @@ package nbd
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"testing"
-	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/nbd/proto"
 )
 
@@ -95,11 +96,5 @@ func testDeadConnRequestsDropped(t *testing.T, network string, halfClose bool) {
 // waitConns waits until s serves n connections.
 func waitConns(t *testing.T, s *Server, n int) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for s.Stats().Connections != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d connections, want %d", s.Stats().Connections, n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testutil.WaitFor(t, fmt.Sprintf("%d connections", n), func() bool { return s.Stats().Connections == n })
 }

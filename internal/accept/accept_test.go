@@ -82,11 +82,9 @@ func TestServeRetriesTemporaryErrors(t *testing.T) {
 	for _, errno := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ECONNABORTED} {
 		t.Run(errno.Error(), func(t *testing.T) {
 			fl := &failing{Listener: listen(t), n: 4, err: &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", errno)}}
-			var logs strings.Builder
-			var mu sync.Mutex
-			logf := func(f string, a ...any) { mu.Lock(); fmt.Fprintf(&logs, f+"\n", a...); mu.Unlock() }
+			var logs testutil.Buffer
 			ctx, cancel := context.WithCancel(context.Background())
-			done := serveAsync(ctx, fl, Options{Name: "test", Logf: logf})
+			done := serveAsync(ctx, fl, Options{Name: "test", Logf: logs.Logf})
 			expectGreeting(t, fl.Addr().String()).Close()
 			cancel()
 			if err := <-done; err != nil {
@@ -98,8 +96,6 @@ func TestServeRetriesTemporaryErrors(t *testing.T) {
 			if calls < 5 {
 				t.Fatalf("Accept called %d times, want the 4 failures and a success", calls)
 			}
-			mu.Lock()
-			defer mu.Unlock()
 			if n := strings.Count(logs.String(), "retrying in"); n != 4 {
 				t.Fatalf("%d retries logged, want 4:\n%s", n, logs.String())
 			}
@@ -132,22 +128,7 @@ func TestServeCapsConnections(t *testing.T) {
 	}
 	a.Close()
 	// Once a handler has ended the cap lets a new connection in.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		nc, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		nc.SetReadDeadline(deadline)
-		line, err := bufio.NewReader(nc).ReadString('\n')
-		nc.Close()
-		if line == "hi\n" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no connection accepted after one closed: %v", err)
-		}
-	}
+	testutil.WaitFor(t, "a connection accepted after one closed", func() bool { return served(t, "127.0.0.1", addr) })
 	b.Close()
 	cancel()
 	if err := <-done; err != nil {
@@ -272,23 +253,27 @@ func greeted(nc net.Conn) bool {
 	return line == "hi\n"
 }
 
+// served says whether a new connection from the local IP from to addr is
+// greeted; the connection is closed before it returns.
+func served(t *testing.T, from, addr string) bool {
+	t.Helper()
+	nc := dialFrom(t, from, addr)
+	defer nc.Close()
+	return greeted(nc)
+}
+
 // TestServeCapsConnectionsPerIP: with MaxConnsPerIP 2 a third connection
 // from one address is closed unanswered while another address is served;
 // the refusals of an address are logged once until its connections end.
 func TestServeCapsConnectionsPerIP(t *testing.T) {
 	ln := listen(t)
-	var logs strings.Builder
+	var logs testutil.Buffer
+	refusals := func() int { return strings.Count(logs.String(), "refusing connection from 127.0.0.1:") }
 	var mu sync.Mutex
-	logf := func(f string, a ...any) { mu.Lock(); fmt.Fprintf(&logs, f+"\n", a...); mu.Unlock() }
-	refusals := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return strings.Count(logs.String(), "refusing connection from 127.0.0.1:")
-	}
 	var reasons []string
 	refused := func(r string) { mu.Lock(); reasons = append(reasons, r); mu.Unlock() }
 	ctx, cancel := context.WithCancel(context.Background())
-	done := serveAsync(ctx, ln, Options{MaxConnsPerIP: 2, Logf: logf, Refused: refused})
+	done := serveAsync(ctx, ln, Options{MaxConnsPerIP: 2, Logf: logs.Logf, Refused: refused})
 	addr := ln.Addr().String()
 	a, b := dialFrom(t, "127.0.0.1", addr), dialFrom(t, "127.0.0.1", addr)
 	if !greeted(a) || !greeted(b) {
@@ -314,18 +299,7 @@ func TestServeCapsConnectionsPerIP(t *testing.T) {
 	}
 	a.Close()
 	b.Close()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		nc := dialFrom(t, "127.0.0.1", addr)
-		ok := greeted(nc)
-		nc.Close()
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no connection served after the address's connections closed")
-		}
-	}
+	testutil.WaitFor(t, "a connection served after the address's connections closed", func() bool { return served(t, "127.0.0.1", addr) })
 	other.Close()
 	cancel()
 	if err := <-done; err != nil {
