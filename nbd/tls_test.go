@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/nbd/nbdtest"
 	"github.com/nvstripe/nvstripe/nbd/proto"
 )
@@ -158,13 +158,8 @@ func BenchmarkNbdcopyTLS(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	go s.Serve(context.Background(), l)
 	defer s.Close()
-	addr := l.Addr().String()
+	addr := testutil.ServeListener(b, s.Serve)
 	for _, u := range []struct{ name, uri string }{ // interleaved rounds
 		{"plain", "nbd://" + addr + "/m"}, {"tls", "nbds://" + addr + "/m?tls-certificates=" + p.ClientDir},
 		{"plain", "nbd://" + addr + "/m"}, {"tls", "nbds://" + addr + "/m?tls-certificates=" + p.ClientDir},
