@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -93,5 +94,19 @@ func TestDialFrom(t *testing.T) {
 	DialFrom(t, "127.0.0.2", addr)
 	if got := <-from; got != "127.0.0.2" {
 		t.Fatalf("server saw %s, want 127.0.0.2", got)
+	}
+}
+
+// TestRSS: this process's resident memory is read (some MiB at least: the
+// test binary runs), and a process that does not exist is an error.
+func TestRSS(t *testing.T) {
+	if _, err := os.Stat("/proc/self/status"); err != nil {
+		t.Skipf("needs /proc: %v", err)
+	}
+	if n, err := RSS(os.Getpid()); err != nil || n < 1<<20 {
+		t.Fatalf("RSS of this process: %d, %v: want at least 1 MiB", n, err)
+	}
+	if _, err := RSS(-1); err == nil {
+		t.Fatal("RSS of pid -1: no error")
 	}
 }
