@@ -8,11 +8,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -131,7 +129,7 @@ type sample struct {
 func (p *etcdProc) read(ctx context.Context) (sample, error) {
 	s := sample{at: time.Now()}
 	var err error
-	if s.metrics, err = scrape(ctx, p.endpoint+"/metrics"); err != nil {
+	if s.metrics, err = testutil.Metrics(ctx, p.endpoint+"/metrics"); err != nil {
 		return s, err
 	}
 	if s.cpu, err = cputime.Process(p.pid); err != nil {
@@ -139,36 +137,6 @@ func (p *etcdProc) read(ctx context.Context) (sample, error) {
 	}
 	s.rss, err = testutil.RSS(p.pid)
 	return s, err
-}
-
-// scrape reads a Prometheus text page into name{labels} -> value.
-func scrape(ctx context.Context, url string) (map[string]float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("etcd metrics: %w", err)
-	}
-	defer resp.Body.Close()
-	m := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
-			m[line[:i]] = v
-		}
-	}
-	return m, sc.Err()
 }
 
 // sum adds the series of metric name whose labels contain every one of
