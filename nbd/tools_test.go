@@ -19,6 +19,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nvstripe/nvstripe/internal/testutil"
 )
 
 // need skips t when a tool is missing and returns its path.
@@ -140,9 +142,7 @@ func TestNbdcopy(t *testing.T) {
 	src, sum := writeRandom(t, size, 1)
 	run(t, "nbdcopy", "--connections", "4", "--flush", src, uri(addr, "mem"))
 	cmd := exec.CommandContext(t.Context(), "nbdcopy", "--connections", "4", uri(addr, "mem"), "-")
-	out, err := cmd.StdoutPipe()
-	mustf(t, err, "pipe")
-	mustf(t, cmd.Start(), "nbdcopy read")
+	out := testutil.StartStdout(t, cmd)
 	h := sha256.New()
 	n, err := io.Copy(h, out)
 	mustf(t, err, "read back")

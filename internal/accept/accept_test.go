@@ -149,13 +149,7 @@ func TestServeOutOfDescriptors(t *testing.T) {
 	cmd.Env = append(os.Environ(), "ACCEPT_CHILD=1")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	out := testutil.StartStdout(t, cmd)
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	addr, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
