@@ -11,7 +11,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"unsafe"
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/blockdev/devtest"
@@ -72,13 +71,6 @@ func openRW(t *testing.T, path string) *os.File {
 	}
 	t.Cleanup(func() { f.Close() })
 	return f
-}
-
-// alignedBuf returns an n-byte buffer aligned to 4096 for O_DIRECT.
-func alignedBuf(n int) []byte {
-	b := make([]byte, n+4096)
-	a := int(uintptr(unsafe.Pointer(&b[0])) & 4095)
-	return b[4096-a : 4096-a+n]
 }
 
 func TestFiles(t *testing.T) {
@@ -233,14 +225,14 @@ func TestParallelDirectIO(t *testing.T) {
 			for i := range 64 {
 				n := int64(4096) << rng.IntN(9) // 4 KiB .. 1 MiB
 				off := int64(w)*region + rng.Int64N((region-n)/4096)*4096
-				buf := alignedBuf(int(n))
+				buf := testutil.AlignedBuf(int(n))
 				copy(buf, pattern(int(n), byte(w*64+i)))
 				if _, err := f.WriteAt(buf, off); err != nil {
 					t.Error(err)
 					return
 				}
 				copy(want[off:], buf) // regions are disjoint per worker
-				chk := alignedBuf(int(n))
+				chk := testutil.AlignedBuf(int(n))
 				if _, err := f.ReadAt(chk, off); err != nil || !bytes.Equal(chk, buf) {
 					t.Errorf("worker %d: read back at %d: %v", w, off, err)
 					return

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unsafe"
 )
 
 // TestBufferConcurrent: writers and a reader at once (the race detector
@@ -108,5 +109,16 @@ func TestRSS(t *testing.T) {
 	}
 	if _, err := RSS(-1); err == nil {
 		t.Fatal("RSS of pid -1: no error")
+	}
+}
+
+// TestAlignedBuf: the buffer has the length asked for, room for no more,
+// and starts on a 4096-byte boundary.
+func TestAlignedBuf(t *testing.T) {
+	for _, n := range []int{1, 512, 4096, 1 << 20} {
+		b := AlignedBuf(n)
+		if len(b) != n || cap(b) != n || uintptr(unsafe.Pointer(&b[0]))%4096 != 0 {
+			t.Errorf("AlignedBuf(%d): len %d cap %d at %p", n, len(b), cap(b), &b[0])
+		}
 	}
 }
