@@ -203,7 +203,7 @@ func TestHandshakeFlood(t *testing.T) {
 	if err != nil {
 		t.Fatalf("client from 127.0.0.6 during the flood: %v (stats %+v)", err, s.Stats())
 	}
-	data := pattern(4096, 9)
+	data := testutil.Pattern(4096, 9)
 	got := make([]byte, 4096)
 	if err := c.WriteAt(t.Context(), data, 4096); err != nil {
 		t.Fatal(err)

@@ -358,14 +358,6 @@ func (fastZeroDev) ZeroIsFast(off, n int64, mayTrim bool) bool { return mayTrim 
 
 var _ FastZeroer = fastZeroDev{}
 
-func pattern(n int, seed byte) []byte {
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(i*7) ^ seed ^ byte(i>>9)
-	}
-	return b
-}
-
 func mustf(t *testing.T, err error, format string, args ...any) {
 	t.Helper()
 	if err != nil {

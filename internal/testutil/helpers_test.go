@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -119,6 +120,20 @@ func TestAlignedBuf(t *testing.T) {
 		b := AlignedBuf(n)
 		if len(b) != n || cap(b) != n || uintptr(unsafe.Pointer(&b[0]))%4096 != 0 {
 			t.Errorf("AlignedBuf(%d): len %d cap %d at %p", n, len(b), cap(b), &b[0])
+		}
+	}
+}
+
+// TestPattern: the same seed gives the same bytes; another seed, or
+// another 512-byte block of the same pattern, differs.
+func TestPattern(t *testing.T) {
+	a, b := Pattern(4096, 1), Pattern(4096, 2)
+	if !bytes.Equal(a, Pattern(4096, 1)) || bytes.Equal(a, b) {
+		t.Fatal("Pattern is not a function of its seed")
+	}
+	for blk := 1; blk < 8; blk++ {
+		if bytes.Equal(a[:512], a[blk*512:(blk+1)*512]) {
+			t.Errorf("block %d of the pattern equals block 0", blk)
 		}
 	}
 }
