@@ -72,10 +72,21 @@ func expectGreeting(t *testing.T, addr string) net.Conn {
 	return nc
 }
 
-func serveAsync(ctx context.Context, ln net.Listener, o Options) <-chan error {
+// serveAsync runs Serve on ln with o (greeting each connection) until
+// stop, which cancels it and fails t unless Serve then returns nil: it
+// returns once every handler has ended.
+func serveAsync(t *testing.T, ln net.Listener, o Options) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
 	done := make(chan error, 1)
 	go func() { done <- Serve(ctx, ln, o, greet) }()
-	return done
+	return func() {
+		t.Helper()
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("Serve: %v", err)
+		}
+	}
 }
 
 func TestServeRetriesTemporaryErrors(t *testing.T) {
@@ -83,13 +94,9 @@ func TestServeRetriesTemporaryErrors(t *testing.T) {
 		t.Run(errno.Error(), func(t *testing.T) {
 			fl := &failing{Listener: listen(t), n: 4, err: &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", errno)}}
 			var logs testutil.Buffer
-			ctx, cancel := context.WithCancel(context.Background())
-			done := serveAsync(ctx, fl, Options{Name: "test", Logf: logs.Logf})
+			stop := serveAsync(t, fl, Options{Name: "test", Logf: logs.Logf})
 			expectGreeting(t, fl.Addr().String()).Close()
-			cancel()
-			if err := <-done; err != nil {
-				t.Fatalf("Serve: %v", err)
-			}
+			stop()
 			fl.mu.Lock()
 			calls := fl.calls
 			fl.mu.Unlock()
@@ -114,8 +121,7 @@ func TestServeEndsOnPermanentError(t *testing.T) {
 
 func TestServeCapsConnections(t *testing.T) {
 	ln := listen(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := serveAsync(ctx, ln, Options{MaxConns: 2})
+	stop := serveAsync(t, ln, Options{MaxConns: 2})
 	addr := ln.Addr().String()
 	a, b := expectGreeting(t, addr), expectGreeting(t, addr)
 	extra, err := net.Dial("tcp", addr)
@@ -130,10 +136,7 @@ func TestServeCapsConnections(t *testing.T) {
 	// Once a handler has ended the cap lets a new connection in.
 	testutil.WaitFor(t, "a connection accepted after one closed", func() bool { return served(t, "127.0.0.1", addr) })
 	b.Close()
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 }
 
 // TestServeOutOfDescriptors runs a server in a child process whose
@@ -266,8 +269,7 @@ func TestServeCapsConnectionsPerIP(t *testing.T) {
 	var mu sync.Mutex
 	var reasons []string
 	refused := func(r string) { mu.Lock(); reasons = append(reasons, r); mu.Unlock() }
-	ctx, cancel := context.WithCancel(context.Background())
-	done := serveAsync(ctx, ln, Options{MaxConnsPerIP: 2, Logf: logs.Logf, Refused: refused})
+	stop := serveAsync(t, ln, Options{MaxConnsPerIP: 2, Logf: logs.Logf, Refused: refused})
 	addr := ln.Addr().String()
 	a, b := dialFrom(t, "127.0.0.1", addr), dialFrom(t, "127.0.0.1", addr)
 	if !greeted(a) || !greeted(b) {
@@ -295,10 +297,7 @@ func TestServeCapsConnectionsPerIP(t *testing.T) {
 	b.Close()
 	testutil.WaitFor(t, "a connection served after the address's connections closed", func() bool { return served(t, "127.0.0.1", addr) })
 	other.Close()
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 }
 
 // TestServeUnixNotCappedPerIP: peers on a unix socket have no IP address,
@@ -310,8 +309,7 @@ func TestServeUnixNotCappedPerIP(t *testing.T) {
 		t.Fatal(err)
 	}
 	reasons := make(chan string, 8)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := serveAsync(ctx, ln, Options{MaxConns: 3, MaxConnsPerIP: 1, Refused: func(r string) { reasons <- r }})
+	stop := serveAsync(t, ln, Options{MaxConns: 3, MaxConnsPerIP: 1, Refused: func(r string) { reasons <- r }})
 	dial := func() net.Conn {
 		nc, err := net.Dial("unix", ln.Addr().String())
 		if err != nil {
@@ -337,8 +335,5 @@ func TestServeUnixNotCappedPerIP(t *testing.T) {
 	for _, nc := range conns {
 		nc.Close()
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 }
