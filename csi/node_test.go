@@ -5,17 +5,19 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
-	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/nvstripe/nvstripe/internal/testutil"
 )
 
 const (
@@ -415,39 +417,40 @@ func TestModifyVolumeLive(t *testing.T) {
 }
 
 // waitLimits waits until the agent's qos_limit gauges of vol show want
-// (the agent follows the volume record about once a second), failing the
-// test after a minute.
+// (the agent follows the volume record about once a second).
 func waitLimits(t *testing.T, a *nodeAgent, vol string, want map[string]float64) {
 	t.Helper()
-	var have map[string]float64
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		fams, err := a.agent.Metrics().Registry().Gather()
-		if err != nil {
-			t.Fatal(err)
+	testutil.WaitFor(t, fmt.Sprintf("volume %s: QoS limits %v", vol, want), func() bool {
+		have := qosLimits(t, a, vol)
+		ok := len(have) > 0
+		for k, v := range want {
+			ok = ok && have[k] == v
 		}
-		have = map[string]float64{}
-		for _, f := range fams {
-			if f.GetName() != "nvstripe_agent_qos_limit" {
-				continue
-			}
-			for _, m := range f.GetMetric() {
-				labels := map[string]string{}
-				for _, l := range m.GetLabel() {
-					labels[l.GetName()] = l.GetValue()
-				}
-				if labels["volume"] == vol {
-					have[labels["limit"]] = m.GetGauge().GetValue()
-				}
-			}
+		return ok
+	})
+}
+
+// qosLimits reads the agent's qos_limit gauges of vol, by limit name.
+func qosLimits(t *testing.T, a *nodeAgent, vol string) map[string]float64 {
+	t.Helper()
+	fams, err := a.agent.Metrics().Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]float64{}
+	for _, f := range fams {
+		if f.GetName() != "nvstripe_agent_qos_limit" {
+			continue
 		}
-		if ok := len(have) > 0; ok {
-			for k, v := range want {
-				ok = ok && have[k] == v
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
 			}
-			if ok {
-				return
+			if labels["volume"] == vol {
+				have[labels["limit"]] = m.GetGauge().GetValue()
 			}
 		}
 	}
-	t.Fatalf("volume %s: QoS limits %v, want %v", vol, have, want)
+	return have
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/nvstripe/nvstripe/config"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 )
 
 // unitDir holds the systemd units and their examples.
@@ -90,21 +91,16 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-var build struct {
-	once sync.Once
-	out  []byte
-	err  error
-}
+// built guards the one build of the nvstripe binary into binDir.
+var built sync.Once
 
 // binary is the nvstripe binary, built at the first call.
 func binary(t *testing.T) string {
 	t.Helper()
+	built.Do(func() { testutil.BuildNvstripe(t, binDir) })
 	bin := filepath.Join(binDir, "nvstripe")
-	build.once.Do(func() {
-		build.out, build.err = exec.Command("go", "build", "-o", bin, "github.com/nvstripe/nvstripe/cmd/nvstripe").CombinedOutput()
-	})
-	if build.err != nil {
-		t.Fatalf("go build: %v\n%s", build.err, build.out)
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("no nvstripe binary (the first test's build failed or was skipped): %v", err)
 	}
 	return bin
 }

@@ -11,7 +11,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"unsafe"
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/blockdev/devtest"
@@ -54,14 +53,6 @@ func newMem(t *testing.T, size int64, bs int) *blockdev.Mem {
 	return m
 }
 
-func pattern(n int, seed byte) []byte {
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(i*13) ^ seed ^ byte(i>>11)
-	}
-	return b
-}
-
 // openRW opens path for reading and writing; the file is closed when t
 // ends (before the unmount of a mount made earlier).
 func openRW(t *testing.T, path string) *os.File {
@@ -72,13 +63,6 @@ func openRW(t *testing.T, path string) *os.File {
 	}
 	t.Cleanup(func() { f.Close() })
 	return f
-}
-
-// alignedBuf returns an n-byte buffer aligned to 4096 for O_DIRECT.
-func alignedBuf(n int) []byte {
-	b := make([]byte, n+4096)
-	a := int(uintptr(unsafe.Pointer(&b[0])) & 4095)
-	return b[4096-a : 4096-a+n]
 }
 
 func TestFiles(t *testing.T) {
@@ -95,7 +79,7 @@ func TestFiles(t *testing.T) {
 	}
 	f := openRW(t, filepath.Join(dir, "vol-a"))
 	// Unaligned write: read-modify-write of the blocks around it.
-	p := pattern(10000, 1)
+	p := testutil.Pattern(10000, 1)
 	if _, err := f.WriteAt(p, 4000); err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +164,7 @@ func TestFsyncFlushes(t *testing.T) {
 	}
 	_, dir := mount(t, map[string]blockdev.Device{"v": m}, nil)
 	f := openRW(t, filepath.Join(dir, "v"))
-	p := pattern(8192, 3)
+	p := testutil.Pattern(8192, 3)
 	if _, err := f.WriteAt(p, 8192); err != nil {
 		t.Fatal(err)
 	}
@@ -233,14 +217,14 @@ func TestParallelDirectIO(t *testing.T) {
 			for i := range 64 {
 				n := int64(4096) << rng.IntN(9) // 4 KiB .. 1 MiB
 				off := int64(w)*region + rng.Int64N((region-n)/4096)*4096
-				buf := alignedBuf(int(n))
-				copy(buf, pattern(int(n), byte(w*64+i)))
+				buf := testutil.AlignedBuf(int(n))
+				copy(buf, testutil.Pattern(int(n), byte(w*64+i)))
 				if _, err := f.WriteAt(buf, off); err != nil {
 					t.Error(err)
 					return
 				}
 				copy(want[off:], buf) // regions are disjoint per worker
-				chk := alignedBuf(int(n))
+				chk := testutil.AlignedBuf(int(n))
 				if _, err := f.ReadAt(chk, off); err != nil || !bytes.Equal(chk, buf) {
 					t.Errorf("worker %d: read back at %d: %v", w, off, err)
 					return

@@ -138,7 +138,7 @@ func TestLoopResize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := alignedBuf(1 << 20)
+	got := testutil.AlignedBuf(1 << 20)
 	n, err := f.ReadAt(got, old-4096)
 	f.Close()
 	if n != len(got) || !bytes.Equal(got, data[old-4096:old-4096+len(got)]) {

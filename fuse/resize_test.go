@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 )
 
 // growable returns a device of size bytes that can grow to max bytes
@@ -17,7 +18,7 @@ import (
 func growable(t *testing.T, size, max int64) (*blockdev.Swappable, []byte) {
 	t.Helper()
 	m := newMem(t, max, 4096)
-	data := pattern(int(max), 7)
+	data := testutil.Pattern(int(max), 7)
 	if err := m.WriteAt(t.Context(), data, 0); err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -117,10 +116,8 @@ func greetedFrom(t *testing.T, from, addr string) (net.Conn, bool) {
 // connections ends it is served again.
 func TestServeCapsConnectionsPerIP(t *testing.T) {
 	m := newMem(t, 1<<20, 512)
-	var mu sync.Mutex
-	var logs strings.Builder
-	logf := func(f string, a ...any) { mu.Lock(); fmt.Fprintf(&logs, f+"\n", a...); mu.Unlock() }
-	s, addr := serve(t, Options{MaxConnectionsPerIP: 2, Logf: logf, Exports: map[string]Export{"mem": {Device: m}}}, "tcp")
+	var logs testutil.Buffer
+	s, addr := serve(t, Options{MaxConnectionsPerIP: 2, Logf: logs.Logf, Exports: map[string]Export{"mem": {Device: m}}}, "tcp")
 	a, okA := greetedFrom(t, "127.0.0.1", addr)
 	_, okB := greetedFrom(t, "127.0.0.1", addr)
 	if !okA || !okB {
@@ -136,22 +133,15 @@ func TestServeCapsConnectionsPerIP(t *testing.T) {
 	if st.Refused[accept.RefusedPerIP] != 1 || st.Refused[accept.RefusedMaxConnections] != 0 || st.Connections != 3 {
 		t.Fatalf("stats %+v: want 1 refusal for %s and 3 connections", st, accept.RefusedPerIP)
 	}
-	mu.Lock()
-	logged := strings.Contains(logs.String(), "refusing connection from 127.0.0.1:")
-	mu.Unlock()
-	if !logged {
+	if !strings.Contains(logs.String(), "refusing connection from 127.0.0.1:") {
 		t.Fatalf("the refusal was not logged:\n%s", logs.String())
 	}
 	a.Close()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, ok := greetedFrom(t, "127.0.0.1", addr); ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("127.0.0.1 still refused after one of its connections closed")
-		}
-	}
+	testutil.WaitFor(t, "127.0.0.1 served again after one of its connections closed", func() bool {
+		nc, ok := greetedFrom(t, "127.0.0.1", addr)
+		nc.Close()
+		return ok
+	})
 }
 
 // TestSilentClientDropped: a client that connects and never sends a byte
@@ -213,7 +203,7 @@ func TestHandshakeFlood(t *testing.T) {
 	if err != nil {
 		t.Fatalf("client from 127.0.0.6 during the flood: %v (stats %+v)", err, s.Stats())
 	}
-	data := pattern(4096, 9)
+	data := testutil.Pattern(4096, 9)
 	got := make([]byte, 4096)
 	if err := c.WriteAt(t.Context(), data, 4096); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/nvstripe/nvstripe/internal/rawsock"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/nbd/proto"
 )
 
@@ -25,12 +26,7 @@ func benchIO(b *testing.B, cmd proto.Cmd, n, qd int, random bool) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	go s.Serve(b.Context(), l)
-	c, err := net.Dial("tcp", l.Addr().String())
+	c, err := net.Dial("tcp", testutil.ServeListener(b, s.Serve))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -117,16 +113,7 @@ func BenchmarkRandWrite_4K_QD32(b *testing.B) { benchIO(b, proto.CmdWrite, 4096,
 
 // BenchmarkPeerGone is the poll a write makes before it starts (hangup.go).
 func BenchmarkPeerGone(b *testing.B) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	c, err := net.Dial("tcp", l.Addr().String())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
+	c, _ := testutil.TCPPair(b)
 	s := rawsock.New(c)
 	if s == nil {
 		b.Skip("no raw socket on this platform")

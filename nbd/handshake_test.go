@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/nvstripe/nvstripe/blockdev/devtest"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/nbd/proto"
 )
 
@@ -37,7 +38,7 @@ func TestHandshakeUnsupportedOptions(t *testing.T) {
 // unless NO_ZEROES; an unknown export ends the session.
 func TestHandshakeExportName(t *testing.T) {
 	m, addr := serveMem(t, 1<<20, 512)
-	mustf(t, m.WriteAt(t.Context(), pattern(512, 3), 512), "write")
+	mustf(t, m.WriteAt(t.Context(), testutil.Pattern(512, 3), 512), "write")
 	rc := dialRaw(t, "tcp", addr, proto.FlagCFixedNewstyle)
 	rc.write(proto.AppendOption(nil, proto.OptExportName, []byte("mem")))
 	b := rc.read(proto.ExportNameReplySize + 124)
@@ -45,7 +46,7 @@ func TestHandshakeExportName(t *testing.T) {
 		t.Fatalf("EXPORT_NAME reply %x", b)
 	}
 	rc.send(proto.Request{Type: proto.CmdRead, Cookie: 1, Offset: 512, Length: 512}, nil)
-	if errno, _, data := rc.simple(512); errno != 0 || !bytes.Equal(data, pattern(512, 3)) {
+	if errno, _, data := rc.simple(512); errno != 0 || !bytes.Equal(data, testutil.Pattern(512, 3)) {
 		t.Fatalf("read after EXPORT_NAME: %v", errno)
 	}
 

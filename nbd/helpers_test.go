@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/nbd/proto"
 )
 
@@ -23,18 +24,7 @@ import (
 func checkGoroutines(t *testing.T) {
 	t.Helper()
 	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		var n int
-		for range 200 {
-			if n = runtime.NumGoroutine(); n <= before {
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		buf := make([]byte, 1<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		t.Errorf("goroutine leak: %d before, %d after Close:\n%s", before, n, buf)
-	})
+	t.Cleanup(func() { testutil.WaitGoroutines(t, before) })
 }
 
 // newMem returns an empty Mem device.
@@ -367,14 +357,6 @@ type fastZeroDev struct{ *blockdev.Mem }
 func (fastZeroDev) ZeroIsFast(off, n int64, mayTrim bool) bool { return mayTrim }
 
 var _ FastZeroer = fastZeroDev{}
-
-func pattern(n int, seed byte) []byte {
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(i*7) ^ seed ^ byte(i>>9)
-	}
-	return b
-}
 
 func mustf(t *testing.T, err error, format string, args ...any) {
 	t.Helper()

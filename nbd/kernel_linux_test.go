@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nvstripe/nvstripe/internal/testutil"
 )
 
 // kernelServer skips unless NVSTRIPE_KERNEL_NBD=1 (set by vmtest's
@@ -97,10 +99,7 @@ func TestKernelAttach(t *testing.T) {
 	a.mu.Lock()
 	a.serving[0].Close() // our side of connection 0 ends
 	a.mu.Unlock()
-	deadline := time.Now().Add(20 * time.Second)
-	for a.Reconnects() == 0 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	testutil.WaitFor(t, "a reconnect after dropping a connection", func() bool { return a.Reconnects() > 0 })
 	if a.Reconnects() != 1 {
 		t.Fatalf("%d reconnects after dropping a connection, want 1", a.Reconnects())
 	}

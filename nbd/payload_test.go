@@ -66,7 +66,7 @@ func TestSlowPayloadWriters(t *testing.T) {
 	}
 	rc := dialRawFrom(t, "127.0.0.6", addr, fixedNoZeroes)
 	rc.goExport("mem", false)
-	data := pattern(maxReq, 4)
+	data := testutil.Pattern(maxReq, 4)
 	rc.send(proto.Request{Type: proto.CmdWrite, Cookie: 2, Length: maxReq}, data)
 	if e, _, _ := rc.simple(0); e != 0 {
 		t.Fatalf("write after the slow writers: errno %v", e)
@@ -87,7 +87,7 @@ func TestIdleBetweenRequests(t *testing.T) {
 	rc := dialRaw(t, "tcp", addr, fixedNoZeroes)
 	rc.goExport("mem", false)
 	time.Sleep(time.Second) // idle: over 3 x RequestTimeout
-	data := pattern(4096, 5)
+	data := testutil.Pattern(4096, 5)
 	msg := append(proto.AppendRequest(nil, proto.Request{Type: proto.CmdWrite, Cookie: 1, Length: 4096}), data...)
 	rc.write(msg[:10])
 	rc.write(msg[10:])

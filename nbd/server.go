@@ -29,7 +29,7 @@ type Server struct {
 	// open counts the connections being served; refusedBy the connections
 	// refused, by reason (RefusalReasons).
 	open      atomic.Int64
-	refusedBy map[string]*atomic.Uint64
+	refusedBy accept.Counts
 	// pending is the handshake budget; lastDropLog the time (Unix ns) of
 	// the last line logged for a dropped connection.
 	pending     *accept.Pending
@@ -51,7 +51,7 @@ func NewServer(opts Options) (*Server, error) {
 		return nil, err
 	}
 	opts.TLS = startTLSConfig(opts.TLS)
-	s := &Server{opts: opts, exports: make(map[string]*export), defName: opts.DefaultExport, refusedBy: newRefusalCounts(),
+	s := &Server{opts: opts, exports: make(map[string]*export), defName: opts.DefaultExport, refusedBy: accept.NewCounts(RefusalReasons()),
 		pending: accept.NewPending(opts.MaxHandshakes, opts.MaxHandshakesPerIP), payloadMem: newMemBudget(int64(max(opts.MaxPayloadMemory, 0)))}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	for name, e := range opts.Exports {

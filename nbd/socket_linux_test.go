@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/nvstripe/nvstripe/internal/testutil"
 )
 
 // TestLoopbackSendBuffer: a connection from a loopback client gets the
@@ -27,18 +29,7 @@ func TestLoopbackSendBuffer(t *testing.T) {
 		{256 << 10, 2 * min(256<<10, wmemMax)},
 		{-1, 0}, // unchanged: compared with an untuned socket below
 	} {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		cc, err := net.Dial("tcp", l.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		sc, err := l.Accept()
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, sc := testutil.TCPPair(t)
 		before := sndbuf(t, sc)
 		tuneSocket(sc, Options{LoopbackSendBuffer: c.set})
 		got := sndbuf(t, sc)
@@ -48,9 +39,6 @@ func TestLoopbackSendBuffer(t *testing.T) {
 		if got != c.want {
 			t.Errorf("LoopbackSendBuffer %d: SO_SNDBUF %d, want %d", c.set, got, c.want)
 		}
-		cc.Close()
-		sc.Close()
-		l.Close()
 	}
 }
 

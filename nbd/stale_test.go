@@ -3,10 +3,11 @@ package nbd
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"testing"
-	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/nbd/proto"
 )
 
@@ -49,13 +50,13 @@ func testDeadConnRequestsDropped(t *testing.T, network string, halfClose bool) {
 	const x, y = 0, 4096
 	g := &writeGateDev{Mem: newMem(t, 1<<20, 512), at: y, arrived: make(chan struct{}, 1), release: make(chan struct{})}
 	s, addr := serve(t, Options{Exports: map[string]Export{"g": {Device: g}}, MaxInFlight: 1}, network)
-	a, b := pattern(4096, 1), pattern(4096, 2)
+	a, b := testutil.Pattern(4096, 1), testutil.Pattern(4096, 2)
 
 	c1 := dialRaw(t, network, addr, fixedNoZeroes)
 	c1.goExport("g", false)
 	c2 := dialRaw(t, network, addr, fixedNoZeroes)
 	c2.goExport("g", false)
-	c1.send(proto.Request{Type: proto.CmdWrite, Cookie: 1, Offset: y, Length: 4096}, pattern(4096, 3))
+	c1.send(proto.Request{Type: proto.CmdWrite, Cookie: 1, Offset: y, Length: 4096}, testutil.Pattern(4096, 3))
 	<-g.arrived // W0 holds conn 1's only in-flight slot
 	c1.send(proto.Request{Type: proto.CmdWrite, Cookie: 2, Offset: x, Length: 4096}, a)
 	if halfClose {
@@ -95,11 +96,5 @@ func testDeadConnRequestsDropped(t *testing.T, network string, halfClose bool) {
 // waitConns waits until s serves n connections.
 func waitConns(t *testing.T, s *Server, n int) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for s.Stats().Connections != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d connections, want %d", s.Stats().Connections, n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testutil.WaitFor(t, fmt.Sprintf("%d connections", n), func() bool { return s.Stats().Connections == n })
 }

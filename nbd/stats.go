@@ -2,7 +2,6 @@ package nbd
 
 import (
 	"errors"
-	"sync/atomic"
 	"time"
 
 	"github.com/nvstripe/nvstripe/internal/accept"
@@ -38,19 +37,9 @@ func RefusalReasons() []string {
 		DroppedReplyTimeout}
 }
 
-func newRefusalCounts() map[string]*atomic.Uint64 {
-	m := map[string]*atomic.Uint64{}
-	for _, r := range RefusalReasons() {
-		m[r] = new(atomic.Uint64)
-	}
-	return m
-}
-
 // refuse counts one refusal for reason.
 func (s *Server) refuse(reason string) {
-	if c := s.refusedBy[reason]; c != nil {
-		c.Add(1)
-	}
+	s.refusedBy.Add(reason)
 	if s.opts.Refused != nil {
 		s.opts.Refused(reason)
 	}
@@ -75,10 +64,7 @@ func (s *Server) drop(reason, format string, args ...any) {
 // Stats returns the server's counters since NewServer and its live
 // connections.
 func (s *Server) Stats() Stats {
-	st := Stats{Connections: int(s.open.Load()), Refused: map[string]uint64{}}
+	st := Stats{Connections: int(s.open.Load()), Refused: s.refusedBy.Snapshot()}
 	st.PayloadBytes, st.PayloadBytesPeak = s.payloadMem.usage()
-	for r, c := range s.refusedBy {
-		st.Refused[r] = c.Load()
-	}
 	return st
 }

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/nbd/nbdtest"
 	"github.com/nvstripe/nvstripe/nbd/proto"
 )
@@ -68,7 +68,7 @@ func TestTLSRoundTrip(t *testing.T) {
 	if size != 8<<20 {
 		t.Fatalf("size %d", size)
 	}
-	data := pattern(4096, 7)
+	data := testutil.Pattern(4096, 7)
 	rc.send(proto.Request{Type: proto.CmdWrite, Cookie: 1, Offset: 8192, Length: 4096}, data)
 	if e, _, _ := rc.simple(0); e != 0 {
 		t.Fatalf("write: errno %v", e)
@@ -95,7 +95,7 @@ func TestTLSLibnbd(t *testing.T) {
 	_, addr := serveTLS(t, p)
 	u := "nbds://" + addr + "/mem?tls-certificates=" + p.ClientDir
 	src, dst := filepath.Join(t.TempDir(), "src"), filepath.Join(t.TempDir(), "dst")
-	want := pattern(8<<20, 3)
+	want := testutil.Pattern(8<<20, 3)
 	os.WriteFile(src, want, 0o600)
 	run(t, "nbdcopy", src, u)
 	run(t, "nbdcopy", u, dst)
@@ -151,20 +151,15 @@ func BenchmarkNbdcopyTLS(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := m.WriteAt(context.Background(), pattern(64<<20, 5), 0); err != nil {
+	if err := m.WriteAt(context.Background(), testutil.Pattern(64<<20, 5), 0); err != nil {
 		b.Fatal(err) // data everywhere: nbdcopy skips holes
 	}
 	s, err := NewServer(Options{Exports: map[string]Export{"m": {Device: m}}, TLS: serverTLS(p)})
 	if err != nil {
 		b.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	go s.Serve(context.Background(), l)
 	defer s.Close()
-	addr := l.Addr().String()
+	addr := testutil.ServeListener(b, s.Serve)
 	for _, u := range []struct{ name, uri string }{ // interleaved rounds
 		{"plain", "nbd://" + addr + "/m"}, {"tls", "nbds://" + addr + "/m?tls-certificates=" + p.ClientDir},
 		{"plain", "nbd://" + addr + "/m"}, {"tls", "nbds://" + addr + "/m?tls-certificates=" + p.ClientDir},

@@ -19,6 +19,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nvstripe/nvstripe/internal/testutil"
 )
 
 // need skips t when a tool is missing and returns its path.
@@ -140,9 +142,7 @@ func TestNbdcopy(t *testing.T) {
 	src, sum := writeRandom(t, size, 1)
 	run(t, "nbdcopy", "--connections", "4", "--flush", src, uri(addr, "mem"))
 	cmd := exec.CommandContext(t.Context(), "nbdcopy", "--connections", "4", uri(addr, "mem"), "-")
-	out, err := cmd.StdoutPipe()
-	mustf(t, err, "pipe")
-	mustf(t, cmd.Start(), "nbdcopy read")
+	out := testutil.StartStdout(t, cmd)
 	h := sha256.New()
 	n, err := io.Copy(h, out)
 	mustf(t, err, "read back")
@@ -174,7 +174,7 @@ func sparseImage(t *testing.T, size int64) string {
 	defer f.Close()
 	mustf(t, f.Truncate(size), "truncate")
 	for i, off := range []int64{0, 3<<20 + 512, size / 2, size - 64<<10} {
-		_, err := f.WriteAt(pattern(64<<10, byte(i+1)), off)
+		_, err := f.WriteAt(testutil.Pattern(64<<10, byte(i+1)), off)
 		mustf(t, err, "write")
 	}
 	return path
@@ -193,7 +193,7 @@ func TestQemuImg(t *testing.T) {
 		t.Fatalf("qemu-img compare: %s", out)
 	}
 	// The comparison can fail: change one byte behind qemu's back.
-	mustf(t, m.WriteAt(t.Context(), pattern(4096, 99), size/2), "write")
+	mustf(t, m.WriteAt(t.Context(), testutil.Pattern(4096, 99), size/2), "write")
 	if out, err := runErr(t, "qemu-img", "compare", "-f", "raw", "-F", "raw", src, u); err == nil {
 		t.Fatalf("qemu-img compare missed a difference: %s", out)
 	}
@@ -304,7 +304,7 @@ func TestTsharkWire(t *testing.T) {
 	tshark := need(t, "tshark")
 	need(t, "nbdsh")
 	m := newMem(t, 16<<20, 4096)
-	mustf(t, m.WriteAt(t.Context(), pattern(1<<20, 4), 2<<20), "write")
+	mustf(t, m.WriteAt(t.Context(), testutil.Pattern(1<<20, 4), 2<<20), "write")
 	_, addr := serve(t, Options{Exports: map[string]Export{"mem": {Device: m, Description: "wire"}}}, "tcp")
 	port := addr[strings.LastIndex(addr, ":")+1:]
 	pcap := filepath.Join(t.TempDir(), "nbd.pcap")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/nbd/proto"
 )
 
@@ -109,7 +110,7 @@ func TestOversizedWrite(t *testing.T) {
 	rc := dialRaw(t, "tcp", addr, fixedNoZeroes)
 	rc.goExport("mem", true)
 	big := proto.Request{Type: proto.CmdWrite, Cookie: 1, Length: 1 << 20}
-	if got := rc.errno(true, big, pattern(1<<20, 1)); got != proto.EINVAL {
+	if got := rc.errno(true, big, testutil.Pattern(1<<20, 1)); got != proto.EINVAL {
 		t.Fatalf("1 MiB write over a 64 KiB maximum: %v", got)
 	}
 	rc.send(proto.Request{Type: proto.CmdRead, Cookie: 2, Length: 512}, nil)
@@ -154,7 +155,7 @@ func TestRepliesOutOfOrder(t *testing.T) {
 	rc := dialRaw(t, "tcp", addr, fixedNoZeroes)
 	rc.goExport("g", false)
 	rc.send(proto.Request{Type: proto.CmdRead, Cookie: 1, Offset: 0, Length: 512}, nil)
-	rc.send(proto.Request{Type: proto.CmdWrite, Cookie: 2, Offset: 4096, Length: 512}, pattern(512, 9))
+	rc.send(proto.Request{Type: proto.CmdWrite, Cookie: 2, Offset: 4096, Length: 512}, testutil.Pattern(512, 9))
 	rc.send(proto.Request{Type: proto.CmdRead, Cookie: 3, Offset: 8192, Length: 512}, nil)
 	seen := map[uint64]bool{}
 	for range 2 {
@@ -279,7 +280,7 @@ func TestCloseDrainsInFlight(t *testing.T) {
 	checkGoroutines(t)
 	g := &gateDev{Mem: newMem(t, 1<<20, 512)}
 	slow := g.gate(0)
-	mustf(t, g.WriteAt(t.Context(), pattern(512, 1), 0), "write") // allocated: the read reaches the device
+	mustf(t, g.WriteAt(t.Context(), testutil.Pattern(512, 1), 0), "write") // allocated: the read reaches the device
 	s, addr := serve(t, Options{Exports: map[string]Export{"g": {Device: g}}}, "tcp")
 	rc := dialRaw(t, "tcp", addr, fixedNoZeroes)
 	rc.goExport("g", true)
@@ -318,7 +319,7 @@ func TestCloseGraceExpires(t *testing.T) {
 func TestStructuredReadHoles(t *testing.T) {
 	const mib = 1 << 20
 	m, addr := serveMem(t, 8*mib, 4096)
-	data := pattern(mib, 5)
+	data := testutil.Pattern(mib, 5)
 	mustf(t, m.WriteAt(t.Context(), data, 2*mib), "write")
 	rc := dialRaw(t, "tcp", addr, fixedNoZeroes)
 	rc.goExport("mem", true)
@@ -356,7 +357,7 @@ func TestStructuredReadHoles(t *testing.T) {
 func TestBlockStatus(t *testing.T) {
 	const mib = 1 << 20
 	m, addr := serveMem(t, 8*mib, 4096)
-	mustf(t, m.WriteAt(t.Context(), pattern(4096, 1), 3*mib+4096), "write")
+	mustf(t, m.WriteAt(t.Context(), testutil.Pattern(4096, 1), 3*mib+4096), "write")
 	rc := dialRaw(t, "tcp", addr, fixedNoZeroes)
 	rc.goExport("mem", true)
 	type bd = [2]uint32 // length, status
@@ -403,7 +404,7 @@ func TestSubBlockIO(t *testing.T) {
 		var reqs []byte
 		var n int
 		for s := c; s < size/512; s += 4 {
-			p := pattern(512, byte(s))
+			p := testutil.Pattern(512, byte(s))
 			copy(want[s*512:], p)
 			reqs = append(proto.AppendRequest(reqs, proto.Request{Type: proto.CmdWrite, Cookie: uint64(s), Offset: uint64(s * 512), Length: 512}), p...)
 			n++
@@ -455,7 +456,7 @@ func TestFlushAndFUA(t *testing.T) {
 	_, addr := serve(t, Options{Exports: map[string]Export{"m": {Device: m}}}, "tcp")
 	rc := dialRaw(t, "tcp", addr, fixedNoZeroes)
 	rc.goExport("m", true)
-	a, b := pattern(4096, 1), pattern(4096, 2)
+	a, b := testutil.Pattern(4096, 1), testutil.Pattern(4096, 2)
 	mustErrno(t, rc.errno(true, proto.Request{Type: proto.CmdWrite, Cookie: 1, Offset: 0, Length: 4096}, a))
 	mustErrno(t, rc.errno(true, proto.Request{Type: proto.CmdWrite, Flags: proto.CmdFlagFUA, Cookie: 2, Offset: 8192, Length: 4096}, b))
 	got := make([]byte, 4096)
@@ -513,7 +514,7 @@ func TestErrorMapping(t *testing.T) {
 // FAST_ZERO succeeds on a FastZeroer that says so, and still zeroes.
 func TestFastZero(t *testing.T) {
 	m := newMem(t, 1<<20, 4096)
-	mustf(t, m.WriteAt(t.Context(), pattern(8192, 1), 0), "write")
+	mustf(t, m.WriteAt(t.Context(), testutil.Pattern(8192, 1), 0), "write")
 	_, addr := serve(t, Options{Exports: map[string]Export{"f": {Device: fastZeroDev{m}}}}, "tcp")
 	rc := dialRaw(t, "tcp", addr, fixedNoZeroes)
 	rc.goExport("f", false)
@@ -543,7 +544,7 @@ func TestUnixSocketRandomIO(t *testing.T) {
 	for i := range 200 {
 		n := (1 + rng.IntN(64)) * 512
 		off := rng.IntN(size/512-n/512) * 512
-		p := pattern(n, byte(i))
+		p := testutil.Pattern(n, byte(i))
 		copy(want[off:], p)
 		batch = append(proto.AppendRequest(batch, proto.Request{Type: proto.CmdWrite, Cookie: uint64(i), Offset: uint64(off), Length: uint32(n)}), p...)
 		// Overlapping writes in flight together complete in any order; send
@@ -605,7 +606,7 @@ func TestOptionsValidate(t *testing.T) {
 func TestReplyBacklog(t *testing.T) {
 	const size, n, each = 8 << 20, 64, 64 << 10
 	m := newMem(t, size, 4096)
-	want := pattern(size, 3)
+	want := testutil.Pattern(size, 3)
 	mustf(t, m.WriteAt(t.Context(), want, 0), "fill")
 	_, addr := serve(t, Options{Exports: map[string]Export{"b": {Device: m}}, MaxInFlight: 32, ReplyBacklog: 4096}, "tcp")
 	rc := dialRaw(t, "tcp", addr, fixedNoZeroes)
@@ -641,8 +642,8 @@ func TestReplyFormUnderStructured(t *testing.T) {
 		req     R
 		payload []byte
 	}{
-		{R{Type: proto.CmdWrite, Cookie: 1, Length: 4096}, pattern(4096, 1)},
-		{R{Type: proto.CmdWrite, Flags: proto.CmdFlagFUA, Cookie: 2, Offset: 4096, Length: 4096}, pattern(4096, 2)},
+		{R{Type: proto.CmdWrite, Cookie: 1, Length: 4096}, testutil.Pattern(4096, 1)},
+		{R{Type: proto.CmdWrite, Flags: proto.CmdFlagFUA, Cookie: 2, Offset: 4096, Length: 4096}, testutil.Pattern(4096, 2)},
 		{R{Type: proto.CmdFlush, Cookie: 3}, nil},
 		{R{Type: proto.CmdTrim, Cookie: 4, Length: 4096}, nil},
 		{R{Type: proto.CmdWriteZeroes, Cookie: 5, Offset: 8192, Length: 4096}, nil},
@@ -659,10 +660,10 @@ func TestReplyFormUnderStructured(t *testing.T) {
 	}
 	rc.send(R{Type: proto.CmdRead, Cookie: 8, Offset: 4096, Length: 4096}, nil)
 	cs := rc.structured(8)
-	if len(cs) != 1 || cs[0].simple || cs[0].Type != proto.ChunkOffsetData || !bytes.Equal(cs[0].payload[8:], pattern(4096, 2)) {
+	if len(cs) != 1 || cs[0].simple || cs[0].Type != proto.ChunkOffsetData || !bytes.Equal(cs[0].payload[8:], testutil.Pattern(4096, 2)) {
 		t.Fatalf("READ: got %d chunks (%+v), want one OFFSET_DATA with the written data", len(cs), cs[0].ChunkHeader)
 	}
-	rc.send(R{Type: proto.CmdWrite, Cookie: 9, Offset: 1 << 20, Length: 4096}, pattern(4096, 3))
+	rc.send(R{Type: proto.CmdWrite, Cookie: 9, Offset: 1 << 20, Length: 4096}, testutil.Pattern(4096, 3))
 	c := rc.chunk()
 	if c.simple || c.Type != proto.ChunkError {
 		t.Fatalf("WRITE past the end: got %+v, want an ERROR chunk", c)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/config"
 	"github.com/nvstripe/nvstripe/health/pool"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/nvmeof/target"
 )
 
@@ -63,14 +63,8 @@ func TestStartServesEveryPart(t *testing.T) {
 	if err != nil || len(states) == 0 {
 		t.Fatalf("control API: %v %v", states, err)
 	}
-	resp, err := http.Get("http://" + r.Metrics + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || len(body) == 0 {
-		t.Fatalf("metrics: %s", resp.Status)
+	if m, err := testutil.Metrics(t.Context(), "http://"+r.Metrics+"/metrics"); err != nil || len(m) == 0 {
+		t.Fatalf("metrics: %d samples, %v", len(m), err)
 	}
 	text := r.String()
 	for _, want := range []string{"control: http://" + r.Control + " (token in " + r.ControlTokenFile + ")", "gossip: " + r.Gossip, "metrics: http://" + r.Metrics + "/metrics", "ns 2: data1"} {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/blockdev/faultdev"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/nbd"
 )
 
@@ -72,7 +73,7 @@ func kernelIO(t *testing.T, inline bool) {
 	if err := ioctlU64(f, unix.BLKGETSIZE64, &size); err != nil || size != 32<<20 {
 		t.Errorf("BLKGETSIZE64 = %d, %v; want %d", size, err, 32<<20)
 	}
-	want := alignedBuf(256 << 10) // larger than MaxIO: the kernel splits it
+	want := testutil.AlignedBuf(256 << 10) // larger than MaxIO: the kernel splits it
 	for i := range want {
 		want[i] = byte(i*7 + i>>12)
 	}
@@ -83,7 +84,7 @@ func kernelIO(t *testing.T, inline bool) {
 	if err := mem.ReadAt(context.Background(), got, 1<<20); err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("device content after a write through %s differs (err %v)", s.Path(), err)
 	}
-	back := alignedBuf(len(want))
+	back := testutil.AlignedBuf(len(want))
 	if _, err := f.ReadAt(back, 1<<20); err != nil || !bytes.Equal(back, want) {
 		t.Fatalf("read back through %s: err %v, equal %v", s.Path(), err, bytes.Equal(back, want))
 	}
@@ -141,7 +142,7 @@ func TestKernelReadOnly(t *testing.T) {
 	if err != nil || ro != 1 {
 		t.Errorf("BLKROGET = %d, %v; want 1", ro, err)
 	}
-	got := alignedBuf(4096)
+	got := testutil.AlignedBuf(4096)
 	if _, err := f.ReadAt(got, 0); err != nil || !bytes.Equal(got, want) {
 		t.Errorf("read of the read-only device: %v, equal %v", err, bytes.Equal(got, want))
 	}

@@ -15,10 +15,3 @@ func ioctlU64(f *os.File, req uint, out *uint64) error {
 	}
 	return nil
 }
-
-// alignedBuf returns n bytes aligned to 4096 for O_DIRECT.
-func alignedBuf(n int) []byte {
-	b := make([]byte, n+4096)
-	off := int(4096 - uintptr(unsafe.Pointer(&b[0]))%4096)
-	return b[off%4096 : off%4096+n]
-}

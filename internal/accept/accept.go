@@ -4,7 +4,8 @@
 // was accepted), waiting 5 ms after the first and doubling up to 1 s as
 // net/http does; it caps the connections handled at once, closing the ones
 // beyond the cap as soon as they are accepted; and it runs each connection's
-// handler on its own goroutine, returning only when all have ended.
+// handler on its own goroutine, returning only when all have ended. Counts
+// are the servers' refusal counters by reason, as their stats report them.
 package accept
 
 import (

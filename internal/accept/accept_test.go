@@ -72,34 +72,37 @@ func expectGreeting(t *testing.T, addr string) net.Conn {
 	return nc
 }
 
-func serveAsync(ctx context.Context, ln net.Listener, o Options) <-chan error {
+// serveAsync runs Serve on ln with o (greeting each connection) until
+// stop, which cancels it and fails t unless Serve then returns nil: it
+// returns once every handler has ended.
+func serveAsync(t *testing.T, ln net.Listener, o Options) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
 	done := make(chan error, 1)
 	go func() { done <- Serve(ctx, ln, o, greet) }()
-	return done
+	return func() {
+		t.Helper()
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("Serve: %v", err)
+		}
+	}
 }
 
 func TestServeRetriesTemporaryErrors(t *testing.T) {
 	for _, errno := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ECONNABORTED} {
 		t.Run(errno.Error(), func(t *testing.T) {
 			fl := &failing{Listener: listen(t), n: 4, err: &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", errno)}}
-			var logs strings.Builder
-			var mu sync.Mutex
-			logf := func(f string, a ...any) { mu.Lock(); fmt.Fprintf(&logs, f+"\n", a...); mu.Unlock() }
-			ctx, cancel := context.WithCancel(context.Background())
-			done := serveAsync(ctx, fl, Options{Name: "test", Logf: logf})
+			var logs testutil.Buffer
+			stop := serveAsync(t, fl, Options{Name: "test", Logf: logs.Logf})
 			expectGreeting(t, fl.Addr().String()).Close()
-			cancel()
-			if err := <-done; err != nil {
-				t.Fatalf("Serve: %v", err)
-			}
+			stop()
 			fl.mu.Lock()
 			calls := fl.calls
 			fl.mu.Unlock()
 			if calls < 5 {
 				t.Fatalf("Accept called %d times, want the 4 failures and a success", calls)
 			}
-			mu.Lock()
-			defer mu.Unlock()
 			if n := strings.Count(logs.String(), "retrying in"); n != 4 {
 				t.Fatalf("%d retries logged, want 4:\n%s", n, logs.String())
 			}
@@ -118,8 +121,7 @@ func TestServeEndsOnPermanentError(t *testing.T) {
 
 func TestServeCapsConnections(t *testing.T) {
 	ln := listen(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := serveAsync(ctx, ln, Options{MaxConns: 2})
+	stop := serveAsync(t, ln, Options{MaxConns: 2})
 	addr := ln.Addr().String()
 	a, b := expectGreeting(t, addr), expectGreeting(t, addr)
 	extra, err := net.Dial("tcp", addr)
@@ -132,27 +134,9 @@ func TestServeCapsConnections(t *testing.T) {
 	}
 	a.Close()
 	// Once a handler has ended the cap lets a new connection in.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		nc, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		nc.SetReadDeadline(deadline)
-		line, err := bufio.NewReader(nc).ReadString('\n')
-		nc.Close()
-		if line == "hi\n" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no connection accepted after one closed: %v", err)
-		}
-	}
+	testutil.WaitFor(t, "a connection accepted after one closed", func() bool { return served(t, "127.0.0.1", addr) })
 	b.Close()
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 }
 
 // TestServeOutOfDescriptors runs a server in a child process whose
@@ -168,13 +152,7 @@ func TestServeOutOfDescriptors(t *testing.T) {
 	cmd.Env = append(os.Environ(), "ACCEPT_CHILD=1")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	out := testutil.StartStdout(t, cmd)
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	addr, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
@@ -272,23 +250,26 @@ func greeted(nc net.Conn) bool {
 	return line == "hi\n"
 }
 
+// served says whether a new connection from the local IP from to addr is
+// greeted; the connection is closed before it returns.
+func served(t *testing.T, from, addr string) bool {
+	t.Helper()
+	nc := dialFrom(t, from, addr)
+	defer nc.Close()
+	return greeted(nc)
+}
+
 // TestServeCapsConnectionsPerIP: with MaxConnsPerIP 2 a third connection
 // from one address is closed unanswered while another address is served;
 // the refusals of an address are logged once until its connections end.
 func TestServeCapsConnectionsPerIP(t *testing.T) {
 	ln := listen(t)
-	var logs strings.Builder
+	var logs testutil.Buffer
+	refusals := func() int { return strings.Count(logs.String(), "refusing connection from 127.0.0.1:") }
 	var mu sync.Mutex
-	logf := func(f string, a ...any) { mu.Lock(); fmt.Fprintf(&logs, f+"\n", a...); mu.Unlock() }
-	refusals := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return strings.Count(logs.String(), "refusing connection from 127.0.0.1:")
-	}
 	var reasons []string
 	refused := func(r string) { mu.Lock(); reasons = append(reasons, r); mu.Unlock() }
-	ctx, cancel := context.WithCancel(context.Background())
-	done := serveAsync(ctx, ln, Options{MaxConnsPerIP: 2, Logf: logf, Refused: refused})
+	stop := serveAsync(t, ln, Options{MaxConnsPerIP: 2, Logf: logs.Logf, Refused: refused})
 	addr := ln.Addr().String()
 	a, b := dialFrom(t, "127.0.0.1", addr), dialFrom(t, "127.0.0.1", addr)
 	if !greeted(a) || !greeted(b) {
@@ -314,23 +295,9 @@ func TestServeCapsConnectionsPerIP(t *testing.T) {
 	}
 	a.Close()
 	b.Close()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		nc := dialFrom(t, "127.0.0.1", addr)
-		ok := greeted(nc)
-		nc.Close()
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no connection served after the address's connections closed")
-		}
-	}
+	testutil.WaitFor(t, "a connection served after the address's connections closed", func() bool { return served(t, "127.0.0.1", addr) })
 	other.Close()
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 }
 
 // TestServeUnixNotCappedPerIP: peers on a unix socket have no IP address,
@@ -342,8 +309,7 @@ func TestServeUnixNotCappedPerIP(t *testing.T) {
 		t.Fatal(err)
 	}
 	reasons := make(chan string, 8)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := serveAsync(ctx, ln, Options{MaxConns: 3, MaxConnsPerIP: 1, Refused: func(r string) { reasons <- r }})
+	stop := serveAsync(t, ln, Options{MaxConns: 3, MaxConnsPerIP: 1, Refused: func(r string) { reasons <- r }})
 	dial := func() net.Conn {
 		nc, err := net.Dial("unix", ln.Addr().String())
 		if err != nil {
@@ -369,8 +335,5 @@ func TestServeUnixNotCappedPerIP(t *testing.T) {
 	for _, nc := range conns {
 		nc.Close()
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 }

@@ -1,14 +1,17 @@
 package testutil
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"unsafe"
 )
 
 // TestBufferConcurrent: writers and a reader at once (the race detector
@@ -93,5 +96,44 @@ func TestDialFrom(t *testing.T) {
 	DialFrom(t, "127.0.0.2", addr)
 	if got := <-from; got != "127.0.0.2" {
 		t.Fatalf("server saw %s, want 127.0.0.2", got)
+	}
+}
+
+// TestRSS: this process's resident memory is read (some MiB at least: the
+// test binary runs), and a process that does not exist is an error.
+func TestRSS(t *testing.T) {
+	if _, err := os.Stat("/proc/self/status"); err != nil {
+		t.Skipf("needs /proc: %v", err)
+	}
+	if n, err := RSS(os.Getpid()); err != nil || n < 1<<20 {
+		t.Fatalf("RSS of this process: %d, %v: want at least 1 MiB", n, err)
+	}
+	if _, err := RSS(-1); err == nil {
+		t.Fatal("RSS of pid -1: no error")
+	}
+}
+
+// TestAlignedBuf: the buffer has the length asked for, room for no more,
+// and starts on a 4096-byte boundary.
+func TestAlignedBuf(t *testing.T) {
+	for _, n := range []int{1, 512, 4096, 1 << 20} {
+		b := AlignedBuf(n)
+		if len(b) != n || cap(b) != n || uintptr(unsafe.Pointer(&b[0]))%4096 != 0 {
+			t.Errorf("AlignedBuf(%d): len %d cap %d at %p", n, len(b), cap(b), &b[0])
+		}
+	}
+}
+
+// TestPattern: the same seed gives the same bytes; another seed, or
+// another 512-byte block of the same pattern, differs.
+func TestPattern(t *testing.T) {
+	a, b := Pattern(4096, 1), Pattern(4096, 2)
+	if !bytes.Equal(a, Pattern(4096, 1)) || bytes.Equal(a, b) {
+		t.Fatal("Pattern is not a function of its seed")
+	}
+	for blk := 1; blk < 8; blk++ {
+		if bytes.Equal(a[:512], a[blk*512:(blk+1)*512]) {
+			t.Errorf("block %d of the pattern equals block 0", blk)
+		}
 	}
 }

@@ -1,5 +1,6 @@
 // Package testutil holds the helpers that tests across the repository
-// share: WaitFor (the one polling wait for a condition), Logf (a log
+// share: WaitFor (the one polling wait for a condition), WaitGoroutines
+// (the goroutine leak check), Logf (a log
 // function that outlives its test quietly), Serve and FreeAddr (loopback
 // listeners), EMFILEListener (a listener out of file descriptors),
 // BuildNvstripe (the binary, for process tests). It is imported by _test.go
@@ -36,14 +37,23 @@ func WaitFor(t testing.TB, what string, cond func() bool) {
 
 func waitFor(t testing.TB, limit time.Duration, what string, cond func() bool) {
 	t.Helper()
+	if !poll(limit, cond) {
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// poll calls cond until it holds (true) or limit has passed (false), at
+// once, then after waits growing from 1ms to 50ms.
+func poll(limit time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(limit)
 	waits := retry.NewBackoff(retry.Options{Initial: time.Millisecond, Max: 50 * time.Millisecond})
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			return false
 		}
 		time.Sleep(waits.Next())
 	}
+	return true
 }
 
 // Logf returns a log function that writes to t until t's cleanup and is

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -86,3 +87,28 @@ func TestLogfQuietAfterCleanup(t *testing.T) {
 	})
 	logf("after the subtest's cleanup: %d", 2) // must not panic
 }
+
+// TestWaitGoroutines: the wait fails with the stacks of the goroutines
+// that run, the leaked one named, while more run than allowed (none, here),
+// and returns once the goroutine started in the test has ended.
+func TestWaitGoroutines(t *testing.T) {
+	before := runtime.NumGoroutine()
+	stop := make(chan struct{})
+	go leakedForTest(stop)
+	f := &fakeTB{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		waitGoroutines(f, 10*time.Millisecond, 0)
+	}()
+	<-done
+	if !strings.HasPrefix(f.failed, "goroutine leak:") || !strings.Contains(f.failed, "leakedForTest") {
+		t.Fatalf("failure %q, want a leak report with the running goroutine's stack", f.failed)
+	}
+	close(stop)
+	WaitGoroutines(t, before)
+}
+
+// leakedForTest runs until stop closes: a goroutine whose name the leak
+// report must show.
+func leakedForTest(stop <-chan struct{}) { <-stop }

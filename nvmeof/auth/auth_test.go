@@ -108,7 +108,8 @@ func TestParseSecret(t *testing.T) {
 	}
 	good := s.String()
 	for _, bad := range []string{"", "DHHC-1:00:ia6z:", "DHHC-2" + good[6:], "DHHC-1:04" + good[9:], good[:len(good)-1],
-		strings.Replace(good, "ia6z", "ia6y", 1), "DHHC-1:00:" + strings.Repeat("A", 40) + ":"} {
+		strings.Replace(good, "ia6z", "ia6y", 1), "DHHC-1:00:" + strings.Repeat("A", 40) + ":",
+		"DHHC-1:0g" + good[9:], "DHHC-1:1 " + good[9:], "DHHC-1:00:AAA=:"} { // hh not hex; 2 bytes, no key and CRC
 		if _, err := ParseSecret(bad); !errors.Is(err, ErrSecret) {
 			t.Errorf("ParseSecret(%q): %v, want ErrSecret", bad, err)
 		}

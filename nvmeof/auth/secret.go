@@ -12,13 +12,11 @@ package auth
 import (
 	"bytes"
 	"crypto/hmac"
-	"encoding/base64"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
-	"strings"
+
+	"github.com/nvstripe/nvstripe/nvmeof/tlspsk"
 )
 
 // ErrSecret marks a malformed secret.
@@ -45,33 +43,21 @@ func CheckSecrets(secrets ...string) error {
 // ParseSecret reads "DHHC-1:hh:BASE64:" where BASE64 holds the key (32, 48
 // or 64 bytes) and its CRC-32 (little-endian).
 func ParseSecret(s string) (Secret, error) {
-	parts := strings.Split(strings.TrimSpace(s), ":")
-	if len(parts) != 4 || parts[0] != "DHHC-1" || parts[3] != "" || len(parts[1]) != 2 {
-		return Secret{}, fmt.Errorf("%w: want DHHC-1:hh:BASE64:", ErrSecret)
-	}
-	var h uint8
-	if _, err := fmt.Sscanf(parts[1], "%02x", &h); err != nil || h > HashSHA512 {
-		return Secret{}, fmt.Errorf("%w: transform %q (00-03)", ErrSecret, parts[1])
-	}
-	raw, err := base64.StdEncoding.DecodeString(parts[2])
+	h, key, err := tlspsk.ParseRepresentation(s, "DHHC-1")
 	if err != nil {
 		return Secret{}, fmt.Errorf("%w: %w", ErrSecret, err)
 	}
-	n := len(raw) - 4
-	if n != 32 && n != 48 && n != 64 {
-		return Secret{}, fmt.Errorf("%w: key of %d bytes (32, 48 or 64)", ErrSecret, max(n, 0))
+	if h > HashSHA512 {
+		return Secret{}, fmt.Errorf("%w: transform %02x (00-03)", ErrSecret, h)
 	}
-	if crc32.ChecksumIEEE(raw[:n]) != binary.LittleEndian.Uint32(raw[n:]) {
-		return Secret{}, fmt.Errorf("%w: CRC mismatch", ErrSecret)
+	if n := len(key); n != 32 && n != 48 && n != 64 {
+		return Secret{}, fmt.Errorf("%w: key of %d bytes (32, 48 or 64)", ErrSecret, n)
 	}
-	return Secret{Hash: h, Key: raw[:n]}, nil
+	return Secret{Hash: h, Key: key}, nil
 }
 
 // String is the DHHC-1 representation.
-func (s Secret) String() string {
-	raw := binary.LittleEndian.AppendUint32(bytes.Clone(s.Key), crc32.ChecksumIEEE(s.Key))
-	return fmt.Sprintf("DHHC-1:%02x:%s:", s.Hash, base64.StdEncoding.EncodeToString(raw))
-}
+func (s Secret) String() string { return tlspsk.Representation("DHHC-1", s.Hash, s.Key) }
 
 // GenerateSecret makes a random secret of keyLen bytes (0: the length of
 // hash's digest, 32 for none) transformed with hash, as nvme

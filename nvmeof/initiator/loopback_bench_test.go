@@ -4,6 +4,8 @@ import (
 	"io"
 	"net"
 	"testing"
+
+	"github.com/nvstripe/nvstripe/internal/testutil"
 )
 
 // BenchmarkLoopbackTCP is the yardstick for BenchmarkNVMeTCP: raw TCP over
@@ -60,24 +62,12 @@ func BenchmarkLoopbackTCP(b *testing.B) {
 // loopbackPair listens on 127.0.0.1, runs serve on the accepted connection
 // and returns the client side.
 func loopbackPair(b *testing.B, serve func(net.Conn)) (net.Conn, chan struct{}) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
+	client, server := testutil.TCPPair(b)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		c, err := ln.Accept()
-		ln.Close()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		serve(c)
+		defer server.Close()
+		serve(server)
 	}()
-	client, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		b.Fatal(err)
-	}
 	return client, done
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
 )
 
@@ -138,32 +139,18 @@ func benchLoopSized(b *testing.B, h *host, op uint8, nlb uint32, depth, size, in
 // BenchmarkLoopbackPingPong is the raw floor for read-4KiB-qd1: a 72-byte
 // request answered by 4 KiB + 24 bytes over a plain TCP pair.
 func BenchmarkLoopbackPingPong(b *testing.B) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ln.Close()
+	c, server := testutil.TCPPair(b)
 	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
 		req, resp := make([]byte, 72), make([]byte, 4096+48)
 		for {
-			if _, err := io.ReadFull(c, req); err != nil {
+			if _, err := io.ReadFull(server, req); err != nil {
 				return
 			}
-			if _, err := c.Write(resp); err != nil {
+			if _, err := server.Write(resp); err != nil {
 				return
 			}
 		}
 	}()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
 	req, resp := make([]byte, 72), make([]byte, 4096+48)
 	b.SetBytes(4096)
 	for i := 0; i < b.N; i++ {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
 )
 
@@ -401,14 +402,7 @@ func TestCloseReleases(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.t.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > before+1 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if n := runtime.NumGoroutine(); n > before+1 {
-		buf := make([]byte, 1<<16)
-		t.Fatalf("%d goroutines after Close, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
-	}
+	testutil.WaitGoroutines(t, before+1)
 	if err := f.t.Start(t.Context()); err == nil {
 		t.Fatal("restart after Close accepted")
 	}

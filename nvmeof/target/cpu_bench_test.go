@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -101,15 +100,7 @@ func targetBins(b *testing.B) []benchBin {
 		}
 		return bins
 	}
-	if _, err := exec.LookPath("go"); err != nil {
-		b.Skip("needs the go tool to build nvstripe (or NVSTRIPE_TARGET_BINS)")
-	}
-	bin := filepath.Join(b.TempDir(), "nvstripe")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/nvstripe/nvstripe/cmd/nvstripe").CombinedOutput()
-	if err != nil {
-		b.Fatalf("go build: %v\n%s", err, out)
-	}
-	return []benchBin{{"this", bin}}
+	return []benchBin{{"this", testutil.BuildNvstripe(b, "")}}
 }
 
 // startBenchTarget runs `target serve` with one namespace of benchNSSize

@@ -41,13 +41,8 @@ func startTargetProcessIn(t testing.TB, bin, dir string, pid *int, args ...strin
 	t.Helper()
 	args = append([]string{"target", "serve", "--dir", dir, "--listen", "127.0.0.1:0", "--nqn", testNQN}, args...)
 	cmd := exec.Command(bin, args...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd.Stderr = io.Discard
+	stdout := testutil.StartStdout(t, cmd)
 	if pid != nil {
 		*pid = cmd.Process.Pid
 	}

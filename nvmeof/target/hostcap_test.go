@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
@@ -47,18 +46,10 @@ func TestConnectionsPerHost(t *testing.T) {
 	mustOK(t, "another host", other.connect(0, 31, pdu.CNTLIDDynamic, testNQN+"-other", "nqn.someone-else", 0, 0))
 
 	q1.nc.Close()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testutil.WaitFor(t, "a queue admitted after one ended", func() bool {
 		q := dial(t, addr, pdu.Digests{})
-		c := q.connect(2, 31, cntlid, testNQN, testHost, 0, 0)
-		if c.Status.Success() {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no queue admitted after one ended: %v", c.Status)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return q.connect(2, 31, cntlid, testNQN, testHost, 0, 0).Status.Success()
+	})
 }
 
 // TestRefusedHostLogged: a Connect of a host not allowed is logged with

@@ -34,18 +34,14 @@ func TestHandshakeFlood(t *testing.T) {
 			nc.Write(pdu.ICReq{}.Append(nil)) // may fail: the target may have closed it
 		}
 	}
-	// Wait until every flood connection is either held or refused.
-	for {
+	testutil.WaitFor(t, "every flood connection held or refused", func() bool {
 		st := f.t.Stats()
 		n := st.Connections
 		for _, c := range st.Refused {
 			n += int(c)
 		}
-		if n == flood {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return n == flood
+	})
 
 	a := dial(t, addr, pdu.Digests{})
 	cntlid := a.adminUp(0)

@@ -101,25 +101,12 @@ type Stats struct {
 
 // refuse counts one refusal for reason.
 func (t *Target) refuse(reason string) {
-	if c := t.refusedBy[reason]; c != nil {
-		c.Add(1)
-	}
-}
-
-func newRefusalCounts() map[string]*atomic.Uint64 {
-	m := map[string]*atomic.Uint64{}
-	for _, r := range RefusalReasons() {
-		m[r] = new(atomic.Uint64)
-	}
-	return m
+	t.refusedBy.Add(reason)
 }
 
 // Stats returns the target's counters since New and its live connections.
 func (t *Target) Stats() Stats {
-	st := Stats{Refused: map[string]uint64{}}
-	for r, c := range t.refusedBy {
-		st.Refused[r] = c.Load()
-	}
+	st := Stats{Refused: t.refusedBy.Snapshot()}
 	nqns := make([]string, 0, len(t.subs))
 	for n := range t.subs {
 		nqns = append(nqns, n)

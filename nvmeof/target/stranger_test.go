@@ -5,10 +5,10 @@ import (
 	"os"
 	"runtime"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
 )
 
@@ -22,17 +22,8 @@ func heapInUse() uint64 {
 
 // vmRSS is the process's resident set (Linux), 0 where unknown.
 func vmRSS() uint64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
-			kb, _ := strconv.ParseUint(f[1], 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
+	n, _ := testutil.RSS(os.Getpid())
+	return uint64(n)
 }
 
 // TestIdleConnRSS reports what NVSTRIPE_IDLE_CONNS idle connections that

@@ -30,11 +30,11 @@ type Target struct {
 	pool   bufPool
 	logf   func(string, ...any)
 
-	conflicts atomic.Uint64             // I/O commands refused by a reservation
-	refusedBy map[string]*atomic.Uint64 // connections refused, by reason (stats.go)
-	queues    atomic.Int64              // connections that completed a Connect and are open
-	hosts     hostSlots                 // queues per claimed host NQN
-	refused   refusals                  // Connect refusals logged
+	conflicts atomic.Uint64 // I/O commands refused by a reservation
+	refusedBy accept.Counts // connections refused, by reason (stats.go)
+	queues    atomic.Int64  // connections that completed a Connect and are open
+	hosts     hostSlots     // queues per claimed host NQN
+	refused   refusals      // Connect refusals logged
 
 	mu        sync.Mutex
 	listeners []*listener
@@ -107,7 +107,7 @@ func New(cfg Config) (*Target, error) {
 		return nil, fmt.Errorf("target config: %w", err)
 	}
 	t := &Target{cfg: cfg, subs: map[string]*subsystem{}, ctrls: map[uint16]*controller{}, nextID: 1, discGen: 1,
-		refusedBy: newRefusalCounts()}
+		refusedBy: accept.NewCounts(RefusalReasons())}
 	t.logf = cfg.Logf
 	if t.logf == nil {
 		t.logf = func(string, ...any) {}

@@ -11,6 +11,7 @@ import (
 	"hash"
 	"hash/crc32"
 	"io"
+	"strconv"
 	"strings"
 )
 
@@ -35,33 +36,51 @@ type Key struct {
 // ParseKey reads "NVMeTLSkey-1:hh:BASE64:" where BASE64 holds the key (32
 // or 48 bytes, 32 for hh 01, 48 for hh 02) and its CRC-32 (little-endian).
 func ParseKey(s string) (Key, error) {
-	parts := strings.Split(strings.TrimSpace(s), ":")
-	if len(parts) != 4 || parts[0] != "NVMeTLSkey-1" || parts[3] != "" || len(parts[1]) != 2 {
-		return Key{}, fmt.Errorf("%w: want NVMeTLSkey-1:hh:BASE64:", ErrKey)
-	}
-	var h uint8
-	switch parts[1] {
-	case "00":
-		h = HashNone
-	case "01":
-		h = HashSHA256
-	case "02":
-		h = HashSHA384
-	default:
-		return Key{}, fmt.Errorf("%w: hash %q (00, 01 or 02)", ErrKey, parts[1])
-	}
-	raw, err := base64.StdEncoding.DecodeString(parts[2])
+	h, key, err := ParseRepresentation(s, "NVMeTLSkey-1")
 	if err != nil {
 		return Key{}, fmt.Errorf("%w: %w", ErrKey, err)
 	}
+	if h > HashSHA384 {
+		return Key{}, fmt.Errorf("%w: hash %02x (00, 01 or 02)", ErrKey, h)
+	}
+	if n, want := len(key), keyLen(h); n != 32 && n != 48 || want != 0 && n != want {
+		return Key{}, fmt.Errorf("%w: key of %d bytes with hash %02x", ErrKey, n, h)
+	}
+	return Key{Hash: h, Secret: key}, nil
+}
+
+// ParseRepresentation reads the NVMe secret representation
+// "PREFIX:hh:BASE64:", the form of TLS keys ("NVMeTLSkey-1") and of
+// DH-HMAC-CHAP secrets ("DHHC-1", nvmeof/auth): hh is two hex digits, and
+// BASE64 holds the key followed by its CRC-32 (little-endian), which must
+// match. The caller checks hh and the key's length.
+func ParseRepresentation(s, prefix string) (hh uint8, key []byte, err error) {
+	parts := strings.Split(strings.TrimSpace(s), ":")
+	if len(parts) != 4 || parts[0] != prefix || parts[3] != "" || len(parts[1]) != 2 {
+		return 0, nil, fmt.Errorf("want %s:hh:BASE64:", prefix)
+	}
+	h, err := strconv.ParseUint(parts[1], 16, 8)
+	if err != nil {
+		return 0, nil, fmt.Errorf("hh %q is not two hex digits", parts[1])
+	}
+	raw, err := base64.StdEncoding.DecodeString(parts[2])
+	if err != nil {
+		return 0, nil, err
+	}
+	if len(raw) < 4 {
+		return 0, nil, fmt.Errorf("%d bytes, not a key and its CRC", len(raw))
+	}
 	n := len(raw) - 4
-	if want := keyLen(h); n != 32 && n != 48 || want != 0 && n != want {
-		return Key{}, fmt.Errorf("%w: key of %d bytes with hash %s", ErrKey, max(n, 0), parts[1])
-	}
 	if crc32.ChecksumIEEE(raw[:n]) != binary.LittleEndian.Uint32(raw[n:]) {
-		return Key{}, fmt.Errorf("%w: CRC mismatch", ErrKey)
+		return 0, nil, errors.New("CRC mismatch")
 	}
-	return Key{Hash: h, Secret: raw[:n]}, nil
+	return uint8(h), raw[:n], nil
+}
+
+// Representation is key in the form ParseRepresentation reads.
+func Representation(prefix string, hh uint8, key []byte) string {
+	raw := binary.LittleEndian.AppendUint32(bytes.Clone(key), crc32.ChecksumIEEE(key))
+	return fmt.Sprintf("%s:%02x:%s:", prefix, hh, base64.StdEncoding.EncodeToString(raw))
 }
 
 // keyLen is the key length hash h requires, 0 for any.
@@ -76,10 +95,7 @@ func keyLen(h uint8) int {
 }
 
 // String is the interchange form.
-func (k Key) String() string {
-	raw := binary.LittleEndian.AppendUint32(bytes.Clone(k.Secret), crc32.ChecksumIEEE(k.Secret))
-	return fmt.Sprintf("NVMeTLSkey-1:%02x:%s:", k.Hash, base64.StdEncoding.EncodeToString(raw))
-}
+func (k Key) String() string { return Representation("NVMeTLSkey-1", k.Hash, k.Secret) }
 
 // GenerateKey makes a random key for hash (HashSHA256 or HashSHA384).
 func GenerateKey(rand io.Reader, h uint8) (Key, error) {

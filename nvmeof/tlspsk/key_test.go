@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -99,6 +100,23 @@ func TestParseIdentity(t *testing.T) {
 	for _, id := range []string{"NVMe0R01 a", "NVMe0G01 a b", "NVMe1R01 a b c", "NVMe0R01  b", "NVMe0R03 a b"} {
 		if _, _, _, err := ParseIdentity(id); !errors.Is(err, ErrKey) {
 			t.Errorf("ParseIdentity(%q) = %v, want ErrKey", id, err)
+		}
+	}
+}
+
+// TestRepresentation: a key round-trips through Representation and
+// ParseRepresentation with any prefix and hh; the prefix, hh (two hex
+// digits), the base64, its length and the CRC are checked.
+func TestRepresentation(t *testing.T) {
+	key := bytes.Repeat([]byte{0xa5}, 48)
+	good := Representation("DHHC-1", 0x03, key)
+	if h, k, err := ParseRepresentation(good, "DHHC-1"); err != nil || h != 3 || !bytes.Equal(k, key) {
+		t.Fatalf("round trip of %s: %d %x %v", good, h, k, err)
+	}
+	for _, bad := range []string{good[:len(good)-1], "NVMeTLSkey-1" + good[6:], "DHHC-1:0g" + good[9:],
+		"DHHC-1:3 " + good[9:], "DHHC-1:03:!!!:", "DHHC-1:03:AAA=:", strings.Replace(good, good[10:14], "AAAA", 1)} {
+		if _, _, err := ParseRepresentation(bad, "DHHC-1"); err == nil {
+			t.Errorf("ParseRepresentation(%q) accepted", bad)
 		}
 	}
 }

@@ -8,16 +8,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/nvstripe/nvstripe/internal/cputime"
 	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta/etcdembed"
 )
@@ -130,44 +129,14 @@ type sample struct {
 func (p *etcdProc) read(ctx context.Context) (sample, error) {
 	s := sample{at: time.Now()}
 	var err error
-	if s.metrics, err = scrape(ctx, p.endpoint+"/metrics"); err != nil {
+	if s.metrics, err = testutil.Metrics(ctx, p.endpoint+"/metrics"); err != nil {
 		return s, err
 	}
-	if s.cpu, err = procCPU(p.pid); err != nil {
+	if s.cpu, err = cputime.Process(p.pid); err != nil {
 		return s, err
 	}
-	s.rss, err = procRSS(p.pid)
+	s.rss, err = testutil.RSS(p.pid)
 	return s, err
-}
-
-// scrape reads a Prometheus text page into name{labels} -> value.
-func scrape(ctx context.Context, url string) (map[string]float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("etcd metrics: %w", err)
-	}
-	defer resp.Body.Close()
-	m := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
-			m[line[:i]] = v
-		}
-	}
-	return m, sc.Err()
 }
 
 // sum adds the series of metric name whose labels contain every one of
@@ -188,41 +157,4 @@ func (s sample) sum(name string, labels ...string) float64 {
 		}
 	}
 	return t
-}
-
-// procCPU is a process's user + system time (/proc/PID/stat, in clock
-// ticks of 1/100 s, Linux's USER_HZ).
-func procCPU(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// Fields after the command name, which is in parentheses: state is
-	// field 3; utime and stime are fields 14 and 15.
-	_, after, ok := strings.Cut(string(b), ") ")
-	f := strings.Fields(after)
-	if !ok || len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: unexpected %q", pid, b)
-	}
-	u, err1 := strconv.ParseInt(f[11], 10, 64)
-	s, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: unexpected %q", pid, b)
-	}
-	return time.Duration(u+s) * 10 * time.Millisecond, nil
-}
-
-// procRSS is a process's resident memory (/proc/PID/status VmRSS).
-func procRSS(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
 }

@@ -1,16 +1,13 @@
 package metrics
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"net/http"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/nvmeof/initiator"
 	"github.com/nvstripe/nvstripe/nvmeof/target"
 )
@@ -22,33 +19,14 @@ const (
 	stranger = "nqn.2014-08.org.nvmexpress:uuid:00000000-0000-0000-0000-0000000000ff"
 )
 
-// scrape fetches url and returns each sample line's value by its name and
-// labels as written ("name{a=\"b\"}").
+// scrape is testutil.Metrics of url, failing t on an error.
 func scrape(t *testing.T, url string) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get(url)
+	m, err := testutil.Metrics(t.Context(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s", url, resp.Status)
-	}
-	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "#") || line == "" {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			t.Fatalf("line %q: %v", line, err)
-		}
-		out[line[:i]] = v
-	}
-	return out
+	return m
 }
 
 func nsMetric(name, op string) string {
