@@ -47,6 +47,32 @@ func (c *cluster) ensureOwner(ctx context.Context, s *meta.Store) error {
 	return c.tryStartMap(c.owner)
 }
 
+// awaitOwner waits until the owner holds rwVolume read-write, which it
+// may have lost again since ensureOwner (an etcd killed in the round
+// comes back with the owner's lease expired, and the agent takes the
+// volume again a moment later), restarting it once when it does not
+// within ownerWait: the scrub that follows runs through the owner.
+func (c *cluster) awaitOwner(ctx context.Context, s *meta.Store) error {
+	for restarted := false; ; restarted = true {
+		deadline := time.Now().Add(ownerWait)
+		for time.Now().Before(deadline) {
+			if owned, err := holds(ctx, s, rwVolume, ownerName, meta.ModeRW); err == nil && owned {
+				return nil
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if restarted {
+			return fmt.Errorf("the owner did not hold %s read-write within %v of a restart", rwVolume, ownerWait)
+		}
+		if err := c.ensureOwner(ctx, s); err != nil {
+			return err
+		}
+	}
+}
+
+// ownerWait bounds awaitOwner's wait for the owner to hold the volume.
+const ownerWait = time.Minute
+
 func holds(ctx context.Context, s *meta.Store, volume, holder, mode string) (bool, error) {
 	owners, err := s.Owners(ctx, volume)
 	for _, o := range owners {
@@ -65,6 +91,9 @@ func holds(ctx context.Context, s *meta.Store, volume, holder, mode string) (boo
 // the owner running again.
 func (c *cluster) check(ctx context.Context, s *meta.Store, w *workload, readerAttached bool) (checked, error) {
 	var got checked
+	if err := c.awaitOwner(ctx, s); err != nil {
+		return got, err
+	}
 	n, err := scrub(ctx, s, rwVolume)
 	if err != nil {
 		return got, err
