@@ -70,6 +70,22 @@ func (c *cluster) awaitOwner(ctx context.Context, s *meta.Store) error {
 	}
 }
 
+// scrubOwned scrubs rwVolume through its owner once the owner holds it
+// (awaitOwner), and again, up to twice, when the owner lost it meanwhile
+// (the scrub then fails as blocked, or as the volume not mapped).
+func (c *cluster) scrubOwned(ctx context.Context, s *meta.Store) (int64, error) {
+	for try := 0; ; try++ {
+		if err := c.awaitOwner(ctx, s); err != nil {
+			return 0, err
+		}
+		n, err := scrub(ctx, s, rwVolume)
+		if try == 2 || !(errors.Is(err, admin.ErrWaitBlocked) || errors.Is(err, meta.ErrInvalid)) {
+			return n, err
+		}
+		fmt.Fprintf(c.logw, "campaign: scrub of %s through its owner: %v: again once the owner holds it\n", rwVolume, err)
+	}
+}
+
 // ownerWait bounds awaitOwner's wait for the owner to hold the volume.
 const ownerWait = time.Minute
 
@@ -91,10 +107,7 @@ func holds(ctx context.Context, s *meta.Store, volume, holder, mode string) (boo
 // the owner running again.
 func (c *cluster) check(ctx context.Context, s *meta.Store, w *workload, readerAttached bool) (checked, error) {
 	var got checked
-	if err := c.awaitOwner(ctx, s); err != nil {
-		return got, err
-	}
-	n, err := scrub(ctx, s, rwVolume)
+	n, err := c.scrubOwned(ctx, s)
 	if err != nil {
 		return got, err
 	}
