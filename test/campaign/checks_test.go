@@ -48,10 +48,11 @@ func (c *cluster) ensureOwner(ctx context.Context, s *meta.Store) error {
 }
 
 // awaitOwner waits until the owner holds rwVolume read-write, which it
-// may have lost again since ensureOwner (an etcd killed in the round
-// comes back with the owner's lease expired, and the agent takes the
-// volume again a moment later), restarting it once when it does not
-// within ownerWait: the scrub that follows runs through the owner.
+// may not yet since ensureOwner: after an etcd kill the agent's attempt to
+// take the volume again that started while etcd was down waits out its
+// timeout (30 s) before the next one, which takes it. It restarts the
+// owner once when it does not within ownerWait: the scrub that follows
+// runs through the owner.
 func (c *cluster) awaitOwner(ctx context.Context, s *meta.Store) error {
 	for restarted := false; ; restarted = true {
 		deadline := time.Now().Add(ownerWait)
@@ -87,7 +88,7 @@ func (c *cluster) scrubOwned(ctx context.Context, s *meta.Store) (int64, error) 
 }
 
 // ownerWait bounds awaitOwner's wait for the owner to hold the volume.
-const ownerWait = time.Minute
+const ownerWait = 2 * time.Minute
 
 func holds(ctx context.Context, s *meta.Store, volume, holder, mode string) (bool, error) {
 	owners, err := s.Owners(ctx, volume)
