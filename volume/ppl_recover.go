@@ -170,10 +170,16 @@ func (v *Volume) settleLost(ctx context.Context, s *segment, id layout.StripeID,
 	for r := int64(0); r < rows; r++ {
 		out := img.bufs.shards[x][r*layout.ChecksumBlock : (r+1)*layout.ChecksumBlock]
 		var ok bool
-		if idx, logged := rec.covers(r); logged {
+		idx, logged := rec.covers(r)
+		switch {
+		case logged:
 			ok = v.solveLogged(img, usable, x, rec, idx, r, out)
-		} else {
-			ok = v.solveClean(img, usable, x, r, out)
+		case v.solveClean(img, usable, x, r, out):
+			ok = true
+		case v.unsettledRow(id, r) && v.unsettled(id, x, r*layout.ChecksumBlock, (r+1)*layout.ChecksumBlock) == nil:
+			// A re-protected row (no write reaches it): its parity is
+			// marked, encoded with its unsettled block as zeros.
+			_, ok = v.solveMarked(img, usable, x, r, out)
 		}
 		if !ok {
 			bad = append(bad, r)

@@ -318,3 +318,69 @@ func TestUnsettledRowRebuildWaitsForItsShards(t *testing.T) {
 	}
 	checkUnsettled(t, h, want, "after the rebuild once the namespace was back")
 }
+
+// TestRecoveryUsesMarkedParity: a write beside a re-protected row (another
+// row of its stripe), the owner gone before a flush, and the namespace of
+// another data shard of the row lost: the next owner's recovery settles
+// the stripe without that shard, and must solve its block of the
+// re-protected row with the marked parity, as a rebuild does. Before, it
+// found too few good blocks there, took the acknowledged block for one
+// lost in the crash and made it unsettled too (the compound campaign,
+// seeds 28076, 28079 and 28081: acknowledged blocks reading EIO).
+func TestRecoveryUsesMarkedParity(t *testing.T) {
+	ctx := context.Background()
+	fds := map[string]*faultdev.Dev{}
+	h := unsettledHoleOn(t, unsettledLayout, func(devs DeviceMap) DeviceMap {
+		out := DeviceMap{}
+		for n, d := range devs {
+			fds[n] = faultdev.New(d, 0)
+			out[n] = fds[n]
+		}
+		return out
+	})
+	r, g := h.r, h.r.g
+	want := unsettledOffsets(r.vol)
+	moveLost(t, h)
+	if err := r.vol.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b := r.vol.Unsettled()[0]
+	base := b.Segment*g.SegmentData() + b.Stripe*g.StripeData()
+	at := func(sh int, row int64) int64 { return base + int64(sh)*g.Chunk + row*4096 }
+	row := (b.Offset - at(b.Shard, 0)) / 4096
+	other := (b.Shard + 1) % g.K
+	free := (row + 1) % g.BlocksPerChunk()
+	data := pattern(4096, 17)
+	if err := r.vol.WriteAt(ctx, data, at(other, free)); err != nil {
+		t.Fatalf("a write beside the unsettled row: %v", err)
+	}
+	h.may[at(other, free)/4096] = append(h.may[at(other, free)/4096], data, h.old[at(other, free):at(other, free)+4096])
+	refs, _, err := r.alloc.Lookup(ctx, b.Segment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := "" // the namespace of another data shard of the row, holding no other slot of the segment
+	for sh := range g.K {
+		ns, n := refs[g.SlotOf(b.Stripe, sh)].NS, 0
+		for _, ref := range refs {
+			if ref.NS == ns {
+				n++
+			}
+		}
+		if sh != b.Shard && sh != other && n == 1 {
+			lost = ns
+		}
+	}
+	if lost == "" {
+		t.Fatalf("setup: no other data shard of the row alone on its namespace: %v", refs)
+	}
+	fds[lost].SetDown(true)
+	r.reopen(t, h.devs) // no flush: the write's record is live
+	if _, err := r.vol.Recover(ctx); err != nil && !errors.Is(err, blockdev.ErrCorrupt) {
+		t.Fatalf("recover without %s: %v", lost, err)
+	}
+	if got := unsettledOffsets(r.vol); len(got) != len(want) {
+		t.Errorf("the recovery without %s left %d blocks unsettled, want the %d the crash left: %v", lost, len(got), len(want), got)
+	}
+	checkUnsettled(t, h, want, "after a recovery without "+lost)
+}
