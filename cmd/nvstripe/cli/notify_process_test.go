@@ -102,15 +102,21 @@ func (p *daemonProc) await(t *testing.T, n *notifySocket, want string) {
 	t.Helper()
 	timeout := time.NewTimer(notifyWait)
 	defer timeout.Stop()
+	exited, gone := p.exited, false
 	for {
 		select {
 		case m := <-n.msgs:
 			if slices.Contains(strings.Split(m, "\n"), want) {
 				return
 			}
-		case <-p.exited:
-			t.Fatalf("%s exited (%v) before it sent %s", p.cmd.Args[1], p.err, want)
+		case <-exited:
+			// What it sent before it exited may still be on its way from
+			// the socket to n.msgs: wait for it until the timeout.
+			exited, gone = nil, true
 		case <-timeout.C:
+			if gone {
+				t.Fatalf("%s exited (%v) before it sent %s", p.cmd.Args[1], p.err, want)
+			}
 			t.Fatalf("%s sent no %s within %v", p.cmd.Args[1], want, notifyWait)
 		}
 	}
