@@ -10,6 +10,22 @@ import (
 	"github.com/nvstripe/nvstripe/volume/layout"
 )
 
+// unsettledHoleDown is unsettledHole (unsettledLayout) over devices each
+// wrapped in a faultdev, returned by namespace so that a test can take
+// one down.
+func unsettledHoleDown(t *testing.T) (*hole, map[string]*faultdev.Dev) {
+	fds := map[string]*faultdev.Dev{}
+	h := unsettledHoleOn(t, unsettledLayout, func(devs DeviceMap) DeviceMap {
+		out := DeviceMap{}
+		for n, d := range devs {
+			fds[n] = faultdev.New(d, 0)
+			out[n] = fds[n]
+		}
+		return out
+	})
+	return h, fds
+}
+
 // TestUnsettledRowKeepsItsNeighbours: a crash mid-write plus the loss of a
 // namespace leaves blocks unsettled. The other blocks of their rows hold
 // acknowledged data, and must survive what parity covers: the loss of
@@ -24,15 +40,7 @@ import (
 // blocks and scrubs the volume: the marked parity never rebuilds it.
 func TestUnsettledRowKeepsItsNeighbours(t *testing.T) {
 	ctx := context.Background()
-	fds := map[string]*faultdev.Dev{}
-	h := unsettledHoleOn(t, unsettledLayout, func(devs DeviceMap) DeviceMap {
-		out := DeviceMap{}
-		for n, d := range devs {
-			fds[n] = faultdev.New(d, 0)
-			out[n] = fds[n]
-		}
-		return out
-	})
+	h, fds := unsettledHoleDown(t)
 	r := h.r
 	want := unsettledOffsets(r.vol)
 	moveLost(t, h)
@@ -166,15 +174,7 @@ func TestMarkedParityNeverProvesAnOverStaleRow(t *testing.T) {
 // had data. It must read as corrupt.
 func TestLaterRecoveryKeepsBlanksBlank(t *testing.T) {
 	ctx := context.Background()
-	fds := map[string]*faultdev.Dev{}
-	h := unsettledHoleOn(t, unsettledLayout, func(devs DeviceMap) DeviceMap {
-		out := DeviceMap{}
-		for n, d := range devs {
-			fds[n] = faultdev.New(d, 0)
-			out[n] = fds[n]
-		}
-		return out
-	})
+	h, fds := unsettledHoleDown(t)
 	r, g := h.r, h.r.g
 	want := unsettledOffsets(r.vol)
 	moveLost(t, h)
@@ -266,15 +266,7 @@ func TestKeepTornSkipsBlanks(t *testing.T) {
 // partitioned from a target).
 func TestUnsettledRowRebuildWaitsForItsShards(t *testing.T) {
 	ctx := context.Background()
-	fds := map[string]*faultdev.Dev{}
-	h := unsettledHoleOn(t, unsettledLayout, func(devs DeviceMap) DeviceMap {
-		out := DeviceMap{}
-		for n, d := range devs {
-			fds[n] = faultdev.New(d, 0)
-			out[n] = fds[n]
-		}
-		return out
-	})
+	h, fds := unsettledHoleDown(t)
 	r, g := h.r, h.r.g
 	want := unsettledOffsets(r.vol)
 	moveLost(t, h)
@@ -329,15 +321,7 @@ func TestUnsettledRowRebuildWaitsForItsShards(t *testing.T) {
 // seeds 28076, 28079 and 28081: acknowledged blocks reading EIO).
 func TestRecoveryUsesMarkedParity(t *testing.T) {
 	ctx := context.Background()
-	fds := map[string]*faultdev.Dev{}
-	h := unsettledHoleOn(t, unsettledLayout, func(devs DeviceMap) DeviceMap {
-		out := DeviceMap{}
-		for n, d := range devs {
-			fds[n] = faultdev.New(d, 0)
-			out[n] = fds[n]
-		}
-		return out
-	})
+	h, fds := unsettledHoleDown(t)
 	r, g := h.r, h.r.g
 	want := unsettledOffsets(r.vol)
 	moveLost(t, h)
