@@ -242,9 +242,11 @@ func (b *balancer) tryMove(src, dst int, bounds [2]float64) (Move, bool) {
 		b.shards[r.seg][r.shard] = dst
 		b.on[src] = slices.Delete(b.on[src], k, k+1)
 		b.on[dst] = append(b.on[dst], r)
+		// replace needs every other entry in place: one use changes, is
+		// re-placed, then the other (both first put src in a stale order).
 		b.w.ns[src].Used--
-		b.w.ns[dst].Used++
 		b.replace(src)
+		b.w.ns[dst].Used++
 		b.replace(dst)
 		return m, true
 	}
