@@ -35,6 +35,7 @@ func TestFlagsCheckedBeforeEtcd(t *testing.T) {
 		{[]string{"ns", "wipe-label", "--nqn", "nqn.test:a"}, "ns wipe-label needs --nqn, --nsid and at least one --path"},
 		{[]string{"ns", "set-state", "h0-n1", "sideways"}, "sideways"},
 		{[]string{"admin", "rebalance", "--threshold", "2"}, "--threshold 2: want a fraction between 0 and 1"},
+		{[]string{"admin", "scrub", "v", "--wait", "--owner-grace", "0s"}, "--owner-grace 0s: give how long a wait waits for the scrub's owner to map the volume again, above 0 (default 30s)"},
 		{[]string{"map", "v", "--nbd-listen", "127.0.0.1:0", "--lease-ttl", "1s"}, "--lease-ttl 1s: an ownership lease lasts at least 2s: give 2s or more (0: the default, 10s)"},
 		{[]string{"map", "v", "--nbd-listen", "127.0.0.1:0", "--holder", "map/1"}, `--holder: holder name "map/1": use 1-63 letters`},
 	} {
