@@ -17,9 +17,9 @@ func (o *ServeOptions) AddFlags(fl *pflag.FlagSet) {
 	fl.StringVar(&o.StateDir, "state-dir", DefaultStateDir, "directory of the agent's local state (the mappings to restore)")
 	fl.StringVar(&o.MetricsAddr, "metrics", DefaultMetricsAddr, "HOST:PORT of the Prometheus metrics listener (\"\": off)")
 	fl.StringVar(&o.Holder, "holder", "", "owner name in etcd (default agent.HOSTNAME, or agent.node-ID on hosts without a valid one)")
-	fl.DurationVar(&o.LeaseTTL, "lease-ttl", 0, "ownership lease TTL: how long volumes are served while etcd is unreachable (default 10s)")
+	fl.DurationVar(&o.LeaseTTL, "lease-ttl", 0, "ownership lease TTL: how long volumes are served while etcd is unreachable (default 10s, at least 2s)")
 	fl.DurationVar(&o.RecheckInterval, "recheck-interval", 0, "how often namespaces that are down are probed, to be used again once they answer (default 10s)")
-	fl.IntVar(&o.Report.FailNamespaceAfter, "fail-namespace-after", 1, "media errors after which a namespace is reported failed in etcd (-1: never)")
+	fl.IntVar(&o.Report.FailNamespaceAfter, "fail-namespace-after", 1, "media errors after which a namespace is reported failed in etcd (1 or more; -1: never)")
 }
 
 // NodeFlags are the flags `nvstripe agent` and `nvstripe map` share: the

@@ -29,8 +29,8 @@ type OwnerOptions struct {
 	// (Owner.SetApplied, VolumeMap.FinishMove). Default false.
 	Mover bool
 	// TTL is the lease time to live: how long the volume stays owned after
-	// the owner stops renewing it (crash, partition). Default 10s; at
-	// least 2s.
+	// the owner stops renewing it (crash, partition). Default
+	// DefaultOwnerTTL; at least MinOwnerTTL.
 	TTL time.Duration
 	// OnRenewal hears the outcome of every renewal of the lease: how long
 	// etcd took to answer it, or why it failed (metrics; the scale
@@ -38,6 +38,13 @@ type OwnerOptions struct {
 	// and must not block. Default nil.
 	OnRenewal func(took time.Duration, err error)
 }
+
+// The owner lease's TTL when OwnerOptions.TTL is 0, and the shortest one
+// Acquire takes.
+const (
+	DefaultOwnerTTL = 10 * time.Second
+	MinOwnerTTL     = 2 * time.Second
+)
 
 // Owner is a held ownership of a volume. Its Context is cancelled, with
 // cause ErrLeaseLost, the moment the lease expires, is revoked, or the
@@ -112,10 +119,10 @@ func (s *Store) Acquire(ctx context.Context, volume string, o OwnerOptions) (*Ow
 		return nil, err
 	}
 	if o.TTL == 0 {
-		o.TTL = 10 * time.Second
+		o.TTL = DefaultOwnerTTL
 	}
-	if o.TTL < 2*time.Second {
-		return nil, fmt.Errorf("owner TTL %v: at least 2s: %w", o.TTL, ErrInvalid)
+	if o.TTL < MinOwnerTTL {
+		return nil, fmt.Errorf("owner TTL %v: at least %v: %w", o.TTL, MinOwnerTTL, ErrInvalid)
 	}
 	host, _ := os.Hostname()
 	rec := OwnerRecord{Holder: o.Holder, Mode: ModeRW, Mover: o.Mover, Host: host, PID: os.Getpid(), Since: time.Now().UTC().Truncate(time.Second)}

@@ -480,6 +480,10 @@ const BlockSize = 4096
 // Class ErrInvalid.
 func CheckVolumeName(name string) error { return checkName("volume", name) }
 
+// CheckHolderName says why name cannot name an owner or a controller
+// (OwnerOptions.Holder, Campaign), as CheckVolumeName.
+func CheckHolderName(name string) error { return checkName("holder", name) }
+
 func (v *VolumeRecord) check() error {
 	if err := checkName("volume", v.Name); err != nil {
 		return err

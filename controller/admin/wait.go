@@ -52,15 +52,20 @@ var (
 )
 
 // WaitError is a wait that ended unfinished: why (ErrWaitTimedOut or
-// ErrWaitBlocked), how far it got, and what the controller reports blocked.
+// ErrWaitBlocked), how far it got, and what the controller reports
+// blocked, or what the wait itself found blocking it.
 type WaitError struct {
 	Why     error
 	Last    string // the last progress, for people
 	Blocked []string
+	Reason  string // what the wait found blocking it, for people ("": only Blocked)
 }
 
 func (e *WaitError) Error() string {
 	s := fmt.Sprintf("not finished (%s): %s", e.Why, e.Last)
+	if e.Reason != "" {
+		s += "; " + e.Reason
+	}
 	if len(e.Blocked) > 0 {
 		s += "; the controller reports blocked: " + strings.Join(e.Blocked, "; ")
 	}

@@ -188,7 +188,7 @@ func (c *cluster) withMap(name, volume string, readOnly bool, fn func(addr strin
 func scrub(ctx context.Context, s *meta.Store, volume string) (int64, error) {
 	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	res, err := admin.Scrub(sctx, io.Discard, s, []string{volume}, true, true)
+	res, err := admin.Scrub(sctx, io.Discard, s, []string{volume}, true, admin.ScrubOptions{Wait: true})
 	if err != nil {
 		return 0, fmt.Errorf("scrub of %s: %w", volume, err)
 	}

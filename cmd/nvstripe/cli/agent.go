@@ -2,6 +2,7 @@ package cli
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/spf13/cobra"
 
@@ -32,7 +33,7 @@ func newAgentCmd(g *globals) *cobra.Command {
 			if err := nf.Apply(&o.Options); err != nil {
 				return err
 			}
-			if err := errors.Join(o.Namespaces.Check(), checkHostPort("--metrics", o.MetricsAddr)); err != nil {
+			if err := errors.Join(checkServeFlags(&o), o.Namespaces.Check(), checkHostPort("--metrics", o.MetricsAddr)); err != nil {
 				return config.Usage(err)
 			}
 			o.Namespaces.HostNQN, err = nodeHostNQN(o.Namespaces.HostNQN)
@@ -59,4 +60,24 @@ func newAgentCmd(g *globals) *cobra.Command {
 	nf.AddFlags(c.Flags())
 	anyCluster(c) // a daemon may start before `cluster init`
 	return withPprof(g, c, "agent")
+}
+
+// checkServeFlags checks the agent's own flags as the agent would use
+// them, later, with etcd: a socket for the API, a directory to record the
+// mappings in, a holder name etcd takes, an ownership lease TTL a mapping
+// can be given, an interval a probe loop can tick at, and a count of media
+// errors (0 would be taken as the default, 1).
+func checkServeFlags(o *agent.ServeOptions) error {
+	var errs []error
+	if o.Socket == "" {
+		errs = append(errs, fmt.Errorf("--socket is empty: give the path of the unix socket of the agent's API (default %s)", agent.DefaultSocket))
+	}
+	if o.StateDir == "" {
+		errs = append(errs, fmt.Errorf("--state-dir is empty: give the directory where the agent records its mappings, to map them again when it restarts (default %s)", agent.DefaultStateDir))
+	}
+	if n := o.Report.FailNamespaceAfter; n == 0 || n < -1 {
+		errs = append(errs, fmt.Errorf("--fail-namespace-after %d: give how many media errors mark a namespace failed, 1 or more, or -1 for never", n))
+	}
+	return errors.Join(append(errs, checkHolder(o.Holder), checkLeaseTTL("--lease-ttl", o.LeaseTTL, ""),
+		checkNotNegative("--recheck-interval", o.RecheckInterval, "the default, 10s"))...)
 }

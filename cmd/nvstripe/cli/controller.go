@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -79,7 +80,7 @@ func controllerOptions(g *globals, a *config.EtcdFlags, f *controllerd.Flags, ho
 		}
 	}
 	nso := volclient.NamespaceOptions{HostTraddr: o.HostTraddr}
-	if err := errors.Join(o.Runner.Decide.Validate(), o.Runner.Health.Validate(), nso.Check(), checkHostPort("--metrics", o.MetricsAddr)); err != nil {
+	if err := errors.Join(checkSettings(f), o.Runner.Decide.Validate(), o.Runner.Health.Validate(), nso.Check(), checkHostPort("--metrics", o.MetricsAddr)); err != nil {
 		return o, config.Usage(err)
 	}
 	if o.AdminAddr != "" {
@@ -89,6 +90,60 @@ func controllerOptions(g *globals, a *config.EtcdFlags, f *controllerd.Flags, ho
 	}
 	o.HostNQN, err = nodeHostNQN(hostNQN)
 	return o, err
+}
+
+// checkSettings checks the controller's flags that its libraries take
+// as they are or default, later, with etcd: a holder name etcd takes, a
+// TTL its mover can hold volumes with, intervals a loop can tick at (the
+// scrub schedule's ticker gets a tenth of --scrub-interval) and a probe
+// with a time limit.
+func checkSettings(f *controllerd.Flags) error {
+	errs := []error{checkHolder(f.Holder),
+		checkLeaseTTL("--leader-ttl", f.LeaderTTL, "the controller also holds the volumes it moves that long"),
+		checkNotNegative("--interval", f.Interval, "the default, 1s"),
+		checkNotNegative("--scrub-interval", f.ScrubInterval, "no scheduled scrubs")}
+	if f.ScrubInterval > 0 && f.ScrubInterval < time.Second {
+		// The schedule checks every tenth of it: not a ticker's 0.
+		errs = append(errs, fmt.Errorf("--scrub-interval %v: give 1s or more, or 0 for no scheduled scrubs", f.ScrubInterval))
+	}
+	if f.Probe && f.ProbeTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--probe-timeout %v: a probe needs a time limit: give one above 0 (default %v), or --probe=false", f.ProbeTimeout, controllerd.DefaultSettings().ProbeTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+// checkHolder says why holder, the value of --holder, cannot name an owner
+// in etcd ("" takes the default).
+func checkHolder(holder string) error {
+	if holder == "" {
+		return nil
+	}
+	if err := meta.CheckHolderName(holder); err != nil {
+		return fmt.Errorf("--holder: %w", err)
+	}
+	return nil
+}
+
+// checkLeaseTTL says why ttl, the value of flag, cannot be the TTL of a
+// volume's ownership lease (0 takes the default); why says how flag
+// comes to be one ("": it is one).
+func checkLeaseTTL(flag string, ttl time.Duration, why string) error {
+	if ttl == 0 || ttl >= meta.MinOwnerTTL {
+		return nil
+	}
+	if why != "" {
+		why += ", and "
+	}
+	return fmt.Errorf("%s %v: %san ownership lease lasts at least %v: give %v or more (0: the default, %v)", flag, ttl, why, meta.MinOwnerTTL, meta.MinOwnerTTL, meta.DefaultOwnerTTL)
+}
+
+// checkNotNegative says why d, the value of the duration flag, is
+// refused: it is negative; zero says what 0 means.
+func checkNotNegative(flag string, d time.Duration, zero string) error {
+	if d >= 0 {
+		return nil
+	}
+	return fmt.Errorf("%s %v: negative: give 0 (%s) or more", flag, d, zero)
 }
 
 // printListeners says where the controller gossips and serves metrics and

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"errors"
+
 	"github.com/spf13/cobra"
 
 	"github.com/nvstripe/nvstripe/agent"
@@ -39,6 +41,9 @@ func newMapCmd(g *globals) *cobra.Command {
 				return withAgent(cmd, g, sock, func(c *api.Client) error { return mapViaAgent(cmd, c, &f.Request, chose) })
 			}
 			ao := &f.Foreground.Agent // a foreground map's agent
+			if err := errors.Join(checkHolder(ao.Holder), checkLeaseTTL("--lease-ttl", ao.LeaseTTL, "")); err != nil {
+				return config.Usage(err)
+			}
 			if ao.Namespaces.HostNQN, err = nodeHostNQN(ao.Namespaces.HostNQN); err != nil {
 				return err
 			}
