@@ -172,14 +172,6 @@ func (r *rig) index(ns string) int {
 	panic(fmt.Errorf("no namespace %q", ns))
 }
 
-func pattern(n int, seed byte) []byte {
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = seed + byte(i*7) + byte(i>>12)
-	}
-	return b
-}
-
 func mustRead(t tb, v *Volume, off int64, n int) []byte {
 	t.Helper()
 	b := make([]byte, n)

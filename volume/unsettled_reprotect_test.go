@@ -7,6 +7,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/blockdev/faultdev"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/volume/layout"
 )
 
@@ -97,7 +98,7 @@ func TestWritesGoOnBesideUnsettledRows(t *testing.T) {
 	at := func(sh int, row int64) int64 { return base + int64(sh)*g.Chunk + row*4096 }
 	row := (b.Offset - at(b.Shard, 0)) / 4096
 	other := (b.Shard + 1) % g.K
-	if err := r.vol.WriteAt(ctx, pattern(4096, 9), at(other, row)); !errors.Is(err, blockdev.ErrCorrupt) {
+	if err := r.vol.WriteAt(ctx, testutil.Pattern(4096, 9), at(other, row)); !errors.Is(err, blockdev.ErrCorrupt) {
 		t.Fatalf("a write to the unsettled row: %v, want class ErrCorrupt", err)
 	}
 	free := int64(-1) // a row of the stripe without unsettled blocks
@@ -114,7 +115,7 @@ func TestWritesGoOnBesideUnsettledRows(t *testing.T) {
 	if free < 0 {
 		t.Fatal("setup: every row of the stripe holds an unsettled block")
 	}
-	data := pattern(4096, 11)
+	data := testutil.Pattern(4096, 11)
 	off := at(other, free)
 	if err := r.vol.WriteAt(ctx, data, off); err != nil {
 		t.Fatalf("a write to another row of the stripe: %v", err)
@@ -219,7 +220,7 @@ func TestKeepTornSkipsBlanks(t *testing.T) {
 	ctx := context.Background()
 	g := unsettledLayout
 	r := newRig(t, g, g.SegmentData(), rigOptions{})
-	mustWriteFlushed(t, r.vol, pattern(int(g.StripeData()), 3), 0)
+	mustWriteFlushed(t, r.vol, testutil.Pattern(int(g.StripeData()), 3), 0)
 	s, err := r.vol.acquire(ctx, 0, false)
 	if err != nil {
 		t.Fatal(err)
@@ -238,7 +239,7 @@ func TestKeepTornSkipsBlanks(t *testing.T) {
 		t.Fatal(err)
 	}
 	j := g.SlotOf(0, torn)
-	if err := r.vol.slotWrite(ctx, s.slots[j], 0, 0, pattern(4096, 5), []uint32{blockSum(pattern(4096, 6))}, false); err != nil {
+	if err := r.vol.slotWrite(ctx, s.slots[j], 0, 0, testutil.Pattern(4096, 5), []uint32{blockSum(testutil.Pattern(4096, 6))}, false); err != nil {
 		t.Fatal(err)
 	}
 	usable := r.vol.usableShards(s, id)
@@ -279,7 +280,7 @@ func TestUnsettledRowRebuildWaitsForItsShards(t *testing.T) {
 	row := (b.Offset - (b.Segment*g.SegmentData() + b.Stripe*g.StripeData() + int64(b.Shard)*g.Chunk)) / 4096
 	id := layout.StripeID{Segment: b.Segment, Stripe: b.Stripe}
 	bad := refs[slotOf((b.Shard+2)%g.K)] // its block of the row rots
-	if err := fds[bad.NS].WriteAt(ctx, pattern(4096, 13), bad.Slot*g.SlotSize+g.SlotOffset(id)+row*4096); err != nil {
+	if err := fds[bad.NS].WriteAt(ctx, testutil.Pattern(4096, 13), bad.Slot*g.SlotSize+g.SlotOffset(id)+row*4096); err != nil {
 		t.Fatal(err)
 	}
 	lost, away := slotOf((b.Shard+1)%g.K), refs[slotOf(g.K)].NS
@@ -334,7 +335,7 @@ func TestRecoveryUsesMarkedParity(t *testing.T) {
 	row := (b.Offset - at(b.Shard, 0)) / 4096
 	other := (b.Shard + 1) % g.K
 	free := (row + 1) % g.BlocksPerChunk()
-	data := pattern(4096, 17)
+	data := testutil.Pattern(4096, 17)
 	if err := r.vol.WriteAt(ctx, data, at(other, free)); err != nil {
 		t.Fatalf("a write beside the unsettled row: %v", err)
 	}
