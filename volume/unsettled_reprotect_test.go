@@ -27,6 +27,40 @@ func unsettledHoleDown(t *testing.T) (*hole, map[string]*faultdev.Dev) {
 	return h, fds
 }
 
+// nextShardNS is the namespace of the data shard after b's in b's stripe:
+// it holds another block of b's row.
+func nextShardNS(t *testing.T, r *rig, b UnsettledBlock) string {
+	t.Helper()
+	refs, _, err := r.alloc.Lookup(context.Background(), b.Segment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return refs[r.g.SlotOf(b.Stripe, (b.Shard+1)%r.g.K)].NS
+}
+
+// ownerWithoutRecord flushes h's volume and gives it a new owner that
+// has lost the record of unsettled blocks.
+func ownerWithoutRecord(t *testing.T, h *hole) {
+	t.Helper()
+	if err := h.r.vol.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h.r.unsettled = NewMemUnsettledLog()
+	newOwner(t, h)
+}
+
+// checkCorrupt fails t unless every block at an offset in offs reads
+// with class ErrCorrupt.
+func checkCorrupt(t *testing.T, r *rig, offs map[int64]bool, when string) {
+	t.Helper()
+	got := make([]byte, 4096)
+	for off := range offs {
+		if err := r.vol.ReadAt(context.Background(), got, off); !errors.Is(err, blockdev.ErrCorrupt) {
+			t.Fatalf("unsettled block at %d %s: read %x... (%v), want class ErrCorrupt", off, when, got[:8], err)
+		}
+	}
+}
+
 // TestUnsettledRowKeepsItsNeighbours: a crash mid-write plus the loss of a
 // namespace leaves blocks unsettled. The other blocks of their rows hold
 // acknowledged data, and must survive what parity covers: the loss of
@@ -48,12 +82,7 @@ func TestUnsettledRowKeepsItsNeighbours(t *testing.T) {
 	checkUnsettled(t, h, want, "after rebuilding the lost slots")
 
 	// Lose the namespace of another data shard of an unsettled row.
-	b := r.vol.Unsettled()[0]
-	refs, _, err := r.alloc.Lookup(ctx, b.Segment)
-	if err != nil {
-		t.Fatal(err)
-	}
-	next := refs[r.g.SlotOf(b.Stripe, (b.Shard+1)%r.g.K)].NS
+	next := nextShardNS(t, r, r.vol.Unsettled()[0])
 	fds[next].SetDown(true)
 	checkUnsettled(t, h, want, "with "+next+" down too, before its slots are rebuilt")
 	moveAllFrom(t, r, next)
@@ -66,20 +95,11 @@ func TestUnsettledRowKeepsItsNeighbours(t *testing.T) {
 
 	// An owner without the record: the unsettled blocks are blank, and
 	// the marked parity must not make them zeros, by recovery or scrub.
-	if err := r.vol.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	r.unsettled = NewMemUnsettledLog()
-	newOwner(t, h)
+	ownerWithoutRecord(t, h)
 	if _, err := r.vol.Scrub(ctx, 0, r.g.Segments(r.vol.Size())-1, nil); err != nil && !errors.Is(err, blockdev.ErrCorrupt) {
 		t.Fatalf("scrub without the record: %v", err)
 	}
-	got := make([]byte, 4096)
-	for off := range want {
-		if err := r.vol.ReadAt(ctx, got, off); !errors.Is(err, blockdev.ErrCorrupt) {
-			t.Fatalf("unsettled block at %d, its record lost: read %x... (%v), want class ErrCorrupt", off, got[:8], err)
-		}
-	}
+	checkCorrupt(t, r, want, "with its record lost")
 }
 
 // TestWritesGoOnBesideUnsettledRows: a partial write to a stripe with an
@@ -176,15 +196,10 @@ func TestMarkedParityNeverProvesAnOverStaleRow(t *testing.T) {
 func TestLaterRecoveryKeepsBlanksBlank(t *testing.T) {
 	ctx := context.Background()
 	h, fds := unsettledHoleDown(t)
-	r, g := h.r, h.r.g
+	r := h.r
 	want := unsettledOffsets(r.vol)
 	moveLost(t, h)
-	b := r.vol.Unsettled()[0]
-	refs, _, err := r.alloc.Lookup(ctx, b.Segment)
-	if err != nil {
-		t.Fatal(err)
-	}
-	next := refs[g.SlotOf(b.Stripe, (b.Shard+1)%g.K)].NS
+	next := nextShardNS(t, r, r.vol.Unsettled()[0])
 	if err := r.vol.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -198,17 +213,8 @@ func TestLaterRecoveryKeepsBlanksBlank(t *testing.T) {
 		t.Fatalf("repair once %s is back: %v", next, err)
 	}
 	checkUnsettled(t, h, want, "after a second recovery without "+next+" and a repair")
-	if err := r.vol.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	r.unsettled = NewMemUnsettledLog()
-	newOwner(t, h)
-	got := make([]byte, 4096)
-	for off := range want {
-		if err := r.vol.ReadAt(ctx, got, off); !errors.Is(err, blockdev.ErrCorrupt) {
-			t.Fatalf("unsettled block at %d after a second recovery, its record lost: read %x... (%v), want class ErrCorrupt", off, got[:8], err)
-		}
-	}
+	ownerWithoutRecord(t, h)
+	checkCorrupt(t, r, want, "after a second recovery, its record lost")
 }
 
 // TestKeepTornSkipsBlanks: a recovery keeps the blocks of an unsettled
