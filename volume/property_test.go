@@ -271,7 +271,7 @@ func newCrashRig(t tb, g layout.Geometry) *crashRig {
 
 func (c *crashRig) write(t tb, off, n int64) {
 	c.seed++
-	data := testutil.Pattern(int(n), c.seed)
+	data := addPattern(int(n), c.seed)
 	if err := c.r.vol.WriteAt(context.Background(), data, off); err != nil {
 		t.Fatal(err)
 	}
