@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -97,7 +98,7 @@ func DecodeLabel(b []byte) (Label, error) {
 		return Label{}, fmt.Errorf("label needs %d bytes, got %d: %w", LabelSize, len(b), ErrInvalid)
 	}
 	b = b[:LabelSize]
-	if allZero(b) {
+	if bytes.Equal(b, make([]byte, LabelSize)) {
 		return Label{}, ErrNoLabel
 	}
 	if string(b[:8]) != labelMagic {
@@ -138,15 +139,6 @@ func CheckLabel(b []byte, want Label) error {
 			ErrLabelMismatch, got.ClusterID, got.Namespace, got.SlotSize, want.ClusterID, want.Namespace, want.SlotSize)
 	}
 	return nil
-}
-
-func allZero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // IsLabelBlock says whether b starts as a label does (the magic): an

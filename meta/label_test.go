@@ -29,6 +29,11 @@ func TestLabelRoundTripAndChecks(t *testing.T) {
 	if err := CheckLabel(make([]byte, LabelSize), want); !errors.Is(err, ErrNoLabel) {
 		t.Fatalf("blank: %v", err)
 	}
+	lastByte := make([]byte, LabelSize)
+	lastByte[LabelSize-1] = 1
+	if err := CheckLabel(lastByte, want); !errors.Is(err, ErrLabelMismatch) {
+		t.Fatalf("blank but its last byte: %v", err)
+	}
 	foreign := make([]byte, LabelSize)
 	copy(foreign, "\x7fELF")
 	if err := CheckLabel(foreign, want); !errors.Is(err, ErrLabelMismatch) || !strings.Contains(err.Error(), "other data") {

@@ -97,15 +97,28 @@ func explainFailure(t *testing.T, m *Mapped) {
 	t.Logf("owner: %v; namespaces down: %v; checksums: %+v", context.Cause(m.Owner.Context()), m.Volume.DownNamespaces(), m.Volume.ChecksumStats())
 }
 
-// scrubTask records a scrub task of volume v for holder and waits until
-// the owner has carried it out.
-func scrubTask(t *testing.T, store *meta.Store, holder string) *meta.TaskRecord {
+// putScrubTask records a running scrub task of volume v for holder and
+// returns the record as the store reads it back.
+func putScrubTask(t *testing.T, store *meta.Store, holder string) *meta.TaskRecord {
 	t.Helper()
 	ctx := context.Background()
 	id := meta.ScrubTaskID("v")
 	if err := store.PutTask(ctx, &meta.TaskRecord{ID: id, Kind: meta.TaskScrub, Volume: "v", Holder: holder, State: meta.TaskRunning}); err != nil {
 		t.Fatal(err)
 	}
+	rec, err := store.Task(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// scrubTask records a scrub task of volume v for holder and waits until
+// the owner has carried it out.
+func scrubTask(t *testing.T, store *meta.Store, holder string) *meta.TaskRecord {
+	t.Helper()
+	ctx := context.Background()
+	id := putScrubTask(t, store, holder).ID
 	var rec *meta.TaskRecord
 	waitUntil(t, "the scrub task done", func() bool {
 		r, err := store.Task(ctx, id)

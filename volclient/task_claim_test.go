@@ -59,14 +59,8 @@ func TestScrubTaskNotRerunFromStaleList(t *testing.T) {
 	t.Parallel()
 	s, lines := staleTaskServer(t)
 	ctx := context.Background()
-	id := meta.ScrubTaskID("v")
-	if err := s.store.PutTask(ctx, &meta.TaskRecord{ID: id, Kind: meta.TaskScrub, Volume: "v", Holder: "node1", State: meta.TaskRunning}); err != nil {
-		t.Fatal(err)
-	}
-	listed, err := s.store.Task(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	listed := putScrubTask(t, s.store, "node1")
+	id := listed.ID
 	s.startScrub(ctx, listed)
 	s.wg.Wait()
 	ended, err := s.store.Task(ctx, id)

@@ -63,14 +63,8 @@ func TestScrubTaskCountsOnlyItsOwn(t *testing.T) {
 	var lines []string
 	logf := func(f string, a ...any) { lines = append(lines, fmt.Sprintf(f, a...)) } // one scrub: one goroutine logs
 	s := &taskServer{m: m, store: tc.store, o: TaskOptions{Holder: "node1", ProgressEvery: time.Hour, Logf: logf}, busy: map[int64]bool{}}
-	id := meta.ScrubTaskID("v")
-	if err := tc.store.PutTask(ctx, &meta.TaskRecord{ID: id, Kind: meta.TaskScrub, Volume: "v", Holder: "node1", State: meta.TaskRunning}); err != nil {
-		t.Fatal(err)
-	}
-	rec, err := tc.store.Task(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec := putScrubTask(t, tc.store, "node1")
+	id := rec.ID
 	s.startScrub(ctx, rec)
 	s.wg.Wait()
 	close(stop)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/internal/cputime"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/volume/layout"
 )
 
@@ -76,7 +77,7 @@ func filledBenchVolume(b *testing.B, g layout.Geometry) (*Volume, []*blockdev.Me
 	if err != nil {
 		b.Fatal(err)
 	}
-	buf := pattern(benchReq, 1)
+	buf := testutil.Pattern(benchReq, 1)
 	for off := int64(0); off+benchReq <= size; off += benchReq {
 		if err := v.WriteAt(context.Background(), buf, off); err != nil {
 			b.Fatal(err)
@@ -93,7 +94,7 @@ func filledBenchVolume(b *testing.B, g layout.Geometry) (*Volume, []*blockdev.Me
 func BenchmarkMemcpy(b *testing.B) {
 	bench := func(piece int) func(b *testing.B) {
 		return func(b *testing.B) {
-			src := pattern(benchReq, 1)
+			src := testutil.Pattern(benchReq, 1)
 			dst := make([]byte, 256<<20)
 			b.SetBytes(benchReq)
 			b.ResetTimer()
@@ -156,7 +157,7 @@ var volumeBenchCases = []volumeBenchCase{
 
 // benchSeq runs op over 1 MiB requests, sequentially over the volume.
 func benchSeq(b *testing.B, v *Volume, op func(ctx context.Context, p []byte, off int64) error) {
-	p := pattern(benchReq, 2)
+	p := testutil.Pattern(benchReq, 2)
 	span := v.Size() / benchReq * benchReq
 	b.SetBytes(benchReq)
 	b.ResetTimer()
@@ -187,7 +188,7 @@ func flushEvery64(v *Volume) func(ctx context.Context, p []byte, off int64) erro
 // benchRandom runs op over 4 KiB requests at random offsets.
 func benchRandom(b *testing.B, v *Volume, op func(ctx context.Context, p []byte, off int64) error) {
 	rng := rand.New(rand.NewSource(1))
-	p := pattern(4096, 3)
+	p := testutil.Pattern(4096, 3)
 	b.SetBytes(4096)
 	b.ResetTimer()
 	start := cpuTime(b)
@@ -258,7 +259,7 @@ func benchAB(b *testing.B, fa, fb benchFormat) {
 			if c.bytes < benchReq {
 				ops = 512
 			}
-			p := pattern(int(c.bytes), 2)
+			p := testutil.Pattern(int(c.bytes), 2)
 			var ns [2][]float64
 			for i := 0; i < b.N; i++ {
 				for r := 0; r < rounds; r++ {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/volume/layout"
 )
 
@@ -122,7 +123,7 @@ func TestBoundDamageIsRebuilt(t *testing.T) {
 			t.Run(g.String()+"/"+c.name, func(t *testing.T) {
 				size := 2 * g.SegmentData()
 				r := newRig(t, g, size, rigOptions{crashable: true})
-				want := pattern(int(size), 3)
+				want := testutil.Pattern(int(size), 3)
 				writeClean(t, r, want)
 				c.damage(t, r)
 				restart(t, r)
@@ -155,7 +156,7 @@ func TestBoundScrubCounts(t *testing.T) {
 	ctx := context.Background()
 	g := boundLayouts[0]
 	r := newRig(t, g, g.SegmentData(), rigOptions{crashable: true})
-	want := pattern(int(g.SegmentData()), 5)
+	want := testutil.Pattern(int(g.SegmentData()), 5)
 	writeClean(t, r, want)
 	zeroSlotBehind(t, r, 0, 4)
 	restart(t, r)
@@ -179,7 +180,7 @@ func TestBoundMoreThanM(t *testing.T) {
 	ctx := context.Background()
 	g := boundLayouts[0]
 	r := newRig(t, g, g.SegmentData(), rigOptions{crashable: true})
-	want := pattern(int(g.SegmentData()), 9)
+	want := testutil.Pattern(int(g.SegmentData()), 9)
 	writeClean(t, r, want)
 	mem, off := slotPlace(t, r, 0, 0)
 	saved := make([]byte, g.SlotSize)
@@ -230,7 +231,7 @@ func TestBoundResyncDamage(t *testing.T) {
 			t.Run(g.String()+"/"+c.name, func(t *testing.T) {
 				size := 2 * g.SegmentData()
 				r := newRig(t, g, size, rigOptions{crashable: true})
-				want := pattern(int(size), 11)
+				want := testutil.Pattern(int(size), 11)
 				if err := r.vol.WriteAt(ctx, want, 0); err != nil {
 					t.Fatal(err)
 				}
@@ -262,12 +263,12 @@ func TestBoundTrimReopen(t *testing.T) {
 			size := 2 * g.SegmentData()
 			r := newRig(t, g, size, rigOptions{crashable: true})
 			want := make([]byte, size)
-			copy(want, pattern(int(g.SegmentData()), 13))
+			copy(want, testutil.Pattern(int(g.SegmentData()), 13))
 			if err := r.vol.WriteAt(ctx, want[:g.SegmentData()], 0); err != nil {
 				t.Fatal(err)
 			}
 			last := g.SegmentData() + g.StripeData() // one block in segment 1
-			copy(want[last:last+4096], pattern(4096, 17))
+			copy(want[last:last+4096], testutil.Pattern(4096, 17))
 			if err := r.vol.WriteAt(ctx, want[last:last+4096], last); err != nil {
 				t.Fatal(err)
 			}
@@ -344,7 +345,7 @@ func allocationCutShort(t *testing.T, g layout.Geometry, inited int) {
 	}
 	zeros := make([]byte, g.SegmentData())
 	mustEqual(t, "segment allocated before a crash", mustRead(t, r.vol, g.SegmentData(), len(zeros)), zeros)
-	b := pattern(4096, 21)
+	b := testutil.Pattern(4096, 21)
 	if err := r.vol.WriteAt(ctx, b, g.SegmentData()+4096); err != nil {
 		t.Fatal(err)
 	}
@@ -375,7 +376,7 @@ func TestBoundAllocationMarkedDirty(t *testing.T) {
 	r := newRig(t, g, g.SegmentData(), rigOptions{})
 	a := &dirtyAtAllocate{MemAllocator: r.alloc, dirty: r.dirty}
 	r.vol.alloc = a
-	if err := r.vol.WriteAt(ctx, pattern(4096, 1), 0); err != nil {
+	if err := r.vol.WriteAt(ctx, testutil.Pattern(4096, 1), 0); err != nil {
 		t.Fatal(err)
 	}
 	if len(a.marked) != 1 || !a.marked[0] {

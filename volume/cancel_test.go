@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"testing"
+
+	"github.com/nvstripe/nvstripe/internal/testutil"
 )
 
 // A write whose context ended before it took the stripe lock writes
@@ -12,13 +14,13 @@ import (
 func TestWriteCancelledBeforeLock(t *testing.T) {
 	r := newRig(t, g42, g42.SegmentData(), rigOptions{})
 	stripe := int(int64(g42.K) * g42.Chunk)
-	first := pattern(stripe, 1)
+	first := testutil.Pattern(stripe, 1)
 	if err := r.vol.WriteAt(t.Context(), first, 0); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if err := r.vol.WriteAt(ctx, pattern(stripe, 2), 0); !errors.Is(err, context.Canceled) {
+	if err := r.vol.WriteAt(ctx, testutil.Pattern(stripe, 2), 0); !errors.Is(err, context.Canceled) {
 		t.Fatalf("write with a cancelled context: %v, want context.Canceled", err)
 	}
 	mustEqual(t, "stripe 0 after the cancelled write", mustRead(t, r.vol, 0, stripe), first)
@@ -28,7 +30,7 @@ func TestWriteCancelledBeforeLock(t *testing.T) {
 func TestTrimCancelledBeforeLock(t *testing.T) {
 	r := newRig(t, g42, g42.SegmentData(), rigOptions{})
 	stripe := int(int64(g42.K) * g42.Chunk)
-	first := pattern(2*stripe, 1)
+	first := testutil.Pattern(2*stripe, 1)
 	if err := r.vol.WriteAt(t.Context(), first, 0); err != nil {
 		t.Fatal(err)
 	}

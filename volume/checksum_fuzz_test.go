@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"testing"
+
+	"github.com/nvstripe/nvstripe/internal/testutil"
 )
 
 // FuzzChecksumPage changes the first checksum page of one slot of a
@@ -24,7 +26,7 @@ func FuzzChecksumPage(f *testing.F) {
 		g := csumLayouts[int(layoutIdx)%len(csumLayouts)]
 		size := g.SegmentData()
 		r := newRig(t, g, size, rigOptions{crashable: true})
-		want := pattern(int(size), layoutIdx^slot)
+		want := testutil.Pattern(int(size), layoutIdx^slot)
 		if err := r.vol.WriteAt(ctx, want, 0); err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/volume/layout"
 	"pgregory.net/rapid"
 )
@@ -48,7 +49,7 @@ func runBitFlips(t *rapid.T, g layout.Geometry) {
 	ctx := context.Background()
 	size := 2 * g.SegmentData()
 	r := newRig(t, g, size, rigOptions{crashable: true})
-	want := pattern(int(size), rapid.Byte().Draw(t, "seed"))
+	want := testutil.Pattern(int(size), rapid.Byte().Draw(t, "seed"))
 	mustWriteFlushed(t, r.vol, want, 0)
 	bad := map[flipKey]bool{}
 	rows := map[rowKey]int{}
@@ -161,12 +162,12 @@ func TestDeltaWriteVerifiesOldParity(t *testing.T) {
 	ctx := context.Background()
 	g := csumLayouts[1]
 	r := newRig(t, g, 2*g.SegmentData(), rigOptions{crashable: true})
-	if err := r.vol.WriteAt(ctx, pattern(int(g.StripeData()), 1), 0); err != nil {
+	if err := r.vol.WriteAt(ctx, testutil.Pattern(int(g.StripeData()), 1), 0); err != nil {
 		t.Fatal(err)
 	}
 	restart(t, r)
 	flipBitT(t, r, flipKey{shard: g.K, row: 1}, 5) // inside the write's span
-	if err := r.vol.WriteAt(ctx, pattern(4096, 2), 4096); err != nil {
+	if err := r.vol.WriteAt(ctx, testutil.Pattern(4096, 2), 4096); err != nil {
 		t.Fatal(err)
 	}
 	r.checkParity(t)
@@ -182,7 +183,7 @@ func TestFUAWritesChecksumsDurably(t *testing.T) {
 	ctx := context.Background()
 	g := csumLayouts[0]
 	r := newRig(t, g, 2*g.SegmentData(), rigOptions{crashable: true})
-	want := pattern(int(g.StripeData()), 7)
+	want := testutil.Pattern(int(g.StripeData()), 7)
 	if err := r.vol.WriteAt(ctx, make([]byte, 4096), 0); err != nil { // allocation's trims, flushed
 		t.Fatal(err)
 	}
@@ -208,7 +209,7 @@ func TestBlockSum(t *testing.T) {
 	if got := crc32.Checksum(zero, tab); got != zeroSum {
 		t.Fatalf("zeroSum %#x, crc32c of a zero block %#x", uint32(zeroSum), got)
 	}
-	b := pattern(layout.ChecksumBlock, 7)
+	b := testutil.Pattern(layout.ChecksumBlock, 7)
 	if got, want := blockSum(b), crc32.Checksum(b, tab)^crc32.Checksum(zero, tab); got != want || blockSum(zero) != 0 {
 		t.Fatalf("blockSum %#x, want %#x (zero block %#x)", got, want, blockSum(zero))
 	}
@@ -220,7 +221,7 @@ func TestChecksumFoundBy(t *testing.T) {
 	ctx := context.Background()
 	g := csumLayouts[1]
 	r := newRig(t, g, g.SegmentData(), rigOptions{crashable: true})
-	if err := r.vol.WriteAt(ctx, pattern(int(2*g.StripeData()), 1), 0); err != nil {
+	if err := r.vol.WriteAt(ctx, testutil.Pattern(int(2*g.StripeData()), 1), 0); err != nil {
 		t.Fatal(err)
 	}
 	restart(t, r)

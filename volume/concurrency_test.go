@@ -9,6 +9,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/blockdev/devtest"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/volume/layout"
 )
 
@@ -53,7 +54,7 @@ func TestConcurrentWriters(t *testing.T) {
 			for i := 0; i < 40; i++ {
 				n := int64(rng.Intn(12)+1) * 4096
 				off := base + int64(rng.Int63n((region-n)/4096))*4096
-				data := pattern(int(n), byte(w*40+i))
+				data := testutil.Pattern(int(n), byte(w*40+i))
 				mu.Lock() // serialise against the overlapping writer for the model only
 				if err := r.vol.WriteAt(ctx, data, off); err != nil {
 					mu.Unlock()
@@ -99,7 +100,7 @@ func TestConcurrentStripeSharing(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for b := w; b < blocks; b += writers {
-				if err := r.vol.WriteAt(ctx, pattern(4096, byte(b)), b*4096); err != nil {
+				if err := r.vol.WriteAt(ctx, testutil.Pattern(4096, byte(b)), b*4096); err != nil {
 					t.Error(err)
 					return
 				}
@@ -113,7 +114,7 @@ func TestConcurrentStripeSharing(t *testing.T) {
 	r.devs[4].SetDown(true)
 	got := mustRead(t, r.vol, 0, int(size))
 	for b := int64(0); b < blocks; b++ {
-		mustEqual(t, fmt.Sprintf("block %d", b), got[b*4096:(b+1)*4096], pattern(4096, byte(b)))
+		mustEqual(t, fmt.Sprintf("block %d", b), got[b*4096:(b+1)*4096], testutil.Pattern(4096, byte(b)))
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/blockdev/faultdev"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 )
 
 // TestRecoverCutOffMarksNothing: the owner of a 4+2 volume crashes in the
@@ -76,7 +77,7 @@ func deferSegmentZero(t *testing.T, ev EventListener) *rig {
 	ctx := context.Background()
 	g := pplLayouts[1]
 	r := newRig(t, g, 2*g.SegmentData(), rigOptions{crashable: true})
-	a, b := pattern(int(2*g.SegmentData()), 1), pattern(int(g.StripeData()), 2)
+	a, b := testutil.Pattern(int(2*g.SegmentData()), 1), testutil.Pattern(int(g.StripeData()), 2)
 	mustWriteFlushed(t, r.vol, a, 0)
 	if err := r.vol.WriteAt(ctx, b, 0); err != nil { // segment 0 stripe 0, not flushed
 		t.Fatal(err)
@@ -118,7 +119,7 @@ func TestCleanKeepsDeferredSegment(t *testing.T) {
 	r := deferSegmentZero(t, EventListener{})
 	g := r.g
 	for _, off := range []int64{g.StripeData() + 4096, g.SegmentData() + 4096} {
-		if err := r.vol.WriteAt(ctx, pattern(4096, 7), off); err != nil {
+		if err := r.vol.WriteAt(ctx, testutil.Pattern(4096, 7), off); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/blockdev/faultdev"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/volume/layout"
 )
 
@@ -34,7 +35,7 @@ func repairDurableBeforeClear(t *testing.T, g layout.Geometry) {
 	for _, c := range []struct{ whole, away bool }{{false, false}, {false, true}, {true, false}, {true, true}} {
 		whole, away := c.whole, c.away
 		r := newRig(t, g, size, rigOptions{crashable: true})
-		a, b := pattern(int(size), 1), pattern(int(size), 2)
+		a, b := testutil.Pattern(int(size), 1), testutil.Pattern(int(size), 2)
 		mustWriteFlushed(t, r.vol, a, 0)
 		r.devs[1].SetDown(true)
 		if whole {
@@ -92,7 +93,7 @@ func TestMoveDurableBeforeCommit(t *testing.T) {
 	ctx := context.Background()
 	for _, g := range []layout.Geometry{csumLayouts[1], csumLayouts[3]} {
 		r := newRig(t, g, g.SegmentData(), rigOptions{namespaces: g.N() + 1, slots: 2, crashable: true})
-		want := pattern(int(r.vol.Size()), 4)
+		want := testutil.Pattern(int(r.vol.Size()), 4)
 		mustWriteFlushed(t, r.vol, want, 0)
 		old, _, _ := r.alloc.Lookup(ctx, 0)
 		r.devs[r.index(old[3].NS)].SetDown(true) // the shard to rebuild is gone

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/volume/layout"
 )
 
@@ -81,7 +82,7 @@ func TestFollowSwitchesBetweenReads(t *testing.T) {
 	ctx := context.Background()
 	g := layout.Geometry{K: 2, M: 1, Chunk: 8 << 10, SlotSize: 32 << 10, Checksums: true}
 	r := newRig(t, g, g.SegmentData(), rigOptions{namespaces: g.N() + 1})
-	model := pattern(int(g.SegmentData()), 3)
+	model := testutil.Pattern(int(g.SegmentData()), 3)
 	mustWriteFlushed(t, r.vol, model, 0)
 	old, _, _ := r.alloc.Lookup(ctx, 0)
 	gt := newGate(r.devs[r.index(old[0].NS)])
@@ -131,7 +132,7 @@ func TestFollowSwitchesBetweenReads(t *testing.T) {
 	}
 
 	// The old slot is freed and reused: garbage there must not matter.
-	garbage := pattern(int(g.SlotSize), 99)
+	garbage := testutil.Pattern(int(g.SlotSize), 99)
 	if err := r.mems[r.index(old[0].NS)].WriteAt(ctx, garbage, old[0].Slot*g.SlotSize); err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +149,7 @@ func TestFollowForgetsAndUnknown(t *testing.T) {
 	ctx := context.Background()
 	g := layout.Geometry{K: 2, M: 1, Chunk: 8 << 10, SlotSize: 32 << 10}
 	r := newRig(t, g, 2*g.SegmentData(), rigOptions{})
-	if err := r.vol.WriteAt(ctx, pattern(int(2*g.SegmentData()), 5), 0); err != nil {
+	if err := r.vol.WriteAt(ctx, testutil.Pattern(int(2*g.SegmentData()), 5), 0); err != nil {
 		t.Fatal(err)
 	}
 	rd := readerOf(t, r, "", nil, EventListener{}, nil)
@@ -176,7 +177,7 @@ func TestReadOnlyReadNeverWrites(t *testing.T) {
 	ctx := context.Background()
 	g := layout.Geometry{K: 4, M: 2, Chunk: 16 << 10, SlotSize: 64 << 10, Checksums: true}
 	r := newRig(t, g, g.SegmentData(), rigOptions{})
-	model := pattern(int(g.SegmentData()), 7)
+	model := testutil.Pattern(int(g.SegmentData()), 7)
 	mustWriteFlushed(t, r.vol, model, 0)
 	refs, _, _ := r.alloc.Lookup(ctx, 0)
 	// Flip a byte in data shard 1 of stripe 2.

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/volume/layout"
 )
 
@@ -18,7 +19,7 @@ func TestGrow(t *testing.T) {
 	g := layout.Geometry{K: 2, M: 1, Chunk: 64 << 10, SlotSize: 1 << 20}
 	seg := g.SegmentData()
 	r := newRig(t, g, seg, rigOptions{slots: 4})
-	old, tail := pattern(4096, 1), pattern(4096, 2)
+	old, tail := testutil.Pattern(4096, 1), testutil.Pattern(4096, 2)
 	if err := r.vol.WriteAt(ctx, old, seg-4096); err != nil {
 		t.Fatal(err)
 	}

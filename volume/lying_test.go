@@ -10,6 +10,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/blockdev/faultdev"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/volume/layout"
 )
 
@@ -51,7 +52,7 @@ func TestDroppedWriteThenCrash(t *testing.T) {
 func droppedWriteThenCrash(t *testing.T, g layout.Geometry, at int64, clean bool) {
 	t.Helper()
 	ctx := context.Background()
-	r, want := droppedWrite(t, g, 1, at, pattern(4096, 99), clean)
+	r, want := droppedWrite(t, g, 1, at, testutil.Pattern(4096, 99), clean)
 	r.reopen(t, r.deviceMap()) // the owner crashed: nothing closed
 	if _, err := r.vol.Recover(ctx); err != nil {
 		t.Fatalf("%v at %d: recover: %v", g, at, err)
@@ -69,7 +70,7 @@ func droppedWrite(t *testing.T, g layout.Geometry, seed byte, at int64, news []b
 	ctx := context.Background()
 	size := g.SegmentData()
 	r := newRig(t, g, size, rigOptions{})
-	want := pattern(int(size), seed)
+	want := testutil.Pattern(int(size), seed)
 	mustWriteFlushed(t, r.vol, want, 0)
 	liar := r.devs[r.index(shardNS(t, r, at))]
 	id := liar.Add(faultdev.Rule{Action: faultdev.Drop})
@@ -260,7 +261,7 @@ func TestScrubAfterDroppedWrite(t *testing.T) {
 	for _, g := range lyingLayouts {
 		at := g.Chunk + 4096
 		size := g.SegmentData()
-		r, want := droppedWrite(t, g, 1, at, pattern(4096, 77), true)
+		r, want := droppedWrite(t, g, 1, at, testutil.Pattern(4096, 77), true)
 		r.reopen(t, r.deviceMap())
 		if _, err := r.vol.Scrub(ctx, 0, 0, nil); err != nil {
 			t.Fatalf("%v: scrub: %v", g, err)
@@ -285,7 +286,7 @@ func TestReadOnlyAfterDroppedWrite(t *testing.T) {
 	for _, g := range lyingLayouts {
 		at := g.StripeData() + 4096
 		size := g.SegmentData()
-		r, want := droppedWrite(t, g, 3, at, pattern(8192, 55), true)
+		r, want := droppedWrite(t, g, 3, at, testutil.Pattern(8192, 55), true)
 		v, err := New(Options{Geometry: g, Size: size, Devices: r.deviceMap(), Alloc: r.alloc, Stale: r.stale, ReadOnly: true, LogEpoch: r.epoch + 1})
 		if err != nil {
 			t.Fatal(err)
@@ -312,7 +313,7 @@ func TestRebuildAfterDroppedWrite(t *testing.T) {
 	g := lyingLayouts[1] // 4+2: one stale shard and one rebuilt slot are within M
 	at := g.StripeData() + 4096
 	size := g.SegmentData()
-	r, want := droppedWrite(t, g, 5, at, pattern(4096, 66), true)
+	r, want := droppedWrite(t, g, 5, at, testutil.Pattern(4096, 66), true)
 	liarNS := shardNS(t, r, at)
 	r.reopen(t, r.deviceMap())
 	mustRead(t, r.vol, 0, 4096) // opens the segment; proves stripe 0 only
@@ -363,7 +364,7 @@ func twoLiarsHeal(t *testing.T, scrub bool) {
 	g := lyingLayouts[1] // 4+2
 	size := 2 * g.StripeData()
 	r := newRig(t, g, size, rigOptions{})
-	want := pattern(int(size), 9)
+	want := testutil.Pattern(int(size), 9)
 	write := func(at int64, b []byte, liar string) {
 		t.Helper()
 		var d *faultdev.Dev
@@ -380,7 +381,7 @@ func twoLiarsHeal(t *testing.T, scrub bool) {
 	write(0, bytes.Clone(want), "")
 	a := g.StripeData() // stripe 1, shard 0: rows 0 and 1
 	nsA := shardNS(t, r, a)
-	write(a, pattern(int(g.Chunk), 21), nsA)
+	write(a, testutil.Pattern(int(g.Chunk), 21), nsA)
 	other := int64(-1) // a block of stripe 0 on A: rewrites A's checksum page
 	for sh := int64(0); sh < int64(g.K); sh++ {
 		if shardNS(t, r, sh*g.Chunk) == nsA {
@@ -390,9 +391,9 @@ func twoLiarsHeal(t *testing.T, scrub bool) {
 	if other < 0 {
 		t.Fatal("A holds no data shard of stripe 0")
 	}
-	write(other, pattern(4096, 22), "")
+	write(other, testutil.Pattern(4096, 22), "")
 	b := g.StripeData() + 2*g.Chunk + 4096 // stripe 1, shard 2, row 1
-	write(b, pattern(4096, 23), shardNS(t, r, b))
+	write(b, testutil.Pattern(4096, 23), shardNS(t, r, b))
 	if err := r.vol.Clean(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/volume/layout"
 )
 
@@ -53,7 +54,7 @@ func mmRun(t *testing.T, v *Volume, ops []mmOp, between func(i int)) []string {
 		var err error
 		switch op.Kind {
 		case "write":
-			err = v.WriteAt(ctx, pattern(int(op.Len), op.Seed), op.Off)
+			err = v.WriteAt(ctx, testutil.Pattern(int(op.Len), op.Seed), op.Off)
 		case "zero":
 			err = v.WriteZeroes(ctx, op.Off, op.Len)
 		case "trim":
@@ -108,7 +109,7 @@ func mmModel(ops []mmOp, size int64) string {
 	for _, op := range ops {
 		switch op.Kind {
 		case "write":
-			copy(img[op.Off:], pattern(int(op.Len), op.Seed))
+			copy(img[op.Off:], testutil.Pattern(int(op.Len), op.Seed))
 		case "zero", "trim":
 			clear(img[op.Off : op.Off+op.Len])
 		}

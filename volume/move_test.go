@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/volume/layout"
 )
 
@@ -16,7 +17,7 @@ import (
 func moveUnderLoad(t *testing.T, r *rig, idx int, before func()) {
 	ctx := context.Background()
 	size := r.vol.Size()
-	model := pattern(int(size), 1)
+	model := testutil.Pattern(int(size), 1)
 	if err := r.vol.WriteAt(ctx, model, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +44,7 @@ func moveUnderLoad(t *testing.T, r *rig, idx int, before func()) {
 				default:
 				}
 				off := int64((w*7919+i*4099)%int(size/4096)) * 4096
-				data := pattern(4096, byte(w*50+i))
+				data := testutil.Pattern(4096, byte(w*50+i))
 				mu.Lock()
 				err := r.vol.WriteAt(ctx, data, off)
 				copy(model[off:], data)
@@ -124,7 +125,7 @@ func TestMoveSlotCarriesChecksums(t *testing.T) {
 func moveCarriesChecksums(t *testing.T, g layout.Geometry) {
 	ctx := context.Background()
 	r := newRig(t, g, g.SegmentData(), rigOptions{namespaces: 7, slots: 2, crashable: true})
-	want := pattern(int(r.vol.Size()), 4)
+	want := testutil.Pattern(int(r.vol.Size()), 4)
 	if err := r.vol.WriteAt(ctx, want, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +153,7 @@ func TestMoveSlotAbortKeepsOldPlacement(t *testing.T) {
 	g := layout.Geometry{K: 2, M: 1, Chunk: 4 << 10, SlotSize: 64 << 10}
 	r := newRig(t, g, g.SegmentData(), rigOptions{namespaces: 4, slots: 1})
 	ctx := context.Background()
-	data := pattern(int(r.vol.Size()), 3)
+	data := testutil.Pattern(int(r.vol.Size()), 3)
 	if err := r.vol.WriteAt(ctx, data, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +165,7 @@ func TestMoveSlotAbortKeepsOldPlacement(t *testing.T) {
 		t.Fatalf("MoveSlot = %v, want ErrMoveAborted wrapping the commit error", err)
 	}
 	// Writes after the abort must reach the old slot only.
-	patch := pattern(8192, 9)
+	patch := testutil.Pattern(8192, 9)
 	if err := r.vol.WriteAt(ctx, patch, 0); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/volume/layout"
 )
 
@@ -33,7 +34,7 @@ func TestOverStaleStripe(t *testing.T) {
 		nsOf := func(sh int) int { return r.index(s.slots[g.SlotOf(0, sh)].ref.NS) }
 		block := func(sh, row int64) int64 { return sh*g.Chunk + row*layout.ChecksumBlock }
 		write := func(off int64, seed byte) error {
-			b := pattern(layout.ChecksumBlock, seed)
+			b := testutil.Pattern(layout.ChecksumBlock, seed)
 			err := r.vol.WriteAt(ctx, b, off)
 			if err == nil {
 				copy(want[off:], b)
@@ -69,7 +70,7 @@ func TestOverStaleStripe(t *testing.T) {
 			for _, sh := range []int{0, 5} {
 				sl := s.slots[g.SlotOf(0, sh)]
 				at := sl.ref.Slot*g.SlotSize + g.SlotOffset(layout.StripeID{}) + 3*layout.ChecksumBlock
-				if err := r.mems[nsOf(sh)].WriteAt(ctx, pattern(layout.ChecksumBlock, 9), at); err != nil {
+				if err := r.mems[nsOf(sh)].WriteAt(ctx, testutil.Pattern(layout.ChecksumBlock, 9), at); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -98,7 +99,7 @@ func TestOverStaleStripe(t *testing.T) {
 				case err != nil:
 					t.Fatalf("%s: read of block at %d: %v", when, off, err)
 				case off == failed:
-					if !bytes.Equal(got, want[off:off+layout.ChecksumBlock]) && !bytes.Equal(got, pattern(layout.ChecksumBlock, 4)) {
+					if !bytes.Equal(got, want[off:off+layout.ChecksumBlock]) && !bytes.Equal(got, testutil.Pattern(layout.ChecksumBlock, 4)) {
 						t.Fatalf("%s: block of the failed write at %d holds neither version", when, off)
 					}
 				default:

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/volume/layout"
 )
 
@@ -42,7 +43,7 @@ func BenchmarkWriteLog(b *testing.B) {
 // every writes, as a file system commits its journal.
 func benchRandomFlush(b *testing.B, v *Volume, every int) {
 	rng := rand.New(rand.NewSource(1))
-	p := pattern(4096, 3)
+	p := testutil.Pattern(4096, 3)
 	b.SetBytes(4096)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -74,7 +75,7 @@ func BenchmarkZeroStripes(b *testing.B) {
 			v, _ := benchLogVolume(b, log)
 			ctx := context.Background()
 			sd := v.g.StripeData()
-			p, stripes := pattern(int(sd), 5), v.Size()/sd
+			p, stripes := testutil.Pattern(int(sd), 5), v.Size()/sd
 			b.SetBytes(sd)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
@@ -155,7 +156,7 @@ func benchWriteLogAB(b *testing.B, qd, every int) {
 // time they took, in ns.
 func burstWrites(b *testing.B, v *Volume, qd, ops, every int, seed int64) (cpu, wall float64) {
 	ctx := context.Background()
-	p := pattern(4096, 3)
+	p := testutil.Pattern(4096, 3)
 	blocks := v.Size() / 4096
 	errs := make(chan error, qd)
 	var done atomic.Int64

@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/volume/layout"
 )
 
@@ -36,7 +37,7 @@ func TestWriteLogManyWriters(t *testing.T) {
 			for i := range 100 {
 				n := int64(1+rng.Intn(16)) * 4096
 				off := rng.Int63n((region-n)/4096+1) * 4096
-				p := pattern(int(n), byte(i+w))
+				p := testutil.Pattern(int(n), byte(i+w))
 				write := v.WriteAt
 				if i%8 == 0 {
 					write = v.WriteAtFUA
@@ -74,7 +75,7 @@ func TestWriteLogFullNoWait(t *testing.T) {
 		v := newRig(t, g, 16<<20, rigOptions{}).vol
 		records := v.log.blocks / 2 // a 4 KiB write's record: a header and a partial-parity block
 		start := time.Now()
-		p := pattern(4096, 1)
+		p := testutil.Pattern(4096, 1)
 		for i := range 10 * records {
 			if err := v.WriteAt(ctx, p, (i%64)*g.Chunk); err != nil {
 				t.Fatal(err)

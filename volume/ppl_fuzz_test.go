@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/nvstripe/nvstripe/crc32c"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/volume/layout"
 )
 
@@ -54,7 +55,7 @@ func FuzzDecodeRecord(f *testing.F) {
 func fuzzRecord(g layout.Geometry) *logRecord {
 	all := uint32(1)<<g.K - 1
 	rec := &logRecord{seq: logSeq{3, 9}, tail: logSeq{3, 4}, seg: 2, stripe: 1, r0: 1,
-		touched: []uint32{0b1, all, 0}, sums: make([][2]uint32, 3*g.K), pp: [][]byte{pattern(4096, 5), nil, nil}}
+		touched: []uint32{0b1, all, 0}, sums: make([][2]uint32, 3*g.K), pp: [][]byte{testutil.Pattern(4096, 5), nil, nil}}
 	for i := range rec.sums {
 		rec.sums[i] = [2]uint32{uint32(7 * i), uint32(11 * i)}
 	}

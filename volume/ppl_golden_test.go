@@ -27,7 +27,7 @@ func goldenRecord() (layout.Geometry, logRecord) {
 	g := pplLayouts[1]
 	rec := logRecord{seq: logSeq{3, 41}, tail: logSeq{2, 17}, seg: 1, stripe: 6, r0: 0,
 		touched: []uint32{0b0101, 0b1111, 0, 0b1000}, sums: make([][2]uint32, 4*g.K),
-		pp: [][]byte{pattern(4096, 7), nil, nil, pattern(4096, 9)}}
+		pp: [][]byte{addPattern(4096, 7), nil, nil, addPattern(4096, 9)}}
 	for i := range rec.sums {
 		rec.sums[i] = [2]uint32{0x01010101 * uint32(i), 0xfedcba98 ^ uint32(i)}
 	}
@@ -101,14 +101,14 @@ func goldenWorkload(t *testing.T, g layout.Geometry) []string {
 	for off := int64(0); off < size; off += stripe {
 		// One stripe a call: the first opens the namespaces, and a
 		// volume learns only then that their IO is synchronous.
-		if err := v.WriteAt(ctx, pattern(int(stripe), byte(off/stripe)), off); err != nil {
+		if err := v.WriteAt(ctx, addPattern(int(stripe), byte(off/stripe)), off); err != nil {
 			t.Fatal(err)
 		}
 	}
 	rng := rand.New(rand.NewSource(11))
 	write := func(n int64) {
 		off := rng.Int63n((size-n)/4096) * 4096
-		if err := v.WriteAt(ctx, pattern(int(n), byte(rng.Intn(250))), off); err != nil {
+		if err := v.WriteAt(ctx, addPattern(int(n), byte(rng.Intn(250))), off); err != nil {
 			t.Fatalf("write %d at %d: %v", n, off, err)
 		}
 	}
@@ -132,7 +132,7 @@ func goldenWorkload(t *testing.T, g layout.Geometry) []string {
 				// The same stripe again, in the same epoch.
 				off := rng.Int63n(size/stripe) * stripe
 				for j := int64(0); j < 3; j++ {
-					if err := v.WriteAt(ctx, pattern(4096, byte(j+1)), off+j*g.Chunk/2); err != nil {
+					if err := v.WriteAt(ctx, addPattern(4096, byte(j+1)), off+j*g.Chunk/2); err != nil {
 						t.Fatal(err)
 					}
 				}

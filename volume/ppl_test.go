@@ -12,6 +12,7 @@ import (
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/blockdev/faultdev"
 	"github.com/nvstripe/nvstripe/ec"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/volume/layout"
 )
 
@@ -50,20 +51,20 @@ func holeWorkload(t *testing.T, r *rig, old []byte) map[int64][][]byte {
 		seed := byte(s*3 + 11)
 		switch s % 6 {
 		case 0:
-			write(base+(s%int64(g.K))*g.Chunk+4096, pattern(4096, seed))
+			write(base+(s%int64(g.K))*g.Chunk+4096, testutil.Pattern(4096, seed))
 		case 1:
-			write(base+((s+1)%int64(g.K))*g.Chunk, pattern(int(g.Chunk), seed))
+			write(base+((s+1)%int64(g.K))*g.Chunk, testutil.Pattern(int(g.Chunk), seed))
 		case 2:
-			write(base, pattern(4096, seed))
-			write(base+g.Chunk+4096, pattern(4096, seed+1))
+			write(base, testutil.Pattern(4096, seed))
+			write(base+g.Chunk+4096, testutil.Pattern(4096, seed+1))
 		case 3:
-			write(base+g.Chunk-4096, pattern(8192, seed))
+			write(base+g.Chunk-4096, testutil.Pattern(8192, seed))
 		case 4: // two chunks in one write: rows with two data blocks written
-			write(base+g.Chunk, pattern(int(2*g.Chunk), seed))
+			write(base+g.Chunk, testutil.Pattern(int(2*g.Chunk), seed))
 		case 5: // the same row of two chunks, and one block twice
-			write(base+4096, pattern(4096, seed))
-			write(base+2*g.Chunk+4096, pattern(4096, seed+1))
-			write(base+4096, pattern(4096, seed+2))
+			write(base+4096, testutil.Pattern(4096, seed))
+			write(base+2*g.Chunk+4096, testutil.Pattern(4096, seed+1))
+			write(base+4096, testutil.Pattern(4096, seed+2))
 		}
 	}
 	return may
@@ -135,7 +136,7 @@ func writeHoleCase(t *testing.T, g layout.Geometry, lost int, seed int64) LogSta
 	}
 	h.check(t)
 	// Writing whole stripes replaces even the blocks lost for good.
-	fresh := pattern(len(h.old), 5)
+	fresh := testutil.Pattern(len(h.old), 5)
 	if err := h.r.vol.WriteAt(ctx, fresh, 0); err != nil {
 		t.Fatalf("rewriting the volume: %v", err)
 	}
@@ -161,7 +162,7 @@ func crashWithLost(t *testing.T, g layout.Geometry, lost int, seed int64) *hole 
 
 // crashWithLostOn is crashWithLost on a rig built with o (crashable).
 func crashWithLostOn(t *testing.T, g layout.Geometry, lost int, seed int64, o rigOptions) *hole {
-	return crashFilled(t, g, lost, seed, o, func(n int) []byte { return pattern(n, 1) })
+	return crashFilled(t, g, lost, seed, o, func(n int) []byte { return testutil.Pattern(n, 1) })
 }
 
 // crashFilled is crashWithLostOn over a volume whose content before the
@@ -286,9 +287,9 @@ func TestFormat2RecoversWithoutLog(t *testing.T) {
 	}
 	for _, lose := range []bool{false, true} {
 		r := newRig(t, g, 2*g.SegmentData(), rigOptions{crashable: true})
-		old := pattern(int(2*g.SegmentData()), 3)
+		old := testutil.Pattern(int(2*g.SegmentData()), 3)
 		mustWriteFlushed(t, r.vol, old, 0)
-		if err := r.vol.WriteAt(ctx, pattern(4096, 9), 4096); err != nil {
+		if err := r.vol.WriteAt(ctx, testutil.Pattern(4096, 9), 4096); err != nil {
 			t.Fatal(err)
 		}
 		devs := r.crash(t, ctx, nil)
@@ -315,7 +316,7 @@ func TestFormat2RecoversWithoutLog(t *testing.T) {
 func TestLogRecordRoundTrip(t *testing.T) {
 	g := pplLayouts[1]
 	rec := logRecord{seq: logSeq{7, 9}, tail: logSeq{7, 3}, seg: 2, stripe: 5, r0: 1,
-		touched: []uint32{0b0001, 0b1111, 0}, sums: make([][2]uint32, 3*g.K), pp: [][]byte{pattern(4096, 1), nil, nil}}
+		touched: []uint32{0b0001, 0b1111, 0}, sums: make([][2]uint32, 3*g.K), pp: [][]byte{testutil.Pattern(4096, 1), nil, nil}}
 	for i := range rec.sums {
 		rec.sums[i] = [2]uint32{uint32(i), uint32(100 + i)}
 	}
@@ -349,7 +350,7 @@ func TestWriteHoleZeroRowOfMixedVersions(t *testing.T) {
 	ctx := context.Background()
 	g := pplLayouts[0]
 	r := newRig(t, g, g.SegmentData(), rigOptions{crashable: true})
-	a := pattern(int(g.Chunk), 7)
+	a := testutil.Pattern(int(g.Chunk), 7)
 	if err := r.vol.WriteAt(ctx, a, 0); err != nil { // stripe 0, data shard 0
 		t.Fatal(err)
 	}
@@ -387,12 +388,12 @@ func TestWriteHoleZeroingAcknowledged(t *testing.T) {
 	ctx := context.Background()
 	g := pplLayouts[0]
 	r := newRig(t, g, g.SegmentData(), rigOptions{crashable: true})
-	d := pattern(int(g.StripeData()), 3)
+	d := testutil.Pattern(int(g.StripeData()), 3)
 	mustWriteFlushed(t, r.vol, d, 0)
 	// Stripe 4 has its parity in stripe 0's parity slot: its records
 	// overwrite the ring, stripe 0's among them.
 	for i := 0; i < 4*int(g.LogArea()/4096); i++ {
-		if err := r.vol.WriteAt(ctx, pattern(4096, byte(i)), 4*g.StripeData()); err != nil {
+		if err := r.vol.WriteAt(ctx, testutil.Pattern(4096, byte(i)), 4*g.StripeData()); err != nil {
 			t.Fatal(err)
 		}
 		if err := r.vol.Flush(ctx); err != nil {
@@ -428,9 +429,9 @@ func TestWriteHoleZeroedAfterRecord(t *testing.T) {
 	g := pplLayouts[0]
 	r := newRig(t, g, g.SegmentData(), rigOptions{crashable: true})
 	for i, op := range []func() error{
-		func() error { return r.vol.WriteAt(ctx, pattern(int(g.StripeData()), 3), 0) },
+		func() error { return r.vol.WriteAt(ctx, testutil.Pattern(int(g.StripeData()), 3), 0) },
 		r.flushFunc(ctx),
-		func() error { return r.vol.WriteAt(ctx, pattern(int(g.StripeData()), 4), 0) },
+		func() error { return r.vol.WriteAt(ctx, testutil.Pattern(int(g.StripeData()), 4), 0) },
 		r.flushFunc(ctx),
 		func() error { return r.vol.Trim(ctx, 0, g.StripeData()) },
 		r.flushFunc(ctx),
@@ -480,7 +481,7 @@ func TestWriteHoleTwoLostVersions(t *testing.T) {
 	ctx := context.Background()
 	g := pplLayouts[1]
 	r := newRig(t, g, g.SegmentData(), rigOptions{crashable: true})
-	a, b := pattern(int(g.StripeData()), 1), pattern(int(g.StripeData()), 2)
+	a, b := testutil.Pattern(int(g.StripeData()), 1), testutil.Pattern(int(g.StripeData()), 2)
 	mustWriteFlushed(t, r.vol, a, 0)
 	if err := r.vol.WriteAt(ctx, b, 0); err != nil {
 		t.Fatal(err)
@@ -512,7 +513,7 @@ func TestFreshSlotTrimDurable(t *testing.T) {
 	ctx := context.Background()
 	g := pplLayouts[0]
 	r := newRig(t, g, 2*g.SegmentData(), rigOptions{crashable: true, namespaces: g.N() + 1})
-	if err := r.vol.WriteAt(ctx, pattern(int(g.SegmentData()), 9), 0); err != nil {
+	if err := r.vol.WriteAt(ctx, testutil.Pattern(int(g.SegmentData()), 9), 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.vol.Flush(ctx); err != nil {
@@ -525,7 +526,7 @@ func TestFreshSlotTrimDurable(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.alloc.Release(slots[0])
-	one := pattern(4096, 3)
+	one := testutil.Pattern(4096, 3)
 	if err := r.vol.WriteAt(ctx, one, g.SegmentData()); err != nil { // allocates segment 1
 		t.Fatal(err)
 	}
@@ -590,7 +591,7 @@ func TestFirstRowCodec(t *testing.T) {
 	}
 	g := layout.Geometry{K: 2, M: 0, Chunk: 8 << 10, SlotSize: 256 << 10, Checksums: true, Log: true}
 	v := newRig(t, g, 256<<10, rigOptions{}).vol
-	p := pattern(4096, 1)
+	p := testutil.Pattern(4096, 1)
 	if err := v.WriteAt(context.Background(), p, 4096); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/volume/layout"
 	"pgregory.net/rapid"
 )
@@ -116,7 +117,7 @@ func newModelRig(t tb, g layout.Geometry, size int64) *modelRig {
 
 func (m *modelRig) write(t tb, off, n int64) {
 	m.seed++
-	data := pattern(int(n), m.seed)
+	data := testutil.Pattern(int(n), m.seed)
 	if err := m.r.vol.WriteAt(context.Background(), data, off); err != nil {
 		t.Fatalf("write %d+%d: %v", off, n, err)
 	}
@@ -270,7 +271,7 @@ func newCrashRig(t tb, g layout.Geometry) *crashRig {
 
 func (c *crashRig) write(t tb, off, n int64) {
 	c.seed++
-	data := pattern(int(n), c.seed)
+	data := addPattern(int(n), c.seed)
 	if err := c.r.vol.WriteAt(context.Background(), data, off); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/volume/layout"
 )
 
@@ -72,7 +73,7 @@ func proveBenchVolume(b *testing.B, g layout.Geometry) func() *Volume {
 		return v
 	}
 	v := open()
-	buf := pattern(benchReq, 1)
+	buf := testutil.Pattern(benchReq, 1)
 	for off := int64(0); off+benchReq <= size; off += benchReq {
 		if err := v.WriteAt(context.Background(), buf, off); err != nil {
 			b.Fatal(err)

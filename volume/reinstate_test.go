@@ -6,6 +6,8 @@ import (
 	"errors"
 	"slices"
 	"testing"
+
+	"github.com/nvstripe/nvstripe/internal/testutil"
 )
 
 // TestReinstate: a namespace that was down comes back within one open. Its
@@ -14,10 +16,10 @@ import (
 func TestReinstate(t *testing.T) {
 	r := newRig(t, g42, 2*g42.SegmentData(), rigOptions{})
 	ctx := context.Background()
-	data := pattern(int(r.vol.Size()), 1)
+	data := testutil.Pattern(int(r.vol.Size()), 1)
 	mustWriteFlushed(t, r.vol, data, 0)
 	r.devs[1].SetDown(true)
-	patch := pattern(int(g42.SegmentData()), 2)
+	patch := testutil.Pattern(int(g42.SegmentData()), 2)
 	copy(data[g42.Chunk:], patch)
 	if err := r.vol.WriteAt(ctx, patch, g42.Chunk); err != nil {
 		t.Fatal(err)
@@ -56,13 +58,13 @@ func TestReinstate(t *testing.T) {
 func TestReinstateDistrustsUnflushed(t *testing.T) {
 	r := newRig(t, g42, 2*g42.SegmentData(), rigOptions{})
 	ctx := context.Background()
-	old := pattern(int(r.vol.Size()), 1)
+	old := testutil.Pattern(int(r.vol.Size()), 1)
 	mustWriteFlushed(t, r.vol, old, 0)
 	image := make([]byte, r.mems[1].Size())
 	if err := r.mems[1].ReadAt(ctx, image, 0); err != nil {
 		t.Fatal(err)
 	}
-	data := pattern(len(old), 2)
+	data := testutil.Pattern(len(old), 2)
 	if err := r.vol.WriteAt(ctx, data, 0); err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"testing"
+
+	"github.com/nvstripe/nvstripe/internal/testutil"
 )
 
 // TestRepairGoesOnPastAStripeItCannotRebuild: slot 0 of a segment
@@ -19,7 +21,7 @@ func TestRepairGoesOnPastAStripeItCannotRebuild(t *testing.T) {
 	g := pplLayouts[1]
 	g.Seed = 1
 	r := newRig(t, g, g.SegmentData(), rigOptions{crashable: true})
-	mustWriteFlushed(t, r.vol, pattern(int(g.SegmentData()), 1), 0)
+	mustWriteFlushed(t, r.vol, testutil.Pattern(int(g.SegmentData()), 1), 0)
 	refs, _, err := r.alloc.Lookup(ctx, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/volume/layout"
 )
 
@@ -20,7 +21,7 @@ func TestScrubCountsOnlyItsOwn(t *testing.T) {
 	g := layout.Geometry{K: 2, M: 1, Chunk: 8 << 10, SlotSize: 32 << 10, Checksums: true}
 	size := 2 * g.SegmentData()
 	r := newRig(t, g, size, rigOptions{crashable: true})
-	if err := r.vol.WriteAt(ctx, pattern(int(size), 3), 0); err != nil {
+	if err := r.vol.WriteAt(ctx, testutil.Pattern(int(size), 3), 0); err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range []flipKey{{0, 0, 0, 1}, {0, 1, 2, 0}, {1, 0, 0, 0}, {1, 0, 1, 0}} {

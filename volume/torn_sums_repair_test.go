@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 )
 
 // TestRepairAfterTwoLostTornSums: on 4+2 with a write log, stripe 0 is
@@ -29,7 +30,7 @@ func TestRepairAfterTwoLostTornSums(t *testing.T) {
 	g := pplLayouts[1]
 	g.Seed = 1
 	r := newRig(t, g, g.SegmentData(), rigOptions{crashable: true})
-	a := pattern(int(g.StripeData()), 1)
+	a := testutil.Pattern(int(g.StripeData()), 1)
 	mustWriteFlushed(t, r.vol, a, 0)
 	refs, _, err := r.alloc.Lookup(ctx, 0)
 	if err != nil {
@@ -43,7 +44,7 @@ func TestRepairAfterTwoLostTornSums(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	b := pattern(4096, 2)
+	b := testutil.Pattern(4096, 2)
 	mustWriteFlushed(t, r.vol, b, 0)
 	for sh, blk := range old { // B's data never landed there; its checksums did
 		ref := refs[g.SlotOf(0, sh)]

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/volume/layout"
 )
 
@@ -121,7 +122,7 @@ func TestUnsettledRowsSurviveNewOwner(t *testing.T) {
 	// A write of the whole stripe of one unsettled block settles the
 	// blocks of that stripe, in the record too.
 	off := firstUnsettledStripe(r)
-	data := pattern(int(r.g.StripeData()), 9)
+	data := testutil.Pattern(int(r.g.StripeData()), 9)
 	if err := r.vol.WriteAt(ctx, data, off); err != nil {
 		t.Fatalf("writing the stripe of an unsettled block: %v", err)
 	}
@@ -246,7 +247,7 @@ func TestZeroingSettlesUnsettledStripe(t *testing.T) {
 		}
 		checkRecorded(t, r, want, "after the "+op+",")
 		checkUnsettled(t, h, want, op+" of an unsettled stripe")
-		block := pattern(4096, 3)
+		block := testutil.Pattern(4096, 3)
 		if err := r.vol.WriteAt(ctx, block, off); err != nil {
 			t.Errorf("%s: a write of part of the zeroed stripe: %v", op, err)
 		}
@@ -284,7 +285,7 @@ func TestUnsettledRecordRewrittenAfterFailure(t *testing.T) {
 	off := firstUnsettledStripe(r)
 	log := &failingLog{MemUnsettledLog: r.unsettled, fail: true}
 	r.vol.unsettledLog = log
-	data := pattern(int(r.g.StripeData()), 5)
+	data := testutil.Pattern(int(r.g.StripeData()), 5)
 	if err := r.vol.WriteAt(ctx, data, off); err == nil {
 		t.Fatal("a whole-stripe write whose record could not be cleared succeeded")
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/blockdev/faultdev"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/volume/layout"
 )
 
@@ -24,6 +25,40 @@ func unsettledHoleDown(t *testing.T) (*hole, map[string]*faultdev.Dev) {
 		return out
 	})
 	return h, fds
+}
+
+// nextShardNS is the namespace of the data shard after b's in b's stripe:
+// it holds another block of b's row.
+func nextShardNS(t *testing.T, r *rig, b UnsettledBlock) string {
+	t.Helper()
+	refs, _, err := r.alloc.Lookup(context.Background(), b.Segment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return refs[r.g.SlotOf(b.Stripe, (b.Shard+1)%r.g.K)].NS
+}
+
+// ownerWithoutRecord flushes h's volume and gives it a new owner that
+// has lost the record of unsettled blocks.
+func ownerWithoutRecord(t *testing.T, h *hole) {
+	t.Helper()
+	if err := h.r.vol.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h.r.unsettled = NewMemUnsettledLog()
+	newOwner(t, h)
+}
+
+// checkCorrupt fails t unless every block at an offset in offs reads
+// with class ErrCorrupt.
+func checkCorrupt(t *testing.T, r *rig, offs map[int64]bool, when string) {
+	t.Helper()
+	got := make([]byte, 4096)
+	for off := range offs {
+		if err := r.vol.ReadAt(context.Background(), got, off); !errors.Is(err, blockdev.ErrCorrupt) {
+			t.Fatalf("unsettled block at %d %s: read %x... (%v), want class ErrCorrupt", off, when, got[:8], err)
+		}
+	}
 }
 
 // TestUnsettledRowKeepsItsNeighbours: a crash mid-write plus the loss of a
@@ -47,12 +82,7 @@ func TestUnsettledRowKeepsItsNeighbours(t *testing.T) {
 	checkUnsettled(t, h, want, "after rebuilding the lost slots")
 
 	// Lose the namespace of another data shard of an unsettled row.
-	b := r.vol.Unsettled()[0]
-	refs, _, err := r.alloc.Lookup(ctx, b.Segment)
-	if err != nil {
-		t.Fatal(err)
-	}
-	next := refs[r.g.SlotOf(b.Stripe, (b.Shard+1)%r.g.K)].NS
+	next := nextShardNS(t, r, r.vol.Unsettled()[0])
 	fds[next].SetDown(true)
 	checkUnsettled(t, h, want, "with "+next+" down too, before its slots are rebuilt")
 	moveAllFrom(t, r, next)
@@ -65,20 +95,11 @@ func TestUnsettledRowKeepsItsNeighbours(t *testing.T) {
 
 	// An owner without the record: the unsettled blocks are blank, and
 	// the marked parity must not make them zeros, by recovery or scrub.
-	if err := r.vol.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	r.unsettled = NewMemUnsettledLog()
-	newOwner(t, h)
+	ownerWithoutRecord(t, h)
 	if _, err := r.vol.Scrub(ctx, 0, r.g.Segments(r.vol.Size())-1, nil); err != nil && !errors.Is(err, blockdev.ErrCorrupt) {
 		t.Fatalf("scrub without the record: %v", err)
 	}
-	got := make([]byte, 4096)
-	for off := range want {
-		if err := r.vol.ReadAt(ctx, got, off); !errors.Is(err, blockdev.ErrCorrupt) {
-			t.Fatalf("unsettled block at %d, its record lost: read %x... (%v), want class ErrCorrupt", off, got[:8], err)
-		}
-	}
+	checkCorrupt(t, r, want, "with its record lost")
 }
 
 // TestWritesGoOnBesideUnsettledRows: a partial write to a stripe with an
@@ -97,7 +118,7 @@ func TestWritesGoOnBesideUnsettledRows(t *testing.T) {
 	at := func(sh int, row int64) int64 { return base + int64(sh)*g.Chunk + row*4096 }
 	row := (b.Offset - at(b.Shard, 0)) / 4096
 	other := (b.Shard + 1) % g.K
-	if err := r.vol.WriteAt(ctx, pattern(4096, 9), at(other, row)); !errors.Is(err, blockdev.ErrCorrupt) {
+	if err := r.vol.WriteAt(ctx, testutil.Pattern(4096, 9), at(other, row)); !errors.Is(err, blockdev.ErrCorrupt) {
 		t.Fatalf("a write to the unsettled row: %v, want class ErrCorrupt", err)
 	}
 	free := int64(-1) // a row of the stripe without unsettled blocks
@@ -114,7 +135,7 @@ func TestWritesGoOnBesideUnsettledRows(t *testing.T) {
 	if free < 0 {
 		t.Fatal("setup: every row of the stripe holds an unsettled block")
 	}
-	data := pattern(4096, 11)
+	data := testutil.Pattern(4096, 11)
 	off := at(other, free)
 	if err := r.vol.WriteAt(ctx, data, off); err != nil {
 		t.Fatalf("a write to another row of the stripe: %v", err)
@@ -175,15 +196,10 @@ func TestMarkedParityNeverProvesAnOverStaleRow(t *testing.T) {
 func TestLaterRecoveryKeepsBlanksBlank(t *testing.T) {
 	ctx := context.Background()
 	h, fds := unsettledHoleDown(t)
-	r, g := h.r, h.r.g
+	r := h.r
 	want := unsettledOffsets(r.vol)
 	moveLost(t, h)
-	b := r.vol.Unsettled()[0]
-	refs, _, err := r.alloc.Lookup(ctx, b.Segment)
-	if err != nil {
-		t.Fatal(err)
-	}
-	next := refs[g.SlotOf(b.Stripe, (b.Shard+1)%g.K)].NS
+	next := nextShardNS(t, r, r.vol.Unsettled()[0])
 	if err := r.vol.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -197,17 +213,8 @@ func TestLaterRecoveryKeepsBlanksBlank(t *testing.T) {
 		t.Fatalf("repair once %s is back: %v", next, err)
 	}
 	checkUnsettled(t, h, want, "after a second recovery without "+next+" and a repair")
-	if err := r.vol.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	r.unsettled = NewMemUnsettledLog()
-	newOwner(t, h)
-	got := make([]byte, 4096)
-	for off := range want {
-		if err := r.vol.ReadAt(ctx, got, off); !errors.Is(err, blockdev.ErrCorrupt) {
-			t.Fatalf("unsettled block at %d after a second recovery, its record lost: read %x... (%v), want class ErrCorrupt", off, got[:8], err)
-		}
-	}
+	ownerWithoutRecord(t, h)
+	checkCorrupt(t, r, want, "after a second recovery, its record lost")
 }
 
 // TestKeepTornSkipsBlanks: a recovery keeps the blocks of an unsettled
@@ -219,7 +226,7 @@ func TestKeepTornSkipsBlanks(t *testing.T) {
 	ctx := context.Background()
 	g := unsettledLayout
 	r := newRig(t, g, g.SegmentData(), rigOptions{})
-	mustWriteFlushed(t, r.vol, pattern(int(g.StripeData()), 3), 0)
+	mustWriteFlushed(t, r.vol, testutil.Pattern(int(g.StripeData()), 3), 0)
 	s, err := r.vol.acquire(ctx, 0, false)
 	if err != nil {
 		t.Fatal(err)
@@ -238,7 +245,7 @@ func TestKeepTornSkipsBlanks(t *testing.T) {
 		t.Fatal(err)
 	}
 	j := g.SlotOf(0, torn)
-	if err := r.vol.slotWrite(ctx, s.slots[j], 0, 0, pattern(4096, 5), []uint32{blockSum(pattern(4096, 6))}, false); err != nil {
+	if err := r.vol.slotWrite(ctx, s.slots[j], 0, 0, testutil.Pattern(4096, 5), []uint32{blockSum(testutil.Pattern(4096, 6))}, false); err != nil {
 		t.Fatal(err)
 	}
 	usable := r.vol.usableShards(s, id)
@@ -279,7 +286,7 @@ func TestUnsettledRowRebuildWaitsForItsShards(t *testing.T) {
 	row := (b.Offset - (b.Segment*g.SegmentData() + b.Stripe*g.StripeData() + int64(b.Shard)*g.Chunk)) / 4096
 	id := layout.StripeID{Segment: b.Segment, Stripe: b.Stripe}
 	bad := refs[slotOf((b.Shard+2)%g.K)] // its block of the row rots
-	if err := fds[bad.NS].WriteAt(ctx, pattern(4096, 13), bad.Slot*g.SlotSize+g.SlotOffset(id)+row*4096); err != nil {
+	if err := fds[bad.NS].WriteAt(ctx, testutil.Pattern(4096, 13), bad.Slot*g.SlotSize+g.SlotOffset(id)+row*4096); err != nil {
 		t.Fatal(err)
 	}
 	lost, away := slotOf((b.Shard+1)%g.K), refs[slotOf(g.K)].NS
@@ -334,7 +341,7 @@ func TestRecoveryUsesMarkedParity(t *testing.T) {
 	row := (b.Offset - at(b.Shard, 0)) / 4096
 	other := (b.Shard + 1) % g.K
 	free := (row + 1) % g.BlocksPerChunk()
-	data := pattern(4096, 17)
+	data := testutil.Pattern(4096, 17)
 	if err := r.vol.WriteAt(ctx, data, at(other, free)); err != nil {
 		t.Fatalf("a write beside the unsettled row: %v", err)
 	}

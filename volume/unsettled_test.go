@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/volume/layout"
 )
 
@@ -201,7 +202,7 @@ func TestMoveCarriesUnsettledRows(t *testing.T) {
 	if again, err := r.vol.Settle(ctx, 0, last, nil); err != nil || len(again) != 0 {
 		t.Errorf("settling again reset %v (%v), want nothing", again, err)
 	}
-	fresh := pattern(len(h.old), 7)
+	fresh := testutil.Pattern(len(h.old), 7)
 	if err := r.vol.WriteAt(ctx, fresh, 0); err != nil {
 		t.Fatalf("rewriting the volume: %v", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/nvstripe/nvstripe/blockdev"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/volume/layout"
 )
 
@@ -17,7 +18,7 @@ func TestRoundTripAndZeros(t *testing.T) {
 	r := newRig(t, g42, 4*g42.SegmentData(), rigOptions{})
 	ctx := context.Background()
 	mustEqual(t, "unallocated read", mustRead(t, r.vol, 0, 64<<10), make([]byte, 64<<10))
-	data := pattern(300<<10, 1)
+	data := testutil.Pattern(300<<10, 1)
 	if err := r.vol.WriteAt(ctx, data, 12<<10); err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +61,7 @@ func TestIOCounts(t *testing.T) {
 	g := layout.Geometry{K: 4, M: 2, Chunk: 128 << 10, SlotSize: 1 << 20}
 	r := newRig(t, g, g.SegmentData(), rigOptions{})
 	ctx := context.Background()
-	full := pattern(int(g.StripeData()), 3)
+	full := testutil.Pattern(int(g.StripeData()), 3)
 	if err := r.vol.WriteAt(ctx, full, 0); err != nil { // allocates the segment
 		t.Fatal(err)
 	}
@@ -69,7 +70,7 @@ func TestIOCounts(t *testing.T) {
 		do            func() error
 		reads, writes int64
 	}{
-		{"4KiB write in one chunk", func() error { return r.vol.WriteAt(ctx, pattern(4096, 9), 128<<10+8192) }, 3, 3},
+		{"4KiB write in one chunk", func() error { return r.vol.WriteAt(ctx, testutil.Pattern(4096, 9), 128<<10+8192) }, 3, 3},
 		{"full-stripe write", func() error { return r.vol.WriteAt(ctx, full, g.StripeData()) }, 0, 6},
 		{"4KiB read", func() error { return r.vol.ReadAt(ctx, make([]byte, 4096), 4096) }, 1, 0},
 		{"one-chunk read", func() error { return r.vol.ReadAt(ctx, make([]byte, g.Chunk), g.Chunk) }, 1, 0},
@@ -91,7 +92,7 @@ func TestIOCounts(t *testing.T) {
 func TestDegradedReadAndWrite(t *testing.T) {
 	r := newRig(t, g42, 2*g42.SegmentData(), rigOptions{})
 	ctx := context.Background()
-	data := pattern(int(2*g42.SegmentData()), 5)
+	data := testutil.Pattern(int(2*g42.SegmentData()), 5)
 	if err := r.vol.WriteAt(ctx, data, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +104,7 @@ func TestDegradedReadAndWrite(t *testing.T) {
 	if degraded.Load() == 0 {
 		t.Error("no degraded event")
 	}
-	patch := pattern(20<<10, 77)
+	patch := testutil.Pattern(20<<10, 77)
 	copy(data[40<<10:], patch)
 	if err := r.vol.WriteAt(ctx, patch, 40<<10); err != nil {
 		t.Fatalf("degraded write: %v", err)
@@ -138,7 +139,7 @@ func TestDegradedReadAndWrite(t *testing.T) {
 func TestCorruptShardIsReconstructed(t *testing.T) {
 	r := newRig(t, g42, g42.SegmentData(), rigOptions{})
 	ctx := context.Background()
-	data := pattern(int(g42.SegmentData()), 8)
+	data := testutil.Pattern(int(g42.SegmentData()), 8)
 	if err := r.vol.WriteAt(ctx, data, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +161,7 @@ func TestTrimFreesSegments(t *testing.T) {
 	r := newRig(t, g42, 3*g42.SegmentData(), rigOptions{})
 	ctx := context.Background()
 	sd := g42.SegmentData()
-	data := pattern(int(3*sd), 4)
+	data := testutil.Pattern(int(3*sd), 4)
 	if err := r.vol.WriteAt(ctx, data, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -185,10 +186,10 @@ func TestTrimFreesSegments(t *testing.T) {
 	mustEqual(t, "after write zeroes", mustRead(t, r.vol, 0, len(data)), data)
 	r.checkParity(t)
 	// The freed segment is reallocated and reads zeros where not written.
-	if err := r.vol.WriteAt(ctx, pattern(4096, 1), sd+8192); err != nil {
+	if err := r.vol.WriteAt(ctx, testutil.Pattern(4096, 1), sd+8192); err != nil {
 		t.Fatal(err)
 	}
-	copy(data[sd+8192:], pattern(4096, 1))
+	copy(data[sd+8192:], testutil.Pattern(4096, 1))
 	mustEqual(t, "reallocated", mustRead(t, r.vol, 0, len(data)), data)
 }
 
@@ -201,7 +202,7 @@ func TestFlushReachesDirtyDevices(t *testing.T) {
 	if s := r.stats(); s.Flushes != 0 {
 		t.Errorf("flush of a clean volume sent %d flushes", s.Flushes)
 	}
-	if err := r.vol.WriteAt(ctx, pattern(4096, 1), 0); err != nil {
+	if err := r.vol.WriteAt(ctx, testutil.Pattern(4096, 1), 0); err != nil {
 		t.Fatal(err)
 	}
 	r.resetStats()
@@ -217,7 +218,7 @@ func TestFlushReachesDirtyDevices(t *testing.T) {
 func TestFUAReachesDevices(t *testing.T) {
 	r := newRig(t, g42, g42.SegmentData(), rigOptions{crashable: true})
 	ctx := context.Background()
-	data := pattern(int(g42.StripeData()), 2)
+	data := testutil.Pattern(int(g42.StripeData()), 2)
 	if err := r.vol.WriteAtFUA(ctx, data, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -279,14 +280,14 @@ func TestSynchronous(t *testing.T) {
 		t.Error("synchronous before any namespace is open")
 	}
 	ctx := context.Background()
-	if err := v.WriteAt(ctx, pattern(4096, 1), 0); err != nil {
+	if err := v.WriteAt(ctx, testutil.Pattern(4096, 1), 0); err != nil {
 		t.Fatal(err)
 	}
 	if !blockdev.IsSynchronous(v) {
 		t.Error("not synchronous over Mem namespaces")
 	}
 	r := newRig(t, g42, g42.SegmentData(), rigOptions{})
-	if err := r.vol.WriteAt(ctx, pattern(4096, 1), 0); err != nil {
+	if err := r.vol.WriteAt(ctx, testutil.Pattern(4096, 1), 0); err != nil {
 		t.Fatal(err)
 	}
 	if blockdev.IsSynchronous(r.vol) {
@@ -305,12 +306,12 @@ func TestOptimalIOSize(t *testing.T) {
 		t.Fatalf("4+2 with 16 KiB chunks: optimal IO %d, want one stripe (64 KiB)", opt)
 	}
 	ctx := context.Background()
-	if err := r.vol.WriteAt(ctx, pattern(int(g42.SegmentData()), 1), 0); err != nil {
+	if err := r.vol.WriteAt(ctx, testutil.Pattern(int(g42.SegmentData()), 1), 0); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range []int{opt, opt / 2} {
 		r.resetStats()
-		if err := r.vol.WriteAt(ctx, pattern(n, 2), int64(3*opt)); err != nil {
+		if err := r.vol.WriteAt(ctx, testutil.Pattern(n, 2), int64(3*opt)); err != nil {
 			t.Fatal(err)
 		}
 		if reads := r.stats().Reads; (n == opt) != (reads == 0) {

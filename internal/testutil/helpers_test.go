@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"unsafe"
 )
@@ -135,5 +136,48 @@ func TestPattern(t *testing.T) {
 		if bytes.Equal(a[:512], a[blk*512:(blk+1)*512]) {
 			t.Errorf("block %d of the pattern equals block 0", blk)
 		}
+	}
+}
+
+// cleanupTB is a fakeTB that keeps the functions given to Cleanup.
+type cleanupTB struct {
+	fakeTB
+	cleanups []func()
+}
+
+func (c *cleanupTB) Cleanup(f func()) { c.cleanups = append(c.cleanups, f) }
+
+// TestStartReady: StartReady returns once the process prints "ready",
+// with the last prefixed line before it (not one after), and the process
+// still running; Wait gives its exit. A process that exits before it is
+// ready fails the test.
+func TestStartReady(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("needs sh")
+	}
+	p, value := StartReady(t, exec.Command("sh", "-c", `echo "addr: one"; echo "addr: two"; echo ready; echo "addr: late"; exec sleep 60`), "addr: ")
+	if value != "two" {
+		t.Fatalf("value %q, want two", value)
+	}
+	if err := p.Cmd.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Fatalf("the process is not running after ready: %v", err)
+	}
+	p.Cmd.Process.Kill()
+	if err := p.Wait(); err == nil {
+		t.Fatal("Wait of a killed process: no error")
+	}
+
+	f := &cleanupTB{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		StartReady(f, exec.Command("sh", "-c", `echo "addr: x"; exit 3`), "addr: ")
+	}()
+	<-done
+	if !strings.Contains(f.failed, "exited before it printed ready") || !strings.Contains(f.failed, "exit status 3") {
+		t.Fatalf("failure %q, want the exit before ready", f.failed)
+	}
+	for _, c := range f.cleanups {
+		c()
 	}
 }

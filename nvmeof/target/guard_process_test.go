@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -42,34 +41,12 @@ func startTargetProcessIn(t testing.TB, bin, dir string, pid *int, args ...strin
 	args = append([]string{"target", "serve", "--dir", dir, "--listen", "127.0.0.1:0", "--nqn", testNQN}, args...)
 	cmd := exec.Command(bin, args...)
 	cmd.Stderr = io.Discard
-	stdout := testutil.StartStdout(t, cmd)
+	p, addr := testutil.StartReady(t, cmd, "listener 0: ")
 	if pid != nil {
-		*pid = cmd.Process.Pid
+		*pid = p.Cmd.Process.Pid
 	}
-	done := make(chan struct{})
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-done
-	})
-	addrc := make(chan string, 1)
-	go func() {
-		defer close(done)
-		sc, addr := bufio.NewScanner(stdout), ""
-		for sc.Scan() {
-			if rest, ok := strings.CutPrefix(sc.Text(), "listener 0: "); ok {
-				addr = rest
-			}
-			if sc.Text() == "ready" {
-				addrc <- addr
-			}
-		}
-		close(addrc)
-		io.Copy(io.Discard, stdout)
-		cmd.Wait()
-	}()
-	addr := <-addrc
 	if addr == "" {
-		t.Fatal("target serve exited before it was ready")
+		t.Fatal("target serve printed no listener address before ready")
 	}
 	return addr
 }

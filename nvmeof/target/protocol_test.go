@@ -6,14 +6,9 @@ import (
 	"math/rand"
 	"testing"
 
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
 )
-
-func pattern(n int, seed int64) []byte {
-	b := make([]byte, n)
-	rand.New(rand.NewSource(seed)).Read(b)
-	return b
-}
 
 func memRead(tb testing.TB, f *fixture, i int, off int64, n int) []byte {
 	b := make([]byte, n)
@@ -138,7 +133,7 @@ func checkANALog(t *testing.T, a *host, want pdu.ANAState) {
 
 func runIOChecks(t *testing.T, f *fixture, io *host) {
 	// In-capsule write (A.2.3 SGL 0x01), then read back (C2HData).
-	w := pattern(2*nsBS, 1)
+	w := testutil.Pattern(2*nsBS, 1)
 	mustOK(t, "write in-capsule", io.do(rwSQE(pdu.IOWrite, 1, 3, 2, true), w, nil))
 	if !bytes.Equal(memRead(t, f, 0, 3*nsBS, len(w)), w) {
 		t.Fatal("in-capsule write did not reach the device")
@@ -149,7 +144,7 @@ func runIOChecks(t *testing.T, f *fixture, io *host) {
 		t.Fatal("read back differs")
 	}
 	// R2T write (A.1.12): 64 KiB, so several R2Ts and H2CData PDUs.
-	w = pattern(16*nsBS, 2)
+	w = testutil.Pattern(16*nsBS, 2)
 	mustOK(t, "write r2t", io.do(rwSQE(pdu.IOWrite, 2, 100, 16, false), w, nil))
 	if !bytes.Equal(memRead(t, f, 1, 100*nsBS, len(w)), w) {
 		t.Fatal("r2t write did not reach the device")
@@ -208,7 +203,7 @@ func TestManyInFlight(t *testing.T) {
 			cid := io.nextCID()
 			if write {
 				s = rwSQE(pdu.IOWrite, 1, lba, n, n <= 4)
-				d := pattern(int(n)*nsBS, rng.Int63())
+				d := testutil.Pattern(int(n)*nsBS, byte(rng.Intn(256)))
 				outs[cid] = d
 				copy(model[lba*nsBS:], d)
 			} else {

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"bufio"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,32 +19,10 @@ func startControlTarget(t *testing.T, bin, dir string) string {
 	t.Helper()
 	cmd := exec.Command(bin, "target", "serve", "--dir", dir, "--listen", "127.0.0.1:0",
 		"--nqn", "nqn.2026-12.io.nvstripe:control", "--ns", "d0:1MiB", "--allow-host", "any", "--control", "127.0.0.1:0")
-	stdout := testutil.StartStdout(t, cmd)
-	done := make(chan struct{})
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
-	})
-	addrc := make(chan string, 1)
-	go func() {
-		defer close(done)
-		sc, addr := bufio.NewScanner(stdout), ""
-		for sc.Scan() {
-			if rest, ok := strings.CutPrefix(sc.Text(), "control: http://"); ok {
-				addr, _, _ = strings.Cut(rest, " ")
-			}
-			if sc.Text() == "ready" {
-				addrc <- addr
-				addr = ""
-			}
-		}
-		close(addrc)
-		_, _ = io.Copy(io.Discard, stdout)
-		cmd.Wait()
-	}()
-	addr := <-addrc
+	_, line := testutil.StartReady(t, cmd, "control: http://")
+	addr, _, _ := strings.Cut(line, " ")
 	if addr == "" {
-		t.Fatal("target serve exited or reported no control address")
+		t.Fatal("target serve reported no control address before ready")
 	}
 	return addr
 }

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -21,44 +20,15 @@ func buildGossipBinary(t *testing.T) string {
 	return testutil.BuildNvstripe(t, "")
 }
 
-// gossipTarget is a `nvstripe target serve --gossip` process.
-type gossipTarget struct {
-	cmd  *exec.Cmd
-	done chan error
-}
-
 // startGossipTarget starts host's target process, gossiping on a free
 // loopback port and finding the pool through etcd (no --gossip-join), and
 // waits until it is ready.
-func startGossipTarget(t *testing.T, bin string, a adminCLI, host string) *gossipTarget {
+func startGossipTarget(t *testing.T, bin string, a adminCLI, host string) *testutil.Proc {
 	t.Helper()
 	cmd := exec.Command(bin, "target", "serve", "--dir", t.TempDir(), "--listen", "127.0.0.1:0",
 		"--nqn", "nqn.2026-11.io.nvstripe:gossip-"+host, "--ns", "d0:1MiB", "--allow-host", "any",
 		"--gossip", "127.0.0.1:0", "--host", host, "--gossip-profile", "test", "--etcd", a.etcd, "--cluster", a.cluster)
-	stdout := testutil.StartStdout(t, cmd)
-	p := &gossipTarget{cmd: cmd, done: make(chan error, 1)}
-	ready := make(chan bool, 1)
-	go func() {
-		sc, ok := bufio.NewScanner(stdout), false
-		for sc.Scan() {
-			if sc.Text() == "ready" && !ok {
-				ok = true
-				ready <- true
-			}
-		}
-		if !ok {
-			ready <- false
-		}
-		_, _ = io.Copy(io.Discard, stdout)
-		p.done <- cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-p.done
-	})
-	if !<-ready {
-		t.Fatalf("target %s exited before it was ready", host)
-	}
+	p, _ := testutil.StartReady(t, cmd, "")
 	return p
 }
 
@@ -71,7 +41,7 @@ func startGossipTarget(t *testing.T, bin string, a adminCLI, host string) *gossi
 func TestGossipProcesses(t *testing.T) {
 	bin := buildGossipBinary(t)
 	a, s := adminFixture(t)
-	procs := map[string]*gossipTarget{}
+	procs := map[string]*testutil.Proc{}
 	for _, h := range []string{"h1", "h2"} {
 		procs[h] = startGossipTarget(t, bin, a, h)
 	}
@@ -104,7 +74,7 @@ func TestGossipProcesses(t *testing.T) {
 		}
 		return n.State
 	}
-	if err := procs["h1"].cmd.Process.Kill(); err != nil { // SIGKILL: no Leave
+	if err := procs["h1"].Cmd.Process.Kill(); err != nil { // SIGKILL: no Leave
 		t.Fatal(err)
 	}
 	waitCLI(t, "h1-n1 down", func() bool { return state("h1-n1") == "down" })
@@ -114,13 +84,12 @@ func TestGossipProcesses(t *testing.T) {
 		t.Errorf("h1-n1 went down, but not by gossip:\n%s", errOut.String())
 	}
 	waitCLI(t, "h1-n1 out", func() bool { return state("h1-n1") == "out" })
-	if err := procs["h2"].cmd.Process.Signal(syscall.SIGINT); err != nil {
+	if err := procs["h2"].Cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-procs["h2"].done; err != nil {
+	if err := procs["h2"].Wait(); err != nil {
 		t.Errorf("interrupted target: %v", err)
 	}
-	procs["h2"].done <- nil // for the cleanup
 	waitCLI(t, "h2-n1 down", func() bool { return state("h2-n1") == "down" })
 	for _, ns := range []string{"h0-n1", "h3-n1", "h4-n1"} {
 		if st := state(ns); st != "in" {
