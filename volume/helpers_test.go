@@ -174,11 +174,8 @@ func (r *rig) index(ns string) int {
 
 // addPattern is the test data volume's tests used before testutil.Pattern:
 // its versions differ by addition, testutil.Pattern's by a constant XOR.
-// The golden record and workload pin its bytes. TestPropertyCrash keeps it
-// too, as main was proved with it: with testutil.Pattern, its
-// 4+2/16384/65536/crc32c case with -rapid.seed=12165587485740623084 reads,
-// after the crash and recovery, a block that no write put there (the
-// flushed version XOR a constant), a recovery question for the volume.
+// The golden record and workload pin its bytes; TestPropertyCrash draws it
+// beside data whose versions differ alike (crashPatterns).
 func addPattern(n int, seed byte) []byte {
 	b := make([]byte, n)
 	for i := range b {

@@ -100,7 +100,7 @@ func holeRounds(g layout.Geometry) int {
 func runHole(t *rapid.T, g layout.Geometry, hc holeCase) {
 	c := newCrashRig(t, g)
 	if hc.zeroes {
-		c = &crashRig{size: c.size, m: c.m, r: newRig(t, g, c.size, rigOptions{crashable: true, namespaces: g.N() + 1})}
+		c = &crashRig{size: c.size, m: c.m, r: newRig(t, g, c.size, rigOptions{crashable: true, namespaces: g.N() + 1}), pattern: c.pattern}
 	}
 	var last [2]int64 // the last range written
 	for n := rapid.IntRange(1, 40).Draw(t, "ops"); n > 0; n-- {

@@ -245,6 +245,7 @@ func orZero(b, zero []byte) []byte {
 
 func runCrash(t *rapid.T, g layout.Geometry) {
 	c := newCrashRig(t, g)
+	c.pattern = crashPatterns[rapid.IntRange(0, len(crashPatterns)-1).Draw(t, "data")]
 	rng := func(what string) (int64, int64) { return propRange(t, g, c.size, what) }
 	t.Repeat(map[string]func(*rapid.T){
 		"write": func(t *rapid.T) { off, n := rng("w"); c.write(t, off, n) },
@@ -258,20 +259,39 @@ func runCrash(t *rapid.T, g layout.Geometry) {
 // crashRig is a volume on crashable devices beside a crashModel: the
 // actions of TestPropertyCrash, which its regression cases replay by name.
 type crashRig struct {
-	size int64
-	r    *rig
-	m    *crashModel
-	seed byte
+	size    int64
+	r       *rig
+	m       *crashModel
+	seed    byte
+	pattern func(n int, seed byte) []byte // the bytes of each write
 }
 
 func newCrashRig(t tb, g layout.Geometry) *crashRig {
 	size := 2 * g.SegmentData()
-	return &crashRig{size: size, r: newRig(t, g, size, rigOptions{crashable: true}), m: newCrashModel(size / 4096)}
+	return &crashRig{size: size, r: newRig(t, g, size, rigOptions{crashable: true}), m: newCrashModel(size / 4096), pattern: addPattern}
+}
+
+// crashPatterns are the kinds of data TestPropertyCrash writes: bytes
+// whose versions differ by addition (the generic case), and two kinds
+// whose versions differ alike in every block, as real data often does
+// (where a torn row's two versions can agree on a codeword neither wrote;
+// see staleVouched): testutil.Pattern (a version is the last one xor a
+// constant) and one block repeated (a disk filled with the same record).
+var crashPatterns = []func(n int, seed byte) []byte{addPattern, testutil.Pattern, repeatedBlock}
+
+// repeatedBlock is n bytes of one 4 KiB block of testutil.Pattern, repeated.
+func repeatedBlock(n int, seed byte) []byte {
+	blk := testutil.Pattern(4096, seed)
+	b := make([]byte, 0, n)
+	for len(b) < n {
+		b = append(b, blk[:min(4096, n-len(b))]...)
+	}
+	return b
 }
 
 func (c *crashRig) write(t tb, off, n int64) {
 	c.seed++
-	data := addPattern(int(n), c.seed)
+	data := c.pattern(int(n), c.seed)
 	if err := c.r.vol.WriteAt(context.Background(), data, off); err != nil {
 		t.Fatal(err)
 	}

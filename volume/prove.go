@@ -66,7 +66,11 @@ import (
 // wrong blocks hold one older version of the row, that is if they lost
 // the same write. Blocks that lost different writes each lack bytes the
 // others hold (it would take the bytes written to collide), so no block
-// left out makes the rest agree, and the row is refused. The limit: more
+// left out makes the rest agree, and the row is refused. That takes writes
+// that change blocks unalike: a row torn between two versions of writes
+// that changed every block alike does agree without one block now and
+// then, which is why a resync trusts a stale shard of a torn row only
+// when something vouches for it (staleVouched). The limit: more
 // than M wrong shards, devices that lost the same write, or a row with a
 // shard unusable (a namespace down) and a lying one, where g-K wrong good
 // blocks are no longer ruled out, can agree on an old version; and with
@@ -442,11 +446,20 @@ func (v *Volume) proveImageRow(img *stripeImage, blocks [][]byte, usable []bool,
 	if v.rowAgrees(blocks, usable, -1) {
 		return true
 	}
-	switch x := v.staleShard(blocks, usable); {
+	torn := mode == healResync && !ep.quiet(r)
+	x := v.staleShard(blocks, usable)
+	var rebuilt []byte
+	if x >= 0 {
+		rebuilt = v.rebuildWithout(blocks, usable, x)
+		if torn && !v.staleVouched(img, usable, ep, x, r, rebuilt) {
+			x = -1
+		}
+	}
+	switch {
 	case x >= 0:
-		copy(blocks[x], v.rebuildWithout(blocks, usable, x))
+		copy(blocks[x], rebuilt)
 		v.markStale(img, x, r)
-	case mode == healResync && !ep.quiet(r):
+	case torn:
 		// Written since the last flush: a torn write, kept as the data
 		// holds it (fixParity). It may also be a write a device lost
 		// before that flush, where the record is the newest only
@@ -457,6 +470,41 @@ func (v *Volume) proveImageRow(img *stripeImage, blocks [][]byte, usable []bool,
 		img.found.Unhealed++
 		img.found.disputed++
 		return false
+	}
+	return true
+}
+
+// staleVouched reports whether stale candidate x of row r, in a resync of
+// a row written since the last flush, may be rebuilt as rebuilt. Such a
+// row may hold a torn write: shards on two versions, data blocks whose
+// checksum did not land kept as torn. The other shards agreeing without x
+// proves little there: where the writes changed every block alike (a
+// block of zeros rewritten with one repeated record, a trim of such
+// blocks, each block's new bytes its old ones xor one constant), blocks of
+// the two versions can agree on a codeword neither wrote, and x rebuilt
+// from them holds bytes nobody wrote. The write log vouches for x: its
+// record holds the checksums each data block of the row may have. Without
+// a log, x is taken only when it and every other shard of the row match
+// their checksums as read (a device that lost a flushed write, with the
+// others as the flush left them); a row with a torn or rebuilt block, or a
+// parity candidate, is left as a torn write (the data as it is, parity
+// encoded from it).
+func (v *Volume) staleVouched(img *stripeImage, usable []bool, ep *epochRows, x int, r int64, rebuilt []byte) bool {
+	if x >= v.g.K || rebuilt == nil {
+		return false
+	}
+	if ep != nil && ep.rec != nil {
+		idx, logged := ep.rec.covers(r)
+		if !logged {
+			return false
+		}
+		sum, allowed := blockSum(rebuilt), ep.rec.sums[idx*v.g.K+x]
+		return sum == allowed[0] || sum == allowed[1]
+	}
+	for sh, u := range usable {
+		if u && img.bad[sh][r] {
+			return false
+		}
 	}
 	return true
 }
