@@ -99,6 +99,7 @@ func holeRounds(g layout.Geometry) int {
 
 func runHole(t *rapid.T, g layout.Geometry, hc holeCase) {
 	c := newCrashRig(t, g)
+	c.pattern = crashPatterns[rapid.IntRange(0, len(crashPatterns)-1).Draw(t, "data")]
 	if hc.zeroes {
 		c = &crashRig{size: c.size, m: c.m, r: newRig(t, g, c.size, rigOptions{crashable: true, namespaces: g.N() + 1}), pattern: c.pattern}
 	}
