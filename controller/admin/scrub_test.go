@@ -10,6 +10,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/meta/storetest"
 )
 
 // TestScrubAllSkipsUnmapped: ScrubAll (ScrubNamed of none) goes through
@@ -49,22 +50,10 @@ func own(t *testing.T, s *meta.Store, holder string) *meta.Owner {
 	return o
 }
 
-// playScrub writes what the owner of v's running scrub wrote: done of
-// total segments, and the end when done is total.
+// playScrub writes what the owner of v's running scrub wrote.
 func playScrub(t *testing.T, s *meta.Store, done, total int64) {
 	t.Helper()
-	ctx := context.Background()
-	tk, err := s.Task(ctx, meta.ScrubTaskID("v"))
-	if err != nil || tk.State != meta.TaskRunning {
-		t.Fatalf("scrub task %+v %v, want it running", tk, err)
-	}
-	tk.Done, tk.Total = done, total
-	if done == total {
-		tk.State, tk.Ended = meta.TaskDone, time.Now().UTC().Format(time.RFC3339)
-	}
-	if err := s.PutTask(ctx, tk); err != nil {
-		t.Fatal(err)
-	}
+	storetest.PlayScrub(t, s, "v", done, total)
 }
 
 // TestScrubWaitFollowsOwnerBack: a wait whose scrub's owner stops mapping

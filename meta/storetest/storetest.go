@@ -10,6 +10,7 @@ package storetest
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/nvstripe/nvstripe/meta"
 	"github.com/nvstripe/nvstripe/meta/memetcd"
@@ -100,4 +101,23 @@ func Segments(t testing.TB, s *meta.Store, vol string) (map[int64]*meta.SegmentR
 		t.Fatalf("storetest: segments of %s: %v", vol, err)
 	}
 	return segs, rev
+}
+
+// PlayScrub writes what the owner of volume vol's running scrub writes:
+// done of total segments, and the end when done is total. The scrub task
+// must be running.
+func PlayScrub(t testing.TB, s *meta.Store, vol string, done, total int64) {
+	t.Helper()
+	ctx := context.Background()
+	tk, err := s.Task(ctx, meta.ScrubTaskID(vol))
+	if err != nil || tk.State != meta.TaskRunning {
+		t.Fatalf("storetest: scrub task %+v %v, want it running", tk, err)
+	}
+	tk.Done, tk.Total = done, total
+	if done == total {
+		tk.State, tk.Ended = meta.TaskDone, time.Now().UTC().Format(time.RFC3339)
+	}
+	if err := s.PutTask(ctx, tk); err != nil {
+		t.Fatalf("storetest: scrub task of %s: %v", vol, err)
+	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/meta"
+	"github.com/nvstripe/nvstripe/meta/storetest"
 )
 
 // TestAdminScrub: a scrub of an unmapped volume is refused with a reason;
@@ -74,19 +75,7 @@ func TestAdminScrubWaitOwnerRestart(t *testing.T) {
 		return o
 	}
 	// progress writes the running scrub's progress as its owner would.
-	progress := func(done, total int64) {
-		tk, err := s.Task(ctx, meta.ScrubTaskID("v"))
-		if err != nil || tk.State != meta.TaskRunning {
-			t.Fatalf("scrub task %+v %v, want it running", tk, err)
-		}
-		tk.Done, tk.Total = done, total
-		if done == total {
-			tk.State, tk.Ended = meta.TaskDone, time.Now().UTC().Format(time.RFC3339)
-		}
-		if err := s.PutTask(ctx, tk); err != nil {
-			t.Fatal(err)
-		}
-	}
+	progress := func(done, total int64) { storetest.PlayScrub(t, s, "v", done, total) }
 	owner := acquire("node-1")
 	var out testutil.Buffer
 	ended := make(chan error, 1)
