@@ -58,7 +58,8 @@ type Options struct {
 	// ScrubInterval is how often every checksummed volume mapped
 	// read-write is scrubbed by its owner (scrub.go). Every controller
 	// checks, every tenth of it (at most an hour); a scrub starts once
-	// however many do. Default 0: never.
+	// however many do. Default 0: never; otherwise at least
+	// MinScrubInterval (New refuses less, and negative values).
 	ScrubInterval time.Duration
 	// Gossip, when Gossip.Addr is set, puts the daemon in the health
 	// gossip pool (Runner.Gossip, from Settings.Gossip, takes its events)
@@ -70,6 +71,20 @@ type Options struct {
 	// with AdminTLS for a TCP address).
 	AdminAddr string
 	AdminTLS  admin.TLSFiles
+}
+
+// MinScrubInterval is the shortest Options.ScrubInterval New takes but 0:
+// the schedule's ticker runs at a tenth of it, and each check reads every
+// volume from etcd.
+const MinScrubInterval = time.Second
+
+// checkScrubInterval says why d cannot be Options.ScrubInterval (class
+// ErrSettings).
+func checkScrubInterval(d time.Duration) error {
+	if d == 0 || d >= MinScrubInterval {
+		return nil
+	}
+	return fmt.Errorf("controller: ScrubInterval %v: give %v or more, or 0 for no scheduled scrubs: %w", d, MinScrubInterval, ErrSettings)
 }
 
 // Daemon is a controller daemon: its Runner and its metrics listener.
@@ -96,6 +111,9 @@ func New(ctx context.Context, o Options) (*Daemon, error) {
 	cfg := o.Runner
 	if cfg.Store == nil {
 		return nil, fmt.Errorf("controller: no store: %w", meta.ErrInvalid)
+	}
+	if err := checkScrubInterval(o.ScrubInterval); err != nil {
+		return nil, err
 	}
 	nso := volclient.NamespaceOptions{HostNQN: o.HostNQN, DHCHAPSecret: o.DHCHAPSecret, DHCHAPCtrlSecret: o.DHCHAPCtrlSecret,
 		TLSKey: o.TLSKey, HostTraddr: o.HostTraddr}

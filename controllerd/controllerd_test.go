@@ -26,6 +26,29 @@ func TestNewNeedsStore(t *testing.T) {
 	}
 }
 
+// TestNewChecksScrubInterval: New refuses a negative ScrubInterval and one
+// under MinScrubInterval (under 10ns the schedule's ticker got 0 and Run
+// panicked), naming the field and what to give; 0 and MinScrubInterval are
+// taken.
+func TestNewChecksScrubInterval(t *testing.T) {
+	s := newStore(t)
+	for _, d := range []time.Duration{-time.Hour, -1, 1, 9, 999 * time.Millisecond, 0, MinScrubInterval} {
+		dm, err := New(context.Background(), Options{Runner: controller.RunnerConfig{Store: s, Holder: "c1"}, ScrubInterval: d})
+		if dm != nil {
+			dm.Close()
+		}
+		bad := d != 0 && d < MinScrubInterval
+		switch {
+		case bad && !errors.Is(err, ErrSettings):
+			t.Errorf("ScrubInterval %v: %v, want ErrSettings", d, err)
+		case bad && !strings.Contains(err.Error(), "ScrubInterval "+d.String()+": give 1s or more"):
+			t.Errorf("ScrubInterval %v: %q does not say what to give", d, err)
+		case !bad && err != nil:
+			t.Errorf("ScrubInterval %v: %v", d, err)
+		}
+	}
+}
+
 // newStore is an etcd with a cluster record and one namespace whose path
 // leads nowhere.
 func newStore(t *testing.T) *meta.Store {

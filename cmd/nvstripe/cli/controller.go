@@ -102,9 +102,9 @@ func checkSettings(f *controllerd.Flags) error {
 		checkLeaseTTL("--leader-ttl", f.LeaderTTL, "the controller also holds the volumes it moves that long"),
 		checkNotNegative("--interval", f.Interval, "the default, 1s"),
 		checkNotNegative("--scrub-interval", f.ScrubInterval, "no scheduled scrubs")}
-	if f.ScrubInterval > 0 && f.ScrubInterval < time.Second {
+	if f.ScrubInterval > 0 && f.ScrubInterval < controllerd.MinScrubInterval {
 		// The schedule checks every tenth of it: not a ticker's 0.
-		errs = append(errs, fmt.Errorf("--scrub-interval %v: give 1s or more, or 0 for no scheduled scrubs", f.ScrubInterval))
+		errs = append(errs, fmt.Errorf("--scrub-interval %v: give %v or more, or 0 for no scheduled scrubs", f.ScrubInterval, controllerd.MinScrubInterval))
 	}
 	if f.Probe && f.ProbeTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--probe-timeout %v: a probe needs a time limit: give one above 0 (default %v), or --probe=false", f.ProbeTimeout, controllerd.DefaultSettings().ProbeTimeout))
