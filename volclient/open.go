@@ -46,7 +46,8 @@ type OpenOptions struct {
 	// as down are probed; one that answers (with its label) is used again.
 	// A read-write owner then rebuilds in place the slots it missed; a
 	// read-only mapping only reads from it again (nothing was written while
-	// it was mapped, and slots marked stale before stay unused). Default 10s.
+	// it was mapped, and slots marked stale before stay unused). Default 10s;
+	// negative is refused.
 	RecheckInterval time.Duration
 
 	// followHold, when set, is called by a read-only mapping before it
@@ -74,6 +75,9 @@ type Mapped struct {
 // ownership lease is lost the volume is closed at once (writes fail), so a
 // stale owner never writes.
 func OpenVolume(ctx context.Context, store *meta.Store, name string, o OpenOptions) (*Mapped, error) {
+	if err := o.check(); err != nil {
+		return nil, fmt.Errorf("volume %s: %w", name, err)
+	}
 	rec, err := store.Volume(ctx, name)
 	if err != nil {
 		return nil, err
@@ -96,6 +100,15 @@ func OpenVolume(ctx context.Context, store *meta.Store, name string, o OpenOptio
 		return nil, err
 	}
 	return m, nil
+}
+
+// check says why o cannot open a volume (class blockdev.ErrInvalid), before
+// anything is taken.
+func (o OpenOptions) check() error {
+	if o.RecheckInterval < 0 {
+		return fmt.Errorf("RecheckInterval %v: negative: give 0 (the default, 10s) or more: %w", o.RecheckInterval, blockdev.ErrInvalid)
+	}
+	return nil
 }
 
 func open(ctx context.Context, store *meta.Store, rec *meta.VolumeRecord, cluster *meta.ClusterRecord, owner *meta.Owner, o OpenOptions) (*Mapped, error) {
