@@ -34,7 +34,8 @@ import (
 // Options configure a controller daemon.
 type Options struct {
 	// Runner configures the controller. Store is required. Holder
-	// defaults to controller.HOSTNAME. Decide.DomainLabel defaults to the
+	// defaults to controller.HOSTNAME, the host name cleaned into a name
+	// etcd takes (meta.HostHolder). Decide.DomainLabel defaults to the
 	// cluster's. Mover defaults to a volclient.TaskMover that opens
 	// volumes as Holder, with an ownership lease of LeaderTTL, connecting
 	// as HostNQN.
@@ -120,7 +121,8 @@ func New(ctx context.Context, o Options) (*Daemon, error) {
 	if err := nso.Check(); err != nil {
 		return nil, fmt.Errorf("controller: %w", err)
 	}
-	if err := defaults(ctx, &cfg, nso); err != nil {
+	host, _ := os.Hostname() // "" where unset: meta.HostHolder then names the machine by its ids
+	if err := defaults(ctx, &cfg, nso, host); err != nil {
 		return nil, err
 	}
 	r, err := controller.NewRunner(cfg)
@@ -183,14 +185,11 @@ func (d *Daemon) startGossip(cfg controller.RunnerConfig, spec pool.Spec, host s
 	return err
 }
 
-// defaults fills the Runner options New documents.
-func defaults(ctx context.Context, cfg *controller.RunnerConfig, nso volclient.NamespaceOptions) error {
+// defaults fills the Runner options New documents, on host (the
+// machine's host name).
+func defaults(ctx context.Context, cfg *controller.RunnerConfig, nso volclient.NamespaceOptions, host string) error {
 	if cfg.Holder == "" {
-		host, err := os.Hostname()
-		if err != nil {
-			return fmt.Errorf("controller: default holder: %w", err)
-		}
-		cfg.Holder = "controller." + host
+		cfg.Holder = meta.HostHolder("controller", host)
 	}
 	if cfg.Decide.DomainLabel == "" {
 		cl, err := cfg.Store.Cluster(ctx)

@@ -18,6 +18,7 @@ import (
 	"github.com/nvstripe/nvstripe/meta/memetcd"
 	"github.com/nvstripe/nvstripe/meta/metatest"
 	"github.com/nvstripe/nvstripe/meta/storetest"
+	"github.com/nvstripe/nvstripe/volclient"
 )
 
 func TestNewNeedsStore(t *testing.T) {
@@ -129,6 +130,36 @@ func TestDefaults(t *testing.T) {
 	defer d.Close()
 	if !strings.HasPrefix(d.Holder(), "controller.") || d.MetricsURL() != "" {
 		t.Errorf("holder %q, metrics %q", d.Holder(), d.MetricsURL())
+	}
+}
+
+// TestDefaultHolderOfOddHostnames: the default holder is a name etcd
+// takes whatever the host name, so that the controller starts with default
+// flags. "controller." and the host name as it was (the old default) failed
+// for a name with a space, a '/', a non-ASCII letter, over 52 characters,
+// or the kernel's "(none)"; an unset one is named after the machine's ids
+// (meta.HostHolder).
+func TestDefaultHolderOfOddHostnames(t *testing.T) {
+	s := newStore(t)
+	for _, c := range []struct{ host, want string }{
+		{"node7", "controller.node7"},
+		{"Node_7.Example.COM.", "controller.Node_7.Example.COM"},
+		{"rack 2/node 7", "controller.rack-2-node-7"},
+		{"nœud", "controller.n--ud"},
+		{strings.Repeat("n", 60), "controller." + strings.Repeat("n", 52)},
+		{"", "controller.node"},
+		{"(none)", "controller.node"},
+	} {
+		cfg := controller.RunnerConfig{Store: s}
+		if err := defaults(context.Background(), &cfg, volclient.NamespaceOptions{}, c.host); err != nil {
+			t.Fatal(err)
+		}
+		if err := meta.CheckHolderName(cfg.Holder); err != nil {
+			t.Errorf("host %q: %v", c.host, err)
+		}
+		if cfg.Holder != c.want && !(c.want == "controller.node" && strings.HasPrefix(cfg.Holder, "controller.node-")) {
+			t.Errorf("host %q: holder %q, want %q", c.host, cfg.Holder, c.want)
+		}
 	}
 }
 

@@ -56,11 +56,16 @@ func nodeID(ids []string) string {
 	return "node"
 }
 
-// DefaultHolder is HolderName(prefix, os.Hostname(), ...) with this
-// machine's stable ids: /etc/machine-id, the DMI product UUID and the first
-// hardware address of a network interface.
+// DefaultHolder is HostHolder(prefix, os.Hostname()).
 func DefaultHolder(prefix string) string {
 	host, _ := os.Hostname()
+	return HostHolder(prefix, host)
+}
+
+// HostHolder is HolderName(prefix, host, ...) with this machine's stable
+// ids: /etc/machine-id, the DMI product UUID and the first hardware address
+// of a network interface.
+func HostHolder(prefix, host string) string {
 	var ids []string
 	for _, p := range []string{"/etc/machine-id", "/var/lib/dbus/machine-id", "/sys/class/dmi/id/product_uuid"} {
 		if b, err := os.ReadFile(p); err == nil {
