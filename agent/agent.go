@@ -41,13 +41,13 @@ type Options struct {
 	Namespaces volclient.NamespaceOptions
 	// RecheckInterval is how often a mapping probes the namespaces its
 	// volume treats as down, to use them again (OpenOptions.RecheckInterval).
-	// Default 10s.
+	// Default 10s; negative is refused.
 	RecheckInterval time.Duration
 	// Report says when to report a namespace failed in etcd.
 	Report ReportOptions
 	// CleanInterval is how long a volume must see no write before its dirty
 	// segments are marked clean (so that a crash leaves little to resync).
-	// Default 30s.
+	// Default 30s; negative is refused.
 	CleanInterval time.Duration
 	// RetryInterval is the first delay between attempts to restore a
 	// mapping after a restart; it doubles up to 30s. Default 1s.
@@ -121,6 +121,22 @@ func (o *Options) ensureDefaults() {
 	}
 }
 
+// checkIntervals says why o's intervals cannot drive a mapping's tickers
+// (class api.ErrInvalid), before anything is mapped.
+func (o *Options) checkIntervals() error {
+	var errs []error
+	for _, iv := range []struct {
+		name string
+		d    time.Duration
+		def  string
+	}{{"CleanInterval", o.CleanInterval, "30s"}, {"RecheckInterval", o.RecheckInterval, "10s"}} {
+		if iv.d < 0 {
+			errs = append(errs, fmt.Errorf("%s %v: negative: give 0 (the default, %s) or more: %w", iv.name, iv.d, iv.def, api.ErrInvalid))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Agent maps volumes on request, serves them over NBD or FUSE, holds their
 // ownership leases, reports namespace media errors to etcd, exposes metrics,
 // and restores its mappings after a restart. All methods are safe for
@@ -149,7 +165,7 @@ func New(ctx context.Context, o Options) (*Agent, error) {
 	if o.Store == nil {
 		return nil, fmt.Errorf("agent: a meta.Store is required: %w", api.ErrInvalid)
 	}
-	if err := o.Namespaces.Check(); err != nil {
+	if err := errors.Join(o.Namespaces.Check(), o.checkIntervals()); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
 	st, err := openState(o.StateDir)
