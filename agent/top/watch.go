@@ -16,8 +16,12 @@ import (
 // with the rates since the reading before, until ctx ends (nil) or show
 // fails; count > 0 stops after that many calls. An endpoint that does not
 // answer is left out of that reading (warn says so) and its volumes
-// vanish from the rows until it answers again.
+// vanish from the rows until it answers again. An interval not above 0 is
+// refused.
 func Watch(ctx context.Context, endpoints []string, interval time.Duration, count int, warn func(string), show func([]Row) error) error {
+	if interval <= 0 {
+		return fmt.Errorf("interval %v: give one above 0", interval)
+	}
 	if len(endpoints) == 0 {
 		return errors.New("no metrics endpoint to read: no agent with metrics and no foreground map with --metrics runs here (or name one with --metrics)")
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/agent"
 	"github.com/nvstripe/nvstripe/agent/top"
+	"github.com/nvstripe/nvstripe/config"
 	"github.com/nvstripe/nvstripe/internal/jsonout"
 )
 
@@ -32,6 +33,9 @@ func newTopCmd(g *globals) *cobra.Command {
 			"With -o json it prints one reading (the rates over one interval) as a JSON array and exits.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if interval <= 0 {
+				return config.Usage(fmt.Errorf("--interval %v: give one above 0 (default 2s)", interval))
+			}
 			warn := func(w string) { fmt.Fprintln(cmd.ErrOrStderr(), "top:", w) }
 			urls := metricsURLs(endpoints)
 			if len(urls) == 0 {
