@@ -3,6 +3,7 @@ package volume
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/volume/layout"
@@ -11,18 +12,60 @@ import (
 // Over-stale stripes: a stripe whose slots missed writes on more than M
 // namespaces (a write that failed because too many were away marks them
 // too) cannot be rebuilt from the shards the volume trusts, yet once the
-// namespaces are back every shard is there to read. A row (the same 4 KiB
-// block of every shard) that no failed write touched is one codeword
-// across all K+M shards: every block matches its checksum and parity
-// verifies, and no mix of two versions of a row does that (two codewords
-// differ in at least M+1 blocks, a write changes at most its data block
-// and the M parity blocks, and an acknowledged one reached at least one
-// of those). A row with one block that the others, agreeing, rebuild has
-// that block rebuilt. Reads and Repair of such a stripe prove it this way,
-// row by row. A row that proves neither way was changed in part by a write
-// that failed: it is unsettled, reads of it fail with class ErrCorrupt
-// (OverStaleError), and the stripe keeps its stale marks so that a new
-// owner proves it again rather than trust it; Repair leaves it and goes on.
+// namespaces are back every shard is there to read. Reads and Repair of
+// such a stripe read all K+M shards and settle it row by row (a row: the
+// same 4 KiB block of every shard), or leave a row unsettled: reads of it
+// fail with class ErrCorrupt (OverStaleError), and the stripe keeps its
+// stale marks so that a new owner proves it again rather than trust it;
+// Repair leaves it and goes on.
+//
+// What a row's blocks prove. A block of a slot the volume trusts (not
+// stale) that matches its checksum holds the latest value of that block:
+// every write reached the slot or marked it. A stale slot stopped taking
+// writes when it was marked and may hold any older version of its block;
+// it counts whatever its checksum (it may have missed the checksum of a
+// block it took). Over-stale, fewer than K slots are trusted, so no row is
+// known from trusted blocks alone. A row is settled when:
+//
+//   - every present block agrees (one codeword): the data is kept as
+//     read, each block bytes that were written there, and a missing
+//     parity block is encoded from it;
+//   - all but one parity block agree: that one is encoded from the data
+//     as read (parity has nothing to vouch for);
+//   - all but one data block x agree (x disagrees, or is missing), and
+//     every other data block of the row is trusted: those hold the data
+//     as it is now, so the M parity blocks (all stale: at most K-1 slots
+//     are trusted) agreeing on x make it the value the latest write left
+//     in it, unless parity blocks written for other versions of the data
+//     happen to agree (Limits). With M = 1 nothing checks x: not settled.
+//
+// Agreement alone is not enough to rebuild a data block from other stale
+// ones. Rows of a write that failed part way, or of writes some stale
+// slots missed, mix versions; a mix of two versions is a codeword only
+// where the difference of the versions, cut to the blocks that hold the
+// newer one, is a codeword itself. For data that differs unalike that
+// takes bytes to collide. A write that changes several data blocks alike
+// (each new block its old one xor one constant, one repeated block over
+// another, a trim of such blocks) changes every block of the row, parity
+// included, by a multiple (in the code's field) of one delta, and some
+// mixes of its two versions agree on all blocks but one on a codeword
+// neither wrote: the block left out, rebuilt, read bytes nobody wrote
+// (TestOverStaleTornAlikeWrite: 4 of the 20 ways a full-stripe write can
+// fail on three of six namespaces). Checksums as read do not tell such a
+// mix either: every block of it may match its own (the namespaces that
+// failed kept the old version whole). Such rows are unsettled. The write log does not vouch here: a stripe's records
+// live on its parity slots, and where a data block is rebuilt those are
+// all stale (their rings are not trusted, see scanLog); a record allows
+// the values of one flush epoch only, older than the data where a
+// whole-stripe trim (not logged) came later; and reading the log areas
+// would cost every read of the stripe M of them.
+//
+// Limits: stale parity blocks of two older versions can still agree on a
+// wrong x when the versions' differences, weighted by each parity row's
+// coefficients, coincide (two failed writes of alike blocks whose deltas
+// stand in the ratio of those coefficients); and a row whose stale data
+// blocks hold an older version that agrees as a whole with the rest is
+// read as that version.
 
 // OverStaleError reports rows of a stripe with more stale slots than
 // parity covers whose shards do not form one codeword. Its class is
@@ -93,7 +136,7 @@ func (v *Volume) proveOverStale(ctx context.Context, s *segment, id layout.Strip
 	for sh := range n {
 		changed[sh] = make([]bool, rows)
 	}
-	blocks, present, rowChanged := make([][]byte, n), make([]bool, n), make([]bool, n)
+	blocks, present, trusted, rowChanged := make([][]byte, n), make([]bool, n), make([]bool, n), make([]bool, n)
 	for r := range rows {
 		for sh := range n {
 			blocks[sh] = b.shards[sh][r*layout.ChecksumBlock : (r+1)*layout.ChecksumBlock]
@@ -103,8 +146,9 @@ func (v *Volume) proveOverStale(ctx context.Context, s *segment, id layout.Strip
 			// as encoded with an unsettled block as zeros (reprotect): with
 			// it the row would prove that block zeros.
 			present[sh], rowChanged[sh] = (good[sh][r] || stale[sh]) && !marked[sh][r], false
+			trusted[sh] = good[sh][r] && !stale[sh]
 		}
-		ok := v.settleOverStaleRow(blocks, present, rowChanged)
+		ok := v.settleOverStaleRow(blocks, present, trusted, rowChanged)
 		for sh := range n {
 			changed[sh][r] = ok && (rowChanged[sh] || !good[sh][r])
 		}
@@ -117,26 +161,53 @@ func (v *Volume) proveOverStale(ctx context.Context, s *segment, id layout.Strip
 
 // settleOverStaleRow makes the blocks of one row consistent when they
 // prove: every present block agrees with the others and the missing ones
-// are rebuilt, or exactly one present block disagrees and is rebuilt. It
-// marks the shards it rewrote in changed and reports whether the row
-// proved.
-func (v *Volume) settleOverStaleRow(blocks [][]byte, present, changed []bool) bool {
+// are rebuilt, or exactly one present block disagrees and is rebuilt
+// from the others; and each data block rebuilt is vouched for
+// (overStaleVouched). trusted marks the blocks of slots the volume trusts
+// that match their checksums. It marks the shards it rewrote in changed
+// and reports whether the row proved.
+func (v *Volume) settleOverStaleRow(blocks [][]byte, present, trusted, changed []bool) bool {
 	without := -1
 	if !v.rowAgrees(blocks, present, -1) {
 		if without = v.staleShard(blocks, present); without < 0 {
 			return false
 		}
 	}
+	from := slices.Clone(present)
+	if without >= 0 {
+		from[without] = false
+	}
+	rebuilt := make([][]byte, len(blocks))
 	for sh := range blocks {
-		if present[sh] && sh != without {
+		if from[sh] {
 			continue
 		}
-		b := v.rebuildWithout(blocks, present, sh)
-		if b == nil {
+		rebuilt[sh] = v.rebuildWithout(blocks, from, sh)
+		if rebuilt[sh] == nil || !v.overStaleVouched(trusted, sh) {
 			return false
 		}
-		copy(blocks[sh], b)
-		changed[sh] = true
+	}
+	for sh, b := range rebuilt {
+		if b != nil {
+			copy(blocks[sh], b)
+			changed[sh] = true
+		}
+	}
+	return true
+}
+
+// overStaleVouched reports whether shard x of a row of an over-stale
+// stripe may be rebuilt from the others (see the top of the file): a
+// parity block always (it encodes the data as settled), a data block only
+// when every other data block of the row is trusted.
+func (v *Volume) overStaleVouched(trusted []bool, x int) bool {
+	if x >= v.g.K {
+		return true
+	}
+	for sh := range v.g.K {
+		if sh != x && !trusted[sh] {
+			return false
+		}
 	}
 	return true
 }
