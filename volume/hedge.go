@@ -27,6 +27,9 @@ package volume
 // lock-free direct path calls it too): a namespace that fails is marked
 // down as after any read.
 //
+// Nor does a read of a segment whose resync after a crash is pending: its
+// rows are not proven (hedging).
+//
 // A checksum mismatch is not hedged around: it ends the attempt, and
 // degradedRead heals the stripe and plans again, as without hedging. Nor
 // are errors that are not shard faults (fenced, context): the read fails
@@ -41,10 +44,14 @@ import (
 	"github.com/nvstripe/nvstripe/volume/layout"
 )
 
-// hedging reports whether reconstructRead hedges plan: the volume hedges,
-// the stripe has a spare shard to add, and its IO is not synchronous.
-func (v *Volume) hedging(plan readPlan) bool {
-	return v.hedge > 0 && len(plan.Spare) > 0 && !v.sync.Load()
+// hedging reports whether reconstructRead hedges plan in segment s: the
+// volume hedges, the stripe has a spare shard to add, its IO is not
+// synchronous, and the segment's rows can be proven (proveSpan proves none
+// in a segment whose resync is pending: shards of a torn row decode to
+// other bytes from another K, and a read of it must not change with which
+// shard was slow).
+func (v *Volume) hedging(s *segment, plan readPlan) bool {
+	return v.hedge > 0 && len(plan.Spare) > 0 && !v.sync.Load() && !v.resyncPending(s.id)
 }
 
 // hedgedRead is reconstructRead with a hedge: it reads plan.Reads over the

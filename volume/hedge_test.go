@@ -110,26 +110,38 @@ func TestHedgedReadSkipsSlowShard(t *testing.T) {
 }
 
 // TestUnhedgedReadWaitsForSlowShard: with hedging off (HedgeAfter < 0),
-// as before hedged reads, the degraded read waits for the gated namespace,
-// and returns the stripe once it answers.
+// as before hedged reads, and in a segment whose resync is pending (its
+// rows unproven), the degraded read waits for the gated namespace, and
+// returns the stripe once it answers.
 func TestUnhedgedReadWaitsForSlowShard(t *testing.T) {
-	h := newHedgeRig(t, -1)
-	h.gate.armed.Store(true)
-	got := make([]byte, len(h.model))
-	done := h.readAsync(got)
-	<-h.gate.entered
-	select {
-	case err := <-done:
-		t.Fatalf("read returned (%v) while a shard read it needs was held", err)
-	case <-time.After(50 * time.Millisecond):
-	}
-	close(h.gate.open)
-	if err := within(t, func() error { return <-done }); err != nil {
-		t.Fatal(err)
-	}
-	mustEqual(t, "read after the gate opened", got, h.model)
-	if len(h.hedged) != 0 {
-		t.Fatalf("%d hedges with hedging off", len(h.hedged))
+	for name, open := range map[string]func(t *testing.T) *hedgeRig{
+		"hedging off": func(t *testing.T) *hedgeRig { return newHedgeRig(t, -1) },
+		"resync pending": func(t *testing.T) *hedgeRig {
+			h := newHedgeRig(t, time.Millisecond)
+			h.v.deferred.set(0, true)
+			return h
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := open(t)
+			h.gate.armed.Store(true)
+			got := make([]byte, len(h.model))
+			done := h.readAsync(got)
+			<-h.gate.entered
+			select {
+			case err := <-done:
+				t.Fatalf("read returned (%v) while a shard read it needs was held", err)
+			case <-time.After(50 * time.Millisecond):
+			}
+			close(h.gate.open)
+			if err := within(t, func() error { return <-done }); err != nil {
+				t.Fatal(err)
+			}
+			mustEqual(t, "read after the gate opened", got, h.model)
+			if len(h.hedged) != 0 {
+				t.Fatalf("%d hedges", len(h.hedged))
+			}
+		})
 	}
 }
 

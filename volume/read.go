@@ -178,7 +178,7 @@ func (v *Volume) reconstructRead(ctx context.Context, s *segment, sio layout.Str
 			return err
 		}
 	}
-	if v.hedging(plan) {
+	if v.hedging(s, plan) {
 		return v.hedgedRead(ctx, s, sio, p, base, plan)
 	}
 	lo, hi := plan.Lo, plan.Hi
