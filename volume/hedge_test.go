@@ -208,3 +208,41 @@ func checkHedged(t *testing.T, h *hedgeRig) {
 		t.Fatalf("%d more hedges reported, want 1", n)
 	}
 }
+
+// asyncDev is a device that says it is not Synchronous, so that a volume
+// over in-memory namespaces runs its shard IO on workers (and hedges).
+type asyncDev struct{ blockdev.Passthrough }
+
+func (asyncDev) Synchronous() bool { return false }
+
+// BenchmarkDegradedRead is read-seq-degraded1 of BenchmarkVolume (4+2,
+// 128 KiB chunks, checksums, data shard 1 unavailable, 1 MiB reads) over
+// namespaces whose IO is not synchronous, with hedging off and on: the
+// cost of a hedged read when no shard is slow (each read into a buffer of
+// its own, then copied; every read on a worker; a timer).
+func BenchmarkDegradedRead(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		after time.Duration
+	}{{"hedge=off", -1}, {"hedge=on", DefaultHedgeAfter}} {
+		b.Run(c.name, func(b *testing.B) {
+			g := layout.Geometry{K: 4, M: 2, Chunk: 128 << 10, SlotSize: 16 << 20, Checksums: true}
+			dm, slots, mems := memNamespaces(b, g, 5)
+			for n, d := range dm {
+				dm[n] = asyncDev{blockdev.Passthrough{Device: d}}
+			}
+			v, err := New(Options{Geometry: g, Size: 4 * g.SegmentData(), Devices: dm, Alloc: NewMemAllocator(g.N(), slots), LogEpoch: 1, HedgeAfter: c.after})
+			if err != nil {
+				b.Fatal(err)
+			}
+			buf := testutil.Pattern(benchReq, 1)
+			for off := int64(0); off+benchReq <= v.Size(); off += benchReq {
+				if err := v.WriteAt(context.Background(), buf, off); err != nil {
+					b.Fatal(err)
+				}
+			}
+			mems[1].SetUnavailable(true)
+			benchSeq(b, v, v.ReadAt)
+		})
+	}
+}
