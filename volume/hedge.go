@@ -1,6 +1,6 @@
 package volume
 
-// Hedged degraded reads (issue 27; "The Tail at Scale", Dean and Barroso).
+// Hedged degraded reads, against tail latency ("The Tail at Scale", Dean and Barroso).
 //
 // A reconstruct read needs any K shards of its stripe over the span. It
 // reads the plan's K; when they are not all back after Options.HedgeAfter,
