@@ -16,7 +16,9 @@ package volume
 // direct path (readPieces, no stripe lock) does not. Hedging it would need
 // the stripe lock, and an initiator that can abandon a command's buffer:
 // a read that nvmeof/initiator has submitted writes into its buffer until
-// the command completes, whatever its context says.
+// the command completes, whatever its context says. Nor does a read of a
+// segment whose resync after a crash is pending: its rows are not proven
+// (hedging).
 //
 // A read left behind runs on after the stripe read has returned and let go
 // of the stripe and segment locks. It reads into a pool buffer of its own,
@@ -27,8 +29,12 @@ package volume
 // lock-free direct path calls it too): a namespace that fails is marked
 // down as after any read.
 //
-// Nor does a read of a segment whose resync after a crash is pending: its
-// rows are not proven (hedging).
+// A namespace with reads left behind still in flight is stalled, as far as
+// the volume knows: a hedged read reads a spare shard in its place when it
+// has one (hedge.pick), so that while a namespace stalls, degraded reads
+// neither wait HedgeAfter for it nor leave one more read (and buffer)
+// behind each; those in flight are bounded by the reads that started
+// before the first was left behind.
 //
 // A checksum mismatch is not hedged around: it ends the attempt, and
 // degradedRead heals the stripe and plans again, as without hedging. Nor
@@ -54,14 +60,15 @@ func (v *Volume) hedging(s *segment, plan readPlan) bool {
 	return v.hedge > 0 && len(plan.Spare) > 0 && !v.sync.Load() && !v.resyncPending(s.id)
 }
 
-// hedgedRead is reconstructRead with a hedge: it reads plan.Reads over the
-// span, and plan.Spare[0] too when they are slow or one fails; it then
-// rebuilds the pieces whose shards are not among the first K reads that
-// came back good, and copies the pieces into p. REQUIRES: stripe lock held.
+// hedgedRead is reconstructRead with a hedge: it reads K of plan.Reads and
+// plan.Spare over the span (pick), and one more when they are slow or one
+// fails (startSpare); it then rebuilds the pieces whose shards are not
+// among the first K reads that came back good, and copies the pieces into
+// p. REQUIRES: stripe lock held.
 func (v *Volume) hedgedRead(ctx context.Context, s *segment, sio layout.StripeIO, p []byte, base int64, plan readPlan) error {
 	h := &hedge{v: v, ctx: ctx, s: s, id: sio.ID, plan: plan, done: make(chan hedgeDone, len(plan.Reads)+1)}
 	defer h.release()
-	for _, sh := range plan.Reads {
+	for _, sh := range h.pick() {
 		h.start(sh)
 	}
 	if err := h.wait(); err != nil {
@@ -113,11 +120,41 @@ type hedge struct {
 	left bool // release ran: a read that ends puts its own buffer back. REQUIRES: mu held.
 
 	// Of the stripe read's goroutine alone:
-	bufs     [layout.MaxShards]*[]byte // by shard, of the reads started
-	reported [layout.MaxShards]bool    // reads whose report arrived
-	good     [layout.MaxShards]bool    // reads that came back without error
-	pending  int                       // reads started and not reported
-	spare    bool                      // the spare read has started
+	spares   []int                      // what startSpare reads (pick)
+	ns       [layout.MaxShards]*nsState // by shard, of the reads started (nil: no usable copy)
+	bufs     [layout.MaxShards]*[]byte  // by shard, of the reads started
+	reported [layout.MaxShards]bool     // reads whose report arrived
+	good     [layout.MaxShards]bool     // reads that came back without error
+	pending  int                        // reads started and not reported
+	hedged   bool                       // startSpare ran
+}
+
+// pick returns the K shards to read, plan.Reads and plan.Spare in that
+// order with those on a namespace that has reads left behind (stalled)
+// last, and keeps the rest that are not stalled as the spares.
+func (h *hedge) pick() []int {
+	var fresh, stalled []int
+	for _, sh := range append(h.plan.Reads[:len(h.plan.Reads):len(h.plan.Reads)], h.plan.Spare...) {
+		if ns := h.nsOf(sh); ns != nil && ns.leftBehind.Load() > 0 {
+			stalled = append(stalled, sh)
+		} else {
+			fresh = append(fresh, sh)
+		}
+	}
+	k := h.v.g.K
+	if len(fresh) > k {
+		h.spares = fresh[k:]
+		return fresh[:k]
+	}
+	return append(fresh, stalled[:k-len(fresh)]...)
+}
+
+// nsOf returns the namespace that a read of shard sh reads now (nil: none).
+func (h *hedge) nsOf(sh int) *nsState {
+	if sl := h.s.readSlot(h.v.g.SlotOf(h.id.Stripe, sh), h.id.Stripe); sl != nil {
+		return sl.ns
+	}
+	return nil
 }
 
 // hedgeDone is the report of the read of shard sh.
@@ -129,7 +166,8 @@ type hedgeDone struct {
 // start reads shard sh over the span on a worker.
 func (h *hedge) start(sh int) {
 	bp, b := h.v.getBuf(h.plan.Hi - h.plan.Lo)
-	h.bufs[sh] = bp
+	ns := h.nsOf(sh)
+	h.bufs[sh], h.ns[sh] = bp, ns
 	h.pending++
 	h.v.workers.run(func() {
 		err := h.v.shardRead(h.ctx, h.s, h.id, sh, b, h.plan.Lo)
@@ -137,6 +175,9 @@ func (h *hedge) start(sh int) {
 		defer h.mu.Unlock()
 		if h.left {
 			h.v.putBuf(bp) // left behind: the read has ended, nobody else holds b
+			if ns != nil {
+				ns.leftBehind.Add(-1)
+			}
 			return
 		}
 		h.done <- hedgeDone{sh: sh, err: err}
@@ -179,34 +220,43 @@ func (h *hedge) wait() error {
 	return nil
 }
 
-// startSpare starts the read of the plan's first spare shard, once, and
-// reports the hedge.
+// startSpare starts the read of the first spare (pick), once, and reports
+// the hedge.
 func (h *hedge) startSpare() {
-	if h.spare {
+	if h.hedged {
 		return
 	}
-	h.spare = true
+	h.hedged = true
+	if len(h.spares) == 0 {
+		return // none but stalled ones: wait for the reads
+	}
 	var slow []int
-	for _, sh := range h.plan.Reads {
-		if !h.good[sh] {
+	for sh, bp := range h.bufs {
+		if bp != nil && !h.good[sh] {
 			slow = append(slow, sh)
 		}
 	}
-	sh := h.plan.Spare[0]
+	sh := h.spares[0]
 	h.start(sh)
 	h.v.ev.hedged(HedgeInfo{Segment: h.id.Segment, Stripe: h.id.Stripe, Slow: h.v.namespacesOf(h.s, h.id, slow),
 		Extra: h.v.namespacesOf(h.s, h.id, []int{sh})[0]})
 }
 
-// release hands back the buffers of the reads that reported; from then on
-// a read that ends puts its own buffer back (start).
+// release hands back the buffers of the reads that reported and counts
+// the others left behind on their namespaces; from then on a read that
+// ends puts its own buffer back and uncounts itself (start).
 func (h *hedge) release() {
 	h.mu.Lock()
 	h.left = true
-	h.mu.Unlock()
 	for len(h.done) > 0 { // no read reports after left: the length only falls
 		h.reported[(<-h.done).sh] = true
 	}
+	for sh, bp := range h.bufs {
+		if bp != nil && !h.reported[sh] && h.ns[sh] != nil {
+			h.ns[sh].leftBehind.Add(1)
+		}
+	}
+	h.mu.Unlock()
 	for sh, bp := range h.bufs {
 		if bp != nil && h.reported[sh] {
 			h.v.putBuf(bp)

@@ -3,6 +3,7 @@ package volume
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -107,6 +108,47 @@ func TestHedgedReadSkipsSlowShard(t *testing.T) {
 		t.Fatal("the gated read did not read the device")
 	}
 	mustEqual(t, "caller's buffer after the slow read ended", got, h.model)
+}
+
+// TestHedgedReadAvoidsStalledNamespace: while the read a hedged read left
+// behind on a namespace is in flight, the next degraded read of the
+// stripe reads the spare in its place: it returns with the gate still
+// closed and without a hedge (no wait for HedgeAfter, no second read left
+// behind). Once the read left behind ends, the namespace is read again.
+func TestHedgedReadAvoidsStalledNamespace(t *testing.T) {
+	h := newHedgeRig(t, time.Millisecond)
+	h.gate.armed.Store(true)
+	got := make([]byte, len(h.model))
+	if err := within(t, func() error { return <-h.readAsync(got) }); err != nil {
+		t.Fatal(err)
+	}
+	checkHedged(t, h)
+	if err := within(t, func() error { return <-h.readAsync(got) }); err != nil {
+		t.Fatal(err)
+	}
+	mustEqual(t, "read beside the stalled namespace", got, h.model)
+	if n := len(h.hedged); n != 0 {
+		t.Fatalf("%d hedges: the read waited for the stalled namespace", n)
+	}
+
+	<-h.gate.entered
+	close(h.gate.open)
+	<-h.gate.ended
+	h.gate.armed.Store(false)
+	h.v.mu.Lock()
+	ns := h.v.ns[h.slow]
+	h.v.mu.Unlock()
+	_ = within(t, func() error { // the worker uncounts the read after the gate returns
+		for ns.leftBehind.Load() != 0 {
+			runtime.Gosched()
+		}
+		return nil
+	})
+	h.devs[h.index(h.slow)].ResetStats()
+	mustEqual(t, "read once the namespace answered", mustRead(t, h.v, 0, len(h.model)), h.model)
+	if h.devs[h.index(h.slow)].Stats().Reads == 0 {
+		t.Fatalf("%s not read once its read left behind ended", h.slow)
+	}
 }
 
 // TestUnhedgedReadWaitsForSlowShard: with hedging off (HedgeAfter < 0),
