@@ -30,3 +30,16 @@ func TestDegradedWarning(t *testing.T) {
 		t.Errorf("warnings:\n%s", out)
 	}
 }
+
+// TestHedgedReadsCounted: each hedged read the volume reports counts in
+// nvstripe_agent_hedged_reads_total of its volume.
+func TestHedgedReadsCounted(t *testing.T) {
+	m := NewMetrics()
+	l := newVolEvents("v", m, nil, func(string, ...any) {}).listener()
+	for range 2 {
+		l.Hedged(volume.HedgeInfo{Segment: 1, Slow: []string{"h1-n1"}, Extra: "h2-n1"})
+	}
+	if n := metricValue(t, gather(t, m), `nvstripe_agent_hedged_reads_total{volume="v"}`); n != 2 {
+		t.Errorf("hedged reads %v, want 2", n)
+	}
+}

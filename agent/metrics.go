@@ -16,9 +16,9 @@ import (
 
 // Metrics are the agent's Prometheus metrics, in a private registry (never
 // the global one): per volume IO bytes, operations, errors and latency, per
-// volume degraded stripe IO, per volume and namespace shard errors, mapping
-// states and reports sent to etcd. Metrics of a volume are removed when it is
-// unmapped.
+// volume degraded stripe IO and hedged reads, per volume and namespace shard
+// errors, mapping states and reports sent to etcd. Metrics of a volume are
+// removed when it is unmapped.
 type Metrics struct {
 	reg      *prometheus.Registry
 	bytes    *prometheus.CounterVec   // volume, op
@@ -26,6 +26,7 @@ type Metrics struct {
 	errs     *prometheus.CounterVec   // volume, op
 	latency  *prometheus.HistogramVec // volume, op
 	degraded *prometheus.CounterVec   // volume, op
+	hedged   *prometheus.CounterVec   // volume
 	nsErrs   *prometheus.CounterVec   // volume, namespace, kind
 	badBlks  *prometheus.CounterVec   // volume, namespace, found_by, result
 	reports  *prometheus.CounterVec   // namespace, result
@@ -72,6 +73,8 @@ func NewMetrics() *Metrics {
 			NativeHistogramMinResetDuration: time.Hour}, vol),
 		degraded: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "degraded_io_total",
 			Help: "Stripe IOs that worked around missing shards (op: read, write, trim)."}, vol),
+		hedged: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "hedged_reads_total",
+			Help: "Degraded stripe reads that read a spare shard because their shard reads were slow or one failed (volume.Options.HedgeAfter)."}, []string{"volume"}),
 		nsErrs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "namespace_errors_total",
 			Help: "Shard IO errors per namespace (kind: io, corrupt)."}, []string{"volume", "namespace", "kind"}),
 		badBlks: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "checksum_bad_blocks_total",
@@ -100,7 +103,7 @@ func NewMetrics() *Metrics {
 			Help: "The volume's QoS limits applied by this mapping (limit: iops, read_iops, write_iops in requests a second; bps, read_bps, write_bps in bytes a second; 0: none)."},
 			[]string{"volume", "limit"}),
 	}
-	m.reg.MustRegister(m.bytes, m.ops, m.errs, m.latency, m.degraded, m.nsErrs, m.badBlks, m.unsettled, m.reports, m.state, m.epoch, m.paths, m.refused,
+	m.reg.MustRegister(m.bytes, m.ops, m.errs, m.latency, m.degraded, m.hedged, m.nsErrs, m.badBlks, m.unsettled, m.reports, m.state, m.epoch, m.paths, m.refused,
 		m.qosDelayed, m.qosWait, m.qosLimit,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -146,7 +149,7 @@ func (m *Metrics) nbdRefused(volume string) func(reason string) {
 func (m *Metrics) forget(volume string) {
 	l := prometheus.Labels{"volume": volume}
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
-		m.bytes, m.ops, m.errs, m.latency, m.degraded, m.nsErrs, m.badBlks, m.unsettled, m.state, m.epoch, m.refused,
+		m.bytes, m.ops, m.errs, m.latency, m.degraded, m.hedged, m.nsErrs, m.badBlks, m.unsettled, m.state, m.epoch, m.refused,
 		m.qosDelayed, m.qosWait, m.qosLimit,
 	} {
 		v.DeletePartialMatch(l)

@@ -175,6 +175,7 @@ type volEvents struct {
 	rep      *reporter
 	degraded atomic.Int64
 	degOps   map[string]prometheus.Counter // read, write, trim
+	hedged   prometheus.Counter
 	warn     func(volume string, attrs ...any)
 	logf     func(format string, args ...any) // nil: unsettled blocks and deferred resyncs are not logged
 
@@ -189,6 +190,7 @@ func newVolEvents(volumeName string, m *Metrics, rep *reporter, warn func(string
 	for _, op := range []string{"read", "write", "trim"} {
 		e.degOps[op] = m.degraded.WithLabelValues(volumeName, op)
 	}
+	e.hedged = m.hedged.WithLabelValues(volumeName)
 	return e
 }
 
@@ -204,6 +206,7 @@ func (e *volEvents) listener() volume.EventListener {
 			c.Inc()
 			e.warn(e.volume, "volume", e.volume, "op", d.Op, "segment", d.Segment, "stripe", d.Stripe, "missing", d.Missing)
 		},
+		Hedged: func(volume.HedgeInfo) { e.hedged.Inc() },
 		ShardError: func(s volume.ShardInfo) {
 			e.nsError(s.NS, "io")
 			if s.Slot < 0 && e.logf != nil { // no slot: Recover deferred the segment's resync

@@ -23,10 +23,16 @@ type gate struct {
 	// left is set once a read that blocked has read the device (before
 	// the volume's IO that issued it can end).
 	left atomic.Bool
+	// fail, when set before open is closed, is what the reads that
+	// blocked return, without reading the device.
+	fail error
+	// ended is closed when the first read that blocked returns.
+	ended   chan struct{}
+	endOnce sync.Once
 }
 
 func newGate(d blockdev.Device) *gate {
-	return &gate{Passthrough: blockdev.Passthrough{Device: d}, entered: make(chan struct{}), open: make(chan struct{})}
+	return &gate{Passthrough: blockdev.Passthrough{Device: d}, entered: make(chan struct{}), open: make(chan struct{}), ended: make(chan struct{})}
 }
 
 func (g *gate) ReadAt(ctx context.Context, p []byte, off int64) error {
@@ -35,9 +41,16 @@ func (g *gate) ReadAt(ctx context.Context, p []byte, off int64) error {
 	}
 	g.once.Do(func() { close(g.entered) })
 	<-g.open
+	defer g.endOnce.Do(func() { close(g.ended) })
+	if g.fail != nil {
+		return g.fail
+	}
 	defer g.left.Store(true)
 	return g.Device.ReadAt(ctx, p, off)
 }
+
+// Synchronous is false: a read may wait for the gate (blockdev.Passthrough).
+func (g *gate) Synchronous() bool { return false }
 
 // hookedSet is a DeviceSet that calls hook before resolving a namespace.
 type hookedSet struct {

@@ -113,6 +113,10 @@ func (nopDirtyLog) Dirty(context.Context) ([]int64, error)   { return nil, nil }
 type EventListener struct {
 	// Degraded is called when an IO had to work around missing shards.
 	Degraded func(DegradedInfo)
+	// Hedged is called when a degraded read, its K shard reads not all
+	// back after Options.HedgeAfter (or one failed), reads one more shard
+	// (hedge.go).
+	Hedged func(HedgeInfo)
 	// Corruption is called when a shard returned data marked corrupt.
 	Corruption func(ShardInfo)
 	// ShardError is called when a shard's device failed an IO.
@@ -135,6 +139,14 @@ type DegradedInfo struct {
 	Missing []string // namespaces of the missing shards
 }
 
+// HedgeInfo describes one hedged stripe read.
+type HedgeInfo struct {
+	Segment int64
+	Stripe  int64
+	Slow    []string // namespaces of the reads not back (or failed) when the extra one started
+	Extra   string   // namespace of the extra read
+}
+
 // ShardInfo names a shard and what happened to it.
 type ShardInfo struct {
 	NS      string
@@ -144,6 +156,7 @@ type ShardInfo struct {
 }
 
 func (e EventListener) degraded(d DegradedInfo)    { emit(e.Degraded, d) }
+func (e EventListener) hedged(h HedgeInfo)         { emit(e.Hedged, h) }
 func (e EventListener) corruption(s ShardInfo)     { emit(e.Corruption, s) }
 func (e EventListener) unsettled(b UnsettledBlock) { emit(e.Unsettled, b) }
 func (e EventListener) shardError(s ShardInfo)     { emit(e.ShardError, s) }
@@ -160,6 +173,9 @@ func LoggingListener(logf func(format string, args ...any)) EventListener {
 	return EventListener{
 		Degraded: func(d DegradedInfo) {
 			logf("degraded %s: segment %d stripe %d, missing %v", d.Op, d.Segment, d.Stripe, d.Missing)
+		},
+		Hedged: func(h HedgeInfo) {
+			logf("hedged read: segment %d stripe %d, %v slow, reading %s too", h.Segment, h.Stripe, h.Slow, h.Extra)
 		},
 		Corruption: func(s ShardInfo) {
 			logf("corruption: namespace %s segment %d slot %d: %v", s.NS, s.Segment, s.Slot, s.Err)
@@ -182,6 +198,7 @@ func LoggingListener(logf func(format string, args ...any)) EventListener {
 func TeeListener(a, b EventListener) EventListener {
 	return EventListener{
 		Degraded:   func(d DegradedInfo) { a.degraded(d); b.degraded(d) },
+		Hedged:     func(h HedgeInfo) { a.hedged(h); b.hedged(h) },
 		Corruption: func(s ShardInfo) { a.corruption(s); b.corruption(s) },
 		ShardError: func(s ShardInfo) { a.shardError(s); b.shardError(s) },
 		Checksum: func(c ChecksumInfo) {

@@ -162,6 +162,9 @@ type readPlan struct {
 	Lo, Hi  int64
 	Reads   []int // reconstruct: K usable shards, data shards first
 	Rebuild []int // reconstruct: the pieces' shards that are not usable
+	// Spare (reconstruct) are the usable shards not in Reads, parity
+	// first: what a hedged read (hedge.go) reads when one of Reads is slow.
+	Spare []int
 }
 
 // planRead decides how to read sio given which shards are usable. It is
@@ -181,6 +184,19 @@ func planRead(g layout.Geometry, sio layout.StripeIO, usable []bool) (readPlan, 
 		return readPlan{}, false
 	}
 	p.Mode, p.Reads = readReconstruct, pickK(g, usable)
+	p.Spare = spares(g, usable, p.Reads)
 	p.Lo, p.Hi = sio.Span()
 	return p, true
+}
+
+// spares returns the usable shards not in reads, parity shards first.
+func spares(g layout.Geometry, usable []bool, reads []int) []int {
+	var out []int
+	for i := range g.N() {
+		sh := (g.K + i) % g.N() // K..N-1, then 0..K-1
+		if usable[sh] && !contains(reads, sh) {
+			out = append(out, sh)
+		}
+	}
+	return out
 }

@@ -168,7 +168,9 @@ func (v *Volume) healOnce(ctx context.Context, s *segment, id layout.StripeID, e
 
 // reconstructRead carries out a reconstruct plan: it reads plan.Reads over
 // the span (straight into p where a piece is exactly the span), rebuilds
-// plan.Rebuild and copies the pieces into p.
+// plan.Rebuild and copies the pieces into p. A plan with a spare shard is
+// read hedged when the volume hedges (hedgedRead). REQUIRES: stripe lock
+// held.
 func (v *Volume) reconstructRead(ctx context.Context, s *segment, sio layout.StripeIO, p []byte, base int64, plan readPlan) error {
 	for _, sh := range plan.Rebuild {
 		pc := pieceOf(sio, sh)
@@ -176,13 +178,14 @@ func (v *Volume) reconstructRead(ctx context.Context, s *segment, sio layout.Str
 			return err
 		}
 	}
+	if v.hedging(s, plan) {
+		return v.hedgedRead(ctx, s, sio, p, base, plan)
+	}
 	lo, hi := plan.Lo, plan.Hi
 	shards := make([][]byte, v.g.N())
 	want := make([]bool, v.g.N())
-	var missing []string
 	for _, sh := range plan.Rebuild {
 		want[sh] = true
-		missing = append(missing, s.slots[v.g.SlotOf(sio.ID.Stripe, sh)].ref.NS)
 	}
 	var bufs []*[]byte
 	defer func() {
@@ -220,6 +223,14 @@ func (v *Volume) reconstructRead(ctx context.Context, s *segment, sio layout.Str
 			shards[sh] = shards[sh][:0]
 		}
 	}
+	return v.rebuildPieces(s, sio, p, base, lo, shards, want, plan.Rebuild)
+}
+
+// rebuildPieces rebuilds the shards marked in want from the others in
+// shards (present ones hold the span from chunk offset lo), copies every
+// piece of sio into p and reports the degraded read, whose missing shards
+// are those of plan.Rebuild.
+func (v *Volume) rebuildPieces(s *segment, sio layout.StripeIO, p []byte, base, lo int64, shards [][]byte, want []bool, rebuild []int) error {
 	if err := v.codec.ReconstructRange(shards, want); err != nil {
 		return fmt.Errorf("segment %d stripe %d: reconstruct: %w", sio.ID.Segment, sio.ID.Stripe, err)
 	}
@@ -229,8 +240,17 @@ func (v *Volume) reconstructRead(ctx context.Context, s *segment, sio layout.Str
 			copy(dst, src)
 		}
 	}
-	v.ev.degraded(DegradedInfo{Op: "read", Segment: sio.ID.Segment, Stripe: sio.ID.Stripe, Missing: missing})
+	v.ev.degraded(DegradedInfo{Op: "read", Segment: sio.ID.Segment, Stripe: sio.ID.Stripe, Missing: v.namespacesOf(s, sio.ID, rebuild)})
 	return nil
+}
+
+// namespacesOf names the namespaces of shards of stripe id.
+func (v *Volume) namespacesOf(s *segment, id layout.StripeID, shards []int) []string {
+	var out []string
+	for _, sh := range shards {
+		out = append(out, s.slots[v.g.SlotOf(id.Stripe, sh)].ref.NS)
+	}
+	return out
 }
 
 func contains(xs []int, x int) bool {

@@ -17,7 +17,8 @@ import (
 //
 // over 64 KiB chunks, a read of the first stripe it touches, with the listed
 // shards (stripe positions: 0..K-1 data, K.. parity) not usable. It prints
-// the plan: "direct", "reconstruct span [lo,hi) read [...] rebuild [...]",
+// the plan: "direct", "reconstruct span [lo,hi) read [...] rebuild [...]
+// spare [...]",
 // or "unreadable" when planRead refuses.
 func TestPlanRead(t *testing.T) {
 	datadriven.RunTest(t, "testdata/read_plan.txt", func(t *testing.T, d *datadriven.TestData) string {
@@ -65,6 +66,6 @@ func formatReadPlan(p readPlan, ok bool) string {
 		return "direct\n"
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s span [%d,%d) read %v rebuild %v\n", p.Mode, p.Lo, p.Hi, p.Reads, p.Rebuild)
+	fmt.Fprintf(&b, "%s span [%d,%d) read %v rebuild %v spare %v\n", p.Mode, p.Lo, p.Hi, p.Reads, p.Rebuild, p.Spare)
 	return b.String()
 }

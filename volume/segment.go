@@ -16,6 +16,10 @@ type nsState struct {
 	dev       blockdev.Device
 	down      atomic.Bool // IO failed with ErrUnavailable; cleared by SetNamespaceUp
 	unflushed atomic.Bool // a write succeeded since the last flush
+	// leftBehind counts the reads of it that hedged reads left behind
+	// and that are still in flight (hedge.go): while there are any, a
+	// hedged read reads another shard instead, if it has one.
+	leftBehind atomic.Int32
 
 	writtenMu sync.Mutex
 	written   []*slot // copies on it that took writes since its last flush began (noteWritten)

@@ -39,7 +39,10 @@
 // split per stripe and run concurrently; within a stripe, shard IO is issued
 // in parallel. Writes to one stripe are serialised by a stripe lock; reads of
 // healthy shards take no lock; degraded reads take the stripe lock so that
-// they never combine data and parity of different writes.
+// they never combine data and parity of different writes. A degraded read
+// whose K shard reads are not all back after Options.HedgeAfter reads one
+// more shard and decodes from the first K (hedge.go); the slow read runs on
+// into a buffer of its own after the read returns.
 package volume
 
 import (
@@ -48,6 +51,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/ec"
@@ -99,7 +103,20 @@ type Options struct {
 	// every earlier one (ppl.go): required (positive) for a geometry with
 	// Log, and larger at every open of the volume, e.g. the owner epoch.
 	LogEpoch int64
+	// HedgeAfter is how long a degraded read waits for its K shard reads
+	// before it reads one more shard and decodes from the first K that
+	// answer (hedge.go). Default DefaultHedgeAfter; negative: never hedge.
+	HedgeAfter time.Duration
 }
+
+// DefaultHedgeAfter is Options.HedgeAfter's default. A shard read of a
+// chunk over NVMe/TCP takes a fraction of a millisecond and a few
+// milliseconds in a healthy namespace's tail, so a read still out after
+// 20 ms is stuck (a target in a GC pause, a busy disk, a path failing
+// over): only such reads cost an extra shard read, and a stripe read
+// waits 20 ms for one instead of the namespace's whole stall, which
+// lasts up to its controller-loss timeout (seconds).
+const DefaultHedgeAfter = 20 * time.Millisecond
 
 // EnsureDefaults fills zero fields with their defaults.
 func (o *Options) EnsureDefaults() {
@@ -114,6 +131,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.Parallel <= 0 {
 		o.Parallel = 16
+	}
+	if o.HedgeAfter == 0 {
+		o.HedgeAfter = DefaultHedgeAfter
 	}
 }
 
@@ -145,6 +165,7 @@ type Volume struct {
 	stale  StaleLog
 	ev     EventListener
 	par    int
+	hedge  time.Duration // Options.HedgeAfter; negative: no hedged reads
 	closed atomic.Bool
 	sync   atomic.Bool // every namespace so far is blockdev.Synchronous
 	csum   checksumCounters
@@ -203,7 +224,7 @@ func New(opts Options) (*Volume, error) {
 		g: g, codec: codec, devs: opts.Devices, alloc: opts.Alloc,
 		dirty: opts.Dirty, stale: opts.Stale, unsettledLog: opts.Unsettled, ev: opts.Events, par: opts.Parallel, readOnly: opts.ReadOnly,
 		segs: map[int64]*segment{}, opening: map[int64]chan struct{}{}, ns: map[string]*nsState{},
-		workers: newWorkerPool(),
+		workers: newWorkerPool(), hedge: opts.HedgeAfter,
 	}
 	v.size.Store(opts.Size)
 	v.bufs.New = func() any { b := make([]byte, g.Chunk); return &b }
