@@ -49,11 +49,14 @@ import (
 // options are the command's flags.
 type options struct {
 	bin, out, work, output string
-	size                   int64
-	nsSize                 string
-	runtime, rounds        int
-	profile, noisy         bool
-	neighbourFlags         string
+	// floor is the test/bench/floor binary: run beside the 1 MiB jobs
+	// (empty: no floor rows).
+	floor           string
+	size            int64
+	nsSize          string
+	runtime, rounds int
+	profile, noisy  bool
+	neighbourFlags  string
 	// jobs are the table's jobs that -jobs selects.
 	jobs   []job
 	stdout io.Writer
@@ -69,6 +72,7 @@ func main() {
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds of every job on every server, interleaved")
 	flag.StringVar(&o.out, "out", "", "output folder: the table, the JSON, fio's reports, the processes' log and profiles (default test/bench/out/stack-TIME)")
 	flag.StringVar(&o.work, "work", "/dev/shm", "where the targets' files and etcd's data go (a tmpfs)")
+	flag.StringVar(&o.floor, "floor", "", "the test/bench/floor binary: measure the copy floor of the 1 MiB jobs in every round (map and targets CPU over the kernel's cost of the same traffic)")
 	flag.StringVar(&o.output, "o", "text", "output format on stdout: text or json")
 	flag.BoolVar(&o.profile, "profile", false, "collect a CPU profile of the map and of one target per job (first round)")
 	flag.BoolVar(&o.noisy, "noisy", false, "the noisy-neighbour benchmark instead of the table")

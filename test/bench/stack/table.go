@@ -77,11 +77,12 @@ func runTable(ctx context.Context, o options, c *cluster) error {
 		return err
 	}
 	servers = append(servers, nbdkit)
-	totals, err := measureAll(ctx, o, servers)
+	totals, floors, err := measureAll(ctx, o, servers)
 	if err != nil {
 		return err
 	}
 	res := tableResult{Config: describe(o), Jobs: results(o.jobs, servers, totals)}
+	addFloors(res.Jobs, floors)
 	for _, s := range servers {
 		res.Servers = append(res.Servers, s.Name)
 	}
@@ -124,15 +125,15 @@ func waitListening(addr string, wait time.Duration) error {
 
 // measureAll fills every server once, then runs the rounds: each job on
 // each server in turn, so that load from elsewhere hits all alike.
-func measureAll(ctx context.Context, o options, servers []server) (map[string]map[string]*total, error) {
+func measureAll(ctx context.Context, o options, servers []server) (map[string]map[string]*total, map[string]*floorTotal, error) {
 	fill := job{Name: "fill", RW: "write", BS: "1M", QD: 16}
 	for _, s := range servers {
 		fmt.Fprintf(os.Stderr, "bench-stack: filling %s\n", s.Name)
 		if _, err := runFio(ctx, fioArgs(fill, s.dev, o.size, 0), ""); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	totals := map[string]map[string]*total{}
+	totals, floors := map[string]map[string]*total{}, map[string]*floorTotal{}
 	for round := range o.rounds {
 		for _, j := range o.jobs {
 			for _, s := range servers {
@@ -147,7 +148,7 @@ func measureAll(ctx context.Context, o options, servers []server) (map[string]ma
 					profiles()
 				}
 				if err != nil {
-					return nil, err
+					return nil, nil, err
 				}
 				if totals[j.Name] == nil {
 					totals[j.Name] = map[string]*total{}
@@ -157,9 +158,12 @@ func measureAll(ctx context.Context, o options, servers []server) (map[string]ma
 				}
 				totals[j.Name][s.Name].add(r, cpu)
 			}
+			if err := measureFloor(ctx, o, j, round, floors); err != nil {
+				return nil, nil, err
+			}
 		}
 	}
-	return totals, nil
+	return totals, floors, nil
 }
 
 // measure runs j on s, sampling the CPU time of s's groups around it.
@@ -227,6 +231,9 @@ type jobResult struct {
 	// baseline's.
 	Ratio        float64            `json:"ratio"`
 	LatencyRatio map[string]float64 `json:"latency_ratio,omitempty"`
+	// Floor is the copy floor measured beside the job (-floor), and the
+	// stack's CPU over it.
+	Floor *floorResult `json:"copy_floor,omitempty"`
 }
 
 // serverResult is a job's figures on one server, over all rounds.
@@ -334,6 +341,13 @@ func renderTable(res tableResult, servers []server) string {
 			}
 		}
 		fmt.Fprintln(w, strings.Join(append(row, fmt.Sprintf("%.2f", jr.Ratio)), "\t")+"\t")
+		if f := jr.Floor; f != nil {
+			pad := make([]string, len(head)-6)
+			row := append([]string{"  copy floor", "MiB/s | CPU ms/GiB", fmt.Sprintf("%.0f", f.MiBps), fmt.Sprintf("%.0f", f.MapMs), fmt.Sprintf("%.0f", f.TargetsMs), fmt.Sprintf("%.0f", f.FioMs)}, pad...)
+			fmt.Fprintln(w, strings.Join(row, "\t")+"\t")
+			row = append([]string{"  over the floor", "×", "", fmt.Sprintf("%.2f", f.MapOver), fmt.Sprintf("%.2f", f.TargetsOver), ""}, pad...)
+			fmt.Fprintln(w, strings.Join(row, "\t")+"\t")
+		}
 		if jr.Latency {
 			for _, p := range percentiles {
 				k := pctName(p)
