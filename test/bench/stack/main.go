@@ -56,6 +56,7 @@ type options struct {
 	nsSize          string
 	runtime, rounds int
 	profile, noisy  bool
+	withoutLog      bool // a second volume without the write log, for the write jobs
 	neighbourFlags  string
 	// jobs are the table's jobs that -jobs selects.
 	jobs   []job
@@ -75,6 +76,7 @@ func main() {
 	flag.StringVar(&o.floor, "floor", "", "the test/bench/floor binary: measure the copy floor of the 1 MiB jobs in every round (map and targets CPU over the kernel's cost of the same traffic)")
 	flag.StringVar(&o.output, "o", "text", "output format on stdout: text or json")
 	flag.BoolVar(&o.profile, "profile", false, "collect a CPU profile of the map and of one target per job (first round)")
+	flag.BoolVar(&o.withoutLog, "without-log", true, "also run the write jobs on a second volume created with --write-log none, and give the log's cost")
 	flag.BoolVar(&o.noisy, "noisy", false, "the noisy-neighbour benchmark instead of the table")
 	flag.StringVar(&o.neighbourFlags, "neighbour-flags", "", "with -noisy: `volume create` flags of a third, limited neighbour (e.g. \"--qos-iops 500\")")
 	jobs := flag.String("jobs", "", "run only the table's jobs whose names match this regular expression (e.g. QD1)")

@@ -126,3 +126,39 @@ func TestFloorRows(t *testing.T) {
 		t.Fatalf("%d lines, want the header, the job and its two floor rows:\n%s", len(lines), text)
 	}
 }
+
+// The volume without the write log runs only the write jobs: its columns
+// are blank for the others, and each write job gets the log's cost.
+func TestLogCostRows(t *testing.T) {
+	servers := []server{
+		{Name: "nvstripe", groups: []namedGroup{{name: "map"}, {name: "targets"}}},
+		{Name: noLogName, groups: []namedGroup{{name: "map"}, {name: "targets"}}, only: job.write},
+		{Name: "nbdkit", groups: []namedGroup{{name: "nbdkit"}}},
+	}
+	totals := map[string]map[string]*total{}
+	for _, j := range stackJobs {
+		totals[j.Name] = map[string]*total{}
+		for i, s := range servers {
+			if !s.runs(j) {
+				continue
+			}
+			tt := &total{}
+			tt.add(fioRun{Bytes: 1 << 30, IOs: 1 << 18, Seconds: 1, Bins: map[int64]int64{10000: 1}}, map[string]float64{"fio": 1, "map": float64(3 - i), "targets": 2, "nbdkit": 1})
+			totals[j.Name][s.Name] = tt
+		}
+	}
+	jobs := results(stackJobs, servers, totals)
+	for _, jr := range jobs {
+		c := jr.LogCost
+		switch {
+		case !jr.write() && c != nil:
+			t.Errorf("%s: a log cost without a no-log run: %+v", jr.Name, c)
+		case jr.write() && (c == nil || c.Throughput != 1 || c.MapCPU != 1.5 || c.TargetsCPU != 1 || c.StackCPU != 5.0/4):
+			t.Errorf("%s: log cost %+v, want throughput 1, map 1.5, targets 1, both 1.25", jr.Name, c)
+		}
+	}
+	text := renderTable(tableResult{Config: runConfig{Size: 1 << 30}, Jobs: jobs}, servers)
+	if n := strings.Count(text, "log / no log"); n != 3 {
+		t.Fatalf("%d log cost rows, want one per write job (3):\n%s", n, text)
+	}
+}
