@@ -112,6 +112,7 @@ var (
 	_ Device             = (*File)(nil)
 	_ AllocationReporter = (*File)(nil)
 	_ Lender             = (*File)(nil)
+	_ FUAWriter          = (*File)(nil)
 )
 
 // dioAlign is the memory alignment of O_DIRECT buffers: the largest logical

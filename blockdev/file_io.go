@@ -58,7 +58,7 @@ func (fl *File) ReadAt(ctx context.Context, p []byte, off int64) error {
 	if fl.readMapped(p, off) {
 		return nil
 	}
-	if err := fl.transfer(p, off, false); err != nil {
+	if err := fl.transfer(p, off, read); err != nil {
 		return fl.fail("read", off, int64(len(p)), err)
 	}
 	return nil
@@ -71,7 +71,33 @@ func (fl *File) WriteAt(ctx context.Context, p []byte, off int64) error {
 	if fl.writeMapped(p, off) {
 		return nil
 	}
-	if err := fl.transfer(p, off, true); err != nil {
+	if err := fl.transfer(p, off, write); err != nil {
+		return fl.fail("write", off, int64(len(p)), err)
+	}
+	return nil
+}
+
+// WriteAtFUA writes p at off and returns nil once it is durable. A file on
+// tmpfs (mapped) has no medium behind its pages, so the write is all
+// there is (tmpfs's fdatasync does nothing). Elsewhere the write is made
+// durable alone (pwriteDsync: on a block device a FUA write, where
+// WriteAt and Flush would flush the device's whole cache); a kernel
+// without pwritev2 gets WriteAt and Flush.
+func (fl *File) WriteAtFUA(ctx context.Context, p []byte, off int64) error {
+	if err := fl.check(ctx, off, int64(len(p))); err != nil {
+		return err
+	}
+	if fl.writeMapped(p, off) {
+		return nil
+	}
+	err := fl.transfer(p, off, writeDsync)
+	if errors.Is(err, errUnsupported) {
+		if err := fl.transfer(p, off, write); err != nil {
+			return fl.fail("write", off, int64(len(p)), err)
+		}
+		return fl.Flush(ctx)
+	}
+	if err != nil {
 		return fl.fail("write", off, int64(len(p)), err)
 	}
 	return nil
@@ -135,26 +161,35 @@ func copyGuarded(dst, src []byte, cp func(dst, src []byte) int) (done bool) {
 	return true
 }
 
+// ioMode is what transfer does.
+type ioMode uint8
+
+const (
+	read       ioMode = iota
+	write             // pwrite
+	writeDsync        // pwritev2 with RWF_DSYNC (pwriteDsync)
+)
+
 // transfer reads or writes p at off, through bounce buffers when O_DIRECT
 // needs an aligned buffer and p is not one.
-func (fl *File) transfer(p []byte, off int64, write bool) error {
+func (fl *File) transfer(p []byte, off int64, mode ioMode) error {
 	if len(p) == 0 {
 		return nil
 	}
 	if !fl.direct || addrOf(p)%dioAlign == 0 {
-		return fl.rw(p, off, write)
+		return fl.rw(p, off, mode)
 	}
 	bp := fl.bounce.Get().(*[]byte)
 	defer fl.bounce.Put(bp)
 	for done := 0; done < len(p); {
 		b := (*bp)[:min(len(*bp), len(p)-done)]
-		if write {
+		if mode != read {
 			copy(b, p[done:])
 		}
-		if err := fl.rw(b, off+int64(done), write); err != nil {
+		if err := fl.rw(b, off+int64(done), mode); err != nil {
 			return err
 		}
-		if !write {
+		if mode == read {
 			copy(p[done:], b)
 		}
 		done += len(b)
@@ -162,13 +197,17 @@ func (fl *File) transfer(p []byte, off int64, write bool) error {
 	return nil
 }
 
-// rw is one pread or pwrite of all of p (os.File retries short transfers).
-func (fl *File) rw(p []byte, off int64, write bool) error {
+// rw is one pread, pwrite or pwriteDsync of all of p (os.File retries
+// short transfers).
+func (fl *File) rw(p []byte, off int64, mode ioMode) error {
 	var err error
-	if write {
-		_, err = fl.f.WriteAt(p, off)
-	} else {
+	switch mode {
+	case read:
 		_, err = fl.f.ReadAt(p, off)
+	case write:
+		_, err = fl.f.WriteAt(p, off)
+	case writeDsync:
+		err = pwriteDsync(fl.f, p, off)
 	}
 	return err
 }
@@ -229,7 +268,7 @@ func (fl *File) writeZeros(off, n int64) error {
 	clear(*bp)
 	for done := int64(0); done < n; {
 		b := (*bp)[:min(int64(len(*bp)), n-done)]
-		if err := fl.rw(b, off+done, true); err != nil {
+		if err := fl.rw(b, off+done, write); err != nil {
 			return err
 		}
 		done += int64(len(b))

@@ -154,3 +154,50 @@ func TestFileLend(t *testing.T) {
 		t.Error("an unmapped File lent its bytes")
 	}
 }
+
+// WriteAtFUA lands the bytes on every path a File takes: through the
+// mapping (tmpfs), with pwritev2 and RWF_DSYNC (tmpfs without the
+// mapping; a file elsewhere, with O_DIRECT where the file system takes it),
+// and from a buffer O_DIRECT cannot use as it is (the bounce buffers);
+// what a read of the file by another descriptor sees is the same.
+func TestFileWriteAtFUA(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name string
+		dir  func(*testing.T) string
+		o    blockdev.FileOptions
+	}{
+		{"tmpfs mapped", tmpfsDir, blockdev.FileOptions{}},
+		{"tmpfs not mapped", tmpfsDir, blockdev.FileOptions{NoMap: true}},
+		{"disk direct", func(t *testing.T) string { return t.TempDir() }, blockdev.FileOptions{Direct: blockdev.DirectAuto}},
+		{"disk buffered", func(t *testing.T) string { return t.TempDir() }, blockdev.FileOptions{Direct: blockdev.DirectOff}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			o := c.o
+			o.Size, o.Sparse = 4<<20, true
+			f := openFile(t, filepath.Join(c.dir(t), "dev"), &o)
+			buf := make([]byte, 3*4096+1)
+			data := buf[1:] // not 4 KiB aligned: O_DIRECT goes through the bounce buffers
+			for i := range data {
+				data[i] = byte(i*7 + 3)
+			}
+			for _, off := range []int64{0, 1 << 20, 4<<20 - int64(len(data))} {
+				if err := f.WriteAtFUA(ctx, data, off); err != nil {
+					t.Fatalf("WriteAtFUA at %d: %v", off, err)
+				}
+				got := make([]byte, len(data))
+				if err := f.ReadAt(ctx, got, off); err != nil || !bytes.Equal(got, data) {
+					t.Fatalf("read back at %d: %v, equal %v", off, err, bytes.Equal(got, data))
+				}
+				raw, err := os.ReadFile(f.Path())
+				if err != nil || !bytes.Equal(raw[off:off+int64(len(data))], data) {
+					t.Fatalf("the file itself at %d: %v", off, err)
+				}
+			}
+			if err := f.WriteAtFUA(ctx, data, 4<<20); err == nil {
+				t.Fatal("a FUA write past the end went through")
+			}
+		})
+	}
+}

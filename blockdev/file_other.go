@@ -32,3 +32,5 @@ func mapTmpfs(*os.File, int64) ([]byte, error) { return nil, errUnsupported }
 func unmap([]byte) {}
 
 func resident([]byte, int64, int64) bool { return false }
+
+func pwriteDsync(*os.File, []byte, int64) error { return errUnsupported }

@@ -25,7 +25,8 @@ bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
 "$GO" build -o "$bin/nvstripe" ./cmd/nvstripe
 "$GO" build -o "$bin/bench-stack" ./test/bench/stack
-args=(-nvstripe "$bin/nvstripe" -size "${SIZE:-1GiB}" -runtime "${RUNTIME:-5}" -rounds "${ROUNDS:-3}" -o "${OUTPUT:-text}")
+"$GO" build -o "$bin/floor" ./test/bench/floor
+args=(-nvstripe "$bin/nvstripe" -floor "$bin/floor" -size "${SIZE:-1GiB}" -runtime "${RUNTIME:-5}" -rounds "${ROUNDS:-3}" -o "${OUTPUT:-text}")
 [ -n "${OUT:-}" ] && args+=(-out "$OUT")
 [ -n "${JOBS:-}" ] && args+=(-jobs "$JOBS")
 [ "${PROFILE:-0}" = 1 ] && args+=(-profile)

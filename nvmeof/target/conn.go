@@ -95,8 +95,11 @@ func (c *conn) admitted() {
 	c.maxData = max(adminInCapsule, c.t.cfg.InCapsuleDataSize, c.t.cfg.MaxH2CData, c.t.cfg.MaxTransferSize)
 	pending, _ := c.br.Peek(c.br.Buffered())
 	var r io.Reader = c.nc
+	if c.snd.raw != nil {
+		r = c.snd.raw // raw reads on plain TCP, as the sender's writev (package rawsock)
+	}
 	if len(pending) > 0 {
-		r = io.MultiReader(bytes.NewReader(bytes.Clone(pending)), c.nc)
+		r = io.MultiReader(bytes.NewReader(bytes.Clone(pending)), r)
 	}
 	c.br = bufio.NewReaderSize(r, readBufSize)
 	c.snd.grow()

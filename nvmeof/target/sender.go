@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nvstripe/nvstripe/internal/rawsock"
 	"github.com/nvstripe/nvstripe/nvmeof/tlspsk"
 )
 
@@ -22,8 +23,13 @@ const (
 // sender is a connection's single writer. Producers (command goroutines
 // and the reader) queue PDUs; the writer goroutine sends everything queued
 // so far with one writev, so that concurrent completions share syscalls.
+// On a plain TCP connection the writev is a raw system call (package
+// rawsock): a C2HData of 128 KiB is a long call, and through net.Buffers
+// the runtime's syscall path let sysmon hand the goroutine's P to another
+// thread during it and park a thread after it.
 type sender struct {
 	nc    net.Conn
+	raw   *rawsock.Conn // nc's raw writev on plain TCP; nil for TLS and wrapped connections
 	wake  chan struct{}
 	done  chan struct{} // closed when run returns
 	stop  chan struct{} // closed to make run return
@@ -46,7 +52,7 @@ type sender struct {
 }
 
 func newSender(nc net.Conn, gate func() error, onErr func(error)) *sender {
-	return &sender{nc: nc, wake: make(chan struct{}, 1), done: make(chan struct{}), stop: make(chan struct{}),
+	return &sender{nc: nc, raw: rawsock.New(nc), wake: make(chan struct{}, 1), done: make(chan struct{}), stop: make(chan struct{}),
 		gate: gate, onErr: onErr, arena: make([]byte, 0, strangerArenaSize), arenaCap: strangerArenaSize}
 }
 
@@ -208,9 +214,14 @@ func (s *sender) write(segs [][]byte, rel []func(), arena []byte) error {
 	if err := s.gate(); err != nil {
 		return err
 	}
-	s.bufs = net.Buffers(segs)
-	_, err := tlspsk.WriteBuffers(s.nc, &s.bufs)
-	s.bufs = nil
+	var err error
+	if s.raw != nil {
+		err = s.raw.Writev(segs)
+	} else {
+		s.bufs = net.Buffers(segs)
+		_, err = tlspsk.WriteBuffers(s.nc, &s.bufs)
+		s.bufs = nil
+	}
 	clear(segs)
 	s.mu.Lock()
 	if cap(arena) <= 1<<20 && len(s.spares) < 4 {

@@ -49,11 +49,15 @@ import (
 // options are the command's flags.
 type options struct {
 	bin, out, work, output string
-	size                   int64
-	nsSize                 string
-	runtime, rounds        int
-	profile, noisy         bool
-	neighbourFlags         string
+	// floor is the test/bench/floor binary: run beside the 1 MiB jobs
+	// (empty: no floor rows).
+	floor           string
+	size            int64
+	nsSize          string
+	runtime, rounds int
+	profile, noisy  bool
+	withoutLog      bool // a second volume without the write log, for the write jobs
+	neighbourFlags  string
 	// jobs are the table's jobs that -jobs selects.
 	jobs   []job
 	stdout io.Writer
@@ -69,8 +73,10 @@ func main() {
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds of every job on every server, interleaved")
 	flag.StringVar(&o.out, "out", "", "output folder: the table, the JSON, fio's reports, the processes' log and profiles (default test/bench/out/stack-TIME)")
 	flag.StringVar(&o.work, "work", "/dev/shm", "where the targets' files and etcd's data go (a tmpfs)")
+	flag.StringVar(&o.floor, "floor", "", "the test/bench/floor binary: measure the copy floor of the 1 MiB jobs in every round (map and targets CPU over the kernel's cost of the same traffic)")
 	flag.StringVar(&o.output, "o", "text", "output format on stdout: text or json")
 	flag.BoolVar(&o.profile, "profile", false, "collect a CPU profile of the map and of one target per job (first round)")
+	flag.BoolVar(&o.withoutLog, "without-log", true, "also run the write jobs on a second volume created with --write-log none, and give the log's cost")
 	flag.BoolVar(&o.noisy, "noisy", false, "the noisy-neighbour benchmark instead of the table")
 	flag.StringVar(&o.neighbourFlags, "neighbour-flags", "", "with -noisy: `volume create` flags of a third, limited neighbour (e.g. \"--qos-iops 500\")")
 	jobs := flag.String("jobs", "", "run only the table's jobs whose names match this regular expression (e.g. QD1)")

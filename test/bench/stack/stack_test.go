@@ -93,3 +93,72 @@ func TestRenderTable(t *testing.T) {
 		t.Fatalf("no p99.99 row or no latency ratio 0.50 (10 µs over 20 µs):\n%s", text)
 	}
 }
+
+// A 1 MiB job measured beside its copy floor gets two rows more: the
+// floor's figures (summed over rounds, weighted by GiB) and the stack's
+// CPU over them.
+func TestFloorRows(t *testing.T) {
+	servers := []server{
+		{Name: "nvstripe", groups: []namedGroup{{name: "map"}, {name: "targets"}}},
+		{Name: "nbdkit", groups: []namedGroup{{name: "nbdkit"}}},
+	}
+	j := stackJobs[0]
+	totals := map[string]map[string]*total{j.Name: {}}
+	for _, s := range servers {
+		tt := &total{}
+		tt.add(fioRun{Bytes: 1 << 30, IOs: 1024, Seconds: 1}, map[string]float64{"fio": 0.5, "map": 1.5, "targets": 2, "nbdkit": 0.3})
+		totals[j.Name][s.Name] = tt
+	}
+	jobs := results([]job{j}, servers, totals)
+	ft := &floorTotal{}
+	ft.add(floorRun{GiB: 2, MiBps: 1024, ClientMs: 500, SinksMs: 1000, PeerMs: 100})
+	ft.add(floorRun{GiB: 2, MiBps: 512, ClientMs: 1000, SinksMs: 1000, PeerMs: 300})
+	addFloors(jobs, map[string]*floorTotal{j.Name: ft})
+	f := jobs[0].Floor
+	if f == nil || f.MapMs != 750 || f.TargetsMs != 1000 || f.FioMs != 200 || f.MiBps != 4*1024/6.0 || f.MapOver != 2 || f.TargetsOver != 2 {
+		t.Fatalf("floor %+v: want 750 and 1000 ms/GiB, 683 MiB/s, the stack at 2x both", f)
+	}
+	text := renderTable(tableResult{Config: runConfig{Size: 1 << 30}, Jobs: jobs}, servers)
+	if !strings.Contains(text, "copy floor") || !strings.Contains(text, "over the floor") || !strings.Contains(text, "2.00") {
+		t.Fatalf("no floor rows:\n%s", text)
+	}
+	if lines := strings.Split(strings.TrimSpace(text), "\n"); len(lines) != 4+3 {
+		t.Fatalf("%d lines, want the header, the job and its two floor rows:\n%s", len(lines), text)
+	}
+}
+
+// The volume without the write log runs only the write jobs: its columns
+// are blank for the others, and each write job gets the log's cost.
+func TestLogCostRows(t *testing.T) {
+	servers := []server{
+		{Name: "nvstripe", groups: []namedGroup{{name: "map"}, {name: "targets"}}},
+		{Name: noLogName, groups: []namedGroup{{name: "map"}, {name: "targets"}}, only: job.write},
+		{Name: "nbdkit", groups: []namedGroup{{name: "nbdkit"}}},
+	}
+	totals := map[string]map[string]*total{}
+	for _, j := range stackJobs {
+		totals[j.Name] = map[string]*total{}
+		for i, s := range servers {
+			if !s.runs(j) {
+				continue
+			}
+			tt := &total{}
+			tt.add(fioRun{Bytes: 1 << 30, IOs: 1 << 18, Seconds: 1, Bins: map[int64]int64{10000: 1}}, map[string]float64{"fio": 1, "map": float64(3 - i), "targets": 2, "nbdkit": 1})
+			totals[j.Name][s.Name] = tt
+		}
+	}
+	jobs := results(stackJobs, servers, totals)
+	for _, jr := range jobs {
+		c := jr.LogCost
+		switch {
+		case !jr.write() && c != nil:
+			t.Errorf("%s: a log cost without a no-log run: %+v", jr.Name, c)
+		case jr.write() && (c == nil || c.Throughput != 1 || c.MapCPU != 1.5 || c.TargetsCPU != 1 || c.StackCPU != 5.0/4):
+			t.Errorf("%s: log cost %+v, want throughput 1, map 1.5, targets 1, both 1.25", jr.Name, c)
+		}
+	}
+	text := renderTable(tableResult{Config: runConfig{Size: 1 << 30}, Jobs: jobs}, servers)
+	if n := strings.Count(text, "log / no log"); n != 3 {
+		t.Fatalf("%d log cost rows, want one per write job (3):\n%s", n, text)
+	}
+}

@@ -23,7 +23,16 @@ type server struct {
 	// pprof are the --pprof addresses to profile during a job (-profile),
 	// by file name suffix.
 	pprof map[string]string
+	// only, when set, picks the jobs this server runs (the others are
+	// left blank in the table).
+	only func(job) bool
 }
+
+// runs reports whether s runs job j.
+func (s server) runs(j job) bool { return s.only == nil || s.only(j) }
+
+// noLogName is the server of the volume without the write log (-without-log).
+const noLogName = "--write-log none"
 
 type namedGroup struct {
 	name string
@@ -66,6 +75,13 @@ func runTable(ctx context.Context, o options, c *cluster) error {
 	stackGroups := []namedGroup{{"map", group{m.proc}}, {"targets", c.targets}}
 	servers := []server{{Name: "nvstripe", dev: device{uri: m.uri}, groups: stackGroups,
 		pprof: map[string]string{"map": m.pprof, "target": c.targetPprof}}}
+	if o.withoutLog {
+		nl, err := noLogServer(c, o.size)
+		if err != nil {
+			return err
+		}
+		servers = append(servers, nl)
+	}
 	if path, detach, err := attachKernel(c, m.uri); err != nil {
 		fmt.Fprintf(os.Stderr, "bench-stack: no kernel device: %v\n", err)
 	} else {
@@ -77,15 +93,30 @@ func runTable(ctx context.Context, o options, c *cluster) error {
 		return err
 	}
 	servers = append(servers, nbdkit)
-	totals, err := measureAll(ctx, o, servers)
+	totals, floors, err := measureAll(ctx, o, servers)
 	if err != nil {
 		return err
 	}
 	res := tableResult{Config: describe(o), Jobs: results(o.jobs, servers, totals)}
+	addFloors(res.Jobs, floors)
 	for _, s := range servers {
 		res.Servers = append(res.Servers, s.Name)
 	}
 	return save(o, res, renderTable(res, servers))
+}
+
+// noLogServer creates and maps a second volume like the first but without
+// the write log, for the write jobs: what the log costs, in the same run.
+func noLogServer(c *cluster, size int64) (server, error) {
+	if err := c.createVolume("nolog", fmt.Sprint(size), "--write-log", "none"); err != nil {
+		return server{}, err
+	}
+	m, err := c.mapVolume("nolog")
+	if err != nil {
+		return server{}, err
+	}
+	return server{Name: noLogName, dev: device{uri: m.uri}, groups: []namedGroup{{"map", group{m.proc}}, {"targets", c.targets}},
+		only: job.write}, nil
 }
 
 // startNbdkit serves `nbdkit memory SIZE` on a free port.
@@ -124,18 +155,24 @@ func waitListening(addr string, wait time.Duration) error {
 
 // measureAll fills every server once, then runs the rounds: each job on
 // each server in turn, so that load from elsewhere hits all alike.
-func measureAll(ctx context.Context, o options, servers []server) (map[string]map[string]*total, error) {
+func measureAll(ctx context.Context, o options, servers []server) (map[string]map[string]*total, map[string]*floorTotal, error) {
 	fill := job{Name: "fill", RW: "write", BS: "1M", QD: 16}
 	for _, s := range servers {
+		if !s.runs(fill) {
+			continue
+		}
 		fmt.Fprintf(os.Stderr, "bench-stack: filling %s\n", s.Name)
 		if _, err := runFio(ctx, fioArgs(fill, s.dev, o.size, 0), ""); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	totals := map[string]map[string]*total{}
+	totals, floors := map[string]map[string]*total{}, map[string]*floorTotal{}
 	for round := range o.rounds {
 		for _, j := range o.jobs {
 			for _, s := range servers {
+				if !s.runs(j) {
+					continue
+				}
 				fmt.Fprintf(os.Stderr, "bench-stack: round %d/%d: %s on %s\n", round+1, o.rounds, j.Name, s.Name)
 				keep := filepath.Join(o.out, "fio", fmt.Sprintf("%s-%s-%d.json", slug(j.Name), slug(s.Name), round+1))
 				var profiles func()
@@ -147,7 +184,7 @@ func measureAll(ctx context.Context, o options, servers []server) (map[string]ma
 					profiles()
 				}
 				if err != nil {
-					return nil, err
+					return nil, nil, err
 				}
 				if totals[j.Name] == nil {
 					totals[j.Name] = map[string]*total{}
@@ -157,9 +194,12 @@ func measureAll(ctx context.Context, o options, servers []server) (map[string]ma
 				}
 				totals[j.Name][s.Name].add(r, cpu)
 			}
+			if err := measureFloor(ctx, o, j, round, floors); err != nil {
+				return nil, nil, err
+			}
 		}
 	}
-	return totals, nil
+	return totals, floors, nil
 }
 
 // measure runs j on s, sampling the CPU time of s's groups around it.
@@ -227,6 +267,22 @@ type jobResult struct {
 	// baseline's.
 	Ratio        float64            `json:"ratio"`
 	LatencyRatio map[string]float64 `json:"latency_ratio,omitempty"`
+	// Floor is the copy floor measured beside the job (-floor), and the
+	// stack's CPU over it.
+	Floor *floorResult `json:"copy_floor,omitempty"`
+	// LogCost is the default volume over the one without the write log
+	// (-without-log, write jobs).
+	LogCost *logCost `json:"log_cost,omitempty"`
+}
+
+// logCost is what the write log costs a job: the volume with it over the
+// volume without it, for throughput (or IOPS) and CPU per GiB (or per
+// IO) of the map and of the targets.
+type logCost struct {
+	Throughput float64 `json:"throughput"`
+	MapCPU     float64 `json:"map_cpu"`
+	TargetsCPU float64 `json:"targets_cpu"`
+	StackCPU   float64 `json:"stack_cpu"` // map and targets together
 }
 
 // serverResult is a job's figures on one server, over all rounds.
@@ -256,8 +312,11 @@ func results(jobs []job, servers []server, totals map[string]map[string]*total) 
 	for _, j := range jobs {
 		jr := jobResult{job: j, Results: map[string]serverResult{}}
 		for _, s := range servers {
-			jr.Results[s.Name] = figures(j, totals[j.Name][s.Name])
+			if t := totals[j.Name][s.Name]; t != nil {
+				jr.Results[s.Name] = figures(j, t)
+			}
 		}
+		jr.LogCost = costOfLog(j, jr.Results[servers[0].Name], jr.Results, servers)
 		first, base := jr.Results[servers[0].Name], jr.Results[servers[len(servers)-1].Name]
 		jr.Ratio = ratio(first.MiBps, base.MiBps)
 		if j.Latency {
@@ -286,6 +345,27 @@ func figures(j job, t *total) serverResult {
 		}
 	}
 	return r
+}
+
+// costOfLog compares the first server with the no-log one, where both ran j.
+func costOfLog(j job, with serverResult, all map[string]serverResult, servers []server) *logCost {
+	without, ok := all[noLogName]
+	if !ok || len(servers) < 2 {
+		return nil
+	}
+	v1, c1 := headline(j, with)
+	v0, c0 := headline(j, without)
+	return &logCost{Throughput: ratio(v1, v0), MapCPU: ratio(c1["map"], c0["map"]), TargetsCPU: ratio(c1["targets"], c0["targets"]),
+		StackCPU: ratio(c1["map"]+c1["targets"], c0["map"]+c0["targets"])}
+}
+
+// headline is a job's figure on a server and its CPU by group: IOPS and
+// µs per IO for the 4 KiB jobs, MiB/s and ms per GiB for the others.
+func headline(j job, r serverResult) (float64, map[string]float64) {
+	if j.Small {
+		return r.IOPS, r.CPUusPerIO
+	}
+	return r.MiBps, r.CPUmsPerGiB
 }
 
 func pctName(p float64) string { return fmt.Sprintf("p%g", p) }
@@ -323,7 +403,13 @@ func renderTable(res tableResult, servers []server) string {
 		}
 		row := []string{jr.Name, unit}
 		for _, s := range servers {
-			r := jr.Results[s.Name]
+			r, ok := jr.Results[s.Name]
+			if !ok {
+				for range len(s.groups) + 2 {
+					row = append(row, "")
+				}
+				continue
+			}
 			value, cpu := r.MiBps, r.CPUmsPerGiB
 			if jr.Small {
 				value, cpu = r.IOPS, r.CPUusPerIO
@@ -334,12 +420,27 @@ func renderTable(res tableResult, servers []server) string {
 			}
 		}
 		fmt.Fprintln(w, strings.Join(append(row, fmt.Sprintf("%.2f", jr.Ratio)), "\t")+"\t")
+		if f := jr.Floor; f != nil {
+			pad := make([]string, len(head)-6)
+			row := append([]string{"  copy floor", "MiB/s | CPU ms/GiB", fmt.Sprintf("%.0f", f.MiBps), fmt.Sprintf("%.0f", f.MapMs), fmt.Sprintf("%.0f", f.TargetsMs), fmt.Sprintf("%.0f", f.FioMs)}, pad...)
+			fmt.Fprintln(w, strings.Join(row, "\t")+"\t")
+			row = append([]string{"  over the floor", "×", "", fmt.Sprintf("%.2f", f.MapOver), fmt.Sprintf("%.2f", f.TargetsOver), ""}, pad...)
+			fmt.Fprintln(w, strings.Join(row, "\t")+"\t")
+		}
+		if c := jr.LogCost; c != nil {
+			row := []string{"  log / no log", "×", fmt.Sprintf("%.2f", c.Throughput), fmt.Sprintf("%.2f", c.MapCPU), fmt.Sprintf("%.2f", c.TargetsCPU), ""}
+			fmt.Fprintln(w, strings.Join(append(row, make([]string, len(head)-6)...), "\t")+"\t")
+		}
 		if jr.Latency {
 			for _, p := range percentiles {
 				k := pctName(p)
 				row := []string{"  latency " + k, "µs"}
 				for _, s := range servers {
-					row = append(row, fmt.Sprintf("%.1f", jr.Results[s.Name].LatencyUS[k]))
+					lat := ""
+					if r, ok := jr.Results[s.Name]; ok {
+						lat = fmt.Sprintf("%.1f", r.LatencyUS[k])
+					}
+					row = append(row, lat)
 					for range len(s.groups) + 1 {
 						row = append(row, "")
 					}

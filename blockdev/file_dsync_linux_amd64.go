@@ -1,0 +1,3 @@
+package blockdev
+
+const sysPwritev2 = 328 // linux/amd64
