@@ -57,7 +57,9 @@ type FileOptions struct {
 
 // File is a Device over a regular file or a block device.
 //
-// Flush is fdatasync. Trim punches a hole (block devices: zero-out with
+// Flush is fdatasync. WriteAtFUA makes one write durable alone (pwritev2
+// with RWF_DSYNC: a FUA write on a block device); on tmpfs it is a write.
+// Trim punches a hole (block devices: zero-out with
 // unmap) and WriteZeroes zeroes the range in place (FALLOC_FL_ZERO_RANGE or
 // BLKZEROOUT); both fall back to writing zeros where the system lacks the
 // call, and WriteZeroes of a regular file punches a hole when the file
