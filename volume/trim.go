@@ -107,6 +107,9 @@ func (v *Volume) zeroStripes(ctx context.Context, s *segment, first, last int64,
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("segment %d stripes %d-%d: trim not started: %w", s.id, first, last, err)
 	}
+	if err := v.zeroReached(s, first, last); err != nil {
+		return err // as a write that cannot be done: nothing changed
+	}
 	done, err := v.logZero(ctx, s, first, last)
 	if err != nil {
 		return err
@@ -114,7 +117,7 @@ func (v *Volume) zeroStripes(ctx context.Context, s *segment, first, last int64,
 	defer done()
 	ctx = context.WithoutCancel(ctx)
 	off, n := first*v.g.Chunk, (last-first+1)*v.g.Chunk
-	return v.each(len(s.slots), func(i int) error {
+	err = v.each(len(s.slots), func(i int) error {
 		copies := []*slot{s.slots[i]}
 		if p := s.slots[i].prev.Load(); p != nil {
 			copies = append(copies, p) // during a move both must read zeros
@@ -126,6 +129,28 @@ func (v *Volume) zeroStripes(ctx context.Context, s *segment, first, last int64,
 		}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	return v.zeroReached(s, first, last)
+}
+
+// zeroReached fails with the StripeError of the first stripe of [first,
+// last] of s that fewer than K of its shards serve. Zeroing whole stripes
+// is acknowledged, as a write is, only when each stripe reads as zeros
+// from the shards that took it: at most M may have missed it (zeroSlot
+// marks those stale). A zeroing that failed so leaves the stripes as a
+// failed write does: each block holds its old data or zeros, or reads fail
+// (over-stale, see overstale.go). REQUIRES: the stripes' locks held.
+func (v *Volume) zeroReached(s *segment, first, last int64) error {
+	u := make([]bool, v.g.N())
+	for t := first; t <= last; t++ {
+		id := layout.StripeID{Segment: s.id, Stripe: t}
+		if count(v.usableInto(u, s, id)) < v.g.K {
+			return v.stripeError(s, id, u)
+		}
+	}
+	return nil
 }
 
 // zeroSlot trims or zeroes [off, off+n) of one copy of slot i; a copy that
