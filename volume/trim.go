@@ -153,12 +153,13 @@ func (v *Volume) zeroReached(s *segment, first, last int64) error {
 	return nil
 }
 
-// zeroSlot trims or zeroes [off, off+n) of one copy of slot i; a copy that
-// cannot take it is marked stale from stripe first.
+// zeroSlot trims or zeroes [off, off+n) of one copy of slot i, stripes
+// [first, ...]; a copy that cannot take it missed those stripes: they
+// become holes, as for a write that went around it (missedRun).
 func (v *Volume) zeroSlot(ctx context.Context, s *segment, sl *slot, i int, first, off, n int64, trim bool) error {
+	last := first + n/v.g.Chunk - 1
 	if sl.ns.down.Load() {
-		sl.lowerValid(first)
-		return v.recordStale(ctx, s, i, sl)
+		return v.missedZero(ctx, s, i, first, last, sl)
 	}
 	var err error
 	if trim {
@@ -167,19 +168,24 @@ func (v *Volume) zeroSlot(ctx context.Context, s *segment, sl *slot, i int, firs
 		err = sl.dev.WriteZeroes(ctx, off, n)
 	}
 	if err == nil {
-		v.noteWritten(sl, first, first+n/v.g.Chunk-1)
+		v.noteWritten(sl, first, last)
 		if v.g.Checksums {
-			err = v.zeroSums(ctx, sl, first, first+n/v.g.Chunk-1)
+			err = v.zeroSums(ctx, sl, first, last)
 		}
 	}
 	if err == nil {
 		return nil
 	}
 	if isShardFault(v.shardFailed(s, sl, i, first, err)) {
-		sl.lowerValid(first)
-		return v.recordStale(ctx, s, i, sl)
+		return v.missedZero(ctx, s, i, first, last, sl)
 	}
 	return fmt.Errorf("segment %d slot %d: zeroing: %w", s.id, i, err)
+}
+
+// missedZero records that copy sl of slot i missed the zeroing of stripes
+// [first, last]: as holes, unless it is stale there already.
+func (v *Volume) missedZero(ctx context.Context, s *segment, i int, first, last int64, sl *slot) error {
+	return v.missedRun(ctx, s, i, first, last, sl, sl.valid.Load() > last && !sl.logged.Load())
 }
 
 // lockStripes takes the locks of stripes [first, last] of seg in lock order

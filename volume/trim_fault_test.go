@@ -104,24 +104,37 @@ func trimPastParity(t *testing.T, g layout.Geometry, op trimOp, mode string, fai
 	r.reopen(t, r.deviceMap())
 	c.v = r.vol
 	c.run("after the namespaces came back", true, mode == "known" && !acked)
-	if _, err := r.vol.Repair(ctx); err != nil && (acked || blockdev.Class(err) != blockdev.ErrCorrupt) {
+	if acked { // the namespaces that failed missed the zeroed stripes only
+		setAway(t, r, failed, true)
+		c.v = r.vol
+		c.untouched("before repair, with two other namespaces away")
+		setAway(t, r, failed, false)
+		c.v = r.vol
+	}
+	if _, err := r.vol.Repair(ctx); err != nil {
 		t.Fatalf("namespaces %06b failed: repair: %v", failed, err)
 	}
 	c.run("after repair", true, mode == "known" && !acked)
-	if !acked {
-		return
+	if acked {
+		setAway(t, r, failed, true)
+		c.v = r.vol
+		c.run("after repair, with two other namespaces away", true, false)
 	}
+}
+
+// setAway sets M namespaces not in failed down (or up again) and opens
+// the volume anew.
+func setAway(t *testing.T, r *rig, failed int, down bool) {
+	t.Helper()
 	away := 0
 	for ns := range r.devs {
-		if failed&(1<<ns) == 0 && away < g.M {
-			r.devs[ns].SetDown(true)
+		if failed&(1<<ns) == 0 && away < r.g.M {
+			r.devs[ns].SetDown(down)
 			away++
 		}
 	}
-	_ = r.vol.Flush(ctx)
+	_ = r.vol.Flush(context.Background())
 	r.reopen(t, r.deviceMap())
-	c.v = r.vol
-	c.run("after repair, with two other namespaces away", true, false)
 }
 
 // trimCheck reads back the first four stripes after a zeroing.
@@ -132,6 +145,31 @@ type trimCheck struct {
 	old    []byte
 	failed int
 	acked  bool // the zeroing was acknowledged
+}
+
+// touched reports whether the block at off is in a stripe the zeroing
+// touched.
+func (c trimCheck) touched(off int64) bool {
+	sd := c.v.g.StripeData()
+	return off/sd >= c.op.off/sd && off/sd <= (c.op.off+c.op.n-1)/sd
+}
+
+// untouched reads the blocks of the stripes the zeroing did not touch:
+// each must read the old data.
+func (c trimCheck) untouched(when string) {
+	c.t.Helper()
+	sd := c.v.g.StripeData()
+	got := make([]byte, layout.ChecksumBlock)
+	for off := int64(0); off < int64(len(c.old)); off += layout.ChecksumBlock {
+		if c.touched(off) {
+			continue
+		}
+		where := fmt.Sprintf("namespaces %06b failed, %s: block at %d (stripe %d)", c.failed, when, off, off/sd)
+		if err := c.v.ReadAt(context.Background(), got, off); err != nil {
+			c.t.Fatalf("%s: %v", where, err)
+		}
+		mustEqual(c.t, where+", want the old data", got, c.old[off:off+layout.ChecksumBlock])
+	}
 }
 
 // run reads each block. After an acknowledged zeroing, every read must
@@ -149,10 +187,9 @@ func (c trimCheck) run(when string, back, unchanged bool) {
 		err := c.v.ReadAt(context.Background(), got, off)
 		old := c.old[off : off+layout.ChecksumBlock]
 		inRange := off >= c.op.off && off < c.op.off+c.op.n
-		touched := off/sd >= c.op.off/sd && off/sd <= (c.op.off+c.op.n-1)/sd
 		where := fmt.Sprintf("namespaces %06b failed, %s: block at %d (stripe %d)", c.failed, when, off, off/sd)
 		switch {
-		case err != nil && (c.acked || back && (unchanged || !touched)):
+		case err != nil && (c.acked || back && (unchanged || !c.touched(off))):
 			c.t.Fatalf("%s: %v", where, err)
 		case err != nil && back && blockdev.Class(err) != blockdev.ErrCorrupt:
 			c.t.Fatalf("%s: %v; want class ErrCorrupt", where, err)
