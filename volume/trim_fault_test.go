@@ -11,6 +11,7 @@ import (
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/blockdev/faultdev"
+	"github.com/nvstripe/nvstripe/internal/testutil"
 	"github.com/nvstripe/nvstripe/volume/layout"
 )
 
@@ -201,5 +202,44 @@ func (c trimCheck) run(when string, back, unchanged bool) {
 		case !bytes.Equal(got, old) && !bytes.Equal(got, zeros):
 			c.t.Fatalf("%s: reads neither the old data nor zeros", where)
 		}
+	}
+}
+
+// TestTrimFreePastParity: a trim of a whole segment frees it, which needs
+// no shard: with M+1 of the namespaces failing writes and trims (each of
+// the 20 choices), it is acknowledged and the segment reads as zeros, also
+// after the namespaces come back and a new owner opens the volume; a write
+// then allocates the segment afresh and reads back.
+func TestTrimFreePastParity(t *testing.T) {
+	ctx := context.Background()
+	g := layout.Geometry{K: 4, M: 2, Chunk: 16 << 10, SlotSize: 128 << 10, Checksums: true}
+	size := g.SegmentData()
+	for failed := range 1 << g.N() {
+		if bits.OnesCount(uint(failed)) != g.M+1 {
+			continue
+		}
+		r := newRig(t, g, size, rigOptions{})
+		mustWriteFlushed(t, r.vol, testutil.Pattern(int(size), 1), 0)
+		for ns := range r.devs {
+			if failed&(1<<ns) != 0 {
+				r.devs[ns].Add(faultdev.Rule{Action: faultdev.Fail, Ops: faultdev.OpWrite | faultdev.OpWriteZeroes | faultdev.OpTrim})
+			}
+		}
+		if err := r.vol.Trim(ctx, 0, size); err != nil {
+			t.Fatalf("namespaces %06b failed: trim of a whole segment: %v", failed, err)
+		}
+		if ext, err := r.vol.Allocated(ctx, 0, size); len(ext) != 0 || err != nil {
+			t.Fatalf("namespaces %06b failed: allocated after the trim: %v, %v; want none", failed, ext, err)
+		}
+		mustEqual(t, fmt.Sprintf("namespaces %06b failed: after the trim", failed), mustRead(t, r.vol, 0, int(size)), make([]byte, size))
+		for _, d := range r.devs {
+			d.Clear()
+			d.SetDown(false)
+		}
+		r.reopen(t, r.deviceMap())
+		mustEqual(t, fmt.Sprintf("namespaces %06b failed: after a reopen", failed), mustRead(t, r.vol, 0, int(size)), make([]byte, size))
+		want := testutil.Pattern(int(size), 2)
+		mustWriteFlushed(t, r.vol, want, 0)
+		mustEqual(t, fmt.Sprintf("namespaces %06b failed: written again", failed), mustRead(t, r.vol, 0, int(size)), want)
 	}
 }
