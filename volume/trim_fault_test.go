@@ -24,14 +24,16 @@ import (
 // With at most M failing, the zeroing is acknowledged and reads return
 // zeros in its range and the old data around it: at once, after the
 // namespaces come back and a new owner opens the volume, after Repair,
-// and then with two other namespaces away. With M+1 failing (each of the
-// 20 choices), it must fail with a *StripeError (class ErrUnavailable),
-// like a write that cannot reach K shards, and no read may return bytes
-// nobody wrote: old data or zeros in the range, an error while the
-// namespaces are away, class ErrCorrupt once they are back; a zeroing that
-// failed before it started (known) must leave the old data readable. Before
-// the fix a whole-stripe zeroing with M+1 failing was acknowledged, and the
-// stripes read the old data or failed as corrupt.
+// and then with two other namespaces away; before Repair, the stripes it
+// did not touch survive two other namespaces going (the failed ones
+// missed the zeroed stripes only). With M+1 failing (each of the 20
+// choices), it must fail with a *StripeError (class ErrUnavailable), like
+// a write that cannot reach K shards, no read may return bytes nobody
+// wrote (old data or zeros in the range; an error while the namespaces
+// are away, class ErrCorrupt once they are back), and Repair must finish;
+// a zeroing that failed before it started (known) must leave the old data
+// readable. Before the fix a whole-stripe zeroing with M+1 failing was
+// acknowledged, and the stripes read the old data or failed as corrupt.
 func TestTrimPastParity(t *testing.T) {
 	noLog := layout.Geometry{K: 4, M: 2, Chunk: 16 << 10, SlotSize: 128 << 10, Checksums: true}
 	withLog := layout.Geometry{K: 4, M: 2, Chunk: 16 << 10, SlotSize: 512 << 10, Checksums: true, Log: true}
