@@ -12,8 +12,8 @@ import (
 )
 
 // TestRepairDurableBeforeClear: a namespace misses writes (its slot gets
-// a stale mark: by stripe for writes that went around it, as a whole after
-// a trim went around it too), comes back, and Repair rebuilds the slot and
+// a stale mark: by stripe for writes that went around it, as a whole when
+// it was away as the segment was allocated too), comes back, and Repair rebuilds the slot and
 // clears the mark; then the owner and the devices crash before any Flush
 // (the devices keep only what was flushed). Repair returning means the
 // slot counts as whole again, so a new owner with two other namespaces
@@ -36,13 +36,9 @@ func repairDurableBeforeClear(t *testing.T, g layout.Geometry) {
 		whole, away := c.whole, c.away
 		r := newRig(t, g, size, rigOptions{crashable: true})
 		a, b := testutil.Pattern(int(size), 1), testutil.Pattern(int(size), 2)
+		r.devs[1].SetDown(whole) // the new slot cannot be cleared (clearSlot)
 		mustWriteFlushed(t, r.vol, a, 0)
 		r.devs[1].SetDown(true)
-		if whole {
-			if err := r.vol.Trim(ctx, 0, g.StripeData()); err != nil {
-				t.Fatal(err)
-			}
-		}
 		mustWriteFlushed(t, r.vol, b, 0)
 		r.devs[1].SetDown(false)
 		if _, err := r.vol.Reinstate(ctx, r.names[1]); err != nil {

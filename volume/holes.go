@@ -17,7 +17,8 @@ import (
 // readable. Only the one stripe the write missed is stale in that slot
 // copy: it becomes a hole, a stripe below the copy's valid mark that the
 // copy does not serve. A write that goes around a namespace that is down
-// makes a hole too (missed), and so does a lost flush for each stripe
+// makes a hole too (missed), as does a zeroing of whole stripes that goes
+// around one (missedRun), and so does a lost flush for each stripe
 // written since the namespace's last one (namespaceLost). Holes are recorded in the StaleLog by stripe
 // (StaleSlot.Stripes) before a write that went around them is acknowledged,
 // and Repair rebuilds them once the namespace has space again. A write that

@@ -134,20 +134,26 @@ func (v *Volume) missed(ctx context.Context, s *segment, i int, t int64) error {
 }
 
 // missedCopy records that copy c of slot i of s missed stripe t: as a hole
-// when hole, else as stale from t on. A hole that could not be made (a
-// concurrent fault lowered the valid mark to t or below) falls back to the
-// mark from t on.
+// when hole, else as stale from t on (missedRun).
 func (v *Volume) missedCopy(ctx context.Context, s *segment, i int, t int64, c *slot, hole bool) error {
+	return v.missedRun(ctx, s, i, t, t, c, hole)
+}
+
+// missedRun records that copy c of slot i of s missed stripes [first,
+// last]: as holes when hole, else as stale from first on. Holes that could
+// not all be made (a concurrent fault lowered the valid mark to last or
+// below) fall back to the mark from first on.
+func (v *Volume) missedRun(ctx context.Context, s *segment, i int, first, last int64, c *slot, hole bool) error {
 	if hole {
-		s.addHole(c, t)
+		s.addHoles(c, stripeRanges{{From: first, To: last + 1}})
 		if err := v.recordHoles(ctx, s, i, c); err != nil {
 			return err
 		}
-		if c.valid.Load() > t {
+		if c.valid.Load() > last {
 			return nil
 		}
 	}
-	c.lowerValid(t)
+	c.lowerValid(first)
 	return v.recordStale(ctx, s, i, c)
 }
 

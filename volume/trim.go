@@ -107,6 +107,9 @@ func (v *Volume) zeroStripes(ctx context.Context, s *segment, first, last int64,
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("segment %d stripes %d-%d: trim not started: %w", s.id, first, last, err)
 	}
+	if err := v.zeroReached(s, first, last); err != nil {
+		return err // as a write that cannot be done: nothing changed
+	}
 	done, err := v.logZero(ctx, s, first, last)
 	if err != nil {
 		return err
@@ -114,7 +117,7 @@ func (v *Volume) zeroStripes(ctx context.Context, s *segment, first, last int64,
 	defer done()
 	ctx = context.WithoutCancel(ctx)
 	off, n := first*v.g.Chunk, (last-first+1)*v.g.Chunk
-	return v.each(len(s.slots), func(i int) error {
+	err = v.each(len(s.slots), func(i int) error {
 		copies := []*slot{s.slots[i]}
 		if p := s.slots[i].prev.Load(); p != nil {
 			copies = append(copies, p) // during a move both must read zeros
@@ -126,14 +129,37 @@ func (v *Volume) zeroStripes(ctx context.Context, s *segment, first, last int64,
 		}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	return v.zeroReached(s, first, last)
 }
 
-// zeroSlot trims or zeroes [off, off+n) of one copy of slot i; a copy that
-// cannot take it is marked stale from stripe first.
+// zeroReached fails with the StripeError of the first stripe of [first,
+// last] of s that fewer than K of its shards serve. Zeroing whole stripes
+// is acknowledged, as a write is, only when each stripe reads as zeros
+// from the shards that took it: at most M may have missed it (zeroSlot
+// marks those stale). A zeroing that failed so leaves the stripes as a
+// failed write does: each block holds its old data or zeros, or reads fail
+// (over-stale, see overstale.go). REQUIRES: the stripes' locks held.
+func (v *Volume) zeroReached(s *segment, first, last int64) error {
+	u := make([]bool, v.g.N())
+	for t := first; t <= last; t++ {
+		id := layout.StripeID{Segment: s.id, Stripe: t}
+		if count(v.usableInto(u, s, id)) < v.g.K {
+			return v.stripeError(s, id, u)
+		}
+	}
+	return nil
+}
+
+// zeroSlot trims or zeroes [off, off+n) of one copy of slot i, stripes
+// [first, ...]; a copy that cannot take it missed those stripes: they
+// become holes, as for a write that went around it (missedRun).
 func (v *Volume) zeroSlot(ctx context.Context, s *segment, sl *slot, i int, first, off, n int64, trim bool) error {
+	last := first + n/v.g.Chunk - 1
 	if sl.ns.down.Load() {
-		sl.lowerValid(first)
-		return v.recordStale(ctx, s, i, sl)
+		return v.missedZero(ctx, s, i, first, last, sl)
 	}
 	var err error
 	if trim {
@@ -142,19 +168,24 @@ func (v *Volume) zeroSlot(ctx context.Context, s *segment, sl *slot, i int, firs
 		err = sl.dev.WriteZeroes(ctx, off, n)
 	}
 	if err == nil {
-		v.noteWritten(sl, first, first+n/v.g.Chunk-1)
+		v.noteWritten(sl, first, last)
 		if v.g.Checksums {
-			err = v.zeroSums(ctx, sl, first, first+n/v.g.Chunk-1)
+			err = v.zeroSums(ctx, sl, first, last)
 		}
 	}
 	if err == nil {
 		return nil
 	}
 	if isShardFault(v.shardFailed(s, sl, i, first, err)) {
-		sl.lowerValid(first)
-		return v.recordStale(ctx, s, i, sl)
+		return v.missedZero(ctx, s, i, first, last, sl)
 	}
 	return fmt.Errorf("segment %d slot %d: zeroing: %w", s.id, i, err)
+}
+
+// missedZero records that copy sl of slot i missed the zeroing of stripes
+// [first, last]: as holes, unless it is stale there already.
+func (v *Volume) missedZero(ctx context.Context, s *segment, i int, first, last int64, sl *slot) error {
+	return v.missedRun(ctx, s, i, first, last, sl, sl.valid.Load() > last && !sl.logged.Load())
 }
 
 // lockStripes takes the locks of stripes [first, last] of seg in lock order
