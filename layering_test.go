@@ -85,8 +85,8 @@ func importRules() map[string]rule {
 		"google.golang.org/grpc/...", "google.golang.org/protobuf/...", "github.com/dgraph-io/badger/v4/...", pflag}
 	return map[string]rule{
 		"": {why: "the module root holds only repository-wide tests"},
-		"blockdev/...": {ours: []string{"blockdev"},
-			why: "blockdev is the IO seam at the bottom: it knows no layer above it"},
+		"blockdev/...": {ours: []string{"blockdev"}, third: []string{"golang.org/x/sys/..."},
+			why: "blockdev is the IO seam at the bottom: it knows no layer above it (x/sys for pwritev2)"},
 		"blockdev/faultdev": {ours: []string{"blockdev", "internal/retry"},
 			why: "blockdev/faultdev injects faults into any blockdev.Device (its delays sleep with internal/retry)"},
 		"ec":             pureRule("ec is the erasure codec", "github.com/klauspost/reedsolomon"),

@@ -1,3 +1,0 @@
-package blockdev
-
-const sysPwritev2 = 328 // linux/amd64
