@@ -54,7 +54,8 @@ type Options struct {
 	RetryInterval time.Duration
 	// Pacer paces the shard moves (rebuild, drain, rebalance) the controller
 	// gives this agent for the volumes it owns; foreground read and write
-	// latency slows them down. Default: moves.PacerConfig's defaults.
+	// latency slows them down. Default: moves.PacerConfig's defaults; what
+	// moves.NewPacer refuses, New refuses.
 	Pacer moves.PacerConfig
 	// Metrics receive the agent's metrics. Default NewMetrics().
 	Metrics *Metrics
@@ -121,20 +122,30 @@ func (o *Options) ensureDefaults() {
 	}
 }
 
-// checkIntervals says why o's intervals cannot drive a mapping's tickers
-// (class api.ErrInvalid), before anything is mapped.
-func (o *Options) checkIntervals() error {
+// checkDurations says why o's intervals cannot drive a mapping's tickers,
+// or its report timeout bound an etcd update (negative: every report
+// would fail at once), class api.ErrInvalid, before anything is mapped.
+func (o *Options) checkDurations() error {
 	var errs []error
 	for _, iv := range []struct {
 		name string
 		d    time.Duration
 		def  string
-	}{{"CleanInterval", o.CleanInterval, "30s"}, {"RecheckInterval", o.RecheckInterval, "10s"}} {
+	}{{"CleanInterval", o.CleanInterval, "30s"}, {"RecheckInterval", o.RecheckInterval, "10s"}, {"Report.Timeout", o.Report.Timeout, "5s"}} {
 		if iv.d < 0 {
 			errs = append(errs, fmt.Errorf("%s %v: negative: give 0 (the default, %s) or more: %w", iv.name, iv.d, iv.def, api.ErrInvalid))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkPacer says why o.Pacer cannot pace a mapping's moves: the rule
+// moves.NewPacer applies as each mapping opens (class api.ErrInvalid).
+func (o *Options) checkPacer() error {
+	if _, err := moves.NewPacer(o.Pacer); err != nil {
+		return fmt.Errorf("Pacer: %w: %w", err, api.ErrInvalid)
+	}
+	return nil
 }
 
 // Agent maps volumes on request, serves them over NBD or FUSE, holds their
@@ -165,7 +176,7 @@ func New(ctx context.Context, o Options) (*Agent, error) {
 	if o.Store == nil {
 		return nil, fmt.Errorf("agent: a meta.Store is required: %w", api.ErrInvalid)
 	}
-	if err := errors.Join(o.Namespaces.Check(), o.checkIntervals()); err != nil {
+	if err := errors.Join(o.Namespaces.Check(), o.checkDurations(), o.checkPacer()); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
 	st, err := openState(o.StateDir)

@@ -29,7 +29,7 @@ type ReportOptions struct {
 	// owners mark a namespace failed at once (docs/architecture.md,
 	// failure handling). Negative: never.
 	FailNamespaceAfter int
-	// Timeout bounds one etcd update. Default 5s.
+	// Timeout bounds one etcd update. Default 5s; negative is refused.
 	Timeout time.Duration
 }
 

@@ -24,7 +24,7 @@ type Settings struct {
 	Holder                    string
 	Bandwidth                 int64 // bytes per second of the controller's own moves; 0: unlimited
 	OutAfter, Interval, Grace time.Duration
-	ProbeTimeout, LeaderTTL   time.Duration
+	ProbeTimeout, LeaderTTL   time.Duration // ProbeTimeout: above 0 while Probe is on
 	MaxMoves, MaxMovesPerNS   int
 	MinUp                     float64
 	Probe                     bool // TCP-probe the paths of hosts that do not gossip
@@ -38,6 +38,9 @@ type Settings struct {
 // logging to log (moves through moves.Log) (New fills in the mover, the domain label and a
 // default holder).
 func (st Settings) RunnerConfig(s *meta.Store, log *slog.Logger) (controller.RunnerConfig, error) {
+	if err := st.checkProbe(); err != nil {
+		return controller.RunnerConfig{}, err
+	}
 	bw := st.Bandwidth
 	if bw == 0 {
 		bw = -1
@@ -56,4 +59,15 @@ func (st Settings) RunnerConfig(s *meta.Store, log *slog.Logger) (controller.Run
 		cfg.Gossip = controller.NewGossip(nil)
 	}
 	return cfg, nil
+}
+
+// checkProbe says why st's probes cannot run (class ErrSettings): a probe
+// needs a time limit (a dialer takes 0 as none, and a negative one fails
+// every dial, which would judge every probed host down).
+func (st Settings) checkProbe() error {
+	if !st.Probe || st.ProbeTimeout > 0 {
+		return nil
+	}
+	return fmt.Errorf("controller: ProbeTimeout %v (--probe-timeout): a probe needs a time limit: give one above 0 (default %v), or turn Probe off (--probe=false): %w",
+		st.ProbeTimeout, DefaultSettings().ProbeTimeout, ErrSettings)
 }

@@ -2,6 +2,8 @@ package controllerd
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -20,7 +22,7 @@ import (
 func TestSettingsRunnerConfig(t *testing.T) {
 	var b bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&b, nil))
-	cfg, err := Settings{Holder: "c1", OutAfter: time.Minute, MaxMoves: 3, Probe: true, Gossip: true}.RunnerConfig(nil, log)
+	cfg, err := Settings{Holder: "c1", OutAfter: time.Minute, MaxMoves: 3, Probe: true, ProbeTimeout: time.Second, Gossip: true}.RunnerConfig(nil, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,6 +33,27 @@ func TestSettingsRunnerConfig(t *testing.T) {
 	cfg.Logf("[WARN] memberlist: suspect")
 	if out := b.String(); !strings.Contains(out, `msg="move started"`) || !strings.Contains(out, "kind=drain") || !strings.Contains(out, "level=WARN msg=\"memberlist: suspect\"") {
 		t.Errorf("log:\n%s", out)
+	}
+}
+
+// TestSettingsChecksProbeTimeout: with probes on, a ProbeTimeout not above
+// 0 is refused (ErrSettings, saying what to give); RunnerConfig used to
+// take it, and only the CLI refused it. With probes off it is not looked at.
+func TestSettingsChecksProbeTimeout(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	for _, c := range []struct {
+		probe bool
+		d     time.Duration
+		bad   bool
+	}{{true, 0, true}, {true, -time.Second, true}, {true, time.Millisecond, false}, {false, 0, false}, {false, -time.Second, false}} {
+		_, err := Settings{Probe: c.probe, ProbeTimeout: c.d}.RunnerConfig(nil, log)
+		want := "ProbeTimeout " + c.d.String() + " (--probe-timeout): a probe needs a time limit: give one above 0 (default 1s)"
+		switch {
+		case c.bad && (!errors.Is(err, ErrSettings) || !strings.Contains(fmt.Sprint(err), want)):
+			t.Errorf("Probe %v, ProbeTimeout %v: %v, want ErrSettings saying %q", c.probe, c.d, err, want)
+		case !c.bad && err != nil:
+			t.Errorf("Probe %v, ProbeTimeout %v: %v", c.probe, c.d, err)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package moves
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -62,12 +63,33 @@ func (c *PacerConfig) EnsureDefaults() {
 	}
 }
 
-// Validate reports values EnsureDefaults cannot mend.
+// Validate reports values EnsureDefaults cannot mend, each with what to
+// give (class decide.ErrInvalid).
 func (c *PacerConfig) Validate() error {
-	bad := c.Burst < 0 || c.Baseline < 0 || c.Idle < 0 || !(c.Tolerance >= 0) ||
-		!(c.MinFactor > 0 && c.MinFactor <= 1) || !(c.Smoothing > 0 && c.Smoothing <= 1)
-	if bad {
-		return fmt.Errorf("pacer config %+v: %w", *c, decide.ErrInvalid)
+	var errs []error
+	bad := func(field string, v any, want string) {
+		errs = append(errs, fmt.Errorf("%s %v: give %s", field, v, want))
+	}
+	if c.Burst < 0 {
+		bad("Burst", c.Burst, "0 (the default) or more")
+	}
+	if c.Baseline < 0 {
+		bad("Baseline", c.Baseline, "0 (learned, the default) or more")
+	}
+	if c.Idle < 0 {
+		bad("Idle", c.Idle, "0 (the default, 1s) or more")
+	}
+	if !(c.Tolerance >= 0) {
+		bad("Tolerance", c.Tolerance, "0 (the default, 0.1) or more")
+	}
+	if !(c.MinFactor > 0 && c.MinFactor <= 1) {
+		bad("MinFactor", c.MinFactor, "above 0 and at most 1 (0: the default, 0.05)")
+	}
+	if !(c.Smoothing > 0 && c.Smoothing <= 1) {
+		bad("Smoothing", c.Smoothing, "above 0 and at most 1 (0: the default, 0.2)")
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("pacer config: %w: %w", errors.Join(errs...), decide.ErrInvalid)
 	}
 	return nil
 }

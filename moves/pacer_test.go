@@ -3,7 +3,9 @@ package moves
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -108,9 +110,20 @@ func TestThrottleUnlimited(t *testing.T) {
 }
 
 func TestPacerConfig(t *testing.T) {
-	for _, c := range []PacerConfig{{Burst: -1}, {MinFactor: 2}, {Smoothing: -1}, {Tolerance: -1}, {Baseline: -1}, {Tolerance: math.NaN()}} {
-		if _, err := NewPacer(c); !errors.Is(err, decide.ErrInvalid) {
-			t.Errorf("%+v: %v, want ErrInvalid", c, err)
+	for _, c := range []struct {
+		cfg  PacerConfig
+		want string // what the error says
+	}{
+		{PacerConfig{Burst: -1}, "Burst -1: give 0 (the default) or more"},
+		{PacerConfig{MinFactor: 2}, "MinFactor 2: give above 0 and at most 1"},
+		{PacerConfig{Smoothing: -1}, "Smoothing -1: give above 0 and at most 1"},
+		{PacerConfig{Tolerance: -1}, "Tolerance -1: give 0"},
+		{PacerConfig{Baseline: -1}, "Baseline -1ns: give 0"},
+		{PacerConfig{Idle: -time.Second}, "Idle -1s: give 0 (the default, 1s) or more"},
+		{PacerConfig{Tolerance: math.NaN()}, "Tolerance NaN: give 0"},
+	} {
+		if _, err := NewPacer(c.cfg); !errors.Is(err, decide.ErrInvalid) || !strings.Contains(fmt.Sprint(err), c.want) {
+			t.Errorf("%+v: %v, want ErrInvalid saying %q", c.cfg, err, c.want)
 		}
 	}
 	var c PacerConfig

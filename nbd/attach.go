@@ -48,7 +48,7 @@ const (
 // default.
 type AttachOptions struct {
 	// Connections is the number of sockets the kernel spreads IO over (the
-	// export advertises CAN_MULTI_CONN). Default 4.
+	// export advertises CAN_MULTI_CONN). Default 4; negative is refused.
 	Connections int
 	// Timeout is how long the kernel waits for the reply to one request
 	// (NBD_ATTR_TIMEOUT) before it declares the request's socket dead
@@ -85,6 +85,19 @@ type AttachOptions struct {
 // at once, so a timeout never finds a lost network, only a slow backend.
 const DefaultKernelTimeout = 2 * time.Minute
 
+// defaultConnections is AttachOptions.Connections' default.
+const defaultConnections = 4
+
+// check says why o cannot attach a device (class blockdev.ErrInvalid),
+// before anything is asked of the kernel: with a negative Connections it
+// would be given no socket at all.
+func (o AttachOptions) check() error {
+	if o.Connections < 0 {
+		return fmt.Errorf("nbd: Connections %d: negative: give 0 (the default, %d) or more: %w", o.Connections, defaultConnections, blockdev.ErrInvalid)
+	}
+	return nil
+}
+
 func (o *AttachOptions) ensureDefaults(export string) {
 	switch {
 	case o.Timeout == 0:
@@ -93,7 +106,7 @@ func (o *AttachOptions) ensureDefaults(export string) {
 		o.Timeout = 0
 	}
 	if o.Connections == 0 {
-		o.Connections = 4
+		o.Connections = defaultConnections
 	}
 	if o.BackendID == "" {
 		o.BackendID = export

@@ -60,6 +60,9 @@ type Attachment struct {
 // kernel (AttachOptions.DeadConnTimeout) goes on. Needs CAP_SYS_ADMIN and the
 // nbd module; without the module the error is ErrNoKernelNBD.
 func (s *Server) AttachKernel(ctx context.Context, export, devPath string, opts AttachOptions) (*Attachment, error) {
+	if err := opts.check(); err != nil {
+		return nil, err
+	}
 	opts.ensureDefaults(export)
 	index, err := parseDevPath(devPath)
 	if err != nil {

@@ -3,10 +3,13 @@ package nbd
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nvstripe/nvstripe/blockdev"
 )
 
 // nlattr builds one netlink attribute by hand: length (native endian, 2),
@@ -186,5 +189,33 @@ func TestAttachSendsTimeout(t *testing.T) {
 		if !strings.Contains(string(b), attr) {
 			t.Errorf("%s carries no NBD_ATTR_TIMEOUT of %v: %x", name, DefaultKernelTimeout, b)
 		}
+	}
+}
+
+// TestAttachRefusesNegativeConnections: AttachKernel refuses a negative
+// Connections (blockdev.ErrInvalid, naming the option) before it looks up
+// the export or asks the kernel anything; the old one went on and would
+// have connected the device over no socket at all.
+func TestAttachRefusesNegativeConnections(t *testing.T) {
+	for _, n := range []int{-1, -4} {
+		err := AttachOptions{Connections: n}.check()
+		want := fmt.Sprintf("Connections %d: negative: give 0 (the default, 4) or more", n)
+		if !errors.Is(err, blockdev.ErrInvalid) || !strings.Contains(fmt.Sprint(err), want) {
+			t.Errorf("Connections %d: %v, want blockdev.ErrInvalid saying %q", n, err, want)
+		}
+	}
+	for _, n := range []int{0, 1, 16} {
+		if err := (AttachOptions{Connections: n}).check(); err != nil {
+			t.Errorf("Connections %d: %v", n, err)
+		}
+	}
+	if runtime.GOOS != "linux" {
+		return
+	}
+	s, _ := serve(t, Options{Exports: map[string]Export{"mem": {Device: newMem(t, 1<<20, 512)}}}, "tcp")
+	// An export that does not exist: the old code failed on that, never
+	// reaching the kernel either.
+	if _, err := s.AttachKernel(t.Context(), "nope", "", AttachOptions{Connections: -1}); !errors.Is(err, blockdev.ErrInvalid) {
+		t.Errorf("AttachKernel with Connections -1: %v, want blockdev.ErrInvalid", err)
 	}
 }

@@ -30,12 +30,15 @@ type NamespaceOptions struct {
 	// from (initiator.Options.HostTraddr, nvme-cli's --host-traddr).
 	// Default "": the kernel picks by route.
 	HostTraddr string
-	// IOQueues per path. Default 2.
+	// IOQueues per path, at most initiator.MaxIOQueues. Default 2;
+	// negative is refused.
 	IOQueues int
 	// ControllerLossTimeout is how long IO to an unreachable namespace waits
-	// before it fails (and the volume reconstructs around it). Default 5s.
+	// before it fails (and the volume reconstructs around it). Default 5s;
+	// negative is refused.
 	ControllerLossTimeout time.Duration
-	// ConnectTimeout bounds connecting to a namespace. Default 5s.
+	// ConnectTimeout bounds connecting to a namespace. Default 5s; negative
+	// is refused.
 	ConnectTimeout time.Duration
 	// Logf receives path events. Default: none.
 	Logf func(format string, args ...any)
@@ -74,21 +77,48 @@ func NewSession(cluster *meta.ClusterRecord, volume string, epoch int64, fenced 
 }
 
 // Check reports what in o cannot work on this host before anything
-// connects: a HostTraddr that is not one of its addresses
-// (initiator.CheckHostTraddr, class blockdev.ErrInvalid).
+// connects (class blockdev.ErrInvalid): a number the initiator would
+// refuse for every connection (checkLimits) and a HostTraddr that is not
+// one of its addresses (initiator.CheckHostTraddr).
 func (o NamespaceOptions) Check() error {
-	return initiator.CheckHostTraddr(o.HostTraddr)
+	return errors.Join(o.checkLimits(), initiator.CheckHostTraddr(o.HostTraddr))
+}
+
+// The defaults of NamespaceOptions' numbers.
+const (
+	defaultIOQueues       = 2
+	defaultLossTimeout    = 5 * time.Second
+	defaultConnectTimeout = 5 * time.Second
+)
+
+// checkLimits says which of o's numbers, defaulted, initiator.Open would
+// refuse (its Options.Validate: 1..MaxIOQueues queues, timeouts above 0),
+// class blockdev.ErrInvalid. It does no IO.
+func (o NamespaceOptions) checkLimits() error {
+	var errs []error
+	if o.IOQueues < 0 || o.IOQueues > initiator.MaxIOQueues {
+		errs = append(errs, fmt.Errorf("IOQueues %d: give 1 to %d, or 0 for the default, %d: %w", o.IOQueues, initiator.MaxIOQueues, defaultIOQueues, blockdev.ErrInvalid))
+	}
+	for _, t := range []struct {
+		name   string
+		d, def time.Duration
+	}{{"ControllerLossTimeout", o.ControllerLossTimeout, defaultLossTimeout}, {"ConnectTimeout", o.ConnectTimeout, defaultConnectTimeout}} {
+		if t.d < 0 {
+			errs = append(errs, fmt.Errorf("%s %v: negative: give 0 (the default, %v) or more: %w", t.name, t.d, t.def, blockdev.ErrInvalid))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func (o *NamespaceOptions) ensureDefaults() {
 	if o.IOQueues == 0 {
-		o.IOQueues = 2
+		o.IOQueues = defaultIOQueues
 	}
 	if o.ControllerLossTimeout == 0 {
-		o.ControllerLossTimeout = 5 * time.Second
+		o.ControllerLossTimeout = defaultLossTimeout
 	}
 	if o.ConnectTimeout == 0 {
-		o.ConnectTimeout = 5 * time.Second
+		o.ConnectTimeout = defaultConnectTimeout
 	}
 	if o.PathStateInterval == 0 {
 		o.PathStateInterval = 2 * time.Second

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -238,5 +239,45 @@ func testBadLabel(t *testing.T, label func(c *meta.ClusterRecord) []byte) {
 	}
 	if err := mems[1].ReadAt(ctx, after, 0); err != nil || !bytes.Equal(before, after) {
 		t.Errorf("ns add of the blank disk wrote to it (%v)", err)
+	}
+}
+
+// TestNamespaceOptionsCheckLimits: Check refuses a count or timeout that
+// the initiator refuses for every connection (blockdev.ErrInvalid, naming
+// the option and what to give), and only those: Connect's initiator
+// refuses its options for exactly the cases Check refuses. The old Check
+// took them all, and then every namespace failed to connect.
+func TestNamespaceOptionsCheckLimits(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.Close() // a path that refuses at once
+	rec := &meta.NamespaceRecord{NQN: "nqn.2014-08.org.nvstripe:check", NSID: 1, Paths: []meta.PathRecord{{Addr: "tcp://" + ln.Addr().String()}}}
+	for _, c := range []struct {
+		o    NamespaceOptions
+		want string // "": taken
+	}{
+		{NamespaceOptions{IOQueues: -1}, "IOQueues -1: give 1 to 128, or 0 for the default, 2"},
+		{NamespaceOptions{IOQueues: 129}, "IOQueues 129: give 1 to 128"},
+		{NamespaceOptions{ControllerLossTimeout: -time.Second}, "ControllerLossTimeout -1s: negative: give 0 (the default, 5s) or more"},
+		{NamespaceOptions{ConnectTimeout: -1}, "ConnectTimeout -1ns: negative: give 0 (the default, 5s) or more"},
+		{NamespaceOptions{}, ""},
+		{NamespaceOptions{IOQueues: 128, ControllerLossTimeout: 1, ConnectTimeout: time.Second}, ""},
+	} {
+		err := c.o.Check()
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%+v: %v", c.o, err)
+		case c.want != "" && (!errors.Is(err, blockdev.ErrInvalid) || !strings.Contains(fmt.Sprint(err), c.want)):
+			t.Errorf("%+v: %v, want blockdev.ErrInvalid saying %q", c.o, err, c.want)
+		}
+		d, cerr := Connect(context.Background(), rec, c.o)
+		if d != nil {
+			d.Close()
+		}
+		if refused := errors.Is(cerr, blockdev.ErrInvalid); refused != (c.want != "") {
+			t.Errorf("%+v: Check says %v, the initiator %v", c.o, err, cerr)
+		}
 	}
 }

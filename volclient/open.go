@@ -103,12 +103,14 @@ func OpenVolume(ctx context.Context, store *meta.Store, name string, o OpenOptio
 }
 
 // check says why o cannot open a volume (class blockdev.ErrInvalid), before
-// anything is taken.
+// anything is taken: what needs no IO to see (Namespaces.Check also binds
+// HostTraddr).
 func (o OpenOptions) check() error {
+	var err error
 	if o.RecheckInterval < 0 {
-		return fmt.Errorf("RecheckInterval %v: negative: give 0 (the default, 10s) or more: %w", o.RecheckInterval, blockdev.ErrInvalid)
+		err = fmt.Errorf("RecheckInterval %v: negative: give 0 (the default, 10s) or more: %w", o.RecheckInterval, blockdev.ErrInvalid)
 	}
-	return nil
+	return errors.Join(err, o.Namespaces.checkLimits())
 }
 
 func open(ctx context.Context, store *meta.Store, rec *meta.VolumeRecord, cluster *meta.ClusterRecord, owner *meta.Owner, o OpenOptions) (*Mapped, error) {

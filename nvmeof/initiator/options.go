@@ -41,8 +41,8 @@ type Options struct {
 	// Paths are the "host:port" addresses of the subsystem's listeners, one
 	// controller per path. Required, at least one.
 	Paths []string
-	// IOQueues is the number of I/O queues (TCP connections) per path.
-	// Default 4. The target may grant fewer.
+	// IOQueues is the number of I/O queues (TCP connections) per path,
+	// 1..MaxIOQueues. Default 4. The target may grant fewer.
 	IOQueues int
 	// QueueDepth is the number of commands in flight per I/O queue, 2..1024.
 	// Default 128.
@@ -95,6 +95,9 @@ type Dialer interface {
 	DialContext(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
+// MaxIOQueues is the most Options.IOQueues Validate takes.
+const MaxIOQueues = 128
+
 // EnsureDefaults fills unset fields with their defaults.
 func (o *Options) EnsureDefaults() {
 	if o.HostNQN == "" {
@@ -143,8 +146,8 @@ func (o *Options) Validate() error {
 		err = errors.New("at least one path is required")
 	case o.NSID == 0 || o.NSID >= 0xFFFFFFFE:
 		err = fmt.Errorf("NSID %d is not a valid namespace ID", o.NSID)
-	case o.IOQueues < 1 || o.IOQueues > 128:
-		err = fmt.Errorf("IOQueues %d not in 1..128", o.IOQueues)
+	case o.IOQueues < 1 || o.IOQueues > MaxIOQueues:
+		err = fmt.Errorf("IOQueues %d not in 1..%d", o.IOQueues, MaxIOQueues)
 	case o.QueueDepth < 2 || o.QueueDepth > maxQueueDepth:
 		err = fmt.Errorf("QueueDepth %d not in 2..%d", o.QueueDepth, maxQueueDepth)
 	case o.KATO < 100*time.Millisecond:

@@ -72,7 +72,8 @@ type Config struct {
 	// depth 1; a command arriving meanwhile waits for it.
 	DisableInlineIO bool
 	// DiscoveryKATO is the keep-alive timeout given to discovery
-	// controllers that connect with KATO 0. Default 120 s.
+	// controllers that connect with KATO 0. Default 120 s; negative is
+	// refused (such a controller would get no keep-alive at all).
 	DiscoveryKATO time.Duration
 	// ANATT is the ANA transition time reported in Identify. Default 10 s.
 	ANATT time.Duration
@@ -259,7 +260,7 @@ func (c *Config) EnsureDefaults() {
 	setDefault(&c.MaxTransferSize, 1<<20)
 	setDefault(&c.DeviceQueueDepth, 32)
 	if c.DiscoveryKATO == 0 {
-		c.DiscoveryKATO = 120 * time.Second
+		c.DiscoveryKATO = defaultDiscoveryKATO
 	}
 	if c.ANATT == 0 {
 		c.ANATT = 10 * time.Second
@@ -308,6 +309,9 @@ func (c *Config) EnsureDefaults() {
 	}
 }
 
+// defaultDiscoveryKATO is Config.DiscoveryKATO's default.
+const defaultDiscoveryKATO = 120 * time.Second
+
 // DefaultMaxConnections is Config.MaxConnections's default (and
 // `nvstripe target serve --max-connections`'s).
 const DefaultMaxConnections = 1024
@@ -353,6 +357,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DeviceQueueDepth < 1 || c.DeviceQueueDepth > 1024 {
 		bad("device queue depth %d not in [1,1024]", c.DeviceQueueDepth)
+	}
+	if c.DiscoveryKATO < 0 {
+		bad("discovery kato %v negative: give 0 (the default, %v) or more", c.DiscoveryKATO, defaultDiscoveryKATO)
 	}
 	for h, w := range c.HostWeights {
 		if w < 1 || w > 100 {

@@ -3,6 +3,7 @@ package target
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/nvmeof/pdu"
@@ -43,6 +44,8 @@ func TestConfigValidate(t *testing.T) {
 		"long serial":      func(c *Config) { c.Subsystems[0].Serial = strings.Repeat("x", 21) },
 		"long nqn":         func(c *Config) { c.Subsystems[0].NQN = strings.Repeat("n", 300) },
 		"bad listener ana": func(c *Config) { c.Listeners[0].ANA = map[uint32]pdu.ANAState{1: 7} },
+		// Negative gave discovery controllers no keep-alive timer at all.
+		"discovery kato": func(c *Config) { c.DiscoveryKATO = -time.Second },
 	}
 	for name, mod := range bad {
 		c := good()
@@ -50,6 +53,18 @@ func TestConfigValidate(t *testing.T) {
 		if _, err := New(c); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+// TestDiscoveryKATORefused: a negative DiscoveryKATO is refused, saying
+// what to give (the old Validate took it, and discovery controllers that
+// connected with KATO 0 then had no keep-alive timer).
+func TestDiscoveryKATORefused(t *testing.T) {
+	d, _ := blockdev.NewMem(1<<20, 4096)
+	_, err := New(Config{Subsystems: []SubsystemConfig{{NQN: "nqn.a", Namespaces: []NamespaceConfig{{NSID: 1, Device: d}}}},
+		Listeners: []ListenerConfig{{Address: "127.0.0.1:0"}}, DiscoveryKATO: -time.Second})
+	if want := "discovery kato -1s negative: give 0 (the default, 2m0s) or more"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("New: %v, want %q", err, want)
 	}
 }
 

@@ -94,9 +94,9 @@ func controllerOptions(g *globals, a *config.EtcdFlags, f *controllerd.Flags, ho
 
 // checkSettings checks the controller's flags that its libraries take
 // as they are or default, later, with etcd: a holder name etcd takes, a
-// TTL its mover can hold volumes with, intervals a loop can tick at (the
-// scrub schedule's ticker gets a tenth of --scrub-interval) and a probe
-// with a time limit.
+// TTL its mover can hold volumes with and intervals a loop can tick at (the
+// scrub schedule's ticker gets a tenth of --scrub-interval). The probe's
+// time limit is checked by controllerd (Flags.Options).
 func checkSettings(f *controllerd.Flags) error {
 	errs := []error{checkHolder(f.Holder),
 		checkLeaseTTL("--leader-ttl", f.LeaderTTL, "the controller also holds the volumes it moves that long"),
@@ -105,9 +105,6 @@ func checkSettings(f *controllerd.Flags) error {
 	if f.ScrubInterval > 0 && f.ScrubInterval < controllerd.MinScrubInterval {
 		// The schedule checks every tenth of it: not a ticker's 0.
 		errs = append(errs, fmt.Errorf("--scrub-interval %v: give %v or more, or 0 for no scheduled scrubs", f.ScrubInterval, controllerd.MinScrubInterval))
-	}
-	if f.Probe && f.ProbeTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("--probe-timeout %v: a probe needs a time limit: give one above 0 (default %v), or --probe=false", f.ProbeTimeout, controllerd.DefaultSettings().ProbeTimeout))
 	}
 	return errors.Join(errs...)
 }

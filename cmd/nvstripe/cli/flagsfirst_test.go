@@ -80,7 +80,7 @@ func TestDaemonFlagsCheckedBeforeEtcd(t *testing.T) {
 		{[]string{"agent", "--fail-namespace-after", "0"}, "--fail-namespace-after 0: give how many media errors mark a namespace failed, 1 or more, or -1 for never", 2},
 		{[]string{"agent", "--fail-namespace-after", "-2"}, "--fail-namespace-after -2: give how many", 2},
 		{[]string{"controller", "--scrub-interval", "5ns"}, "--scrub-interval 5ns: give 1s or more, or 0 for no scheduled scrubs", 2},
-		{[]string{"controller", "--probe-timeout", "0s"}, "--probe-timeout 0s: a probe needs a time limit: give one above 0 (default 1s), or --probe=false", 2},
+		{[]string{"controller", "--probe-timeout", "0s"}, "ProbeTimeout 0s (--probe-timeout): a probe needs a time limit: give one above 0 (default 1s), or turn Probe off (--probe=false)", 2},
 		{[]string{"controller", "--holder", "-c1"}, `--holder: holder name "-c1": use 1-63 letters`, 2},
 		{[]string{"controller", "--out-after", "-1s"}, "controller config: negative OutAfter", 2},
 		{[]string{"controller", "--max-moves-per-ns", "-1"}, "controller config: negative OutAfter, MaxMoves or MaxMovesPerNS", 2},
