@@ -3,6 +3,7 @@ package volume
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/volume/layout"
@@ -72,7 +73,8 @@ func (v *Volume) zeroRun(ctx context.Context, r zeroRun, free bool) error {
 		for i := range sio.Pieces {
 			sio.Pieces[i].Buf -= r.partial.Pieces[0].Buf
 		}
-		return v.writeStripe(ctx, sio, make([]byte, n), false)
+		var around atomic.Bool
+		return v.flushAround(ctx, v.writeStripe(ctx, sio, make([]byte, n), false, &around), &around)
 	}
 	if free && r.first == 0 && r.last == v.g.StripesPerSegment()-1 {
 		return v.freeSegment(ctx, s)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 
 	"github.com/nvstripe/nvstripe/blockdev"
 	"github.com/nvstripe/nvstripe/volume/layout"
@@ -27,16 +28,37 @@ func (v *Volume) write(ctx context.Context, p []byte, off int64, fua bool) error
 		return err
 	}
 	sios := v.g.Split(off, int64(len(p)))
-	return v.eachLimited(len(sios), func(i int) error {
-		return v.writeStripe(ctx, sios[i], p, fua)
+	var around atomic.Bool
+	err := v.eachLimited(len(sios), func(i int) error {
+		return v.writeStripe(ctx, sios[i], p, fua, &around)
 	})
+	return v.flushAround(ctx, err, &around)
+}
+
+// flushAround flushes the volume once a write that went around a missing
+// data shard (see writeStripeOnce) succeeded, before it is acknowledged.
+// Such a block lives in parity alone, and the write log's record keeps no
+// partial parity for a block written in its epoch: a later write to the
+// same row, torn by a crash with the parities on different versions,
+// would leave more unknowns than parity rows (TestDegradedWriteThenTornRow).
+// After the flush the block is out of every open epoch, so the next
+// record's partial parity covers it.
+func (v *Volume) flushAround(ctx context.Context, err error, around *atomic.Bool) error {
+	if err != nil || !around.Load() {
+		return err
+	}
+	if err := v.Flush(ctx); err != nil {
+		return fmt.Errorf("flushing a write that went around a missing data shard: %w", err)
+	}
+	return nil
 }
 
 // writeStripe writes the pieces of sio from p (indexed by piece.Buf). When
 // the write log is full of live records it flushes the volume (holding no
-// lock) and tries again.
-func (v *Volume) writeStripe(ctx context.Context, sio layout.StripeIO, p []byte, fua bool) error {
-	return v.retryLogFull(ctx, sio.ID.Segment, sio.ID.Stripe, func() error { return v.writeStripeOnce(ctx, sio, p, fua) })
+// lock) and tries again. It sets around when the write went around a
+// missing data shard with the write log on (flushAround).
+func (v *Volume) writeStripe(ctx context.Context, sio layout.StripeIO, p []byte, fua bool, around *atomic.Bool) error {
+	return v.retryLogFull(ctx, sio.ID.Segment, sio.ID.Stripe, func() error { return v.writeStripeOnce(ctx, sio, p, fua, around) })
 }
 
 // retryLogFull runs once (a write to stripe t of segment seg, or from it
@@ -59,7 +81,7 @@ func (v *Volume) retryLogFull(ctx context.Context, seg, t int64, once func() err
 	}
 }
 
-func (v *Volume) writeStripeOnce(ctx context.Context, sio layout.StripeIO, p []byte, fua bool) error {
+func (v *Volume) writeStripeOnce(ctx context.Context, sio layout.StripeIO, p []byte, fua bool, around *atomic.Bool) error {
 	if sio.Full(v.g) {
 		if err := v.settled(ctx, sio.ID); err != nil { // a whole-stripe write replaces what was lost
 			return err
@@ -111,6 +133,9 @@ func (v *Volume) writeStripeOnce(ctx context.Context, sio layout.StripeIO, p []b
 		err = v.execWrite(ctx, s, sio, p, plan, fua)
 		if err == nil && sio.Full(v.g) {
 			v.setProven(s, sio.ID.Stripe, 0, v.g.Chunk) // written whole by this owner: its rows agree
+		}
+		if err == nil && v.g.Log && slices.ContainsFunc(plan.Skip, func(sh int) bool { return sh < v.g.K }) {
+			around.Store(true)
 		}
 		if err, retry := v.healOnce(ctx, s, sio.ID, err, &healed); !retry {
 			return err
