@@ -44,6 +44,7 @@ package volume
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -131,22 +132,27 @@ type hedge struct {
 
 // pick returns the K shards to read, plan.Reads and plan.Spare in that
 // order with those on a namespace that has reads left behind (stalled)
-// last, and keeps the rest that are not stalled as the spares.
+// last, and keeps the rest as the spares, the stalled ones last.
 func (h *hedge) pick() []int {
 	var fresh, stalled []int
 	for _, sh := range append(h.plan.Reads[:len(h.plan.Reads):len(h.plan.Reads)], h.plan.Spare...) {
-		if ns := h.nsOf(sh); ns != nil && ns.leftBehind.Load() > 0 {
+		if h.stalled(sh) {
 			stalled = append(stalled, sh)
 		} else {
 			fresh = append(fresh, sh)
 		}
 	}
 	k := h.v.g.K
-	if len(fresh) > k {
-		h.spares = fresh[k:]
-		return fresh[:k]
-	}
-	return append(fresh, stalled[:k-len(fresh)]...)
+	all := append(fresh, stalled...)
+	h.spares = all[k:]
+	return all[:k]
+}
+
+// stalled reports whether the namespace a read of shard sh reads now has
+// reads left behind in flight.
+func (h *hedge) stalled(sh int) bool {
+	ns := h.nsOf(sh)
+	return ns != nil && ns.leftBehind.Load() > 0
 }
 
 // nsOf returns the namespace that a read of shard sh reads now (nil: none).
@@ -211,35 +217,43 @@ func (h *hedge) wait() error {
 				if fault == nil {
 					fault = d.err
 				}
-				h.startSpare()
+				if !h.startSpare() {
+					timer.Reset(h.v.hedge)
+				}
 			}
 		case <-timer.C:
-			h.startSpare()
+			if !h.startSpare() {
+				timer.Reset(h.v.hedge) // every spare stalled: look again
+			}
 		}
 	}
 	return nil
 }
 
-// startSpare starts the read of the first spare (pick), once, and reports
-// the hedge.
-func (h *hedge) startSpare() {
+// startSpare starts the read of the first spare whose namespace is not
+// stalled now (pick), once, and reports the hedge. It returns false when
+// every spare is stalled: the caller tries again later (a read left
+// behind ends, or the reads it waits for answer first).
+func (h *hedge) startSpare() bool {
 	if h.hedged {
-		return
+		return true
+	}
+	i := slices.IndexFunc(h.spares, func(sh int) bool { return !h.stalled(sh) })
+	if i < 0 {
+		return len(h.spares) == 0 // no spare at all: nothing to try again
 	}
 	h.hedged = true
-	if len(h.spares) == 0 {
-		return // none but stalled ones: wait for the reads
-	}
+	sh := h.spares[i]
 	var slow []int
-	for sh, bp := range h.bufs {
-		if bp != nil && !h.good[sh] {
-			slow = append(slow, sh)
+	for s, bp := range h.bufs {
+		if bp != nil && !h.good[s] {
+			slow = append(slow, s)
 		}
 	}
-	sh := h.spares[0]
 	h.start(sh)
 	h.v.ev.hedged(HedgeInfo{Segment: h.id.Segment, Stripe: h.id.Stripe, Slow: h.v.namespacesOf(h.s, h.id, slow),
 		Extra: h.v.namespacesOf(h.s, h.id, []int{sh})[0]})
+	return true
 }
 
 // release hands back the buffers of the reads that reported and counts

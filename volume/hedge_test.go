@@ -288,3 +288,38 @@ func BenchmarkDegradedRead(b *testing.B) {
 		})
 	}
 }
+
+// TestHedgedReadWaitsOutStalledSpare: the only spare is on a namespace
+// with a read left behind when the read starts (stalled), and the gated
+// shard does not answer: the read does not take the stalled spare, but
+// once that namespace's read left behind ends it does, and returns with
+// the gate still closed. Before, a read whose spares were all stalled when
+// it picked its shards waited for the gated read (a race under load: the
+// setup read's own read left behind on the spare's namespace).
+func TestHedgedReadWaitsOutStalledSpare(t *testing.T) {
+	h := newHedgeRig(t, time.Millisecond)
+	refs, _, _ := h.alloc.Lookup(context.Background(), 0)
+	h.v.mu.Lock()
+	spare := h.v.ns[refs[h.g.SlotOf(0, h.g.K+1)].NS]
+	h.v.mu.Unlock()
+	for spare.leftBehind.Load() != 0 { // the setup read's own, if any
+		runtime.Gosched()
+	}
+	spare.leftBehind.Add(1) // as if a read were left behind there
+	h.gate.armed.Store(true)
+	got := make([]byte, len(h.model))
+	done := h.readAsync(got)
+	<-h.gate.entered
+	select {
+	case err := <-done:
+		t.Fatalf("the read returned (%v) while its only spare was stalled and a shard gated", err)
+	case <-time.After(20 * time.Millisecond): // it waits, as it should: 20 HedgeAfters
+	}
+	spare.leftBehind.Add(-1)
+	if err := within(t, func() error { return <-done }); err != nil {
+		t.Fatal(err)
+	}
+	mustEqual(t, "read once the spare's namespace was no longer stalled", got, h.model)
+	close(h.gate.open)
+	<-h.gate.ended
+}
